@@ -1,0 +1,42 @@
+// include/sekka/clock.h
+//
+// Clock is where sekka reads the wall clock and waits. Generators take a Clock& so that tests
+// can substitute a FakeClock (testing/fake_clock.h) whose sleeps advance time instantly.
+//
+// Thread-safety: implementations must allow concurrent calls from any number of threads.
+
+#ifndef SEKKA_CLOCK_H_
+#define SEKKA_CLOCK_H_
+
+#include <cstdint>
+
+namespace sekka {
+
+class Clock {
+ public:
+  virtual ~Clock() = default;
+
+  // Wall-clock time in milliseconds since 1970-01-01T00:00:00Z. May step backwards (NTP,
+  // an operator, a VM restore); callers must cope.
+  virtual std::int64_t NowMillis() = 0;
+
+  // Blocks until NowMillis() >= `wall_millis`, or until about as much time as was missing at
+  // the call has passed on a monotonic clock (so a backward step during the wait cannot block
+  // for long). Callers re-read NowMillis() afterwards. Returns at once if the time has come.
+  virtual void SleepUntilMillis(std::int64_t wall_millis) = 0;
+};
+
+// The process-wide clock backed by CLOCK_REALTIME. Where the CPU has an invariant time-stamp
+// counter and the kernel uses it as its clocksource, repeated reads within one millisecond are
+// answered from the counter instead of a full clock_gettime(): a read costs ~10 ns instead of
+// ~25 ns. Every millisecond boundary is still read from clock_gettime(), so a clock step is seen
+// at most 1 ms late. See docs/design.md ("The clock").
+Clock& SystemClock();
+
+// The same clock without the time-stamp-counter fast path: every NowMillis() is one
+// clock_gettime(CLOCK_REALTIME). For comparisons and for environments that distrust the TSC.
+Clock& PlainSystemClock();
+
+}  // namespace sekka
+
+#endif  // SEKKA_CLOCK_H_

@@ -1,0 +1,73 @@
+// include/sekka/codec.h
+//
+// Text forms of an id (SPEC section 4) and of times:
+//   dec       decimal
+//   hex       16 lowercase hex digits, zero-padded
+//   base32    13 Crockford base32 characters, zero-padded; text order = numeric order;
+//             parsing ignores case and reads I/L as 1 and O as 0
+//   base62    11 characters of 0-9A-Za-z, zero-padded; text order = numeric order
+//   friendly  yyyyMMddHHmmssSSS-<worker>-<sequence> in UTC, or
+//             yyyyMMddHHmmssSSS-<datacenter>-<worker>-<sequence> when the layout has
+//             datacenter bits
+// Parsing is strict: every error names what was wrong and what is allowed.
+//
+// Thread-safety: pure functions.
+
+#ifndef SEKKA_CODEC_H_
+#define SEKKA_CODEC_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "sekka/layout.h"
+#include "sekka/status.h"
+
+namespace sekka {
+
+enum class IdFormat { kDec, kHex, kBase32, kBase62, kFriendly };
+
+// Errors: kInvalidArgument listing the formats.
+Result<IdFormat> ParseIdFormat(std::string_view name);
+std::string_view IdFormatName(IdFormat format);
+const std::vector<std::string_view>& IdFormatNames();
+
+// The longest text any format produces for any layout.
+inline constexpr std::size_t kMaxIdTextSize = 64;
+
+// Writes `id` in decimal to `out` (room for 19 characters) and returns the length.
+// REQUIRES: id >= 0.
+std::size_t FormatDec(Id id, char* out);
+
+// The text of `id` in `format`. `layout` is used by kFriendly only.
+// REQUIRES: 0 <= id.
+std::string FormatId(Id id, IdFormat format, const Layout& layout);
+
+// Parses `text` in `format` (for kFriendly, against `layout`).
+// Errors: kInvalidArgument for an empty text, a character outside the alphabet, a wrong
+// length, a negative number or a value of 2^63 or more, naming the allowed form.
+Result<Id> ParseId(std::string_view text, IdFormat format, const Layout& layout);
+
+// One id taken apart.
+struct DecodedId {
+  Id id = 0;
+  std::int64_t timestamp_ms = 0;  // ms since the Unix epoch
+  std::int64_t datacenter = 0;
+  std::int64_t worker = 0;
+  std::int64_t sequence = 0;
+};
+// Errors: kInvalidArgument if the id is outside the layout (negative or above max_id()).
+Result<DecodedId> DecodeId(Id id, const Layout& layout);
+
+// "2026-01-02T03:04:05.678Z" for a time in ms since the Unix epoch (UTC, ms precision).
+std::string FormatUtcMillis(std::int64_t unix_millis);
+// Parses "2026-01-02", "2026-01-02T03:04:05", with optional ".fff" (1 to 3 digits) and
+// optional "Z" or "+HH:MM"/"-HH:MM", or a plain integer of milliseconds since the Unix epoch.
+// Errors: kInvalidArgument naming the accepted forms.
+Result<std::int64_t> ParseUtcMillis(std::string_view text);
+
+}  // namespace sekka
+
+#endif  // SEKKA_CODEC_H_

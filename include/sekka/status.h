@@ -1,0 +1,147 @@
+// include/sekka/status.h
+//
+// Error values for sekka's public API. Nothing in sekka throws across the API: a call that can
+// fail returns a Status (no value) or a Result<T> (a value or an Error). Code branches on
+// Error::code; people read Error::message, which is one line naming what was wrong and what is
+// allowed.
+//
+// Thread-safety: these are plain values.
+
+#ifndef SEKKA_STATUS_H_
+#define SEKKA_STATUS_H_
+
+#include <cassert>
+#include <new>
+#include <string>
+#include <string_view>
+#include <utility>
+
+namespace sekka {
+
+// The closed list of failure kinds. Each has a fixed wire name (see ErrorCodeName).
+enum class ErrorCode {
+  kInvalidArgument,      // bad input: a flag, a layout field, an id's text
+  kNotFound,             // an unknown name: a preset, a tag, a path
+  kUnavailable,          // a dependency cannot answer now; retrying later may work
+  kClockMovedBackwards,  // the wall clock is behind time already used
+  kExhausted,            // a finite space ran out: a layout's time field, worker ids
+  kLeaseLost,            // this process no longer holds its worker id
+  kInternal,             // a bug or an unexpected system failure
+};
+
+// The snake_case name of `code` as it appears on the wire ("invalid_argument", ...).
+std::string_view ErrorCodeName(ErrorCode code);
+
+struct Error {
+  ErrorCode code = ErrorCode::kInternal;
+  std::string message;
+};
+
+// Shorthands for building errors.
+inline Error InvalidArgument(std::string message) {
+  return {ErrorCode::kInvalidArgument, std::move(message)};
+}
+inline Error NotFound(std::string message) { return {ErrorCode::kNotFound, std::move(message)}; }
+inline Error Unavailable(std::string message) {
+  return {ErrorCode::kUnavailable, std::move(message)};
+}
+inline Error Exhausted(std::string message) { return {ErrorCode::kExhausted, std::move(message)}; }
+inline Error Internal(std::string message) { return {ErrorCode::kInternal, std::move(message)}; }
+
+// A value of type T, or an Error. Implicitly constructible from either, so functions can
+// `return value;` or `return InvalidArgument("...");`.
+template <typename T>
+class [[nodiscard]] Result {
+ public:
+  Result(const T& value) : ok_(true) { new (&value_) T(value); }  // NOLINT: implicit by design
+  Result(T&& value) : ok_(true) { new (&value_) T(std::move(value)); }  // NOLINT
+  Result(Error error) : ok_(false) { new (&error_) Error(std::move(error)); }  // NOLINT
+  Result(const Result& other) : ok_(other.ok_) {
+    if (ok_) {
+      new (&value_) T(other.value_);
+    } else {
+      new (&error_) Error(other.error_);
+    }
+  }
+  Result(Result&& other) noexcept : ok_(other.ok_) {
+    if (ok_) {
+      new (&value_) T(std::move(other.value_));
+    } else {
+      new (&error_) Error(std::move(other.error_));
+    }
+  }
+  Result& operator=(Result other) noexcept {
+    this->~Result();
+    new (this) Result(std::move(other));
+    return *this;
+  }
+  ~Result() {
+    if (ok_) {
+      value_.~T();
+    } else {
+      error_.~Error();
+    }
+  }
+
+  bool ok() const { return ok_; }
+  // REQUIRES: ok().
+  const T& value() const& {
+    assert(ok_);
+    return value_;
+  }
+  T& value() & {
+    assert(ok_);
+    return value_;
+  }
+  T&& value() && {
+    assert(ok_);
+    return std::move(value_);
+  }
+  const T& operator*() const& { return value(); }
+  T& operator*() & { return value(); }
+  const T* operator->() const { return &value(); }
+  T* operator->() { return &value(); }
+  // REQUIRES: !ok().
+  const Error& error() const& {
+    assert(!ok_);
+    return error_;
+  }
+  Error&& error() && {
+    assert(!ok_);
+    return std::move(error_);
+  }
+
+ private:
+  bool ok_;
+  union {
+    T value_;
+    Error error_;
+  };
+};
+
+// Success, or an Error.
+class [[nodiscard]] Status {
+ public:
+  Status() = default;
+  Status(Error error) : ok_(false), error_(std::move(error)) {}  // NOLINT: implicit by design
+  static Status Ok() { return Status(); }
+
+  bool ok() const { return ok_; }
+  // REQUIRES: !ok().
+  const Error& error() const& {
+    assert(!ok_);
+    return error_;
+  }
+  Error&& error() && {
+    assert(!ok_);
+    return std::move(error_);
+  }
+
+ private:
+  bool ok_ = true;
+  Error error_;
+};
+
+}  // namespace sekka
+
+#endif  // SEKKA_STATUS_H_

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Installs every Debian package sekka needs to build, test and benchmark.
+# Idempotent: when everything is already installed it prints nothing and takes about a second.
+set -euo pipefail
+
+PACKAGES=(
+  # build
+  build-essential cmake pkg-config git
+  # libraries (each one is justified in docs/design.md)
+  libfmt-dev libcli11-dev nlohmann-json3-dev
+  # tests and benchmarks
+  libgtest-dev libgmock-dev librapidcheck-dev libbenchmark-dev
+  # sanitizers and fuzzing (clang + its runtimes)
+  clang libclang-rt-14-dev
+  # end-to-end test and benchmark tools
+  python3 hyperfine faketime
+)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
+    missing+=("$p")
+  fi
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+if [ "$(id -u)" -ne 0 ]; then
+  echo "setup: missing packages (${missing[*]}); run this script as root" >&2
+  exit 1
+fi
+echo "setup: installing ${missing[*]}" >&2
+export DEBIAN_FRONTEND=noninteractive
+APT=(apt-get -y -q --no-install-recommends -o DPkg::Lock::Timeout=300 -o Acquire::Retries=3)
+for i in 1 2 3; do apt-get update -q >/dev/null && break; sleep 5; done
+"${APT[@]}" install "${missing[@]}" >/dev/null

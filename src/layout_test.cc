@@ -1,0 +1,253 @@
+#include "sekka/layout.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "sekka/codec.h"
+
+namespace sekka {
+namespace {
+
+Layout MustPreset(std::string_view name) {
+  Result<Layout> l = Layout::Preset(name);
+  EXPECT_TRUE(l.ok()) << name;
+  return l.ok() ? *l : Layout::Default();
+}
+
+struct PresetCase {
+  std::string name;
+  int time_bits, datacenter_bits, worker_bits, sequence_bits;
+  std::int64_t tick_millis;
+  std::int64_t epoch_millis;
+  FieldOrder order;
+  std::string end;  // the date the time field runs out
+};
+
+class LayoutPresetTest : public ::testing::TestWithParam<PresetCase> {};
+
+TEST_P(LayoutPresetTest, HasTheNumbersOfTheSpec) {
+  const PresetCase& c = GetParam();
+  const Layout l = MustPreset(c.name);
+  EXPECT_EQ(l.name(), c.name);
+  EXPECT_EQ(l.time_bits(), c.time_bits);
+  EXPECT_EQ(l.datacenter_bits(), c.datacenter_bits);
+  EXPECT_EQ(l.worker_bits(), c.worker_bits);
+  EXPECT_EQ(l.sequence_bits(), c.sequence_bits);
+  EXPECT_EQ(l.tick_millis(), c.tick_millis);
+  EXPECT_EQ(l.epoch_millis(), c.epoch_millis);
+  EXPECT_EQ(l.order(), c.order);
+  EXPECT_EQ(FormatUtcMillis(l.end_millis()).substr(0, c.end.size()), c.end);
+}
+
+constexpr auto kStd = FieldOrder::kTimeWorkerSequence;
+INSTANTIATE_TEST_SUITE_P(
+    Presets, LayoutPresetTest,
+    ::testing::Values(
+        PresetCase{"sekka", 41, 0, 10, 12, 1, 1735689600000, kStd, "2094-09-07"},
+        PresetCase{"twitter", 41, 5, 5, 12, 1, 1288834974657, kStd, "2080-07-10"},
+        // 42 time bits, but an id must stay below 2^63: 41 usable bits from 2015.
+        PresetCase{"discord", 42, 5, 5, 12, 1, 1420070400000, kStd, "2084-09-06"},
+        // 41 time bits shifted by 23 leave 40 usable bits below 2^63.
+        PresetCase{"instagram", 41, 0, 13, 10, 1, 1314220021721, kStd, "2046-06-27"},
+        PresetCase{"sonyflake", 39, 0, 16, 8, 10, 1735689600000, FieldOrder::kTimeSequenceWorker,
+                   "2199-03-19"},
+        PresetCase{"baidu", 28, 0, 22, 13, 1000, 1463673600000, kStd, "2024-11-20"},
+        PresetCase{"js53", 38, 0, 6, 9, 10, 1735689600000, kStd, "2112-02-09"}),
+    [](const auto& info) { return info.param.name; });
+
+TEST(LayoutTest, DefaultIsTheSekkaPreset) {
+  EXPECT_EQ(Layout::Default().name(), "sekka");
+  EXPECT_EQ(Layout::PresetNames().front(), "sekka");
+  EXPECT_EQ(Layout::PresetNames().size(), 7u);
+}
+
+TEST(LayoutTest, ReportsCapacityOfTheSekkaLayout) {
+  const Layout l = Layout::Default();
+  EXPECT_EQ(l.ids_per_tick(), 4096);
+  EXPECT_DOUBLE_EQ(l.ids_per_second(), 4'096'000.0);
+  EXPECT_EQ(l.worker_ids(), 1024);
+  EXPECT_EQ(l.max_tick(), (std::int64_t{1} << 41) - 1);
+}
+
+TEST(LayoutTest, ReportsCapacityOfTwitterAndSonyflake) {
+  const Layout twitter = MustPreset("twitter");
+  EXPECT_EQ(twitter.worker_ids(), 1024);
+  EXPECT_EQ(twitter.datacenter_ids(), 32);
+  EXPECT_EQ(twitter.worker_ids_per_datacenter(), 32);
+  const Layout sony = MustPreset("sonyflake");
+  EXPECT_EQ(sony.ids_per_tick(), 256);
+  EXPECT_DOUBLE_EQ(sony.ids_per_second(), 25'600.0);
+  EXPECT_EQ(sony.worker_ids(), 65536);
+}
+
+TEST(LayoutTest, Js53StaysBelowTwoToThe53ForSixtyYearsWithSixtyFourWorkers) {
+  const Layout l = MustPreset("js53");
+  EXPECT_LT(l.max_id(), std::int64_t{1} << 53);
+  constexpr std::int64_t kSixtyYearsMillis = 60LL * 36525 * 24 * 3600 * 10;  // 60 * 365.25 d
+  EXPECT_GE(l.end_millis() - l.epoch_millis(), kSixtyYearsMillis);
+  EXPECT_GE(l.worker_ids(), 64);
+  Result<Id> last = l.Compose({l.max_tick(), 0, l.worker_ids() - 1, l.max_sequence()});
+  ASSERT_TRUE(last.ok());
+  EXPECT_LT(*last, std::int64_t{1} << 53);
+}
+
+TEST(LayoutTest, UnknownPresetIsNotFoundAndListsThePresets) {
+  Result<Layout> l = Layout::Preset("snowflak");
+  ASSERT_FALSE(l.ok());
+  EXPECT_EQ(l.error().code, ErrorCode::kNotFound);
+  EXPECT_NE(l.error().message.find("snowflak"), std::string::npos);
+  EXPECT_NE(l.error().message.find("sonyflake"), std::string::npos);
+}
+
+// sonyflake-style validation table: each bad field gives its own error naming the field.
+struct BadLayoutCase {
+  std::string label;
+  LayoutOptions options;
+  std::string expect;  // a piece of the message
+};
+
+LayoutOptions With(void (*edit)(LayoutOptions&)) {
+  LayoutOptions o;
+  edit(o);
+  return o;
+}
+
+class LayoutValidationTest : public ::testing::TestWithParam<BadLayoutCase> {};
+
+TEST_P(LayoutValidationTest, RejectsWithAMessageNamingTheField) {
+  Result<Layout> l = Layout::Create(GetParam().options);
+  ASSERT_FALSE(l.ok());
+  EXPECT_EQ(l.error().code, ErrorCode::kInvalidArgument);
+  EXPECT_NE(l.error().message.find(GetParam().expect), std::string::npos) << l.error().message;
+  EXPECT_EQ(l.error().message.find('\n'), std::string::npos);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Table, LayoutValidationTest,
+    ::testing::Values(
+        BadLayoutCase{"TimeBitsTooFew", With([](LayoutOptions& o) { o.time_bits = 8; }),
+                      "layout.time_bits = 8 is out of range: allowed 16 to 63"},
+        BadLayoutCase{"NegativeWorkerBits", With([](LayoutOptions& o) { o.worker_bits = -1; }),
+                      "layout.worker_bits = -1 is out of range: allowed 0 to 31"},
+        BadLayoutCase{"TooManySequenceBits",
+                      With([](LayoutOptions& o) { o.sequence_bits = 40; }),
+                      "layout.sequence_bits = 40 is out of range: allowed 0 to 31"},
+        BadLayoutCase{"TooManyDatacenterBits",
+                      With([](LayoutOptions& o) { o.datacenter_bits = 32; }),
+                      "layout.datacenter_bits = 32"},
+        BadLayoutCase{"BitsDoNotSumTo63", With([](LayoutOptions& o) { o.worker_bits = 9; }),
+                      "layout bits sum to 62"},
+        BadLayoutCase{"BitsSumTo64", With([](LayoutOptions& o) { o.worker_bits = 11; }),
+                      "they must sum to 63"},
+        BadLayoutCase{"JsSafeOver53", With([](LayoutOptions& o) { o.js_safe = true; }),
+                      "a js-safe layout allows at most 53"},
+        BadLayoutCase{"TickZero", With([](LayoutOptions& o) { o.tick_millis = 0; }),
+                      "layout.tick = 0ms is out of range: allowed 1ms to 1000ms"},
+        BadLayoutCase{"TickOverASecond", With([](LayoutOptions& o) { o.tick_millis = 1001; }),
+                      "layout.tick = 1001ms"},
+        BadLayoutCase{"EpochBefore1970", With([](LayoutOptions& o) { o.epoch_millis = -1; }),
+                      "layout.epoch = -1 is before 1970"}),
+    [](const auto& info) { return info.param.label; });
+
+TEST(LayoutTest, AcceptsACustomLayoutAndAJsSafeOne) {
+  LayoutOptions o;
+  o.time_bits = 40;
+  o.datacenter_bits = 3;
+  o.worker_bits = 7;
+  o.sequence_bits = 13;
+  o.tick_millis = 2;
+  EXPECT_TRUE(Layout::Create(o).ok());
+  o.js_safe = true;
+  o.time_bits = 30;
+  EXPECT_TRUE(Layout::Create(o).ok());
+}
+
+// Compose/decompose round trips at the edges (sonyflake's TestCompose/TestDecompose).
+class LayoutEdgeTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(LayoutEdgeTest, ComposeAndDecomposeRoundTripAtTheEdges) {
+  const Layout l = MustPreset(GetParam());
+  const std::int64_t max_dc = l.datacenter_ids() - 1, max_w = l.worker_ids_per_datacenter() - 1;
+  const IdFields edges[] = {
+      {0, 0, 0, 0},
+      {0, 0, 0, l.max_sequence()},
+      {0, max_dc, max_w, 0},
+      {l.max_tick(), 0, 0, 0},
+      {l.max_tick(), max_dc, max_w, l.max_sequence()},
+      {12345, max_dc / 2, max_w / 3, l.max_sequence() / 5},
+  };
+  for (const IdFields& f : edges) {
+    Result<Id> id = l.Compose(f);
+    ASSERT_TRUE(id.ok()) << id.error().message;
+    EXPECT_GE(*id, 0);
+    EXPECT_LE(*id, l.max_id());
+    Result<IdFields> back = l.Decompose(*id);
+    ASSERT_TRUE(back.ok());
+    EXPECT_EQ(*back, f);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Presets, LayoutEdgeTest,
+                         ::testing::ValuesIn(std::vector<std::string>(
+                             Layout::PresetNames().begin(), Layout::PresetNames().end())));
+
+TEST(LayoutTest, ComposeRejectsFieldsThatDoNotFit) {
+  const Layout l = Layout::Default();
+  Result<Id> worker = l.Compose({1, 0, 1024, 0});
+  ASSERT_FALSE(worker.ok());
+  EXPECT_EQ(worker.error().code, ErrorCode::kInvalidArgument);
+  EXPECT_NE(worker.error().message.find("worker id 1024 does not fit 10 bits: allowed 0 to 1023"),
+            std::string::npos);
+  Result<Id> seq = l.Compose({1, 0, 0, 4096});
+  ASSERT_FALSE(seq.ok());
+  EXPECT_NE(seq.error().message.find("sequence 4096"), std::string::npos);
+  Result<Id> dc = l.Compose({1, 1, 0, 0});
+  ASSERT_FALSE(dc.ok());
+  EXPECT_NE(dc.error().message.find("datacenter id 1 does not fit 0 bits"), std::string::npos);
+}
+
+TEST(LayoutTest, TimeFieldRunningOutIsExhaustedWithTheDate) {
+  const Layout l = MustPreset("baidu");
+  Result<Id> id = l.Compose({l.max_tick() + 1, 0, 0, 0});
+  ASSERT_FALSE(id.ok());
+  EXPECT_EQ(id.error().code, ErrorCode::kExhausted);
+  EXPECT_NE(id.error().message.find("exhausted on 2024-11-20"), std::string::npos)
+      << id.error().message;
+}
+
+TEST(LayoutTest, DecomposeRejectsIdsOutsideTheLayout) {
+  EXPECT_FALSE(Layout::Default().Decompose(-1).ok());
+  const Layout js = MustPreset("js53");
+  Result<IdFields> f = js.Decompose(std::int64_t{1} << 53);
+  ASSERT_FALSE(f.ok());
+  EXPECT_NE(f.error().message.find("outside layout js53"), std::string::npos);
+}
+
+TEST(LayoutTest, SonyflakeOrderPutsTheSequenceAboveTheWorker) {
+  const Layout l = MustPreset("sonyflake");
+  Result<Id> id = l.Compose({1, 0, 5, 3});
+  ASSERT_TRUE(id.ok());
+  EXPECT_EQ(*id, (std::int64_t{1} << 24) | (3 << 16) | 5);
+}
+
+TEST(LayoutTest, MillisToTickFloorsAndTickToMillisInverts) {
+  const Layout sony = MustPreset("sonyflake");
+  const std::int64_t e = sony.epoch_millis();
+  EXPECT_EQ(sony.MillisToTick(e), 0);
+  EXPECT_EQ(sony.MillisToTick(e + 9), 0);
+  EXPECT_EQ(sony.MillisToTick(e + 10), 1);
+  EXPECT_EQ(sony.MillisToTick(e - 1), -1);
+  EXPECT_EQ(sony.TickToMillis(7), e + 70);
+}
+
+TEST(LayoutTest, ParsesFieldOrders) {
+  EXPECT_EQ(*ParseFieldOrder("time,sequence,worker"), FieldOrder::kTimeSequenceWorker);
+  EXPECT_EQ(*ParseFieldOrder("time,datacenter,worker,sequence"), FieldOrder::kTimeWorkerSequence);
+  Result<FieldOrder> bad = ParseFieldOrder("worker,time");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().message.find("allowed"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace sekka

@@ -1,0 +1,25 @@
+#include "sekka/status.h"
+
+namespace sekka {
+
+std::string_view ErrorCodeName(ErrorCode code) {
+  switch (code) {
+    case ErrorCode::kInvalidArgument:
+      return "invalid_argument";
+    case ErrorCode::kNotFound:
+      return "not_found";
+    case ErrorCode::kUnavailable:
+      return "unavailable";
+    case ErrorCode::kClockMovedBackwards:
+      return "clock_moved_backwards";
+    case ErrorCode::kExhausted:
+      return "exhausted";
+    case ErrorCode::kLeaseLost:
+      return "lease_lost";
+    case ErrorCode::kInternal:
+      return "internal";
+  }
+  return "internal";
+}
+
+}  // namespace sekka
