@@ -382,4 +382,25 @@ Result<std::int64_t> ParseUtcMillis(std::string_view text) {
   return ((days * 24 + h) * 60 + mi - offset_minutes) * 60'000 + s * 1000 + ms;
 }
 
+Result<std::int64_t> ParseDurationMillis(std::string_view text) {
+  auto bad = [&] {
+    return InvalidArgument(fmt::format(
+        "duration \"{}\" is not understood: allowed a whole number with ms, s, m or h, such as "
+        "\"250ms\" or \"5s\"",
+        Printable(text)));
+  };
+  std::size_t n = 0;
+  while (n < text.size() && text[n] >= '0' && text[n] <= '9') ++n;
+  if (n == 0 || n > 12) return bad();
+  std::string_view digits = text.substr(0, n);
+  const std::int64_t value = Digits(digits, n);
+  const std::string_view unit = text.substr(n);
+  if (unit == "ms") return value;
+  if (unit == "s") return value * 1000;
+  if (unit == "m") return value * 60'000;
+  if (unit == "h") return value * 3'600'000;
+  if (unit.empty() && value == 0) return std::int64_t{0};
+  return bad();
+}
+
 }  // namespace sekka

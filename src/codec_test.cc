@@ -156,3 +156,23 @@ RC_GTEST_PROP(CodecProperty, DecomposeInvertsComposeForEveryPreset, ()) {
 
 }  // namespace
 }  // namespace sekka
+
+namespace sekka {
+namespace {
+
+TEST(DurationTest, ParsesUnitsAndRejectsTheRest) {
+  EXPECT_EQ(*ParseDurationMillis("250ms"), 250);
+  EXPECT_EQ(*ParseDurationMillis("5s"), 5000);
+  EXPECT_EQ(*ParseDurationMillis("2m"), 120000);
+  EXPECT_EQ(*ParseDurationMillis("1h"), 3600000);
+  EXPECT_EQ(*ParseDurationMillis("0"), 0);
+  for (const char* bad : {"", "5", "ms", "-1s", "1.5s", "5 s", "10d", "9999999999999s"}) {
+    Result<std::int64_t> r = ParseDurationMillis(bad);
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_NE(r.error().message.find("allowed a whole number with ms, s, m or h"),
+              std::string::npos);
+  }
+}
+
+}  // namespace
+}  // namespace sekka

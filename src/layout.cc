@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <array>
+#include <charconv>
 #include <limits>
 
 #include "sekka/codec.h"
@@ -77,6 +78,76 @@ Result<FieldOrder> ParseFieldOrder(std::string_view text) {
 std::string_view FieldOrderName(FieldOrder order) {
   return order == FieldOrder::kTimeSequenceWorker ? "time,sequence,worker"
                                                   : "time,datacenter,worker,sequence";
+}
+
+Result<Layout> ParseLayout(std::string_view text) {
+  if (text.find('=') == std::string_view::npos) return Layout::Preset(text);
+  LayoutOptions o;
+  while (!text.empty()) {
+    const std::size_t comma = text.find(',');
+    const std::string_view item = text.substr(0, comma);
+    text = comma == std::string_view::npos ? std::string_view() : text.substr(comma + 1);
+    const std::size_t eq = item.find('=');
+    if (eq == std::string_view::npos) {
+      return InvalidArgument(fmt::format("layout item \"{}\" is not key=value", item));
+    }
+    const std::string_view key = item.substr(0, eq), value = item.substr(eq + 1);
+    auto bits = [&](int& field) -> Status {
+      int v = 0;
+      const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
+      if (ec != std::errc() || end != value.data() + value.size()) {
+        return InvalidArgument(
+            fmt::format("layout.{} = \"{}\" is not a whole number of bits", key, value));
+      }
+      field = v;
+      return Status::Ok();
+    };
+    Status status;
+    if (key == "time_bits") {
+      status = bits(o.time_bits);
+    } else if (key == "datacenter_bits") {
+      status = bits(o.datacenter_bits);
+    } else if (key == "worker_bits") {
+      status = bits(o.worker_bits);
+    } else if (key == "sequence_bits") {
+      status = bits(o.sequence_bits);
+    } else if (key == "tick") {
+      Result<std::int64_t> ms = ParseDurationMillis(value);
+      if (!ms.ok()) return InvalidArgument("layout.tick: " + ms.error().message);
+      o.tick_millis = *ms;
+    } else if (key == "epoch") {
+      Result<std::int64_t> ms = ParseUtcMillis(value);
+      if (!ms.ok()) return InvalidArgument("layout.epoch: " + ms.error().message);
+      o.epoch_millis = *ms;
+    } else if (key == "order") {
+      Result<FieldOrder> order = ParseFieldOrder(value);
+      if (!order.ok()) return std::move(order).error();
+      o.order = *order;
+    } else if (key == "js_safe") {
+      if (value != "true" && value != "false") {
+        return InvalidArgument(
+            fmt::format("layout.js_safe = \"{}\": allowed true or false", value));
+      }
+      o.js_safe = value == "true";
+    } else if (key == "name") {
+      o.name = std::string(value);
+    } else {
+      return InvalidArgument(fmt::format(
+          "layout key \"{}\" is not known: allowed time_bits, datacenter_bits, worker_bits, "
+          "sequence_bits, tick, epoch, order, js_safe, name",
+          key));
+    }
+    if (!status.ok()) return std::move(status).error();
+  }
+  return Layout::Create(o);
+}
+
+std::string Layout::OrderName() const {
+  const bool dc = options_.datacenter_bits > 0;
+  if (options_.order == FieldOrder::kTimeSequenceWorker) {
+    return dc ? "time,sequence,datacenter,worker" : "time,sequence,worker";
+  }
+  return dc ? "time,datacenter,worker,sequence" : "time,worker,sequence";
 }
 
 Layout::Layout(const LayoutOptions& options) : options_(options) {

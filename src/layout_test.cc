@@ -241,12 +241,62 @@ TEST(LayoutTest, MillisToTickFloorsAndTickToMillisInverts) {
   EXPECT_EQ(sony.TickToMillis(7), e + 70);
 }
 
+TEST(LayoutTest, NamesItsOrderWithTheDatacenterOnlyWhereItHasOne) {
+  EXPECT_EQ(Layout::Default().OrderName(), "time,worker,sequence");
+  EXPECT_EQ(MustPreset("twitter").OrderName(), "time,datacenter,worker,sequence");
+  EXPECT_EQ(MustPreset("sonyflake").OrderName(), "time,sequence,worker");
+  for (const auto& name : Layout::PresetNames()) {
+    const Layout l = MustPreset(name);
+    EXPECT_EQ(*ParseFieldOrder(l.OrderName()), l.order());
+  }
+}
+
 TEST(LayoutTest, ParsesFieldOrders) {
   EXPECT_EQ(*ParseFieldOrder("time,sequence,worker"), FieldOrder::kTimeSequenceWorker);
   EXPECT_EQ(*ParseFieldOrder("time,datacenter,worker,sequence"), FieldOrder::kTimeWorkerSequence);
   Result<FieldOrder> bad = ParseFieldOrder("worker,time");
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.error().message.find("allowed"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace sekka
+
+namespace sekka {
+namespace {
+
+TEST(ParseLayoutTest, ReadsAPresetName) {
+  Result<Layout> l = ParseLayout("twitter");
+  ASSERT_TRUE(l.ok());
+  EXPECT_EQ(l->name(), "twitter");
+  EXPECT_EQ(ParseLayout("nope").error().code, ErrorCode::kNotFound);
+}
+
+TEST(ParseLayoutTest, ReadsACustomLayout) {
+  Result<Layout> l = ParseLayout(
+      "time_bits=40,datacenter_bits=2,worker_bits=9,sequence_bits=12,tick=2ms,"
+      "epoch=2024-01-01T00:00:00Z,order=time,sequence,worker");
+  // "order=time,sequence,worker" contains commas: the order key must come as a single word.
+  EXPECT_FALSE(l.ok());
+  l = ParseLayout("time_bits=40,datacenter_bits=2,worker_bits=9,sequence_bits=12,tick=2ms,"
+                  "epoch=2024-01-01T00:00:00Z,order=sonyflake,name=mine");
+  ASSERT_TRUE(l.ok()) << l.error().message;
+  EXPECT_EQ(l->name(), "mine");
+  EXPECT_EQ(l->time_bits(), 40);
+  EXPECT_EQ(l->tick_millis(), 2);
+  EXPECT_EQ(l->epoch_millis(), 1704067200000);
+  EXPECT_EQ(l->order(), FieldOrder::kTimeSequenceWorker);
+}
+
+TEST(ParseLayoutTest, NamesTheBadKeyOrValue) {
+  EXPECT_NE(ParseLayout("colour=blue").error().message.find("layout key \"colour\" is not known"),
+            std::string::npos);
+  EXPECT_NE(ParseLayout("worker_bits=ten").error().message.find("layout.worker_bits"),
+            std::string::npos);
+  EXPECT_NE(ParseLayout("tick=5 minutes").error().message.find("layout.tick"), std::string::npos);
+  EXPECT_NE(ParseLayout("worker_bits=11").error().message.find("sum to 64"), std::string::npos);
+  EXPECT_NE(ParseLayout("tick=2s").error().message.find("layout.tick = 2000ms is out of range"),
+            std::string::npos);
 }
 
 }  // namespace

@@ -68,6 +68,10 @@ std::string FormatUtcMillis(std::int64_t unix_millis);
 // Errors: kInvalidArgument naming the accepted forms.
 Result<std::int64_t> ParseUtcMillis(std::string_view text);
 
+// Parses a duration: a whole number with a unit, "250ms", "5s", "2m", "1h" (or "0").
+// Returns milliseconds. Errors: kInvalidArgument naming the accepted units.
+Result<std::int64_t> ParseDurationMillis(std::string_view text);
+
 }  // namespace sekka
 
 #endif  // SEKKA_CODEC_H_

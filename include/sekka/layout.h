@@ -70,6 +70,15 @@ struct IdFields {
   bool operator==(const IdFields&) const = default;
 };
 
+class Layout;
+
+// Parses a layout from text: a preset name ("twitter"), or a comma-separated list of
+// key=value pairs over the sekka preset's values, with keys time_bits, datacenter_bits,
+// worker_bits, sequence_bits, tick ("10ms", "1s"), epoch (ms or ISO 8601), order, js_safe
+// (true/false) and name; e.g. "time_bits=40,worker_bits=11,tick=2ms".
+// Errors: kNotFound for an unknown preset; kInvalidArgument naming a bad key or value.
+Result<Layout> ParseLayout(std::string_view text);
+
 class Layout {
  public:
   // Validates `options`. Errors: kInvalidArgument naming the field and its allowed range.
@@ -91,6 +100,9 @@ class Layout {
   std::int64_t tick_millis() const { return options_.tick_millis; }
   std::int64_t epoch_millis() const { return options_.epoch_millis; }
   FieldOrder order() const { return options_.order; }
+  // The field order as text, naming the datacenter only where the layout has datacenter bits:
+  // "time,worker,sequence", "time,datacenter,worker,sequence", "time,sequence,worker", ...
+  std::string OrderName() const;
 
   // Capacity.
   std::int64_t ids_per_tick() const { return std::int64_t{1} << options_.sequence_bits; }

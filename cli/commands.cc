@@ -1,0 +1,297 @@
+#include "cli/commands.h"
+
+#include <fmt/format.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "sekka/codec.h"
+#include "sekka/layout.h"
+#include "sekka/snowflake.h"
+
+namespace sekka::cli {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+// A layout from a preset name or a custom spec, with the epoch checked against the clock.
+Result<Layout> ResolveLayout(const std::string& text) {
+  Result<Layout> layout = ParseLayout(text);
+  if (!layout.ok()) return layout;
+  const std::int64_t now = SystemClock().NowMillis();
+  if (layout->epoch_millis() > now) {
+    return InvalidArgument(fmt::format("layout.epoch {} is in the future: allowed up to now ({})",
+                                       FormatUtcMillis(layout->epoch_millis()),
+                                       FormatUtcMillis(now)));
+  }
+  return layout;
+}
+
+// Exit code for an error from setting up (bad input) or from running.
+int ExitFor(const Error& error, bool during_setup) {
+  const bool usage = error.code == ErrorCode::kInvalidArgument || error.code == ErrorCode::kNotFound;
+  return Fail(usage && during_setup ? kExitUsage : kExitFailure, error.message);
+}
+
+std::string FormatThousands(double value) {
+  std::string digits = fmt::format("{:.0f}", value);
+  std::string out;
+  for (std::size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return out;
+}
+
+Json DecodedJson(const DecodedId& d) {
+  return Json{{"id", std::to_string(d.id)},
+              {"time", FormatUtcMillis(d.timestamp_ms)},
+              {"timestamp_ms", d.timestamp_ms},
+              {"datacenter", d.datacenter},
+              {"worker", d.worker},
+              {"sequence", d.sequence}};
+}
+
+}  // namespace
+
+int Fail(int exit_code, const std::string& message) {
+  std::string line = message;
+  for (char& c : line) {
+    if (c == '\n' || c == '\r') c = ' ';
+  }
+  std::fprintf(stderr, "sekka: %s\n", line.c_str());
+  return exit_code;
+}
+
+int RunGen(const GenFlags& flags) {
+  if (flags.count < 1) {
+    return Fail(kExitUsage, fmt::format("-n {} is out of range: allowed 1 or more", flags.count));
+  }
+  Result<Layout> layout = ResolveLayout(flags.layout);
+  if (!layout.ok()) return ExitFor(layout.error(), true);
+  Result<IdFormat> format = ParseIdFormat(flags.format);
+  if (!format.ok()) return ExitFor(format.error(), true);
+  Result<SequenceStart> start = ParseSequenceStart(flags.sequence_start);
+  if (!start.ok()) return ExitFor(start.error(), true);
+
+  SnowflakeOptions options;
+  options.layout = *layout;
+  options.worker_id = flags.worker_id;
+  options.datacenter_id = flags.datacenter_id;
+  options.sequence_start = *start;
+  options.descending = flags.descending;
+  Result<std::unique_ptr<Snowflake>> generator = Snowflake::Create(options, SystemClock());
+  if (!generator.ok()) return ExitFor(generator.error(), true);
+  Snowflake& snowflake = **generator;
+
+  // Ids are made in runs of about one tick's worth and written through one large buffer, so
+  // that the formatting of one run fits in the wait for the next tick.
+  const std::size_t chunk = static_cast<std::size_t>(
+      std::min<std::int64_t>({flags.count, layout->ids_per_tick(), 65536}));
+  std::vector<Id> ids(chunk);
+  std::string out;
+  out.reserve(1 << 20);
+  std::int64_t left = flags.count;
+  while (left > 0) {
+    const auto n = static_cast<std::size_t>(std::min<std::int64_t>(left, chunk));
+    if (Status s = snowflake.NextIds(std::span<Id>(ids.data(), n)); !s.ok()) {
+      std::fwrite(out.data(), 1, out.size(), stdout);
+      std::fflush(stdout);
+      return ExitFor(s.error(), false);
+    }
+    for (std::size_t i = 0; i < n; ++i) {
+      if (*format == IdFormat::kDec) {
+        char buf[20];
+        out.append(buf, FormatDec(ids[i], buf));
+      } else {
+        out += FormatId(ids[i], *format, *layout);
+      }
+      out += '\n';
+    }
+    if (out.size() > (1 << 20) - 4096 * kMaxIdTextSize) {
+      std::fwrite(out.data(), 1, out.size(), stdout);
+      out.clear();
+    }
+    left -= static_cast<std::int64_t>(n);
+  }
+  std::fwrite(out.data(), 1, out.size(), stdout);
+  if (std::fflush(stdout) != 0) return Fail(kExitFailure, "writing the ids to stdout failed");
+  return kExitOk;
+}
+
+int RunDecode(const DecodeFlags& flags) {
+  Result<Layout> layout = ResolveLayout(flags.layout);
+  if (!layout.ok()) return ExitFor(layout.error(), true);
+  Result<IdFormat> format = ParseIdFormat(flags.format);
+  if (!format.ok()) return ExitFor(format.error(), true);
+
+  int exit_code = kExitOk;
+  auto decode_one = [&](const std::string& text) {
+    Result<Id> id = ParseId(text, *format, *layout);
+    Result<DecodedId> decoded =
+        id.ok() ? DecodeId(*id, *layout) : Result<DecodedId>(std::move(id).error());
+    if (!decoded.ok()) {
+      exit_code = Fail(kExitUsage, decoded.error().message);
+      return;
+    }
+    const DecodedId& d = *decoded;
+    if (flags.json) {
+      std::cout << DecodedJson(d).dump() << '\n';
+    } else {
+      std::cout << fmt::format("{} time={} timestamp_ms={} datacenter={} worker={} sequence={}\n",
+                               d.id, FormatUtcMillis(d.timestamp_ms), d.timestamp_ms,
+                               d.datacenter, d.worker, d.sequence);
+    }
+  };
+  if (!flags.ids.empty()) {
+    for (const std::string& text : flags.ids) decode_one(text);
+  } else {
+    std::string text;
+    while (std::cin >> text) decode_one(text);
+  }
+  std::cout.flush();
+  return exit_code;
+}
+
+int RunLayout(const LayoutFlags& flags) {
+  if (flags.list) {
+    for (std::string_view name : Layout::PresetNames()) std::cout << name << '\n';
+    return kExitOk;
+  }
+  Result<Layout> layout = ResolveLayout(flags.layout);
+  if (!layout.ok()) return ExitFor(layout.error(), true);
+  const Layout& l = *layout;
+  const std::int64_t now = SystemClock().NowMillis();
+  const bool expired = l.end_millis() <= now;
+  if (flags.json) {
+    Json j{{"name", l.name()},
+           {"time_bits", l.time_bits()},
+           {"datacenter_bits", l.datacenter_bits()},
+           {"worker_bits", l.worker_bits()},
+           {"sequence_bits", l.sequence_bits()},
+           {"order", l.OrderName()},
+           {"tick_ms", l.tick_millis()},
+           {"epoch", FormatUtcMillis(l.epoch_millis())},
+           {"epoch_ms", l.epoch_millis()},
+           {"js_safe", l.options().js_safe},
+           {"ids_per_tick", l.ids_per_tick()},
+           {"ids_per_second", l.ids_per_second()},
+           {"worker_ids", l.worker_ids()},
+           {"datacenter_ids", l.datacenter_ids()},
+           {"max_id", std::to_string(l.max_id())},
+           {"runs_out", FormatUtcMillis(l.end_millis())},
+           {"runs_out_ms", l.end_millis()},
+           {"expired", expired}};
+    std::cout << j.dump(2) << '\n';
+    return kExitOk;
+  }
+  std::string workers = FormatThousands(static_cast<double>(l.worker_ids()));
+  if (l.datacenter_bits() > 0) {
+    workers += fmt::format(" ({} datacenters x {} workers)", l.datacenter_ids(),
+                           l.worker_ids_per_datacenter());
+  }
+  std::cout << fmt::format(
+      "layout     {}\n"
+      "bits       time {} | datacenter {} | worker {} | sequence {}  (order {}{})\n"
+      "tick       {} ms\n"
+      "epoch      {} ({} ms)\n"
+      "capacity   {} ids per tick per worker, {} ids/s per worker, {} worker ids\n"
+      "max id     {}\n"
+      "runs out   {}{}\n",
+      l.name(), l.time_bits(), l.datacenter_bits(), l.worker_bits(), l.sequence_bits(),
+      l.OrderName(), l.options().js_safe ? ", js-safe" : "", l.tick_millis(),
+      FormatUtcMillis(l.epoch_millis()), l.epoch_millis(),
+      FormatThousands(static_cast<double>(l.ids_per_tick())), FormatThousands(l.ids_per_second()),
+      workers, l.max_id(), FormatUtcMillis(l.end_millis()),
+      expired ? "  (expired: generation fails, decoding works)" : "");
+  return kExitOk;
+}
+
+int RunBench(const BenchFlags& flags) {
+  if (flags.max_threads < 1 || flags.max_threads > 256) {
+    return Fail(kExitUsage,
+                fmt::format("--threads {} is out of range: allowed 1 to 256", flags.max_threads));
+  }
+  if (!(flags.seconds > 0 && flags.seconds <= 60)) {
+    return Fail(kExitUsage,
+                fmt::format("--seconds {} is out of range: allowed above 0 up to 60", flags.seconds));
+  }
+  if (flags.batch < 1 || flags.batch > 1'000'000) {
+    return Fail(kExitUsage,
+                fmt::format("--batch {} is out of range: allowed 1 to 1000000", flags.batch));
+  }
+  Result<Layout> layout = ResolveLayout(flags.layout);
+  if (!layout.ok()) return ExitFor(layout.error(), true);
+
+  struct Row {
+    int threads;
+    std::string mode;
+    double ids_per_second;
+  };
+  std::vector<Row> rows;
+  std::string failure;
+  for (const bool batch : {false, true}) {
+    for (int threads = 1; threads <= flags.max_threads; ++threads) {
+      SnowflakeOptions options;
+      options.layout = *layout;
+      Result<std::unique_ptr<Snowflake>> made = Snowflake::Create(options, SystemClock());
+      if (!made.ok()) return ExitFor(made.error(), true);
+      Snowflake& snowflake = **made;
+      std::atomic<std::uint64_t> total{0};
+      std::atomic<bool> failed{false};
+      const auto deadline = std::chrono::steady_clock::now() +
+                            std::chrono::duration<double>(flags.seconds);
+      const auto start = std::chrono::steady_clock::now();
+      std::vector<std::thread> workers;
+      for (int t = 0; t < threads; ++t) {
+        workers.emplace_back([&] {
+          std::vector<Id> ids(static_cast<std::size_t>(flags.batch));
+          std::uint64_t made_ids = 0;
+          while (std::chrono::steady_clock::now() < deadline && !failed.load()) {
+            if (batch) {
+              if (!snowflake.NextIds(std::span<Id>(ids)).ok()) failed = true;
+              made_ids += ids.size();
+            } else {
+              for (int i = 0; i < 1024; ++i) {
+                if (!snowflake.NextId().ok()) failed = true;
+              }
+              made_ids += 1024;
+            }
+          }
+          total += made_ids;
+        });
+      }
+      for (auto& w : workers) w.join();
+      if (failed) return Fail(kExitFailure, "generation failed during the benchmark");
+      const double elapsed =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      rows.push_back({threads, batch ? fmt::format("NextIds({})", flags.batch) : "NextId",
+                      static_cast<double>(total.load()) / elapsed});
+    }
+  }
+  const double ceiling = layout->ids_per_second();
+  if (flags.json) {
+    Json j{{"layout", layout->name()}, {"ceiling_ids_per_second", ceiling}, {"results", Json::array()}};
+    for (const Row& r : rows) {
+      j["results"].push_back(
+          {{"threads", r.threads}, {"mode", r.mode}, {"ids_per_second", r.ids_per_second}});
+    }
+    std::cout << j.dump(2) << '\n';
+    return kExitOk;
+  }
+  std::cout << fmt::format("layout {}: ceiling {} ids/s per worker\n", layout->name(),
+                           FormatThousands(ceiling));
+  std::cout << fmt::format("{:>7}  {:<16} {:>16}  {:>9}\n", "threads", "call", "ids/s",
+                           "ceiling");
+  for (const Row& r : rows) {
+    std::cout << fmt::format("{:>7}  {:<16} {:>16}  {:>8.1f}%\n", r.threads, r.mode,
+                             FormatThousands(r.ids_per_second), 100.0 * r.ids_per_second / ceiling);
+  }
+  return kExitOk;
+}
+
+}  // namespace sekka::cli

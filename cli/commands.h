@@ -1,0 +1,60 @@
+// cli/commands.h
+//
+// The `sekka` subcommands, separate from argument parsing (cli/main.cc) so that each is a plain
+// function of its options. Each returns the process exit code: 0 success, 1 runtime failure,
+// 2 bad usage or configuration. Errors go to stderr as one line.
+
+#ifndef SEKKA_CLI_COMMANDS_H_
+#define SEKKA_CLI_COMMANDS_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace sekka::cli {
+
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitFailure = 1;
+inline constexpr int kExitUsage = 2;
+
+// Prints "sekka: <message>" on stderr, folded to one line, and returns `exit_code`.
+int Fail(int exit_code, const std::string& message);
+
+struct GenFlags {
+  std::int64_t count = 1;
+  std::string layout = "sekka";
+  std::int64_t worker_id = 0;
+  std::int64_t datacenter_id = 0;
+  std::string format = "dec";
+  std::string sequence_start = "zero";
+  bool descending = false;
+};
+int RunGen(const GenFlags& flags);
+
+struct DecodeFlags {
+  std::string layout = "sekka";
+  std::string format = "dec";
+  bool json = false;
+  std::vector<std::string> ids;  // empty: read ids from stdin
+};
+int RunDecode(const DecodeFlags& flags);
+
+struct LayoutFlags {
+  std::string layout = "sekka";
+  bool json = false;
+  bool list = false;
+};
+int RunLayout(const LayoutFlags& flags);
+
+struct BenchFlags {
+  std::string layout = "sekka";
+  int max_threads = 2;
+  double seconds = 1.0;  // per measurement
+  int batch = 1000;
+  bool json = false;
+};
+int RunBench(const BenchFlags& flags);
+
+}  // namespace sekka::cli
+
+#endif  // SEKKA_CLI_COMMANDS_H_

@@ -1,0 +1,208 @@
+#!/usr/bin/python3
+"""End-to-end tests of the `sekka` command line: the real binary, run as a user would.
+
+The binary comes from $SEKKA_BIN (ctest sets it). Each test checks exit codes, that errors are
+one line on stderr naming what was wrong, and that output decodes back to what was asked for.
+"""
+
+import datetime
+import json
+import os
+import subprocess
+import sys
+import unittest
+
+SEKKA = os.environ.get("SEKKA_BIN", "build/cli/sekka")
+
+
+def run(*args, stdin=None, timeout=60):
+    return subprocess.run([SEKKA, *args], input=stdin, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+class CliTestCase(unittest.TestCase):
+    def ok(self, *args, stdin=None):
+        p = run(*args, stdin=stdin)
+        self.assertEqual(p.returncode, 0, f"sekka {' '.join(args)}: {p.stderr}")
+        return p.stdout
+
+    def fails(self, code, *args, expect="", stdin=None):
+        p = run(*args, stdin=stdin)
+        self.assertEqual(p.returncode, code, f"sekka {' '.join(args)}: {p.stdout} {p.stderr}")
+        lines = p.stderr.splitlines()
+        self.assertEqual(len(lines), 1, f"one error line expected: {p.stderr!r}")
+        self.assertTrue(lines[0].startswith("sekka: "), lines[0])
+        self.assertIn(expect, lines[0])
+        return lines[0]
+
+
+class GenTest(CliTestCase):
+    def test_prints_one_id_by_default(self):
+        out = self.ok("gen").split()
+        self.assertEqual(len(out), 1)
+        self.assertGreater(int(out[0]), 0)
+
+    def test_prints_n_distinct_increasing_ids(self):
+        ids = [int(x) for x in self.ok("gen", "-n", "100000").split()]
+        self.assertEqual(len(ids), 100000)
+        self.assertEqual(ids, sorted(set(ids)))
+
+    def test_output_decodes_to_the_requested_worker_and_datacenter(self):
+        ids = self.ok("gen", "-n", "5", "--layout", "twitter", "--worker-id", "17",
+                      "--datacenter-id", "9").split()
+        out = self.ok("decode", "--layout", "twitter", "--json", *ids)
+        now_ms = datetime.datetime.now(datetime.timezone.utc).timestamp() * 1000
+        for line in out.splitlines():
+            d = json.loads(line)
+            self.assertEqual((d["worker"], d["datacenter"]), (17, 9))
+            self.assertIsInstance(d["id"], str)  # ids are strings in JSON
+            self.assertLess(abs(d["timestamp_ms"] - now_ms), 10000)
+            self.assertTrue(d["time"].endswith("Z"))
+
+    def test_worker_id_decodes_on_the_default_layout(self):
+        out = self.ok("gen", "--worker-id", "1023")
+        self.assertIn("worker=1023 ", self.ok("decode", out.strip()))
+
+    def test_every_format_round_trips_through_decode(self):
+        widths = {"hex": 16, "base32": 13, "base62": 11}
+        for fmt in ["dec", "hex", "base32", "base62", "friendly"]:
+            text = self.ok("gen", "--format", fmt, "--worker-id", "5").strip()
+            if fmt in widths:
+                self.assertEqual(len(text), widths[fmt], fmt)
+            d = json.loads(self.ok("decode", "--format", fmt, "--json", text))
+            self.assertEqual(d["worker"], 5, fmt)
+
+    def test_descending_ids_decrease(self):
+        ids = [int(x) for x in self.ok("gen", "-n", "1000", "--descending").split()]
+        self.assertEqual(ids, sorted(set(ids), reverse=True))
+
+    def test_custom_layout(self):
+        out = self.ok("gen", "-n", "3", "--layout",
+                      "time_bits=40,worker_bits=11,sequence_bits=12,tick=2ms", "--worker-id",
+                      "2000")
+        self.assertEqual(len(out.split()), 3)
+
+    def test_bad_flags_are_usage_errors(self):
+        self.fails(2, "gen", "--bogus", expect="--bogus")
+        self.fails(2, "gen", "-n", "0", expect="-n 0 is out of range: allowed 1 or more")
+        self.fails(2, "gen", "-n", "many", expect="many")
+        self.fails(2, "gen", "--format", "base64", expect="allowed dec, hex, base32")
+        self.fails(2, "gen", "--sequence-start", "middle", expect="allowed zero | random")
+        self.fails(2, "frobnicate",
+                   expect="unknown command 'frobnicate': allowed gen, decode, layout, bench")
+        self.fails(2, expect="no command given")
+
+    def test_bad_layouts_are_usage_errors_naming_the_field(self):
+        self.fails(2, "gen", "--layout", "snowflak",
+                   expect='layout preset "snowflak" is not known: allowed sekka, twitter')
+        self.fails(2, "gen", "--layout", "worker_bits=11", expect="layout bits sum to 64")
+        self.fails(2, "gen", "--layout", "time_bits=8,sequence_bits=27",
+                   expect="layout.time_bits = 8 is out of range: allowed 16 to 63")
+        self.fails(2, "gen", "--layout", "tick=3s", expect="layout.tick = 3000ms")
+        self.fails(2, "gen", "--layout", "epoch=2999-01-01", expect="is in the future")
+        self.fails(2, "gen", "--layout", "colour=red", expect='layout key "colour" is not known')
+
+    def test_worker_ids_outside_the_layout_are_usage_errors(self):
+        self.fails(2, "gen", "--worker-id", "1024",
+                   expect="worker id 1024 does not fit layout sekka (10 worker bits): "
+                          "allowed 0 to 1023")
+        self.fails(2, "gen", "--worker-id", "-1", expect="worker id -1")
+        self.fails(2, "gen", "--datacenter-id", "1", expect="datacenter id 1 does not fit")
+        self.fails(2, "gen", "--layout", "twitter", "--datacenter-id", "32",
+                   expect="allowed 0 to 31")
+
+    def test_an_expired_layout_is_a_runtime_failure(self):
+        self.fails(1, "gen", "--layout", "baidu", expect="layout baidu exhausted on 2024-11-20")
+
+
+class DecodeTest(CliTestCase):
+    def test_decodes_a_known_id(self):
+        # tick 1000 (1 s after 2025-01-01), worker 7, sequence 42 in the sekka layout.
+        id_ = (1000 << 22) | (7 << 12) | 42
+        d = json.loads(self.ok("decode", "--json", str(id_)))
+        self.assertEqual(d, {"id": str(id_), "time": "2025-01-01T00:00:01.000Z",
+                             "timestamp_ms": 1735689601000, "datacenter": 0, "worker": 7,
+                             "sequence": 42})
+        self.assertEqual(self.ok("decode", str(id_)).strip(),
+                         f"{id_} time=2025-01-01T00:00:01.000Z timestamp_ms=1735689601000 "
+                         "datacenter=0 worker=7 sequence=42")
+
+    def test_reads_ids_from_stdin(self):
+        ids = self.ok("gen", "-n", "50", "--worker-id", "3")
+        out = self.ok("decode", stdin=ids)
+        self.assertEqual(len(out.splitlines()), 50)
+        self.assertTrue(all("worker=3 " in line for line in out.splitlines()))
+
+    def test_decodes_ids_of_an_expired_layout(self):
+        id_ = (100 << 35) | (5 << 13) | 1
+        d = json.loads(self.ok("decode", "--layout", "baidu", "--json", str(id_)))
+        self.assertEqual((d["worker"], d["sequence"]), (5, 1))
+        self.assertEqual(d["time"], "2016-05-19T16:01:40.000Z")
+
+    def test_bad_ids_are_usage_errors(self):
+        self.fails(2, "decode", "12x", expect='id "12x" has "x" at position 3')
+        self.fails(2, "decode", "-5", expect="")  # taken as an unknown flag
+        self.fails(2, "decode", "--", "-5", expect="negative")
+        self.fails(2, "decode", "9223372036854775808", expect="too large")
+        self.fails(2, "decode", "--format", "hex", "abc", expect="allowed exactly 16")
+        self.fails(2, "decode", "--layout", "js53", str(1 << 60), expect="outside layout js53")
+
+    def test_a_bad_id_among_good_ones_still_decodes_the_rest(self):
+        p = run("decode", "1", "oops", "2")
+        self.assertEqual(p.returncode, 2)
+        self.assertEqual(len(p.stdout.splitlines()), 2)
+        self.assertEqual(len(p.stderr.splitlines()), 1)
+
+
+class LayoutTest(CliTestCase):
+    def test_every_preset_reports_capacity_and_end_date(self):
+        names = self.ok("layout", "--list").split()
+        self.assertEqual(names, ["sekka", "twitter", "discord", "instagram", "sonyflake", "baidu",
+                                 "js53"])
+        for name in names:
+            j = json.loads(self.ok("layout", name, "--json"))
+            self.assertEqual(j["name"], name)
+            self.assertEqual(j["ids_per_tick"], 2 ** j["sequence_bits"])
+            self.assertAlmostEqual(j["ids_per_second"],
+                                   j["ids_per_tick"] * 1000 / j["tick_ms"])
+            self.assertEqual(j["worker_ids"], 2 ** (j["worker_bits"] + j["datacenter_bits"]))
+            self.assertEqual(j["expired"], name == "baidu")
+
+    def test_sekka_layout_text(self):
+        out = self.ok("layout")
+        self.assertIn("4,096,000 ids/s per worker", out)
+        self.assertIn("1,024 worker ids", out)
+        self.assertIn("runs out   2094-09-07T15:47:35.552Z", out)
+
+    def test_js53_stays_below_2_to_the_53(self):
+        j = json.loads(self.ok("layout", "js53", "--json"))
+        self.assertLess(int(j["max_id"]), 2 ** 53)
+        self.assertGreaterEqual(j["worker_ids"], 64)
+        self.assertGreaterEqual(j["runs_out_ms"] - j["epoch_ms"], 60 * 365.25 * 86400 * 1000)
+
+    def test_baidu_is_expired(self):
+        self.assertIn("runs out   2024-11-20T13:24:16.000Z  (expired", self.ok("layout", "baidu"))
+
+    def test_bad_layout(self):
+        self.fails(2, "layout", "nope", expect="allowed sekka, twitter")
+
+
+class BenchAndHelpTest(CliTestCase):
+    def test_bench_reports_ids_per_second(self):
+        j = json.loads(self.ok("bench", "--threads", "2", "--seconds", "0.05", "--json"))
+        self.assertEqual(len(j["results"]), 4)
+        for r in j["results"]:
+            self.assertGreater(r["ids_per_second"], 1000)
+
+    def test_bench_rejects_bad_bounds(self):
+        self.fails(2, "bench", "--threads", "0", expect="--threads 0 is out of range")
+        self.fails(2, "bench", "--seconds", "1000", expect="--seconds 1000 is out of range")
+
+    def test_help_for_every_command(self):
+        for cmd in [[], ["gen"], ["decode"], ["layout"], ["bench"]]:
+            out = self.ok(*cmd, "--help")
+            self.assertIn("Usage", out)
+
+
+if __name__ == "__main__":
+    unittest.main(argv=sys.argv, verbosity=2)
