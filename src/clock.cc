@@ -130,7 +130,8 @@ class TscClock final : public Clock {
   double TscPerNanosecond(std::uint64_t tsc) {
     if (!usable_) return 0;
     const double rate = rate_.load(std::memory_order_relaxed);
-    if (rate > 0 && tsc - base_tsc_.load(std::memory_order_relaxed) < recalibrate_after_) {
+    if (rate > 0 && tsc - base_tsc_.load(std::memory_order_relaxed) <
+                        recalibrate_after_.load(std::memory_order_relaxed)) {
       return rate;
     }
     std::unique_lock lock(mu_, std::try_to_lock);
@@ -145,7 +146,8 @@ class TscClock final : public Clock {
     // A TSC that does not advance at a plausible rate (0.1 to 10 GHz) is not trusted.
     const double next = (measured > 0.1 && measured < 10.0) ? measured : 0.0;
     rate_.store(next, std::memory_order_relaxed);
-    recalibrate_after_ = static_cast<std::uint64_t>(next * 1e9);  // about 1 s of TSC
+    recalibrate_after_.store(static_cast<std::uint64_t>(next * 1e9),  // about 1 s of TSC
+                             std::memory_order_relaxed);
     base_tsc_.store(now_tsc, std::memory_order_relaxed);
     base_mono_ = now_mono;
     return next;
@@ -158,8 +160,8 @@ class TscClock final : public Clock {
   std::atomic<double> rate_{0.0};
   std::atomic<std::uint64_t> base_tsc_{0};
   std::int64_t base_mono_ = 0;               // guarded by mu_
-  std::uint64_t recalibrate_after_ = 0;      // guarded by mu_ for writes; read racily: a stale
-                                             // value only moves a recalibration
+  // Written under mu_; read without it (a stale value only moves a recalibration).
+  std::atomic<std::uint64_t> recalibrate_after_{0};
 };
 
 #endif  // SEKKA_HAVE_TSC

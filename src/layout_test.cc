@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <ostream>
 #include <string>
 
 #include "sekka/codec.h"
@@ -22,6 +23,7 @@ struct PresetCase {
   std::int64_t epoch_millis;
   FieldOrder order;
   std::string end;  // the date the time field runs out
+  friend void PrintTo(const PresetCase& c, std::ostream* os) { *os << c.name; }
 };
 
 class LayoutPresetTest : public ::testing::TestWithParam<PresetCase> {};
@@ -105,6 +107,7 @@ struct BadLayoutCase {
   std::string label;
   LayoutOptions options;
   std::string expect;  // a piece of the message
+  friend void PrintTo(const BadLayoutCase& c, std::ostream* os) { *os << c.label; }
 };
 
 LayoutOptions With(void (*edit)(LayoutOptions&)) {

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# The whole test suite, as CI runs it (.ci/run calls this script):
+#   1. Release build: unit tests and end-to-end tests (ctest);
+#   2. AddressSanitizer + UndefinedBehaviorSanitizer build: the same tests;
+#   3. ThreadSanitizer build: the unit tests (the concurrency tests among them);
+#   4. libFuzzer (clang, ASan + UBSan): each fuzz target for a bounded time.
+# Each build has its own tree (build, build-asan, build-tsan, build-fuzz); re-runs are
+# incremental. FUZZ_SECONDS (default 30) bounds each fuzz target.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+FUZZ_SECONDS="${FUZZ_SECONDS:-30}"
+step() { printf '\n=== %s\n' "$*"; }
+
+step "setup and Release build"
+bash scripts/build.sh
+ctest --test-dir build --output-on-failure -j2
+
+step "AddressSanitizer + UndefinedBehaviorSanitizer"
+cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSEKKA_SANITIZE=address,undefined \
+  > /dev/null
+cmake --build build-asan -j2
+ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
+  ctest --test-dir build-asan --output-on-failure -j2
+
+step "ThreadSanitizer (unit tests)"
+cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSEKKA_SANITIZE=thread \
+  -DSEKKA_BUILD_CLI=OFF > /dev/null
+cmake --build build-tsan -j2
+TSAN_OPTIONS=halt_on_error=1 ctest --test-dir build-tsan --output-on-failure -j2
+
+step "libFuzzer, ${FUZZ_SECONDS}s per target"
+CC=clang CXX=clang++ cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSEKKA_FUZZ=ON \
+  -DSEKKA_BUILD_TESTS=OFF -DSEKKA_BUILD_CLI=OFF > /dev/null
+cmake --build build-fuzz -j2
+for target in build-fuzz/fuzz/*_fuzz; do
+  name=$(basename "$target" _fuzz)
+  corpus=$(mktemp -d)
+  trap 'rm -rf "$corpus"' EXIT
+  cp fuzz/corpus/"$name"/* "$corpus"/
+  "$target" -max_total_time="$FUZZ_SECONDS" -max_len=256 -print_final_stats=1 "$corpus" \
+    2>&1 | tail -n 3
+  rm -rf "$corpus"
+done
+
+step "all test stages passed"
