@@ -8,6 +8,7 @@
 #include <benchmark/benchmark.h>
 #include <time.h>
 
+#include <map>
 #include <mutex>
 #include <vector>
 
@@ -69,6 +70,46 @@ void BM_NextId_Uncapped_PlainClock(benchmark::State& state) {
   NextIdLoop(state, Generator(false, PlainSystemClock()));
 }
 BENCHMARK(BM_NextId_Uncapped_PlainClock)->Threads(1)->Threads(2)->UseRealTime();
+
+// The same generator with thread_block = 1: one compare-and-swap per id, one global order.
+void BM_NextId_Uncapped_GlobalOrder(benchmark::State& state) {
+  static auto global = [] {
+    SnowflakeOptions o;
+    o.layout = Uncapped();
+    o.thread_block = 1;
+    return std::move(Snowflake::Create(o, SystemClock())).value();
+  }();
+  NextIdLoop(state, *global);
+}
+BENCHMARK(BM_NextId_Uncapped_GlobalOrder)->Threads(1)->Threads(2)->UseRealTime();
+
+// Uncapped NextId() by thread_block size (the argument), to choose the default.
+void BM_NextId_Uncapped_Block(benchmark::State& state) {
+  static std::mutex mu;
+  static std::map<int, std::unique_ptr<Snowflake>> generators;
+  Snowflake* s;
+  {
+    std::lock_guard lock(mu);
+    auto& g = generators[static_cast<int>(state.range(0))];
+    if (!g) {
+      SnowflakeOptions o;
+      o.layout = Uncapped();
+      o.thread_block = static_cast<int>(state.range(0));
+      g = std::move(Snowflake::Create(o, SystemClock())).value();
+    }
+    s = g.get();
+  }
+  NextIdLoop(state, *s);
+}
+BENCHMARK(BM_NextId_Uncapped_Block)
+    ->ArgName("block")
+    ->Arg(4)
+    ->Arg(16)
+    ->Arg(64)
+    ->Arg(256)
+    ->Threads(1)
+    ->Threads(2)
+    ->UseRealTime();
 
 void NextIdsLoop(benchmark::State& state, Snowflake& s) {
   std::vector<Id> ids(1000);
