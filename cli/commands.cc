@@ -33,7 +33,8 @@ Result<Layout> ResolveLayout(const std::string& text) {
 
 // Exit code for an error from setting up (bad input) or from running.
 int ExitFor(const Error& error, bool during_setup) {
-  const bool usage = error.code == ErrorCode::kInvalidArgument || error.code == ErrorCode::kNotFound;
+  const bool usage =
+      error.code == ErrorCode::kInvalidArgument || error.code == ErrorCode::kNotFound;
   return Fail(usage && during_setup ? kExitUsage : kExitFailure, error.message);
 }
 
@@ -143,8 +144,8 @@ int RunDecode(const DecodeFlags& flags) {
       std::cout << DecodedJson(d).dump() << '\n';
     } else {
       std::cout << fmt::format("{} time={} timestamp_ms={} datacenter={} worker={} sequence={}\n",
-                               d.id, FormatUtcMillis(d.timestamp_ms), d.timestamp_ms,
-                               d.datacenter, d.worker, d.sequence);
+                               d.id, FormatUtcMillis(d.timestamp_ms), d.timestamp_ms, d.datacenter,
+                               d.worker, d.sequence);
     }
   };
   if (!flags.ids.empty()) {
@@ -217,8 +218,8 @@ int RunBench(const BenchFlags& flags) {
                 fmt::format("--threads {} is out of range: allowed 1 to 256", flags.max_threads));
   }
   if (!(flags.seconds > 0 && flags.seconds <= 60)) {
-    return Fail(kExitUsage,
-                fmt::format("--seconds {} is out of range: allowed above 0 up to 60", flags.seconds));
+    return Fail(kExitUsage, fmt::format("--seconds {} is out of range: allowed above 0 up to 60",
+                                        flags.seconds));
   }
   if (flags.batch < 1 || flags.batch > 1'000'000) {
     return Fail(kExitUsage,
@@ -243,8 +244,8 @@ int RunBench(const BenchFlags& flags) {
       Snowflake& snowflake = **made;
       std::atomic<std::uint64_t> total{0};
       std::atomic<bool> failed{false};
-      const auto deadline = std::chrono::steady_clock::now() +
-                            std::chrono::duration<double>(flags.seconds);
+      const auto deadline =
+          std::chrono::steady_clock::now() + std::chrono::duration<double>(flags.seconds);
       const auto start = std::chrono::steady_clock::now();
       std::vector<std::thread> workers;
       for (int t = 0; t < threads; ++t) {
@@ -275,7 +276,9 @@ int RunBench(const BenchFlags& flags) {
   }
   const double ceiling = layout->ids_per_second();
   if (flags.json) {
-    Json j{{"layout", layout->name()}, {"ceiling_ids_per_second", ceiling}, {"results", Json::array()}};
+    Json j{{"layout", layout->name()},
+           {"ceiling_ids_per_second", ceiling},
+           {"results", Json::array()}};
     for (const Row& r : rows) {
       j["results"].push_back(
           {{"threads", r.threads}, {"mode", r.mode}, {"ids_per_second", r.ids_per_second}});
@@ -285,8 +288,7 @@ int RunBench(const BenchFlags& flags) {
   }
   std::cout << fmt::format("layout {}: ceiling {} ids/s per worker\n", layout->name(),
                            FormatThousands(ceiling));
-  std::cout << fmt::format("{:>7}  {:<16} {:>16}  {:>9}\n", "threads", "call", "ids/s",
-                           "ceiling");
+  std::cout << fmt::format("{:>7}  {:<16} {:>16}  {:>9}\n", "threads", "call", "ids/s", "ceiling");
   for (const Row& r : rows) {
     std::cout << fmt::format("{:>7}  {:<16} {:>16}  {:>8.1f}%\n", r.threads, r.mode,
                              FormatThousands(r.ids_per_second), 100.0 * r.ids_per_second / ceiling);

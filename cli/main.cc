@@ -28,17 +28,17 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", kVersion);
   app.require_subcommand(1);
   app.fallthrough(false);
-  const std::string layouts =
-      "layout: a preset (" + Join(sekka::Layout::PresetNames()) +
-      ") or key=value pairs, e.g. time_bits=40,worker_bits=11,tick=2ms";
+  const std::string layouts = "layout: a preset (" + Join(sekka::Layout::PresetNames()) +
+                              ") or key=value pairs, e.g. time_bits=40,worker_bits=11,tick=2ms";
 
   GenFlags gen;
   CLI::App* gen_cmd = app.add_subcommand("gen", "Print new ids, one a line");
   gen_cmd->add_option("-n,--count", gen.count, "How many ids")->capture_default_str();
   gen_cmd->add_option("--layout", gen.layout, layouts)->capture_default_str();
   gen_cmd->add_option("--worker-id", gen.worker_id, "Worker id")->capture_default_str();
-  gen_cmd->add_option("--datacenter-id", gen.datacenter_id,
-                      "Datacenter id, for layouts with datacenter bits")
+  gen_cmd
+      ->add_option("--datacenter-id", gen.datacenter_id,
+                   "Datacenter id, for layouts with datacenter bits")
       ->capture_default_str();
   gen_cmd->add_option("--format", gen.format, "dec, hex, base32, base62 or friendly")
       ->capture_default_str();
@@ -51,8 +51,9 @@ int main(int argc, char** argv) {
       app.add_subcommand("decode", "Show time, datacenter, worker and sequence of ids");
   decode_cmd->add_option("ids", decode.ids, "Ids to decode (default: read them from stdin)");
   decode_cmd->add_option("--layout", decode.layout, layouts)->capture_default_str();
-  decode_cmd->add_option("--format", decode.format,
-                         "Text form of the ids: dec, hex, base32, base62 or friendly")
+  decode_cmd
+      ->add_option("--format", decode.format,
+                   "Text form of the ids: dec, hex, base32, base62 or friendly")
       ->capture_default_str();
   decode_cmd->add_flag("--json", decode.json, "One JSON object a line");
 

@@ -109,8 +109,8 @@ class TscClock final : public Clock {
     const std::uint64_t tsc = __rdtsc();
     timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
-    const std::int64_t millis = static_cast<std::int64_t>(ts.tv_sec) * 1000 +
-                                ts.tv_nsec / kNanosPerMilli;
+    const std::int64_t millis =
+        static_cast<std::int64_t>(ts.tv_sec) * 1000 + ts.tv_nsec / kNanosPerMilli;
     TscCache& cache = cache_;
     cache.millis = millis;
     cache.valid_until_tsc = 0;
@@ -159,7 +159,7 @@ class TscClock final : public Clock {
   std::mutex mu_;
   std::atomic<double> rate_{0.0};
   std::atomic<std::uint64_t> base_tsc_{0};
-  std::int64_t base_mono_ = 0;               // guarded by mu_
+  std::int64_t base_mono_ = 0;  // guarded by mu_
   // Written under mu_; read without it (a stale value only moves a recalibration).
   std::atomic<std::uint64_t> recalibrate_after_{0};
 };

@@ -78,8 +78,8 @@ Result<Id> ParseFixedWidth(std::string_view text, std::string_view format_name,
     const int digit = values[static_cast<unsigned char>(text[i])];
     if (digit < 0) {
       return InvalidArgument(fmt::format("{} id \"{}\" has \"{}\" at position {}: allowed {}",
-                                         format_name, Printable(text),
-                                         Printable(text.substr(i, 1)), i + 1, allowed));
+                                         format_name, Printable(text), Printable(text.substr(i, 1)),
+                                         i + 1, allowed));
     }
     value = value * base + static_cast<unsigned>(digit);
   }
@@ -93,20 +93,20 @@ Result<Id> ParseFixedWidth(std::string_view text, std::string_view format_name,
 Result<Id> ParseDec(std::string_view text) {
   if (text.empty()) return InvalidArgument("id is empty: allowed a decimal number 0 to 2^63-1");
   if (text[0] == '-') {
-    return InvalidArgument(fmt::format("id \"{}\" is negative: allowed 0 to 9223372036854775807",
-                                       Printable(text)));
+    return InvalidArgument(
+        fmt::format("id \"{}\" is negative: allowed 0 to 9223372036854775807", Printable(text)));
   }
   std::uint64_t value = 0;
   for (std::size_t i = 0; i < text.size(); ++i) {
     const char c = text[i];
     if (c < '0' || c > '9') {
-      return InvalidArgument(fmt::format(
-          "id \"{}\" has \"{}\" at position {}: allowed decimal digits 0-9", Printable(text),
-          Printable(text.substr(i, 1)), i + 1));
+      return InvalidArgument(
+          fmt::format("id \"{}\" has \"{}\" at position {}: allowed decimal digits 0-9",
+                      Printable(text), Printable(text.substr(i, 1)), i + 1));
     }
     if (value > (kIdLimit - 1 - static_cast<unsigned>(c - '0')) / 10) {
-      return InvalidArgument(fmt::format(
-          "id \"{}\" is too large: allowed 0 to 9223372036854775807", Printable(text)));
+      return InvalidArgument(
+          fmt::format("id \"{}\" is too large: allowed 0 to 9223372036854775807", Printable(text)));
     }
     value = value * 10 + static_cast<unsigned>(c - '0');
   }
@@ -261,7 +261,9 @@ Result<Id> ParseId(std::string_view text, IdFormat format, const Layout& layout)
       if (!ymd.ok() || h > 23 || mi > 59 || s > 59) return bad("has an impossible date or time");
       const std::int64_t unix_ms =
           ((DaysFromCivil(y, static_cast<unsigned>(mo), static_cast<unsigned>(d)) * 24 + h) * 60 +
-           mi) * 60'000 + s * 1000 + ms;
+           mi) *
+              60'000 +
+          s * 1000 + ms;
       std::int64_t parts[3] = {0, 0, 0};
       const int want = with_dc ? 3 : 2;
       for (int i = 0; i < want; ++i) {
@@ -318,10 +320,10 @@ std::string FormatUtcMillis(std::int64_t unix_millis) {
 
 Result<std::int64_t> ParseUtcMillis(std::string_view text) {
   auto bad = [&] {
-    return InvalidArgument(fmt::format(
-        "time \"{}\" is not understood: allowed milliseconds since 1970 or "
-        "YYYY-MM-DD[THH:MM:SS[.fff]][Z|+HH:MM|-HH:MM]",
-        Printable(text)));
+    return InvalidArgument(
+        fmt::format("time \"{}\" is not understood: allowed milliseconds since 1970 or "
+                    "YYYY-MM-DD[THH:MM:SS[.fff]][Z|+HH:MM|-HH:MM]",
+                    Printable(text)));
   };
   if (text.empty()) return bad();
   if (text.find_first_not_of("0123456789") == std::string_view::npos) {
@@ -377,8 +379,7 @@ Result<std::int64_t> ParseUtcMillis(std::string_view text) {
     }
   }
   if (!rest.empty()) return bad();
-  const std::int64_t days =
-      DaysFromCivil(y, static_cast<unsigned>(mo), static_cast<unsigned>(d));
+  const std::int64_t days = DaysFromCivil(y, static_cast<unsigned>(mo), static_cast<unsigned>(d));
   return ((days * 24 + h) * 60 + mi - offset_minutes) * 60'000 + s * 1000 + ms;
 }
 

@@ -113,10 +113,10 @@ TEST(CodecTest, FormatsAndParsesUtcTimes) {
 
 // Properties.
 rc::Gen<Id> AnyId() {
-  return rc::gen::oneOf(rc::gen::inRange<Id>(0, kMaxId),
-                        rc::gen::elementOf(std::vector<Id>{0, 1, kMaxId, kMaxId - 1}),
-                        rc::gen::map(rc::gen::inRange(0, 63),
-                                     [](int b) { return (Id{1} << b) - 1; }));
+  return rc::gen::oneOf(
+      rc::gen::inRange<Id>(0, kMaxId),
+      rc::gen::elementOf(std::vector<Id>{0, 1, kMaxId, kMaxId - 1}),
+      rc::gen::map(rc::gen::inRange(0, 63), [](int b) { return (Id{1} << b) - 1; }));
 }
 
 RC_GTEST_PROP(CodecProperty, EveryFormatRoundTrips, ()) {

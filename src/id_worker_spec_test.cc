@@ -18,8 +18,9 @@ constexpr Id kWorkerMask = 0x000000000001F000;
 constexpr Id kDatacenterMask = 0x00000000003E0000;
 constexpr Id kTimestampMask = 0xFFFFFFFFFFC00000;
 
-std::unique_ptr<Snowflake> TwitterWorker(Clock& clock, std::int64_t worker, std::int64_t dc,
-                                         ClockBackwardsPolicy policy = ClockBackwardsPolicy::kWait) {
+std::unique_ptr<Snowflake> TwitterWorker(
+    Clock& clock, std::int64_t worker, std::int64_t dc,
+    ClockBackwardsPolicy policy = ClockBackwardsPolicy::kWait) {
   SnowflakeOptions o;
   o.layout = *Layout::Preset("twitter");
   o.worker_id = worker;

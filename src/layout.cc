@@ -43,8 +43,8 @@ const std::vector<PresetRow>& Presets() {
       {"twitter", Row("twitter", 41, 1, 1288834974657, 5, 5, 12, kStd)},
       {"discord", Row("discord", 42, 1, 1420070400000, 5, 5, 12, kStd)},
       {"instagram", Row("instagram", 41, 1, 1314220021721, 0, 13, 10, kStd)},
-      {"sonyflake", Row("sonyflake", 39, 10, kSekkaEpochMillis, 0, 16, 8,
-                        FieldOrder::kTimeSequenceWorker)},
+      {"sonyflake",
+       Row("sonyflake", 39, 10, kSekkaEpochMillis, 0, 16, 8, FieldOrder::kTimeSequenceWorker)},
       // 2016-05-20T00:00:00+08:00.
       {"baidu", Row("baidu", 28, 1000, 1463673600000, 0, 22, 13, kStd)},
       // 38 bits of 10 ms ticks last 87 years (to 2112); 64 worker ids; 51,200 ids/s each.
@@ -69,10 +69,10 @@ Result<FieldOrder> ParseFieldOrder(std::string_view text) {
       text == "sonyflake") {
     return FieldOrder::kTimeSequenceWorker;
   }
-  return InvalidArgument(fmt::format(
-      "layout.order \"{}\" is not known: allowed \"time,worker,sequence\" (also "
-      "\"time,datacenter,worker,sequence\") or \"time,sequence,worker\"",
-      text));
+  return InvalidArgument(
+      fmt::format("layout.order \"{}\" is not known: allowed \"time,worker,sequence\" (also "
+                  "\"time,datacenter,worker,sequence\") or \"time,sequence,worker\"",
+                  text));
 }
 
 std::string_view FieldOrderName(FieldOrder order) {
@@ -186,9 +186,9 @@ Result<Layout> Layout::Create(const LayoutOptions& o) {
         o.tick_millis));
   }
   if (o.epoch_millis < 0) {
-    return InvalidArgument(fmt::format(
-        "layout.epoch = {} is before 1970-01-01T00:00:00Z: allowed from then to now",
-        o.epoch_millis));
+    return InvalidArgument(
+        fmt::format("layout.epoch = {} is before 1970-01-01T00:00:00Z: allowed from then to now",
+                    o.epoch_millis));
   }
   const int total = o.time_bits + o.datacenter_bits + o.worker_bits + o.sequence_bits;
   if (o.js_safe && total > 53) {
@@ -226,8 +226,8 @@ const std::vector<std::string_view>& Layout::PresetNames() {
 }
 
 std::int64_t Layout::end_millis() const {
-  const __int128 end = static_cast<__int128>(max_tick_ + 1) * options_.tick_millis +
-                       options_.epoch_millis;
+  const __int128 end =
+      static_cast<__int128>(max_tick_ + 1) * options_.tick_millis + options_.epoch_millis;
   return end > kMaxInt64 ? kMaxInt64 : static_cast<std::int64_t>(end);
 }
 
@@ -237,8 +237,7 @@ Result<Id> Layout::Compose(const IdFields& f) const {
   }
   if (f.tick > max_tick_) {
     return Exhausted(fmt::format("layout {} exhausted on {}: tick {} is past its last tick {}",
-                                 options_.name, FormatUtcMillis(end_millis()), f.tick,
-                                 max_tick_));
+                                 options_.name, FormatUtcMillis(end_millis()), f.tick, max_tick_));
   }
   auto check = [](std::string_view field, std::int64_t value, int bits) -> Status {
     const std::int64_t max = (std::int64_t{1} << bits) - 1;

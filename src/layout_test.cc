@@ -45,17 +45,16 @@ TEST_P(LayoutPresetTest, HasTheNumbersOfTheSpec) {
 constexpr auto kStd = FieldOrder::kTimeWorkerSequence;
 INSTANTIATE_TEST_SUITE_P(
     Presets, LayoutPresetTest,
-    ::testing::Values(
-        PresetCase{"sekka", 41, 0, 10, 12, 1, 1735689600000, kStd, "2094-09-07"},
-        PresetCase{"twitter", 41, 5, 5, 12, 1, 1288834974657, kStd, "2080-07-10"},
-        // 42 time bits, but an id must stay below 2^63: 41 usable bits from 2015.
-        PresetCase{"discord", 42, 5, 5, 12, 1, 1420070400000, kStd, "2084-09-06"},
-        // 41 time bits shifted by 23 leave 40 usable bits below 2^63.
-        PresetCase{"instagram", 41, 0, 13, 10, 1, 1314220021721, kStd, "2046-06-27"},
-        PresetCase{"sonyflake", 39, 0, 16, 8, 10, 1735689600000, FieldOrder::kTimeSequenceWorker,
-                   "2199-03-19"},
-        PresetCase{"baidu", 28, 0, 22, 13, 1000, 1463673600000, kStd, "2024-11-20"},
-        PresetCase{"js53", 38, 0, 6, 9, 10, 1735689600000, kStd, "2112-02-09"}),
+    ::testing::Values(PresetCase{"sekka", 41, 0, 10, 12, 1, 1735689600000, kStd, "2094-09-07"},
+                      PresetCase{"twitter", 41, 5, 5, 12, 1, 1288834974657, kStd, "2080-07-10"},
+                      // 42 time bits, but an id must stay below 2^63: 41 usable bits from 2015.
+                      PresetCase{"discord", 42, 5, 5, 12, 1, 1420070400000, kStd, "2084-09-06"},
+                      // 41 time bits shifted by 23 leave 40 usable bits below 2^63.
+                      PresetCase{"instagram", 41, 0, 13, 10, 1, 1314220021721, kStd, "2046-06-27"},
+                      PresetCase{"sonyflake", 39, 0, 16, 8, 10, 1735689600000,
+                                 FieldOrder::kTimeSequenceWorker, "2199-03-19"},
+                      PresetCase{"baidu", 28, 0, 22, 13, 1000, 1463673600000, kStd, "2024-11-20"},
+                      PresetCase{"js53", 38, 0, 6, 9, 10, 1735689600000, kStd, "2112-02-09"}),
     [](const auto& info) { return info.param.name; });
 
 TEST(LayoutTest, DefaultIsTheSekkaPreset) {
@@ -133,8 +132,7 @@ INSTANTIATE_TEST_SUITE_P(
                       "layout.time_bits = 8 is out of range: allowed 16 to 63"},
         BadLayoutCase{"NegativeWorkerBits", With([](LayoutOptions& o) { o.worker_bits = -1; }),
                       "layout.worker_bits = -1 is out of range: allowed 0 to 31"},
-        BadLayoutCase{"TooManySequenceBits",
-                      With([](LayoutOptions& o) { o.sequence_bits = 40; }),
+        BadLayoutCase{"TooManySequenceBits", With([](LayoutOptions& o) { o.sequence_bits = 40; }),
                       "layout.sequence_bits = 40 is out of range: allowed 0 to 31"},
         BadLayoutCase{"TooManyDatacenterBits",
                       With([](LayoutOptions& o) { o.datacenter_bits = 32; }),
@@ -281,8 +279,9 @@ TEST(ParseLayoutTest, ReadsACustomLayout) {
       "epoch=2024-01-01T00:00:00Z,order=time,sequence,worker");
   // "order=time,sequence,worker" contains commas: the order key must come as a single word.
   EXPECT_FALSE(l.ok());
-  l = ParseLayout("time_bits=40,datacenter_bits=2,worker_bits=9,sequence_bits=12,tick=2ms,"
-                  "epoch=2024-01-01T00:00:00Z,order=sonyflake,name=mine");
+  l = ParseLayout(
+      "time_bits=40,datacenter_bits=2,worker_bits=9,sequence_bits=12,tick=2ms,"
+      "epoch=2024-01-01T00:00:00Z,order=sonyflake,name=mine");
   ASSERT_TRUE(l.ok()) << l.error().message;
   EXPECT_EQ(l->name(), "mine");
   EXPECT_EQ(l->time_bits(), 40);

@@ -112,13 +112,14 @@ Result<std::unique_ptr<Snowflake>> Snowflake::Create(const SnowflakeOptions& opt
   }
   constexpr std::chrono::milliseconds kHour{3'600'000};
   if (options.max_backwards_wait.count() < 0 || options.max_backwards_wait > kHour) {
-    return InvalidArgument(fmt::format(
-        "generator.max_backwards_wait = {}ms is out of range: allowed 0ms to 1h",
-        options.max_backwards_wait.count()));
+    return InvalidArgument(
+        fmt::format("generator.max_backwards_wait = {}ms is out of range: allowed 0ms to 1h",
+                    options.max_backwards_wait.count()));
   }
   if (options.max_drift.count() < 0 || options.max_drift > kHour) {
-    return InvalidArgument(fmt::format(
-        "generator.max_drift = {}ms is out of range: allowed 0ms to 1h", options.max_drift.count()));
+    return InvalidArgument(
+        fmt::format("generator.max_drift = {}ms is out of range: allowed 0ms to 1h",
+                    options.max_drift.count()));
   }
   if (options.thread_block < 1 || options.thread_block > 4096) {
     return InvalidArgument(fmt::format(
@@ -126,9 +127,9 @@ Result<std::unique_ptr<Snowflake>> Snowflake::Create(const SnowflakeOptions& opt
   }
   const std::int64_t now = clock.NowMillis();
   if (layout.epoch_millis() > now) {
-    return InvalidArgument(fmt::format(
-        "layout.epoch {} is in the future (the clock reads {}): allowed up to now",
-        FormatUtcMillis(layout.epoch_millis()), FormatUtcMillis(now)));
+    return InvalidArgument(
+        fmt::format("layout.epoch {} is in the future (the clock reads {}): allowed up to now",
+                    FormatUtcMillis(layout.epoch_millis()), FormatUtcMillis(now)));
   }
   return std::unique_ptr<Snowflake>(new Snowflake(options, clock));
 }
@@ -142,9 +143,9 @@ Snowflake::Snowflake(const SnowflakeOptions& options, Clock& clock)
       time_shift_(layout_.time_shift()),
       slot_shift_(layout_.datacenter_bits() + layout_.worker_bits()),
       sequence_mask_((std::uint64_t{1} << layout_.sequence_bits()) - 1),
-      fixed_bits_((static_cast<std::uint64_t>(options_.datacenter_id)
-                   << layout_.datacenter_shift()) |
-                  (static_cast<std::uint64_t>(options_.worker_id) << layout_.worker_shift())),
+      fixed_bits_(
+          (static_cast<std::uint64_t>(options_.datacenter_id) << layout_.datacenter_shift()) |
+          (static_cast<std::uint64_t>(options_.worker_id) << layout_.worker_shift())),
       descending_(options_.descending),
       descend_base_(static_cast<std::uint64_t>(layout_.max_id())),
       max_drift_ticks_(options_.max_drift.count() / layout_.tick_millis()) {
@@ -200,6 +201,12 @@ Error Snowflake::BackwardsError(std::int64_t behind_ticks, std::int64_t now) con
                       FormatUtcMillis(layout_.TickToMillis(now + behind_ticks)), rule)};
 }
 
+Error Snowflake::ExhaustedError() const {
+  return Exhausted(fmt::format(
+      "layout {} exhausted on {}: its {}-bit time field has run out (decoding still works)",
+      layout_.name(), FormatUtcMillis(layout_.end_millis()), layout_.time_bits()));
+}
+
 Result<Snowflake::Slots> Snowflake::Reserve(std::uint64_t count, bool within_tick,
                                             std::int64_t now) {
   const std::int64_t tick_millis = layout_.tick_millis();
@@ -222,7 +229,7 @@ Result<Snowflake::Slots> Snowflake::Reserve(std::uint64_t count, bool within_tic
     // backward step once a fresh read confirms it (another thread may simply have read later).
     std::int64_t newest = newest_clock_tick_.load(std::memory_order_acquire);
     if (now < newest) now = layout_.MillisToTick(clock_.NowMillis());
-    std::int64_t effective = now;  // the tick new ids are based on
+    std::int64_t effective = now;                        // the tick new ids are based on
     std::int64_t ahead = borrow ? max_drift_ticks_ : 0;  // ticks ids may run ahead of it
     if (now < newest) {
       const std::int64_t behind = newest - now;
@@ -252,9 +259,7 @@ Result<Snowflake::Slots> Snowflake::Reserve(std::uint64_t count, bool within_tic
       }
     }
     if (effective > layout_.max_tick()) {
-      return Exhausted(fmt::format(
-          "layout {} exhausted on {}: its {}-bit time field has run out (decoding still works)",
-          layout_.name(), FormatUtcMillis(layout_.end_millis()), layout_.time_bits()));
+      return ExhaustedError();
     }
 
     // 2. The slots: from the next free one (or the start of a newer tick) up to the last tick
@@ -278,9 +283,7 @@ Result<Snowflake::Slots> Snowflake::Reserve(std::uint64_t count, bool within_tic
     // kContinue, borrowing reached max_drift while the clock is behind). Wait for the clock.
     const auto first_tick = static_cast<std::int64_t>(first >> sequence_bits_);
     if (first_tick > layout_.max_tick()) {
-      return Exhausted(fmt::format(
-          "layout {} exhausted on {}: its {}-bit time field has run out (decoding still works)",
-          layout_.name(), FormatUtcMillis(layout_.end_millis()), layout_.time_bits()));
+      return ExhaustedError();
     }
     const std::int64_t target = first_tick - ahead;
     if (now < newest) {  // kContinue with the clock behind
@@ -299,7 +302,8 @@ Result<Id> Snowflake::NextIdSlow(std::int64_t now) {
   const auto block = static_cast<std::uint64_t>(options_.thread_block);
   Result<Slots> slots = Reserve(block, /*within_tick=*/true, now);
   if (!slots.ok()) return std::move(slots).error();
-  if (block > 1) thread_block_ = ThreadBlock{serial_, slots->clock_tick, slots->first + 1, slots->end};
+  if (block > 1)
+    thread_block_ = ThreadBlock{serial_, slots->clock_tick, slots->first + 1, slots->end};
   return Compose(slots->first);
 }
 

@@ -73,11 +73,11 @@ class FakeClock : public Clock {
 
  private:
   mutable std::mutex mu_;
-  std::int64_t now_;                  // guarded by mu_
-  std::deque<std::int64_t> queued_;   // guarded by mu_
-  int sleeps_ = 0;                    // guarded by mu_
-  std::int64_t slept_millis_ = 0;     // guarded by mu_
-  std::int64_t reads_ = 0;            // guarded by mu_
+  std::int64_t now_;                 // guarded by mu_
+  std::deque<std::int64_t> queued_;  // guarded by mu_
+  int sleeps_ = 0;                   // guarded by mu_
+  std::int64_t slept_millis_ = 0;    // guarded by mu_
+  std::int64_t reads_ = 0;           // guarded by mu_
 };
 
 }  // namespace sekka

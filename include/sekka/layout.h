@@ -110,9 +110,7 @@ class Layout {
     return static_cast<double>(ids_per_tick()) * 1000.0 / static_cast<double>(tick_millis());
   }
   std::int64_t datacenter_ids() const { return std::int64_t{1} << options_.datacenter_bits; }
-  std::int64_t worker_ids_per_datacenter() const {
-    return std::int64_t{1} << options_.worker_bits;
-  }
+  std::int64_t worker_ids_per_datacenter() const { return std::int64_t{1} << options_.worker_bits; }
   // All worker ids (datacenters x workers).
   std::int64_t worker_ids() const { return datacenter_ids() * worker_ids_per_datacenter(); }
   std::int64_t max_sequence() const { return ids_per_tick() - 1; }

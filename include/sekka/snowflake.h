@@ -93,10 +93,10 @@ struct SnowflakeOptions {
 
 // Counters since creation, for metrics.
 struct SnowflakeStats {
-  std::uint64_t sequence_waits = 0;        // waits for the next tick (sequence used up)
+  std::uint64_t sequence_waits = 0;          // waits for the next tick (sequence used up)
   std::uint64_t clock_backwards_events = 0;  // calls that saw the clock behind
-  std::int64_t max_backwards_millis = 0;   // the largest backward step seen
-  std::uint64_t wait_millis = 0;           // time spent waiting, in ms (rounded up)
+  std::int64_t max_backwards_millis = 0;     // the largest backward step seen
+  std::uint64_t wait_millis = 0;             // time spent waiting, in ms (rounded up)
 };
 
 class Snowflake {
@@ -104,8 +104,7 @@ class Snowflake {
   // Errors: kInvalidArgument if the worker id does not fit the layout, an option is out of
   // range, or the layout's epoch is in the future on `clock`.
   // `clock` must outlive the generator.
-  static Result<std::unique_ptr<Snowflake>> Create(const SnowflakeOptions& options,
-                                                   Clock& clock);
+  static Result<std::unique_ptr<Snowflake>> Create(const SnowflakeOptions& options, Clock& clock);
 
   ~Snowflake();
   Snowflake(const Snowflake&) = delete;
@@ -162,6 +161,7 @@ class Snowflake {
   Result<Slots> Reserve(std::uint64_t count, bool within_tick, std::int64_t now);
   std::uint64_t StartSlot(std::int64_t tick) const;
   Error BackwardsError(std::int64_t behind_ticks, std::int64_t now) const;
+  Error ExhaustedError() const;
 
   static inline thread_local ThreadBlock thread_block_{};
 

@@ -54,7 +54,7 @@ template <typename T>
 class [[nodiscard]] Result {
  public:
   Result(const T& value) : ok_(true) { new (&value_) T(value); }  // NOLINT: implicit by design
-  Result(T&& value) : ok_(true) { new (&value_) T(std::move(value)); }  // NOLINT
+  Result(T&& value) : ok_(true) { new (&value_) T(std::move(value)); }         // NOLINT
   Result(Error error) : ok_(false) { new (&error_) Error(std::move(error)); }  // NOLINT
   Result(const Result& other) : ok_(other.ok_) {
     if (ok_) {
