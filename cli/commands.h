@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace sekka::cli {
@@ -54,6 +55,14 @@ struct BenchFlags {
   bool json = false;
 };
 int RunBench(const BenchFlags& flags);
+
+struct ServeFlags {
+  std::string config_file;
+  bool print_config = false;
+  // "section.key" = value pairs from flags, applied after the file and the environment.
+  std::vector<std::pair<std::string, std::string>> values;
+};
+int RunServe(const ServeFlags& flags);
 
 }  // namespace sekka::cli
 

@@ -75,7 +75,44 @@ int main(int argc, char** argv) {
   bench_cmd->add_option("--batch", bench.batch, "Ids per NextIds call")->capture_default_str();
   bench_cmd->add_flag("--json", bench.json, "As JSON");
 
-  const std::string kCommands = "allowed gen, decode, layout, bench";
+  ServeFlags serve;
+  CLI::App* serve_cmd = app.add_subcommand(
+      "serve", "Run the server: HTTP on 127.0.0.1:8080 and the Redis protocol on 127.0.0.1:6380");
+  serve_cmd->add_option("--config", serve.config_file, "TOML configuration file");
+  serve_cmd->add_flag("--print-config", serve.print_config, "Print the effective configuration");
+  struct FlagKey {
+    const char* flag;
+    const char* key;
+    const char* help;
+  };
+  static const FlagKey kServeFlags[] = {
+      {"--http", "server.http_listen", "HTTP address (\"\" = off)"},
+      {"--resp", "server.resp_listen", "Redis-protocol address (\"\" = off)"},
+      {"--auth-token", "server.auth_token", "Bearer token and AUTH password"},
+      {"--threads", "server.threads", "Event loops (0 = one per core)"},
+      {"--max-connections", "server.max_connections", "Open connections at most"},
+      {"--idle-timeout", "server.idle_timeout", "Close connections idle this long"},
+      {"--max-batch", "server.max_batch", "Ids per batch request at most"},
+      {"--log-level", "server.log_level", "debug, info, warn or error"},
+      {"--data-dir", "data.dir", "Data directory"},
+      {"--layout", "layout.preset", "Layout preset"},
+      {"--on-clock-backwards", "generator.on_clock_backwards", "wait, fail or continue"},
+      {"--max-startup-wait", "generator.max_startup_wait", "Wait out a stored hwm this close"},
+      {"--worker-source", "worker.source", "static, local, hostname, etcd or zookeeper"},
+      {"--worker-id", "worker.id", "Worker id (source static)"},
+      {"--datacenter-id", "worker.datacenter_id", "Datacenter id"},
+      {"--worker-name", "worker.name", "Identity for source local"},
+      {"--coordinator", "worker.coordinator", "etcd://h:p or zookeeper://h:p"},
+      {"--segment-store", "segment.store", "sqlite:PATH or postgres://..."},
+  };
+  std::vector<std::string> serve_values(std::size(kServeFlags));
+  for (std::size_t i = 0; i < std::size(kServeFlags); ++i) {
+    serve_cmd->add_option(kServeFlags[i].flag, serve_values[i], kServeFlags[i].help);
+  }
+  bool serve_force = false;
+  serve_cmd->add_flag("--force", serve_force, "Start despite a stored state of another layout");
+
+  const std::string kCommands = "allowed gen, decode, layout, bench, serve";
   if (argc < 2) return Fail(kExitUsage, "no command given: " + kCommands);
   const std::string first = argv[1];
   bool known = false;
@@ -95,5 +132,14 @@ int main(int argc, char** argv) {
   if (decode_cmd->parsed()) return RunDecode(decode);
   if (layout_cmd->parsed()) return RunLayout(layout);
   if (bench_cmd->parsed()) return RunBench(bench);
+  if (serve_cmd->parsed()) {
+    for (std::size_t i = 0; i < std::size(kServeFlags); ++i) {
+      if (serve_cmd->count(kServeFlags[i].flag) > 0) {
+        serve.values.emplace_back(kServeFlags[i].key, serve_values[i]);
+      }
+    }
+    if (serve_force) serve.values.emplace_back("generator.force", "true");
+    return RunServe(serve);
+  }
   return Fail(kExitUsage, "no command given: " + kCommands);
 }

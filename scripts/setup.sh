@@ -7,13 +7,13 @@ PACKAGES=(
   # build
   build-essential cmake pkg-config git
   # libraries (each one is justified in docs/design.md)
-  libfmt-dev libcli11-dev nlohmann-json3-dev
+  libfmt-dev libcli11-dev nlohmann-json3-dev libasio-dev node-llhttp libtomlplusplus-dev
   # tests and benchmarks
   libgtest-dev libgmock-dev librapidcheck-dev libbenchmark-dev
   # sanitizers and fuzzing (clang + its runtimes)
   clang libclang-rt-14-dev
-  # end-to-end test and benchmark tools
-  python3 hyperfine faketime
+  # end-to-end test and benchmark tools: real clients and peers
+  python3 python3-redis curl redis-server redis-tools prometheus hyperfine faketime wrk nginx-light
 )
 
 missing=()

@@ -149,6 +149,12 @@ Snowflake::Snowflake(const SnowflakeOptions& options, Clock& clock)
       descending_(options_.descending),
       descend_base_(static_cast<std::uint64_t>(layout_.max_id())),
       max_drift_ticks_(options_.max_drift.count() / layout_.tick_millis()) {
+  reserved_tick_.store(options_.reserve_ticks ? options_.start_after_tick
+                                              : std::numeric_limits<std::int64_t>::max());
+  if (options_.start_after_tick >= 0) {
+    next_slot_.store(static_cast<std::uint64_t>(options_.start_after_tick + 1) << sequence_bits_);
+    newest_clock_tick_.store(options_.start_after_tick);
+  }
   random_seed_ = options_.random_seed;
   if (options_.sequence_start == SequenceStart::kRandom && random_seed_ == 0) {
     std::random_device device;
@@ -263,8 +269,13 @@ Result<Snowflake::Slots> Snowflake::Reserve(std::uint64_t count, bool within_tic
     }
 
     // 2. The slots: from the next free one (or the start of a newer tick) up to the last tick
-    // the rules allow now.
-    const std::int64_t last_tick = std::min(effective + ahead, layout_.max_tick());
+    // the rules allow now, and never past the durably reserved tick.
+    std::int64_t last_tick = std::min(effective + ahead, layout_.max_tick());
+    if (last_tick > reserved_tick_.load(std::memory_order_acquire)) {
+      Status reserved = ReserveTicks(last_tick);
+      last_tick = std::min(last_tick, reserved_tick_.load(std::memory_order_acquire));
+      if (!reserved.ok() && last_tick < effective) return std::move(reserved).error();
+    }
     const std::uint64_t limit = static_cast<std::uint64_t>(last_tick + 1) << sequence_bits_;
     std::uint64_t cur = next_slot_.load(std::memory_order_relaxed);
     std::uint64_t first = 0;
@@ -296,6 +307,18 @@ Result<Snowflake::Slots> Snowflake::Reserve(std::uint64_t count, bool within_tic
     }
     now = wait_until_tick(target);
   }
+}
+
+Status Snowflake::ReserveTicks(std::int64_t tick) {
+  if (!options_.reserve_ticks) return Status::Ok();
+  std::lock_guard lock(reserve_mu_);
+  if (reserved_tick_.load(std::memory_order_acquire) >= tick) return Status::Ok();
+  Result<std::int64_t> reserved = options_.reserve_ticks(tick);
+  if (!reserved.ok()) return std::move(reserved).error();
+  if (*reserved > reserved_tick_.load(std::memory_order_relaxed)) {
+    reserved_tick_.store(*reserved, std::memory_order_release);
+  }
+  return Status::Ok();
 }
 
 Result<Id> Snowflake::NextIdSlow(std::int64_t now) {

@@ -354,3 +354,54 @@ TEST(SnowflakeTest, DefaultThreadBlocksOrderIdsAcrossThreadsByTickOnly) {
 
 }  // namespace
 }  // namespace sekka
+
+namespace sekka {
+namespace {
+
+TEST(SnowflakeReservationTest, IssuesNoIdPastTheReservedTickAndReservesAhead) {
+  FakeClock clock(kT);
+  std::vector<std::int64_t> asked;
+  SnowflakeOptions o;
+  o.reserve_ticks = [&](std::int64_t tick) -> Result<std::int64_t> {
+    asked.push_back(tick);
+    return tick + 2000;  // the server reserves about 2 s ahead
+  };
+  auto s = Make(clock, o);
+  const Id first = Next(*s);
+  ASSERT_EQ(asked.size(), 1u);
+  EXPECT_EQ(asked[0], TickOf(*s, kT));
+  EXPECT_EQ(s->reserved_tick(), TickOf(*s, kT) + 2000);
+  clock.AdvanceMillis(1500);
+  EXPECT_GT(Next(*s), first);
+  EXPECT_EQ(asked.size(), 1u);  // still inside the reservation: no call
+  clock.AdvanceMillis(1000);
+  Next(*s);
+  EXPECT_EQ(asked.size(), 2u);
+}
+
+TEST(SnowflakeReservationTest, AFailedReservationFailsTheCallAndIssuesNothing) {
+  FakeClock clock(kT);
+  SnowflakeOptions o;
+  o.reserve_ticks = [](std::int64_t) -> Result<std::int64_t> {
+    return Unavailable("disk full");
+  };
+  auto s = Make(clock, o);
+  Result<Id> id = s->NextId();
+  ASSERT_FALSE(id.ok());
+  EXPECT_EQ(id.error().code, ErrorCode::kUnavailable);
+  EXPECT_EQ(id.error().message, "disk full");
+}
+
+TEST(SnowflakeReservationTest, StartsAboveTheStoredTick) {
+  FakeClock clock(kT);
+  SnowflakeOptions o;
+  const std::int64_t stored = o.layout.MillisToTick(kT);  // ids were issued up to now
+  o.start_after_tick = stored;
+  auto s = Make(clock, o);
+  const Id id = Next(*s);  // the clock is not past the stored tick: wait (1 ms)
+  EXPECT_GT(Fields(*s, id).tick, stored);
+  EXPECT_EQ(clock.sleeps(), 1);
+}
+
+}  // namespace
+}  // namespace sekka

@@ -1,0 +1,344 @@
+#include "server/config.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <charconv>
+#include <toml++/toml.h>
+
+#include "sekka/codec.h"
+
+namespace sekka::server {
+namespace {
+
+enum class Type { kString, kInt, kBool, kDuration };
+
+struct Key {
+  const char* name;        // "server.http_listen"
+  Type type;
+  const char* default_value;
+  const char* help;
+};
+
+// The one table of keys (SPEC section 7 names, and more in the same style).
+const std::vector<Key>& Keys() {
+  static const std::vector<Key> keys = {
+      {"server.http_listen", Type::kString, "127.0.0.1:8080", "HTTP address; \"\" = off"},
+      {"server.resp_listen", Type::kString, "127.0.0.1:6380", "Redis-protocol address; \"\" = off"},
+      {"server.auth_token", Type::kString, "", "bearer token / AUTH password; \"\" = none"},
+      {"server.threads", Type::kInt, "0", "event loops; 0 = one per core"},
+      {"server.max_connections", Type::kInt, "10000", "open connections, all listeners"},
+      {"server.idle_timeout", Type::kDuration, "300s", "close connections idle this long"},
+      {"server.max_batch", Type::kInt, "100000", "ids per batch request"},
+      {"server.log_level", Type::kString, "info", "debug | info | warn | error"},
+      {"data.dir", Type::kString, "./sekka-data", "data directory"},
+      {"layout.preset", Type::kString, "sekka", "sekka | twitter | discord | instagram | sonyflake | baidu | js53"},
+      {"layout.time_bits", Type::kInt, "", "custom layout: overrides the preset"},
+      {"layout.datacenter_bits", Type::kInt, "", "custom layout"},
+      {"layout.worker_bits", Type::kInt, "", "custom layout"},
+      {"layout.sequence_bits", Type::kInt, "", "custom layout"},
+      {"layout.tick", Type::kDuration, "", "custom layout: 1ms to 1s"},
+      {"layout.epoch", Type::kString, "", "custom layout: ISO 8601 or ms since 1970"},
+      {"layout.order", Type::kString, "", "custom layout: time,worker,sequence | time,sequence,worker"},
+      {"generator.on_clock_backwards", Type::kString, "wait", "wait | fail | continue"},
+      {"generator.max_backwards_wait", Type::kDuration, "1s", ""},
+      {"generator.on_sequence_exhausted", Type::kString, "wait", "wait | borrow"},
+      {"generator.max_drift", Type::kDuration, "1s", ""},
+      {"generator.sequence_start", Type::kString, "zero", "zero | random"},
+      {"generator.descending", Type::kBool, "false", ""},
+      {"generator.max_startup_wait", Type::kDuration, "10s", "wait out a stored hwm this close"},
+      {"generator.force", Type::kBool, "false", "start despite stored state of another layout"},
+      {"worker.source", Type::kString, "local", "static | local | hostname | etcd | zookeeper"},
+      {"worker.id", Type::kInt, "0", "for source static"},
+      {"worker.datacenter_id", Type::kInt, "0", "where the layout has datacenter bits"},
+      {"worker.coordinator", Type::kString, "", "etcd://h:p[,h:p] or zookeeper://h:p[,h:p]"},
+      {"worker.cluster", Type::kString, "default", "key prefix at the coordinator"},
+      {"worker.lease_ttl", Type::kDuration, "10s", ""},
+      {"worker.name", Type::kString, "", "identity for source local; \"\" = the listen addresses"},
+      {"segment.store", Type::kString, "", "\"\" = sqlite in the data dir; sqlite:PATH; postgres://..."},
+  };
+  return keys;
+}
+
+const Key* FindKey(std::string_view name) {
+  for (const Key& k : Keys()) {
+    if (k.name == name) return &k;
+  }
+  return nullptr;
+}
+
+std::string AllowedKeys() {
+  std::string out;
+  for (const Key& k : Keys()) {
+    if (!out.empty()) out += ", ";
+    out += k.name;
+  }
+  return out;
+}
+
+std::string EnvName(std::string_view key) {
+  std::string out = "SEKKA_";
+  for (char c : key) out += c == '.' ? '_' : static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return out;
+}
+
+std::map<std::string, std::string> Merge(const std::vector<ConfigValues>& sources) {
+  std::map<std::string, std::string> values;
+  for (const Key& k : Keys()) values[k.name] = k.default_value;
+  for (const ConfigValues& source : sources) {
+    for (const auto& [key, value] : source) values[key] = value;
+  }
+  return values;
+}
+
+Error BadValue(std::string_view key, std::string_view value, std::string_view allowed) {
+  return InvalidArgument(fmt::format("config {} = \"{}\" is not valid: allowed {}", key, value,
+                                     allowed));
+}
+
+Result<std::int64_t> IntValue(std::string_view key, std::string_view value, std::int64_t lo,
+                              std::int64_t hi) {
+  std::int64_t v = 0;
+  const auto [ptr, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
+  if (ec != std::errc() || ptr != value.data() + value.size() || v < lo || v > hi) {
+    return BadValue(key, value, fmt::format("a whole number from {} to {}", lo, hi));
+  }
+  return v;
+}
+
+Result<std::int64_t> DurationValue(std::string_view key, std::string_view value,
+                                   std::int64_t max_ms) {
+  Result<std::int64_t> ms = ParseDurationMillis(value);
+  if (!ms.ok() || *ms > max_ms) {
+    return BadValue(key, value,
+                    fmt::format("a duration such as \"250ms\" or \"5s\", at most {} ms", max_ms));
+  }
+  return ms;
+}
+
+}  // namespace
+
+std::vector<std::string> ConfigKeys() {
+  std::vector<std::string> out;
+  for (const Key& k : Keys()) out.emplace_back(k.name);
+  return out;
+}
+
+Result<ConfigValues> ReadConfigFile(const std::string& path) {
+  toml::table table;
+  try {
+    table = toml::parse_file(path);
+  } catch (const toml::parse_error& e) {
+    return InvalidArgument(fmt::format("config file {} line {}: {}", path,
+                                       e.source().begin.line, e.description()));
+  }
+  ConfigValues values;
+  for (const auto& [section, node] : table) {
+    const toml::table* inner = node.as_table();
+    if (inner == nullptr) {
+      return InvalidArgument(fmt::format("config file {}: \"{}\" is not a [section]: allowed keys {}",
+                                         path, section.str(), AllowedKeys()));
+    }
+    for (const auto& [name, value] : *inner) {
+      const std::string full = fmt::format("{}.{}", section.str(), name.str());
+      const Key* key = FindKey(full);
+      const int line = static_cast<int>(value.source().begin.line);
+      if (key == nullptr) {
+        return InvalidArgument(fmt::format("config file {} line {}: unknown key {}: allowed {}",
+                                           path, line, full, AllowedKeys()));
+      }
+      auto wrong = [&](std::string_view want) {
+        return InvalidArgument(
+            fmt::format("config file {} line {}: {} must be {}", path, line, full, want));
+      };
+      switch (key->type) {
+        case Type::kString:
+        case Type::kDuration:
+          if (!value.is_string()) return wrong("a string");
+          values.emplace_back(full, std::string(*value.value<std::string>()));
+          break;
+        case Type::kInt:
+          if (!value.is_integer()) return wrong("an integer");
+          values.emplace_back(full, std::to_string(*value.value<std::int64_t>()));
+          break;
+        case Type::kBool:
+          if (!value.is_boolean()) return wrong("true or false");
+          values.emplace_back(full, *value.value<bool>() ? "true" : "false");
+          break;
+      }
+    }
+  }
+  return values;
+}
+
+Result<ConfigValues> ReadConfigEnvironment(const std::vector<std::string>& environment) {
+  ConfigValues values;
+  for (const std::string& entry : environment) {
+    const std::size_t eq = entry.find('=');
+    const std::string name = entry.substr(0, eq);
+    if (name.rfind("SEKKA_", 0) != 0 || eq == std::string::npos) continue;
+    if (name == "SEKKA_CLOCK" || name == "SEKKA_BIN") continue;  // not configuration
+    bool known = false;
+    for (const Key& k : Keys()) {
+      if (EnvName(k.name) == name) {
+        values.emplace_back(k.name, entry.substr(eq + 1));
+        known = true;
+      }
+    }
+    if (!known) {
+      std::string allowed;
+      for (const Key& k : Keys()) allowed += (allowed.empty() ? "" : ", ") + EnvName(k.name);
+      return InvalidArgument(
+          fmt::format("environment variable {} is not known: allowed {}", name, allowed));
+    }
+  }
+  return values;
+}
+
+Result<ServerConfig> BuildConfig(const std::vector<ConfigValues>& sources) {
+  for (const ConfigValues& source : sources) {
+    for (const auto& [key, value] : source) {
+      if (FindKey(key) == nullptr) {
+        return InvalidArgument(fmt::format("unknown config key {}: allowed {}", key, AllowedKeys()));
+      }
+    }
+  }
+  const std::map<std::string, std::string> v = Merge(sources);
+  auto get = [&](const char* key) -> const std::string& { return v.at(key); };
+  ServerConfig c;
+  c.http_listen = get("server.http_listen");
+  c.resp_listen = get("server.resp_listen");
+  c.auth_token = get("server.auth_token");
+#define SEKKA_ASSIGN(target, expr)             \
+  do {                                         \
+    auto result_ = (expr);                     \
+    if (!result_.ok()) return result_.error(); \
+    target = *result_;                         \
+  } while (0)
+  SEKKA_ASSIGN(c.threads, IntValue("server.threads", get("server.threads"), 0, 256));
+  SEKKA_ASSIGN(c.max_connections,
+               IntValue("server.max_connections", get("server.max_connections"), 1, 1'000'000));
+  SEKKA_ASSIGN(c.idle_timeout_ms,
+               DurationValue("server.idle_timeout", get("server.idle_timeout"), 86'400'000));
+  SEKKA_ASSIGN(c.max_batch, IntValue("server.max_batch", get("server.max_batch"), 1, 10'000'000));
+  c.log_level = get("server.log_level");
+  if (c.log_level != "debug" && c.log_level != "info" && c.log_level != "warn" &&
+      c.log_level != "error") {
+    return BadValue("server.log_level", c.log_level, "debug, info, warn or error");
+  }
+  c.data_dir = get("data.dir");
+  if (c.data_dir.empty()) return BadValue("data.dir", "", "a directory path");
+
+  // The layout: the preset, with any custom field overriding it.
+  Result<Layout> preset = Layout::Preset(get("layout.preset"));
+  if (!preset.ok()) return InvalidArgument("config layout.preset: " + preset.error().message);
+  LayoutOptions lo = preset->options();
+  bool custom = false;
+  auto custom_bits = [&](const char* key, int& field) -> Status {
+    if (get(key).empty()) return Status::Ok();
+    custom = true;
+    Result<std::int64_t> bits = IntValue(key, get(key), 0, 63);
+    if (!bits.ok()) return bits.error();
+    field = static_cast<int>(*bits);
+    return Status::Ok();
+  };
+  for (auto [key, field] : {std::pair{"layout.time_bits", &lo.time_bits},
+                            std::pair{"layout.datacenter_bits", &lo.datacenter_bits},
+                            std::pair{"layout.worker_bits", &lo.worker_bits},
+                            std::pair{"layout.sequence_bits", &lo.sequence_bits}}) {
+    if (Status s = custom_bits(key, *field); !s.ok()) return s.error();
+  }
+  if (!get("layout.tick").empty()) {
+    custom = true;
+    SEKKA_ASSIGN(lo.tick_millis, DurationValue("layout.tick", get("layout.tick"), 1000));
+  }
+  if (!get("layout.epoch").empty()) {
+    custom = true;
+    Result<std::int64_t> epoch = ParseUtcMillis(get("layout.epoch"));
+    if (!epoch.ok()) return InvalidArgument("config layout.epoch: " + epoch.error().message);
+    lo.epoch_millis = *epoch;
+  }
+  if (!get("layout.order").empty()) {
+    custom = true;
+    Result<FieldOrder> order = ParseFieldOrder(get("layout.order"));
+    if (!order.ok()) return InvalidArgument("config " + order.error().message);
+    lo.order = *order;
+  }
+  if (custom) lo.name = "custom";
+  Result<Layout> layout = Layout::Create(lo);
+  if (!layout.ok()) return InvalidArgument("config " + layout.error().message);
+
+  SnowflakeOptions& g = c.generator;
+  g.layout = *layout;
+  SEKKA_ASSIGN(g.on_clock_backwards, ParseClockBackwardsPolicy(get("generator.on_clock_backwards")));
+  std::int64_t ms = 0;
+  SEKKA_ASSIGN(ms, DurationValue("generator.max_backwards_wait", get("generator.max_backwards_wait"),
+                                 3'600'000));
+  g.max_backwards_wait = std::chrono::milliseconds(ms);
+  SEKKA_ASSIGN(g.on_sequence_exhausted,
+               ParseSequenceExhaustedPolicy(get("generator.on_sequence_exhausted")));
+  SEKKA_ASSIGN(ms, DurationValue("generator.max_drift", get("generator.max_drift"), 3'600'000));
+  g.max_drift = std::chrono::milliseconds(ms);
+  SEKKA_ASSIGN(g.sequence_start, ParseSequenceStart(get("generator.sequence_start")));
+  auto boolean = [&](const char* key) -> Result<bool> {
+    if (get(key) == "true") return true;
+    if (get(key) == "false") return false;
+    return BadValue(key, get(key), "true or false");
+  };
+  SEKKA_ASSIGN(g.descending, boolean("generator.descending"));
+  SEKKA_ASSIGN(c.max_startup_wait_ms, DurationValue("generator.max_startup_wait",
+                                                    get("generator.max_startup_wait"), 3'600'000));
+  SEKKA_ASSIGN(c.force, boolean("generator.force"));
+
+  c.worker_source = get("worker.source");
+  if (c.worker_source != "static" && c.worker_source != "local" &&
+      c.worker_source != "hostname" && c.worker_source != "etcd" &&
+      c.worker_source != "zookeeper") {
+    return BadValue("worker.source", c.worker_source, "static, local, hostname, etcd or zookeeper");
+  }
+  SEKKA_ASSIGN(c.worker_id, IntValue("worker.id", get("worker.id"), 0, (std::int64_t{1} << 31) - 1));
+  SEKKA_ASSIGN(c.datacenter_id, IntValue("worker.datacenter_id", get("worker.datacenter_id"), 0,
+                                         (std::int64_t{1} << 31) - 1));
+  c.coordinator = get("worker.coordinator");
+  c.cluster = get("worker.cluster");
+  SEKKA_ASSIGN(c.lease_ttl_ms, DurationValue("worker.lease_ttl", get("worker.lease_ttl"), 3'600'000));
+  c.worker_name = get("worker.name");
+  c.segment_store = get("segment.store");
+#undef SEKKA_ASSIGN
+  return c;
+}
+
+std::string PrintConfig(const std::vector<ConfigValues>& sources) {
+  const std::map<std::string, std::string> v = Merge(sources);
+  std::string out;
+  std::string section;
+  for (const Key& k : Keys()) {
+    const std::string_view name = k.name;
+    const std::string_view sec = name.substr(0, name.find('.'));
+    const std::string_view key = name.substr(name.find('.') + 1);
+    if (sec != section) {
+      out += fmt::format("{}[{}]\n", out.empty() ? "" : "\n", sec);
+      section = std::string(sec);
+    }
+    const std::string& value = v.at(k.name);
+    if (value.empty() && k.type != Type::kString) {
+      out += fmt::format("# {} =            # {}\n", key, k.help);
+      continue;
+    }
+    std::string shown;
+    if (k.type == Type::kString || k.type == Type::kDuration) {
+      shown = "\"";
+      for (char c : value) {
+        if (c == '"' || c == '\\') shown += '\\';
+        shown += c;
+      }
+      shown += "\"";
+    } else {
+      shown = value;
+    }
+    out += fmt::format("{} = {}\n", key, shown);
+  }
+  return out;
+}
+
+}  // namespace sekka::server

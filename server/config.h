@@ -1,0 +1,71 @@
+// server/config.h
+//
+// The server's configuration (SPEC section 7): a TOML file, then SEKKA_<SECTION>_<KEY>
+// environment variables, then flags; the later wins. One table of keys drives all three sources,
+// the validation and --print-config, so a key cannot exist in one place and not another.
+//
+// Thread-safety: plain values and pure functions.
+
+#ifndef SEKKA_SERVER_CONFIG_H_
+#define SEKKA_SERVER_CONFIG_H_
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "sekka/layout.h"
+#include "sekka/snowflake.h"
+#include "sekka/status.h"
+
+namespace sekka::server {
+
+struct ServerConfig {
+  // [server]
+  std::string http_listen = "127.0.0.1:8080";  // "" = off
+  std::string resp_listen = "127.0.0.1:6380";  // "" = off
+  std::string auth_token;                      // "" = no authentication
+  int threads = 0;                             // event loops; 0 = one per core
+  int max_connections = 10000;                 // open connections, both protocols together
+  std::int64_t idle_timeout_ms = 300'000;      // a connection idle this long is closed
+  std::int64_t max_batch = 100'000;            // ids per batch request
+  std::string log_level = "info";              // debug | info | warn | error
+  // [data]
+  std::string data_dir = "./sekka-data";
+  // [generator] and [layout], ready for Snowflake::Create (worker ids are set at start-up)
+  SnowflakeOptions generator;
+  std::int64_t max_startup_wait_ms = 10'000;   // wait out a stored hwm this close, else refuse
+  bool force = false;                          // start despite a stored state of another layout
+  // [worker]
+  std::string worker_source = "local";         // static | local | hostname | etcd | zookeeper
+  std::int64_t worker_id = 0;
+  std::int64_t datacenter_id = 0;
+  std::string coordinator;
+  std::string cluster = "default";
+  std::int64_t lease_ttl_ms = 10'000;
+  std::string worker_name;                     // identity for `local`; "" = the listen addresses
+  // [segment]
+  std::string segment_store;
+};
+
+// Raw "section.key" -> text values, as given by one source.
+using ConfigValues = std::vector<std::pair<std::string, std::string>>;
+
+// Reads a TOML file. Errors: kInvalidArgument naming the file, line and what is wrong (an
+// unknown key, a value of the wrong type).
+Result<ConfigValues> ReadConfigFile(const std::string& path);
+// Reads SEKKA_<SECTION>_<KEY> variables from `environ`-style "NAME=value" strings. An unknown
+// SEKKA_ variable is an error naming it.
+Result<ConfigValues> ReadConfigEnvironment(const std::vector<std::string>& environment);
+// Builds the configuration from the sources, in order (later wins).
+// Errors: kInvalidArgument naming the key and what is allowed.
+Result<ServerConfig> BuildConfig(const std::vector<ConfigValues>& sources);
+// The effective configuration as TOML.
+std::string PrintConfig(const std::vector<ConfigValues>& sources);
+// Every key, as "section.key".
+std::vector<std::string> ConfigKeys();
+
+}  // namespace sekka::server
+
+#endif  // SEKKA_SERVER_CONFIG_H_

@@ -1,0 +1,513 @@
+#include "server/handlers.h"
+
+#include <fmt/format.h>
+#include <strings.h>
+
+#include <charconv>
+
+#include "server/resp.h"
+
+namespace sekka::server {
+namespace {
+
+constexpr const char* kVersion = "0.1.0";
+
+std::string JsonEscape(std::string_view s) {
+  std::string out;
+  out.reserve(s.size() + 2);
+  for (char c : s) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      out += fmt::format("\\u{:04x}", c);
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// HTTP
+
+struct HttpReply {
+  int status = 200;
+  std::string content_type = "application/json";
+  std::string body;
+  std::string extra_headers;
+};
+
+HttpReply JsonError(int status, std::string_view code, std::string_view message) {
+  HttpReply r;
+  r.status = status;
+  r.body = fmt::format("{{\"error\":{{\"code\":\"{}\",\"message\":\"{}\"}}}}", code,
+                       JsonEscape(message));
+  if (status == 503) r.extra_headers = "Retry-After: 1\r\n";
+  if (status == 401) r.extra_headers = "WWW-Authenticate: Bearer\r\n";
+  return r;
+}
+
+HttpReply FromError(const Error& e) {
+  const WireError w = MapError(e.code);
+  return JsonError(w.http_status, w.http_code, e.message);
+}
+
+bool WantsText(const http::Request& request) {
+  return request.accept.find("text/plain") != std::string::npos &&
+         request.accept.find("application/json") == std::string::npos;
+}
+
+Result<IdFormat> FormatParam(std::string_view query) {
+  std::optional<std::string> f = http::QueryParam(query, "format");
+  if (!f) return IdFormat::kDec;
+  return ParseIdFormat(*f);
+}
+
+Result<std::int64_t> CountParam(std::string_view text, std::int64_t max) {
+  std::int64_t n = 0;
+  const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
+  if (ec != std::errc() || ptr != text.data() + text.size() || n < 1 || n > max) {
+    return InvalidArgument(fmt::format("count \"{}\" is not valid: allowed 1 to {}",
+                                       text.substr(0, 40), max));
+  }
+  return n;
+}
+
+HttpReply IdsReply(Service& service, const http::Request& request, std::string_view query,
+                   bool single) {
+  Result<IdFormat> format = FormatParam(query);
+  if (!format.ok()) return FromError(format.error());
+  std::int64_t count = 1;
+  if (!single) {
+    std::optional<std::string> c = http::QueryParam(query, "count");
+    if (!c) {
+      return JsonError(400, "invalid_argument", fmt::format("count is required: allowed 1 to {}",
+                                                            service.config().max_batch));
+    }
+    Result<std::int64_t> n = CountParam(*c, service.config().max_batch);
+    if (!n.ok()) return FromError(n.error());
+    count = *n;
+  }
+  std::vector<Id> ids(static_cast<std::size_t>(count));
+  if (Status s = service.NextIds(std::span<Id>(ids)); !s.ok()) return FromError(s.error());
+  const bool text = WantsText(request);
+  HttpReply r;
+  auto append = [&](Id id) {
+    if (*format == IdFormat::kDec) {
+      char buf[20];
+      r.body.append(buf, FormatDec(id, buf));
+    } else {
+      r.body += FormatId(id, *format, service.layout());
+    }
+  };
+  if (text) {
+    r.content_type = "text/plain; charset=utf-8";
+    for (std::size_t i = 0; i < ids.size(); ++i) {
+      if (i > 0) r.body += '\n';
+      append(ids[i]);
+    }
+    return r;
+  }
+  r.body.reserve(ids.size() * 24 + 16);
+  r.body += single ? "{\"id\":\"" : "{\"ids\":[";
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    if (!single) r.body += i > 0 ? ",\"" : "\"";
+    append(ids[i]);
+    r.body += '"';
+  }
+  r.body += single ? "}" : "]}";
+  return r;
+}
+
+HttpReply DecodeReply(Service& service, std::string_view text) {
+  Result<Id> id = ParseId(text, IdFormat::kDec, service.layout());
+  Result<DecodedId> d = id.ok() ? service.Decode(*id) : Result<DecodedId>(std::move(id).error());
+  if (!d.ok()) return FromError(d.error());
+  HttpReply r;
+  r.body = fmt::format(
+      "{{\"id\":\"{}\",\"time\":\"{}\",\"timestamp_ms\":{},\"datacenter\":{},\"worker\":{},"
+      "\"sequence\":{}}}",
+      d->id, FormatUtcMillis(d->timestamp_ms), d->timestamp_ms, d->datacenter, d->worker,
+      d->sequence);
+  return r;
+}
+
+// Leaf's /decodeSnowflakeId answer: string values, "timestamp" with the time in brackets.
+HttpReply LeafDecodeReply(Service& service, std::string_view query) {
+  std::optional<std::string> text = http::QueryParam(query, "snowflakeId");
+  if (!text) return JsonError(400, "invalid_argument", "snowflakeId is required");
+  Result<Id> id = ParseId(*text, IdFormat::kDec, service.layout());
+  Result<DecodedId> d = id.ok() ? service.Decode(*id) : Result<DecodedId>(std::move(id).error());
+  if (!d.ok()) return FromError(d.error());
+  std::string time = FormatUtcMillis(d->timestamp_ms);  // 2026-01-02T03:04:05.678Z
+  time[10] = ' ';
+  time.pop_back();
+  HttpReply r;
+  r.body = fmt::format(
+      "{{\"timestamp\":\"{}({})\",\"datacenterId\":\"{}\",\"workerId\":\"{}\",\"sequenceId\":\"{}\"}}",
+      d->timestamp_ms, time, d->datacenter, d->worker, d->sequence);
+  return r;
+}
+
+bool Authorized(Service& service, const http::Request& request) {
+  const std::string& token = service.config().auth_token;
+  if (token.empty()) return true;
+  constexpr std::string_view kBearer = "Bearer ";
+  const std::string& h = request.authorization;
+  return h.size() == kBearer.size() + token.size() && strncasecmp(h.c_str(), "bearer ", 7) == 0 &&
+         h.compare(kBearer.size(), std::string::npos, token) == 0;
+}
+
+HttpReply Route(Service& service, const http::Request& request, Command& command) {
+  std::string_view path, query;
+  http::SplitTarget(request.target, path, query);
+  command = Command::kOther;
+  if (request.method != "GET") {
+    HttpReply r = JsonError(405, "method_not_allowed",
+                            fmt::format("method {} is not allowed: allowed GET", request.method));
+    r.extra_headers += "Allow: GET\r\n";
+    return r;
+  }
+  if (path == "/healthz") {
+    command = Command::kHealth;
+    HttpReply r;
+    r.body = "{\"status\":\"ok\"}";
+    return r;
+  }
+  if (path == "/readyz") {
+    command = Command::kReady;
+    std::string reason;
+    if (!service.Ready(&reason)) {
+      const std::string_view code = reason.substr(0, reason.find(':'));
+      return JsonError(503, code, reason);
+    }
+    HttpReply r;
+    r.body = "{\"status\":\"ready\"}";
+    return r;
+  }
+  if (path == "/metrics") {
+    command = Command::kMetrics;
+    HttpReply r;
+    r.content_type = "text/plain; version=0.0.4; charset=utf-8";
+    r.body = service.MetricsText();
+    return r;
+  }
+  const bool protected_path = path.rfind("/v1/", 0) == 0 || path.rfind("/api/", 0) == 0;
+  if (protected_path && !Authorized(service, request)) {
+    return JsonError(401, "unauthenticated",
+                     "missing or wrong bearer token: send Authorization: Bearer <token>");
+  }
+  if (path == "/v1/id") {
+    command = Command::kId;
+    return IdsReply(service, request, query, true);
+  }
+  if (path == "/v1/ids") {
+    command = Command::kIds;
+    return IdsReply(service, request, query, false);
+  }
+  if (path.rfind("/v1/decode/", 0) == 0) {
+    command = Command::kDecode;
+    return DecodeReply(service, path.substr(11));
+  }
+  if (path == "/v1/info") {
+    command = Command::kInfo;
+    HttpReply r;
+    r.body = service.InfoJson();
+    return r;
+  }
+  if (path.rfind("/api/snowflake/get/", 0) == 0) {
+    command = Command::kLeafSnowflake;
+    Result<Id> id = service.NextId();
+    if (!id.ok()) return FromError(id.error());
+    HttpReply r;
+    r.content_type = "text/plain; charset=utf-8";
+    char buf[20];
+    r.body.assign(buf, FormatDec(*id, buf));
+    return r;
+  }
+  if (path.rfind("/v1/segment/", 0) == 0 || path.rfind("/api/segment/get/", 0) == 0) {
+    command = path[1] == 'v' ? Command::kSegment : Command::kLeafSegment;
+    return JsonError(404, "not_found",
+                     "segments are not enabled in this version: the tag is not found");
+  }
+  if (path == "/decodeSnowflakeId") {
+    command = Command::kLeafDecode;
+    return LeafDecodeReply(service, query);
+  }
+  return JsonError(404, "not_found", fmt::format("no such path: {}", path.substr(0, 200)));
+}
+
+// ---------------------------------------------------------------------------------------------
+// RESP
+
+bool Is(std::string_view arg, std::string_view name) {
+  return arg.size() == name.size() && strncasecmp(arg.data(), name.data(), name.size()) == 0;
+}
+
+std::string Lower(std::string_view s) {
+  std::string out(s.substr(0, 64));
+  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+void WrongArgs(std::string& out, std::string_view name) {
+  resp::AppendError(out, fmt::format("ERR wrong number of arguments for '{}' command", Lower(name)));
+}
+
+void RespError(std::string& out, const Error& e) {
+  resp::AppendError(out, fmt::format("{} {}", MapError(e.code).resp_prefix, e.message));
+}
+
+std::string InfoText(Service& service, std::string_view section) {
+  std::string out;
+  const bool all = section.empty() || Is(section, "all") || Is(section, "everything") ||
+                   Is(section, "default");
+  if (all || Is(section, "server")) {
+    out += fmt::format("# Server\r\nsekka_version:{}\r\nredis_version:7.0.0\r\nredis_mode:standalone\r\n"
+                       "layout:{}\r\nworker_id:{}\r\ndatacenter_id:{}\r\n",
+                       kVersion, service.layout().name(), service.worker().worker_id(),
+                       service.worker().datacenter_id());
+  }
+  if (all || Is(section, "sekka")) {
+    out += fmt::format("# Sekka\r\nhwm:{}\r\nhwm_ms:{}\r\n", FormatUtcMillis(service.hwm_millis()),
+                       service.hwm_millis());
+  }
+  return out;
+}
+
+}  // namespace
+
+void HandleHttp(Service& service, const http::Request& request, std::string& out, bool& close) {
+  Command command = Command::kOther;
+  HttpReply r = Route(service, request, command);
+  service.CountRequest(Protocol::kHttp, command, r.status < 400);
+  close = !request.keep_alive;
+  out += http::Response(r.status, r.content_type, r.body, !close, r.extra_headers);
+}
+
+std::string HttpParseError(int status, std::string_view message) {
+  const std::string_view code = status == 400 ? "invalid_argument" : "too_large";
+  const std::string body = fmt::format("{{\"error\":{{\"code\":\"{}\",\"message\":\"{}\"}}}}",
+                                       code, JsonEscape(message));
+  return http::Response(status, "application/json", body, false);
+}
+
+void HandleResp(Service& service, RespSession& session, const std::vector<std::string_view>& args,
+                std::string& out, bool& close) {
+  if (args.empty()) return;
+  const std::string_view name = args[0];
+  const std::size_t argc = args.size();
+  Command command = Command::kOther;
+  bool ok = true;
+  auto fail = [&](const Error& e) {
+    RespError(out, e);
+    ok = false;
+  };
+  const bool needs_auth = !service.config().auth_token.empty() && !session.authenticated;
+
+  if (Is(name, "AUTH")) {
+    command = Command::kAuth;
+    if (argc < 2 || argc > 3) {
+      WrongArgs(out, name);
+      ok = false;
+    } else if (service.config().auth_token.empty()) {
+      resp::AppendError(out, "ERR AUTH <password> called without any password configured for "
+                             "the default user. Are you sure your configuration is correct?");
+      ok = false;
+    } else if (args[argc - 1] == service.config().auth_token &&
+               (argc == 2 || Is(args[1], "default"))) {
+      session.authenticated = true;
+      resp::AppendSimple(out, "OK");
+    } else {
+      resp::AppendError(out, "WRONGPASS invalid username-password pair or user is disabled.");
+      ok = false;
+    }
+  } else if (Is(name, "QUIT")) {
+    command = Command::kQuit;
+    resp::AppendSimple(out, "OK");
+    close = true;
+  } else if (Is(name, "HELLO")) {
+    command = Command::kHello;
+    std::size_t i = 1;
+    if (argc > 1) {
+      if (args[1] != "2") {
+        resp::AppendError(out, "NOPROTO sorry, this protocol version is not supported");
+        service.CountRequest(Protocol::kResp, command, false);
+        return;
+      }
+      i = 2;
+    }
+    while (i < argc) {
+      if (Is(args[i], "AUTH") && i + 2 < argc) {
+        if (args[i + 2] != service.config().auth_token || service.config().auth_token.empty()) {
+          resp::AppendError(out, "WRONGPASS invalid username-password pair or user is disabled.");
+          service.CountRequest(Protocol::kResp, command, false);
+          return;
+        }
+        session.authenticated = true;
+        i += 3;
+      } else if (Is(args[i], "SETNAME") && i + 1 < argc) {
+        session.name = std::string(args[i + 1].substr(0, 128));
+        i += 2;
+      } else {
+        resp::AppendError(out, "ERR Syntax error in HELLO option");
+        service.CountRequest(Protocol::kResp, command, false);
+        return;
+      }
+    }
+    if (!service.config().auth_token.empty() && !session.authenticated) {
+      resp::AppendError(out, "NOAUTH HELLO must be called with the client already authenticated, "
+                             "otherwise the HELLO <proto> AUTH <user> <pass> option can be used "
+                             "to authenticate the client and select the RESP protocol version at "
+                             "the same time");
+      service.CountRequest(Protocol::kResp, command, false);
+      return;
+    }
+    resp::AppendArrayHeader(out, 14);
+    resp::AppendBulk(out, "server");
+    resp::AppendBulk(out, "sekka");
+    resp::AppendBulk(out, "version");
+    resp::AppendBulk(out, kVersion);
+    resp::AppendBulk(out, "proto");
+    resp::AppendInteger(out, 2);
+    resp::AppendBulk(out, "id");
+    resp::AppendInteger(out, 0);
+    resp::AppendBulk(out, "mode");
+    resp::AppendBulk(out, "standalone");
+    resp::AppendBulk(out, "role");
+    resp::AppendBulk(out, "master");
+    resp::AppendBulk(out, "modules");
+    resp::AppendArrayHeader(out, 0);
+  } else if (needs_auth) {
+    resp::AppendError(out, "NOAUTH Authentication required.");
+    ok = false;
+  } else if (Is(name, "ID.NEXT")) {
+    command = Command::kId;
+    if (argc != 1) {
+      WrongArgs(out, name);
+      ok = false;
+    } else if (Result<Id> id = service.NextId(); id.ok()) {
+      resp::AppendInteger(out, *id);
+    } else {
+      fail(id.error());
+    }
+  } else if (Is(name, "ID.BATCH")) {
+    command = Command::kIds;
+    if (argc != 2) {
+      WrongArgs(out, name);
+      ok = false;
+    } else if (Result<std::int64_t> n = CountParam(args[1], service.config().max_batch); !n.ok()) {
+      fail(n.error());
+    } else {
+      std::vector<Id> ids(static_cast<std::size_t>(*n));
+      if (Status s = service.NextIds(std::span<Id>(ids)); !s.ok()) {
+        fail(s.error());
+      } else {
+        out.reserve(out.size() + ids.size() * 23 + 16);
+        resp::AppendArrayHeader(out, ids.size());
+        for (Id id : ids) resp::AppendInteger(out, id);
+      }
+    }
+  } else if (Is(name, "ID.DECODE")) {
+    command = Command::kDecode;
+    if (argc != 2) {
+      WrongArgs(out, name);
+      ok = false;
+    } else {
+      Result<Id> id = ParseId(args[1], IdFormat::kDec, service.layout());
+      Result<DecodedId> d =
+          id.ok() ? service.Decode(*id) : Result<DecodedId>(std::move(id).error());
+      if (!d.ok()) {
+        fail(d.error());
+      } else {
+        resp::AppendArrayHeader(out, 10);
+        resp::AppendBulk(out, "time");
+        resp::AppendBulk(out, FormatUtcMillis(d->timestamp_ms));
+        resp::AppendBulk(out, "timestamp_ms");
+        resp::AppendInteger(out, d->timestamp_ms);
+        resp::AppendBulk(out, "datacenter");
+        resp::AppendInteger(out, d->datacenter);
+        resp::AppendBulk(out, "worker");
+        resp::AppendInteger(out, d->worker);
+        resp::AppendBulk(out, "sequence");
+        resp::AppendInteger(out, d->sequence);
+      }
+    }
+  } else if (Is(name, "SEG.NEXT") || Is(name, "INCR")) {
+    command = Command::kSegment;
+    if (argc < 2 || argc > (Is(name, "INCR") ? 2u : 3u)) {
+      WrongArgs(out, name);
+      ok = false;
+    } else {
+      fail(NotFound(fmt::format("tag '{}' is not found: segments are not enabled in this version",
+                                args[1].substr(0, 100))));
+    }
+  } else if (Is(name, "PING")) {
+    command = Command::kPing;
+    if (argc == 1) {
+      resp::AppendSimple(out, "PONG");
+    } else if (argc == 2) {
+      resp::AppendBulk(out, args[1]);
+    } else {
+      WrongArgs(out, name);
+      ok = false;
+    }
+  } else if (Is(name, "ECHO")) {
+    command = Command::kEcho;
+    if (argc != 2) {
+      WrongArgs(out, name);
+      ok = false;
+    } else {
+      resp::AppendBulk(out, args[1]);
+    }
+  } else if (Is(name, "INFO")) {
+    command = Command::kInfo;
+    resp::AppendBulk(out, InfoText(service, argc > 1 ? args[1] : std::string_view()));
+  } else if (Is(name, "COMMAND")) {
+    command = Command::kCommand;
+    if (argc > 1 && Is(args[1], "COUNT")) {
+      resp::AppendInteger(out, 0);
+    } else {
+      resp::AppendArrayHeader(out, 0);  // COMMAND, COMMAND DOCS: nothing to describe
+    }
+  } else if (Is(name, "CONFIG")) {
+    command = Command::kOther;
+    resp::AppendArrayHeader(out, 0);  // redis-benchmark asks CONFIG GET save / appendonly
+  } else if (Is(name, "CLIENT")) {
+    command = Command::kClient;
+    if (argc >= 3 && Is(args[1], "SETNAME")) {
+      session.name = std::string(args[2].substr(0, 128));
+      resp::AppendSimple(out, "OK");
+    } else if (argc >= 2 && (Is(args[1], "SETINFO") || Is(args[1], "NO-EVICT") ||
+                             Is(args[1], "NO-TOUCH"))) {
+      resp::AppendSimple(out, "OK");
+    } else if (argc == 2 && Is(args[1], "GETNAME")) {
+      if (session.name.empty()) {
+        resp::AppendNull(out);
+      } else {
+        resp::AppendBulk(out, session.name);
+      }
+    } else {
+      resp::AppendError(out, "ERR unknown subcommand or wrong number of arguments for 'client'");
+      ok = false;
+    }
+  } else if (Is(name, "SELECT")) {
+    command = Command::kOther;
+    if (argc == 2 && args[1] == "0") {
+      resp::AppendSimple(out, "OK");
+    } else {
+      resp::AppendError(out, "ERR DB index is out of range");
+      ok = false;
+    }
+  } else {
+    std::string with;
+    for (std::size_t i = 1; i < argc && i < 4; ++i) with += fmt::format("'{}' ", args[i].substr(0, 40));
+    resp::AppendError(out, fmt::format("ERR unknown command '{}', with args beginning with: {}",
+                                       name.substr(0, 100), with));
+    ok = false;
+  }
+  service.CountRequest(Protocol::kResp, command, ok);
+}
+
+}  // namespace sekka::server

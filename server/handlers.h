@@ -1,0 +1,38 @@
+// server/handlers.h
+//
+// What each HTTP request and RESP command does: calls into Service and formats the reply.
+// No I/O: the event loop (server/server.cc) hands in parsed requests and sends the bytes back.
+//
+// Thread-safety: a RespSession belongs to one connection; the functions are reentrant.
+
+#ifndef SEKKA_SERVER_HANDLERS_H_
+#define SEKKA_SERVER_HANDLERS_H_
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "server/http.h"
+#include "server/service.h"
+
+namespace sekka::server {
+
+// Appends the complete HTTP response for `request` to `out`. Sets `close` when the connection
+// must close after it.
+void HandleHttp(Service& service, const http::Request& request, std::string& out, bool& close);
+// The response for a request the parser rejected (400, 413, 431); always closes.
+std::string HttpParseError(int status, std::string_view message);
+
+// Per-connection RESP state.
+struct RespSession {
+  bool authenticated = false;
+  std::string name;  // CLIENT SETNAME
+};
+
+// Appends the reply to one command to `out`. Sets `close` for QUIT.
+void HandleResp(Service& service, RespSession& session, const std::vector<std::string_view>& args,
+                std::string& out, bool& close);
+
+}  // namespace sekka::server
+
+#endif  // SEKKA_SERVER_HANDLERS_H_

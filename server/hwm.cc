@@ -1,0 +1,105 @@
+#include "server/hwm.h"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <charconv>
+#include <cstring>
+#include <filesystem>
+
+namespace sekka::server {
+namespace {
+
+constexpr std::string_view kMagic = "sekka-state 1";
+
+}  // namespace
+
+std::string LayoutFingerprint(const Layout& l) {
+  return fmt::format("time_bits={} datacenter_bits={} worker_bits={} sequence_bits={} tick_ms={} "
+                     "epoch_ms={} order={}",
+                     l.time_bits(), l.datacenter_bits(), l.worker_bits(), l.sequence_bits(),
+                     l.tick_millis(), l.epoch_millis(), l.OrderName());
+}
+
+std::string FormatState(const StoredState& state) {
+  return fmt::format("{}\nlayout {}\nhwm_ms {}\n", kMagic, state.layout, state.hwm_millis);
+}
+
+Result<StoredState> ParseState(std::string_view text) {
+  auto bad = [](std::string_view why) {
+    return InvalidArgument(fmt::format("state file is corrupt: {}", why));
+  };
+  StoredState s;
+  bool have_layout = false, have_hwm = false;
+  std::size_t line_no = 0;
+  while (!text.empty()) {
+    const std::size_t nl = text.find('\n');
+    const std::string_view line = text.substr(0, nl);
+    text = nl == std::string_view::npos ? std::string_view() : text.substr(nl + 1);
+    ++line_no;
+    if (line_no == 1) {
+      if (line != kMagic) return bad("the first line is not \"sekka-state 1\"");
+      continue;
+    }
+    if (line.empty()) continue;
+    if (line.rfind("layout ", 0) == 0) {
+      s.layout = std::string(line.substr(7));
+      have_layout = true;
+    } else if (line.rfind("hwm_ms ", 0) == 0) {
+      const std::string_view digits = line.substr(7);
+      const auto [ptr, ec] =
+          std::from_chars(digits.data(), digits.data() + digits.size(), s.hwm_millis);
+      if (ec != std::errc() || ptr != digits.data() + digits.size() || s.hwm_millis < 0) {
+        return bad("hwm_ms is not a non-negative number");
+      }
+      have_hwm = true;
+    } else {
+      return bad(fmt::format("unknown line {}", line_no));
+    }
+  }
+  if (line_no == 0) return bad("it is empty");
+  if (!have_layout || !have_hwm) return bad("a layout or hwm_ms line is missing");
+  return s;
+}
+
+Result<std::optional<StoredState>> ReadStateFile(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno == ENOENT) return std::optional<StoredState>();
+    return Internal(fmt::format("cannot read {}: {}", path, std::strerror(errno)));
+  }
+  std::string text(4096, '\0');
+  const ssize_t n = ::read(fd, text.data(), text.size());
+  ::close(fd);
+  if (n < 0) return Internal(fmt::format("cannot read {}: {}", path, std::strerror(errno)));
+  text.resize(static_cast<std::size_t>(n));
+  Result<StoredState> s = ParseState(text);
+  if (!s.ok()) return InvalidArgument(fmt::format("{}: {}", path, s.error().message));
+  return std::optional<StoredState>(*s);
+}
+
+Status WriteStateFile(const std::string& path, const StoredState& state) {
+  const std::string tmp = path + ".tmp";
+  const std::string text = FormatState(state);
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return Internal(fmt::format("cannot write {}: {}", tmp, std::strerror(errno)));
+  const bool ok = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size()) &&
+                  ::fsync(fd) == 0;
+  const int saved = errno;
+  ::close(fd);
+  if (!ok) return Internal(fmt::format("cannot write {}: {}", tmp, std::strerror(saved)));
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    return Internal(fmt::format("cannot rename {}: {}", tmp, std::strerror(errno)));
+  }
+  const std::string dir = std::filesystem::path(path).parent_path().string();
+  const int dfd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd >= 0) {
+    ::fsync(dfd);
+    ::close(dfd);
+  }
+  return Status::Ok();
+}
+
+}  // namespace sekka::server

@@ -1,0 +1,417 @@
+// The event loops. Each connection reads, handles every complete request in its buffer, writes
+// all replies with one write, and reads again: a client that pipelines gets batched replies,
+// and a client that does not read its replies stops being read (no unbounded buffers).
+
+#include "server/server.h"
+
+#include <fmt/format.h>
+
+#include <asio.hpp>
+#include <atomic>
+#include <chrono>
+#include <list>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "server/handlers.h"
+#include "server/http.h"
+#include "server/log.h"
+#include "server/resp.h"
+
+namespace sekka::server {
+namespace {
+
+using asio::ip::tcp;
+using Clock = std::chrono::steady_clock;
+
+constexpr std::size_t kReadChunk = 16 * 1024;
+// A RESP command may not need more buffered bytes than this (argument limits keep it lower).
+constexpr std::size_t kMaxRespBuffer = 1024 * 1024;
+
+Result<tcp::endpoint> ParseEndpoint(std::string_view key, const std::string& text) {
+  auto bad = [&] {
+    return InvalidArgument(fmt::format(
+        "{} \"{}\" is not valid: allowed host:port with a numeric IP address, such as "
+        "\"127.0.0.1:8080\" or \"[::1]:8080\"",
+        key, text));
+  };
+  const std::size_t colon = text.rfind(':');
+  if (colon == std::string::npos || colon == 0) return bad();
+  std::string host = text.substr(0, colon);
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  if (host == "localhost") host = "127.0.0.1";
+  asio::error_code ec;
+  const asio::ip::address address = asio::ip::make_address(host, ec);
+  if (ec) return bad();
+  int port = -1;
+  try {
+    std::size_t used = 0;
+    port = std::stoi(text.substr(colon + 1), &used);
+    if (used != text.size() - colon - 1) port = -1;
+  } catch (...) {
+    port = -1;
+  }
+  if (port < 0 || port > 65535) return bad();
+  return tcp::endpoint(address, static_cast<unsigned short>(port));
+}
+
+std::string EndpointText(const tcp::endpoint& e) {
+  if (e.address().is_v6()) return fmt::format("[{}]:{}", e.address().to_string(), e.port());
+  return fmt::format("{}:{}", e.address().to_string(), e.port());
+}
+
+class ServerImpl;
+
+class Connection : public std::enable_shared_from_this<Connection> {
+ public:
+  Connection(ServerImpl& server, tcp::socket socket, Protocol protocol);
+  void Begin();
+  void Drain();  // from its own executor
+  asio::any_io_executor executor() { return socket_.get_executor(); }
+
+ private:
+  void Read();
+  void OnRead(const asio::error_code& ec, std::size_t n);
+  void Process();
+  void Write();
+  void ArmIdleTimer();
+  void Close();
+
+  ServerImpl& server_;
+  tcp::socket socket_;
+  asio::steady_timer idle_timer_;
+  const Protocol protocol_;
+  std::string in_;
+  std::string out_;
+  std::vector<char> chunk_;
+  http::RequestParser http_parser_;
+  RespSession resp_session_;
+  Clock::time_point last_activity_ = Clock::now();
+  bool closing_ = false;  // close after the pending write
+  bool busy_ = false;     // a write is in flight
+  bool draining_ = false;
+  bool closed_ = false;
+};
+
+class ServerImpl final : public Server {
+ public:
+  ServerImpl(Service& service, const ServerConfig& config)
+      : service_(service), config_(config) {
+    const int n = config.threads > 0 ? config.threads
+                                     : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    for (int i = 0; i < n; ++i) loops_.push_back(std::make_unique<asio::io_context>(1));
+    signals_ = std::make_unique<asio::signal_set>(*loops_[0], SIGINT, SIGTERM);
+  }
+
+  Status Listen() {
+    for (auto [listen, protocol, key] :
+         {std::tuple{config_.http_listen, Protocol::kHttp, "server.http_listen"},
+          std::tuple{config_.resp_listen, Protocol::kResp, "server.resp_listen"}}) {
+      if (listen.empty()) continue;
+      Result<tcp::endpoint> endpoint = ParseEndpoint(key, listen);
+      if (!endpoint.ok()) return std::move(endpoint).error();
+      auto acceptor = std::make_unique<tcp::acceptor>(*loops_[0]);
+      asio::error_code ec;
+      acceptor->open(endpoint->protocol(), ec);
+      if (!ec) acceptor->set_option(tcp::acceptor::reuse_address(true), ec);
+      if (!ec) acceptor->bind(*endpoint, ec);
+      if (!ec) acceptor->listen(asio::socket_base::max_listen_connections, ec);
+      if (ec) {
+        return Unavailable(fmt::format("cannot listen on {} ({} = \"{}\"): {}", listen, key,
+                                       listen, ec.message()));
+      }
+      const std::string bound = EndpointText(acceptor->local_endpoint());
+      (protocol == Protocol::kHttp ? http_address_ : resp_address_) = bound;
+      acceptors_.push_back({std::move(acceptor), protocol});
+    }
+    return Status::Ok();
+  }
+
+  std::string http_address() const override { return http_address_; }
+  std::string resp_address() const override { return resp_address_; }
+
+  void Run() override {
+    for (auto& a : acceptors_) Accept(a);
+    signals_->async_wait([this](const asio::error_code& ec, int signal) {
+      if (!ec) {
+        Log(LogLevel::kInfo, "shutting down", fmt::format("signal={}", signal));
+        RequestStop();
+      }
+    });
+    std::vector<std::thread> threads;
+    for (std::size_t i = 1; i < loops_.size(); ++i) {
+      threads.emplace_back([this, i] { RunLoop(*loops_[i]); });
+    }
+    RunLoop(*loops_[0]);
+    for (auto& t : threads) t.join();
+  }
+
+  void RequestStop() override {
+    asio::post(*loops_[0], [this] { BeginStop(); });
+  }
+
+  Service& service() { return service_; }
+  const ServerConfig& config() const { return config_; }
+
+  void Register(const std::shared_ptr<Connection>& c) {
+    std::lock_guard lock(mu_);
+    connections_[c.get()] = c;
+  }
+  void Unregister(Connection* c) {
+    std::lock_guard lock(mu_);
+    connections_.erase(c);
+    open_.fetch_sub(1);
+  }
+
+ private:
+  struct Listener {
+    std::unique_ptr<tcp::acceptor> acceptor;
+    Protocol protocol;
+  };
+
+  void RunLoop(asio::io_context& loop) {
+    auto guard = asio::make_work_guard(loop);
+    for (;;) {
+      try {
+        loop.run();
+        break;
+      } catch (const std::exception& e) {
+        Log(LogLevel::kError, "event loop error", fmt::format("error=\"{}\"", e.what()));
+      }
+    }
+  }
+
+  void Accept(Listener& l) {
+    asio::io_context& target = *loops_[next_loop_++ % loops_.size()];
+    l.acceptor->async_accept(target, [this, &l](const asio::error_code& ec, tcp::socket socket) {
+      if (ec) {
+        if (ec == asio::error::operation_aborted || stopping_) return;
+        Log(LogLevel::kWarn, "accept failed", fmt::format("error=\"{}\"", ec.message()));
+        // Out of file descriptors and the like: try again shortly rather than spin.
+        auto timer = std::make_shared<asio::steady_timer>(*loops_[0], std::chrono::milliseconds(50));
+        timer->async_wait([this, &l, timer](const asio::error_code&) {
+          if (!stopping_) Accept(l);
+        });
+        return;
+      }
+      if (open_.fetch_add(1) >= config_.max_connections) {
+        open_.fetch_sub(1);
+        service_.ConnectionRejected(l.protocol);
+        const std::string reply =
+            l.protocol == Protocol::kResp
+                ? std::string("-ERR max number of clients reached\r\n")
+                : HttpParseError(503, fmt::format("too many connections: the limit is {}",
+                                                  config_.max_connections));
+        asio::error_code ignored;
+        socket.non_blocking(true, ignored);
+        socket.write_some(asio::buffer(reply), ignored);
+        socket.close(ignored);
+      } else {
+        asio::error_code ignored;
+        socket.set_option(tcp::no_delay(true), ignored);
+        auto c = std::make_shared<Connection>(*this, std::move(socket), l.protocol);
+        Register(c);
+        asio::post(c->executor(), [c] { c->Begin(); });
+      }
+      if (!stopping_) Accept(l);
+    });
+  }
+
+  void BeginStop() {
+    if (stopping_) return;
+    stopping_ = true;
+    for (auto& l : acceptors_) {
+      asio::error_code ignored;
+      l.acceptor->close(ignored);
+    }
+    signals_->cancel();
+    std::vector<std::shared_ptr<Connection>> all;
+    {
+      std::lock_guard lock(mu_);
+      for (auto& [ptr, weak] : connections_) {
+        if (auto c = weak.lock()) all.push_back(std::move(c));
+      }
+    }
+    for (auto& c : all) asio::post(c->executor(), [c] { c->Drain(); });
+    WaitForConnections(Clock::now() + std::chrono::seconds(5));
+  }
+
+  void WaitForConnections(Clock::time_point deadline) {
+    std::size_t open;
+    {
+      std::lock_guard lock(mu_);
+      open = connections_.size();
+    }
+    if (open == 0 || Clock::now() >= deadline) {
+      if (open > 0) Log(LogLevel::kWarn, "closing connections still open after 5 s");
+      for (auto& loop : loops_) loop->stop();
+      return;
+    }
+    auto timer = std::make_shared<asio::steady_timer>(*loops_[0], std::chrono::milliseconds(10));
+    timer->async_wait([this, deadline, timer](const asio::error_code&) {
+      WaitForConnections(deadline);
+    });
+  }
+
+  Service& service_;
+  const ServerConfig config_;
+  std::vector<std::unique_ptr<asio::io_context>> loops_;
+  std::unique_ptr<asio::signal_set> signals_;
+  std::list<Listener> acceptors_;
+  std::string http_address_, resp_address_;
+  std::atomic<std::size_t> next_loop_{0};
+  std::atomic<int> open_{0};
+  std::atomic<bool> stopping_{false};
+  std::mutex mu_;
+  std::unordered_map<Connection*, std::weak_ptr<Connection>> connections_;  // guarded by mu_
+};
+
+Connection::Connection(ServerImpl& server, tcp::socket socket, Protocol protocol)
+    : server_(server),
+      socket_(std::move(socket)),
+      idle_timer_(socket_.get_executor()),
+      protocol_(protocol),
+      chunk_(kReadChunk),
+      http_parser_(http::Limits{}) {}
+
+void Connection::Begin() {
+  server_.service().ConnectionOpened(protocol_);
+  ArmIdleTimer();
+  Read();
+}
+
+void Connection::ArmIdleTimer() {
+  const auto idle = std::chrono::milliseconds(server_.config().idle_timeout_ms);
+  idle_timer_.expires_at(last_activity_ + idle);
+  idle_timer_.async_wait([self = shared_from_this()](const asio::error_code& ec) {
+    if (ec || self->closed_) return;
+    const auto idle = std::chrono::milliseconds(self->server_.config().idle_timeout_ms);
+    if (Clock::now() - self->last_activity_ >= idle) {
+      self->Close();
+    } else {
+      self->ArmIdleTimer();
+    }
+  });
+}
+
+void Connection::Read() {
+  if (closed_) return;
+  socket_.async_read_some(asio::buffer(chunk_),
+                          [self = shared_from_this()](const asio::error_code& ec, std::size_t n) {
+                            self->OnRead(ec, n);
+                          });
+}
+
+void Connection::OnRead(const asio::error_code& ec, std::size_t n) {
+  if (ec) {
+    Close();
+    return;
+  }
+  last_activity_ = Clock::now();
+  in_.append(chunk_.data(), n);
+  Process();
+  if (!out_.empty()) {
+    Write();
+  } else if (closing_ || draining_) {
+    Close();
+  } else {
+    Read();
+  }
+}
+
+void Connection::Process() {
+  Service& service = server_.service();
+  std::size_t pos = 0;
+  if (protocol_ == Protocol::kHttp) {
+    while (pos < in_.size() && !closing_) {
+      http::RequestParser::Outcome o = http_parser_.Parse(std::string_view(in_).substr(pos));
+      pos += o.consumed;
+      if (o.kind == http::RequestParser::Kind::kNeedMore) break;
+      if (o.kind == http::RequestParser::Kind::kError) {
+        out_ += HttpParseError(o.status, o.error);
+        service.CountRequest(Protocol::kHttp, Command::kOther, false);
+        closing_ = true;
+        break;
+      }
+      bool close = false;
+      HandleHttp(service, o.request, out_, close);
+      if (close) closing_ = true;
+    }
+  } else {
+    static const resp::Limits kLimits;
+    while (pos < in_.size() && !closing_) {
+      resp::ParseResult r = resp::ParseCommand(std::string_view(in_).substr(pos), kLimits);
+      if (r.status == resp::ParseStatus::kNeedMore) {
+        if (in_.size() - pos > kMaxRespBuffer) {
+          resp::AppendError(out_, "ERR Protocol error: request too large");
+          closing_ = true;
+        }
+        break;
+      }
+      if (r.status == resp::ParseStatus::kMalformed) {
+        resp::AppendError(out_, "ERR " + r.error);
+        service.CountRequest(Protocol::kResp, Command::kOther, false);
+        closing_ = true;
+        break;
+      }
+      pos += r.consumed;
+      bool close = false;
+      HandleResp(service, resp_session_, r.args, out_, close);
+      if (close) closing_ = true;
+    }
+  }
+  in_.erase(0, pos);
+}
+
+void Connection::Write() {
+  busy_ = true;
+  asio::async_write(socket_, asio::buffer(out_),
+                    [self = shared_from_this()](const asio::error_code& ec, std::size_t) {
+                      self->busy_ = false;
+                      self->out_.clear();
+                      if (ec || self->closing_ || self->draining_) {
+                        self->Close();
+                        return;
+                      }
+                      self->last_activity_ = Clock::now();
+                      // Bytes of further requests may already be buffered.
+                      if (!self->in_.empty()) {
+                        self->Process();
+                        if (!self->out_.empty()) {
+                          self->Write();
+                          return;
+                        }
+                      }
+                      self->Read();
+                    });
+}
+
+void Connection::Drain() {
+  draining_ = true;
+  if (!busy_) Close();
+}
+
+void Connection::Close() {
+  if (closed_) return;
+  closed_ = true;
+  asio::error_code ignored;
+  idle_timer_.cancel();
+  socket_.shutdown(tcp::socket::shutdown_both, ignored);
+  socket_.close(ignored);
+  server_.service().ConnectionClosed(protocol_);
+  server_.Unregister(this);
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Server>> Server::Start(Service& service, const ServerConfig& config) {
+  auto server = std::make_unique<ServerImpl>(service, config);
+  if (Status s = server->Listen(); !s.ok()) return std::move(s).error();
+  return std::unique_ptr<Server>(std::move(server));
+}
+
+}  // namespace sekka::server

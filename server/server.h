@@ -1,0 +1,37 @@
+// server/server.h
+//
+// The network server: Asio event loops (one per core by default) serving HTTP/1.1 and the Redis
+// protocol over TCP, with the limits of SPEC section 6. All Asio code lives in server.cc.
+//
+// Thread-safety: Start and Run from one thread; RequestStop from any thread or a signal.
+
+#ifndef SEKKA_SERVER_SERVER_H_
+#define SEKKA_SERVER_SERVER_H_
+
+#include <memory>
+#include <string>
+
+#include "server/config.h"
+#include "server/service.h"
+
+namespace sekka::server {
+
+class Server {
+ public:
+  // Binds the listeners. Errors: kInvalidArgument (a bad address), kUnavailable (in use).
+  static Result<std::unique_ptr<Server>> Start(Service& service, const ServerConfig& config);
+  virtual ~Server() = default;
+
+  // The bound addresses ("127.0.0.1:8080"; the real port when 0 was asked); "" when off.
+  virtual std::string http_address() const = 0;
+  virtual std::string resp_address() const = 0;
+
+  // Serves until SIGTERM/SIGINT or RequestStop(): then stops accepting, lets requests in
+  // flight finish (at most 5 s), closes the connections and returns.
+  virtual void Run() = 0;
+  virtual void RequestStop() = 0;
+};
+
+}  // namespace sekka::server
+
+#endif  // SEKKA_SERVER_SERVER_H_

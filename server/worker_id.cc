@@ -1,0 +1,154 @@
+#include "server/worker_id.h"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <vector>
+
+namespace sekka::server {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string LockPath(const std::string& dir, std::int64_t dc, std::int64_t worker) {
+  return fmt::format("{}/workers/{}-{}.lock", dir, dc, worker);
+}
+
+std::string ReadSmallFile(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return {};
+  char buf[512];
+  const ssize_t n = ::read(fd, buf, sizeof(buf));
+  ::close(fd);
+  return n > 0 ? std::string(buf, static_cast<std::size_t>(n)) : std::string();
+}
+
+// Tries to take the lock of one worker id. Returns the fd, -1 if another process holds it.
+Result<int> TryLock(const std::string& path, const std::string& identity) {
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    return Internal(fmt::format("cannot open {}: {}", path, std::strerror(errno)));
+  }
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  // Record who holds it: the identity (to get it back after a restart) and the pid (for errors).
+  const std::string content = fmt::format("pid={}\nidentity={}\n", ::getpid(), identity);
+  if (::ftruncate(fd, 0) != 0 || ::pwrite(fd, content.data(), content.size(), 0) < 0) {
+    ::close(fd);
+    return Internal(fmt::format("cannot write {}: {}", path, std::strerror(errno)));
+  }
+  return fd;
+}
+
+}  // namespace
+
+WorkerIdClaim::~WorkerIdClaim() {
+  if (fd_ >= 0) ::close(fd_);  // drops the flock
+}
+
+std::string WorkerIdClaim::Stem() const { return fmt::format("{}-{}", datacenter_id_, worker_id_); }
+
+Result<std::int64_t> HostnameOrdinal(const std::string& hostname) {
+  std::size_t end = hostname.size();
+  const std::size_t dot = hostname.find('.');
+  if (dot != std::string::npos) end = dot;  // the first label of an FQDN
+  std::size_t begin = end;
+  while (begin > 0 && hostname[begin - 1] >= '0' && hostname[begin - 1] <= '9') --begin;
+  if (begin == end || end - begin > 9) {
+    return InvalidArgument(fmt::format(
+        "host name \"{}\" has no trailing number: worker.source hostname needs names like "
+        "\"sekka-7\" (as a Kubernetes StatefulSet gives)",
+        hostname));
+  }
+  return std::stoll(hostname.substr(begin, end - begin));
+}
+
+Result<std::unique_ptr<WorkerIdClaim>> ClaimWorkerId(const WorkerIdRequest& request,
+                                                     const Layout& layout) {
+  const std::int64_t max_worker = layout.worker_ids_per_datacenter() - 1;
+  const std::int64_t max_dc = layout.datacenter_ids() - 1;
+  if (request.datacenter_id < 0 || request.datacenter_id > max_dc) {
+    return InvalidArgument(fmt::format(
+        "worker.datacenter_id {} does not fit layout {} ({} datacenter bits): allowed 0 to {}",
+        request.datacenter_id, layout.name(), layout.datacenter_bits(), max_dc));
+  }
+  std::error_code ec;
+  fs::create_directories(fs::path(request.data_dir) / "workers", ec);
+  if (ec) {
+    return Internal(fmt::format("cannot create {}/workers: {}", request.data_dir, ec.message()));
+  }
+  auto claim = std::unique_ptr<WorkerIdClaim>(new WorkerIdClaim());
+  claim->datacenter_id_ = request.datacenter_id;
+  claim->source_ = request.source;
+
+  auto take_one = [&](std::int64_t worker, bool must) -> Result<bool> {
+    if (worker < 0 || worker > max_worker) {
+      return InvalidArgument(fmt::format(
+          "worker id {} does not fit layout {} ({} worker bits): allowed 0 to {}", worker,
+          layout.name(), layout.worker_bits(), max_worker));
+    }
+    const std::string path = LockPath(request.data_dir, request.datacenter_id, worker);
+    Result<int> fd = TryLock(path, request.identity);
+    if (!fd.ok()) return std::move(fd).error();
+    if (*fd < 0) {
+      if (!must) return false;
+      std::string holder = ReadSmallFile(path);
+      for (char& c : holder) c = c == '\n' ? ' ' : c;
+      return Unavailable(fmt::format(
+          "worker id {} (datacenter {}) is already held by another process on data dir {} "
+          "({}): choose another worker.id or data.dir",
+          worker, request.datacenter_id, request.data_dir, holder));
+    }
+    claim->fd_ = *fd;
+    claim->worker_id_ = worker;
+    return true;
+  };
+
+  if (request.source == "static" || request.source == "hostname") {
+    std::int64_t worker = request.worker_id;
+    if (request.source == "hostname") {
+      std::string host = request.hostname;
+      if (host.empty()) {
+        char buf[256] = {};
+        ::gethostname(buf, sizeof(buf) - 1);
+        host = buf;
+      }
+      Result<std::int64_t> ordinal = HostnameOrdinal(host);
+      if (!ordinal.ok()) return std::move(ordinal).error();
+      worker = *ordinal;
+    }
+    Result<bool> taken = take_one(worker, true);
+    if (!taken.ok()) return std::move(taken).error();
+    return claim;
+  }
+  if (request.source != "local") {
+    return InvalidArgument(fmt::format(
+        "worker.source \"{}\" is not available here: allowed static, local, hostname",
+        request.source));
+  }
+  // `local`: first the ids whose lock file names this identity, then the lowest free one.
+  std::vector<std::int64_t> order;
+  const std::string mine = fmt::format("identity={}\n", request.identity);
+  for (std::int64_t w = 0; w <= max_worker; ++w) {
+    const std::string path = LockPath(request.data_dir, request.datacenter_id, w);
+    if (!fs::exists(path, ec)) break;  // ids are taken lowest first: no file, none further
+    if (ReadSmallFile(path).find(mine) != std::string::npos) order.push_back(w);
+  }
+  for (std::int64_t w = 0; w <= max_worker; ++w) order.push_back(w);
+  for (std::int64_t w : order) {
+    Result<bool> taken = take_one(w, false);
+    if (!taken.ok()) return std::move(taken).error();
+    if (*taken) return claim;
+  }
+  return Exhausted(fmt::format("no free worker id: all {} ids of datacenter {} under {} are held",
+                               max_worker + 1, request.datacenter_id, request.data_dir));
+}
+
+}  // namespace sekka::server

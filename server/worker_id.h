@@ -1,0 +1,64 @@
+// server/worker_id.h
+//
+// Worker ids on one machine (SPEC section 8): `static` (from the configuration), `hostname`
+// (the trailing number of the host name, as a Kubernetes StatefulSet gives) and `local` (the
+// lowest free id under the data dir, preferring the one this identity held before). Every source
+// holds an exclusive lock file `<data>/workers/<dc>-<worker>.lock` for as long as the process
+// runs, so two processes on one data dir can never share a worker id; the kernel drops the lock
+// when a process dies.
+//
+// Thread-safety: a WorkerIdClaim is owned by one thread at a time.
+
+#ifndef SEKKA_SERVER_WORKER_ID_H_
+#define SEKKA_SERVER_WORKER_ID_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "sekka/layout.h"
+#include "sekka/status.h"
+
+namespace sekka::server {
+
+struct WorkerIdRequest {
+  std::string source = "local";  // static | local | hostname
+  std::string data_dir;
+  std::string identity;          // who claims (for `local`: prefer what it held before)
+  std::int64_t worker_id = 0;    // static
+  std::int64_t datacenter_id = 0;
+  std::string hostname;          // for `hostname`; "" = gethostname()
+};
+
+// A held worker id. Releases its lock when destroyed.
+class WorkerIdClaim {
+ public:
+  ~WorkerIdClaim();
+  std::int64_t datacenter_id() const { return datacenter_id_; }
+  std::int64_t worker_id() const { return worker_id_; }
+  const std::string& source() const { return source_; }
+  // The file stem used for this worker id's files: "<dc>-<worker>".
+  std::string Stem() const;
+
+ private:
+  friend Result<std::unique_ptr<WorkerIdClaim>> ClaimWorkerId(const WorkerIdRequest&,
+                                                              const Layout&);
+  WorkerIdClaim() = default;
+  int fd_ = -1;
+  std::int64_t datacenter_id_ = 0;
+  std::int64_t worker_id_ = 0;
+  std::string source_;
+};
+
+// Errors: kInvalidArgument (an id that does not fit the layout, a host name without a trailing
+// number), kExhausted ("no free worker id"), kUnavailable (a static id held by another process,
+// naming its pid), kInternal (the data dir cannot be used).
+Result<std::unique_ptr<WorkerIdClaim>> ClaimWorkerId(const WorkerIdRequest& request,
+                                                     const Layout& layout);
+
+// The trailing decimal number of `hostname` ("sekka-7" -> 7). Errors: kInvalidArgument.
+Result<std::int64_t> HostnameOrdinal(const std::string& hostname);
+
+}  // namespace sekka::server
+
+#endif  // SEKKA_SERVER_WORKER_ID_H_
