@@ -1,4 +1,5 @@
 #include <fmt/format.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <csignal>
@@ -37,6 +38,12 @@ int RunServe(const ServeFlags& flags) {
   }
   SetLogLevel(config->log_level);
   std::signal(SIGPIPE, SIG_IGN);
+  // Room for max_connections sockets: raise the soft descriptor limit to the hard one.
+  rlimit files{};
+  if (getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur < files.rlim_max) {
+    files.rlim_cur = files.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &files);
+  }
 
   const std::string identity = !config->worker_name.empty()
                                    ? config->worker_name

@@ -473,7 +473,14 @@ void HandleResp(Service& service, RespSession& session, const std::vector<std::s
     }
   } else if (Is(name, "CONFIG")) {
     command = Command::kOther;
-    resp::AppendArrayHeader(out, 0);  // redis-benchmark asks CONFIG GET save / appendonly
+    // redis-benchmark asks CONFIG GET save / appendonly: sekka keeps no Redis data.
+    if (argc == 3 && Is(args[1], "GET") && (Is(args[2], "save") || Is(args[2], "appendonly"))) {
+      resp::AppendArrayHeader(out, 2);
+      resp::AppendBulk(out, Lower(args[2]));
+      resp::AppendBulk(out, Is(args[2], "save") ? "" : "no");
+    } else {
+      resp::AppendArrayHeader(out, 0);
+    }
   } else if (Is(name, "CLIENT")) {
     command = Command::kClient;
     if (argc >= 3 && Is(args[1], "SETNAME")) {
