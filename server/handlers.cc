@@ -179,7 +179,7 @@ HttpReply Route(Service& service, const http::Request& request, Command& command
     command = Command::kReady;
     std::string reason;
     if (!service.Ready(&reason)) {
-      const std::string_view code = reason.substr(0, reason.find(':'));
+      const std::string code = reason.substr(0, reason.find(':'));
       return JsonError(503, code, reason);
     }
     HttpReply r;

@@ -9,6 +9,7 @@
 #include <asio.hpp>
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <list>
 #include <mutex>
 #include <thread>
@@ -206,10 +207,7 @@ class ServerImpl final : public Server {
                 ? std::string("-ERR max number of clients reached\r\n")
                 : HttpParseError(503, fmt::format("too many connections: the limit is {}",
                                                   config_.max_connections));
-        asio::error_code ignored;
-        socket.non_blocking(true, ignored);
-        socket.write_some(asio::buffer(reply), ignored);
-        socket.close(ignored);
+        Reject(std::move(socket), reply);
       } else {
         asio::error_code ignored;
         socket.set_option(tcp::no_delay(true), ignored);
@@ -218,6 +216,45 @@ class ServerImpl final : public Server {
         asio::post(c->executor(), [c] { c->Begin(); });
       }
       if (!stopping_) Accept(l);
+    });
+  }
+
+  // Sends `reply`, then reads and discards what the client sent (at most 1 s) before closing,
+  // so that closing with unread input does not reset the connection and lose the reply.
+  void Reject(tcp::socket socket, std::string reply) {
+    struct Rejected {
+      tcp::socket socket;
+      std::string reply;
+      asio::steady_timer timer;
+      char sink[512];
+    };
+    auto r = std::make_shared<Rejected>(Rejected{std::move(socket), std::move(reply),
+                                                 asio::steady_timer(*loops_[0]), {}});
+    asio::async_write(r->socket, asio::buffer(r->reply), [r](const asio::error_code& ec, std::size_t) {
+      asio::error_code ignored;
+      if (ec) {
+        r->socket.close(ignored);
+        return;
+      }
+      r->socket.shutdown(tcp::socket::shutdown_send, ignored);
+      r->timer.expires_after(std::chrono::seconds(1));
+      r->timer.async_wait([r](const asio::error_code&) {
+        asio::error_code ignored;
+        r->socket.close(ignored);
+      });
+      auto drain = std::make_shared<std::function<void()>>();
+      *drain = [r, drain] {
+        r->socket.async_read_some(asio::buffer(r->sink), [r, drain](const asio::error_code& ec,
+                                                                     std::size_t) {
+          if (ec) {
+            r->timer.cancel();
+            *drain = nullptr;  // break the cycle
+            return;
+          }
+          (*drain)();
+        });
+      };
+      (*drain)();
     });
   }
 

@@ -273,17 +273,18 @@ std::string Service::MetricsText() {
   out += fmt::format("sekka_sequence_waits_total {}\n", st.sequence_waits);
   family("sekka_clock_backwards_total", "counter", "Calls that found the clock behind time already used.");
   out += fmt::format("sekka_clock_backwards_total {}\n", st.clock_backwards_events);
-  family("sekka_clock_backwards_max_ms", "gauge", "The largest backward clock step seen, in ms.");
-  out += fmt::format("sekka_clock_backwards_max_ms {}\n", st.max_backwards_millis);
-  family("sekka_wait_ms_total", "counter", "Time spent waiting for the clock, in ms.");
-  out += fmt::format("sekka_wait_ms_total {}\n", st.wait_millis);
+  family("sekka_clock_backwards_max_seconds", "gauge", "The largest backward clock step seen.");
+  out += fmt::format("sekka_clock_backwards_max_seconds {}\n",
+                     static_cast<double>(st.max_backwards_millis) / 1000.0);
+  family("sekka_wait_seconds_total", "counter", "Time spent waiting for the clock.");
+  out += fmt::format("sekka_wait_seconds_total {}\n", static_cast<double>(st.wait_millis) / 1000.0);
   family("sekka_worker_id", "gauge", "The worker id this process holds.");
   out += fmt::format("sekka_worker_id{{source=\"{}\",datacenter=\"{}\"}} {}\n", claim_->source(),
                      claim_->datacenter_id(), claim_->worker_id());
   family("sekka_lease_held", "gauge", "1 while this process holds its worker id.");
   out += "sekka_lease_held 1\n";
-  family("sekka_hwm_ms", "gauge", "The persisted high-water mark, in ms since 1970.");
-  out += fmt::format("sekka_hwm_ms {}\n", hwm_millis());
+  family("sekka_hwm_timestamp_seconds", "gauge", "The persisted high-water mark (Unix time).");
+  out += fmt::format("sekka_hwm_timestamp_seconds {:.3f}\n", static_cast<double>(hwm_millis()) / 1000.0);
   family("sekka_hwm_persist_seconds", "histogram", "Time to persist the high-water mark.");
   std::uint64_t cumulative = 0;
   for (std::size_t i = 0; i < kPersistBucketsMicros.size(); ++i) {

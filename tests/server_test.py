@@ -1,0 +1,549 @@
+#!/usr/bin/python3
+"""End-to-end tests of `sekka serve`: the real binary on 127.0.0.1, spoken to by curl,
+http.client, redis-cli and Debian's python3-redis, with clock faults from libfaketime.
+Run with Debian's /usr/bin/python3 (python3-redis); SEKKA_BIN names the binary."""
+
+import concurrent.futures
+import http.client
+import json
+import os
+import resource
+import socket
+import subprocess
+import sys
+import threading
+import time
+import unittest
+
+import redis
+
+sys.path.insert(0, os.path.dirname(__file__))
+from sekka_testlib import Server, TempDirs, redis_cli  # noqa: E402
+
+MAX_ID = 2 ** 63 - 1
+
+
+class ServerTestCase(unittest.TestCase):
+    def setUp(self):
+        self.dirs = TempDirs()
+        self.servers = []
+
+    def tearDown(self):
+        for s in self.servers:
+            s.stop()
+        self.dirs.cleanup()
+
+    def start(self, name="data", *flags, **kw):
+        s = Server(self.dirs.path(name), *flags, **kw)
+        self.servers.append(s)
+        return s
+
+    def assertJsonError(self, status, body, want_status, want_code):
+        self.assertEqual(status, want_status, body)
+        self.assertEqual(body["error"]["code"], want_code)
+        self.assertTrue(body["error"]["message"])
+
+
+class HttpTest(ServerTestCase):
+    def setUp(self):
+        super().setUp()
+        self.s = self.start()
+
+    def test_id_is_a_json_string_and_decodes_to_this_worker(self):
+        status, body = self.s.get_json("/v1/id")
+        self.assertEqual(status, 200)
+        self.assertIsInstance(body["id"], str)
+        _, d = self.s.get_json(f"/v1/decode/{body['id']}")
+        self.assertEqual(d["worker"], self.s.worker_id)
+        self.assertLess(abs(d["timestamp_ms"] - time.time() * 1000), 5000)
+        self.assertTrue(d["time"].endswith("Z"))
+
+    def test_text_plain_gives_just_the_id(self):
+        status, headers, body = self.s.get("/v1/id", {"Accept": "text/plain"})
+        self.assertEqual(status, 200)
+        self.assertTrue(headers["Content-Type"].startswith("text/plain"))
+        self.assertGreater(int(body), 0)
+
+    def test_ids_in_every_format(self):
+        widths = {"hex": 16, "base32": 13, "base62": 11}
+        for fmt in ["dec", "hex", "base32", "base62", "friendly"]:
+            status, body = self.s.get_json(f"/v1/ids?count=5&format={fmt}")
+            self.assertEqual(status, 200, fmt)
+            self.assertEqual(len(body["ids"]), 5)
+            self.assertEqual(len(set(body["ids"])), 5)
+            if fmt in widths:
+                self.assertTrue(all(len(i) == widths[fmt] for i in body["ids"]))
+                self.assertEqual(body["ids"], sorted(body["ids"]))
+        _, body = self.s.get_json("/v1/ids?count=1000")
+        ints = [int(i) for i in body["ids"]]
+        self.assertEqual(ints, sorted(set(ints)))
+
+    def test_bad_requests_are_json_errors(self):
+        for path in ["/v1/ids", "/v1/ids?count=0", "/v1/ids?count=100001", "/v1/ids?count=abc",
+                     "/v1/id?format=base64", "/v1/decode/12x", "/v1/decode/-1",
+                     "/v1/decode/9223372036854775808", "/decodeSnowflakeId"]:
+            status, body = self.s.get_json(path)
+            self.assertJsonError(status, body, 400, "invalid_argument")
+        status, body = self.s.get_json("/no/such/path")
+        self.assertJsonError(status, body, 404, "not_found")
+        status, body = self.s.get_json("/v1/segment/orders")
+        self.assertJsonError(status, body, 404, "not_found")
+        conn = http.client.HTTPConnection("127.0.0.1", self.s.http_port, timeout=10)
+        conn.request("POST", "/v1/id", body="x")
+        r = conn.getresponse()
+        self.assertEqual(r.status, 405)
+        self.assertEqual(json.loads(r.read())["error"]["code"], "method_not_allowed")
+        conn.close()
+
+    def test_operations_endpoints(self):
+        status, body = self.s.get_json("/healthz")
+        self.assertEqual((status, body["status"]), (200, "ok"))
+        status, body = self.s.get_json("/readyz")
+        self.assertEqual((status, body["status"]), (200, "ready"))
+        status, info = self.s.get_json("/v1/info")
+        self.assertEqual(status, 200)
+        self.assertEqual(info["layout"]["name"], "sekka")
+        self.assertEqual(info["worker"]["worker_id"], self.s.worker_id)
+        self.assertEqual(info["worker"]["source"], "local")
+        self.assertGreater(info["hwm_ms"], time.time() * 1000)  # reserved ahead of the clock
+        for key in ["version", "uptime_s", "lease", "hwm"]:
+            self.assertIn(key, info)
+
+    def test_leaf_compatible_paths(self):
+        status, headers, body = self.s.get("/api/snowflake/get/order")
+        self.assertEqual(status, 200)
+        self.assertTrue(body.isdigit())
+        status, d = self.s.get_json(f"/decodeSnowflakeId?snowflakeId={body}")
+        self.assertEqual(status, 200)
+        self.assertEqual(d["workerId"], str(self.s.worker_id))
+        self.assertRegex(d["timestamp"], r"^\d{13}\(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3}\)$")
+        self.assertIn("sequenceId", d)
+        status, headers, body = self.s.get("/api/segment/get/order")
+        self.assertEqual(status, 404)
+
+    def test_keep_alive_serves_many_requests_on_one_connection(self):
+        conn = http.client.HTTPConnection("127.0.0.1", self.s.http_port, timeout=10)
+        ids = [self.s.get_json("/v1/id", conn=conn)[1]["id"] for _ in range(50)]
+        conn.close()
+        self.assertEqual(len(set(ids)), 50)
+
+    def test_curl(self):
+        out = subprocess.run(["curl", "-s", "-w", "\\n", "-H", "Accept: text/plain",
+                              f"http://{self.s.http}/v1/id", f"http://{self.s.http}/v1/id"],
+                             capture_output=True, text=True, timeout=30).stdout
+        ids = out.split()
+        self.assertEqual(len(ids), 2)
+        self.assertLess(int(ids[0]), int(ids[1]))
+        out = subprocess.run(["curl", "-s", "-o", "/dev/null", "-w", "%{http_code}",
+                              f"http://{self.s.http}/readyz"], capture_output=True, text=True,
+                             timeout=30).stdout
+        self.assertEqual(out, "200")
+
+    def test_metrics_pass_promtool(self):
+        self.s.get("/v1/id")
+        redis_cli(self.s, "ID.NEXT")
+        _, headers, text = self.s.get("/metrics")
+        self.assertTrue(headers["Content-Type"].startswith("text/plain; version=0.0.4"))
+        for name in ["sekka_ids_issued_total", "sekka_sequence_waits_total",
+                     "sekka_clock_backwards_total", "sekka_worker_id", "sekka_hwm_timestamp_seconds",
+                     "sekka_hwm_persist_seconds_bucket", "sekka_requests_total",
+                     "sekka_connections_open"]:
+            self.assertIn(name, text)
+        self.assertIn('sekka_requests_total{protocol="resp",command="id",result="ok"} 1', text)
+        p = subprocess.run(["promtool", "check", "metrics"], input=text, capture_output=True,
+                           text=True, timeout=60)
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+
+
+class AuthTest(ServerTestCase):
+    def test_bearer_token_on_http_and_auth_on_resp(self):
+        s = self.start("data", "--auth-token", "s3cret")
+        status, body = s.get_json("/v1/id")
+        self.assertJsonError(status, body, 401, "unauthenticated")
+        status, body = s.get_json("/v1/id", {"Authorization": "Bearer wrong"})
+        self.assertJsonError(status, body, 401, "unauthenticated")
+        status, body = s.get_json("/v1/id", {"Authorization": "Bearer s3cret"})
+        self.assertEqual(status, 200)
+        status, _, _ = s.get("/api/snowflake/get/x")
+        self.assertEqual(status, 401)
+        self.assertEqual(s.get("/healthz")[0], 200)  # probes need no token
+
+        self.assertEqual(redis_cli(s, "ID.NEXT"), "NOAUTH Authentication required.")
+        self.assertIn("WRONGPASS", redis_cli(s, "AUTH", "nope"))
+        self.assertTrue(redis_cli(s, "ID.NEXT", extra=("-a", "s3cret", "--no-auth-warning")).isdigit())
+        r = redis.Redis(host="127.0.0.1", port=s.resp_port, password="s3cret")
+        self.assertGreater(r.execute_command("ID.NEXT"), 0)
+        with self.assertRaises((redis.exceptions.AuthenticationError,
+                                redis.exceptions.ResponseError)):
+            redis.Redis(host="127.0.0.1", port=s.resp_port, password="bad").ping()
+
+    def test_auth_without_a_token_configured(self):
+        s = self.start()
+        self.assertIn("without any password configured", redis_cli(s, "AUTH", "x"))
+
+
+class RespTest(ServerTestCase):
+    def setUp(self):
+        super().setUp()
+        self.s = self.start()
+        self.r = redis.Redis(host="127.0.0.1", port=self.s.resp_port)
+
+    def test_redis_cli_commands(self):
+        s = self.s
+        self.assertTrue(redis_cli(s, "ID.NEXT").isdigit())
+        batch = redis_cli(s, "ID.BATCH", "5").split()
+        self.assertEqual(len(batch), 5)
+        self.assertEqual(batch, sorted(batch, key=int))
+        decoded = redis_cli(s, "ID.DECODE", batch[0]).split("\n")
+        self.assertEqual(decoded[0::2], ["time", "timestamp_ms", "datacenter", "worker", "sequence"])
+        self.assertEqual(int(decoded[7]), s.worker_id)
+        self.assertEqual(redis_cli(s, "PING"), "PONG")
+        self.assertEqual(redis_cli(s, "PING", "hi"), "hi")
+        self.assertEqual(redis_cli(s, "ECHO", "x y"), "x y")
+        self.assertIn("sekka_version", redis_cli(s, "INFO"))
+        self.assertIn("redis_version", redis_cli(s, "INFO", "server"))
+        self.assertEqual(redis_cli(s, "CLIENT", "SETNAME", "me"), "OK")
+        self.assertEqual(redis_cli(s, "COMMAND", "DOCS"), "")
+        self.assertIn("NOPROTO", redis_cli(s, "HELLO", "3"))
+        self.assertIn("sekka", redis_cli(s, "HELLO", "2"))
+        self.assertTrue(redis_cli(s, "FOO", "bar").startswith("ERR unknown command 'FOO'"))
+        self.assertEqual(redis_cli(s, "ID.BATCH"),
+                         "ERR wrong number of arguments for 'id.batch' command")
+        self.assertIn("not valid: allowed 1 to 100000", redis_cli(s, "ID.BATCH", "0"))
+        self.assertTrue(redis_cli(s, "INCR", "orders").startswith("ERR tag 'orders' is not found"))
+
+    def test_python_redis_client_and_pipelining(self):
+        self.assertTrue(self.r.ping())
+        first = self.r.execute_command("ID.NEXT")
+        pipe = self.r.pipeline(transaction=False)
+        for _ in range(200):
+            pipe.execute_command("ID.NEXT")
+        ids = pipe.execute()
+        self.assertEqual(len(set(ids)), 200)
+        self.assertEqual(ids, sorted(ids))
+        self.assertGreater(ids[0], first)
+        batch = self.r.execute_command("ID.BATCH", 1000)
+        self.assertEqual(len(set(batch)), 1000)
+        with self.assertRaises(redis.exceptions.ResponseError):
+            self.r.incr("orders")
+        self.assertEqual(self.r.echo("hello"), b"hello")
+
+    def test_quit_closes(self):
+        data = self.s.resp_raw(b"QUIT\r\n", read_until_close=True)
+        self.assertEqual(data, b"+OK\r\n")
+
+
+class UniquenessTest(ServerTestCase):
+    CLIENTS = 8
+    PER_CLIENT = 100_000
+
+    def take(self, server, client):
+        """One client: half the clients over HTTP, half over RESP, in batches and single calls."""
+        ids = []
+        if client % 2 == 0:
+            conn = http.client.HTTPConnection("127.0.0.1", server.http_port, timeout=30)
+            while len(ids) < self.PER_CLIENT:
+                if len(ids) % 10_000 == 0:
+                    ids.append(int(server.get_json("/v1/id", conn=conn)[1]["id"]))
+                else:
+                    n = min(1000, self.PER_CLIENT - len(ids))
+                    ids += [int(i) for i in server.get_json(f"/v1/ids?count={n}", conn=conn)[1]["ids"]]
+            conn.close()
+        else:
+            r = redis.Redis(host="127.0.0.1", port=server.resp_port)
+            while len(ids) < self.PER_CLIENT:
+                if len(ids) % 10_000 == 0:
+                    ids.append(r.execute_command("ID.NEXT"))
+                else:
+                    ids += r.execute_command("ID.BATCH", min(1000, self.PER_CLIENT - len(ids)))
+            r.close()
+        self.assertEqual(ids, sorted(ids), "one client's ids must increase")
+        return ids
+
+    def run_clients(self, server):
+        with concurrent.futures.ThreadPoolExecutor(self.CLIENTS) as pool:
+            results = list(pool.map(lambda c: self.take(server, c), range(self.CLIENTS)))
+        return [i for ids in results for i in ids]
+
+    def test_eight_clients_mixing_http_and_resp_across_a_restart(self):
+        s = self.start()
+        first = self.run_clients(s)
+        self.assertEqual(len(first), self.CLIENTS * self.PER_CLIENT)
+        self.assertEqual(len(set(first)), len(first), "a repeated id in the first run")
+        self.assertEqual(s.stop(), 0)
+        self.servers.remove(s)
+        s2 = self.start()
+        self.assertEqual(s2.worker_id, s.worker_id)  # its previous worker id comes back
+        second = self.run_clients(s2)
+        self.assertEqual(len(set(first) | set(second)), 2 * len(first))
+        self.assertGreater(min(second), max(first))
+
+
+class WorkerIdTest(ServerTestCase):
+    def test_two_servers_on_one_data_dir_get_different_worker_ids(self):
+        a = self.start("shared")
+        b = self.start("shared")
+        self.assertNotEqual(a.worker_id, b.worker_id)
+        ia = int(a.get_json("/v1/id")[1]["id"])
+        ib = int(b.get_json("/v1/id")[1]["id"])
+        self.assertNotEqual((ia >> 12) & 1023, (ib >> 12) & 1023)
+        c = Server(self.dirs.path("shared"), "--worker-source", "static", "--worker-id",
+                   str(a.worker_id), wait=False)
+        self.assertFalse(c.wait_listening())
+        self.assertEqual(c.proc.returncode, 1)
+        err = c.stderr_text()
+        self.assertIn(f"worker id {a.worker_id} (datacenter 0) is already held by another process",
+                      err)
+        c.stop()
+
+    def test_static_and_hostname_sources(self):
+        s = self.start("static", "--worker-source", "static", "--worker-id", "77")
+        self.assertEqual(s.worker_id, 77)
+        bad = Server(self.dirs.path("bad"), "--worker-source", "static", "--worker-id", "5000",
+                     wait=False)
+        self.assertFalse(bad.wait_listening())
+        self.assertEqual(bad.proc.returncode, 2)
+        self.assertIn("worker id 5000 does not fit layout sekka", bad.stderr_text())
+        bad.stop()
+
+
+class ClockFaultTest(ServerTestCase):
+    """libfaketime steps the server's wall clock through a timestamp file."""
+
+    def setUp(self):
+        super().setUp()
+        self.clock = self.dirs.path("faketime")
+        self.set_clock("+0")
+
+    def set_clock(self, offset):
+        with open(self.clock, "w") as f:
+            f.write(offset + "\n")
+
+    def test_small_step_back_is_waited_out_without_duplicates(self):
+        s = self.start("data", faketime_file=self.clock)
+        r = redis.Redis(host="127.0.0.1", port=s.resp_port)
+        before = [r.execute_command("ID.NEXT") for _ in range(100)]
+        self.set_clock("-0.2")
+        t0 = time.monotonic()
+        after = [r.execute_command("ID.NEXT") for _ in range(100)]
+        self.assertGreater(time.monotonic() - t0, 0.1, "the 200 ms step should have stalled")
+        ids = before + after
+        self.assertEqual(ids, sorted(set(ids)))
+        self.assertEqual(s.get_json("/readyz")[0], 200)
+
+    def test_large_step_back_fails_requests_and_readyz_until_the_clock_returns(self):
+        s = self.start("data", faketime_file=self.clock)
+        r = redis.Redis(host="127.0.0.1", port=s.resp_port)
+        last = r.execute_command("ID.NEXT")
+        self.set_clock("-10")
+        status, headers, body = s.get("/v1/id")
+        self.assertEqual(status, 503)
+        self.assertEqual(json.loads(body)["error"]["code"], "clock_moved_backwards")
+        self.assertRegex(json.loads(body)["error"]["message"], r"by (999\d|1000\d) ms")
+        self.assertEqual(headers.get("Retry-After"), "1")
+        with self.assertRaises(redis.exceptions.ResponseError) as e:
+            r.execute_command("ID.NEXT")
+        self.assertTrue(str(e.exception).startswith("CLOCKBACKWARDS"), str(e.exception))
+        status, body = s.get_json("/readyz")
+        self.assertJsonError(status, body, 503, "clock_moved_backwards")
+        self.set_clock("+0")
+        self.assertGreater(r.execute_command("ID.NEXT"), last)
+        self.assertEqual(s.get_json("/readyz")[0], 200)
+
+    def test_restart_with_the_clock_5s_behind_waits_and_1h_behind_refuses(self):
+        s = self.start("data", faketime_file=self.clock)
+        last = int(s.get_json("/v1/id")[1]["id"])
+        self.assertEqual(s.stop(), 0)
+        self.servers.remove(s)
+
+        self.set_clock("-5")
+        t0 = time.monotonic()
+        s2 = self.start("data", faketime_file=self.clock)
+        waited = time.monotonic() - t0
+        self.assertGreater(waited, 4.0, "it should wait for the clock to pass the stored hwm")
+        self.assertIn("waiting for the clock to pass the stored high-water mark", s2.stderr_text())
+        self.assertGreater(int(s2.get_json("/v1/id")[1]["id"]), last)
+        self.assertEqual(s2.stop(), 0)
+        self.servers.remove(s2)
+
+        self.set_clock("-3600")
+        s3 = Server(self.dirs.path("data"), faketime_file=self.clock, wait=False)
+        self.assertFalse(s3.wait_listening())
+        self.assertEqual(s3.proc.returncode, 1)
+        err = s3.stderr_text().strip().splitlines()[-1]
+        self.assertIn("behind the stored high-water mark", err)
+        self.assertRegex(err, r"the clock \(\d{4}-\d\d-\d\dT.*Z\) is \d+ ms behind .*\(\d{4}-")
+        s3.stop()
+
+
+class RestartStateTest(ServerTestCase):
+    def test_a_different_layout_is_refused_unless_forced(self):
+        s = self.start("data")
+        s.get("/v1/id")
+        s.stop()
+        self.servers.remove(s)
+        t = Server(self.dirs.path("data"), "--layout", "twitter", wait=False)
+        self.assertFalse(t.wait_listening())
+        self.assertEqual(t.proc.returncode, 2)
+        self.assertIn("was made with layout", t.stderr_text())
+        t.stop()
+        forced = self.start("data", "--layout", "twitter", "--force")
+        self.assertEqual(forced.get("/healthz")[0], 200)
+
+    def test_sigterm_persists_and_exits_zero(self):
+        s = self.start("data")
+        s.get("/v1/id")
+        self.assertEqual(s.stop(), 0)
+        self.servers.remove(s)
+        self.assertIn('msg="stopped"', s.stderr_text())
+
+
+class AbuseTest(ServerTestCase):
+    def setUp(self):
+        super().setUp()
+        self.s = self.start("data", "--idle-timeout", "60s")
+
+    def raw_http(self, payload):
+        with socket.create_connection(("127.0.0.1", self.s.http_port), timeout=10) as c:
+            c.sendall(payload)
+            data = b""
+            while True:
+                chunk = c.recv(65536)
+                if not chunk:
+                    break
+                data += chunk
+            return data
+
+    def assertStillServes(self):
+        self.assertEqual(self.s.get("/healthz")[0], 200)
+        self.assertTrue(redis_cli(self.s, "ID.NEXT").isdigit())
+
+    def test_oversize_http_request_line_and_headers(self):
+        reply = self.raw_http(b"GET /" + b"a" * 20000 + b" HTTP/1.1\r\n\r\n")
+        self.assertTrue(reply.startswith(b"HTTP/1.1 431"), reply[:60])
+        reply = self.raw_http(b"GET / HTTP/1.1\r\nX-Big: " + b"b" * 40000 + b"\r\n\r\n")
+        self.assertTrue(reply.startswith(b"HTTP/1.1 431"), reply[:60])
+        reply = self.raw_http(b"POST /v1/id HTTP/1.1\r\nContent-Length: 10000000\r\n\r\n" + b"c" * 100000)
+        self.assertTrue(reply.startswith(b"HTTP/1.1 413"), reply[:60])
+        reply = self.raw_http(b"\x00\x01\x02 garbage\r\n\r\n")
+        self.assertTrue(reply.startswith(b"HTTP/1.1 400"), reply[:60])
+        self.assertStillServes()
+
+    def test_oversize_resp_bulk_and_argument_count_and_garbage(self):
+        reply = self.s.resp_raw(b"*1\r\n$999999999\r\n", read_until_close=True)
+        self.assertEqual(reply, b"-ERR Protocol error: invalid bulk length\r\n")
+        reply = self.s.resp_raw(b"*1000000\r\n", read_until_close=True)
+        self.assertEqual(reply, b"-ERR Protocol error: invalid multibulk length\r\n")
+        reply = self.s.resp_raw(b"*2\r\n+junk\r\n", read_until_close=True)
+        self.assertTrue(reply.startswith(b"-ERR Protocol error: expected '$'"), reply)
+        reply = self.s.resp_raw(os.urandom(200 * 1024).replace(b"\n", b"x"), read_until_close=True)
+        self.assertTrue(reply.startswith(b"-ERR Protocol error"), reply[:80])
+        self.assertStillServes()
+
+    def test_a_command_split_into_one_byte_writes(self):
+        cmd = b"*2\r\n$8\r\nID.BATCH\r\n$1\r\n3\r\n"
+        with socket.create_connection(("127.0.0.1", self.s.resp_port), timeout=10) as c:
+            c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            for b in cmd:
+                c.sendall(bytes([b]))
+                time.sleep(0.002)
+            data = b""
+            while data.count(b"\r\n") < 4:
+                data += c.recv(4096)
+        self.assertTrue(data.startswith(b"*3\r\n:"), data)
+        req = b"GET /v1/id HTTP/1.1\r\nHost: x\r\n\r\n"
+        with socket.create_connection(("127.0.0.1", self.s.http_port), timeout=10) as c:
+            for b in req:
+                c.sendall(bytes([b]))
+            self.assertTrue(c.recv(4096).startswith(b"HTTP/1.1 200"))
+
+    def test_disconnecting_mid_request(self):
+        for payload in [b"*3\r\n$8\r\nID.BATCH\r\n$3\r\n1", b"GET /v1/ids?count=5 HTTP/1.1\r\nHo"]:
+            for port in [self.s.resp_port, self.s.http_port]:
+                c = socket.create_connection(("127.0.0.1", port), timeout=10)
+                c.sendall(payload)
+                c.close()
+        self.assertStillServes()
+
+    def test_a_thousand_idle_connections_and_bounded_memory(self):
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, 8192), hard))
+        rss_before = self.s.rss_kib()
+        idle = []
+        try:
+            for i in range(1000):
+                port = self.s.resp_port if i % 2 else self.s.http_port
+                idle.append(socket.create_connection(("127.0.0.1", port), timeout=10))
+            self.assertStillServes()
+            _, _, metrics = self.s.get("/metrics")
+            open_resp = [l for l in metrics.splitlines()
+                         if l.startswith('sekka_connections_open{protocol="resp"}')]
+            self.assertGreaterEqual(int(open_resp[0].split()[-1]), 500)
+            # Half-sent large commands on many connections must not grow memory without bound.
+            for c in idle[:200]:
+                c.sendall(b"*2\r\n$8\r\nID.BATCH\r\n$60000\r\n" + b"9" * 30000)
+            time.sleep(0.5)
+            self.assertStillServes()
+            growth_mib = (self.s.rss_kib() - rss_before) / 1024
+            self.assertLess(growth_mib, 200, f"RSS grew by {growth_mib:.0f} MiB")
+        finally:
+            for c in idle:
+                c.close()
+        time.sleep(0.3)
+        self.assertStillServes()
+
+    def test_connection_limit(self):
+        s = self.start("limited", "--max-connections", "5")
+        held = [socket.create_connection(("127.0.0.1", s.resp_port), timeout=10) for _ in range(5)]
+        time.sleep(0.2)
+        reply = s.resp_raw(b"PING\r\n", read_until_close=True)
+        self.assertEqual(reply, b"-ERR max number of clients reached\r\n")
+        for c in held:
+            c.close()
+        time.sleep(0.3)
+        self.assertEqual(s.resp_raw(b"PING\r\n"), b"+PONG\r\n")
+
+    def test_idle_connections_are_closed_after_the_idle_timeout(self):
+        s = self.start("idle", "--idle-timeout", "1s")
+        c = socket.create_connection(("127.0.0.1", s.resp_port), timeout=10)
+        time.sleep(2.5)
+        self.assertEqual(c.recv(10), b"")  # closed by the server
+        c.close()
+
+
+class ConfigTest(ServerTestCase):
+    def test_print_config_and_precedence(self):
+        path = self.dirs.path("sekka.toml")
+        with open(path, "w") as f:
+            f.write('[server]\nhttp_listen = "127.0.0.1:1111"\nresp_listen = "127.0.0.1:2222"\n'
+                    '[generator]\nmax_drift = "250ms"\n')
+        env = dict(os.environ, SEKKA_SERVER_RESP_LISTEN="127.0.0.1:3333")
+        out = subprocess.run([os.environ.get("SEKKA_BIN", "build/cli/sekka"), "serve", "--config",
+                              path, "--http", "127.0.0.1:4444", "--print-config"],
+                             capture_output=True, text=True, env=env, timeout=30)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        self.assertIn('http_listen = "127.0.0.1:4444"', out.stdout)
+        self.assertIn('resp_listen = "127.0.0.1:3333"', out.stdout)
+        self.assertIn('max_drift = "250ms"', out.stdout)
+
+    def test_bad_configuration_is_a_one_line_usage_error(self):
+        path = self.dirs.path("bad.toml")
+        with open(path, "w") as f:
+            f.write('[server]\nhttp_lisen = "x"\n')
+        sekka = os.environ.get("SEKKA_BIN", "build/cli/sekka")
+        for args, env, want in [
+            (["--config", path], {}, "unknown key server.http_lisen"),
+            (["--http", "nowhere"], {}, 'server.http_listen "nowhere" is not valid'),
+            ([], {"SEKKA_GENERATOR_MAX_DRIFT": "soon"}, "generator.max_drift"),
+            ([], {"SEKKA_NOPE": "1"}, "environment variable SEKKA_NOPE is not known"),
+        ]:
+            p = subprocess.run([sekka, "serve", "--data-dir", self.dirs.path("d"), *args],
+                               capture_output=True, text=True, env=dict(os.environ, **env),
+                               timeout=30)
+            self.assertEqual(p.returncode, 2, (args, p.stderr))
+            self.assertEqual(len(p.stderr.strip().splitlines()), 1, p.stderr)
+            self.assertIn(want, p.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main(argv=sys.argv, verbosity=2)
