@@ -76,9 +76,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
  private:
   void Read();
-  void OnRead(const asio::error_code& ec, std::size_t n);
+  void OnReadable(const asio::error_code& ec);
   void Process();
   void Write();
+  void AfterWrite();
   void ArmIdleTimer();
   void Close();
 
@@ -317,6 +318,8 @@ Connection::Connection(ServerImpl& server, tcp::socket socket, Protocol protocol
 
 void Connection::Begin() {
   server_.service().ConnectionOpened(protocol_);
+  asio::error_code ignored;
+  socket_.non_blocking(true, ignored);
   ArmIdleTimer();
   Read();
 }
@@ -337,19 +340,36 @@ void Connection::ArmIdleTimer() {
 
 void Connection::Read() {
   if (closed_) return;
-  socket_.async_read_some(asio::buffer(chunk_),
-                          [self = shared_from_this()](const asio::error_code& ec, std::size_t n) {
-                            self->OnRead(ec, n);
-                          });
+  // Wait for readiness, then read without blocking: no speculative recv() that would only say
+  // EAGAIN after every reply (request/response clients have sent nothing yet at that point).
+  socket_.async_wait(tcp::socket::wait_read, [self = shared_from_this()](const asio::error_code& ec) {
+    self->OnReadable(ec);
+  });
 }
 
-void Connection::OnRead(const asio::error_code& ec, std::size_t n) {
-  if (ec) {
+void Connection::OnReadable(const asio::error_code& wait_error) {
+  if (wait_error || closed_) {
     Close();
     return;
   }
+  asio::error_code ec;
+  std::size_t total = 0;
+  for (;;) {
+    const std::size_t n = socket_.read_some(asio::buffer(chunk_), ec);
+    if (ec == asio::error::would_block || ec == asio::error::try_again) break;
+    if (ec) {
+      Close();
+      return;
+    }
+    in_.append(chunk_.data(), n);
+    total += n;
+    if (n < chunk_.size() || in_.size() > kMaxRespBuffer) break;
+  }
+  if (total == 0) {
+    Read();
+    return;
+  }
   last_activity_ = Clock::now();
-  in_.append(chunk_.data(), n);
   Process();
   if (!out_.empty()) {
     Write();
@@ -405,26 +425,53 @@ void Connection::Process() {
 }
 
 void Connection::Write() {
-  busy_ = true;
-  asio::async_write(socket_, asio::buffer(out_),
-                    [self = shared_from_this()](const asio::error_code& ec, std::size_t) {
-                      self->busy_ = false;
-                      self->out_.clear();
-                      if (ec || self->closing_ || self->draining_) {
-                        self->Close();
-                        return;
-                      }
-                      self->last_activity_ = Clock::now();
-                      // Bytes of further requests may already be buffered.
-                      if (!self->in_.empty()) {
-                        self->Process();
-                        if (!self->out_.empty()) {
-                          self->Write();
+  // Most replies fit the socket buffer: write them at once, and only wait when it is full.
+  asio::error_code ec;
+  std::size_t written = 0;
+  while (written < out_.size()) {
+    const std::size_t n =
+        socket_.write_some(asio::buffer(out_.data() + written, out_.size() - written), ec);
+    if (ec) break;
+    written += n;
+  }
+  if (ec && ec != asio::error::would_block && ec != asio::error::try_again) {
+    Close();
+    return;
+  }
+  if (written < out_.size()) {
+    out_.erase(0, written);
+    busy_ = true;
+    asio::async_write(socket_, asio::buffer(out_),
+                      [self = shared_from_this()](const asio::error_code& ec, std::size_t) {
+                        self->busy_ = false;
+                        self->out_.clear();
+                        if (ec) {
+                          self->Close();
                           return;
                         }
-                      }
-                      self->Read();
-                    });
+                        self->AfterWrite();
+                      });
+    return;
+  }
+  out_.clear();
+  AfterWrite();
+}
+
+void Connection::AfterWrite() {
+  if (closing_ || draining_) {
+    Close();
+    return;
+  }
+  last_activity_ = Clock::now();
+  // Bytes of further requests may already be buffered.
+  if (!in_.empty()) {
+    Process();
+    if (!out_.empty()) {
+      Write();
+      return;
+    }
+  }
+  Read();
 }
 
 void Connection::Drain() {
