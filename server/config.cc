@@ -320,7 +320,8 @@ std::string PrintConfig(const std::vector<ConfigValues>& sources) {
       out += fmt::format("{}[{}]\n", out.empty() ? "" : "\n", sec);
       section = std::string(sec);
     }
-    const std::string& value = v.at(k.name);
+    std::string value = v.at(k.name);
+    if (name == "server.auth_token" && !value.empty()) value = "(hidden)";  // never print secrets
     if (value.empty() && k.type != Type::kString) {
       out += fmt::format("# {} =            # {}\n", key, k.help);
       continue;
