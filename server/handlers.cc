@@ -12,22 +12,6 @@ namespace {
 
 constexpr const char* kVersion = "0.1.0";
 
-std::string JsonEscape(std::string_view s) {
-  std::string out;
-  out.reserve(s.size() + 2);
-  for (char c : s) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      out += fmt::format("\\u{:04x}", c);
-    } else {
-      out += c;
-    }
-  }
-  return out;
-}
-
 // ---------------------------------------------------------------------------------------------
 // HTTP
 
@@ -42,7 +26,7 @@ HttpReply JsonError(int status, std::string_view code, std::string_view message)
   HttpReply r;
   r.status = status;
   r.body = fmt::format("{{\"error\":{{\"code\":\"{}\",\"message\":\"{}\"}}}}", code,
-                       JsonEscape(message));
+                       http::JsonEscape(message));
   if (status == 503) r.extra_headers = "Retry-After: 1\r\n";
   if (status == 401) r.extra_headers = "WWW-Authenticate: Bearer\r\n";
   return r;
@@ -289,7 +273,7 @@ void HandleHttp(Service& service, const http::Request& request, std::string& out
 std::string HttpParseError(int status, std::string_view message) {
   const std::string_view code = status == 400 ? "invalid_argument" : "too_large";
   const std::string body = fmt::format("{{\"error\":{{\"code\":\"{}\",\"message\":\"{}\"}}}}",
-                                       code, JsonEscape(message));
+                                       code, http::JsonEscape(message));
   return http::Response(status, "application/json", body, false);
 }
 

@@ -203,6 +203,22 @@ std::string_view ReasonPhrase(int status) {
   }
 }
 
+std::string JsonEscape(std::string_view text) {
+  std::string out;
+  out.reserve(text.size() + 2);
+  for (char c : text) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      out += fmt::format("\\u{:04x}", c);
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
 std::string Response(int status, std::string_view content_type, std::string_view body,
                      bool keep_alive, std::string_view extra_headers) {
   std::string out;

@@ -68,6 +68,8 @@ std::optional<std::string> PercentDecode(std::string_view text);
 std::string Response(int status, std::string_view content_type, std::string_view body,
                      bool keep_alive, std::string_view extra_headers = {});
 std::string_view ReasonPhrase(int status);
+// `text` escaped for the inside of a JSON string (quotes, backslashes, control characters).
+std::string JsonEscape(std::string_view text);
 
 }  // namespace sekka::http
 

@@ -97,3 +97,13 @@ TEST(HttpTest, FormatsAResponse) {
 
 }  // namespace
 }  // namespace sekka::http
+
+namespace sekka::http {
+namespace {
+
+TEST(HttpTest, EscapesJsonStrings) {
+  EXPECT_EQ(JsonEscape("a\"b\\c\n\x01"), "a\\\"b\\\\c\\u000a\\u0001");
+}
+
+}  // namespace
+}  // namespace sekka::http

@@ -4,6 +4,7 @@
 
 #include <chrono>
 
+#include "server/http.h"
 #include "server/hwm.h"
 #include "server/log.h"
 
@@ -16,17 +17,9 @@ constexpr std::int64_t kReserveAheadMs = 2000;
 
 std::string JsonString(std::string_view s) {
   std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      out += fmt::format("\\u{:04x}", c);
-    } else {
-      out += c;
-    }
-  }
-  return out + "\"";
+  out += http::JsonEscape(s);
+  out += '"';
+  return out;
 }
 
 }  // namespace
