@@ -1,0 +1,154 @@
+#include "backends/sqlite_segment_store.h"
+
+#include <fmt/format.h>
+#include <sqlite3.h>
+
+#include <limits>
+#include <mutex>
+
+namespace sekka {
+namespace {
+
+constexpr const char* kSchema =
+    "CREATE TABLE IF NOT EXISTS sekka_segments ("
+    "  tag TEXT PRIMARY KEY,"
+    "  next_id INTEGER NOT NULL CHECK (next_id >= 1),"
+    "  step INTEGER NOT NULL CHECK (step >= 1),"
+    "  updated_ms INTEGER NOT NULL DEFAULT 0)";
+
+class Statement {
+ public:
+  Statement(sqlite3* db, const char* sql) { sqlite3_prepare_v2(db, sql, -1, &stmt_, nullptr); }
+  ~Statement() { sqlite3_finalize(stmt_); }
+  sqlite3_stmt* get() { return stmt_; }
+  bool ok() const { return stmt_ != nullptr; }
+
+ private:
+  sqlite3_stmt* stmt_ = nullptr;
+};
+
+class SqliteSegmentStore final : public SegmentStore {
+ public:
+  SqliteSegmentStore(sqlite3* db, std::string path) : db_(db), path_(std::move(path)) {}
+  ~SqliteSegmentStore() override { sqlite3_close_v2(db_); }
+
+  Result<IdRange> Allocate(std::string_view tag, std::int64_t step) override {
+    if (step < 1) return InvalidArgument(fmt::format("step {} is not valid: allowed 1 or more", step));
+    std::lock_guard lock(mu_);
+    // One statement: the row is updated and read back atomically, whatever other connections
+    // (threads or processes) do at the same time.
+    Statement update(db_,
+                     "UPDATE sekka_segments SET next_id = next_id + ?2, "
+                     "updated_ms = CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER) "
+                     "WHERE tag = ?1 AND next_id <= ?3 RETURNING next_id");
+    if (!update.ok()) return Failure("prepare allocate");
+    sqlite3_bind_text(update.get(), 1, tag.data(), static_cast<int>(tag.size()), SQLITE_TRANSIENT);
+    sqlite3_bind_int64(update.get(), 2, step);
+    sqlite3_bind_int64(update.get(), 3, std::numeric_limits<std::int64_t>::max() - step);
+    const int rc = sqlite3_step(update.get());
+    if (rc == SQLITE_ROW) {
+      const std::int64_t end = sqlite3_column_int64(update.get(), 0);
+      if (sqlite3_step(update.get()) != SQLITE_DONE) return Failure("allocate");
+      return IdRange{end - step, end};
+    }
+    if (rc != SQLITE_DONE) return Failure("allocate");
+    // No row changed: an unknown tag, or one whose ids would pass 2^63 - 1.
+    Result<TagInfo> t = GetLocked(tag);
+    if (!t.ok()) return std::move(t).error();
+    return Exhausted(fmt::format("tag \"{}\" is exhausted: next id {} + step {} passes 2^63-1",
+                                 tag, t->next_id, step));
+  }
+
+  Status CreateTag(const TagInfo& tag) override {
+    if (Status s = ValidateTag(tag.tag); !s.ok()) return s;
+    if (tag.next_id < 1 || tag.step < 1) {
+      return InvalidArgument(fmt::format(
+          "tag \"{}\": start {} and step {} are not valid: allowed 1 or more", tag.tag,
+          tag.next_id, tag.step));
+    }
+    std::lock_guard lock(mu_);
+    Statement insert(db_, "INSERT INTO sekka_segments (tag, next_id, step) VALUES (?1, ?2, ?3)");
+    if (!insert.ok()) return Failure("prepare create");
+    sqlite3_bind_text(insert.get(), 1, tag.tag.data(), static_cast<int>(tag.tag.size()),
+                      SQLITE_TRANSIENT);
+    sqlite3_bind_int64(insert.get(), 2, tag.next_id);
+    sqlite3_bind_int64(insert.get(), 3, tag.step);
+    const int rc = sqlite3_step(insert.get());
+    if (rc == SQLITE_CONSTRAINT) {
+      return InvalidArgument(fmt::format("tag \"{}\" already exists", tag.tag));
+    }
+    if (rc != SQLITE_DONE) return Failure("create");
+    return Status::Ok();
+  }
+
+  Result<TagInfo> GetTag(std::string_view tag) override {
+    std::lock_guard lock(mu_);
+    return GetLocked(tag);
+  }
+
+  Result<std::vector<TagInfo>> ListTags() override {
+    std::lock_guard lock(mu_);
+    Statement select(db_, "SELECT tag, next_id, step FROM sekka_segments ORDER BY tag");
+    if (!select.ok()) return Failure("prepare list");
+    std::vector<TagInfo> out;
+    int rc;
+    while ((rc = sqlite3_step(select.get())) == SQLITE_ROW) out.push_back(Row(select.get()));
+    if (rc != SQLITE_DONE) return Failure("list");
+    return out;
+  }
+
+ private:
+  static TagInfo Row(sqlite3_stmt* s) {
+    TagInfo t;
+    t.tag = reinterpret_cast<const char*>(sqlite3_column_text(s, 0));
+    t.next_id = sqlite3_column_int64(s, 1);
+    t.step = sqlite3_column_int64(s, 2);
+    return t;
+  }
+
+  Result<TagInfo> GetLocked(std::string_view tag) {
+    Statement select(db_, "SELECT tag, next_id, step FROM sekka_segments WHERE tag = ?1");
+    if (!select.ok()) return Failure("prepare show");
+    sqlite3_bind_text(select.get(), 1, tag.data(), static_cast<int>(tag.size()), SQLITE_TRANSIENT);
+    const int rc = sqlite3_step(select.get());
+    if (rc == SQLITE_ROW) return Row(select.get());
+    if (rc != SQLITE_DONE) return Failure("show");
+    return NotFound(fmt::format("tag \"{}\" is not found", tag));
+  }
+
+  Error Failure(std::string_view what) {
+    return Unavailable(fmt::format("segment store sqlite:{}: {} failed: {}", path_, what,
+                                   sqlite3_errmsg(db_)));
+  }
+
+  std::mutex mu_;  // one connection, used by one thread at a time
+  sqlite3* db_;    // guarded by mu_
+  const std::string path_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<SegmentStore>> OpenSqliteSegmentStore(const std::string& path) {
+  sqlite3* db = nullptr;
+  const int rc = sqlite3_open_v2(path.c_str(), &db,
+                                 SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
+                                 nullptr);
+  if (rc != SQLITE_OK) {
+    std::string why = db != nullptr ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
+    sqlite3_close_v2(db);
+    return Unavailable(fmt::format("cannot open segment store sqlite:{}: {}", path, why));
+  }
+  sqlite3_busy_timeout(db, 10'000);
+  for (const char* sql : {"PRAGMA journal_mode=WAL", "PRAGMA synchronous=FULL", kSchema}) {
+    char* err = nullptr;
+    if (sqlite3_exec(db, sql, nullptr, nullptr, &err) != SQLITE_OK) {
+      std::string why = err != nullptr ? err : "unknown error";
+      sqlite3_free(err);
+      sqlite3_close_v2(db);
+      return Unavailable(fmt::format("cannot open segment store sqlite:{}: {}", path, why));
+    }
+  }
+  return std::unique_ptr<SegmentStore>(new SqliteSegmentStore(db, path));
+}
+
+}  // namespace sekka

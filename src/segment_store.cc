@@ -1,0 +1,86 @@
+// Tag validation and the in-memory SegmentStore.
+
+#include <fmt/format.h>
+
+#include <limits>
+#include <map>
+#include <mutex>
+
+#include "sekka/segment.h"
+
+namespace sekka {
+namespace {
+
+class MemorySegmentStore final : public SegmentStore {
+ public:
+  Result<IdRange> Allocate(std::string_view tag, std::int64_t step) override {
+    if (step < 1) return InvalidArgument(fmt::format("step {} is not valid: allowed 1 or more", step));
+    std::lock_guard lock(mu_);
+    auto it = tags_.find(std::string(tag));
+    if (it == tags_.end()) return NotFound(fmt::format("tag \"{}\" is not found", tag));
+    TagInfo& t = it->second;
+    if (t.next_id > std::numeric_limits<std::int64_t>::max() - step) {
+      return Exhausted(fmt::format("tag \"{}\" is exhausted: next id {} + step {} passes 2^63-1",
+                                   tag, t.next_id, step));
+    }
+    const IdRange range{t.next_id, t.next_id + step};
+    t.next_id = range.end;
+    return range;
+  }
+
+  Status CreateTag(const TagInfo& tag) override {
+    if (Status s = ValidateTag(tag.tag); !s.ok()) return s;
+    if (tag.next_id < 1 || tag.step < 1) {
+      return InvalidArgument(fmt::format(
+          "tag \"{}\": start {} and step {} are not valid: allowed 1 or more", tag.tag,
+          tag.next_id, tag.step));
+    }
+    std::lock_guard lock(mu_);
+    if (!tags_.emplace(tag.tag, tag).second) {
+      return InvalidArgument(fmt::format("tag \"{}\" already exists", tag.tag));
+    }
+    return Status::Ok();
+  }
+
+  Result<TagInfo> GetTag(std::string_view tag) override {
+    std::lock_guard lock(mu_);
+    auto it = tags_.find(std::string(tag));
+    if (it == tags_.end()) return NotFound(fmt::format("tag \"{}\" is not found", tag));
+    return it->second;
+  }
+
+  Result<std::vector<TagInfo>> ListTags() override {
+    std::lock_guard lock(mu_);
+    std::vector<TagInfo> out;
+    for (const auto& [name, info] : tags_) out.push_back(info);
+    return out;
+  }
+
+ private:
+  std::mutex mu_;
+  std::map<std::string, TagInfo> tags_;  // guarded by mu_
+};
+
+}  // namespace
+
+Status ValidateTag(std::string_view tag) {
+  auto allowed = [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+           c == '_' || c == '.' || c == ':' || c == '-';
+  };
+  bool ok = !tag.empty() && tag.size() <= 128;
+  for (char c : tag) ok = ok && allowed(c);
+  if (!ok) {
+    std::string shown;
+    for (char c : tag.substr(0, 40)) shown += allowed(c) ? c : '?';
+    return InvalidArgument(fmt::format(
+        "tag \"{}\" is not valid: allowed 1 to 128 characters of A-Z a-z 0-9 _ . : -", shown));
+  }
+  return Status::Ok();
+}
+
+std::unique_ptr<SegmentStore> NewMemorySegmentStore() {
+  return std::make_unique<MemorySegmentStore>();
+}
+
+}  // namespace sekka

@@ -1,0 +1,23 @@
+#include <gtest/gtest.h>
+
+#include "sekka/segment.h"
+#include "testing/segment_store_contract.h"
+
+namespace sekka {
+namespace {
+
+INSTANTIATE_TEST_SUITE_P(Memory, SegmentStoreContractTest,
+                         ::testing::Values(MemoryStoreFactory()));
+
+TEST(SegmentTagTest, ValidatesNames) {
+  EXPECT_TRUE(ValidateTag("orders.eu-1:v2_x").ok());
+  EXPECT_FALSE(ValidateTag("").ok());
+  EXPECT_FALSE(ValidateTag(std::string(129, 'a')).ok());
+  Status s = ValidateTag("bad/tag");
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.error().message.find("allowed 1 to 128 characters of A-Z a-z 0-9 _ . : -"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace sekka

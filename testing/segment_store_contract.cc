@@ -1,0 +1,160 @@
+// The contract cases; see segment_store_contract.h.
+
+#include "testing/segment_store_contract.h"
+
+#include <algorithm>
+#include <limits>
+#include <set>
+#include <thread>
+#include <vector>
+
+#include <map>
+#include <mutex>
+
+namespace sekka {
+
+StoreFactory MemoryStoreFactory() {
+  // Connections to one memory store: views that share it.
+  struct View final : SegmentStore {
+    std::shared_ptr<SegmentStore> s;
+    Result<IdRange> Allocate(std::string_view t, std::int64_t n) override {
+      return s->Allocate(t, n);
+    }
+    Status CreateTag(const TagInfo& t) override { return s->CreateTag(t); }
+    Result<TagInfo> GetTag(std::string_view t) override { return s->GetTag(t); }
+    Result<std::vector<TagInfo>> ListTags() override { return s->ListTags(); }
+  };
+  struct Registry {
+    std::mutex mu;
+    std::map<std::string, std::shared_ptr<SegmentStore>> stores;
+  };
+  auto registry = std::make_shared<Registry>();
+  return {"memory",
+          [registry] {
+            std::lock_guard lock(registry->mu);
+            const std::string name = std::to_string(registry->stores.size());
+            registry->stores[name] = NewMemorySegmentStore();
+            return name;
+          },
+          [registry](const std::string& where) -> std::unique_ptr<SegmentStore> {
+            std::lock_guard lock(registry->mu);
+            auto view = std::make_unique<View>();
+            view->s = registry->stores.at(where);
+            return view;
+          }};
+}
+
+namespace {
+
+// Each case works on its own fresh database; `where` names it.
+class Contract {
+ public:
+  explicit Contract(const StoreFactory& f) : f_(f), where_(f.fresh()) {}
+  std::unique_ptr<SegmentStore> Open() const {
+    std::unique_ptr<SegmentStore> store = f_.open(where_);
+    EXPECT_NE(store, nullptr) << "cannot open " << where_;
+    return store;
+  }
+
+ private:
+  const StoreFactory& f_;
+  const std::string where_;
+};
+
+std::unique_ptr<SegmentStore> Open(const StoreFactory& f) { return Contract(f).Open(); }
+
+TEST_P(SegmentStoreContractTest, AnUnknownTagIsNotFound) {
+  auto store = Open(GetParam());
+  Result<IdRange> r = store->Allocate("nope", 10);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code, ErrorCode::kNotFound);
+  EXPECT_EQ(store->GetTag("nope").error().code, ErrorCode::kNotFound);
+}
+
+TEST_P(SegmentStoreContractTest, RangesFollowEachOtherWithoutOverlap) {
+  auto store = Open(GetParam());
+  ASSERT_TRUE(store->CreateTag({"orders", 100, 50}).ok());
+  EXPECT_EQ(*store->Allocate("orders", 50), (IdRange{100, 150}));
+  EXPECT_EQ(*store->Allocate("orders", 7), (IdRange{150, 157}));
+  EXPECT_EQ(*store->Allocate("orders", 1000), (IdRange{157, 1157}));
+  Result<TagInfo> t = store->GetTag("orders");
+  ASSERT_TRUE(t.ok());
+  EXPECT_EQ(t->next_id, 1157);
+  EXPECT_EQ(t->step, 50);
+}
+
+TEST_P(SegmentStoreContractTest, TwentyConcurrentAllocationsOfOneGiveExactlyOneToTwenty) {
+  const Contract db(GetParam());
+  auto setup = db.Open();
+  ASSERT_TRUE(setup->CreateTag({"counter", 1, 1}).ok());
+  std::vector<std::int64_t> got(20, -1);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 20; ++i) {
+    threads.emplace_back([&, i] {
+      auto store = db.Open();  // its own connection
+      Result<IdRange> r = store->Allocate("counter", 1);
+      if (r.ok() && r->size() == 1) got[i] = r->begin;
+    });
+  }
+  for (auto& t : threads) t.join();
+  std::sort(got.begin(), got.end());
+  for (int i = 0; i < 20; ++i) EXPECT_EQ(got[i], i + 1);
+}
+
+TEST_P(SegmentStoreContractTest, TagsAreListedAndValidated) {
+  auto store = Open(GetParam());
+  ASSERT_TRUE(store->CreateTag({"b.tag", 1, 10}).ok());
+  ASSERT_TRUE(store->CreateTag({"a-tag", 5, 20}).ok());
+  Result<std::vector<TagInfo>> tags = store->ListTags();
+  ASSERT_TRUE(tags.ok());
+  ASSERT_EQ(tags->size(), 2u);
+  EXPECT_EQ((*tags)[0].tag, "a-tag");
+  EXPECT_EQ((*tags)[0].next_id, 5);
+  EXPECT_EQ((*tags)[1].step, 10);
+  Status again = store->CreateTag({"a-tag", 1, 1});
+  ASSERT_FALSE(again.ok());
+  EXPECT_NE(again.error().message.find("already exists"), std::string::npos);
+  EXPECT_EQ(store->CreateTag({"bad tag", 1, 1}).error().code, ErrorCode::kInvalidArgument);
+  EXPECT_EQ(store->CreateTag({"", 1, 1}).error().code, ErrorCode::kInvalidArgument);
+  EXPECT_EQ(store->CreateTag({"zero", 0, 1}).error().code, ErrorCode::kInvalidArgument);
+  EXPECT_EQ(store->CreateTag({"nostep", 1, 0}).error().code, ErrorCode::kInvalidArgument);
+}
+
+TEST_P(SegmentStoreContractTest, ABadStepIsRejectedAndTheEndOfInt64IsExhausted) {
+  auto store = Open(GetParam());
+  const std::int64_t max = std::numeric_limits<std::int64_t>::max();
+  ASSERT_TRUE(store->CreateTag({"edge", max - 10, 5}).ok());
+  EXPECT_EQ(store->Allocate("edge", 0).error().code, ErrorCode::kInvalidArgument);
+  EXPECT_EQ(*store->Allocate("edge", 5), (IdRange{max - 10, max - 5}));
+  Result<IdRange> over = store->Allocate("edge", 10);
+  ASSERT_FALSE(over.ok());
+  EXPECT_EQ(over.error().code, ErrorCode::kExhausted);
+  EXPECT_EQ(*store->Allocate("edge", 5), (IdRange{max - 5, max}));  // nothing was lost
+}
+
+TEST_P(SegmentStoreContractTest, ManyThreadsAllocatingBatchesNeverOverlap) {
+  const Contract db(GetParam());
+  auto setup = db.Open();
+  ASSERT_TRUE(setup->CreateTag({"mixed", 1, 3}).ok());
+  std::vector<std::vector<IdRange>> got(4);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 4; ++i) {
+    threads.emplace_back([&, i] {
+      auto store = db.Open();
+      for (int j = 0; j < 25; ++j) {
+        Result<IdRange> r = store->Allocate("mixed", 1 + (i + j) % 7);
+        if (r.ok()) got[i].push_back(*r);
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  std::vector<IdRange> all;
+  for (auto& v : got) all.insert(all.end(), v.begin(), v.end());
+  ASSERT_EQ(all.size(), 100u);
+  std::sort(all.begin(), all.end(), [](auto& a, auto& b) { return a.begin < b.begin; });
+  EXPECT_EQ(all.front().begin, 1);
+  for (std::size_t i = 1; i < all.size(); ++i) EXPECT_EQ(all[i].begin, all[i - 1].end);
+}
+
+}  // namespace
+}  // namespace sekka

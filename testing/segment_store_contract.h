@@ -1,0 +1,39 @@
+// testing/segment_store_contract.h
+//
+// The contract every SegmentStore passes (in the spirit of CosId's shared specs). A backend's
+// test instantiates it with a factory that opens a fresh, empty store:
+//
+//   INSTANTIATE_TEST_SUITE_P(Sqlite, SegmentStoreContractTest,
+//                            ::testing::Values(StoreFactory{"sqlite", fresh, open}));
+
+#ifndef SEKKA_TESTING_SEGMENT_STORE_CONTRACT_H_
+#define SEKKA_TESTING_SEGMENT_STORE_CONTRACT_H_
+
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <memory>
+#include <ostream>
+#include <string>
+
+#include "sekka/segment.h"
+
+namespace sekka {
+
+struct StoreFactory {
+  std::string name;
+  // Makes a new, empty database for one test case and says how to reach it (a path, a URI).
+  std::function<std::string()> fresh;
+  // Opens one more connection to it; several may be open at once (the concurrency cases).
+  std::function<std::unique_ptr<SegmentStore>(const std::string& where)> open;
+  friend void PrintTo(const StoreFactory& f, std::ostream* os) { *os << f.name; }
+};
+
+// A factory over one in-memory store per fresh() (for the core's own tests).
+StoreFactory MemoryStoreFactory();
+
+class SegmentStoreContractTest : public ::testing::TestWithParam<StoreFactory> {};
+
+}  // namespace sekka
+
+#endif  // SEKKA_TESTING_SEGMENT_STORE_CONTRACT_H_
