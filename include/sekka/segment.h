@@ -11,12 +11,22 @@
 #ifndef SEKKA_SEGMENT_H_
 #define SEKKA_SEGMENT_H_
 
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <cstdint>
+#include <deque>
+#include <map>
 #include <memory>
+#include <mutex>
+#include <span>
+#include <thread>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "sekka/clock.h"
 #include "sekka/status.h"
 
 namespace sekka {
@@ -61,6 +71,152 @@ class SegmentStore {
 
 // An in-memory store, for tests and for trying things out: nothing survives the process.
 std::unique_ptr<SegmentStore> NewMemorySegmentStore();
+
+struct SegmentOptions {
+  // Bounds of the range size asked of the store; the first range uses the tag's own step.
+  std::int64_t min_step = 1;
+  std::int64_t max_step = 10'000'000;
+  // The step is doubled when a range lasted less than half this, halved when it lasted more
+  // than twice this (Leaf: 15 minutes).
+  std::chrono::milliseconds target_range_duration{15 * 60 * 1000};
+  // The next range is fetched once this share of the current one is used (Leaf: 10%).
+  int prefetch_percent = 10;
+  // When both ranges are empty, a caller waits this long for the fetch in flight before
+  // failing with kUnavailable.
+  std::chrono::milliseconds wait_deadline{2000};
+  // After a failed fetch, the next try waits this long (doubling up to 5 s).
+  std::chrono::milliseconds retry_backoff{100};
+};
+
+// Counters of one tag, for metrics.
+struct SegmentStats {
+  std::int64_t remaining = 0;        // ids buffered in this process (current and next range)
+  std::int64_t step = 0;             // the step of the last fetch
+  std::uint64_t fetches = 0;
+  std::uint64_t fetch_errors = 0;
+  std::uint64_t fetch_micros_total = 0;
+  std::uint64_t waits = 0;           // callers that found both ranges empty
+  std::uint64_t unavailable = 0;     // callers that gave up at the deadline
+};
+
+class SegmentAllocator;
+
+// The ids of one tag in this process: strictly increasing for any one thread and across
+// threads in real-time order. NextId() takes no lock: one atomic add and a few loads.
+class SegmentSequence {
+ public:
+  // Errors: kUnavailable (both ranges empty past the deadline: the store is slow or down),
+  // kExhausted, kNotFound (the tag was removed from the store).
+  Result<std::int64_t> NextId() {
+    const std::uint64_t ticket = hot_.next_ticket.fetch_add(1, std::memory_order_relaxed);
+    const std::uint64_t v1 = hot_.version.load(std::memory_order_acquire);
+    const std::uint64_t first = hot_.first.load(std::memory_order_relaxed);
+    const std::uint64_t end = hot_.end.load(std::memory_order_relaxed);
+    const std::int64_t delta = hot_.delta.load(std::memory_order_relaxed);
+    const std::uint64_t trigger = hot_.prefetch_ticket.load(std::memory_order_relaxed);
+    std::atomic_thread_fence(std::memory_order_acquire);
+    if (hot_.version.load(std::memory_order_relaxed) == v1 && (v1 & 1) == 0 &&
+        ticket >= first && ticket < end && ticket != trigger) {
+      return static_cast<std::int64_t>(ticket) + delta;
+    }
+    return NextIdSlow(ticket);
+  }
+  // Fills `out` with increasing ids. Errors: as NextId(); on error `out` holds no usable ids.
+  Status NextIds(std::span<std::int64_t> out);
+  SegmentStats stats() const;
+  const std::string& tag() const { return tag_; }
+
+  SegmentSequence(SegmentAllocator& owner, std::string tag);
+
+ private:
+  friend class SegmentAllocator;
+  static constexpr std::uint64_t kRing = 8;
+  // One published range; written only under owner's mutex, read without a lock under the
+  // seqlock `version` (odd while being written).
+  struct Slot {
+    std::atomic<std::uint64_t> version{0};
+    std::atomic<std::uint64_t> index{0};         // which range (0, 1, 2, ...)
+    std::atomic<std::uint64_t> first_ticket{0};  // the ticket of its first id
+    std::atomic<std::int64_t> begin{0};
+    std::atomic<std::int64_t> size{0};
+  };
+  struct View {
+    std::uint64_t index, first_ticket;
+    std::int64_t begin, size;
+  };
+
+  bool Read(std::uint64_t range, View& view) const;
+  // The ticket is outside the hot copy of the current range, or it is the prefetch ticket.
+  Result<std::int64_t> NextIdSlow(std::uint64_t ticket);
+  // Maps a ticket to its id, waiting for its range if needed. Errors: kUnavailable at the
+  // deadline, or the fetch error.
+  Result<std::int64_t> Resolve(std::uint64_t ticket);
+  void Publish(const IdRange& range);  // REQUIRES: owner's mu_ held
+
+  // Sets the hot copy of the current range. REQUIRES: owner's mu_ held.
+  void SetCurrent(std::uint64_t range, const View& view);
+
+  SegmentAllocator& owner_;
+  const std::string tag_;
+  // The hot path's cache line: the ticket counter and, under a seqlock written with owner's
+  // mu_ held, a copy of the current range (id = ticket + delta for tickets in [first, end)).
+  struct alignas(64) Hot {
+    std::atomic<std::uint64_t> next_ticket{0};
+    std::atomic<std::uint64_t> version{0};
+    std::atomic<std::uint64_t> first{0};
+    std::atomic<std::uint64_t> end{0};
+    std::atomic<std::int64_t> delta{0};
+    std::atomic<std::uint64_t> prefetch_ticket{~0ull};  // the ticket that asks for the next range
+  } hot_;
+  alignas(64) std::atomic<std::uint64_t> current_{0};    // the range tickets are in now
+  std::atomic<std::uint64_t> published_{0};              // ranges published so far
+  std::array<Slot, kRing> slots_{};
+  // Guarded by owner's mu_:
+  std::uint64_t end_ticket_ = 0;       // one past the last ticket of the last published range
+  bool fetching_ = false;
+  std::int64_t step_ = 0;
+  std::int64_t last_fetch_ms_ = 0;
+  std::int64_t retry_at_ms_ = 0;
+  std::int64_t backoff_ms_ = 0;
+  Status last_error_;
+  std::atomic<std::uint64_t> fetches_{0}, fetch_errors_{0}, fetch_micros_{0}, waits_{0},
+      unavailable_{0};
+};
+
+// Hands out segment ids for many tags from one store, with a background thread that fetches
+// each tag's next range well before the current one runs out (double buffering).
+//
+// Thread-safety: all methods may be called from any thread.
+class SegmentAllocator {
+ public:
+  // `store` and `clock` must outlive the allocator.
+  SegmentAllocator(SegmentStore& store, Clock& clock, SegmentOptions options = {});
+  ~SegmentAllocator();
+
+  // The sequence of `tag`, created on first use with its first range fetched at once. The
+  // pointer stays valid for the allocator's life. Errors: kNotFound (unknown tag),
+  // kInvalidArgument (bad name), kUnavailable (the store).
+  Result<SegmentSequence*> Sequence(std::string_view tag);
+  // Every sequence created so far, for metrics.
+  std::vector<const SegmentSequence*> Sequences() const;
+
+ private:
+  friend class SegmentSequence;
+  void RequestFetch(SegmentSequence& seq);  // REQUIRES: mu_ held
+  Status FetchNow(SegmentSequence& seq, std::unique_lock<std::mutex>& lock);
+  void Run();
+
+  SegmentStore& store_;
+  Clock& clock_;
+  const SegmentOptions options_;
+  mutable std::mutex mu_;
+  std::condition_variable fetched_;  // a fetch finished (or failed)
+  std::condition_variable work_;     // a fetch was requested
+  std::map<std::string, std::unique_ptr<SegmentSequence>, std::less<>> sequences_;  // mu_
+  std::deque<SegmentSequence*> queue_;  // guarded by mu_: tags waiting for a fetch
+  bool stopping_ = false;               // guarded by mu_
+  std::thread fetcher_;
+};
 
 }  // namespace sekka
 

@@ -1,0 +1,298 @@
+// SegmentAllocator: double-buffered ranges per tag with a lock-free hot path.
+//
+// Every id of a tag is a *ticket* from one atomic counter (next_ticket_); ranges fetched from the
+// store are published in order into a ring of slots, range r covering tickets
+// [first_ticket(r), first_ticket(r) + size(r)). A caller takes a ticket with one fetch_add and
+// maps it through the current range's slot, read under a seqlock. Tickets increase, and ranges of
+// one process increase, so ids increase in real-time order across threads. A ticket whose range
+// is gone from the ring (a caller stalled for kRing fetches) or whose wait hit the deadline is
+// abandoned: its id is never issued (a gap, never a repeat) and the caller takes a new, larger
+// ticket. See docs/design.md ("Segments").
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+
+#include "sekka/segment.h"
+
+namespace sekka {
+
+SegmentSequence::SegmentSequence(SegmentAllocator& owner, std::string tag)
+    : owner_(owner), tag_(std::move(tag)) {}
+
+bool SegmentSequence::Read(std::uint64_t range, View& view) const {
+  const Slot& s = slots_[range % kRing];
+  for (int tries = 0; tries < 8; ++tries) {
+    const std::uint64_t v1 = s.version.load(std::memory_order_acquire);
+    if (v1 & 1) continue;
+    view.index = s.index.load(std::memory_order_relaxed);
+    view.first_ticket = s.first_ticket.load(std::memory_order_relaxed);
+    view.begin = s.begin.load(std::memory_order_relaxed);
+    view.size = s.size.load(std::memory_order_relaxed);
+    std::atomic_thread_fence(std::memory_order_acquire);
+    if (s.version.load(std::memory_order_relaxed) == v1) return view.index == range && v1 != 0;
+  }
+  return false;
+}
+
+Result<std::int64_t> SegmentSequence::NextIdSlow(std::uint64_t ticket) {
+  if (ticket == hot_.prefetch_ticket.load(std::memory_order_relaxed)) {
+    std::lock_guard lock(owner_.mu_);
+    owner_.RequestFetch(*this);
+  }
+  return Resolve(ticket);
+}
+
+void SegmentSequence::SetCurrent(std::uint64_t range, const View& v) {
+  const std::uint64_t version = hot_.version.load(std::memory_order_relaxed);
+  hot_.version.store(version + 1, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_release);
+  hot_.first.store(v.first_ticket, std::memory_order_relaxed);
+  hot_.end.store(v.first_ticket + static_cast<std::uint64_t>(v.size), std::memory_order_relaxed);
+  hot_.delta.store(v.begin - static_cast<std::int64_t>(v.first_ticket), std::memory_order_relaxed);
+  hot_.prefetch_ticket.store(
+      v.first_ticket + static_cast<std::uint64_t>(v.size) *
+                           static_cast<std::uint64_t>(owner_.options_.prefetch_percent) / 100,
+      std::memory_order_relaxed);
+  hot_.version.store(version + 2, std::memory_order_release);
+  current_.store(range, std::memory_order_release);
+}
+
+Status SegmentSequence::NextIds(std::span<std::int64_t> out) {
+  if (out.empty()) return Status::Ok();
+  std::uint64_t ticket = hot_.next_ticket.fetch_add(out.size(), std::memory_order_relaxed);
+  const std::uint64_t last = ticket + out.size() - 1;
+  const std::uint64_t trigger = hot_.prefetch_ticket.load(std::memory_order_relaxed);
+  if (trigger >= ticket && trigger <= last) {
+    std::lock_guard lock(owner_.mu_);
+    owner_.RequestFetch(*this);
+  }
+  std::size_t filled = 0;
+  while (filled < out.size()) {
+    View v;
+    const bool fast = Read(current_.load(std::memory_order_acquire), v) &&
+                      ticket >= v.first_ticket &&
+                      ticket - v.first_ticket < static_cast<std::uint64_t>(v.size);
+    if (!fast) {
+      // Crosses into a range not current yet (or not fetched yet): map this one ticket the slow
+      // way, which advances current_, and continue in bulk.
+      Result<std::int64_t> id = Resolve(ticket);
+      if (!id.ok()) return std::move(id).error();
+      out[filled++] = *id;
+      ++ticket;
+      continue;
+    }
+    const std::uint64_t in_range = v.first_ticket + static_cast<std::uint64_t>(v.size) - ticket;
+    const std::size_t n = std::min<std::size_t>(in_range, out.size() - filled);
+    const std::int64_t base = v.begin + static_cast<std::int64_t>(ticket - v.first_ticket);
+    for (std::size_t i = 0; i < n; ++i) out[filled + i] = base + static_cast<std::int64_t>(i);
+    filled += n;
+    ticket += n;
+  }
+  // The batch may have crossed into a range whose own prefetch point it passed.
+  const std::uint64_t now_trigger = hot_.prefetch_ticket.load(std::memory_order_relaxed);
+  if (now_trigger != trigger && now_trigger <= last) {
+    std::lock_guard lock(owner_.mu_);
+    owner_.RequestFetch(*this);
+  }
+  return Status::Ok();
+}
+
+Result<std::int64_t> SegmentSequence::Resolve(std::uint64_t ticket) {
+  SegmentAllocator& a = owner_;
+  const auto deadline = std::chrono::steady_clock::now() + a.options_.wait_deadline;
+  std::unique_lock lock(a.mu_);
+  bool counted_wait = false;
+  for (;;) {
+    const std::uint64_t published = published_.load(std::memory_order_acquire);
+    const std::uint64_t oldest = published > kRing ? published - kRing : 0;
+    View v;
+    bool too_old = published > 0;
+    for (std::uint64_t r = published; r-- > oldest;) {
+      if (!Read(r, v)) continue;
+      if (ticket >= v.first_ticket + static_cast<std::uint64_t>(v.size)) {
+        too_old = false;
+        break;  // the ticket is past every published range
+      }
+      if (ticket >= v.first_ticket) {
+        if (r > current_.load(std::memory_order_relaxed)) SetCurrent(r, v);
+        if (ticket >= hot_.prefetch_ticket.load(std::memory_order_relaxed)) a.RequestFetch(*this);
+        return v.begin + static_cast<std::int64_t>(ticket - v.first_ticket);
+      }
+    }
+    if (too_old) {  // its range left the ring: abandon the ticket, take a new one
+      ticket = hot_.next_ticket.fetch_add(1, std::memory_order_relaxed);
+      continue;
+    }
+    // The ticket is beyond every range fetched so far: both buffers are empty. Wait for the
+    // fetch in flight, up to the deadline.
+    a.RequestFetch(*this);
+    if (!counted_wait) {
+      counted_wait = true;
+      waits_.fetch_add(1, std::memory_order_relaxed);
+    }
+    if (a.fetched_.wait_until(lock, deadline) == std::cv_status::timeout &&
+        published_.load(std::memory_order_acquire) == published) {
+      unavailable_.fetch_add(1, std::memory_order_relaxed);
+      return Unavailable(fmt::format(
+          "tag \"{}\": no ids buffered and the store gave no new range within {} ms{}", tag_,
+          a.options_.wait_deadline.count(),
+          last_error_.ok() ? std::string() : ": " + last_error_.error().message));
+    }
+  }
+}
+
+void SegmentSequence::Publish(const IdRange& range) {
+  const std::uint64_t r = published_.load(std::memory_order_relaxed);
+  Slot& s = slots_[r % kRing];
+  const std::uint64_t v = s.version.load(std::memory_order_relaxed);
+  s.version.store(v + 1, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_release);
+  s.index.store(r, std::memory_order_relaxed);
+  s.first_ticket.store(end_ticket_, std::memory_order_relaxed);
+  s.begin.store(range.begin, std::memory_order_relaxed);
+  s.size.store(range.size(), std::memory_order_relaxed);
+  s.version.store(v + 2, std::memory_order_release);
+  const View view{r, end_ticket_, range.begin, range.size()};
+  end_ticket_ += static_cast<std::uint64_t>(range.size());
+  published_.store(r + 1, std::memory_order_release);
+  if (r == 0) SetCurrent(0, view);
+}
+
+SegmentStats SegmentSequence::stats() const {
+  SegmentStats st;
+  {
+    std::lock_guard lock(owner_.mu_);
+    const std::uint64_t next = hot_.next_ticket.load(std::memory_order_relaxed);
+    st.remaining = end_ticket_ > next ? static_cast<std::int64_t>(end_ticket_ - next) : 0;
+    st.step = step_;
+  }
+  st.fetches = fetches_.load();
+  st.fetch_errors = fetch_errors_.load();
+  st.fetch_micros_total = fetch_micros_.load();
+  st.waits = waits_.load();
+  st.unavailable = unavailable_.load();
+  return st;
+}
+
+SegmentAllocator::SegmentAllocator(SegmentStore& store, Clock& clock, SegmentOptions options)
+    : store_(store), clock_(clock), options_(options) {
+  fetcher_ = std::thread([this] { Run(); });
+}
+
+SegmentAllocator::~SegmentAllocator() {
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+  }
+  work_.notify_all();
+  fetched_.notify_all();
+  fetcher_.join();
+}
+
+Result<SegmentSequence*> SegmentAllocator::Sequence(std::string_view tag) {
+  std::unique_lock lock(mu_);
+  if (auto it = sequences_.find(tag); it != sequences_.end()) return it->second.get();
+  if (Status s = ValidateTag(tag); !s.ok()) return std::move(s).error();
+  lock.unlock();
+  Result<TagInfo> info = store_.GetTag(tag);  // unknown tags are not remembered
+  if (!info.ok()) return std::move(info).error();
+  lock.lock();
+  auto [it, inserted] = sequences_.emplace(std::string(tag), nullptr);
+  if (!inserted) return it->second.get();  // another caller created it meanwhile
+  it->second = std::make_unique<SegmentSequence>(*this, std::string(tag));
+  SegmentSequence& seq = *it->second;
+  seq.step_ = std::clamp(info->step, options_.min_step, options_.max_step);
+  if (Status s = FetchNow(seq, lock); !s.ok()) {
+    sequences_.erase(it);
+    return std::move(s).error();
+  }
+  return &seq;
+}
+
+std::vector<const SegmentSequence*> SegmentAllocator::Sequences() const {
+  std::lock_guard lock(mu_);
+  std::vector<const SegmentSequence*> out;
+  for (const auto& [name, seq] : sequences_) out.push_back(seq.get());
+  return out;
+}
+
+void SegmentAllocator::RequestFetch(SegmentSequence& seq) {
+  if (seq.fetching_ || stopping_) return;
+  // Double buffering: at most one range ahead of the current one.
+  const std::uint64_t published = seq.published_.load(std::memory_order_relaxed);
+  const std::uint64_t next = seq.hot_.next_ticket.load(std::memory_order_relaxed);
+  if (published > seq.current_.load(std::memory_order_relaxed) + 1 && next < seq.end_ticket_) {
+    return;
+  }
+  seq.fetching_ = true;
+  queue_.push_back(&seq);
+  work_.notify_one();
+}
+
+Status SegmentAllocator::FetchNow(SegmentSequence& seq, std::unique_lock<std::mutex>& lock) {
+  seq.fetching_ = true;
+  // The step: doubled when the last range lasted less than half the target, halved when it
+  // lasted more than twice the target (Leaf's rule), within the bounds.
+  const std::int64_t now = clock_.NowMillis();
+  const std::int64_t target = options_.target_range_duration.count();
+  if (seq.last_fetch_ms_ > 0) {
+    const std::int64_t lasted = now - seq.last_fetch_ms_;
+    if (lasted < target / 2) {
+      seq.step_ = std::min(seq.step_ * 2, options_.max_step);
+    } else if (lasted > target * 2) {
+      seq.step_ = std::max(seq.step_ / 2, options_.min_step);
+    }
+  }
+  const std::int64_t step = seq.step_;
+  lock.unlock();
+  const auto begin = std::chrono::steady_clock::now();
+  Result<IdRange> range = store_.Allocate(seq.tag_, step);
+  const auto micros = std::chrono::duration_cast<std::chrono::microseconds>(
+                          std::chrono::steady_clock::now() - begin)
+                          .count();
+  lock.lock();
+  seq.fetching_ = false;
+  seq.fetches_.fetch_add(1, std::memory_order_relaxed);
+  seq.fetch_micros_.fetch_add(static_cast<std::uint64_t>(micros), std::memory_order_relaxed);
+  if (!range.ok()) {
+    seq.fetch_errors_.fetch_add(1, std::memory_order_relaxed);
+    seq.last_error_ = range.error();
+    seq.backoff_ms_ = seq.backoff_ms_ == 0 ? options_.retry_backoff.count()
+                                           : std::min<std::int64_t>(seq.backoff_ms_ * 2, 5000);
+    seq.retry_at_ms_ = now + seq.backoff_ms_;
+    fetched_.notify_all();
+    return std::move(range).error();
+  }
+  seq.last_error_ = Status::Ok();
+  seq.backoff_ms_ = 0;
+  seq.last_fetch_ms_ = now;
+  seq.Publish(*range);
+  fetched_.notify_all();
+  return Status::Ok();
+}
+
+void SegmentAllocator::Run() {
+  std::unique_lock lock(mu_);
+  while (!stopping_) {
+    work_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+    if (stopping_) break;
+    SegmentSequence& seq = *queue_.front();
+    queue_.pop_front();
+    // After a failure, wait out the backoff before asking the store again.
+    const std::int64_t wait = seq.retry_at_ms_ - clock_.NowMillis();
+    if (wait > 0) {
+      work_.wait_for(lock, std::chrono::milliseconds(wait), [this] { return stopping_; });
+      if (stopping_) break;
+    }
+    seq.fetching_ = false;
+    if (!FetchNow(seq, lock).ok()) {
+      // Still needed? Callers waiting past the published ranges ask again; keep trying.
+      seq.fetching_ = true;
+      queue_.push_back(&seq);
+    }
+  }
+}
+
+}  // namespace sekka

@@ -1,0 +1,262 @@
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <thread>
+
+#include "sekka/segment.h"
+#include "testing/fake_clock.h"
+
+namespace sekka {
+namespace {
+
+using std::chrono::milliseconds;
+
+// A store in front of a memory store that a test can slow down, block or take down.
+class ControlledStore final : public SegmentStore {
+ public:
+  ControlledStore() : inner_(NewMemorySegmentStore()) {}
+  Result<IdRange> Allocate(std::string_view tag, std::int64_t step) override {
+    allocations.fetch_add(1);
+    std::unique_lock lock(mu_);
+    cv_.wait(lock, [this] { return !blocked_; });
+    if (down_) return Unavailable("store is down");
+    lock.unlock();
+    return inner_->Allocate(tag, step);
+  }
+  Status CreateTag(const TagInfo& t) override { return inner_->CreateTag(t); }
+  Result<TagInfo> GetTag(std::string_view t) override { return inner_->GetTag(t); }
+  Result<std::vector<TagInfo>> ListTags() override { return inner_->ListTags(); }
+
+  void SetBlocked(bool b) {
+    std::lock_guard lock(mu_);
+    blocked_ = b;
+    cv_.notify_all();
+  }
+  void SetDown(bool d) {
+    std::lock_guard lock(mu_);
+    down_ = d;
+  }
+  std::atomic<int> allocations{0};
+
+ private:
+  std::unique_ptr<SegmentStore> inner_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool blocked_ = false;  // guarded by mu_
+  bool down_ = false;     // guarded by mu_
+};
+
+// Waits (bounded) until `done` holds; the fetcher is a real background thread.
+template <typename F>
+bool Eventually(F done) {
+  for (int i = 0; i < 400 && !done(); ++i) std::this_thread::sleep_for(milliseconds(5));
+  return done();
+}
+
+std::int64_t Next(SegmentSequence& s) {
+  Result<std::int64_t> id = s.NextId();
+  EXPECT_TRUE(id.ok()) << (id.ok() ? "" : id.error().message);
+  return id.ok() ? *id : -1;
+}
+
+TEST(SegmentAllocatorTest, UnknownAndBadTagsAreErrors) {
+  ControlledStore store;
+  FakeClock clock(1'000'000);
+  SegmentAllocator a(store, clock);
+  EXPECT_EQ(a.Sequence("nope").error().code, ErrorCode::kNotFound);
+  EXPECT_EQ(a.Sequence("bad tag").error().code, ErrorCode::kInvalidArgument);
+}
+
+TEST(SegmentAllocatorTest, PrefetchesTheNextRangeBeforeTheCurrentRunsOut) {
+  ControlledStore store;
+  ASSERT_TRUE(store.CreateTag({"orders", 1, 100}).ok());
+  FakeClock clock(1'000'000);
+  SegmentAllocator a(store, clock);
+  SegmentSequence& s = **a.Sequence("orders");
+  EXPECT_EQ(store.allocations.load(), 1);
+  for (int i = 1; i <= 10; ++i) EXPECT_EQ(Next(s), i);  // 10% of the range is used
+  EXPECT_EQ(Next(s), 11);
+  ASSERT_TRUE(Eventually([&] { return store.allocations.load() == 2; }));
+  // 89 left of the first range, and a second range of 200: the first range lasted no time on
+  // the frozen clock, far less than half the 15-minute target, so the step doubled.
+  EXPECT_TRUE(Eventually([&] { return s.stats().remaining == 89 + 200; }));
+  std::int64_t last = 11;
+  for (int i = 0; i < 150; ++i) {
+    const std::int64_t id = Next(s);
+    EXPECT_EQ(id, last + 1);
+    last = id;
+  }
+  EXPECT_EQ(s.stats().waits, 0u);  // the next range was always there in time
+}
+
+TEST(SegmentAllocatorTest, TheStepGrowsUnderLoadAndShrinksWhenIdleWithinBounds) {
+  ControlledStore store;
+  ASSERT_TRUE(store.CreateTag({"t", 1, 10}).ok());
+  FakeClock clock(1'000'000);
+  SegmentOptions o;
+  o.min_step = 5;
+  o.max_step = 80;
+  o.target_range_duration = milliseconds(1000);
+  SegmentAllocator a(store, clock, o);
+  SegmentSequence& s = **a.Sequence("t");
+  std::vector<std::int64_t> steps;
+  // Ranges used up at once (no time passes): every fetch doubles the step, up to 80.
+  for (int round = 0; round < 6; ++round) {
+    const std::int64_t before = s.stats().fetches;
+    std::vector<std::int64_t> ids(static_cast<std::size_t>(s.stats().remaining));
+    ASSERT_TRUE(s.NextIds(std::span(ids)).ok());
+    ASSERT_TRUE(Eventually([&] { return s.stats().fetches > static_cast<std::uint64_t>(before); }));
+    steps.push_back(s.stats().step);
+  }
+  EXPECT_EQ(steps.back(), 80);
+  EXPECT_TRUE(std::is_sorted(steps.begin(), steps.end()));
+  EXPECT_GT(steps.size(), 3u);
+  // Ranges that last far longer than the target: the step halves, down to 5.
+  for (int round = 0; round < 6; ++round) {
+    clock.AdvanceMillis(10'000);
+    const std::uint64_t before = s.stats().fetches;
+    std::vector<std::int64_t> ids(static_cast<std::size_t>(s.stats().remaining));
+    ASSERT_TRUE(s.NextIds(std::span(ids)).ok());
+    ASSERT_TRUE(Eventually([&] { return s.stats().fetches > before; }));
+  }
+  EXPECT_EQ(s.stats().step, 5);
+}
+
+TEST(SegmentAllocatorTest, BothRangesEmptyWaitsUpToTheDeadlineThenIsUnavailable) {
+  ControlledStore store;
+  ASSERT_TRUE(store.CreateTag({"t", 1, 10}).ok());
+  FakeClock clock(1'000'000);
+  SegmentOptions o;
+  o.wait_deadline = milliseconds(100);
+  SegmentAllocator a(store, clock, o);
+  SegmentSequence& s = **a.Sequence("t");
+  store.SetBlocked(true);  // the next fetch hangs
+  std::vector<std::int64_t> first(10);
+  ASSERT_TRUE(s.NextIds(std::span(first)).ok());
+  const auto t0 = std::chrono::steady_clock::now();
+  Result<std::int64_t> id = s.NextId();
+  ASSERT_FALSE(id.ok());
+  EXPECT_EQ(id.error().code, ErrorCode::kUnavailable);
+  EXPECT_GE(std::chrono::steady_clock::now() - t0, milliseconds(100));
+  EXPECT_NE(id.error().message.find("no ids buffered"), std::string::npos);
+  // A caller that arrives while the fetch is in flight gets its id when the fetch lands.
+  std::thread late([&] {
+    std::this_thread::sleep_for(milliseconds(20));
+    store.SetBlocked(false);
+  });
+  Result<std::int64_t> after = s.NextId();
+  late.join();
+  ASSERT_TRUE(after.ok()) << after.error().message;
+  EXPECT_GT(*after, first.back());
+  EXPECT_EQ(s.stats().unavailable, 1u);
+}
+
+TEST(SegmentAllocatorTest, AStoreOutageIsSurvivedWhileBufferedIdsLastAndRecovers) {
+  ControlledStore store;
+  ASSERT_TRUE(store.CreateTag({"t", 1, 100}).ok());
+  FakeClock clock(1'000'000);
+  SegmentOptions o;
+  o.wait_deadline = milliseconds(50);
+  o.retry_backoff = milliseconds(10);
+  SegmentAllocator a(store, clock, o);
+  SegmentSequence& s = **a.Sequence("t");
+  store.SetDown(true);
+  std::vector<std::int64_t> served;
+  for (int i = 0; i < 100; ++i) served.push_back(Next(s));  // the buffer outlives the outage
+  Result<std::int64_t> failed = s.NextId();
+  ASSERT_FALSE(failed.ok());
+  EXPECT_NE(failed.error().message.find("store is down"), std::string::npos);
+  store.SetDown(false);
+  ASSERT_TRUE(Eventually([&] { return s.NextId().ok(); }));
+  served.push_back(Next(s));
+  EXPECT_TRUE(std::is_sorted(served.begin(), served.end()));
+  EXPECT_EQ(std::adjacent_find(served.begin(), served.end()), served.end());
+  EXPECT_GT(s.stats().fetch_errors, 0u);
+}
+
+// Leaf's "both segments not ready": a small step under bursts of many callers.
+TEST(SegmentAllocatorTest, AThousandCallersInBurstsWithStepFiftyNeverFail) {
+  ControlledStore store;
+  ASSERT_TRUE(store.CreateTag({"burst", 1, 50}).ok());
+  FakeClock clock(1'000'000);
+  SegmentOptions o;
+  o.max_step = 50;  // keep the step small, as in Leaf's reports
+  SegmentAllocator a(store, clock, o);
+  SegmentSequence& s = **a.Sequence("burst");
+  std::vector<std::int64_t> ids(1000 * 5, -1);
+  std::atomic<int> failures{0};
+  for (int burst = 0; burst < 4; ++burst) {
+    std::vector<std::thread> callers;
+    std::atomic<bool> go{false};
+    for (int c = 0; c < 250; ++c) {
+      callers.emplace_back([&, burst, c] {
+        while (!go.load()) std::this_thread::yield();
+        for (int k = 0; k < 5; ++k) {
+          Result<std::int64_t> id = s.NextId();
+          if (!id.ok()) {
+            failures.fetch_add(1);
+          } else {
+            ids[static_cast<std::size_t>((burst * 250 + c) * 5 + k)] = *id;
+          }
+        }
+      });
+    }
+    go = true;
+    for (auto& t : callers) t.join();
+  }
+  EXPECT_EQ(failures.load(), 0);
+  std::sort(ids.begin(), ids.end());
+  EXPECT_GT(ids.front(), 0);
+  EXPECT_EQ(std::adjacent_find(ids.begin(), ids.end()), ids.end());
+}
+
+TEST(SegmentAllocatorTest, FourThreadsTakeAHundredThousandIdsEachDistinctAndIncreasing) {
+  ControlledStore store;
+  ASSERT_TRUE(store.CreateTag({"t", 1, 1000}).ok());
+  FakeClock clock(1'000'000);
+  SegmentAllocator a(store, clock);
+  SegmentSequence& s = **a.Sequence("t");
+  std::vector<std::vector<std::int64_t>> per(4);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      std::vector<std::int64_t> batch(100);
+      while (per[t].size() < 100'000) {
+        if (per[t].size() % 1000 == 500) {
+          ASSERT_TRUE(s.NextIds(std::span(batch)).ok());
+          per[t].insert(per[t].end(), batch.begin(), batch.end());
+        } else {
+          per[t].push_back(Next(s));
+        }
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  std::vector<std::int64_t> all;
+  for (auto& v : per) {
+    EXPECT_TRUE(std::is_sorted(v.begin(), v.end()));
+    all.insert(all.end(), v.begin(), v.end());
+  }
+  std::sort(all.begin(), all.end());
+  EXPECT_EQ(std::adjacent_find(all.begin(), all.end()), all.end());
+}
+
+TEST(SegmentAllocatorTest, IdsIncreaseAcrossThreadsInRealTimeOrder) {
+  ControlledStore store;
+  ASSERT_TRUE(store.CreateTag({"t", 1, 7}).ok());
+  FakeClock clock(1'000'000);
+  SegmentAllocator a(store, clock);
+  SegmentSequence& s = **a.Sequence("t");
+  std::int64_t last = 0;
+  for (int i = 0; i < 50; ++i) {
+    std::int64_t id = 0;
+    std::thread([&] { id = Next(s); }).join();
+    EXPECT_GT(id, last);
+    last = id;
+  }
+}
+
+}  // namespace
+}  // namespace sekka
