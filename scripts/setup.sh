@@ -8,7 +8,7 @@ PACKAGES=(
   build-essential cmake pkg-config git
   # libraries (each one is justified in docs/design.md)
   libfmt-dev libcli11-dev nlohmann-json3-dev libasio-dev node-llhttp libtomlplusplus-dev
-  libsqlite3-dev
+  libsqlite3-dev libpq-dev postgresql
   # tests and benchmarks
   libgtest-dev libgmock-dev librapidcheck-dev libbenchmark-dev
   # sanitizers and fuzzing (clang + its runtimes)

@@ -1,0 +1,177 @@
+#include "backends/postgres_segment_store.h"
+
+#include <fmt/format.h>
+#include <libpq-fe.h>
+
+#include <cstdlib>
+#include <limits>
+#include <mutex>
+
+namespace sekka {
+namespace {
+
+constexpr const char* kSchema =
+    "CREATE TABLE IF NOT EXISTS sekka_segments ("
+    "  tag TEXT PRIMARY KEY,"
+    "  next_id BIGINT NOT NULL CHECK (next_id >= 1),"
+    "  step BIGINT NOT NULL CHECK (step >= 1),"
+    "  updated_at TIMESTAMPTZ NOT NULL DEFAULT now())";
+
+struct ResultDeleter {
+  void operator()(PGresult* r) const { PQclear(r); }
+};
+using PgResult = std::unique_ptr<PGresult, ResultDeleter>;
+
+class PostgresSegmentStore final : public SegmentStore {
+ public:
+  explicit PostgresSegmentStore(std::string uri) : uri_(std::move(uri)) {}
+  ~PostgresSegmentStore() override {
+    if (conn_ != nullptr) PQfinish(conn_);
+  }
+
+  Result<IdRange> Allocate(std::string_view tag, std::int64_t step) override {
+    if (step < 1) return InvalidArgument(fmt::format("step {} is not valid: allowed 1 or more", step));
+    std::lock_guard lock(mu_);
+    const std::string t(tag), s = std::to_string(step),
+        limit = std::to_string(std::numeric_limits<std::int64_t>::max() - step);
+    Result<PgResult> r = Exec(
+        "UPDATE sekka_segments SET next_id = next_id + $2::bigint, updated_at = now() "
+        "WHERE tag = $1 AND next_id <= $3::bigint RETURNING next_id",
+        {t.c_str(), s.c_str(), limit.c_str()}, PGRES_TUPLES_OK);
+    if (!r.ok()) return std::move(r).error();
+    if (PQntuples(r->get()) == 1) {
+      const std::int64_t end = std::strtoll(PQgetvalue(r->get(), 0, 0), nullptr, 10);
+      return IdRange{end - step, end};
+    }
+    Result<TagInfo> info = GetLocked(tag);
+    if (!info.ok()) return std::move(info).error();
+    return Exhausted(fmt::format("tag \"{}\" is exhausted: next id {} + step {} passes 2^63-1",
+                                 tag, info->next_id, step));
+  }
+
+  Status CreateTag(const TagInfo& tag) override {
+    if (Status s = ValidateTag(tag.tag); !s.ok()) return s;
+    if (tag.next_id < 1 || tag.step < 1) {
+      return InvalidArgument(fmt::format(
+          "tag \"{}\": start {} and step {} are not valid: allowed 1 or more", tag.tag,
+          tag.next_id, tag.step));
+    }
+    std::lock_guard lock(mu_);
+    const std::string start = std::to_string(tag.next_id), step = std::to_string(tag.step);
+    Result<PgResult> r = Exec(
+        "INSERT INTO sekka_segments (tag, next_id, step) VALUES ($1, $2::bigint, $3::bigint) "
+        "ON CONFLICT (tag) DO NOTHING RETURNING tag",
+        {tag.tag.c_str(), start.c_str(), step.c_str()}, PGRES_TUPLES_OK);
+    if (!r.ok()) return std::move(r).error();
+    if (PQntuples(r->get()) == 0) {
+      return InvalidArgument(fmt::format("tag \"{}\" already exists", tag.tag));
+    }
+    return Status::Ok();
+  }
+
+  Result<TagInfo> GetTag(std::string_view tag) override {
+    std::lock_guard lock(mu_);
+    return GetLocked(tag);
+  }
+
+  Result<std::vector<TagInfo>> ListTags() override {
+    std::lock_guard lock(mu_);
+    Result<PgResult> r =
+        Exec("SELECT tag, next_id, step FROM sekka_segments ORDER BY tag", {}, PGRES_TUPLES_OK);
+    if (!r.ok()) return std::move(r).error();
+    std::vector<TagInfo> out;
+    for (int i = 0; i < PQntuples(r->get()); ++i) out.push_back(Row(r->get(), i));
+    return out;
+  }
+
+ private:
+  static TagInfo Row(PGresult* r, int i) {
+    TagInfo t;
+    t.tag = PQgetvalue(r, i, 0);
+    t.next_id = std::strtoll(PQgetvalue(r, i, 1), nullptr, 10);
+    t.step = std::strtoll(PQgetvalue(r, i, 2), nullptr, 10);
+    return t;
+  }
+
+  Result<TagInfo> GetLocked(std::string_view tag) {
+    const std::string t(tag);
+    Result<PgResult> r = Exec("SELECT tag, next_id, step FROM sekka_segments WHERE tag = $1",
+                              {t.c_str()}, PGRES_TUPLES_OK);
+    if (!r.ok()) return std::move(r).error();
+    if (PQntuples(r->get()) == 0) return NotFound(fmt::format("tag \"{}\" is not found", tag));
+    return Row(r->get(), 0);
+  }
+
+  // A live connection with the schema in place, connecting (again) when needed.
+  Status Connect() {
+    if (conn_ != nullptr && PQstatus(conn_) == CONNECTION_OK) return Status::Ok();
+    if (conn_ != nullptr) PQfinish(conn_);
+    conn_ = PQconnectdb(uri_.c_str());
+    if (PQstatus(conn_) != CONNECTION_OK) {
+      std::string why = PQerrorMessage(conn_);
+      for (char& c : why) c = (c == '\n') ? ' ' : c;
+      PQfinish(conn_);
+      conn_ = nullptr;
+      return Unavailable(fmt::format("segment store {} is unreachable: {}", Redacted(), why));
+    }
+    PgResult schema(PQexec(conn_, kSchema));
+    if (PQresultStatus(schema.get()) != PGRES_COMMAND_OK) {
+      return Unavailable(fmt::format("segment store {}: cannot create its table: {}", Redacted(),
+                                     PQresultErrorMessage(schema.get())));
+    }
+    return Status::Ok();
+  }
+
+  Result<PgResult> Exec(const char* sql, std::initializer_list<const char*> params,
+                        ExecStatusType want) {
+    // One retry on a fresh connection: a server restart breaks the old one.
+    for (int attempt = 0; attempt < 2; ++attempt) {
+      if (Status s = Connect(); !s.ok()) return std::move(s).error();
+      std::vector<const char*> values(params);
+      PgResult r(PQexecParams(conn_, sql, static_cast<int>(values.size()), nullptr,
+                              values.data(), nullptr, nullptr, 0));
+      if (PQresultStatus(r.get()) == want) return r;
+      if (PQstatus(conn_) == CONNECTION_OK) {
+        std::string why = PQresultErrorMessage(r.get());
+        for (char& c : why) c = (c == '\n') ? ' ' : c;
+        return Unavailable(fmt::format("segment store {}: {}", Redacted(), why));
+      }
+    }
+    return Unavailable(fmt::format("segment store {}: the connection was lost", Redacted()));
+  }
+
+  // The URI without a password, for messages.
+  std::string Redacted() const {
+    const std::size_t at = uri_.find('@');
+    const std::size_t scheme = uri_.find("://");
+    if (at == std::string::npos || scheme == std::string::npos) return uri_;
+    const std::size_t colon = uri_.find(':', scheme + 3);
+    if (colon == std::string::npos || colon > at) return uri_;
+    return uri_.substr(0, colon) + ":***" + uri_.substr(at);
+  }
+
+  const std::string uri_;
+  std::mutex mu_;             // one connection, used by one thread at a time
+  PGconn* conn_ = nullptr;    // guarded by mu_
+};
+
+}  // namespace
+
+Result<std::unique_ptr<SegmentStore>> OpenPostgresSegmentStore(const std::string& uri) {
+  char* err = nullptr;
+  PQconninfoOption* options = PQconninfoParse(uri.c_str(), &err);
+  if (options == nullptr) {
+    std::string why = err != nullptr ? err : "cannot parse it";
+    PQfreemem(err);
+    for (char& c : why) c = (c == '\n') ? ' ' : c;
+    return InvalidArgument(fmt::format("segment.store is not a valid PostgreSQL URI: {}", why));
+  }
+  PQconninfoFree(options);
+  std::string full = uri;
+  if (full.find("connect_timeout=") == std::string::npos) {
+    full += full.find('?') == std::string::npos ? "?connect_timeout=5" : "&connect_timeout=5";
+  }
+  return std::unique_ptr<SegmentStore>(new PostgresSegmentStore(full));
+}
+
+}  // namespace sekka

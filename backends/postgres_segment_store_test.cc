@@ -1,0 +1,75 @@
+#include "backends/postgres_segment_store.h"
+
+#include <gtest/gtest.h>
+#include <libpq-fe.h>
+
+#include <cstdlib>
+#include <fstream>
+
+#include "backends/segment_store_uri.h"
+#include "testing/segment_store_contract.h"
+
+namespace sekka {
+namespace {
+
+// The URI of the PostgreSQL that the ctest fixture started (scripts/pg.sh).
+std::string BaseUri() {
+  const char* file = std::getenv("SEKKA_TEST_POSTGRES_FILE");
+  std::string uri;
+  if (file != nullptr) std::ifstream(file) >> uri;
+  if (uri.empty()) {
+    ADD_FAILURE() << "no PostgreSQL for the tests: run them through ctest, whose `postgres` "
+                     "fixture starts one (scripts/pg.sh start DIR) and sets "
+                     "SEKKA_TEST_POSTGRES_FILE";
+  }
+  return uri;
+}
+
+// A fresh database per contract case.
+std::string FreshDatabase() {
+  static int n = 0;
+  const std::string base = BaseUri();
+  const std::string name = "sekka_contract_" + std::to_string(::getpid()) + "_" + std::to_string(++n);
+  PGconn* c = PQconnectdb(base.c_str());
+  EXPECT_EQ(PQstatus(c), CONNECTION_OK) << PQerrorMessage(c);
+  PQclear(PQexec(c, ("CREATE DATABASE " + name).c_str()));
+  PQfinish(c);
+  return base.substr(0, base.rfind('/') + 1) + name;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Postgres, SegmentStoreContractTest,
+    ::testing::Values(StoreFactory{"postgres", FreshDatabase,
+                                   [](const std::string& uri) -> std::unique_ptr<SegmentStore> {
+                                     Result<std::unique_ptr<SegmentStore>> s =
+                                         OpenPostgresSegmentStore(uri);
+                                     return s.ok() ? std::move(s).value() : nullptr;
+                                   }}));
+
+TEST(PostgresSegmentStoreTest, AnUnreachableDatabaseIsUnavailableAndNamed) {
+  auto store = std::move(OpenPostgresSegmentStore("postgres://sekka:pw@127.0.0.1:1/x")).value();
+  Result<IdRange> r = store->Allocate("t", 1);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code, ErrorCode::kUnavailable);
+  EXPECT_NE(r.error().message.find("is unreachable"), std::string::npos);
+  EXPECT_EQ(r.error().message.find("pw"), std::string::npos) << "the password must not leak";
+}
+
+TEST(PostgresSegmentStoreTest, ABadUriIsAnInvalidArgument) {
+  Result<std::unique_ptr<SegmentStore>> bad =
+      OpenPostgresSegmentStore("postgres://127.0.0.1/db?no_such_option=1");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.error().code, ErrorCode::kInvalidArgument);
+  EXPECT_NE(bad.error().message.find("not a valid PostgreSQL URI"), std::string::npos);
+}
+
+TEST(SegmentStoreUriTest, PicksTheStoreFromItsUri) {
+  EXPECT_EQ(OpenSegmentStore("redis://x", "/tmp").error().code, ErrorCode::kInvalidArgument);
+  EXPECT_NE(OpenSegmentStore("mysql://x", "/tmp").error().message.find("allowed"),
+            std::string::npos);
+  EXPECT_EQ(OpenSegmentStore("sqlite:", "/tmp").error().code, ErrorCode::kInvalidArgument);
+  EXPECT_TRUE(OpenSegmentStore(BaseUri(), "/tmp").ok());
+}
+
+}  // namespace
+}  // namespace sekka

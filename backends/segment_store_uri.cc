@@ -1,0 +1,34 @@
+#include "backends/segment_store_uri.h"
+
+#include <fmt/format.h>
+
+#include <filesystem>
+
+#include "backends/postgres_segment_store.h"
+#include "backends/sqlite_segment_store.h"
+
+namespace sekka {
+
+Result<std::unique_ptr<SegmentStore>> OpenSegmentStore(const std::string& uri,
+                                                       const std::string& data_dir) {
+  if (uri.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(data_dir, ec);
+    if (ec) return Unavailable(fmt::format("cannot create data dir {}: {}", data_dir, ec.message()));
+    return OpenSqliteSegmentStore(data_dir + "/segments.db");
+  }
+  if (uri.rfind("sqlite:", 0) == 0) {
+    const std::string path = uri.substr(7);
+    if (path.empty()) return InvalidArgument("segment.store \"sqlite:\" needs a path: sqlite:PATH");
+    return OpenSqliteSegmentStore(path);
+  }
+  if (uri.rfind("postgres://", 0) == 0 || uri.rfind("postgresql://", 0) == 0) {
+    return OpenPostgresSegmentStore(uri);
+  }
+  return InvalidArgument(fmt::format(
+      "segment.store \"{}\" is not known: allowed \"\" (SQLite in the data dir), sqlite:PATH or "
+      "postgres://USER@HOST:PORT/DB",
+      uri.substr(0, 100)));
+}
+
+}  // namespace sekka

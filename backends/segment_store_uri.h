@@ -1,0 +1,25 @@
+// backends/segment_store_uri.h
+//
+// The one place where a segment store is chosen from its URI (SPEC section 7, segment.store):
+//   ""               SQLite in the data dir: <data_dir>/segments.db (the embedded default)
+//   sqlite:PATH      SQLite at PATH
+//   postgres://...   PostgreSQL (also postgresql://), a libpq connection URI
+
+#ifndef SEKKA_BACKENDS_SEGMENT_STORE_URI_H_
+#define SEKKA_BACKENDS_SEGMENT_STORE_URI_H_
+
+#include <memory>
+#include <string>
+
+#include "sekka/segment.h"
+
+namespace sekka {
+
+// Errors: kInvalidArgument (a URI of no known kind, naming the allowed ones), kUnavailable (the
+// store cannot be opened).
+Result<std::unique_ptr<SegmentStore>> OpenSegmentStore(const std::string& uri,
+                                                       const std::string& data_dir);
+
+}  // namespace sekka
+
+#endif  // SEKKA_BACKENDS_SEGMENT_STORE_URI_H_
