@@ -64,6 +64,17 @@ struct ServeFlags {
 };
 int RunServe(const ServeFlags& flags);
 
+struct SegmentFlags {
+  std::string action;  // create | list | show
+  std::string tag;
+  std::int64_t start = 1;
+  std::int64_t step = 1000;
+  std::string store;   // segment.store URI; "" = SQLite in the data dir
+  std::string data_dir = "./sekka-data";
+  bool json = false;
+};
+int RunSegment(const SegmentFlags& flags);
+
 }  // namespace sekka::cli
 
 #endif  // SEKKA_CLI_COMMANDS_H_

@@ -75,6 +75,25 @@ int main(int argc, char** argv) {
   bench_cmd->add_option("--batch", bench.batch, "Ids per NextIds call")->capture_default_str();
   bench_cmd->add_flag("--json", bench.json, "As JSON");
 
+  SegmentFlags segment;
+  CLI::App* segment_cmd =
+      app.add_subcommand("segment", "Manage segment tags: create, list, show");
+  segment_cmd->require_subcommand(1);
+  const std::string store_help =
+      "Segment store: \"\" = SQLite in the data dir, sqlite:PATH or postgres://...";
+  CLI::App* seg_create = segment_cmd->add_subcommand("create", "Create a tag");
+  seg_create->add_option("tag", segment.tag, "Tag name")->required();
+  seg_create->add_option("--start", segment.start, "First id")->capture_default_str();
+  seg_create->add_option("--step", segment.step, "Default range size")->capture_default_str();
+  CLI::App* seg_list = segment_cmd->add_subcommand("list", "List the tags");
+  CLI::App* seg_show = segment_cmd->add_subcommand("show", "Show one tag");
+  seg_show->add_option("tag", segment.tag, "Tag name")->required();
+  for (CLI::App* sub : {seg_create, seg_list, seg_show}) {
+    sub->add_option("--segment-store", segment.store, store_help);
+    sub->add_option("--data-dir", segment.data_dir, "Data directory")->capture_default_str();
+    sub->add_flag("--json", segment.json, "As JSON");
+  }
+
   ServeFlags serve;
   CLI::App* serve_cmd = app.add_subcommand(
       "serve", "Run the server: HTTP on 127.0.0.1:8080 and the Redis protocol on 127.0.0.1:6380");
@@ -104,6 +123,7 @@ int main(int argc, char** argv) {
       {"--worker-name", "worker.name", "Identity for source local"},
       {"--coordinator", "worker.coordinator", "etcd://h:p or zookeeper://h:p"},
       {"--segment-store", "segment.store", "sqlite:PATH or postgres://..."},
+      {"--segment-auto-create", "segment.auto_create", "true: create unknown tags on use"},
   };
   std::vector<std::string> serve_values(std::size(kServeFlags));
   for (std::size_t i = 0; i < std::size(kServeFlags); ++i) {
@@ -112,7 +132,7 @@ int main(int argc, char** argv) {
   bool serve_force = false;
   serve_cmd->add_flag("--force", serve_force, "Start despite a stored state of another layout");
 
-  const std::string kCommands = "allowed gen, decode, layout, bench, serve";
+  const std::string kCommands = "allowed gen, decode, layout, bench, serve, segment";
   if (argc < 2) return Fail(kExitUsage, "no command given: " + kCommands);
   const std::string first = argv[1];
   bool known = false;
@@ -132,6 +152,10 @@ int main(int argc, char** argv) {
   if (decode_cmd->parsed()) return RunDecode(decode);
   if (layout_cmd->parsed()) return RunLayout(layout);
   if (bench_cmd->parsed()) return RunBench(bench);
+  if (segment_cmd->parsed()) {
+    segment.action = seg_create->parsed() ? "create" : seg_list->parsed() ? "list" : "show";
+    return RunSegment(segment);
+  }
   if (serve_cmd->parsed()) {
     for (std::size_t i = 0; i < std::size(kServeFlags); ++i) {
       if (serve_cmd->count(kServeFlags[i].flag) > 0) {

@@ -56,6 +56,9 @@ const std::vector<Key>& Keys() {
       {"worker.lease_ttl", Type::kDuration, "10s", ""},
       {"worker.name", Type::kString, "", "identity for source local; \"\" = the listen addresses"},
       {"segment.store", Type::kString, "", "\"\" = sqlite in the data dir; sqlite:PATH; postgres://..."},
+      {"segment.auto_create", Type::kBool, "false", "create unknown tags on first use"},
+      {"segment.step", Type::kInt, "1000", "step of auto-created tags"},
+      {"segment.wait_deadline", Type::kDuration, "2s", "both buffers empty: wait this long"},
   };
   return keys;
 }
@@ -304,6 +307,10 @@ Result<ServerConfig> BuildConfig(const std::vector<ConfigValues>& sources) {
   SEKKA_ASSIGN(c.lease_ttl_ms, DurationValue("worker.lease_ttl", get("worker.lease_ttl"), 3'600'000));
   c.worker_name = get("worker.name");
   c.segment_store = get("segment.store");
+  SEKKA_ASSIGN(c.segment_auto_create, boolean("segment.auto_create"));
+  SEKKA_ASSIGN(c.segment_step, IntValue("segment.step", get("segment.step"), 1, 1'000'000'000));
+  SEKKA_ASSIGN(c.segment_wait_deadline_ms,
+               DurationValue("segment.wait_deadline", get("segment.wait_deadline"), 60'000));
 #undef SEKKA_ASSIGN
   return c;
 }

@@ -46,7 +46,10 @@ struct ServerConfig {
   std::int64_t lease_ttl_ms = 10'000;
   std::string worker_name;                     // identity for `local`; "" = the listen addresses
   // [segment]
-  std::string segment_store;
+  std::string segment_store;                   // "" = sqlite in the data dir
+  bool segment_auto_create = false;            // create unknown tags on first use
+  std::int64_t segment_step = 1000;            // step of auto-created tags
+  std::int64_t segment_wait_deadline_ms = 2000;  // both buffers empty: wait this long
 };
 
 // Raw "section.key" -> text values, as given by one source.

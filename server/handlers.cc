@@ -134,6 +134,42 @@ HttpReply LeafDecodeReply(Service& service, std::string_view query) {
   return r;
 }
 
+// /v1/segment/<tag>[?count=N] (JSON, or text with Accept: text/plain) and Leaf's
+// /api/segment/get/<key> (plain decimal).
+HttpReply SegmentReply(Service& service, const http::Request& request, std::string_view tag_text,
+                       std::string_view query, bool leaf) {
+  std::optional<std::string> tag = http::PercentDecode(tag_text);
+  if (!tag) return JsonError(400, "invalid_argument", "the tag in the path is not valid percent-encoding");
+  std::int64_t count = 1;
+  std::optional<std::string> c = http::QueryParam(query, "count");
+  if (c) {
+    Result<std::int64_t> n = CountParam(*c, service.config().max_batch);
+    if (!n.ok()) return FromError(n.error());
+    count = *n;
+  }
+  std::vector<std::int64_t> ids(static_cast<std::size_t>(count));
+  if (Status s = service.NextSegmentIds(*tag, std::span(ids)); !s.ok()) return FromError(s.error());
+  HttpReply r;
+  char buf[20];
+  if (leaf || WantsText(request)) {
+    r.content_type = "text/plain; charset=utf-8";
+    for (std::size_t i = 0; i < ids.size(); ++i) {
+      if (i > 0) r.body += '\n';
+      r.body.append(buf, FormatDec(ids[i], buf));
+    }
+    return r;
+  }
+  r.body = c ? "{\"ids\":[" : "{\"id\":";
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    if (i > 0) r.body += ',';
+    r.body += '"';
+    r.body.append(buf, FormatDec(ids[i], buf));
+    r.body += '"';
+  }
+  r.body += c ? "]}" : "}";
+  return r;
+}
+
 bool Authorized(Service& service, const http::Request& request) {
   const std::string& token = service.config().auth_token;
   if (token.empty()) return true;
@@ -210,10 +246,13 @@ HttpReply Route(Service& service, const http::Request& request, Command& command
     r.body.assign(buf, FormatDec(*id, buf));
     return r;
   }
-  if (path.rfind("/v1/segment/", 0) == 0 || path.rfind("/api/segment/get/", 0) == 0) {
-    command = path[1] == 'v' ? Command::kSegment : Command::kLeafSegment;
-    return JsonError(404, "not_found",
-                     "segments are not enabled in this version: the tag is not found");
+  if (path.rfind("/v1/segment/", 0) == 0) {
+    command = Command::kSegment;
+    return SegmentReply(service, request, path.substr(12), query, /*leaf=*/false);
+  }
+  if (path.rfind("/api/segment/get/", 0) == 0) {
+    command = Command::kLeafSegment;
+    return SegmentReply(service, request, path.substr(17), {}, /*leaf=*/true);
   }
   if (path == "/decodeSnowflakeId") {
     command = Command::kLeafDecode;
@@ -420,12 +459,28 @@ void HandleResp(Service& service, RespSession& session, const std::vector<std::s
     }
   } else if (Is(name, "SEG.NEXT") || Is(name, "INCR")) {
     command = Command::kSegment;
-    if (argc < 2 || argc > (Is(name, "INCR") ? 2u : 3u)) {
+    const bool incr = Is(name, "INCR");
+    if (argc < 2 || argc > (incr ? 2u : 3u)) {
       WrongArgs(out, name);
       ok = false;
     } else {
-      fail(NotFound(fmt::format("tag '{}' is not found: segments are not enabled in this version",
-                                args[1].substr(0, 100))));
+      std::int64_t count = 1;
+      Result<std::int64_t> n = argc == 3 ? CountParam(args[2], service.config().max_batch)
+                                         : Result<std::int64_t>(std::int64_t{1});
+      if (!n.ok()) {
+        fail(n.error());
+      } else {
+        count = *n;
+        std::vector<std::int64_t> ids(static_cast<std::size_t>(count));
+        if (Status st = service.NextSegmentIds(args[1], std::span(ids)); !st.ok()) {
+          fail(st.error());
+        } else if (argc == 3) {
+          resp::AppendArrayHeader(out, ids.size());
+          for (std::int64_t id : ids) resp::AppendInteger(out, id);
+        } else {
+          resp::AppendInteger(out, ids[0]);
+        }
+      }
     }
   } else if (Is(name, "PING")) {
     command = Command::kPing;

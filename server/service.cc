@@ -4,6 +4,7 @@
 
 #include <chrono>
 
+#include "backends/segment_store_uri.h"
 #include "server/http.h"
 #include "server/hwm.h"
 #include "server/log.h"
@@ -120,6 +121,16 @@ Result<std::unique_ptr<Service>> Service::Start(const ServerConfig& config, Cloc
   if (!snowflake.ok()) return std::move(snowflake).error();
   s.snowflake_ = std::move(snowflake).value();
 
+  // Segments: the store is opened now (PostgreSQL connects lazily, so a database that is down
+  // does not stop the snowflake engine from serving).
+  Result<std::unique_ptr<SegmentStore>> store =
+      OpenSegmentStore(config.segment_store, config.data_dir);
+  if (!store.ok()) return std::move(store).error();
+  s.segment_store_ = std::move(store).value();
+  SegmentOptions segment_options;
+  segment_options.wait_deadline = std::chrono::milliseconds(config.segment_wait_deadline_ms);
+  s.segments_ = std::make_unique<SegmentAllocator>(*s.segment_store_, clock, segment_options);
+
   // The first reservation is made before the server says it is ready.
   const std::int64_t ahead = layout.MillisToTick(clock.NowMillis() + kReserveAheadMs);
   if (Status r = s.snowflake_->ReserveTicks(ahead); !r.ok()) return std::move(r).error();
@@ -201,6 +212,25 @@ Status Service::NextIds(std::span<Id> out) {
     NoteResult(s.error());
   }
   return s;
+}
+
+Status Service::NextSegmentIds(std::string_view tag, std::span<std::int64_t> out) {
+  Result<SegmentSequence*> seq = segments_->Sequence(tag);
+  if (!seq.ok() && seq.error().code == ErrorCode::kNotFound && config_.segment_auto_create) {
+    Status created = segment_store_->CreateTag({std::string(tag), 1, config_.segment_step});
+    if (!created.ok() && created.error().message.find("already exists") == std::string::npos) {
+      return created;
+    }
+    seq = segments_->Sequence(tag);
+  }
+  if (!seq.ok()) return std::move(seq).error();
+  if (out.size() == 1) {
+    Result<std::int64_t> id = (*seq)->NextId();
+    if (!id.ok()) return std::move(id).error();
+    out[0] = *id;
+    return Status::Ok();
+  }
+  return (*seq)->NextIds(out);
 }
 
 bool Service::Ready(std::string* reason) {
@@ -304,6 +334,30 @@ std::string Service::MetricsText() {
       }
     }
   }
+  const std::vector<const SegmentSequence*> tags = segments_->Sequences();
+  std::vector<std::pair<std::string, SegmentStats>> seg;
+  for (const SegmentSequence* q : tags) seg.emplace_back(q->tag(), q->stats());
+  auto per_tag = [&](std::string_view name, std::string_view type, std::string_view help,
+                     auto value) {
+    family(name, type, help);
+    for (const auto& [tag, st] : seg) out += fmt::format("{}{{tag=\"{}\"}} {}\n", name, tag, value(st));
+  };
+  per_tag("sekka_segment_issued_total", "counter", "Segment ids issued (or skipped), by tag.",
+          [](const SegmentStats& st) { return st.issued; });
+  per_tag("sekka_segment_remaining", "gauge", "Segment ids buffered in this process, by tag.",
+          [](const SegmentStats& st) { return st.remaining; });
+  per_tag("sekka_segment_step", "gauge", "The step of the last range fetched, by tag.",
+          [](const SegmentStats& st) { return st.step; });
+  per_tag("sekka_segment_fetches_total", "counter", "Ranges fetched from the store, by tag.",
+          [](const SegmentStats& st) { return st.fetches; });
+  per_tag("sekka_segment_fetch_seconds_total", "counter", "Time spent fetching ranges, by tag.",
+          [](const SegmentStats& st) { return static_cast<double>(st.fetch_micros_total) / 1e6; });
+  per_tag("sekka_segment_store_errors_total", "counter", "Failed range fetches, by tag.",
+          [](const SegmentStats& st) { return st.fetch_errors; });
+  per_tag("sekka_segment_waits_total", "counter", "Callers that found both buffers empty, by tag.",
+          [](const SegmentStats& st) { return st.waits; });
+  per_tag("sekka_segment_unavailable_total", "counter", "Callers that gave up at the deadline.",
+          [](const SegmentStats& st) { return st.unavailable; });
   family("sekka_connections_open", "gauge", "Open client connections, by protocol.");
   for (int p = 0; p < 2; ++p) {
     out += fmt::format("sekka_connections_open{{protocol=\"{}\"}} {}\n", p == 0 ? "http" : "resp",

@@ -20,6 +20,7 @@
 #include <thread>
 
 #include "sekka/codec.h"
+#include "sekka/segment.h"
 #include "sekka/snowflake.h"
 #include "server/config.h"
 #include "server/worker_id.h"
@@ -56,6 +57,9 @@ class Service {
   Result<Id> NextId();
   Status NextIds(std::span<Id> out);
   Result<DecodedId> Decode(Id id) const { return DecodeId(id, layout()); }
+  // Ids of a segment tag. Errors: kNotFound (unknown tag, unless segment.auto_create),
+  // kInvalidArgument (bad tag name), kUnavailable (the store), kExhausted.
+  Status NextSegmentIds(std::string_view tag, std::span<std::int64_t> out);
 
   // True when ids can be issued now; otherwise `reason` says why.
   bool Ready(std::string* reason);
@@ -89,6 +93,8 @@ class Service {
   std::unique_ptr<WorkerIdClaim> claim_;
   std::string state_path_;
   std::unique_ptr<Snowflake> snowflake_;
+  std::unique_ptr<SegmentStore> segment_store_;
+  std::unique_ptr<SegmentAllocator> segments_;  // destroyed before segment_store_
   const std::int64_t started_ms_;
 
   std::atomic<std::int64_t> hwm_millis_{0};

@@ -165,6 +165,7 @@ SegmentStats SegmentSequence::stats() const {
   {
     std::lock_guard lock(owner_.mu_);
     const std::uint64_t next = hot_.next_ticket.load(std::memory_order_relaxed);
+    st.issued = next;
     st.remaining = end_ticket_ > next ? static_cast<std::int64_t>(end_ticket_ - next) : 0;
     st.step = step_;
   }

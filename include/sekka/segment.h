@@ -90,6 +90,7 @@ struct SegmentOptions {
 
 // Counters of one tag, for metrics.
 struct SegmentStats {
+  std::uint64_t issued = 0;          // tickets taken: ids issued, plus any skipped
   std::int64_t remaining = 0;        // ids buffered in this process (current and next range)
   std::int64_t step = 0;             // the step of the last fetch
   std::uint64_t fetches = 0;

@@ -1,0 +1,53 @@
+// sekka segment create|list|show: tag management in any segment store.
+
+#include <fmt/format.h>
+
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "backends/segment_store_uri.h"
+#include "cli/commands.h"
+
+namespace sekka::cli {
+
+int RunSegment(const SegmentFlags& flags) {
+  Result<std::unique_ptr<SegmentStore>> store = OpenSegmentStore(flags.store, flags.data_dir);
+  if (!store.ok()) {
+    return Fail(store.error().code == ErrorCode::kInvalidArgument ? kExitUsage : kExitFailure,
+                store.error().message);
+  }
+  auto exit_for = [](const Error& e) {
+    const bool usage = e.code == ErrorCode::kInvalidArgument || e.code == ErrorCode::kNotFound;
+    return Fail(usage ? kExitUsage : kExitFailure, e.message);
+  };
+  auto show = [&](const TagInfo& t) {
+    if (flags.json) {
+      std::cout << nlohmann::ordered_json{{"tag", t.tag},
+                                          {"next_id", std::to_string(t.next_id)},
+                                          {"step", t.step}}
+                       .dump()
+                << '\n';
+    } else {
+      std::cout << fmt::format("{} next_id={} step={}\n", t.tag, t.next_id, t.step);
+    }
+  };
+  if (flags.action == "create") {
+    if (Status s = (*store)->CreateTag({flags.tag, flags.start, flags.step}); !s.ok()) {
+      return exit_for(s.error());
+    }
+    show({flags.tag, flags.start, flags.step});
+    return kExitOk;
+  }
+  if (flags.action == "show") {
+    Result<TagInfo> t = (*store)->GetTag(flags.tag);
+    if (!t.ok()) return exit_for(t.error());
+    show(*t);
+    return kExitOk;
+  }
+  Result<std::vector<TagInfo>> tags = (*store)->ListTags();
+  if (!tags.ok()) return exit_for(tags.error());
+  for (const TagInfo& t : *tags) show(t);
+  return kExitOk;
+}
+
+}  // namespace sekka::cli
