@@ -210,7 +210,7 @@ class RespTest(ServerTestCase):
         self.assertEqual(redis_cli(s, "ID.BATCH"),
                          "ERR wrong number of arguments for 'id.batch' command")
         self.assertIn("not valid: allowed 1 to 100000", redis_cli(s, "ID.BATCH", "0"))
-        self.assertTrue(redis_cli(s, "INCR", "orders").startswith("ERR tag 'orders' is not found"))
+        self.assertEqual(redis_cli(s, "INCR", "orders"), 'ERR tag "orders" is not found')
 
     def test_python_redis_client_and_pipelining(self):
         self.assertTrue(self.r.ping())
