@@ -11,11 +11,21 @@ case "$cmd" in
   start)
     "$0" stop "$dir" 2> /dev/null || true
     mkdir -p "$dir"
-    [ "$(id -u)" = 0 ] && chown postgres "$dir"
+    if [ "$(id -u)" = 0 ]; then
+      chown postgres "$dir"
+      chmod o+x "$(dirname "$dir")"  # PostgreSQL runs as postgres: the parent must be traversable
+    fi
     port=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
     as_pg "$BIN/initdb" -D "$dir/data" -U postgres --auth=trust --no-sync > "$dir/initdb.log"
-    as_pg "$BIN/pg_ctl" -D "$dir/data" -w -l "$dir/server.log" \
-      -o "-p $port -k $dir -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=300" start > /dev/null
+    # In the configuration file, so that a plain `pg_ctl start` (tests restart it) keeps them.
+    cat >> "$dir/data/postgresql.conf" << CONF
+port = $port
+listen_addresses = '127.0.0.1'
+unix_socket_directories = '$dir'
+fsync = off
+max_connections = 300
+CONF
+    as_pg "$BIN/pg_ctl" -D "$dir/data" -w -l "$dir/server.log" start > /dev/null
     echo "postgres://postgres@127.0.0.1:$port/postgres" > "$dir/uri"
     ;;
   stop)

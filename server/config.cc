@@ -58,6 +58,7 @@ const std::vector<Key>& Keys() {
       {"segment.store", Type::kString, "", "\"\" = sqlite in the data dir; sqlite:PATH; postgres://..."},
       {"segment.auto_create", Type::kBool, "false", "create unknown tags on first use"},
       {"segment.step", Type::kInt, "1000", "step of auto-created tags"},
+      {"segment.max_step", Type::kInt, "10000000", "the dynamic step never goes above this"},
       {"segment.wait_deadline", Type::kDuration, "2s", "both buffers empty: wait this long"},
   };
   return keys;
@@ -309,6 +310,8 @@ Result<ServerConfig> BuildConfig(const std::vector<ConfigValues>& sources) {
   c.segment_store = get("segment.store");
   SEKKA_ASSIGN(c.segment_auto_create, boolean("segment.auto_create"));
   SEKKA_ASSIGN(c.segment_step, IntValue("segment.step", get("segment.step"), 1, 1'000'000'000));
+  SEKKA_ASSIGN(c.segment_max_step,
+               IntValue("segment.max_step", get("segment.max_step"), 1, 1'000'000'000));
   SEKKA_ASSIGN(c.segment_wait_deadline_ms,
                DurationValue("segment.wait_deadline", get("segment.wait_deadline"), 60'000));
 #undef SEKKA_ASSIGN

@@ -49,6 +49,7 @@ struct ServerConfig {
   std::string segment_store;                   // "" = sqlite in the data dir
   bool segment_auto_create = false;            // create unknown tags on first use
   std::int64_t segment_step = 1000;            // step of auto-created tags
+  std::int64_t segment_max_step = 10'000'000;  // the dynamic step never goes above this
   std::int64_t segment_wait_deadline_ms = 2000;  // both buffers empty: wait this long
 };
 

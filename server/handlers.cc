@@ -457,12 +457,25 @@ void HandleResp(Service& service, RespSession& session, const std::vector<std::s
         resp::AppendInteger(out, d->sequence);
       }
     }
-  } else if (Is(name, "SEG.NEXT") || Is(name, "INCR")) {
+  } else if (Is(name, "SEG.NEXT") || Is(name, "INCR") || Is(name, "INCRBY")) {
     command = Command::kSegment;
     const bool incr = Is(name, "INCR");
-    if (argc < 2 || argc > (incr ? 2u : 3u)) {
+    const bool incrby = Is(name, "INCRBY");
+    if (argc < 2 || argc > (incr ? 2u : 3u) || (incrby && argc != 3)) {
       WrongArgs(out, name);
       ok = false;
+    } else if (incrby && args[2] != "1") {
+      // Redis clients send INCRBY <key> 1 for INCR; a larger step would promise contiguous ids.
+      resp::AppendError(out, "ERR INCRBY on a segment tag takes an increment of 1 only (ids of "
+                             "a batch need not be contiguous): use SEG.NEXT <tag> <n>");
+      ok = false;
+    } else if (incrby) {
+      std::int64_t id = 0;
+      if (Status st = service.NextSegmentIds(args[1], std::span(&id, 1)); !st.ok()) {
+        fail(st.error());
+      } else {
+        resp::AppendInteger(out, id);
+      }
     } else {
       std::int64_t count = 1;
       Result<std::int64_t> n = argc == 3 ? CountParam(args[2], service.config().max_batch)

@@ -129,6 +129,7 @@ Result<std::unique_ptr<Service>> Service::Start(const ServerConfig& config, Cloc
   s.segment_store_ = std::move(store).value();
   SegmentOptions segment_options;
   segment_options.wait_deadline = std::chrono::milliseconds(config.segment_wait_deadline_ms);
+  segment_options.max_step = config.segment_max_step;
   s.segments_ = std::make_unique<SegmentAllocator>(*s.segment_store_, clock, segment_options);
 
   // The first reservation is made before the server says it is ready.

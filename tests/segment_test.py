@@ -1,0 +1,204 @@
+#!/usr/bin/python3
+"""End-to-end tests of segments: the real `sekka serve` with its SQLite store and with a real
+PostgreSQL (started here with scripts/pg.sh), through redis-cli, python3-redis and http.client:
+uniqueness across servers, kill -9 crash safety, and a database outage under load."""
+
+import concurrent.futures
+import os
+import signal
+import subprocess
+import sys
+import time
+import unittest
+
+import redis
+
+sys.path.insert(0, os.path.dirname(__file__))
+from sekka_testlib import SEKKA, Server, TempDirs  # noqa: E402
+
+PG_SCRIPT = os.path.join(os.path.dirname(__file__), "..", "scripts", "pg.sh")
+
+
+def sekka(*args):
+    return subprocess.run([SEKKA, *args], capture_output=True, text=True, timeout=60)
+
+
+class Postgres:
+    """A throwaway PostgreSQL on a free port (scripts/pg.sh), stopped by the test."""
+
+    def __init__(self, path):
+        self.path = path
+        subprocess.run(["bash", PG_SCRIPT, "start", path], check=True, timeout=120)
+        with open(os.path.join(path, "uri")) as f:
+            self.uri = f.read().strip()
+
+    def pg_ctl(self, action):
+        cmd = ["/usr/lib/postgresql/15/bin/pg_ctl", "-D", os.path.join(self.path, "data"), "-w",
+               "-m", "fast", "-l", os.path.join(self.path, "server.log"), action]
+        if os.getuid() == 0:
+            cmd = ["runuser", "-u", "postgres", "--"] + cmd
+        subprocess.run(cmd, check=True, capture_output=True, timeout=120)
+
+    def stop(self):
+        subprocess.run(["bash", PG_SCRIPT, "stop", self.path], timeout=120)
+
+
+class SegmentTestCase(unittest.TestCase):
+    def setUp(self):
+        self.dirs = TempDirs()
+        self.servers = []
+        self.pg = None
+
+    def tearDown(self):
+        for s in self.servers:
+            s.stop(signal.SIGKILL if s.proc.poll() is None else signal.SIGTERM)
+        if self.pg:
+            self.pg.stop()
+        self.dirs.cleanup()
+
+    def start(self, name, *flags):
+        s = Server(self.dirs.path(name), *flags)
+        self.servers.append(s)
+        return s
+
+    def create(self, tag, *args):
+        p = sekka("segment", "create", tag, *args)
+        self.assertEqual(p.returncode, 0, p.stderr)
+
+
+class SqliteSegmentTest(SegmentTestCase):
+    def test_every_interface_gives_increasing_ids_of_a_tag(self):
+        data = self.dirs.path("data")
+        self.create("orders", "--start", "1000", "--step", "100", "--data-dir", data)
+        s = self.start("data")
+        r = redis.Redis(host="127.0.0.1", port=s.resp_port)
+        ids = [r.incr("orders"), r.execute_command("SEG.NEXT", "orders")]
+        ids += r.execute_command("SEG.NEXT", "orders", 5)
+        ids.append(int(s.get_json("/v1/segment/orders")[1]["id"]))
+        ids += [int(i) for i in s.get_json("/v1/segment/orders?count=3")[1]["ids"]]
+        ids.append(int(s.get("/api/segment/get/orders")[2]))
+        self.assertEqual(ids, list(range(1000, 1000 + len(ids))))
+        status, body = s.get_json("/v1/segment/unknown")
+        self.assertEqual((status, body["error"]["code"]), (404, "not_found"))
+        with self.assertRaises(redis.exceptions.ResponseError):
+            r.execute_command("SEG.NEXT", "unknown")
+        self.assertEqual(s.get_json("/v1/segment/bad%20tag")[0], 400)
+        _, _, metrics = s.get("/metrics")
+        self.assertIn('sekka_segment_remaining{tag="orders"}', metrics)
+
+    def test_auto_create_is_off_by_default_and_can_be_turned_on(self):
+        s = self.start("data", "--segment-auto-create", "true")
+        r = redis.Redis(host="127.0.0.1", port=s.resp_port)
+        self.assertEqual([r.incr("fresh") for _ in range(3)], [1, 2, 3])
+
+    def test_cli_manages_tags(self):
+        data = self.dirs.path("cli")
+        self.create("a", "--data-dir", data)
+        p = sekka("segment", "create", "a", "--data-dir", data)
+        self.assertEqual(p.returncode, 2)
+        self.assertIn('tag "a" already exists', p.stderr)
+        p = sekka("segment", "show", "nope", "--data-dir", data)
+        self.assertEqual(p.returncode, 2)
+        self.assertIn('tag "nope" is not found', p.stderr)
+        p = sekka("segment", "list", "--data-dir", data)
+        self.assertEqual(p.stdout.strip(), "a next_id=1 step=1000")
+        p = sekka("segment", "list", "--segment-store", "redis://x")
+        self.assertEqual(p.returncode, 2)
+        self.assertIn("allowed", p.stderr)
+
+    def test_kill_9_under_load_never_repeats_an_id_and_the_gap_is_what_was_buffered(self):
+        data = self.dirs.path("data")
+        self.create("orders", "--step", "500", "--data-dir", data)
+        self.kill_and_restart(lambda: self.start("data", "--segment-max-step", "1000"), "orders",
+                              lambda: sekka("segment", "show", "orders", "--data-dir", data))
+
+    def kill_and_restart(self, start, tag, show):
+        s = start()
+        r = redis.Redis(host="127.0.0.1", port=s.resp_port)
+        first = []
+        for _ in range(30):
+            first += r.execute_command("SEG.NEXT", tag, 100)
+        s.proc.kill()  # kill -9 under load: nothing is flushed
+        s.proc.wait()
+        self.servers.remove(s)
+        s.stop()
+        allocated = int(show().stdout.split("next_id=")[1].split()[0])
+        s2 = start()
+        r2 = redis.Redis(host="127.0.0.1", port=s2.resp_port)
+        second = []
+        for _ in range(30):
+            second += r2.execute_command("SEG.NEXT", tag, 100)
+        self.assertEqual(len(set(first) | set(second)), len(first) + len(second))
+        self.assertGreater(min(second), max(first))
+        gap = min(second) - max(first) - 1
+        self.assertLessEqual(gap, allocated - max(first) - 1, "gap beyond what was buffered")
+
+
+class PostgresSegmentTest(SegmentTestCase):
+    def setUp(self):
+        super().setUp()
+        self.pg = Postgres(self.dirs.path("pg"))
+
+    def start_pg(self, name, *flags):
+        return self.start(name, "--segment-store", self.pg.uri, *flags)
+
+    def test_two_servers_sharing_postgres_give_200000_distinct_ids(self):
+        self.create("shared", "--step", "1000", "--segment-store", self.pg.uri)
+        a = self.start_pg("a")
+        b = self.start_pg("b")
+
+        def take(server, n):
+            r = redis.Redis(host="127.0.0.1", port=server.resp_port)
+            ids = []
+            while len(ids) < n:
+                ids += r.execute_command("SEG.NEXT", "shared", 1000)
+            self.assertEqual(ids, sorted(ids))
+            return ids
+
+        with concurrent.futures.ThreadPoolExecutor(4) as pool:
+            parts = list(pool.map(lambda x: take(*x), [(a, 50_000), (b, 50_000), (a, 50_000),
+                                                       (b, 50_000)]))
+        ids = [i for p in parts for i in p]
+        self.assertEqual(len(ids), 200_000)
+        self.assertEqual(len(set(ids)), 200_000)
+
+    def test_kill_9_never_repeats_an_id(self):
+        self.create("orders", "--step", "500", "--segment-store", self.pg.uri)
+        SqliteSegmentTest.kill_and_restart(
+            self, lambda: self.start_pg("data", "--segment-max-step", "1000"), "orders",
+            lambda: sekka("segment", "show", "orders", "--segment-store", self.pg.uri))
+
+    def test_a_database_outage_is_served_from_the_buffer_then_unavailable_then_recovers(self):
+        self.create("orders", "--step", "200", "--segment-store", self.pg.uri)
+        s = self.start_pg("data", "--segment-max-step", "200")
+        r = redis.Redis(host="127.0.0.1", port=s.resp_port)
+        ids = [r.incr("orders") for _ in range(50)]  # past 10%: the next range is fetched
+        time.sleep(0.3)
+        self.pg.pg_ctl("stop")
+        served, failed = [], None
+        for _ in range(1000):
+            try:
+                served.append(r.incr("orders"))
+            except redis.exceptions.ResponseError as e:
+                failed = str(e)
+                break
+        self.assertGreater(len(served), 300, "both buffered ranges should outlive the outage")
+        self.assertIsNotNone(failed, "without the database the buffer must run out")
+        self.assertTrue(failed.startswith("UNAVAILABLE"), failed)
+        status, body = s.get_json("/v1/segment/orders")
+        self.assertEqual((status, body["error"]["code"]), (503, "unavailable"))
+        self.pg.pg_ctl("start")
+        deadline = time.time() + 30
+        recovered = None
+        while time.time() < deadline and recovered is None:
+            try:
+                recovered = r.incr("orders")
+            except redis.exceptions.ResponseError:
+                time.sleep(0.2)
+        self.assertIsNotNone(recovered, "the server should recover by itself")
+        everything = ids + served + [recovered]
+        self.assertEqual(everything, sorted(set(everything)))
+
+
+if __name__ == "__main__":
+    unittest.main(argv=sys.argv, verbosity=2)
