@@ -30,10 +30,12 @@ wait_port() { for _ in $(seq 100); do (exec 3<>"/dev/tcp/127.0.0.1/$1") 2> /dev/
 SEKKA_HTTP=$(free_port); SEKKA_RESP=$(free_port); REDIS=$(free_port); NGINX=$(free_port); PG=$(free_port)
 # Each peer is matched core for core: one event loop against the single-threaded redis-server,
 # two against nginx's two workers (the default, one per core on this machine).
-"$SEKKA" serve --http "" --resp "127.0.0.1:$SEKKA_RESP" --data-dir "$WORK/sekka" --threads 1 \
-  --log-level warn > /dev/null &
+"$SEKKA" segment create bench --step 1000 --data-dir "$WORK/sekka" > /dev/null
+"$SEKKA" segment create steady --step 1000 --data-dir "$WORK/sekka" > /dev/null
+"$SEKKA" serve --http "127.0.0.1:$(free_port)" --resp "127.0.0.1:$SEKKA_RESP" --data-dir "$WORK/sekka" \
+  --threads 1 --log-level warn > "$WORK/sekka-resp.out" &
 PIDS+=($!)
-"$SEKKA" serve --http "127.0.0.1:$SEKKA_HTTP" --resp "" --data-dir "$WORK/sekka" --threads 2 \
+"$SEKKA" serve --http "127.0.0.1:$SEKKA_HTTP" --resp "" --data-dir "$WORK/sekka2" --threads 2 \
   --log-level warn > /dev/null &
 PIDS+=($!)
 redis-server --bind 127.0.0.1 --port "$REDIS" --save '' --appendonly no --dir "$WORK" \
@@ -78,6 +80,20 @@ for round in $(seq "$ROUNDS"); do
     echo "round $round -P $pipeline  redis INCR small: $r  redis INCR id-sized: $b  sekka ID.NEXT: $s  ratios: $(echo "$s $r $b" | awk '{ printf "%.3f %.3f", $1 / $4, $1 / $7 }')"
   done
 done
+
+echo "== redis-benchmark, 50 clients: SEG.NEXT (segment ids from SQLite) against INCR, $ROUNDS rounds"
+for round in $(seq "$ROUNDS"); do
+  for pipeline in 1 16; do
+    n=$((pipeline == 1 ? 300000 : 2000000))
+    r=$(redis-benchmark -p "$REDIS" -c 50 -n "$n" -P "$pipeline" --csv INCR counter 2> /dev/null | csv)
+    s=$(redis-benchmark -p "$SEKKA_RESP" -c 50 -n "$n" -P "$pipeline" --csv SEG.NEXT bench 2> /dev/null | csv)
+    echo "round $round -P $pipeline  redis INCR: $r  sekka SEG.NEXT: $s  ratio: $(echo "$s $r" | awk '{ printf "%.3f", $1 / $4 }')"
+  done
+done
+
+echo "== a steady 100,000 segment ids/s for 30 s: store allocations"
+SEKKA_RESP_HTTP=$(sed -n 's|.*HTTP on http://[^:]*:\([0-9]*\).*|\1|p' "$WORK/sekka-resp.out")
+/usr/bin/python3 bench/segment_rate.py "$SEKKA_RESP" "$SEKKA_RESP_HTTP" steady 100000
 
 echo "== ID.BATCH 1000 (ids/s against the ceiling of 4,096,000)"
 for clients in 1 4; do
