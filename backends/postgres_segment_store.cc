@@ -30,7 +30,7 @@ class PostgresSegmentStore final : public SegmentStore {
   }
 
   Result<IdRange> Allocate(std::string_view tag, std::int64_t step) override {
-    if (step < 1) return InvalidArgument(fmt::format("step {} is not valid: allowed 1 or more", step));
+    if (step < 1) return BadStep(step);
     std::lock_guard lock(mu_);
     const std::string t(tag), s = std::to_string(step),
         limit = std::to_string(std::numeric_limits<std::int64_t>::max() - step);
@@ -45,17 +45,11 @@ class PostgresSegmentStore final : public SegmentStore {
     }
     Result<TagInfo> info = GetLocked(tag);
     if (!info.ok()) return std::move(info).error();
-    return Exhausted(fmt::format("tag \"{}\" is exhausted: next id {} + step {} passes 2^63-1",
-                                 tag, info->next_id, step));
+    return TagExhausted(tag, info->next_id, step);
   }
 
   Status CreateTag(const TagInfo& tag) override {
-    if (Status s = ValidateTag(tag.tag); !s.ok()) return s;
-    if (tag.next_id < 1 || tag.step < 1) {
-      return InvalidArgument(fmt::format(
-          "tag \"{}\": start {} and step {} are not valid: allowed 1 or more", tag.tag,
-          tag.next_id, tag.step));
-    }
+    if (Status s = ValidateNewTag(tag); !s.ok()) return s;
     std::lock_guard lock(mu_);
     const std::string start = std::to_string(tag.next_id), step = std::to_string(tag.step);
     Result<PgResult> r = Exec(
@@ -64,7 +58,7 @@ class PostgresSegmentStore final : public SegmentStore {
         {tag.tag.c_str(), start.c_str(), step.c_str()}, PGRES_TUPLES_OK);
     if (!r.ok()) return std::move(r).error();
     if (PQntuples(r->get()) == 0) {
-      return InvalidArgument(fmt::format("tag \"{}\" already exists", tag.tag));
+      return TagExists(tag.tag);
     }
     return Status::Ok();
   }
@@ -98,7 +92,7 @@ class PostgresSegmentStore final : public SegmentStore {
     Result<PgResult> r = Exec("SELECT tag, next_id, step FROM sekka_segments WHERE tag = $1",
                               {t.c_str()}, PGRES_TUPLES_OK);
     if (!r.ok()) return std::move(r).error();
-    if (PQntuples(r->get()) == 0) return NotFound(fmt::format("tag \"{}\" is not found", tag));
+    if (PQntuples(r->get()) == 0) return TagNotFound(tag);
     return Row(r->get(), 0);
   }
 

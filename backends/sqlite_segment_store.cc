@@ -33,7 +33,7 @@ class SqliteSegmentStore final : public SegmentStore {
   ~SqliteSegmentStore() override { sqlite3_close_v2(db_); }
 
   Result<IdRange> Allocate(std::string_view tag, std::int64_t step) override {
-    if (step < 1) return InvalidArgument(fmt::format("step {} is not valid: allowed 1 or more", step));
+    if (step < 1) return BadStep(step);
     std::lock_guard lock(mu_);
     // One statement: the row is updated and read back atomically, whatever other connections
     // (threads or processes) do at the same time.
@@ -55,17 +55,11 @@ class SqliteSegmentStore final : public SegmentStore {
     // No row changed: an unknown tag, or one whose ids would pass 2^63 - 1.
     Result<TagInfo> t = GetLocked(tag);
     if (!t.ok()) return std::move(t).error();
-    return Exhausted(fmt::format("tag \"{}\" is exhausted: next id {} + step {} passes 2^63-1",
-                                 tag, t->next_id, step));
+    return TagExhausted(tag, t->next_id, step);
   }
 
   Status CreateTag(const TagInfo& tag) override {
-    if (Status s = ValidateTag(tag.tag); !s.ok()) return s;
-    if (tag.next_id < 1 || tag.step < 1) {
-      return InvalidArgument(fmt::format(
-          "tag \"{}\": start {} and step {} are not valid: allowed 1 or more", tag.tag,
-          tag.next_id, tag.step));
-    }
+    if (Status s = ValidateNewTag(tag); !s.ok()) return s;
     std::lock_guard lock(mu_);
     Statement insert(db_, "INSERT INTO sekka_segments (tag, next_id, step) VALUES (?1, ?2, ?3)");
     if (!insert.ok()) return Failure("prepare create");
@@ -75,7 +69,7 @@ class SqliteSegmentStore final : public SegmentStore {
     sqlite3_bind_int64(insert.get(), 3, tag.step);
     const int rc = sqlite3_step(insert.get());
     if (rc == SQLITE_CONSTRAINT) {
-      return InvalidArgument(fmt::format("tag \"{}\" already exists", tag.tag));
+      return TagExists(tag.tag);
     }
     if (rc != SQLITE_DONE) return Failure("create");
     return Status::Ok();
@@ -113,7 +107,7 @@ class SqliteSegmentStore final : public SegmentStore {
     const int rc = sqlite3_step(select.get());
     if (rc == SQLITE_ROW) return Row(select.get());
     if (rc != SQLITE_DONE) return Failure("show");
-    return NotFound(fmt::format("tag \"{}\" is not found", tag));
+    return TagNotFound(tag);
   }
 
   Error Failure(std::string_view what) {

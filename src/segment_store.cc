@@ -14,14 +14,13 @@ namespace {
 class MemorySegmentStore final : public SegmentStore {
  public:
   Result<IdRange> Allocate(std::string_view tag, std::int64_t step) override {
-    if (step < 1) return InvalidArgument(fmt::format("step {} is not valid: allowed 1 or more", step));
+    if (step < 1) return BadStep(step);
     std::lock_guard lock(mu_);
     auto it = tags_.find(std::string(tag));
-    if (it == tags_.end()) return NotFound(fmt::format("tag \"{}\" is not found", tag));
+    if (it == tags_.end()) return TagNotFound(tag);
     TagInfo& t = it->second;
     if (t.next_id > std::numeric_limits<std::int64_t>::max() - step) {
-      return Exhausted(fmt::format("tag \"{}\" is exhausted: next id {} + step {} passes 2^63-1",
-                                   tag, t.next_id, step));
+      return TagExhausted(tag, t.next_id, step);
     }
     const IdRange range{t.next_id, t.next_id + step};
     t.next_id = range.end;
@@ -29,23 +28,16 @@ class MemorySegmentStore final : public SegmentStore {
   }
 
   Status CreateTag(const TagInfo& tag) override {
-    if (Status s = ValidateTag(tag.tag); !s.ok()) return s;
-    if (tag.next_id < 1 || tag.step < 1) {
-      return InvalidArgument(fmt::format(
-          "tag \"{}\": start {} and step {} are not valid: allowed 1 or more", tag.tag,
-          tag.next_id, tag.step));
-    }
+    if (Status s = ValidateNewTag(tag); !s.ok()) return s;
     std::lock_guard lock(mu_);
-    if (!tags_.emplace(tag.tag, tag).second) {
-      return InvalidArgument(fmt::format("tag \"{}\" already exists", tag.tag));
-    }
+    if (!tags_.emplace(tag.tag, tag).second) return TagExists(tag.tag);
     return Status::Ok();
   }
 
   Result<TagInfo> GetTag(std::string_view tag) override {
     std::lock_guard lock(mu_);
     auto it = tags_.find(std::string(tag));
-    if (it == tags_.end()) return NotFound(fmt::format("tag \"{}\" is not found", tag));
+    if (it == tags_.end()) return TagNotFound(tag);
     return it->second;
   }
 
@@ -77,6 +69,33 @@ Status ValidateTag(std::string_view tag) {
         "tag \"{}\" is not valid: allowed 1 to 128 characters of A-Z a-z 0-9 _ . : -", shown));
   }
   return Status::Ok();
+}
+
+Status ValidateNewTag(const TagInfo& tag) {
+  if (Status s = ValidateTag(tag.tag); !s.ok()) return s;
+  if (tag.next_id < 1 || tag.step < 1) {
+    return InvalidArgument(fmt::format(
+        "tag \"{}\": start {} and step {} are not valid: allowed 1 or more", tag.tag,
+        tag.next_id, tag.step));
+  }
+  return Status::Ok();
+}
+
+Error TagNotFound(std::string_view tag) {
+  return NotFound(fmt::format("tag \"{}\" is not found", tag));
+}
+
+Error TagExhausted(std::string_view tag, std::int64_t next_id, std::int64_t step) {
+  return Exhausted(fmt::format("tag \"{}\" is exhausted: next id {} + step {} passes 2^63-1", tag,
+                               next_id, step));
+}
+
+Error TagExists(std::string_view tag) {
+  return InvalidArgument(fmt::format("tag \"{}\" already exists", tag));
+}
+
+Error BadStep(std::int64_t step) {
+  return InvalidArgument(fmt::format("step {} is not valid: allowed 1 or more", step));
 }
 
 std::unique_ptr<SegmentStore> NewMemorySegmentStore() {

@@ -49,6 +49,13 @@ struct TagInfo {
 // Tag names are 1 to 128 characters of A-Z a-z 0-9 _ . : - (they appear in URLs and metrics).
 // Errors: kInvalidArgument naming what is allowed.
 Status ValidateTag(std::string_view tag);
+// A tag a store may create: a valid name, start >= 1, step >= 1. Errors: kInvalidArgument.
+Status ValidateNewTag(const TagInfo& tag);
+// The errors every store returns, worded once.
+Error TagNotFound(std::string_view tag);
+Error TagExhausted(std::string_view tag, std::int64_t next_id, std::int64_t step);
+Error TagExists(std::string_view tag);
+Error BadStep(std::int64_t step);
 
 class SegmentStore {
  public:
