@@ -76,7 +76,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
  private:
   void Read();
-  void OnReadable(const asio::error_code& ec);
+  void OnRead(const asio::error_code& ec, std::size_t n);
   void Process();
   void Write();
   void AfterWrite();
@@ -340,34 +340,29 @@ void Connection::ArmIdleTimer() {
 
 void Connection::Read() {
   if (closed_) return;
-  // Wait for readiness, then read without blocking: no speculative recv() that would only say
-  // EAGAIN after every reply (request/response clients have sent nothing yet at that point).
-  socket_.async_wait(tcp::socket::wait_read, [self = shared_from_this()](const asio::error_code& ec) {
-    self->OnReadable(ec);
-  });
+  // A speculative read: it never re-arms the socket in epoll (a wait op would, with one
+  // epoll_ctl per request). Read() runs posted, after the other connections ready in this round,
+  // so the client's next request has usually arrived and the read finds it instead of EAGAIN.
+  socket_.async_read_some(asio::buffer(chunk_),
+                          [self = shared_from_this()](const asio::error_code& ec, std::size_t n) {
+                            self->OnRead(ec, n);
+                          });
 }
 
-void Connection::OnReadable(const asio::error_code& wait_error) {
-  if (wait_error || closed_) {
+void Connection::OnRead(const asio::error_code& ec, std::size_t n) {
+  if (ec || closed_) {
     Close();
     return;
   }
-  asio::error_code ec;
-  std::size_t total = 0;
-  for (;;) {
-    const std::size_t n = socket_.read_some(asio::buffer(chunk_), ec);
-    if (ec == asio::error::would_block || ec == asio::error::try_again) break;
-    if (ec) {
-      Close();
-      return;
+  in_.append(chunk_.data(), n);
+  if (n == chunk_.size()) {  // there may be more: take it without waiting
+    asio::error_code more_ec;
+    while (in_.size() <= kMaxRespBuffer) {
+      const std::size_t more = socket_.read_some(asio::buffer(chunk_), more_ec);
+      if (more_ec) break;
+      in_.append(chunk_.data(), more);
+      if (more < chunk_.size()) break;
     }
-    in_.append(chunk_.data(), n);
-    total += n;
-    if (n < chunk_.size() || in_.size() > kMaxRespBuffer) break;
-  }
-  if (total == 0) {
-    Read();
-    return;
   }
   last_activity_ = Clock::now();
   Process();
@@ -471,7 +466,7 @@ void Connection::AfterWrite() {
       return;
     }
   }
-  Read();
+  asio::post(socket_.get_executor(), [self = shared_from_this()] { self->Read(); });
 }
 
 void Connection::Drain() {
