@@ -32,13 +32,15 @@ SEKKA_HTTP=$(free_port); SEKKA_RESP=$(free_port); REDIS=$(free_port); NGINX=$(fr
 # two against nginx's two workers (the default, one per core on this machine).
 "$SEKKA" segment create bench --step 1000 --data-dir "$WORK/sekka" > /dev/null
 "$SEKKA" segment create steady --step 1000 --data-dir "$WORK/sekka" > /dev/null
-"$SEKKA" serve --http "127.0.0.1:$(free_port)" --resp "127.0.0.1:$SEKKA_RESP" --data-dir "$WORK/sekka" \
-  --threads 1 --log-level warn > "$WORK/sekka-resp.out" &
+# The RESP comparison is pinned: both servers on core 0, the benchmark client on core 1, so the
+# scheduler's placement does not decide the result.
+taskset -c 0 "$SEKKA" serve --http "127.0.0.1:$(free_port)" --resp "127.0.0.1:$SEKKA_RESP" \
+  --data-dir "$WORK/sekka" --threads 1 --log-level warn > "$WORK/sekka-resp.out" &
 PIDS+=($!)
 "$SEKKA" serve --http "127.0.0.1:$SEKKA_HTTP" --resp "" --data-dir "$WORK/sekka2" --threads 2 \
   --log-level warn > /dev/null &
 PIDS+=($!)
-redis-server --bind 127.0.0.1 --port "$REDIS" --save '' --appendonly no --dir "$WORK" \
+taskset -c 0 redis-server --bind 127.0.0.1 --port "$REDIS" --save '' --appendonly no --dir "$WORK" \
   --daemonize no --loglevel warning > /dev/null &
 PIDS+=($!)
 mkdir -p "$WORK/nginx/logs"
@@ -70,13 +72,13 @@ csv() { # redis-benchmark --csv line -> "rps p50 p99"
 # INCR on a fresh counter answers with a few digits; ID.NEXT with 18. "idsized" starts at an
 # id-sized value so that both replies have the same length: both are reported.
 redis-cli -p "$REDIS" SET idsized 249780180292206592 > /dev/null
-echo "== redis-benchmark, 50 clients (rps p50_ms p99_ms), $ROUNDS rounds, sekka --threads 1"
+echo "== redis-benchmark, 50 clients (rps p50_ms p99_ms), $ROUNDS rounds, sekka --threads 1; servers on core 0, client on core 1"
 for round in $(seq "$ROUNDS"); do
   for pipeline in 1 16; do
     n=$((pipeline == 1 ? 300000 : 2000000))
-    r=$(redis-benchmark -p "$REDIS" -c 50 -n "$n" -P "$pipeline" --csv INCR counter 2> /dev/null | csv)
-    b=$(redis-benchmark -p "$REDIS" -c 50 -n "$n" -P "$pipeline" --csv INCR idsized 2> /dev/null | csv)
-    s=$(redis-benchmark -p "$SEKKA_RESP" -c 50 -n "$n" -P "$pipeline" --csv ID.NEXT 2> /dev/null | csv)
+    r=$(taskset -c 1 redis-benchmark -p "$REDIS" -c 50 -n "$n" -P "$pipeline" --csv INCR counter 2> /dev/null | csv)
+    b=$(taskset -c 1 redis-benchmark -p "$REDIS" -c 50 -n "$n" -P "$pipeline" --csv INCR idsized 2> /dev/null | csv)
+    s=$(taskset -c 1 redis-benchmark -p "$SEKKA_RESP" -c 50 -n "$n" -P "$pipeline" --csv ID.NEXT 2> /dev/null | csv)
     echo "round $round -P $pipeline  redis INCR small: $r  redis INCR id-sized: $b  sekka ID.NEXT: $s  ratios: $(echo "$s $r $b" | awk '{ printf "%.3f %.3f", $1 / $4, $1 / $7 }')"
   done
 done
@@ -85,8 +87,8 @@ echo "== redis-benchmark, 50 clients: SEG.NEXT (segment ids from SQLite) against
 for round in $(seq "$ROUNDS"); do
   for pipeline in 1 16; do
     n=$((pipeline == 1 ? 300000 : 2000000))
-    r=$(redis-benchmark -p "$REDIS" -c 50 -n "$n" -P "$pipeline" --csv INCR counter 2> /dev/null | csv)
-    s=$(redis-benchmark -p "$SEKKA_RESP" -c 50 -n "$n" -P "$pipeline" --csv SEG.NEXT bench 2> /dev/null | csv)
+    r=$(taskset -c 1 redis-benchmark -p "$REDIS" -c 50 -n "$n" -P "$pipeline" --csv INCR counter 2> /dev/null | csv)
+    s=$(taskset -c 1 redis-benchmark -p "$SEKKA_RESP" -c 50 -n "$n" -P "$pipeline" --csv SEG.NEXT bench 2> /dev/null | csv)
     echo "round $round -P $pipeline  redis INCR: $r  sekka SEG.NEXT: $s  ratio: $(echo "$s $r" | awk '{ printf "%.3f", $1 / $4 }')"
   done
 done

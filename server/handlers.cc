@@ -329,6 +329,17 @@ void HandleResp(Service& service, RespSession& session, const std::vector<std::s
   };
   const bool needs_auth = !service.config().auth_token.empty() && !session.authenticated;
 
+  // The hot command first, so that it skips the comparisons below.
+  if (!needs_auth && argc == 1 && Is(name, "ID.NEXT")) {
+    if (Result<Id> id = service.NextId(); id.ok()) {
+      resp::AppendInteger(out, *id);
+      service.CountRequest(Protocol::kResp, Command::kId, true);
+    } else {
+      RespError(out, id.error());
+      service.CountRequest(Protocol::kResp, Command::kId, false);
+    }
+    return;
+  }
   if (Is(name, "AUTH")) {
     command = Command::kAuth;
     if (argc < 2 || argc > 3) {

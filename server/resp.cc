@@ -17,11 +17,15 @@ std::string PrintableChar(char c) {
   return std::string("\\x") + kHex[u >> 4] + kHex[u & 15];
 }
 
-ParseResult Malformed(std::string message) {
-  ParseResult r;
+void Malformed(ParseResult& r, std::string message) {
   r.status = ParseStatus::kMalformed;
+  r.args.clear();
   r.error = "Protocol error: " + std::move(message);
-  return r;
+}
+
+void NeedMore(ParseResult& r) {
+  r.status = ParseStatus::kNeedMore;
+  r.args.clear();
 }
 
 // Reads "<digits>\r\n" after a type byte at `pos`. Returns false with `need_more` when the line
@@ -43,80 +47,85 @@ bool ReadLength(std::string_view in, std::size_t pos, std::int64_t& value, std::
   return true;
 }
 
-ParseResult ParseInline(std::string_view in, const Limits& limits) {
+void ParseInline(std::string_view in, const Limits& limits, ParseResult& r) {
   const std::size_t nl = in.find('\n');
   if (nl == std::string_view::npos) {
-    if (in.size() > limits.max_inline) return Malformed("too big inline request");
-    return {};
+    if (in.size() > limits.max_inline) return Malformed(r, "too big inline request");
+    return NeedMore(r);
   }
-  if (nl > limits.max_inline) return Malformed("too big inline request");
+  if (nl > limits.max_inline) return Malformed(r, "too big inline request");
   std::string_view line = in.substr(0, nl);
   if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
-  ParseResult r;
   r.status = ParseStatus::kComplete;
   r.consumed = nl + 1;
   std::size_t i = 0;
   while (i < line.size()) {
     while (i < line.size() && (line[i] == ' ' || line[i] == '\t')) ++i;
     if (i >= line.size()) break;
-    if (line[i] == '"' || line[i] == '\'') return Malformed("quoted inline arguments are not supported");
+    if (line[i] == '"' || line[i] == '\'') {
+      return Malformed(r, "quoted inline arguments are not supported");
+    }
     std::size_t j = i;
     while (j < line.size() && line[j] != ' ' && line[j] != '\t') ++j;
-    if (r.args.size() >= limits.max_args) return Malformed("too many inline arguments");
+    if (r.args.size() >= limits.max_args) return Malformed(r, "too many inline arguments");
     r.args.push_back(line.substr(i, j - i));
     i = j;
   }
-  return r;
 }
 
 }  // namespace
 
 ParseResult ParseCommand(std::string_view in, const Limits& limits) {
-  if (in.empty()) return {};
-  if (in[0] != '*') return ParseInline(in, limits);
+  ParseResult r;
+  ParseCommand(in, limits, r);
+  return r;
+}
+
+void ParseCommand(std::string_view in, const Limits& limits, ParseResult& r) {
+  r.args.clear();
+  r.consumed = 0;
+  if (in.empty()) return NeedMore(r);
+  if (in[0] != '*') return ParseInline(in, limits, r);
 
   std::int64_t count = 0;
   std::size_t pos = 0;
   bool need_more = false;
   if (!ReadLength(in, 1, count, pos, need_more)) {
-    if (need_more) return {};
-    return Malformed("invalid multibulk length");
+    if (need_more) return NeedMore(r);
+    return Malformed(r, "invalid multibulk length");
   }
-  ParseResult r;
   if (count <= 0) {  // "*0" and "*-1": nothing to do
     r.status = ParseStatus::kComplete;
     r.consumed = pos;
-    return r;
+    return;
   }
   if (static_cast<std::uint64_t>(count) > limits.max_args) {
-    return Malformed("invalid multibulk length");
+    return Malformed(r, "invalid multibulk length");
   }
-  r.args.reserve(static_cast<std::size_t>(count));
   for (std::int64_t i = 0; i < count; ++i) {
-    if (pos >= in.size()) return {};
+    if (pos >= in.size()) return NeedMore(r);
     if (in[pos] != '$') {
-      return Malformed(std::string("expected '$', got '") + PrintableChar(in[pos]) + "'");
+      return Malformed(r, std::string("expected '$', got '") + PrintableChar(in[pos]) + "'");
     }
     std::int64_t len = 0;
     std::size_t data = 0;
     if (!ReadLength(in, pos + 1, len, data, need_more)) {
-      if (need_more) return {};
-      return Malformed("invalid bulk length");
+      if (need_more) return NeedMore(r);
+      return Malformed(r, "invalid bulk length");
     }
     if (len < 0 || static_cast<std::uint64_t>(len) > limits.max_bulk) {
-      return Malformed("invalid bulk length");
+      return Malformed(r, "invalid bulk length");
     }
     const auto n = static_cast<std::size_t>(len);
-    if (in.size() < data + n + 2) return {};
+    if (in.size() < data + n + 2) return NeedMore(r);
     if (in[data + n] != '\r' || in[data + n + 1] != '\n') {
-      return Malformed("bulk string not terminated by CRLF");
+      return Malformed(r, "bulk string not terminated by CRLF");
     }
     r.args.push_back(in.substr(data, n));
     pos = data + n + 2;
   }
   r.status = ParseStatus::kComplete;
   r.consumed = pos;
-  return r;
 }
 
 void AppendSimple(std::string& out, std::string_view text) {

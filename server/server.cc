@@ -92,6 +92,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::vector<char> chunk_;
   http::RequestParser http_parser_;
   RespSession resp_session_;
+  resp::ParseResult parsed_;  // reused: its argument vector keeps its capacity
   Clock::time_point last_activity_ = Clock::now();
   bool closing_ = false;  // close after the pending write
   bool busy_ = false;     // a write is in flight
@@ -395,8 +396,9 @@ void Connection::Process() {
     }
   } else {
     static const resp::Limits kLimits;
+    resp::ParseResult& r = parsed_;
     while (pos < in_.size() && !closing_) {
-      resp::ParseResult r = resp::ParseCommand(std::string_view(in_).substr(pos), kLimits);
+      resp::ParseCommand(std::string_view(in_).substr(pos), kLimits, r);
       if (r.status == resp::ParseStatus::kNeedMore) {
         if (in_.size() - pos > kMaxRespBuffer) {
           resp::AppendError(out_, "ERR Protocol error: request too large");
