@@ -416,16 +416,10 @@ void HandleResp(Service& service, RespSession& session, const std::vector<std::s
   } else if (needs_auth) {
     resp::AppendError(out, "NOAUTH Authentication required.");
     ok = false;
-  } else if (Is(name, "ID.NEXT")) {
+  } else if (Is(name, "ID.NEXT")) {  // with arguments: the fast path above took the rest
     command = Command::kId;
-    if (argc != 1) {
-      WrongArgs(out, name);
-      ok = false;
-    } else if (Result<Id> id = service.NextId(); id.ok()) {
-      resp::AppendInteger(out, *id);
-    } else {
-      fail(id.error());
-    }
+    WrongArgs(out, name);
+    ok = false;
   } else if (Is(name, "ID.BATCH")) {
     command = Command::kIds;
     if (argc != 2) {
@@ -480,30 +474,20 @@ void HandleResp(Service& service, RespSession& session, const std::vector<std::s
       resp::AppendError(out, "ERR INCRBY on a segment tag takes an increment of 1 only (ids of "
                              "a batch need not be contiguous): use SEG.NEXT <tag> <n>");
       ok = false;
-    } else if (incrby) {
-      std::int64_t id = 0;
-      if (Status st = service.NextSegmentIds(args[1], std::span(&id, 1)); !st.ok()) {
-        fail(st.error());
-      } else {
-        resp::AppendInteger(out, id);
-      }
     } else {
-      std::int64_t count = 1;
-      Result<std::int64_t> n = argc == 3 ? CountParam(args[2], service.config().max_batch)
-                                         : Result<std::int64_t>(std::int64_t{1});
-      if (!n.ok()) {
-        fail(n.error());
+      // INCR, INCRBY <tag> 1 and SEG.NEXT <tag> answer one integer; SEG.NEXT <tag> <n> an array.
+      const bool array = !incr && !incrby && argc == 3;
+      Result<std::int64_t> n = array ? CountParam(args[2], service.config().max_batch)
+                                     : Result<std::int64_t>(std::int64_t{1});
+      std::vector<std::int64_t> ids(n.ok() ? static_cast<std::size_t>(*n) : 0);
+      Status st = n.ok() ? service.NextSegmentIds(args[1], std::span(ids)) : Status(n.error());
+      if (!st.ok()) {
+        fail(st.error());
+      } else if (array) {
+        resp::AppendArrayHeader(out, ids.size());
+        for (std::int64_t id : ids) resp::AppendInteger(out, id);
       } else {
-        count = *n;
-        std::vector<std::int64_t> ids(static_cast<std::size_t>(count));
-        if (Status st = service.NextSegmentIds(args[1], std::span(ids)); !st.ok()) {
-          fail(st.error());
-        } else if (argc == 3) {
-          resp::AppendArrayHeader(out, ids.size());
-          for (std::int64_t id : ids) resp::AppendInteger(out, id);
-        } else {
-          resp::AppendInteger(out, ids[0]);
-        }
+        resp::AppendInteger(out, ids[0]);
       }
     }
   } else if (Is(name, "PING")) {

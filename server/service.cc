@@ -62,11 +62,7 @@ Result<std::unique_ptr<Service>> Service::Start(const ServerConfig& config, Cloc
                                                 const std::string& identity) {
   auto service = std::unique_ptr<Service>(new Service(config, clock));
   Service& s = *service;
-  const Layout& layout = config.generator.layout;
-  if (layout.epoch_millis() > clock.NowMillis()) {
-    return InvalidArgument(fmt::format("layout.epoch {} is in the future: allowed up to now",
-                                       FormatUtcMillis(layout.epoch_millis())));
-  }
+  const Layout& layout = config.generator.layout;  // its epoch is checked by Snowflake::Create
 
   WorkerIdRequest request;
   request.source = config.worker_source;

@@ -287,7 +287,6 @@ void SegmentAllocator::Run() {
       work_.wait_for(lock, std::chrono::milliseconds(wait), [this] { return stopping_; });
       if (stopping_) break;
     }
-    seq.fetching_ = false;
     if (!FetchNow(seq, lock).ok()) {
       // Still needed? Callers waiting past the published ranges ask again; keep trying.
       seq.fetching_ = true;
