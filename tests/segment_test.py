@@ -65,6 +65,27 @@ class SegmentTestCase(unittest.TestCase):
         p = sekka("segment", "create", tag, *args)
         self.assertEqual(p.returncode, 0, p.stderr)
 
+    def kill_and_restart(self, start, tag, show):
+        s = start()
+        r = redis.Redis(host="127.0.0.1", port=s.resp_port)
+        first = []
+        for _ in range(30):
+            first += r.execute_command("SEG.NEXT", tag, 100)
+        s.proc.kill()  # kill -9 under load: nothing is flushed
+        s.proc.wait()
+        self.servers.remove(s)
+        s.stop()
+        allocated = int(show().stdout.split("next_id=")[1].split()[0])
+        s2 = start()
+        r2 = redis.Redis(host="127.0.0.1", port=s2.resp_port)
+        second = []
+        for _ in range(30):
+            second += r2.execute_command("SEG.NEXT", tag, 100)
+        self.assertEqual(len(set(first) | set(second)), len(first) + len(second))
+        self.assertGreater(min(second), max(first))
+        gap = min(second) - max(first) - 1
+        self.assertLessEqual(gap, allocated - max(first) - 1, "gap beyond what was buffered")
+
 
 class SqliteSegmentTest(SegmentTestCase):
     def test_every_interface_gives_increasing_ids_of_a_tag(self):
@@ -112,27 +133,6 @@ class SqliteSegmentTest(SegmentTestCase):
         self.kill_and_restart(lambda: self.start("data", "--segment-max-step", "1000"), "orders",
                               lambda: sekka("segment", "show", "orders", "--data-dir", data))
 
-    def kill_and_restart(self, start, tag, show):
-        s = start()
-        r = redis.Redis(host="127.0.0.1", port=s.resp_port)
-        first = []
-        for _ in range(30):
-            first += r.execute_command("SEG.NEXT", tag, 100)
-        s.proc.kill()  # kill -9 under load: nothing is flushed
-        s.proc.wait()
-        self.servers.remove(s)
-        s.stop()
-        allocated = int(show().stdout.split("next_id=")[1].split()[0])
-        s2 = start()
-        r2 = redis.Redis(host="127.0.0.1", port=s2.resp_port)
-        second = []
-        for _ in range(30):
-            second += r2.execute_command("SEG.NEXT", tag, 100)
-        self.assertEqual(len(set(first) | set(second)), len(first) + len(second))
-        self.assertGreater(min(second), max(first))
-        gap = min(second) - max(first) - 1
-        self.assertLessEqual(gap, allocated - max(first) - 1, "gap beyond what was buffered")
-
 
 class PostgresSegmentTest(SegmentTestCase):
     def setUp(self):
@@ -164,8 +164,8 @@ class PostgresSegmentTest(SegmentTestCase):
 
     def test_kill_9_never_repeats_an_id(self):
         self.create("orders", "--step", "500", "--segment-store", self.pg.uri)
-        SqliteSegmentTest.kill_and_restart(
-            self, lambda: self.start_pg("data", "--segment-max-step", "1000"), "orders",
+        self.kill_and_restart(
+            lambda: self.start_pg("data", "--segment-max-step", "1000"), "orders",
             lambda: sekka("segment", "show", "orders", "--segment-store", self.pg.uri))
 
     def test_a_database_outage_is_served_from_the_buffer_then_unavailable_then_recovers(self):
