@@ -27,21 +27,28 @@ trap cleanup EXIT
 free_port() { /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 wait_port() { for _ in $(seq 100); do (exec 3<>"/dev/tcp/127.0.0.1/$1") 2> /dev/null && return 0; sleep 0.05; done; return 1; }
 
-SEKKA_HTTP=$(free_port); SEKKA_RESP=$(free_port); REDIS=$(free_port); NGINX=$(free_port); PG=$(free_port)
+SEKKA_HTTP=$(free_port); SEKKA_RESP=$(free_port); SEKKA_RESP_BP=$(free_port); REDIS=$(free_port); NGINX=$(free_port); PG=$(free_port)
 # Each peer is matched core for core: one event loop against the single-threaded redis-server,
 # two against nginx's two workers (the default, one per core on this machine).
 "$SEKKA" segment create bench --step 1000 --data-dir "$WORK/sekka" > /dev/null
 "$SEKKA" segment create steady --step 1000 --data-dir "$WORK/sekka" > /dev/null
+"$SEKKA" segment create bench --step 1000 --data-dir "$WORK/sekka-bp" > /dev/null
 # The RESP comparison is pinned: both servers on core 0, the benchmark client on core 1, so the
 # scheduler's placement does not decide the result.
 taskset -c 0 "$SEKKA" serve --http "127.0.0.1:$(free_port)" --resp "127.0.0.1:$SEKKA_RESP" \
   --data-dir "$WORK/sekka" --threads 1 --log-level warn > "$WORK/sekka-resp.out" &
+SEKKA_PID=$!
+PIDS+=($!)
+# The same with busy polling (server.busy_poll_us, off by default): see docs/benchmarks.md.
+taskset -c 0 "$SEKKA" serve --http "127.0.0.1:$(free_port)" --resp "127.0.0.1:$SEKKA_RESP_BP" \
+  --data-dir "$WORK/sekka-bp" --threads 1 --busy-poll-us 50 --log-level warn > /dev/null &
 PIDS+=($!)
 "$SEKKA" serve --http "127.0.0.1:$SEKKA_HTTP" --resp "" --data-dir "$WORK/sekka2" --threads 2 \
   --log-level warn > /dev/null &
 PIDS+=($!)
 taskset -c 0 redis-server --bind 127.0.0.1 --port "$REDIS" --save '' --appendonly no --dir "$WORK" \
   --daemonize no --loglevel warning > /dev/null &
+REDIS_PID=$!
 PIDS+=($!)
 mkdir -p "$WORK/nginx/logs"
 cat > "$WORK/nginx/nginx.conf" << EOF
@@ -64,8 +71,10 @@ http {
 EOF
 nginx -p "$WORK/nginx" -c "$WORK/nginx/nginx.conf" -g 'daemon off; user root;' &
 PIDS+=($!)
-wait_port "$SEKKA_RESP"; wait_port "$SEKKA_HTTP"; wait_port "$REDIS"; wait_port "$NGINX"
+wait_port "$SEKKA_RESP"; wait_port "$SEKKA_RESP_BP"; wait_port "$SEKKA_HTTP"; wait_port "$REDIS"; wait_port "$NGINX"
 
+# CPU time (user + system, in clock ticks) a process has used so far, all its threads.
+cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
 csv() { # redis-benchmark --csv line -> "rps p50 p99"
   tail -n 1 | tr -d '"' | awk -F, '{ printf "%s %s %s\n", $2, $5, $7 }'
 }
@@ -79,7 +88,8 @@ for round in $(seq "$ROUNDS"); do
     r=$(taskset -c 1 redis-benchmark -p "$REDIS" -c 50 -n "$n" -P "$pipeline" --csv INCR counter 2> /dev/null | csv)
     b=$(taskset -c 1 redis-benchmark -p "$REDIS" -c 50 -n "$n" -P "$pipeline" --csv INCR idsized 2> /dev/null | csv)
     s=$(taskset -c 1 redis-benchmark -p "$SEKKA_RESP" -c 50 -n "$n" -P "$pipeline" --csv ID.NEXT 2> /dev/null | csv)
-    echo "round $round -P $pipeline  redis INCR small: $r  redis INCR id-sized: $b  sekka ID.NEXT: $s  ratios: $(echo "$s $r $b" | awk '{ printf "%.3f %.3f", $1 / $4, $1 / $7 }')"
+    p=$(taskset -c 1 redis-benchmark -p "$SEKKA_RESP_BP" -c 50 -n "$n" -P "$pipeline" --csv ID.NEXT 2> /dev/null | csv)
+    echo "round $round -P $pipeline  redis INCR small: $r  redis INCR id-sized: $b  sekka ID.NEXT: $s  busy-poll: $p  ratios to id-sized: $(echo "$s $b $p" | awk '{ printf "%.3f busy-poll %.3f", $1 / $4, $7 / $4 }')"
   done
 done
 
@@ -87,9 +97,13 @@ echo "== redis-benchmark, 50 clients: SEG.NEXT (segment ids from SQLite) against
 for round in $(seq "$ROUNDS"); do
   for pipeline in 1 16; do
     n=$((pipeline == 1 ? 300000 : 2000000))
+    c0=$(cpu_ticks "$REDIS_PID")
     r=$(taskset -c 1 redis-benchmark -p "$REDIS" -c 50 -n "$n" -P "$pipeline" --csv INCR counter 2> /dev/null | csv)
+    c1=$(cpu_ticks "$REDIS_PID"); c2=$(cpu_ticks "$SEKKA_PID")
     s=$(taskset -c 1 redis-benchmark -p "$SEKKA_RESP" -c 50 -n "$n" -P "$pipeline" --csv SEG.NEXT bench 2> /dev/null | csv)
-    echo "round $round -P $pipeline  redis INCR: $r  sekka SEG.NEXT: $s  ratio: $(echo "$s $r" | awk '{ printf "%.3f", $1 / $4 }')"
+    c3=$(cpu_ticks "$SEKKA_PID")
+    p=$(taskset -c 1 redis-benchmark -p "$SEKKA_RESP_BP" -c 50 -n "$n" -P "$pipeline" --csv SEG.NEXT bench 2> /dev/null | csv)
+    echo "round $round -P $pipeline  redis INCR: $r  sekka SEG.NEXT: $s  busy-poll: $p  ratios: $(echo "$s $r $p" | awk '{ printf "%.3f busy-poll %.3f", $1 / $4, $7 / $4 }')  server CPU ticks redis $((c1 - c0)) sekka $((c3 - c2))"
   done
 done
 

@@ -112,6 +112,7 @@ int main(int argc, char** argv) {
       {"--max-connections", "server.max_connections", "Open connections at most"},
       {"--idle-timeout", "server.idle_timeout", "Close connections idle this long"},
       {"--max-batch", "server.max_batch", "Ids per batch request at most"},
+      {"--busy-poll-us", "server.busy_poll_us", "Poll this long (us) before sleeping; 0 = never"},
       {"--log-level", "server.log_level", "debug, info, warn or error"},
       {"--data-dir", "data.dir", "Data directory"},
       {"--layout", "layout.preset", "Layout preset"},

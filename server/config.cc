@@ -30,6 +30,7 @@ const std::vector<Key>& Keys() {
       {"server.max_connections", Type::kInt, "10000", "open connections, all listeners"},
       {"server.idle_timeout", Type::kDuration, "300s", "close connections idle this long"},
       {"server.max_batch", Type::kInt, "100000", "ids per batch request"},
+      {"server.busy_poll_us", Type::kInt, "0", "event loops poll this long (us) before sleeping; 0 = never"},
       {"server.log_level", Type::kString, "info", "debug | info | warn | error"},
       {"data.dir", Type::kString, "./sekka-data", "data directory"},
       {"layout.preset", Type::kString, "sekka", "sekka | twitter | discord | instagram | sonyflake | baidu | js53"},
@@ -225,6 +226,8 @@ Result<ServerConfig> BuildConfig(const std::vector<ConfigValues>& sources) {
   SEKKA_ASSIGN(c.idle_timeout_ms,
                DurationValue("server.idle_timeout", get("server.idle_timeout"), 86'400'000));
   SEKKA_ASSIGN(c.max_batch, IntValue("server.max_batch", get("server.max_batch"), 1, 10'000'000));
+  SEKKA_ASSIGN(c.busy_poll_us,
+               IntValue("server.busy_poll_us", get("server.busy_poll_us"), 0, 100'000));
   c.log_level = get("server.log_level");
   if (c.log_level != "debug" && c.log_level != "info" && c.log_level != "warn" &&
       c.log_level != "error") {

@@ -30,6 +30,7 @@ struct ServerConfig {
   int max_connections = 10000;                 // open connections, both protocols together
   std::int64_t idle_timeout_ms = 300'000;      // a connection idle this long is closed
   std::int64_t max_batch = 100'000;            // ids per batch request
+  std::int64_t busy_poll_us = 0;               // loops poll this long before sleeping; 0 = never
   std::string log_level = "info";              // debug | info | warn | error
   // [data]
   std::string data_dir = "./sekka-data";

@@ -390,6 +390,24 @@ class RestartStateTest(ServerTestCase):
         forced = self.start("data", "--layout", "twitter", "--force")
         self.assertEqual(forced.get("/healthz")[0], 200)
 
+    def test_busy_polling_serves_pipelines_and_stops_on_sigterm(self):
+        s = self.start("busy", "--busy-poll-us", "200", "--threads", "2")
+        r = redis.Redis(host="127.0.0.1", port=s.resp_port)
+        ids = []
+        for _ in range(5):
+            pipe = r.pipeline(transaction=False)
+            for _ in range(100):
+                pipe.execute_command("ID.NEXT")
+            ids += pipe.execute()
+            time.sleep(0.01)  # longer than the poll: the loops sleep in between
+        self.assertEqual(len(set(ids)), 500)
+        self.assertEqual(ids, sorted(ids))
+        status, _, body = s.get("/v1/id")
+        self.assertEqual(status, 200, body)
+        self.assertEqual(s.stop(), 0)
+        self.servers.remove(s)
+        self.assertIn('msg="stopped"', s.stderr_text())
+
     def test_sigterm_persists_and_exits_zero(self):
         s = self.start("data")
         s.get("/v1/id")
