@@ -46,6 +46,7 @@ inline Error Unavailable(std::string message) {
   return {ErrorCode::kUnavailable, std::move(message)};
 }
 inline Error Exhausted(std::string message) { return {ErrorCode::kExhausted, std::move(message)}; }
+inline Error LeaseLost(std::string message) { return {ErrorCode::kLeaseLost, std::move(message)}; }
 inline Error Internal(std::string message) { return {ErrorCode::kInternal, std::move(message)}; }
 
 // A value of type T, or an Error. Implicitly constructible from either, so functions can

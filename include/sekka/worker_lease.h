@@ -1,0 +1,94 @@
+// include/sekka/worker_lease.h
+//
+// A WorkerLease gives this process a worker id that no other live process holds (SPEC section
+// 8), and keeps, next to each worker id, the high-water mark (hwm) of the time its holders used.
+//
+//   Result<LeaseGrant> g = lease->Acquire();      // the preferred id if free, else the lowest
+//   // wait until the clock is past g->hwm_millis, then issue ids up to a reservation:
+//   lease->StoreHwm(reserved_ms);                  // before issuing any id up to reserved_ms
+//   lease->Renew();                                // every ttl / 3
+//   lease->Release();                              // frees the id at once
+//
+// Fencing: StoreHwm succeeds only while this lease still owns the id: it is a compare-and-set
+// on what Acquire wrote (etcd: the owner key's revision; ZooKeeper: the version of the hwm
+// node). A process that lost its id, even one that does not know it yet, can therefore never
+// store a reservation after the next holder has read the hwm, and the next holder waits past
+// it. Ids are never repeated as long as every id's time is at or below a stored reservation.
+//
+// Backends: memory (tests: NewMemoryWorkerLeaseRegistry), the local ones in server/worker_id.h
+// (static, local, hostname), etcd and ZooKeeper (backends/). One contract suite
+// (testing/worker_lease_contract.h) runs on every one of them.
+//
+// Thread-safety: one WorkerLease is used by one thread at a time.
+
+#ifndef SEKKA_WORKER_LEASE_H_
+#define SEKKA_WORKER_LEASE_H_
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "sekka/status.h"
+
+namespace sekka {
+
+struct WorkerLeaseOptions {
+  // Who asks: a name that stays the same across restarts of one process slot (host and data
+  // dir, or the configured worker.name). A holder whose lease has not expired yet but that has
+  // this same identity is taken to be this slot's earlier, dead run: its id is taken over at
+  // once (it waits past the hwm as usual). Must not be empty.
+  std::string identity;
+  std::int64_t datacenter_id = 0;
+  // Worker ids 0 .. worker_count - 1 may be handed out (1 << the layout's worker bits).
+  std::int64_t worker_count = 1024;
+  // The worker id this slot held before (kept in its data dir), tried first; -1: none.
+  std::int64_t preferred = -1;
+  // A lease not renewed for this long is gone, and its id becomes free.
+  std::chrono::milliseconds ttl{10'000};
+  // How long one call to the coordinator may take.
+  std::chrono::milliseconds call_timeout{2'000};
+};
+
+struct LeaseGrant {
+  std::int64_t datacenter_id = 0;
+  std::int64_t worker_id = 0;
+  // The highest time (ms since 1970) any holder of this id reserved; 0 when none did. Ids may
+  // be issued only once the clock is past it.
+  std::int64_t hwm_millis = 0;
+};
+
+class WorkerLease {
+ public:
+  virtual ~WorkerLease() = default;
+
+  // Takes a worker id: the held one if there is one, else options.preferred when it is free
+  // (or held by this identity), else the lowest free one. Errors: kExhausted ("no free worker
+  // id"), kUnavailable (the coordinator cannot be reached), kInvalidArgument.
+  virtual Result<LeaseGrant> Acquire() = 0;
+  // Keeps the lease alive. Errors: kLeaseLost (it is gone: expired, revoked or taken over;
+  // Acquire again), kUnavailable (no answer; the lease may still be alive until its TTL).
+  virtual Status Renew() = 0;
+  // Stores hwm_millis (ms since 1970) as this id's high-water mark, if this lease still owns
+  // the id. Errors: kLeaseLost, kUnavailable; neither stores anything.
+  virtual Status StoreHwm(std::int64_t hwm_millis) = 0;
+  // Gives the id back at once (the hwm stays). Holding nothing is not an error.
+  virtual Status Release() = 0;
+  // For logs and /v1/info: "etcd lease 694d7a3c1b2e0f04 on 127.0.0.1:2379", ...
+  virtual std::string Describe() const = 0;
+  // The source's name: "etcd", "zookeeper", "local", "static", "hostname", "memory".
+  virtual std::string_view source() const = 0;
+};
+
+// The memory backend: a registry that stands in for a coordinator within one process, with the
+// same rules (TTL measured on the steady clock). For unit tests and the contract's own checks.
+class WorkerLeaseRegistry {
+ public:
+  virtual ~WorkerLeaseRegistry() = default;
+  virtual std::unique_ptr<WorkerLease> NewLease(const WorkerLeaseOptions& options) = 0;
+};
+std::unique_ptr<WorkerLeaseRegistry> NewMemoryWorkerLeaseRegistry();
+
+}  // namespace sekka
+
+#endif  // SEKKA_WORKER_LEASE_H_

@@ -1,0 +1,134 @@
+// The memory WorkerLease backend: one registry per "coordinator", for tests.
+
+#include <fmt/format.h>
+
+#include <chrono>
+#include <map>
+#include <mutex>
+
+#include "sekka/worker_lease.h"
+
+namespace sekka {
+namespace {
+
+using SteadyClock = std::chrono::steady_clock;
+
+struct Slot {
+  std::uint64_t owner = 0;  // lease serial; 0 = free
+  std::string identity;
+  SteadyClock::time_point expires;
+  std::int64_t hwm_millis = 0;
+};
+
+class MemoryRegistry;
+
+class MemoryLease final : public WorkerLease {
+ public:
+  MemoryLease(MemoryRegistry& registry, WorkerLeaseOptions options, std::uint64_t serial)
+      : registry_(registry), options_(std::move(options)), serial_(serial) {}
+  ~MemoryLease() override;
+  Result<LeaseGrant> Acquire() override;
+  Status Renew() override;
+  Status StoreHwm(std::int64_t hwm_millis) override;
+  Status Release() override;
+  std::string Describe() const override { return fmt::format("memory lease {}", serial_); }
+  std::string_view source() const override { return "memory"; }
+
+ private:
+  MemoryRegistry& registry_;
+  const WorkerLeaseOptions options_;
+  const std::uint64_t serial_;
+  std::int64_t held_ = -1;
+};
+
+class MemoryRegistry final : public WorkerLeaseRegistry {
+ public:
+  std::unique_ptr<WorkerLease> NewLease(const WorkerLeaseOptions& options) override {
+    std::lock_guard lock(mu_);
+    return std::make_unique<MemoryLease>(*this, options, ++serials_);
+  }
+
+  std::mutex mu_;
+  std::uint64_t serials_ = 0;
+  std::map<std::pair<std::int64_t, std::int64_t>, Slot> slots_;  // (dc, worker) -> slot
+};
+
+MemoryLease::~MemoryLease() = default;  // a dropped lease is left to expire, like a dead process
+
+Result<LeaseGrant> MemoryLease::Acquire() {
+  if (options_.identity.empty()) return InvalidArgument("the lease identity must not be empty");
+  std::lock_guard lock(registry_.mu_);
+  const auto now = SteadyClock::now();
+  auto usable = [&](std::int64_t id) {
+    const Slot& s = registry_.slots_[{options_.datacenter_id, id}];
+    return s.owner == 0 || s.expires <= now || s.owner == serial_ ||
+           s.identity == options_.identity;
+  };
+  auto take = [&](std::int64_t id) {
+    Slot& s = registry_.slots_[{options_.datacenter_id, id}];
+    s.owner = serial_;
+    s.identity = options_.identity;
+    s.expires = now + options_.ttl;
+    held_ = id;
+    return LeaseGrant{options_.datacenter_id, id, s.hwm_millis};
+  };
+  if (held_ >= 0) {
+    const Slot& s = registry_.slots_[{options_.datacenter_id, held_}];
+    if (s.owner == serial_ && s.expires > now) return LeaseGrant{options_.datacenter_id, held_, s.hwm_millis};
+    held_ = -1;
+  }
+  if (options_.preferred >= 0 && options_.preferred < options_.worker_count &&
+      usable(options_.preferred)) {
+    return take(options_.preferred);
+  }
+  for (std::int64_t id = 0; id < options_.worker_count; ++id) {
+    if (usable(id)) return take(id);
+  }
+  return Exhausted(fmt::format("no free worker id: all {} worker ids of datacenter {} are held",
+                               options_.worker_count, options_.datacenter_id));
+}
+
+Status MemoryLease::Renew() {
+  std::lock_guard lock(registry_.mu_);
+  if (held_ < 0) return LeaseLost("no worker id is held");
+  Slot& s = registry_.slots_[{options_.datacenter_id, held_}];
+  const auto now = SteadyClock::now();
+  if (s.owner != serial_ || s.expires <= now) {
+    held_ = -1;
+    return LeaseLost("the lease expired or was taken over");
+  }
+  s.expires = now + options_.ttl;
+  return Status::Ok();
+}
+
+Status MemoryLease::StoreHwm(std::int64_t hwm_millis) {
+  std::lock_guard lock(registry_.mu_);
+  if (held_ < 0) return LeaseLost("no worker id is held");
+  Slot& s = registry_.slots_[{options_.datacenter_id, held_}];
+  if (s.owner != serial_ || s.expires <= SteadyClock::now()) {
+    held_ = -1;
+    return LeaseLost("the lease expired or was taken over");
+  }
+  s.hwm_millis = std::max(s.hwm_millis, hwm_millis);
+  return Status::Ok();
+}
+
+Status MemoryLease::Release() {
+  std::lock_guard lock(registry_.mu_);
+  if (held_ < 0) return Status::Ok();
+  Slot& s = registry_.slots_[{options_.datacenter_id, held_}];
+  if (s.owner == serial_) {
+    s.owner = 0;
+    s.identity.clear();
+  }
+  held_ = -1;
+  return Status::Ok();
+}
+
+}  // namespace
+
+std::unique_ptr<WorkerLeaseRegistry> NewMemoryWorkerLeaseRegistry() {
+  return std::make_unique<MemoryRegistry>();
+}
+
+}  // namespace sekka

@@ -1,0 +1,234 @@
+#include "testing/worker_lease_contract.h"
+
+#include <algorithm>
+#include <map>
+#include <mutex>
+#include <set>
+#include <thread>
+#include <vector>
+
+namespace sekka {
+namespace {
+
+using std::chrono::milliseconds;
+
+// prefix + number (appended: g++ 12 warns falsely on `"x" + std::to_string(i)`).
+std::string Name(std::string prefix, int i) {
+  prefix.append(std::to_string(i));
+  return prefix;
+}
+
+WorkerLeaseOptions Options(std::string identity, std::int64_t count = 32,
+                           milliseconds ttl = milliseconds(10'000)) {
+  WorkerLeaseOptions o;
+  o.identity = std::move(identity);
+  o.worker_count = count;
+  o.ttl = ttl;
+  return o;
+}
+
+TEST_P(WorkerLeaseContractTest, FirstAcquireGetsZeroAndAcquireAgainGivesTheSameId) {
+  const std::string where = GetParam().fresh();
+  auto lease = GetParam().open(where, Options("a"));
+  Result<LeaseGrant> g = lease->Acquire();
+  ASSERT_TRUE(g.ok()) << g.error().message;
+  EXPECT_EQ(g->worker_id, 0);
+  EXPECT_EQ(g->hwm_millis, 0);
+  Result<LeaseGrant> again = lease->Acquire();
+  ASSERT_TRUE(again.ok()) << again.error().message;
+  EXPECT_EQ(again->worker_id, 0);
+  EXPECT_TRUE(lease->Renew().ok());
+  EXPECT_FALSE(lease->Describe().empty());
+  EXPECT_TRUE(lease->Release().ok());
+}
+
+TEST_P(WorkerLeaseContractTest, ThirtyTwoHoldersGetEveryIdAndTheThirtyThirdFails) {
+  const std::string where = GetParam().fresh();
+  std::vector<std::unique_ptr<WorkerLease>> holders;
+  std::vector<std::int64_t> ids;
+  for (int i = 0; i < 32; ++i) {
+    holders.push_back(GetParam().open(where, Options(Name("holder-", i))));
+    Result<LeaseGrant> g = holders.back()->Acquire();
+    ASSERT_TRUE(g.ok()) << g.error().message;
+    ids.push_back(g->worker_id);
+  }
+  std::vector<std::int64_t> want(32);
+  for (int i = 0; i < 32; ++i) want[static_cast<std::size_t>(i)] = i;
+  EXPECT_EQ(ids, want);  // each takes the lowest free id
+  auto extra = GetParam().open(where, Options("holder-32"));
+  Result<LeaseGrant> g = extra->Acquire();
+  ASSERT_FALSE(g.ok());
+  EXPECT_EQ(g.error().code, ErrorCode::kExhausted);
+  EXPECT_NE(g.error().message.find("no free worker id"), std::string::npos) << g.error().message;
+  for (auto& h : holders) EXPECT_TRUE(h->Release().ok());
+}
+
+TEST_P(WorkerLeaseContractTest, AReleasedIdIsReusedAndKeepsItsHwm) {
+  const std::string where = GetParam().fresh();
+  auto a = GetParam().open(where, Options("a"));
+  auto b = GetParam().open(where, Options("b"));
+  ASSERT_TRUE(a->Acquire().ok());
+  Result<LeaseGrant> gb = b->Acquire();
+  ASSERT_TRUE(gb.ok());
+  EXPECT_EQ(gb->worker_id, 1);
+  ASSERT_TRUE(a->StoreHwm(1'700'000'000'123).ok());
+  ASSERT_TRUE(a->Release().ok());
+  auto c = GetParam().open(where, Options("c"));
+  Result<LeaseGrant> gc = c->Acquire();
+  ASSERT_TRUE(gc.ok()) << gc.error().message;
+  EXPECT_EQ(gc->worker_id, 0);
+  EXPECT_EQ(gc->hwm_millis, 1'700'000'000'123);
+  // The released lease can no longer store anything.
+  Status late = a->StoreHwm(1'800'000'000'000);
+  ASSERT_FALSE(late.ok());
+  EXPECT_EQ(late.error().code, ErrorCode::kLeaseLost);
+  ASSERT_TRUE(c->StoreHwm(1'700'000'000'500).ok());
+  ASSERT_TRUE(c->Release().ok());
+  auto d = GetParam().open(where, Options("d"));
+  Result<LeaseGrant> gd = d->Acquire();
+  ASSERT_TRUE(gd.ok());
+  EXPECT_EQ(gd->hwm_millis, 1'700'000'000'500);
+  EXPECT_TRUE(b->Release().ok());
+  EXPECT_TRUE(d->Release().ok());
+}
+
+TEST_P(WorkerLeaseContractTest, ADeadHoldersIdIsReusedOnlyAfterTheTtl) {
+  const std::string where = GetParam().fresh();
+  const milliseconds ttl(2'000);
+  const auto died = std::chrono::steady_clock::now();
+  Result<std::int64_t> dead = GetParam().kill_holder(where, Options("dead", 32, ttl));
+  ASSERT_TRUE(dead.ok()) << dead.error().message;
+  EXPECT_EQ(*dead, 0);
+  auto next = GetParam().open(where, Options("next", 32, ttl));
+  Result<LeaseGrant> g = next->Acquire();
+  ASSERT_TRUE(g.ok()) << g.error().message;
+  if (std::chrono::steady_clock::now() - died < ttl) {
+    EXPECT_EQ(g->worker_id, 1);
+  }
+  ASSERT_TRUE(next->Release().ok());
+  // After the TTL (and the coordinator's own expiry sweep), the dead holder's id is free.
+  bool reused = false;
+  for (int i = 0; i < 40 && !reused; ++i) {
+    std::this_thread::sleep_for(milliseconds(250));
+    auto later = GetParam().open(where, Options(Name("later-", i), 32, ttl));
+    Result<LeaseGrant> l = later->Acquire();
+    ASSERT_TRUE(l.ok()) << l.error().message;
+    reused = l->worker_id == 0;
+    if (reused) {
+      EXPECT_GE(std::chrono::steady_clock::now() - died, ttl);
+    }
+    ASSERT_TRUE(later->Release().ok());
+  }
+  EXPECT_TRUE(reused) << "the dead holder's id was not freed within 10 s after its TTL";
+}
+
+TEST_P(WorkerLeaseContractTest, ThirtyTwoConcurrentAcquiresGetExactlyEveryId) {
+  const std::string where = GetParam().fresh();
+  std::vector<std::unique_ptr<WorkerLease>> leases;
+  for (int i = 0; i < 32; ++i) leases.push_back(GetParam().open(where, Options(Name("c", i))));
+  std::vector<Result<LeaseGrant>> grants(32, Result<LeaseGrant>(Internal("not run")));
+  std::vector<std::thread> threads;
+  for (std::size_t i = 0; i < 32; ++i) {
+    threads.emplace_back([&, i] { grants[i] = leases[i]->Acquire(); });
+  }
+  for (auto& t : threads) t.join();
+  std::set<std::int64_t> ids;
+  for (const auto& g : grants) {
+    ASSERT_TRUE(g.ok()) << g.error().message;
+    ids.insert(g->worker_id);
+  }
+  EXPECT_EQ(ids.size(), 32u);
+  EXPECT_EQ(*ids.begin(), 0);
+  EXPECT_EQ(*ids.rbegin(), 31);
+  for (auto& l : leases) EXPECT_TRUE(l->Release().ok());
+}
+
+TEST_P(WorkerLeaseContractTest, ThePreferredIdIsTakenWhenFree) {
+  const std::string where = GetParam().fresh();
+  WorkerLeaseOptions o = Options("p");
+  o.preferred = 7;
+  auto lease = GetParam().open(where, o);
+  Result<LeaseGrant> g = lease->Acquire();
+  ASSERT_TRUE(g.ok()) << g.error().message;
+  EXPECT_EQ(g->worker_id, 7);
+  // Held by someone else: the lowest free one instead.
+  WorkerLeaseOptions q = Options("q");
+  q.preferred = 7;
+  auto other = GetParam().open(where, q);
+  Result<LeaseGrant> h = other->Acquire();
+  ASSERT_TRUE(h.ok()) << h.error().message;
+  EXPECT_EQ(h->worker_id, 0);
+  EXPECT_TRUE(lease->Release().ok());
+  EXPECT_TRUE(other->Release().ok());
+}
+
+TEST_P(WorkerLeaseContractTest, TheSameIdentityTakesItsIdBackAndTheOldLeaseLearnsItIsLost) {
+  const std::string where = GetParam().fresh();
+  auto first = GetParam().open(where, Options("slot-1"));
+  auto other = GetParam().open(where, Options("other"));
+  ASSERT_TRUE(other->Acquire().ok());  // holds 0
+  Result<LeaseGrant> g1 = first->Acquire();
+  ASSERT_TRUE(g1.ok());
+  EXPECT_EQ(g1->worker_id, 1);
+  ASSERT_TRUE(first->StoreHwm(1'700'000'000'000).ok());
+  // A restart of the same slot (same identity) before the old lease expired.
+  auto second = GetParam().open(where, Options("slot-1"));
+  Result<LeaseGrant> g2 = second->Acquire();
+  ASSERT_TRUE(g2.ok()) << g2.error().message;
+  EXPECT_EQ(g2->worker_id, 1);
+  EXPECT_EQ(g2->hwm_millis, 1'700'000'000'000);
+  // The old lease is fenced off: it can neither store a reservation nor keep the lease.
+  Status s = first->StoreHwm(1'700'000'001'000);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.error().code, ErrorCode::kLeaseLost) << s.error().message;
+  Status r = first->Renew();
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code, ErrorCode::kLeaseLost) << r.error().message;
+  EXPECT_TRUE(second->StoreHwm(1'700'000'002'000).ok());
+  EXPECT_TRUE(second->Release().ok());
+  EXPECT_TRUE(other->Release().ok());
+}
+
+TEST_P(WorkerLeaseContractTest, AnEmptyIdentityIsRefused) {
+  const std::string where = GetParam().fresh();
+  auto lease = GetParam().open(where, Options(""));
+  Result<LeaseGrant> g = lease->Acquire();
+  ASSERT_FALSE(g.ok());
+  EXPECT_EQ(g.error().code, ErrorCode::kInvalidArgument);
+}
+
+}  // namespace
+
+LeaseFactory MemoryLeaseFactory() {
+  struct State {
+    std::mutex mu;
+    std::map<std::string, std::unique_ptr<WorkerLeaseRegistry>> registries;
+  };
+  auto state = std::make_shared<State>();
+  LeaseFactory f;
+  f.name = "memory";
+  f.fresh = [state] {
+    std::lock_guard lock(state->mu);
+    const std::string where = std::to_string(state->registries.size());
+    state->registries[where] = NewMemoryWorkerLeaseRegistry();
+    return where;
+  };
+  f.open = [state](const std::string& where, const WorkerLeaseOptions& options) {
+    std::lock_guard lock(state->mu);
+    return state->registries.at(where)->NewLease(options);
+  };
+  f.kill_holder = [state](const std::string& where,
+                          const WorkerLeaseOptions& options) -> Result<std::int64_t> {
+    std::unique_ptr<WorkerLease> lease;
+    {
+      std::lock_guard lock(state->mu);
+      lease = state->registries.at(where)->NewLease(options);
+    }
+    Result<LeaseGrant> g = lease->Acquire();
+    if (!g.ok()) return std::move(g).error();
+    return g->worker_id;  // dropped without Release: it is left to expire
+  };
+  return f;
+}
+
+}  // namespace sekka

@@ -1,0 +1,44 @@
+// testing/worker_lease_contract.h
+//
+// The contract every WorkerLease backend passes, in the spirit of CosId's
+// MachineIdDistributorSpec. A backend's test instantiates it with a factory:
+//
+//   INSTANTIATE_TEST_SUITE_P(Etcd, WorkerLeaseContractTest, ::testing::Values(factory));
+
+#ifndef SEKKA_TESTING_WORKER_LEASE_CONTRACT_H_
+#define SEKKA_TESTING_WORKER_LEASE_CONTRACT_H_
+
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <memory>
+#include <ostream>
+#include <string>
+
+#include "sekka/worker_lease.h"
+
+namespace sekka {
+
+struct LeaseFactory {
+  std::string name;
+  // A fresh namespace at the coordinator for one test case (a cluster name, a registry).
+  std::function<std::string()> fresh;
+  // A new lease client in namespace `where`.
+  std::function<std::unique_ptr<WorkerLease>(const std::string& where,
+                                             const WorkerLeaseOptions& options)>
+      open;
+  // Acquires an id as a holder that then dies without releasing it (a killed process), and
+  // returns the id it held.
+  std::function<Result<std::int64_t>(const std::string& where, const WorkerLeaseOptions& options)>
+      kill_holder;
+  friend void PrintTo(const LeaseFactory& f, std::ostream* os) { *os << f.name; }
+};
+
+// The memory backend's factory (for the core's own tests).
+LeaseFactory MemoryLeaseFactory();
+
+class WorkerLeaseContractTest : public ::testing::TestWithParam<LeaseFactory> {};
+
+}  // namespace sekka
+
+#endif  // SEKKA_TESTING_WORKER_LEASE_CONTRACT_H_
