@@ -127,6 +127,18 @@ Status MemoryLease::Release() {
 
 }  // namespace
 
+Status ValidateClusterName(std::string_view cluster) {
+  bool ok = !cluster.empty() && cluster.size() <= 64;
+  for (char c : cluster) {
+    ok = ok && ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                c == '.' || c == '_' || c == '-');
+  }
+  if (ok) return Status::Ok();
+  return InvalidArgument(fmt::format(
+      "cluster name \"{}\" is not valid: allowed 1 to 64 characters of A-Z a-z 0-9 . _ -",
+      cluster.substr(0, 80)));
+}
+
 std::unique_ptr<WorkerLeaseRegistry> NewMemoryWorkerLeaseRegistry() {
   return std::make_unique<MemoryRegistry>();
 }

@@ -80,6 +80,10 @@ class WorkerLease {
   virtual std::string_view source() const = 0;
 };
 
+// Checks the name of a sekka cluster at a coordinator (its key prefix): 1 to 64 characters of
+// [A-Za-z0-9._-]. Errors: kInvalidArgument naming the name and what is allowed.
+Status ValidateClusterName(std::string_view cluster);
+
 // The memory backend: a registry that stands in for a coordinator within one process, with the
 // same rules (TTL measured on the steady clock). For unit tests and the contract's own checks.
 class WorkerLeaseRegistry {

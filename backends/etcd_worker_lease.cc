@@ -1,0 +1,334 @@
+#include "backends/etcd_worker_lease.h"
+
+#include <fmt/format.h>
+
+#include <cstring>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <set>
+
+#include "backends/http_client.h"
+
+namespace sekka {
+namespace {
+
+using nlohmann::json;
+
+constexpr char kBase64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+std::string Base64(std::string_view in) {
+  std::string out;
+  out.reserve((in.size() + 2) / 3 * 4);
+  std::size_t i = 0;
+  for (; i + 2 < in.size(); i += 3) {
+    const std::uint32_t v = (static_cast<std::uint8_t>(in[i]) << 16) |
+                            (static_cast<std::uint8_t>(in[i + 1]) << 8) |
+                            static_cast<std::uint8_t>(in[i + 2]);
+    out += kBase64[(v >> 18) & 63];
+    out += kBase64[(v >> 12) & 63];
+    out += kBase64[(v >> 6) & 63];
+    out += kBase64[v & 63];
+  }
+  if (i < in.size()) {
+    std::uint32_t v = static_cast<std::uint8_t>(in[i]) << 16;
+    if (i + 1 < in.size()) v |= static_cast<std::uint8_t>(in[i + 1]) << 8;
+    out += kBase64[(v >> 18) & 63];
+    out += kBase64[(v >> 12) & 63];
+    out += i + 1 < in.size() ? kBase64[(v >> 6) & 63] : '=';
+    out += '=';
+  }
+  return out;
+}
+
+std::optional<std::string> Unbase64(std::string_view in) {
+  std::string out;
+  std::uint32_t acc = 0;
+  int bits = 0;
+  for (char c : in) {
+    if (c == '=') break;
+    const char* p = std::strchr(kBase64, c);
+    if (p == nullptr || c == '\0') return std::nullopt;
+    acc = (acc << 6) | static_cast<std::uint32_t>(p - kBase64);
+    bits += 6;
+    if (bits >= 8) {
+      bits -= 8;
+      out += static_cast<char>((acc >> bits) & 0xff);
+    }
+  }
+  return out;
+}
+
+// etcd's gateway writes int64 fields as strings and leaves out fields that are zero.
+std::int64_t Int(const json& object, const char* field) {
+  if (!object.is_object()) return 0;
+  auto it = object.find(field);
+  if (it == object.end()) return 0;
+  if (it->is_number_integer()) return it->get<std::int64_t>();
+  if (it->is_string()) {
+    try {
+      return std::stoll(it->get<std::string>());
+    } catch (...) {
+      return 0;
+    }
+  }
+  return 0;
+}
+
+std::string Str(const json& object, const char* field) {
+  if (!object.is_object()) return {};
+  auto it = object.find(field);
+  if (it == object.end() || !it->is_string()) return {};
+  return it->get<std::string>();
+}
+
+struct Owner {
+  std::string identity;
+  std::int64_t mod_revision = 0;
+  std::int64_t lease = 0;
+};
+
+class EtcdLease final : public WorkerLease {
+ public:
+  EtcdLease(std::vector<HostPort> endpoints, std::string cluster, WorkerLeaseOptions options)
+      : endpoints_(std::move(endpoints)),
+        cluster_(std::move(cluster)),
+        options_(std::move(options)),
+        prefix_(fmt::format("sekka/{}/", cluster_)) {}
+
+  Result<LeaseGrant> Acquire() override;
+  Status Renew() override;
+  Status StoreHwm(std::int64_t hwm_millis) override;
+  Status Release() override;
+  std::string Describe() const override {
+    return fmt::format("etcd lease {:x} on {} (cluster {})", static_cast<std::uint64_t>(lease_),
+                       endpoints_[current_].Text(), cluster_);
+  }
+  std::string_view source() const override { return "etcd"; }
+
+ private:
+  // POSTs to the endpoints in turn, starting with the last that answered. An answer with an
+  // "error" object is returned as it is (the caller decides); no answer is kUnavailable.
+  Result<json> Call(std::string_view path, const json& request);
+  std::string OwnerKey(std::int64_t id) const {
+    return fmt::format("{}workers/{}/{}", prefix_, options_.datacenter_id, id);
+  }
+  std::string HwmKey(std::int64_t id) const {
+    return fmt::format("{}hwm/{}/{}", prefix_, options_.datacenter_id, id);
+  }
+  Result<std::map<std::int64_t, Owner>> ListOwners();
+  void Revoke(std::int64_t lease);
+
+  const std::vector<HostPort> endpoints_;
+  const std::string cluster_;
+  const WorkerLeaseOptions options_;
+  const std::string prefix_;
+  std::size_t current_ = 0;
+  std::int64_t lease_ = 0;          // 0: none granted
+  std::int64_t held_ = -1;          // the worker id held
+  std::int64_t owner_revision_ = 0; // the owner key's mod_revision, as this lease wrote it
+  std::int64_t hwm_at_grant_ = 0;
+};
+
+Result<json> EtcdLease::Call(std::string_view path, const json& request) {
+  const std::string body = request.dump();
+  std::string errors;
+  for (std::size_t i = 0; i < endpoints_.size(); ++i) {
+    const std::size_t at = (current_ + i) % endpoints_.size();
+    Result<HttpResponse> r = HttpPost(endpoints_[at], path, body, options_.call_timeout);
+    if (r.ok()) {
+      json answer = json::parse(r->body, nullptr, /*allow_exceptions=*/false);
+      if (answer.is_discarded() || !answer.is_object()) {
+        errors += fmt::format("{}{}: HTTP {} with a body that is not a JSON object",
+                              errors.empty() ? "" : "; ", endpoints_[at].Text(), r->status);
+        continue;
+      }
+      // A member without a leader (or being stopped) cannot answer: try the next one.
+      const std::string message = Str(answer.value("error", json::object()), "message");
+      if (r->status >= 500 && message.find("not found") == std::string::npos) {
+        errors += fmt::format("{}{}: {}", errors.empty() ? "" : "; ", endpoints_[at].Text(),
+                              message.empty() ? fmt::format("HTTP {}", r->status) : message);
+        continue;
+      }
+      current_ = at;
+      return answer;
+    }
+    errors += fmt::format("{}{}", errors.empty() ? "" : "; ", r.error().message);
+  }
+  return Unavailable(fmt::format("etcd cannot be reached: {}", errors));
+}
+
+Result<std::map<std::int64_t, Owner>> EtcdLease::ListOwners() {
+  const std::string dir = fmt::format("{}workers/{}/", prefix_, options_.datacenter_id);
+  std::string end = dir;
+  end.back() = static_cast<char>(end.back() + 1);  // the prefix's range end: '/' + 1
+  Result<json> r = Call("/v3/kv/range", {{"key", Base64(dir)}, {"range_end", Base64(end)}});
+  if (!r.ok()) return std::move(r).error();
+  if (r->contains("error")) {
+    return Unavailable(fmt::format("etcd range failed: {}", Str((*r)["error"], "message")));
+  }
+  std::map<std::int64_t, Owner> owners;
+  for (const json& kv : r->value("kvs", json::array())) {
+    std::optional<std::string> key = Unbase64(Str(kv, "key"));
+    std::optional<std::string> value = Unbase64(Str(kv, "value"));
+    if (!key || !value || key->size() <= dir.size()) continue;
+    std::int64_t id = -1;
+    try {
+      id = std::stoll(key->substr(dir.size()));
+    } catch (...) {
+      continue;
+    }
+    owners[id] = Owner{*value, Int(kv, "mod_revision"), Int(kv, "lease")};
+  }
+  return owners;
+}
+
+void EtcdLease::Revoke(std::int64_t lease) {
+  if (lease == 0) return;
+  (void)Call("/v3/lease/revoke", {{"ID", std::to_string(lease)}});
+}
+
+Result<LeaseGrant> EtcdLease::Acquire() {
+  if (options_.identity.empty()) return InvalidArgument("the lease identity must not be empty");
+  if (held_ >= 0) return LeaseGrant{options_.datacenter_id, held_, hwm_at_grant_};
+  if (lease_ == 0) {
+    const std::int64_t ttl_s = std::max<std::int64_t>(1, (options_.ttl.count() + 999) / 1000);
+    Result<json> g = Call("/v3/lease/grant", {{"TTL", ttl_s}});
+    if (!g.ok()) return std::move(g).error();
+    lease_ = Int(*g, "ID");
+    if (lease_ == 0) {
+      return Unavailable(fmt::format("etcd did not grant a lease: {}", g->dump().substr(0, 200)));
+    }
+  }
+  for (int pass = 0; pass < 3; ++pass) {
+    Result<std::map<std::int64_t, Owner>> owners = ListOwners();
+    if (!owners.ok()) return std::move(owners).error();
+    // Candidates: the preferred id, ids of this identity's earlier run, then the free ones.
+    std::vector<std::int64_t> order;
+    std::set<std::int64_t> seen;
+    auto add = [&](std::int64_t id) {
+      if (id >= 0 && id < options_.worker_count && seen.insert(id).second) order.push_back(id);
+    };
+    auto usable = [&](std::int64_t id) {
+      auto it = owners->find(id);
+      return it == owners->end() || it->second.identity == options_.identity ||
+             it->second.lease == lease_;
+    };
+    if (options_.preferred >= 0 && usable(options_.preferred)) add(options_.preferred);
+    for (const auto& [id, owner] : *owners) {
+      if (owner.identity == options_.identity || owner.lease == lease_) add(id);
+    }
+    for (std::int64_t id = 0; id < options_.worker_count; ++id) {
+      if (owners->find(id) == owners->end()) add(id);
+    }
+    if (order.empty()) break;
+    for (std::int64_t id : order) {
+      auto it = owners->find(id);
+      json compare = json::array();
+      if (it == owners->end()) {
+        compare.push_back({{"key", Base64(OwnerKey(id))}, {"result", "EQUAL"},
+                           {"target", "CREATE"}, {"create_revision", "0"}});
+      } else {
+        compare.push_back({{"key", Base64(OwnerKey(id))}, {"result", "EQUAL"},
+                           {"target", "MOD"}, {"mod_revision", std::to_string(it->second.mod_revision)}});
+      }
+      json txn = {{"compare", compare},
+                  {"success",
+                   {{{"request_put",
+                      {{"key", Base64(OwnerKey(id))},
+                       {"value", Base64(options_.identity)},
+                       {"lease", std::to_string(lease_)}}}},
+                    {{"request_range", {{"key", Base64(HwmKey(id))}}}}}}};
+      Result<json> r = Call("/v3/kv/txn", txn);
+      if (!r.ok()) return std::move(r).error();
+      if (r->contains("error")) {
+        return Unavailable(fmt::format("etcd txn failed: {}", Str((*r)["error"], "message")));
+      }
+      if (!r->value("succeeded", false)) continue;  // taken meanwhile: the next candidate
+      owner_revision_ = Int((*r)["header"], "revision");
+      std::int64_t hwm = 0;
+      const json& responses = r->value("responses", json::array());
+      if (responses.size() == 2) {
+        const json& kvs = responses[1].value("response_range", json::object()).value("kvs", json::array());
+        if (!kvs.empty()) {
+          std::optional<std::string> v = Unbase64(Str(kvs[0], "value"));
+          try {
+            hwm = v ? std::stoll(*v) : 0;
+          } catch (...) {
+            return Internal(fmt::format("etcd key {} holds \"{}\", not a number of ms",
+                                        HwmKey(id), v->substr(0, 40)));
+          }
+        }
+      }
+      if (it != owners->end() && it->second.lease != lease_) Revoke(it->second.lease);  // the earlier run's
+      held_ = id;
+      hwm_at_grant_ = hwm;
+      return LeaseGrant{options_.datacenter_id, id, hwm};
+    }
+  }
+  Revoke(lease_);
+  lease_ = 0;
+  return Exhausted(fmt::format(
+      "no free worker id: all {} worker ids of datacenter {} in cluster {} are held by live "
+      "leases at etcd; raise the layout's worker bits or stop a holder",
+      options_.worker_count, options_.datacenter_id, cluster_));
+}
+
+Status EtcdLease::Renew() {
+  if (held_ < 0 || lease_ == 0) return LeaseLost("no worker id is held");
+  Result<json> r = Call("/v3/lease/keepalive", {{"ID", std::to_string(lease_)}});
+  if (!r.ok()) return std::move(r).error();
+  const json& result = r->value("result", json::object());
+  if (Int(result, "TTL") > 0) return Status::Ok();
+  const std::int64_t id = held_;
+  held_ = -1;
+  lease_ = 0;
+  return LeaseLost(fmt::format("the etcd lease of worker id {} expired or was revoked", id));
+}
+
+Status EtcdLease::StoreHwm(std::int64_t hwm_millis) {
+  if (held_ < 0) return LeaseLost("no worker id is held");
+  json txn = {{"compare",
+               {{{"key", Base64(OwnerKey(held_))}, {"result", "EQUAL"}, {"target", "MOD"},
+                 {"mod_revision", std::to_string(owner_revision_)}}}},
+              {"success",
+               {{{"request_put",
+                  {{"key", Base64(HwmKey(held_))}, {"value", Base64(std::to_string(hwm_millis))}}}}}}};
+  Result<json> r = Call("/v3/kv/txn", txn);
+  if (!r.ok()) return std::move(r).error();
+  if (r->contains("error")) {
+    return Unavailable(fmt::format("etcd txn failed: {}", Str((*r)["error"], "message")));
+  }
+  if (r->value("succeeded", false)) return Status::Ok();
+  const std::int64_t id = held_;
+  held_ = -1;
+  return LeaseLost(fmt::format(
+      "worker id {} is no longer held by this process's etcd lease (expired, revoked or taken "
+      "over)", id));
+}
+
+Status EtcdLease::Release() {
+  if (lease_ == 0) {
+    held_ = -1;
+    return Status::Ok();
+  }
+  Result<json> r = Call("/v3/lease/revoke", {{"ID", std::to_string(lease_)}});
+  if (!r.ok()) return std::move(r).error();
+  held_ = -1;
+  lease_ = 0;
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<std::unique_ptr<WorkerLease>> NewEtcdWorkerLease(std::string_view endpoints,
+                                                        std::string_view cluster,
+                                                        const WorkerLeaseOptions& options) {
+  Result<std::vector<HostPort>> e = ParseHostPorts(endpoints, "etcd endpoints");
+  if (!e.ok()) return std::move(e).error();
+  if (Status s = ValidateClusterName(cluster); !s.ok()) return std::move(s).error();
+  return std::unique_ptr<WorkerLease>(
+      std::make_unique<EtcdLease>(std::move(e).value(), std::string(cluster), options));
+}
+
+}  // namespace sekka
