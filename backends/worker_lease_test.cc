@@ -17,6 +17,7 @@
 #include <string>
 
 #include "backends/etcd_worker_lease.h"
+#include "backends/zookeeper_worker_lease.h"
 #include "testing/worker_lease_contract.h"
 
 namespace sekka {
@@ -36,6 +37,9 @@ Result<std::unique_ptr<WorkerLease>> OpenBackend(const std::string& backend,
                                                  const WorkerLeaseOptions& options) {
   if (backend == "etcd") {
     return NewEtcdWorkerLease(ReadAddress("SEKKA_TEST_ETCD_FILE"), cluster, options);
+  }
+  if (backend == "zookeeper") {
+    return NewZooKeeperWorkerLease(ReadAddress("SEKKA_TEST_ZOOKEEPER_FILE"), cluster, options);
   }
   return InvalidArgument("unknown backend " + backend);
 }
@@ -75,8 +79,21 @@ LeaseFactory Factory(const std::string& backend) {
   return f;
 }
 
-INSTANTIATE_TEST_SUITE_P(Etcd, WorkerLeaseContractTest, ::testing::Values(Factory("etcd")),
+INSTANTIATE_TEST_SUITE_P(Coordinators, WorkerLeaseContractTest,
+                         ::testing::Values(Factory("etcd"), Factory("zookeeper")),
                          [](const auto& info) { return info.param.name; });
+
+TEST(ZooKeeperWorkerLease, AnUnreachableServerIsUnavailable) {
+  WorkerLeaseOptions o;
+  o.identity = "x";
+  o.call_timeout = std::chrono::milliseconds(500);
+  Result<std::unique_ptr<WorkerLease>> l = NewZooKeeperWorkerLease("127.0.0.1:1", "c", o);
+  ASSERT_TRUE(l.ok());
+  Result<LeaseGrant> g = (*l)->Acquire();
+  ASSERT_FALSE(g.ok());
+  EXPECT_EQ(g.error().code, ErrorCode::kUnavailable);
+  EXPECT_NE(g.error().message.find("127.0.0.1:1"), std::string::npos) << g.error().message;
+}
 
 TEST(EtcdWorkerLease, BadEndpointsAndClusterNamesAreClearErrors) {
   WorkerLeaseOptions o;

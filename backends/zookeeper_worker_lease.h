@@ -1,0 +1,34 @@
+// backends/zookeeper_worker_lease.h
+//
+// Worker-id leases on ZooKeeper 3.5+, through Debian's C client (libzookeeper-mt, THREADED: its
+// own thread keeps the session alive).
+//
+// Nodes, under /sekka/<cluster>/:
+//   workers/<dc>/<id>   ephemeral; data = identity. It goes when the session ends or expires
+//                       (the session timeout is the lease TTL).
+//   hwm/<dc>/<id>       persistent; data = the high-water mark in ms (decimal)
+// Acquire creates the ephemeral node of the preferred or lowest free id (deleting one left by
+// this identity's earlier run), then fences the hwm node: it reads it and writes the same value
+// back at the version it read. From then on only this lease knows the hwm node's version, and
+// StoreHwm is a set at that version: a lease that was taken over fails with a bad version, one
+// whose session expired fails with the session.
+
+#ifndef SEKKA_BACKENDS_ZOOKEEPER_WORKER_LEASE_H_
+#define SEKKA_BACKENDS_ZOOKEEPER_WORKER_LEASE_H_
+
+#include <memory>
+#include <string_view>
+
+#include "sekka/worker_lease.h"
+
+namespace sekka {
+
+// `servers`: "127.0.0.1:2181[,host:port...]"; `cluster` as ValidateClusterName allows.
+// Errors: kInvalidArgument. Connects on the first Acquire.
+Result<std::unique_ptr<WorkerLease>> NewZooKeeperWorkerLease(std::string_view servers,
+                                                             std::string_view cluster,
+                                                             const WorkerLeaseOptions& options);
+
+}  // namespace sekka
+
+#endif  // SEKKA_BACKENDS_ZOOKEEPER_WORKER_LEASE_H_
