@@ -4,6 +4,7 @@
 
 #include <csignal>
 #include <cstdio>
+#include <filesystem>
 
 #include "cli/commands.h"
 #include "server/config.h"
@@ -45,10 +46,18 @@ int RunServe(const ServeFlags& flags) {
     setrlimit(RLIMIT_NOFILE, &files);
   }
 
-  const std::string identity = !config->worker_name.empty()
-                                   ? config->worker_name
-                                   : fmt::format("http={},resp={}", config->http_listen,
-                                                 config->resp_listen);
+  // Who this process is to the worker-id source: worker.name, else for a coordinator this host
+  // and data dir (unique among live processes: the data dir is locked), else the listeners.
+  std::string identity = config->worker_name;
+  if (identity.empty() && (config->worker_source == "etcd" || config->worker_source == "zookeeper")) {
+    char host[256] = {};
+    ::gethostname(host, sizeof(host) - 1);
+    std::error_code ec;
+    const std::filesystem::path dir = std::filesystem::absolute(config->data_dir, ec);
+    identity = fmt::format("{}:{}", host, ec ? config->data_dir : dir.lexically_normal().string());
+  } else if (identity.empty()) {
+    identity = fmt::format("http={},resp={}", config->http_listen, config->resp_listen);
+  }
   Result<std::unique_ptr<Service>> service = Service::Start(*config, SystemClock(), identity);
   if (!service.ok()) {
     const ErrorCode code = service.error().code;
@@ -66,16 +75,16 @@ int RunServe(const ServeFlags& flags) {
       "sekka serve: HTTP on {}, Redis protocol on {} (worker id {}{}, layout {}, data {})",
       (*server)->http_address().empty() ? "off" : "http://" + (*server)->http_address(),
       (*server)->resp_address().empty() ? "off" : (*server)->resp_address(),
-      s.worker().worker_id(),
-      s.layout().datacenter_bits() > 0 ? fmt::format(", datacenter {}", s.worker().datacenter_id())
+      s.worker().worker_id,
+      s.layout().datacenter_bits() > 0 ? fmt::format(", datacenter {}", s.worker().datacenter_id)
                                        : "",
       s.layout().name(), config->data_dir);
   std::puts(where.c_str());
   std::fflush(stdout);
   Log(LogLevel::kInfo, "listening",
       fmt::format("http={} resp={} worker_id={} datacenter_id={} source={} pid={}",
-                  (*server)->http_address(), (*server)->resp_address(), s.worker().worker_id(),
-                  s.worker().datacenter_id(), s.worker().source(), ::getpid()));
+                  (*server)->http_address(), (*server)->resp_address(), s.worker().worker_id,
+                  s.worker().datacenter_id, s.worker().source, ::getpid()));
   (*server)->Run();
   (*service)->Stop();
   Log(LogLevel::kInfo, "stopped", fmt::format("hwm_ms={}", s.hwm_millis()));

@@ -309,6 +309,16 @@ Result<ServerConfig> BuildConfig(const std::vector<ConfigValues>& sources) {
   c.coordinator = get("worker.coordinator");
   c.cluster = get("worker.cluster");
   SEKKA_ASSIGN(c.lease_ttl_ms, DurationValue("worker.lease_ttl", get("worker.lease_ttl"), 3'600'000));
+  if (c.worker_source == "etcd" || c.worker_source == "zookeeper") {
+    if (c.coordinator.empty()) {
+      return BadValue("worker.coordinator", "",
+                      fmt::format("{}://host:port[,host:port...] with worker.source = \"{}\"",
+                                  c.worker_source, c.worker_source));
+    }
+    if (c.lease_ttl_ms < 2000) {
+      return BadValue("worker.lease_ttl", get("worker.lease_ttl"), "2s to 1h (etcd's smallest lease is 2 s)");
+    }
+  }
   c.worker_name = get("worker.name");
   c.segment_store = get("segment.store");
   SEKKA_ASSIGN(c.segment_auto_create, boolean("segment.auto_create"));

@@ -289,8 +289,8 @@ std::string InfoText(Service& service, std::string_view section) {
   if (all || Is(section, "server")) {
     out += fmt::format("# Server\r\nsekka_version:{}\r\nredis_version:7.0.0\r\nredis_mode:standalone\r\n"
                        "layout:{}\r\nworker_id:{}\r\ndatacenter_id:{}\r\n",
-                       kVersion, service.layout().name(), service.worker().worker_id(),
-                       service.worker().datacenter_id());
+                       kVersion, service.layout().name(), service.worker().worker_id,
+                       service.worker().datacenter_id);
   }
   if (all || Is(section, "sekka")) {
     out += fmt::format("# Sekka\r\nhwm:{}\r\nhwm_ms:{}\r\n", FormatUtcMillis(service.hwm_millis()),

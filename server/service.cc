@@ -2,9 +2,18 @@
 
 #include <fmt/format.h>
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
 
 #include "backends/segment_store_uri.h"
+#include "backends/worker_lease_uri.h"
 #include "server/http.h"
 #include "server/hwm.h"
 #include "server/log.h"
@@ -15,6 +24,9 @@ namespace {
 constexpr const char* kVersion = "0.1.0";
 // The reservation runs this far ahead of the clock, and is renewed when less than half is left.
 constexpr std::int64_t kReserveAheadMs = 2000;
+// With a coordinator: further ahead, so that the coordinator is written every 2 s (with a renewal
+// every TTL / 3 that is under one call a second) and an outage of up to 2 s goes unnoticed.
+constexpr std::int64_t kCoordinatorAheadMs = 4000;
 
 std::string JsonString(std::string_view s) {
   std::string out = "\"";
@@ -56,7 +68,64 @@ std::string_view CommandName(Command command) {
 Service::Service(const ServerConfig& config, Clock& clock)
     : config_(config), clock_(clock), started_ms_(clock.NowMillis()) {}
 
-Service::~Service() { Stop(); }
+Service::~Service() {
+  Stop();
+  if (data_dir_lock_ >= 0) ::close(data_dir_lock_);
+}
+
+namespace {
+
+// Coordinated mode: the worker id this data dir held last, tried first next time.
+std::string PreferredPath(const ServerConfig& config) {
+  return fmt::format("{}/workers/coordinator.last", config.data_dir);
+}
+
+std::int64_t ReadPreferred(const ServerConfig& config) {
+  std::ifstream in(PreferredPath(config));
+  std::int64_t id = -1;
+  if (!(in >> id)) return -1;
+  return id;
+}
+
+void WritePreferred(const ServerConfig& config, std::int64_t id) {
+  std::ofstream out(PreferredPath(config), std::ios::trunc);
+  out << id << '\n';
+}
+
+// One process per data dir (its state files are per worker id): an exclusive lock.
+Result<int> LockDataDir(const ServerConfig& config) {
+  const std::string dir = config.data_dir + "/workers";
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return Internal(fmt::format("cannot create {}: {}", dir, ec.message()));
+  const std::string path = dir + "/coordinator.lock";
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) return Internal(fmt::format("cannot open {}: {}", path, std::strerror(errno)));
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    ::close(fd);
+    return Unavailable(fmt::format(
+        "data dir {} is used by another sekka process (lock {} is held): give each process its "
+        "own data.dir", config.data_dir, path));
+  }
+  return fd;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Snowflake>> Service::NewGenerator(std::int64_t datacenter_id,
+                                                         std::int64_t worker_id,
+                                                         std::int64_t start_after_tick) {
+  SnowflakeOptions options = config_.generator;
+  options.worker_id = worker_id;
+  options.datacenter_id = datacenter_id;
+  options.start_after_tick = start_after_tick;
+  if (lease_ != nullptr) {
+    options.reserve_ticks = [this](std::int64_t tick) { return CheckConfirmed(tick); };
+  } else {
+    options.reserve_ticks = [this](std::int64_t tick) { return PersistThrough(tick); };
+  }
+  return Snowflake::Create(options, clock_);
+}
 
 Result<std::unique_ptr<Service>> Service::Start(const ServerConfig& config, Clock& clock,
                                                 const std::string& identity) {
@@ -64,22 +133,69 @@ Result<std::unique_ptr<Service>> Service::Start(const ServerConfig& config, Cloc
   Service& s = *service;
   const Layout& layout = config.generator.layout;  // its epoch is checked by Snowflake::Create
 
-  WorkerIdRequest request;
-  request.source = config.worker_source;
-  request.data_dir = config.data_dir;
-  request.identity = identity;
-  request.worker_id = config.worker_id;
-  request.datacenter_id = config.datacenter_id;
-  Result<std::unique_ptr<WorkerIdClaim>> claim = ClaimWorkerId(request, layout);
-  if (!claim.ok()) return std::move(claim).error();
-  s.claim_ = std::move(claim).value();
-  s.state_path_ = fmt::format("{}/workers/{}.state", config.data_dir, s.claim_->Stem());
+  std::int64_t datacenter_id = 0;
+  std::int64_t worker_id = 0;
+  std::int64_t coordinator_hwm = 0;
+  if (config.worker_source == "etcd" || config.worker_source == "zookeeper") {
+    Result<int> lock = LockDataDir(config);
+    if (!lock.ok()) return std::move(lock).error();
+    s.data_dir_lock_ = *lock;
+    WorkerLeaseOptions lo;
+    lo.identity = identity;
+    lo.datacenter_id = config.datacenter_id;
+    lo.worker_count = std::int64_t{1} << layout.worker_bits();
+    lo.preferred = ReadPreferred(config);
+    lo.ttl = std::chrono::milliseconds(config.lease_ttl_ms);
+    lo.call_timeout = std::chrono::milliseconds(std::min<std::int64_t>(2000, config.lease_ttl_ms / 4));
+    if (layout.datacenter_bits() == 0 && config.datacenter_id != 0) {
+      return InvalidArgument(fmt::format(
+          "worker.datacenter_id = {} is not valid: layout {} has no datacenter bits, allowed 0",
+          config.datacenter_id, layout.name()));
+    }
+    Result<std::unique_ptr<WorkerLease>> lease =
+        OpenWorkerLease(config.worker_source, config.coordinator, config.cluster, lo);
+    if (!lease.ok()) return std::move(lease).error();
+    s.lease_ = std::move(lease).value();
+    const auto begin = std::chrono::steady_clock::now();
+    Result<LeaseGrant> grant = s.lease_->Acquire();
+    s.coordinator_calls_.fetch_add(1);
+    if (!grant.ok()) return std::move(grant).error();
+    s.last_renew_ok_ = s.last_renew_try_ = std::chrono::steady_clock::now();
+    s.renew_micros_.store(std::chrono::duration_cast<std::chrono::microseconds>(
+                              s.last_renew_ok_ - begin).count());
+    s.lease_acquired_ms_.store(clock.NowMillis());
+    WritePreferred(config, grant->worker_id);
+    datacenter_id = grant->datacenter_id;
+    worker_id = grant->worker_id;
+    coordinator_hwm = grant->hwm_millis;
+    Log(LogLevel::kInfo, "worker id leased",
+        fmt::format("worker_id={} lease=\"{}\" coordinator_hwm={}", worker_id,
+                    s.lease_->Describe(), coordinator_hwm > 0 ? FormatUtcMillis(coordinator_hwm) : "none"));
+  } else {
+    WorkerIdRequest request;
+    request.source = config.worker_source;
+    request.data_dir = config.data_dir;
+    request.identity = identity;
+    request.worker_id = config.worker_id;
+    request.datacenter_id = config.datacenter_id;
+    Result<std::unique_ptr<WorkerIdClaim>> claim = ClaimWorkerId(request, layout);
+    if (!claim.ok()) return std::move(claim).error();
+    s.claim_ = std::move(claim).value();
+    datacenter_id = s.claim_->datacenter_id();
+    worker_id = s.claim_->worker_id();
+  }
+  s.datacenter_id_.store(datacenter_id);
+  s.worker_id_.store(worker_id);
+  s.state_path_ = fmt::format("{}/workers/{}-{}.state", config.data_dir, datacenter_id, worker_id);
 
-  // The stored high-water mark: same layout (unless forced), and the clock must be past it.
+  // The stored high-water marks: this data dir's (same layout, unless forced) and the
+  // coordinator's. The clock must be past both.
   const std::string fingerprint = LayoutFingerprint(layout);
   Result<std::optional<StoredState>> stored = ReadStateFile(s.state_path_);
   if (!stored.ok()) return std::move(stored).error();
-  std::int64_t start_after_tick = -1;
+  std::int64_t hwm = coordinator_hwm;
+  std::string hwm_where = fmt::format("the coordinator's high-water mark of worker id {}", worker_id);
+  bool same_layout = true;
   if (stored->has_value()) {
     const StoredState& st = **stored;
     if (st.layout != fingerprint && !config.force) {
@@ -89,33 +205,35 @@ Result<std::unique_ptr<Service>> Service::Start(const ServerConfig& config, Cloc
           "to start anyway)",
           s.state_path_, st.layout, fingerprint));
     }
+    same_layout = st.layout == fingerprint;
+    if (st.hwm_millis > hwm) {
+      hwm = st.hwm_millis;
+      hwm_where = fmt::format("the stored high-water mark of worker id {} in {}", worker_id, s.state_path_);
+    }
+  }
+  std::int64_t start_after_tick = -1;
+  if (hwm > 0) {
     const std::int64_t now = clock.NowMillis();
-    if (now <= st.hwm_millis) {
-      const std::int64_t gap = st.hwm_millis - now + 1;
+    if (now <= hwm) {
+      const std::int64_t gap = hwm - now + 1;
       if (gap > config.max_startup_wait_ms) {
         return Unavailable(fmt::format(
-            "the clock ({}) is {} ms behind the stored high-water mark ({}) of worker id {} in "
-            "{}, more than generator.max_startup_wait ({} ms): refusing to start, as ids could "
-            "repeat; fix the clock or raise max_startup_wait",
-            FormatUtcMillis(now), gap, FormatUtcMillis(st.hwm_millis), s.claim_->worker_id(),
-            s.state_path_, config.max_startup_wait_ms));
+            "the clock ({}) is {} ms behind {} ({}), more than generator.max_startup_wait ({} "
+            "ms): refusing to start, as ids could repeat; fix the clock or raise max_startup_wait",
+            FormatUtcMillis(now), gap, hwm_where, FormatUtcMillis(hwm), config.max_startup_wait_ms));
       }
       Log(LogLevel::kWarn, "waiting for the clock to pass the stored high-water mark",
-          fmt::format("wait_ms={} hwm={} now={}", gap, FormatUtcMillis(st.hwm_millis),
-                      FormatUtcMillis(now)));
-      while (clock.NowMillis() <= st.hwm_millis) clock.SleepUntilMillis(st.hwm_millis + 1);
+          fmt::format("wait_ms={} hwm={} now={} from=\"{}\"", gap, FormatUtcMillis(hwm),
+                      FormatUtcMillis(now), hwm_where));
+      while (clock.NowMillis() <= hwm) clock.SleepUntilMillis(hwm + 1);
     }
-    if (st.layout == fingerprint) start_after_tick = layout.MillisToTick(st.hwm_millis);
+    if (same_layout) start_after_tick = layout.MillisToTick(hwm);
   }
 
-  SnowflakeOptions options = config.generator;
-  options.worker_id = s.claim_->worker_id();
-  options.datacenter_id = s.claim_->datacenter_id();
-  options.start_after_tick = start_after_tick;
-  options.reserve_ticks = [&s](std::int64_t tick) { return s.PersistThrough(tick); };
-  Result<std::unique_ptr<Snowflake>> snowflake = Snowflake::Create(options, clock);
+  Result<std::unique_ptr<Snowflake>> snowflake = s.NewGenerator(datacenter_id, worker_id, start_after_tick);
   if (!snowflake.ok()) return std::move(snowflake).error();
-  s.snowflake_ = std::move(snowflake).value();
+  s.generators_.push_back(std::move(snowflake).value());
+  s.generator_.store(s.generators_.back().get());
 
   // Segments: the store is opened now (PostgreSQL connects lazily, so a database that is down
   // does not stop the snowflake engine from serving).
@@ -129,10 +247,19 @@ Result<std::unique_ptr<Service>> Service::Start(const ServerConfig& config, Cloc
   s.segments_ = std::make_unique<SegmentAllocator>(*s.segment_store_, clock, segment_options);
 
   // The first reservation is made before the server says it is ready.
-  const std::int64_t ahead = layout.MillisToTick(clock.NowMillis() + kReserveAheadMs);
-  if (Status r = s.snowflake_->ReserveTicks(ahead); !r.ok()) return std::move(r).error();
-  s.reserver_ = std::thread([&s] { s.KeepReserving(); });
+  if (s.lease_ != nullptr) {
+    if (Status r = s.ExtendReservation(); !r.ok()) return std::move(r).error();
+  } else {
+    const std::int64_t ahead = layout.MillisToTick(clock.NowMillis() + kReserveAheadMs);
+    if (Status r = s.generator().ReserveTicks(ahead); !r.ok()) return std::move(r).error();
+  }
+  s.reserver_ = std::thread([&s] { s.lease_ != nullptr ? s.KeepLease() : s.KeepReserving(); });
   return service;
+}
+
+WorkerInfo Service::worker() const {
+  return WorkerInfo{lease_ != nullptr ? std::string(lease_->source()) : claim_->source(),
+                    datacenter_id_.load(), worker_id_.load()};
 }
 
 Result<std::int64_t> Service::PersistThrough(std::int64_t tick) {
@@ -166,12 +293,157 @@ void Service::KeepReserving() {
   while (!stopping_) {
     lock.unlock();
     const std::int64_t now = clock_.NowMillis();
-    if (layout().TickToMillis(snowflake_->reserved_tick() + 1) - now < kReserveAheadMs / 2) {
-      Status s = snowflake_->ReserveTicks(layout().MillisToTick(now + kReserveAheadMs));
+    if (layout().TickToMillis(generator().reserved_tick() + 1) - now < kReserveAheadMs / 2) {
+      Status s = generator().ReserveTicks(layout().MillisToTick(now + kReserveAheadMs));
       (void)s;  // logged and counted by PersistThrough; the generator retries on its own
     }
     lock.lock();
     wake_.wait_for(lock, std::chrono::milliseconds(100), [this] { return stopping_; });
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Coordinated mode: the reservation is stored at the coordinator (fenced: only while this
+// process owns its worker id) and on disk by the reserver thread; the generator's reserve_ticks
+// only checks what was confirmed, so a request never waits on the network.
+
+Result<std::int64_t> Service::CheckConfirmed(std::int64_t tick) {
+  const std::int64_t confirmed = confirmed_tick_.load(std::memory_order_acquire);
+  if (!lease_lost_.load(std::memory_order_acquire) && confirmed >= tick) return confirmed;
+  std::lock_guard lock(mu_);
+  return LeaseLost(fmt::format(
+      "worker id {} cannot vouch for ids after {}: the coordinator has not confirmed a later "
+      "reservation{}",
+      worker_id_.load(), FormatUtcMillis(layout().TickToMillis(confirmed + 1) - 1),
+      lease_error_.empty() ? std::string() : " (" + lease_error_ + ")"));
+}
+
+Status Service::CoordinatorCall(const char* what, Status status,
+                                std::chrono::steady_clock::time_point begin) {
+  coordinator_calls_.fetch_add(1);
+  if (!status.ok()) {
+    coordinator_errors_.fetch_add(1);
+    Log(LogLevel::kWarn, "coordinator call failed",
+        fmt::format("call={} error=\"{}\"", what, status.error().message));
+    std::lock_guard lock(mu_);
+    lease_error_ = status.error().message;
+  }
+  (void)begin;
+  return status;
+}
+
+Status Service::ExtendReservation() {
+  const Layout& l = layout();
+  const std::int64_t target = l.MillisToTick(clock_.NowMillis() + kCoordinatorAheadMs);
+  const std::int64_t hwm = l.TickToMillis(target + 1) - 1;
+  const auto begin = std::chrono::steady_clock::now();
+  Status stored = CoordinatorCall("store_hwm", lease_->StoreHwm(hwm), begin);
+  if (!stored.ok()) return stored;
+  // The local copy: what a restart on this data dir checks even without the coordinator.
+  Status written = WriteStateFile(state_path_, {LayoutFingerprint(l), hwm});
+  persist_count_.fetch_add(1);
+  if (!written.ok()) {
+    persist_errors_.fetch_add(1);
+    Log(LogLevel::kError, "cannot persist the high-water mark locally",
+        fmt::format("error=\"{}\"", written.error().message));
+  }
+  confirmed_tick_.store(target, std::memory_order_release);
+  hwm_millis_.store(hwm);
+  return generator().ReserveTicks(target);
+}
+
+void Service::MarkLost(const std::string& why) {
+  if (lease_lost_.exchange(true)) return;
+  leases_lost_.fetch_add(1);
+  {
+    std::lock_guard lock(mu_);
+    lease_error_ = why;
+  }
+  Log(LogLevel::kError, "worker id lease lost: not issuing ids until a lease is held again",
+      fmt::format("worker_id={} reason=\"{}\"", worker_id_.load(), why));
+  next_reacquire_ = std::chrono::steady_clock::now();
+}
+
+void Service::TryReacquire() {
+  const auto begin = std::chrono::steady_clock::now();
+  Result<LeaseGrant> grant = lease_->Acquire();
+  if (!grant.ok()) {
+    (void)CoordinatorCall("acquire", Status(grant.error()), begin);
+    return;
+  }
+  coordinator_calls_.fetch_add(1);
+  last_renew_ok_ = last_renew_try_ = std::chrono::steady_clock::now();
+  const bool same = grant->worker_id == worker_id_.load() && grant->datacenter_id == datacenter_id_.load() &&
+                    grant->hwm_millis <= hwm_millis_.load();
+  if (!same) {
+    // Another id, or one somebody else used meanwhile: a new generator, past that id's hwm.
+    while (clock_.NowMillis() <= grant->hwm_millis) {
+      {
+        std::lock_guard lock(mu_);
+        if (stopping_) return;
+      }
+      clock_.SleepUntilMillis(std::min(grant->hwm_millis + 1, clock_.NowMillis() + 100));
+    }
+    Result<std::unique_ptr<Snowflake>> g = NewGenerator(
+        grant->datacenter_id, grant->worker_id,
+        grant->hwm_millis > 0 ? layout().MillisToTick(grant->hwm_millis) : -1);
+    if (!g.ok()) {
+      MarkLost(g.error().message);
+      return;
+    }
+    confirmed_tick_.store(-1);
+    generators_.push_back(std::move(g).value());
+    generator_.store(generators_.back().get(), std::memory_order_release);
+    datacenter_id_.store(grant->datacenter_id);
+    worker_id_.store(grant->worker_id);
+    state_path_ = fmt::format("{}/workers/{}-{}.state", config_.data_dir, grant->datacenter_id,
+                              grant->worker_id);
+    WritePreferred(config_, grant->worker_id);
+  }
+  if (Status s = ExtendReservation(); !s.ok()) return;  // still lost; tried again in a second
+  lease_acquired_ms_.store(clock_.NowMillis());
+  lease_lost_.store(false, std::memory_order_release);
+  Log(LogLevel::kInfo, "worker id lease held again",
+      fmt::format("worker_id={} lease=\"{}\" same_generator={}", grant->worker_id,
+                  lease_->Describe(), same));
+}
+
+void Service::KeepLease() {
+  using namespace std::chrono;
+  const milliseconds ttl(config_.lease_ttl_ms);
+  std::unique_lock lock(mu_);
+  while (!stopping_) {
+    lock.unlock();
+    const auto now = steady_clock::now();
+    if (lease_lost_.load()) {
+      if (now >= next_reacquire_) {
+        next_reacquire_ = now + seconds(1);
+        TryReacquire();
+      }
+    } else {
+      if (now - last_renew_try_ >= ttl / 3) {
+        last_renew_try_ = now;
+        Status r = CoordinatorCall("renew", lease_->Renew(), now);
+        renew_micros_.store(duration_cast<microseconds>(steady_clock::now() - now).count());
+        if (r.ok()) {
+          last_renew_ok_ = now;
+        } else if (r.error().code == ErrorCode::kLeaseLost) {
+          MarkLost(r.error().message);
+        }
+      }
+      // Unconfirmed for a whole TTL: the coordinator may have given the id away.
+      if (!lease_lost_.load() && steady_clock::now() - last_renew_ok_ >= ttl) {
+        MarkLost(fmt::format("the lease could not be renewed for {} ms (the TTL)", ttl.count()));
+      }
+      const std::int64_t left =
+          layout().TickToMillis(confirmed_tick_.load() + 1) - clock_.NowMillis();
+      if (!lease_lost_.load() && left < kCoordinatorAheadMs / 2) {
+        Status e = ExtendReservation();
+        if (!e.ok() && e.error().code == ErrorCode::kLeaseLost) MarkLost(e.error().message);
+      }
+    }
+    lock.lock();
+    wake_.wait_for(lock, milliseconds(100), [this] { return stopping_; });
   }
 }
 
@@ -183,6 +455,14 @@ void Service::Stop() {
   }
   wake_.notify_all();
   if (reserver_.joinable()) reserver_.join();
+  if (lease_ != nullptr) {
+    // The stored reservation covers every id issued; the id is free for others at once.
+    Status r = lease_->Release();
+    if (!r.ok()) {
+      Log(LogLevel::kWarn, "cannot release the worker id lease; it expires after its TTL",
+          fmt::format("error=\"{}\"", r.error().message));
+    }
+  }
 }
 
 void Service::NoteResult(const Error& error) {
@@ -191,8 +471,19 @@ void Service::NoteResult(const Error& error) {
   last_error_ms_ = clock_.NowMillis();
 }
 
+Error Service::LeaseLostError() {
+  std::lock_guard lock(mu_);
+  return LeaseLost(fmt::format("worker id {} is not held by this process now: {}",
+                               worker_id_.load(), lease_error_));
+}
+
 Result<Id> Service::NextId() {
-  Result<Id> id = snowflake_->NextId();
+  if (lease_lost_.load(std::memory_order_acquire)) [[unlikely]] {
+    Error e = LeaseLostError();
+    NoteResult(e);
+    return e;
+  }
+  Result<Id> id = generator().NextId();
   if (id.ok()) {
     ids_issued_.fetch_add(1, std::memory_order_relaxed);
   } else {
@@ -202,7 +493,12 @@ Result<Id> Service::NextId() {
 }
 
 Status Service::NextIds(std::span<Id> out) {
-  Status s = snowflake_->NextIds(out);
+  if (lease_lost_.load(std::memory_order_acquire)) [[unlikely]] {
+    Error e = LeaseLostError();
+    NoteResult(e);
+    return e;
+  }
+  Status s = generator().NextIds(out);
   if (s.ok()) {
     ids_issued_.fetch_add(out.size(), std::memory_order_relaxed);
   } else {
@@ -239,7 +535,7 @@ bool Service::Ready(std::string* reason) {
                           FormatUtcMillis(l.end_millis()));
     return false;
   }
-  const std::int64_t behind_ms = (snowflake_->newest_clock_tick() - now) * l.tick_millis();
+  const std::int64_t behind_ms = (generator().newest_clock_tick() - now) * l.tick_millis();
   const auto& g = config_.generator;
   if (behind_ms > 0 &&
       (g.on_clock_backwards == ClockBackwardsPolicy::kFail ||
@@ -250,33 +546,62 @@ bool Service::Ready(std::string* reason) {
     *reason = fmt::format(
         "clock_moved_backwards: the clock is {} ms behind time already used ({}), more than "
         "policy {} tolerates",
-        behind_ms, FormatUtcMillis(l.TickToMillis(snowflake_->newest_clock_tick())),
+        behind_ms, FormatUtcMillis(l.TickToMillis(generator().newest_clock_tick())),
         ClockBackwardsPolicyName(g.on_clock_backwards));
     return false;
   }
-  if (l.TickToMillis(snowflake_->reserved_tick() + 1) <= now_ms) {
+  if (lease_lost_.load()) {
     std::lock_guard lock(mu_);
-    *reason = "unavailable: the high-water mark cannot be persisted" +
-              (last_error_.empty() ? std::string() : ": " + last_error_);
+    *reason = fmt::format("lease_lost: worker id {} is not held by this process now: {}",
+                          worker_id_.load(), lease_error_);
+    return false;
+  }
+  if (l.TickToMillis(generator().reserved_tick() + 1) <= now_ms) {
+    std::lock_guard lock(mu_);
+    if (lease_ != nullptr) {
+      *reason = "lease_lost: the coordinator has not confirmed a reservation past now" +
+                (lease_error_.empty() ? std::string() : ": " + lease_error_);
+    } else {
+      *reason = "unavailable: the high-water mark cannot be persisted" +
+                (last_error_.empty() ? std::string() : ": " + last_error_);
+    }
     return false;
   }
   return true;
+}
+
+std::string Service::LeaseJson() {
+  if (lease_ == nullptr) return "{\"state\":\"held (local lock file)\"}";
+  std::string error;
+  {
+    std::lock_guard lock(mu_);
+    error = lease_error_;
+  }
+  return fmt::format(
+      "{{\"state\":\"{}\",\"coordinator\":{},\"cluster\":{},\"lease\":{},\"age_s\":{:.3f},"
+      "\"renew_ms\":{:.3f},\"ttl_ms\":{},\"coordinator_calls\":{},\"last_error\":{}}}",
+      lease_lost_.load() ? "lost" : "held", JsonString(config_.coordinator),
+      JsonString(config_.cluster), JsonString(lease_->Describe()),
+      static_cast<double>(clock_.NowMillis() - lease_acquired_ms_.load()) / 1000.0,
+      static_cast<double>(renew_micros_.load()) / 1000.0, config_.lease_ttl_ms,
+      coordinator_calls_.load(), JsonString(error));
 }
 
 std::string Service::InfoJson() {
   const Layout& l = layout();
   std::string reason;
   const bool ready = Ready(&reason);
+  const WorkerInfo w = worker();
   return fmt::format(
       "{{\"version\":\"{}\",\"uptime_s\":{},\"layout\":{{\"name\":{},\"time_bits\":{},"
       "\"datacenter_bits\":{},\"worker_bits\":{},\"sequence_bits\":{},\"tick_ms\":{},"
       "\"epoch\":\"{}\",\"order\":\"{}\",\"runs_out\":\"{}\"}},\"worker\":{{\"source\":\"{}\","
-      "\"datacenter_id\":{},\"worker_id\":{}}},\"lease\":{{\"state\":\"{}\"}},"
+      "\"datacenter_id\":{},\"worker_id\":{}}},\"lease\":{},"
       "\"hwm\":\"{}\",\"hwm_ms\":{},\"ready\":{},\"reason\":{}}}",
       kVersion, (clock_.NowMillis() - started_ms_) / 1000, JsonString(l.name()), l.time_bits(),
       l.datacenter_bits(), l.worker_bits(), l.sequence_bits(), l.tick_millis(),
       FormatUtcMillis(l.epoch_millis()), l.OrderName(), FormatUtcMillis(l.end_millis()),
-      claim_->source(), claim_->datacenter_id(), claim_->worker_id(), "held (local lock file)",
+      w.source, w.datacenter_id, w.worker_id, LeaseJson(),
       FormatUtcMillis(hwm_millis()), hwm_millis(), ready ? "true" : "false",
       JsonString(reason));
 }
@@ -286,7 +611,8 @@ std::string Service::MetricsText() {
   auto family = [&](std::string_view name, std::string_view type, std::string_view help) {
     out += fmt::format("# HELP {} {}\n# TYPE {} {}\n", name, help, name, type);
   };
-  const SnowflakeStats st = snowflake_->stats();
+  const SnowflakeStats st = generator().stats();
+  const WorkerInfo w = worker();
   family("sekka_ids_issued_total", "counter", "Ids issued, by engine.");
   out += fmt::format("sekka_ids_issued_total{{engine=\"snowflake\"}} {}\n", ids_issued_.load());
   family("sekka_sequence_waits_total", "counter", "Waits for the next tick because a tick's sequence was used up.");
@@ -299,10 +625,24 @@ std::string Service::MetricsText() {
   family("sekka_wait_seconds_total", "counter", "Time spent waiting for the clock.");
   out += fmt::format("sekka_wait_seconds_total {}\n", static_cast<double>(st.wait_millis) / 1000.0);
   family("sekka_worker_id", "gauge", "The worker id this process holds.");
-  out += fmt::format("sekka_worker_id{{source=\"{}\",datacenter=\"{}\"}} {}\n", claim_->source(),
-                     claim_->datacenter_id(), claim_->worker_id());
+  out += fmt::format("sekka_worker_id{{source=\"{}\",datacenter=\"{}\"}} {}\n", w.source,
+                     w.datacenter_id, w.worker_id);
   family("sekka_lease_held", "gauge", "1 while this process holds its worker id.");
-  out += "sekka_lease_held 1\n";
+  out += fmt::format("sekka_lease_held {}\n", lease_lost_.load() ? 0 : 1);
+  if (lease_ != nullptr) {
+    family("sekka_lease_age_seconds", "gauge", "Time since the worker id lease was acquired.");
+    out += fmt::format("sekka_lease_age_seconds {:.3f}\n",
+                       static_cast<double>(clock_.NowMillis() - lease_acquired_ms_.load()) / 1000.0);
+    family("sekka_lease_renew_seconds", "gauge", "Latency of the last lease renewal.");
+    out += fmt::format("sekka_lease_renew_seconds {:.6f}\n",
+                       static_cast<double>(renew_micros_.load()) / 1e6);
+    family("sekka_coordinator_calls_total", "counter", "Calls to the coordinator (etcd or ZooKeeper).");
+    out += fmt::format("sekka_coordinator_calls_total {}\n", coordinator_calls_.load());
+    family("sekka_coordinator_errors_total", "counter", "Coordinator calls that failed.");
+    out += fmt::format("sekka_coordinator_errors_total {}\n", coordinator_errors_.load());
+    family("sekka_leases_lost_total", "counter", "Times the worker id lease was lost.");
+    out += fmt::format("sekka_leases_lost_total {}\n", leases_lost_.load());
+  }
   family("sekka_hwm_timestamp_seconds", "gauge", "The persisted high-water mark (Unix time).");
   out += fmt::format("sekka_hwm_timestamp_seconds {:.3f}\n", static_cast<double>(hwm_millis()) / 1000.0);
   family("sekka_hwm_persist_seconds", "histogram", "Time to persist the high-water mark.");

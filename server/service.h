@@ -18,10 +18,12 @@
 #include <span>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "sekka/codec.h"
 #include "sekka/segment.h"
 #include "sekka/snowflake.h"
+#include "sekka/worker_lease.h"
 #include "server/config.h"
 #include "server/worker_id.h"
 
@@ -44,12 +46,20 @@ enum class Command {
 };
 std::string_view CommandName(Command command);
 
+// The worker id the service issues ids with now (it can change after a lost lease).
+struct WorkerInfo {
+  std::string source;
+  std::int64_t datacenter_id = 0;
+  std::int64_t worker_id = 0;
+};
+
 class Service {
  public:
-  // Claims the worker id, checks and waits out the stored high-water mark, creates the
-  // generator and makes the first reservation. Errors: kInvalidArgument (configuration, a
-  // stored state of another layout), kUnavailable (worker id held, the clock too far behind
-  // the stored high-water mark), kInternal (the data dir).
+  // Claims the worker id (locally, or as a lease at etcd or ZooKeeper), checks and waits out
+  // the stored high-water mark (the local one and the coordinator's), creates the generator and
+  // makes the first reservation. Errors: kInvalidArgument (configuration, a stored state of
+  // another layout), kUnavailable (worker id held, coordinator unreachable, the clock too far
+  // behind the high-water mark), kExhausted (no free worker id), kInternal (the data dir).
   static Result<std::unique_ptr<Service>> Start(const ServerConfig& config, Clock& clock,
                                                 const std::string& identity);
   ~Service();
@@ -76,7 +86,8 @@ class Service {
 
   const ServerConfig& config() const { return config_; }
   const Layout& layout() const { return config_.generator.layout; }
-  const WorkerIdClaim& worker() const { return *claim_; }
+  WorkerInfo worker() const;
+  bool coordinated() const { return lease_ != nullptr; }
   std::int64_t hwm_millis() const { return hwm_millis_.load(); }
 
   // Persists the final reservation and stops the background thread.
@@ -87,12 +98,42 @@ class Service {
   Result<std::int64_t> PersistThrough(std::int64_t tick);
   void KeepReserving();
   void NoteResult(const Error& error);
+  Error LeaseLostError();
+  std::string LeaseJson();
+  Snowflake& generator() const { return *generator_.load(std::memory_order_acquire); }
+  // Coordinated mode (worker.source etcd or zookeeper); all but CheckConfirmed run on the
+  // reserver thread (or in Start, before it exists).
+  Result<std::int64_t> CheckConfirmed(std::int64_t tick);  // reserve_ticks: no I/O
+  Status ExtendReservation();
+  Status CoordinatorCall(const char* what, Status status, std::chrono::steady_clock::time_point begin);
+  void MarkLost(const std::string& why);
+  void TryReacquire();
+  void KeepLease();
+  Result<std::unique_ptr<Snowflake>> NewGenerator(std::int64_t datacenter_id,
+                                                  std::int64_t worker_id,
+                                                  std::int64_t start_after_tick);
 
   ServerConfig config_;
   Clock& clock_;
-  std::unique_ptr<WorkerIdClaim> claim_;
-  std::string state_path_;
-  std::unique_ptr<Snowflake> snowflake_;
+  std::unique_ptr<WorkerIdClaim> claim_;   // local sources
+  std::unique_ptr<WorkerLease> lease_;     // etcd, zookeeper
+  int data_dir_lock_ = -1;                 // coordinated: one process per data dir
+  std::string state_path_;                 // reserver thread (and Start)
+  std::atomic<Snowflake*> generator_{nullptr};
+  std::vector<std::unique_ptr<Snowflake>> generators_;  // every one made; reserver thread
+  std::atomic<std::int64_t> datacenter_id_{0};
+  std::atomic<std::int64_t> worker_id_{0};
+  // Coordinated mode.
+  std::atomic<bool> lease_lost_{false};
+  std::atomic<std::int64_t> confirmed_tick_{-1};  // reserved at the coordinator and on disk
+  std::atomic<std::int64_t> lease_acquired_ms_{0};
+  std::atomic<std::int64_t> renew_micros_{0};     // the last Renew's latency
+  std::atomic<std::uint64_t> coordinator_calls_{0};
+  std::atomic<std::uint64_t> coordinator_errors_{0};
+  std::atomic<std::uint64_t> leases_lost_{0};
+  std::chrono::steady_clock::time_point last_renew_ok_{};   // reserver thread
+  std::chrono::steady_clock::time_point last_renew_try_{};  // reserver thread
+  std::chrono::steady_clock::time_point next_reacquire_{};  // reserver thread
   std::unique_ptr<SegmentStore> segment_store_;
   std::unique_ptr<SegmentAllocator> segments_;  // destroyed before segment_store_
   const std::int64_t started_ms_;
@@ -115,6 +156,7 @@ class Service {
   std::condition_variable wake_;
   bool stopping_ = false;       // guarded by mu_
   std::string last_error_;      // guarded by mu_: why ids failed last, for /readyz
+  std::string lease_error_;     // guarded by mu_: why the lease was lost or not confirmed
   std::int64_t last_error_ms_ = 0;  // guarded by mu_
   std::thread reserver_;
 };

@@ -1,0 +1,26 @@
+// backends/worker_lease_uri.h
+//
+// The one place that turns worker.source and worker.coordinator into a coordinator lease:
+//   source "etcd",      coordinator "etcd://127.0.0.1:2379,127.0.0.1:22379" (or without etcd://)
+//   source "zookeeper", coordinator "zookeeper://127.0.0.1:2181" (or without zookeeper://)
+
+#ifndef SEKKA_BACKENDS_WORKER_LEASE_URI_H_
+#define SEKKA_BACKENDS_WORKER_LEASE_URI_H_
+
+#include <memory>
+#include <string_view>
+
+#include "sekka/worker_lease.h"
+
+namespace sekka {
+
+// Errors: kInvalidArgument (an unknown source, a scheme that is not the source's, bad
+// addresses or cluster name), naming the setting and what is allowed.
+Result<std::unique_ptr<WorkerLease>> OpenWorkerLease(std::string_view source,
+                                                     std::string_view coordinator,
+                                                     std::string_view cluster,
+                                                     const WorkerLeaseOptions& options);
+
+}  // namespace sekka
+
+#endif  // SEKKA_BACKENDS_WORKER_LEASE_URI_H_
