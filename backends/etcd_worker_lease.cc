@@ -82,6 +82,16 @@ std::string Str(const json& object, const char* field) {
   return it->get<std::string>();
 }
 
+// The gateway answers a failed call with {"error": "...", "message": "...", "code": N}.
+std::string ErrorText(const json& answer) {
+  if (!answer.is_object()) return {};
+  auto it = answer.find("error");
+  if (it == answer.end()) return {};
+  if (it->is_string()) return it->get<std::string>();
+  if (it->is_object()) return Str(*it, "message");
+  return Str(answer, "message");
+}
+
 struct Owner {
   std::string identity;
   std::int64_t mod_revision = 0;
@@ -144,7 +154,7 @@ Result<json> EtcdLease::Call(std::string_view path, const json& request) {
         continue;
       }
       // A member without a leader (or being stopped) cannot answer: try the next one.
-      const std::string message = Str(answer.value("error", json::object()), "message");
+      const std::string message = ErrorText(answer);
       if (r->status >= 500 && message.find("not found") == std::string::npos) {
         errors += fmt::format("{}{}: {}", errors.empty() ? "" : "; ", endpoints_[at].Text(),
                               message.empty() ? fmt::format("HTTP {}", r->status) : message);
@@ -165,7 +175,7 @@ Result<std::map<std::int64_t, Owner>> EtcdLease::ListOwners() {
   Result<json> r = Call("/v3/kv/range", {{"key", Base64(dir)}, {"range_end", Base64(end)}});
   if (!r.ok()) return std::move(r).error();
   if (r->contains("error")) {
-    return Unavailable(fmt::format("etcd range failed: {}", Str((*r)["error"], "message")));
+    return Unavailable(fmt::format("etcd range failed: {}", ErrorText(*r)));
   }
   std::map<std::int64_t, Owner> owners;
   for (const json& kv : r->value("kvs", json::array())) {
@@ -242,7 +252,11 @@ Result<LeaseGrant> EtcdLease::Acquire() {
       Result<json> r = Call("/v3/kv/txn", txn);
       if (!r.ok()) return std::move(r).error();
       if (r->contains("error")) {
-        return Unavailable(fmt::format("etcd txn failed: {}", Str((*r)["error"], "message")));
+        const std::string error = ErrorText(*r);
+        if (error.find("lease not found") != std::string::npos) {
+          lease_ = 0;  // it expired meanwhile: the next Acquire grants a new one
+        }
+        return Unavailable(fmt::format("etcd txn failed: {}", error));
       }
       if (!r->value("succeeded", false)) continue;  // taken meanwhile: the next candidate
       owner_revision_ = Int((*r)["header"], "revision");
@@ -296,12 +310,12 @@ Status EtcdLease::StoreHwm(std::int64_t hwm_millis) {
                   {{"key", Base64(HwmKey(held_))}, {"value", Base64(std::to_string(hwm_millis))}}}}}}};
   Result<json> r = Call("/v3/kv/txn", txn);
   if (!r.ok()) return std::move(r).error();
-  if (r->contains("error")) {
-    return Unavailable(fmt::format("etcd txn failed: {}", Str((*r)["error"], "message")));
-  }
+  if (r->contains("error")) return Unavailable(fmt::format("etcd txn failed: {}", ErrorText(*r)));
   if (r->value("succeeded", false)) return Status::Ok();
   const std::int64_t id = held_;
   held_ = -1;
+  Revoke(lease_);  // whatever is left of it: the next Acquire starts with a new lease
+  lease_ = 0;
   return LeaseLost(fmt::format(
       "worker id {} is no longer held by this process's etcd lease (expired, revoked or taken "
       "over)", id));

@@ -1,6 +1,6 @@
 // The worker-lease contract on real coordinators: etcd and ZooKeeper, started by the ctest
-// fixtures `etcd` and `zookeeper` (scripts/coord.sh), whose addresses the tests read from the
-// files named by SEKKA_TEST_ETCD_FILE and SEKKA_TEST_ZOOKEEPER_FILE.
+// fixture `coordinators` (scripts/coord.sh), whose addresses the tests read from
+// $SEKKA_TEST_COORDINATORS/test-etcd/endpoints and .../test-zookeeper/endpoints.
 //
 // A holder that dies without releasing is a real process: this binary run again with
 // --hold-lease, which acquires an id, prints it, and kills itself with SIGKILL.
@@ -23,10 +23,10 @@
 namespace sekka {
 namespace {
 
-std::string ReadAddress(const char* env) {
-  const char* file = std::getenv(env);
-  if (file == nullptr) return "";
-  std::ifstream in(file);
+std::string ReadAddress(const char* name) {
+  const char* dir = std::getenv("SEKKA_TEST_COORDINATORS");
+  if (dir == nullptr) return "";
+  std::ifstream in(fmt::format("{}/{}/endpoints", dir, name));
   std::string address;
   std::getline(in, address);
   return address;
@@ -36,10 +36,10 @@ Result<std::unique_ptr<WorkerLease>> OpenBackend(const std::string& backend,
                                                  const std::string& cluster,
                                                  const WorkerLeaseOptions& options) {
   if (backend == "etcd") {
-    return NewEtcdWorkerLease(ReadAddress("SEKKA_TEST_ETCD_FILE"), cluster, options);
+    return NewEtcdWorkerLease(ReadAddress("test-etcd"), cluster, options);
   }
   if (backend == "zookeeper") {
-    return NewZooKeeperWorkerLease(ReadAddress("SEKKA_TEST_ZOOKEEPER_FILE"), cluster, options);
+    return NewZooKeeperWorkerLease(ReadAddress("test-zookeeper"), cluster, options);
   }
   return InvalidArgument("unknown backend " + backend);
 }

@@ -123,6 +123,8 @@ int main(int argc, char** argv) {
       {"--datacenter-id", "worker.datacenter_id", "Datacenter id"},
       {"--worker-name", "worker.name", "Identity for source local"},
       {"--coordinator", "worker.coordinator", "etcd://h:p or zookeeper://h:p"},
+      {"--cluster", "worker.cluster", "Key prefix at the coordinator"},
+      {"--lease-ttl", "worker.lease_ttl", "Worker id lease TTL (2s to 1h)"},
       {"--segment-store", "segment.store", "sqlite:PATH or postgres://..."},
       {"--segment-auto-create", "segment.auto_create", "true: create unknown tags on use"},
       {"--segment-max-step", "segment.max_step", "Largest range asked of the store"},

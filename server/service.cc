@@ -309,7 +309,8 @@ void Service::KeepReserving() {
 
 Result<std::int64_t> Service::CheckConfirmed(std::int64_t tick) {
   const std::int64_t confirmed = confirmed_tick_.load(std::memory_order_acquire);
-  if (!lease_lost_.load(std::memory_order_acquire) && confirmed >= tick) return confirmed;
+  // (A lost lease is refused before the generator is asked: NextId, NextIds.)
+  if (confirmed >= tick) return confirmed;
   std::lock_guard lock(mu_);
   return LeaseLost(fmt::format(
       "worker id {} cannot vouch for ids after {}: the coordinator has not confirmed a later "
@@ -400,7 +401,11 @@ void Service::TryReacquire() {
                               grant->worker_id);
     WritePreferred(config_, grant->worker_id);
   }
-  if (Status s = ExtendReservation(); !s.ok()) return;  // still lost; tried again in a second
+  if (Status s = ExtendReservation(); !s.ok()) {  // still lost; tried again in a second
+    Log(LogLevel::kWarn, "worker id lease acquired but its reservation failed",
+        fmt::format("error=\"{}\"", s.error().message));
+    return;
+  }
   lease_acquired_ms_.store(clock_.NowMillis());
   lease_lost_.store(false, std::memory_order_release);
   Log(LogLevel::kInfo, "worker id lease held again",
@@ -437,8 +442,9 @@ void Service::KeepLease() {
       }
       const std::int64_t left =
           layout().TickToMillis(confirmed_tick_.load() + 1) - clock_.NowMillis();
-      if (!lease_lost_.load() && left < kCoordinatorAheadMs / 2) {
+      if (!lease_lost_.load() && left < kCoordinatorAheadMs / 2 && now >= next_extend_) {
         Status e = ExtendReservation();
+        if (!e.ok()) next_extend_ = now + milliseconds(500);  // not 10 times a second
         if (!e.ok() && e.error().code == ErrorCode::kLeaseLost) MarkLost(e.error().message);
       }
     }

@@ -134,6 +134,7 @@ class Service {
   std::chrono::steady_clock::time_point last_renew_ok_{};   // reserver thread
   std::chrono::steady_clock::time_point last_renew_try_{};  // reserver thread
   std::chrono::steady_clock::time_point next_reacquire_{};  // reserver thread
+  std::chrono::steady_clock::time_point next_extend_{};     // reserver thread
   std::unique_ptr<SegmentStore> segment_store_;
   std::unique_ptr<SegmentAllocator> segments_;  // destroyed before segment_store_
   const std::int64_t started_ms_;

@@ -154,3 +154,160 @@ class TempDirs:
 
     def cleanup(self):
         shutil.rmtree(self.root, ignore_errors=True)
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _wait(predicate, timeout, what):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if predicate():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"{what} not ready within {timeout} s")
+
+
+def _post_json(address, path, body, timeout=2):
+    conn = http.client.HTTPConnection(*address.split(":"), timeout=timeout)
+    try:
+        conn.request("POST", path, body=json.dumps(body), headers={"Content-Type": "application/json"})
+        return json.loads(conn.getresponse().read() or b"{}")
+    finally:
+        conn.close()
+
+
+class Etcd:
+    """etcd members on loopback (Debian's etcd-server), each stopped and restarted by PID."""
+
+    def __init__(self, base_dir, members=1):
+        self.dir = base_dir
+        os.makedirs(base_dir, exist_ok=True)
+        self.clients = [free_port() for _ in range(members)]
+        self.peers = [free_port() for _ in range(members)]
+        self.procs = [None] * members
+        for i in range(members):
+            self.start_member(i, wait=False)
+        for i in range(members):
+            _wait(lambda i=i: self.healthy(i), 20, f"etcd member {i}")
+
+    @property
+    def endpoints(self):
+        return ",".join(f"127.0.0.1:{p}" for p in self.clients)
+
+    def start_member(self, i, wait=True):
+        cluster = ",".join(f"m{j}=http://127.0.0.1:{p}" for j, p in enumerate(self.peers))
+        log = open(os.path.join(self.dir, f"etcd-m{i}.log"), "ab")
+        self.procs[i] = subprocess.Popen(
+            ["etcd", "--name", f"m{i}", "--data-dir", os.path.join(self.dir, f"etcd-m{i}"),
+             "--logger=zap", "--log-level=warn",
+             "--listen-client-urls", f"http://127.0.0.1:{self.clients[i]}",
+             "--advertise-client-urls", f"http://127.0.0.1:{self.clients[i]}",
+             "--listen-peer-urls", f"http://127.0.0.1:{self.peers[i]}",
+             "--initial-advertise-peer-urls", f"http://127.0.0.1:{self.peers[i]}",
+             "--initial-cluster", cluster, "--initial-cluster-state", "new"],
+            stdout=log, stderr=log)
+        log.close()
+        _live.append(self.procs[i])
+        if wait:
+            _wait(lambda: self.healthy(i), 20, f"etcd member {i}")
+
+    def healthy(self, i):
+        try:
+            conn = http.client.HTTPConnection("127.0.0.1", self.clients[i], timeout=1)
+            conn.request("GET", "/health")
+            ok = b'"health":"true"' in conn.getresponse().read()
+            conn.close()
+            return ok
+        except OSError:
+            return False
+
+    def leader(self):
+        """The index of the member that is leader now."""
+        for i, port in enumerate(self.clients):
+            if self.procs[i] is None or self.procs[i].poll() is not None:
+                continue
+            try:
+                st = _post_json(f"127.0.0.1:{port}", "/v3/maintenance/status", {})
+            except OSError:
+                continue
+            if st.get("leader") and st.get("leader") == st.get("header", {}).get("member_id"):
+                return i
+        return None
+
+    def stop_member(self, i, sig=signal.SIGKILL):
+        p = self.procs[i]
+        if p is None:
+            return
+        if p.poll() is None:
+            p.send_signal(sig)
+            try:
+                p.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+        if p in _live:
+            _live.remove(p)
+        self.procs[i] = None
+
+    def stop(self):
+        for i in range(len(self.procs)):
+            self.stop_member(i, signal.SIGTERM)
+
+
+class ZooKeeper:
+    """One ZooKeeper 3.8 server on loopback (Debian's zookeeper, run with java)."""
+
+    CLASSPATH = ":".join(f"/usr/share/java/{j}.jar" for j in (
+        "zookeeper", "zookeeper-jute", "slf4j-api", "slf4j-simple", "netty-all", "metrics-core",
+        "snappy-java"))
+
+    def __init__(self, base_dir):
+        self.dir = base_dir
+        self.port = free_port()
+        os.makedirs(os.path.join(base_dir, "zk-data"), exist_ok=True)
+        self.cfg = os.path.join(base_dir, "zoo.cfg")
+        with open(self.cfg, "w") as f:
+            f.write(f"tickTime=500\nminSessionTimeout=1000\ndataDir={base_dir}/zk-data\n"
+                    f"clientPort={self.port}\nclientPortAddress=127.0.0.1\n"
+                    "admin.enableServer=false\n4lw.commands.whitelist=srvr,ruok\n")
+        self.proc = None
+        self.start()
+
+    @property
+    def endpoints(self):
+        return f"127.0.0.1:{self.port}"
+
+    def _standalone(self):
+        try:
+            with socket.create_connection(("127.0.0.1", self.port), timeout=1) as s:
+                s.sendall(b"srvr")
+                return b"Mode: standalone" in s.recv(4096)
+        except OSError:
+            return False
+
+    def start(self):
+        log = open(os.path.join(self.dir, "zk.log"), "ab")
+        self.proc = subprocess.Popen(
+            ["java", "-Xmx256m", "-XX:+UseSerialGC", "-cp", self.CLASSPATH,
+             "org.apache.zookeeper.server.ZooKeeperServerMain", self.cfg], stdout=log, stderr=log)
+        log.close()
+        _live.append(self.proc)
+        _wait(self._standalone, 30, "zookeeper")
+
+    def stop(self, sig=signal.SIGTERM):
+        if self.proc is None:
+            return
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            try:
+                self.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        if self.proc in _live:
+            _live.remove(self.proc)
+        self.proc = None

@@ -1,0 +1,249 @@
+"""Worker-id leases on real etcd and ZooKeeper (Debian's packages, started here on loopback):
+several `sekka serve` processes sharing a coordinator, kill -9, a coordinator outage, a
+three-member etcd cluster losing its leader, and clock faults against the coordinator's hwm."""
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import unittest
+
+import redis
+
+sys.path.insert(0, os.path.dirname(__file__))
+from sekka_testlib import SEKKA, Etcd, Server, TempDirs, ZooKeeper  # noqa: E402
+
+
+class CoordinatorTestCase(unittest.TestCase):
+    source = None  # "etcd" or "zookeeper"
+
+    def setUp(self):
+        self.dirs = TempDirs()
+        self.servers = []
+        self.coord = None
+
+    def tearDown(self):
+        for s in self.servers:
+            s.stop()
+        if self.coord:
+            self.coord.stop()
+        self.dirs.cleanup()
+
+    def start(self, name, *flags, ttl="10s", **kw):
+        s = Server(self.dirs.path(name), "--worker-source", self.source, "--coordinator",
+                   f"{self.source}://{self.coord.endpoints}", "--lease-ttl", ttl, *flags, **kw)
+        self.servers.append(s)
+        return s
+
+    def kill(self, s):
+        s.stop(signal.SIGKILL)
+        self.servers.remove(s)
+
+    @staticmethod
+    def batch(s, n=1000):
+        return redis.Redis(host="127.0.0.1", port=s.resp_port).execute_command("ID.BATCH", n)
+
+    def three_servers_many_ids(self):
+        servers = [self.start(f"s{i}") for i in range(3)]
+        self.assertEqual(sorted(s.worker_id for s in servers), [0, 1, 2])
+        ids = []
+        for _ in range(100):
+            for s in servers:
+                ids += self.batch(s)
+        self.assertEqual(len(ids), 300_000)
+        self.assertEqual(len(set(ids)), 300_000)
+        for s in servers:
+            status, body = s.get_json("/v1/info")
+            self.assertEqual(body["worker"]["source"], self.source)
+            self.assertEqual(body["lease"]["state"], "held")
+            self.assertTrue(body["ready"])
+            metrics = s.get("/metrics")[2]
+            self.assertIn("sekka_lease_held 1", metrics)
+            self.assertIn("sekka_coordinator_calls_total", metrics)
+
+    def dead_holders_id_after_the_ttl(self):
+        a = self.start("a", ttl="2s")
+        b = self.start("b", ttl="2s")
+        self.assertEqual((a.worker_id, b.worker_id), (0, 1))
+        last = max(self.batch(a))
+        self.kill(a)
+        died = time.monotonic()
+        c = self.start("c", ttl="2s")
+        if time.monotonic() - died < 2:
+            self.assertEqual(c.worker_id, 2, "a dead holder's id must stay taken until its TTL")
+        time.sleep(max(0, 2.5 - (time.monotonic() - died)))
+        d = None
+        for i in range(20):  # the coordinator's expiry sweep may lag the TTL a little
+            d = self.start(f"d{i}", ttl="2s")
+            if d.worker_id == 0:
+                break
+            self.assertEqual(d.stop(), 0)
+            self.servers.remove(d)
+            time.sleep(0.25)
+        self.assertEqual(d.worker_id, 0)
+        ids = self.batch(d)
+        self.assertGreater(min(ids), last, "the new holder's ids must be above the dead one's")
+
+
+class EtcdTest(CoordinatorTestCase):
+    source = "etcd"
+
+    def setUp(self):
+        super().setUp()
+        self.coord = Etcd(self.dirs.path("etcd"))
+
+    def test_three_servers_get_different_worker_ids_and_300k_distinct_ids(self):
+        self.three_servers_many_ids()
+
+    def test_kill_9_frees_the_worker_id_after_the_ttl_and_the_next_holder_waits_past_its_hwm(self):
+        self.dead_holders_id_after_the_ttl()
+
+    def test_outage_stops_issuing_within_the_ttl_and_servers_resume_by_themselves(self):
+        servers = [self.start(f"s{i}", ttl="4s") for i in range(2)]
+        seen = []
+        for s in servers:
+            seen += self.batch(s)
+        self.coord.stop_member(0, signal.SIGKILL)
+        stopped = time.monotonic()
+        for s in servers:
+            while True:
+                status, body = s.get_json("/v1/id")
+                if status == 503:
+                    self.assertEqual(body["error"]["code"], "lease_lost")
+                    break
+                seen.append(int(body["id"]))
+                self.assertLess(time.monotonic() - stopped, 4.5, "still issuing after the TTL")
+                time.sleep(0.02)
+            with self.assertRaises(redis.exceptions.ResponseError) as e:
+                self.batch(s, 10)
+            self.assertTrue(str(e.exception).startswith("LEASELOST"), str(e.exception))
+            self.assertEqual(s.get("/readyz")[0], 503)
+        self.coord.start_member(0)
+        for s in servers:
+            deadline = time.monotonic() + 20
+            while s.get("/readyz")[0] != 200:
+                self.assertLess(time.monotonic(), deadline, "did not resume after etcd returned")
+                time.sleep(0.1)
+            seen += self.batch(s)
+        self.assertEqual(len(seen), len(set(seen)), "an id was repeated")
+
+    def test_three_member_cluster_losing_its_leader_under_load(self):
+        self.coord.stop()
+        self.coord = Etcd(self.dirs.path("etcd3"), members=3)
+        servers = [self.start(f"s{i}", ttl="5s") for i in range(3)]
+        ids, errors, stop = [], [], threading.Event()
+
+        def load(s):
+            r = redis.Redis(host="127.0.0.1", port=s.resp_port)
+            while not stop.is_set():
+                try:
+                    ids.extend(r.execute_command("ID.BATCH", 100))
+                except redis.exceptions.ResponseError as e:
+                    errors.append(str(e))
+                    time.sleep(0.05)
+
+        threads = [threading.Thread(target=load, args=(s,)) for s in servers]
+        for t in threads:
+            t.start()
+        time.sleep(1)
+        leader = self.coord.leader()
+        self.assertIsNotNone(leader)
+        self.coord.stop_member(leader, signal.SIGKILL)
+        time.sleep(8)
+        before = len(ids)
+        time.sleep(1)
+        stop.set()
+        for t in threads:
+            t.join()
+        self.assertGreater(len(ids), before, "no ids after the leader was killed")
+        self.assertEqual(len(ids), len(set(ids)), "an id was repeated")
+        for e in errors:
+            self.assertTrue(e.startswith("LEASELOST"), e)
+        for s in servers:
+            self.assertEqual(s.get("/readyz")[0], 200)
+
+
+
+class EtcdClockTest(CoordinatorTestCase):
+    """Separate from EtcdTest: libfaketime cannot be preloaded into the TSan build."""
+    source = "etcd"
+
+    def setUp(self):
+        super().setUp()
+        self.coord = Etcd(self.dirs.path("etcd"))
+
+    def test_restart_with_the_clock_behind_waits_past_the_coordinators_hwm(self):
+        clock = self.dirs.path("clock")
+        with open(clock, "w") as f:
+            f.write("+0")
+        a = self.start("a", "--worker-name", "slot-a", faketime_file=clock)
+        last = max(self.batch(a))
+        self.assertEqual(a.stop(), 0)  # releases the id; its reservation stays at etcd
+        self.servers.remove(a)
+        with open(clock, "w") as f:
+            f.write("-5")
+        t0 = time.monotonic()
+        # A fresh data dir: only the coordinator knows the hwm.
+        b = self.start("b", "--worker-name", "slot-a", faketime_file=clock)
+        self.assertEqual(b.worker_id, a.worker_id)
+        self.assertGreater(time.monotonic() - t0, 4.0, "it should wait past the coordinator's hwm")
+        self.assertIn("coordinator's high-water mark", b.stderr_text())
+        self.assertGreater(min(self.batch(b)), last)
+        self.assertEqual(b.stop(), 0)
+        self.servers.remove(b)
+        with open(clock, "w") as f:
+            f.write("-3600")
+        c = Server(self.dirs.path("c"), "--worker-source", "etcd", "--coordinator",
+                   f"etcd://{self.coord.endpoints}", "--worker-name", "slot-a",
+                   faketime_file=clock, wait=False)
+        self.assertFalse(c.wait_listening())
+        self.assertEqual(c.proc.returncode, 1)
+        err = c.stderr_text().strip().splitlines()[-1]
+        self.assertIn("behind the coordinator's high-water mark", err)
+        c.stop()
+
+
+class ZooKeeperTest(CoordinatorTestCase):
+    source = "zookeeper"
+
+    def setUp(self):
+        super().setUp()
+        self.coord = ZooKeeper(self.dirs.path("zk"))
+
+    def test_three_servers_get_different_worker_ids_and_300k_distinct_ids(self):
+        self.three_servers_many_ids()
+
+    def test_kill_9_frees_the_worker_id_after_the_ttl_and_the_next_holder_waits_past_its_hwm(self):
+        self.dead_holders_id_after_the_ttl()
+
+
+class CoordinatorConfigTest(unittest.TestCase):
+    def test_bad_coordinator_settings_are_one_line_usage_errors(self):
+        dirs = TempDirs()
+        try:
+            for flags, want in [
+                (["--worker-source", "etcd"], "worker.coordinator"),
+                (["--worker-source", "etcd", "--coordinator", "zookeeper://127.0.0.1:2181"],
+                 "does not match worker.source"),
+                (["--worker-source", "zookeeper", "--coordinator", "db.example:2181"],
+                 "allowed host:port"),
+                (["--worker-source", "etcd", "--coordinator", "etcd://127.0.0.1:2379",
+                  "--cluster", "a/b"], "cluster name"),
+                (["--worker-source", "etcd", "--coordinator", "etcd://127.0.0.1:2379",
+                  "--lease-ttl", "1s"], "worker.lease_ttl"),
+            ]:
+                p = subprocess.run([SEKKA, "serve", "--data-dir", dirs.path("d"), "--http",
+                                    "127.0.0.1:0", "--resp", "127.0.0.1:0", *flags],
+                                   capture_output=True, text=True, timeout=30)
+                self.assertEqual(p.returncode, 2, (flags, p.stderr))
+                lines = p.stderr.strip().splitlines()
+                self.assertEqual(len(lines), 1, p.stderr)
+                self.assertIn(want, lines[0])
+        finally:
+            dirs.cleanup()
+
+
+if __name__ == "__main__":
+    unittest.main()
