@@ -40,9 +40,10 @@ CFG
     java -Xmx256m -XX:+UseSerialGC -cp /usr/share/java/zookeeper.jar:/usr/share/java/zookeeper-jute.jar:/usr/share/java/slf4j-api.jar:/usr/share/java/slf4j-simple.jar:/usr/share/java/netty-all.jar:/usr/share/java/metrics-core.jar:/usr/share/java/snappy-java.jar \
       org.apache.zookeeper.server.ZooKeeperServerMain "$dir/zoo.cfg" > "$dir/log" 2>&1 &
     echo $! > "$dir/pid"
-    ready() { exec 3<>"/dev/tcp/127.0.0.1/$port" && echo srvr >&3 && grep -q "Mode: standalone" <&3; }
-    for _ in $(seq 200); do (ready) 2> /dev/null && break; sleep 0.05; done
-    (ready) 2> /dev/null || { cat "$dir/log" >&2; exit 1; }
+    # A server that is still starting may accept and not answer: each try is bounded.
+    ready() { timeout 2 bash -c "exec 3<>/dev/tcp/127.0.0.1/$port && echo srvr >&3 && grep -q 'Mode: standalone' <&3"; }
+    for _ in $(seq 200); do ready 2> /dev/null && break; sleep 0.05; done
+    ready 2> /dev/null || { cat "$dir/log" >&2; exit 1; }
     echo "127.0.0.1:$port" > "$dir/endpoints"
     ;;
   stop)
