@@ -17,7 +17,7 @@
 #include <string>
 
 #include "backends/etcd_worker_lease.h"
-#include "backends/zookeeper_worker_lease.h"
+#include "backends/worker_lease_uri.h"
 #include "testing/worker_lease_contract.h"
 
 namespace sekka {
@@ -32,16 +32,12 @@ std::string ReadAddress(const char* name) {
   return address;
 }
 
+// `backend` is a worker.source ("etcd", "zookeeper"); the fixture's server of that kind.
 Result<std::unique_ptr<WorkerLease>> OpenBackend(const std::string& backend,
                                                  const std::string& cluster,
                                                  const WorkerLeaseOptions& options) {
-  if (backend == "etcd") {
-    return NewEtcdWorkerLease(ReadAddress("test-etcd"), cluster, options);
-  }
-  if (backend == "zookeeper") {
-    return NewZooKeeperWorkerLease(ReadAddress("test-zookeeper"), cluster, options);
-  }
-  return InvalidArgument("unknown backend " + backend);
+  return OpenWorkerLease(backend, ReadAddress(backend == "etcd" ? "test-etcd" : "test-zookeeper"),
+                         cluster, options);
 }
 
 std::string FreshCluster() {
@@ -83,18 +79,6 @@ INSTANTIATE_TEST_SUITE_P(Coordinators, WorkerLeaseContractTest,
                          ::testing::Values(Factory("etcd"), Factory("zookeeper")),
                          [](const auto& info) { return info.param.name; });
 
-TEST(ZooKeeperWorkerLease, AnUnreachableServerIsUnavailable) {
-  WorkerLeaseOptions o;
-  o.identity = "x";
-  o.call_timeout = std::chrono::milliseconds(500);
-  Result<std::unique_ptr<WorkerLease>> l = NewZooKeeperWorkerLease("127.0.0.1:1", "c", o);
-  ASSERT_TRUE(l.ok());
-  Result<LeaseGrant> g = (*l)->Acquire();
-  ASSERT_FALSE(g.ok());
-  EXPECT_EQ(g.error().code, ErrorCode::kUnavailable);
-  EXPECT_NE(g.error().message.find("127.0.0.1:1"), std::string::npos) << g.error().message;
-}
-
 TEST(EtcdWorkerLease, BadEndpointsAndClusterNamesAreClearErrors) {
   WorkerLeaseOptions o;
   o.identity = "x";
@@ -106,16 +90,19 @@ TEST(EtcdWorkerLease, BadEndpointsAndClusterNamesAreClearErrors) {
   EXPECT_NE(b.error().message.find("cluster name"), std::string::npos) << b.error().message;
 }
 
-TEST(EtcdWorkerLease, AnUnreachableEtcdIsUnavailable) {
+TEST(WorkerLeaseBackends, AnUnreachableCoordinatorIsUnavailable) {
   WorkerLeaseOptions o;
   o.identity = "x";
   o.call_timeout = std::chrono::milliseconds(500);
-  Result<std::unique_ptr<WorkerLease>> l = NewEtcdWorkerLease("127.0.0.1:1", "c", o);
-  ASSERT_TRUE(l.ok());
-  Result<LeaseGrant> g = (*l)->Acquire();
-  ASSERT_FALSE(g.ok());
-  EXPECT_EQ(g.error().code, ErrorCode::kUnavailable);
-  EXPECT_NE(g.error().message.find("127.0.0.1:1"), std::string::npos) << g.error().message;
+  for (const char* source : {"etcd", "zookeeper"}) {
+    SCOPED_TRACE(source);
+    Result<std::unique_ptr<WorkerLease>> l = OpenWorkerLease(source, "127.0.0.1:1", "c", o);
+    ASSERT_TRUE(l.ok());
+    Result<LeaseGrant> g = (*l)->Acquire();
+    ASSERT_FALSE(g.ok());
+    EXPECT_EQ(g.error().code, ErrorCode::kUnavailable);
+    EXPECT_NE(g.error().message.find("127.0.0.1:1"), std::string::npos) << g.error().message;
+  }
 }
 
 int HoldLease(char** argv) {

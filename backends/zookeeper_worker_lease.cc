@@ -84,20 +84,15 @@ class ZooKeeperLease final : public WorkerLease {
 
 Error ZooKeeperLease::FromRc(int rc, std::string_view what) const {
   const std::string message = fmt::format("zookeeper {} ({}): {}", what, servers_, zerror(rc));
-  if (IsSessionGone(rc)) return LeaseLost(message);
-  if (IsConnectionError(rc)) return Unavailable(message);
-  return Unavailable(message);
+  return IsSessionGone(rc) ? LeaseLost(message) : Unavailable(message);
 }
 
 Status ZooKeeperLease::Connect() {
   if (zh_ != nullptr) {
     const int state = zoo_state(zh_);
     if (state == ZOO_CONNECTED_STATE) return Status::Ok();
-    if (state != ZOO_EXPIRED_SESSION_STATE && state != ZOO_AUTH_FAILED_STATE) {
-      // Still (re)connecting: wait a little, as for a new handle.
-    } else {
-      Close();
-    }
+    // A dead session is replaced; one still (re)connecting is waited for, as a new one is.
+    if (state == ZOO_EXPIRED_SESSION_STATE || state == ZOO_AUTH_FAILED_STATE) Close();
   }
   if (zh_ == nullptr) {
     zoo_set_debug_level(ZOO_LOG_LEVEL_ERROR);
@@ -298,7 +293,7 @@ Status ZooKeeperLease::Release() {
   if (zh_ == nullptr) return Status::Ok();
   if (held_ >= 0) {
     const int rc = zoo_delete(zh_, OwnerPath(held_).c_str(), -1);
-    if (rc != ZOK && rc != ZNONODE && IsConnectionError(rc)) return FromRc(rc, "delete");
+    if (IsConnectionError(rc)) return FromRc(rc, "delete");
   }
   Close();
   return Status::Ok();

@@ -4,9 +4,9 @@
 //
 // Replies are not written the moment they are ready: a connection with replies joins its loop's
 // write queue, and the queue is written out after the other connections that were ready in the
-// same round have been read (Redis does the same in beforeSleep). A client waiting on many
-// connections is then woken once for many replies instead of once per reply, which is what limits
-// a single-core client such as redis-benchmark, and the server makes fewer wake-ups too.
+// same round have been read (Redis does the same in beforeSleep), so a client waiting on many
+// connections can be woken once for many replies. On its own this measured no gain beyond noise
+// (docs/benchmarks.md); server.busy_poll_us is what closed the gap to Redis.
 
 #include "server/server.h"
 

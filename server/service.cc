@@ -1,14 +1,9 @@
 #include "server/service.h"
 
 #include <fmt/format.h>
-
-#include <fcntl.h>
-#include <sys/file.h>
 #include <unistd.h>
 
-#include <cerrno>
 #include <chrono>
-#include <cstring>
 #include <filesystem>
 #include <fstream>
 
@@ -93,16 +88,14 @@ void WritePreferred(const ServerConfig& config, std::int64_t id) {
 }
 
 // One process per data dir (its state files are per worker id): an exclusive lock.
-Result<int> LockDataDir(const ServerConfig& config) {
+Result<int> LockDataDir(const ServerConfig& config, const std::string& identity) {
   const std::string dir = config.data_dir + "/workers";
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) return Internal(fmt::format("cannot create {}: {}", dir, ec.message()));
   const std::string path = dir + "/coordinator.lock";
-  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  if (fd < 0) return Internal(fmt::format("cannot open {}: {}", path, std::strerror(errno)));
-  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
-    ::close(fd);
+  Result<int> fd = TryLockFile(path, identity);
+  if (fd.ok() && *fd < 0) {
     return Unavailable(fmt::format(
         "data dir {} is used by another sekka process (lock {} is held): give each process its "
         "own data.dir", config.data_dir, path));
@@ -137,32 +130,27 @@ Result<std::unique_ptr<Service>> Service::Start(const ServerConfig& config, Cloc
   std::int64_t worker_id = 0;
   std::int64_t coordinator_hwm = 0;
   if (config.worker_source == "etcd" || config.worker_source == "zookeeper") {
-    Result<int> lock = LockDataDir(config);
+    if (Status dc = CheckDatacenterId(layout, config.datacenter_id); !dc.ok()) {
+      return std::move(dc).error();
+    }
+    Result<int> lock = LockDataDir(config, identity);
     if (!lock.ok()) return std::move(lock).error();
     s.data_dir_lock_ = *lock;
     WorkerLeaseOptions lo;
     lo.identity = identity;
     lo.datacenter_id = config.datacenter_id;
-    lo.worker_count = std::int64_t{1} << layout.worker_bits();
+    lo.worker_count = layout.worker_ids_per_datacenter();
     lo.preferred = ReadPreferred(config);
     lo.ttl = std::chrono::milliseconds(config.lease_ttl_ms);
     lo.call_timeout = std::chrono::milliseconds(std::min<std::int64_t>(2000, config.lease_ttl_ms / 4));
-    if (layout.datacenter_bits() == 0 && config.datacenter_id != 0) {
-      return InvalidArgument(fmt::format(
-          "worker.datacenter_id = {} is not valid: layout {} has no datacenter bits, allowed 0",
-          config.datacenter_id, layout.name()));
-    }
     Result<std::unique_ptr<WorkerLease>> lease =
         OpenWorkerLease(config.worker_source, config.coordinator, config.cluster, lo);
     if (!lease.ok()) return std::move(lease).error();
     s.lease_ = std::move(lease).value();
-    const auto begin = std::chrono::steady_clock::now();
     Result<LeaseGrant> grant = s.lease_->Acquire();
     s.coordinator_calls_.fetch_add(1);
     if (!grant.ok()) return std::move(grant).error();
     s.last_renew_ok_ = s.last_renew_try_ = std::chrono::steady_clock::now();
-    s.renew_micros_.store(std::chrono::duration_cast<std::chrono::microseconds>(
-                              s.last_renew_ok_ - begin).count());
     s.lease_acquired_ms_.store(clock.NowMillis());
     WritePreferred(config, grant->worker_id);
     datacenter_id = grant->datacenter_id;
@@ -319,8 +307,7 @@ Result<std::int64_t> Service::CheckConfirmed(std::int64_t tick) {
       lease_error_.empty() ? std::string() : " (" + lease_error_ + ")"));
 }
 
-Status Service::CoordinatorCall(const char* what, Status status,
-                                std::chrono::steady_clock::time_point begin) {
+Status Service::CoordinatorCall(const char* what, Status status) {
   coordinator_calls_.fetch_add(1);
   if (!status.ok()) {
     coordinator_errors_.fetch_add(1);
@@ -329,7 +316,6 @@ Status Service::CoordinatorCall(const char* what, Status status,
     std::lock_guard lock(mu_);
     lease_error_ = status.error().message;
   }
-  (void)begin;
   return status;
 }
 
@@ -337,8 +323,7 @@ Status Service::ExtendReservation() {
   const Layout& l = layout();
   const std::int64_t target = l.MillisToTick(clock_.NowMillis() + kCoordinatorAheadMs);
   const std::int64_t hwm = l.TickToMillis(target + 1) - 1;
-  const auto begin = std::chrono::steady_clock::now();
-  Status stored = CoordinatorCall("store_hwm", lease_->StoreHwm(hwm), begin);
+  Status stored = CoordinatorCall("store_hwm", lease_->StoreHwm(hwm));
   if (!stored.ok()) return stored;
   // The local copy: what a restart on this data dir checks even without the coordinator.
   Status written = WriteStateFile(state_path_, {LayoutFingerprint(l), hwm});
@@ -366,13 +351,8 @@ void Service::MarkLost(const std::string& why) {
 }
 
 void Service::TryReacquire() {
-  const auto begin = std::chrono::steady_clock::now();
   Result<LeaseGrant> grant = lease_->Acquire();
-  if (!grant.ok()) {
-    (void)CoordinatorCall("acquire", Status(grant.error()), begin);
-    return;
-  }
-  coordinator_calls_.fetch_add(1);
+  if (!CoordinatorCall("acquire", grant.ok() ? Status::Ok() : Status(grant.error())).ok()) return;
   last_renew_ok_ = last_renew_try_ = std::chrono::steady_clock::now();
   const bool same = grant->worker_id == worker_id_.load() && grant->datacenter_id == datacenter_id_.load() &&
                     grant->hwm_millis <= hwm_millis_.load();
@@ -428,7 +408,7 @@ void Service::KeepLease() {
     } else {
       if (now - last_renew_try_ >= ttl / 3) {
         last_renew_try_ = now;
-        Status r = CoordinatorCall("renew", lease_->Renew(), now);
+        Status r = CoordinatorCall("renew", lease_->Renew());
         renew_micros_.store(duration_cast<microseconds>(steady_clock::now() - now).count());
         if (r.ok()) {
           last_renew_ok_ = now;

@@ -105,7 +105,8 @@ class Service {
   // reserver thread (or in Start, before it exists).
   Result<std::int64_t> CheckConfirmed(std::int64_t tick);  // reserve_ticks: no I/O
   Status ExtendReservation();
-  Status CoordinatorCall(const char* what, Status status, std::chrono::steady_clock::time_point begin);
+  // Counts a coordinator call; a failure is logged and kept for /readyz and /v1/info.
+  Status CoordinatorCall(const char* what, Status status);
   void MarkLost(const std::string& why);
   void TryReacquire();
   void KeepLease();

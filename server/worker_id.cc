@@ -28,8 +28,9 @@ std::string ReadSmallFile(const std::string& path) {
   return n > 0 ? std::string(buf, static_cast<std::size_t>(n)) : std::string();
 }
 
-// Tries to take the lock of one worker id. Returns the fd, -1 if another process holds it.
-Result<int> TryLock(const std::string& path, const std::string& identity) {
+}  // namespace
+
+Result<int> TryLockFile(const std::string& path, const std::string& identity) {
   const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
   if (fd < 0) {
     return Internal(fmt::format("cannot open {}: {}", path, std::strerror(errno)));
@@ -47,7 +48,13 @@ Result<int> TryLock(const std::string& path, const std::string& identity) {
   return fd;
 }
 
-}  // namespace
+Status CheckDatacenterId(const Layout& layout, std::int64_t datacenter_id) {
+  const std::int64_t max_dc = layout.datacenter_ids() - 1;
+  if (datacenter_id >= 0 && datacenter_id <= max_dc) return Status::Ok();
+  return InvalidArgument(fmt::format(
+      "worker.datacenter_id {} does not fit layout {} ({} datacenter bits): allowed 0 to {}",
+      datacenter_id, layout.name(), layout.datacenter_bits(), max_dc));
+}
 
 WorkerIdClaim::~WorkerIdClaim() {
   if (fd_ >= 0) ::close(fd_);  // drops the flock
@@ -73,12 +80,7 @@ Result<std::int64_t> HostnameOrdinal(const std::string& hostname) {
 Result<std::unique_ptr<WorkerIdClaim>> ClaimWorkerId(const WorkerIdRequest& request,
                                                      const Layout& layout) {
   const std::int64_t max_worker = layout.worker_ids_per_datacenter() - 1;
-  const std::int64_t max_dc = layout.datacenter_ids() - 1;
-  if (request.datacenter_id < 0 || request.datacenter_id > max_dc) {
-    return InvalidArgument(fmt::format(
-        "worker.datacenter_id {} does not fit layout {} ({} datacenter bits): allowed 0 to {}",
-        request.datacenter_id, layout.name(), layout.datacenter_bits(), max_dc));
-  }
+  if (Status dc = CheckDatacenterId(layout, request.datacenter_id); !dc.ok()) return std::move(dc).error();
   std::error_code ec;
   fs::create_directories(fs::path(request.data_dir) / "workers", ec);
   if (ec) {
@@ -95,7 +97,7 @@ Result<std::unique_ptr<WorkerIdClaim>> ClaimWorkerId(const WorkerIdRequest& requ
           layout.name(), layout.worker_bits(), max_worker));
     }
     const std::string path = LockPath(request.data_dir, request.datacenter_id, worker);
-    Result<int> fd = TryLock(path, request.identity);
+    Result<int> fd = TryLockFile(path, request.identity);
     if (!fd.ok()) return std::move(fd).error();
     if (*fd < 0) {
       if (!must) return false;

@@ -56,6 +56,14 @@ class WorkerIdClaim {
 Result<std::unique_ptr<WorkerIdClaim>> ClaimWorkerId(const WorkerIdRequest& request,
                                                      const Layout& layout);
 
+// Takes an exclusive flock on `path` (created if missing) and writes the holder's pid and
+// identity into it. Returns the fd, which holds the lock until closed, or -1 when another
+// process holds it. Errors: kInternal.
+Result<int> TryLockFile(const std::string& path, const std::string& identity);
+
+// Errors: kInvalidArgument when `datacenter_id` does not fit the layout's datacenter bits.
+Status CheckDatacenterId(const Layout& layout, std::int64_t datacenter_id);
+
 // The trailing decimal number of `hostname` ("sekka-7" -> 7). Errors: kInvalidArgument.
 Result<std::int64_t> HostnameOrdinal(const std::string& hostname);
 

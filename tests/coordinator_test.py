@@ -22,7 +22,8 @@ class CoordinatorTestCase(unittest.TestCase):
     def setUp(self):
         self.dirs = TempDirs()
         self.servers = []
-        self.coord = None
+        self.coord = (Etcd(self.dirs.path("etcd")) if self.source == "etcd"
+                      else ZooKeeper(self.dirs.path("zk")))
 
     def tearDown(self):
         for s in self.servers:
@@ -89,10 +90,6 @@ class CoordinatorTestCase(unittest.TestCase):
 
 class EtcdTest(CoordinatorTestCase):
     source = "etcd"
-
-    def setUp(self):
-        super().setUp()
-        self.coord = Etcd(self.dirs.path("etcd"))
 
     def test_three_servers_get_different_worker_ids_and_300k_distinct_ids(self):
         self.three_servers_many_ids()
@@ -170,10 +167,6 @@ class EtcdClockTest(CoordinatorTestCase):
     """Separate from EtcdTest: libfaketime cannot be preloaded into the TSan build."""
     source = "etcd"
 
-    def setUp(self):
-        super().setUp()
-        self.coord = Etcd(self.dirs.path("etcd"))
-
     def test_restart_with_the_clock_behind_waits_past_the_coordinators_hwm(self):
         clock = self.dirs.path("clock")
         with open(clock, "w") as f:
@@ -195,22 +188,15 @@ class EtcdClockTest(CoordinatorTestCase):
         self.servers.remove(b)
         with open(clock, "w") as f:
             f.write("-3600")
-        c = Server(self.dirs.path("c"), "--worker-source", "etcd", "--coordinator",
-                   f"etcd://{self.coord.endpoints}", "--worker-name", "slot-a",
-                   faketime_file=clock, wait=False)
+        c = self.start("c", "--worker-name", "slot-a", faketime_file=clock, wait=False)
         self.assertFalse(c.wait_listening())
         self.assertEqual(c.proc.returncode, 1)
         err = c.stderr_text().strip().splitlines()[-1]
         self.assertIn("behind the coordinator's high-water mark", err)
-        c.stop()
 
 
 class ZooKeeperTest(CoordinatorTestCase):
     source = "zookeeper"
-
-    def setUp(self):
-        super().setUp()
-        self.coord = ZooKeeper(self.dirs.path("zk"))
 
     def test_three_servers_get_different_worker_ids_and_300k_distinct_ids(self):
         self.three_servers_many_ids()
