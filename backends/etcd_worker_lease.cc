@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <charconv>
 #include <cstring>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -128,6 +129,8 @@ class EtcdLease final : public WorkerLease {
   }
   Result<std::map<std::int64_t, Owner>> ListOwners();
   void Revoke(std::int64_t lease);
+  // A stored hwm value (base64 of decimal ms; "" = none stored = 0). Errors: kInternal.
+  Result<std::int64_t> ParseHwm(const std::string& base64) const;
 
   const std::vector<HostPort> endpoints_;
   const std::string cluster_;
@@ -137,7 +140,8 @@ class EtcdLease final : public WorkerLease {
   std::int64_t lease_ = 0;          // 0: none granted
   std::int64_t held_ = -1;          // the worker id held
   std::int64_t owner_revision_ = 0; // the owner key's mod_revision, as this lease wrote it
-  std::int64_t hwm_at_grant_ = 0;
+  std::int64_t hwm_known_ = 0;      // the hwm stored at etcd, as far as this lease knows
+  std::int64_t hwm_revision_ = 0;   // the hwm key's mod_revision that goes with it (0: none)
 };
 
 Result<json> EtcdLease::Call(std::string_view path, const json& request) {
@@ -200,7 +204,7 @@ void EtcdLease::Revoke(std::int64_t lease) {
 
 Result<LeaseGrant> EtcdLease::Acquire() {
   if (options_.identity.empty()) return InvalidArgument("the lease identity must not be empty");
-  if (held_ >= 0) return LeaseGrant{options_.datacenter_id, held_, hwm_at_grant_};
+  if (held_ >= 0) return LeaseGrant{options_.datacenter_id, held_, hwm_known_};
   if (lease_ == 0) {
     const std::int64_t ttl_s = std::max<std::int64_t>(1, (options_.ttl.count() + 999) / 1000);
     Result<json> g = Call("/v3/lease/grant", {{"TTL", ttl_s}});
@@ -261,22 +265,22 @@ Result<LeaseGrant> EtcdLease::Acquire() {
       if (!r->value("succeeded", false)) continue;  // taken meanwhile: the next candidate
       owner_revision_ = Int((*r)["header"], "revision");
       std::int64_t hwm = 0;
+      hwm_revision_ = 0;
       const json& responses = r->value("responses", json::array());
       if (responses.size() == 2) {
         const json& kvs = responses[1].value("response_range", json::object()).value("kvs", json::array());
         if (!kvs.empty()) {
-          std::optional<std::string> v = Unbase64(Str(kvs[0], "value"));
-          try {
-            hwm = v ? std::stoll(*v) : 0;
-          } catch (...) {
-            return Internal(fmt::format("etcd key {} holds \"{}\", not a number of ms",
-                                        HwmKey(id), v->substr(0, 40)));
-          }
+          held_ = id;  // for ParseHwm's message
+          Result<std::int64_t> parsed = ParseHwm(Str(kvs[0], "value"));
+          held_ = -1;
+          if (!parsed.ok()) return std::move(parsed).error();
+          hwm = *parsed;
+          hwm_revision_ = Int(kvs[0], "mod_revision");
         }
       }
+      hwm_known_ = hwm;
       if (it != owners->end() && it->second.lease != lease_) Revoke(it->second.lease);  // the earlier run's
       held_ = id;
-      hwm_at_grant_ = hwm;
       return LeaseGrant{options_.datacenter_id, id, hwm};
     }
   }
@@ -302,16 +306,48 @@ Status EtcdLease::Renew() {
 
 Status EtcdLease::StoreHwm(std::int64_t hwm_millis) {
   if (held_ < 0) return LeaseLost("no worker id is held");
-  json txn = {{"compare",
-               {{{"key", Base64(OwnerKey(held_))}, {"result", "EQUAL"}, {"target", "MOD"},
-                 {"mod_revision", std::to_string(owner_revision_)}}}},
-              {"success",
-               {{{"request_put",
-                  {{"key", Base64(HwmKey(held_))}, {"value", Base64(std::to_string(hwm_millis))}}}}}}};
-  Result<json> r = Call("/v3/kv/txn", txn);
-  if (!r.ok()) return std::move(r).error();
-  if (r->contains("error")) return Unavailable(fmt::format("etcd txn failed: {}", ErrorText(*r)));
-  if (r->value("succeeded", false)) return Status::Ok();
+  // Read-max-write, fenced twice: the owner key must still be the one this lease wrote, and the
+  // hwm key must be as this lease last saw it. A write that timed out but landed changes the
+  // hwm key's revision: the compare fails, the failure branch reads both keys back, and the
+  // next try starts from what is really stored, so the stored value can only go up.
+  for (int attempt = 0; attempt < 4; ++attempt) {
+    if (hwm_millis <= hwm_known_) return Status::Ok();
+    json txn = {
+        {"compare",
+         {{{"key", Base64(OwnerKey(held_))}, {"result", "EQUAL"}, {"target", "MOD"},
+           {"mod_revision", std::to_string(owner_revision_)}},
+          {{"key", Base64(HwmKey(held_))}, {"result", "EQUAL"}, {"target", "MOD"},
+           {"mod_revision", std::to_string(hwm_revision_)}}}},
+        {"success",
+         {{{"request_put",
+            {{"key", Base64(HwmKey(held_))}, {"value", Base64(std::to_string(hwm_millis))}}}}}},
+        {"failure",
+         {{{"request_range", {{"key", Base64(OwnerKey(held_))}}}},
+          {{"request_range", {{"key", Base64(HwmKey(held_))}}}}}}};
+    Result<json> r = Call("/v3/kv/txn", txn);
+    if (!r.ok()) return std::move(r).error();
+    if (r->contains("error")) return Unavailable(fmt::format("etcd txn failed: {}", ErrorText(*r)));
+    if (r->value("succeeded", false)) {
+      hwm_known_ = hwm_millis;
+      hwm_revision_ = Int((*r)["header"], "revision");
+      return Status::Ok();
+    }
+    const json& responses = r->value("responses", json::array());
+    auto first_kv = [&](std::size_t i) -> json {
+      if (responses.size() <= i) return json();
+      const json& kvs =
+          responses[i].value("response_range", json::object()).value("kvs", json::array());
+      return kvs.empty() ? json() : kvs[0];
+    };
+    const json owner = first_kv(0);
+    if (owner.is_null() || Int(owner, "mod_revision") != owner_revision_) break;  // not ours
+    const json hwm = first_kv(1);
+    Result<std::int64_t> stored = ParseHwm(hwm.is_null() ? std::string() : Str(hwm, "value"));
+    if (!stored.ok()) return std::move(stored).error();
+    hwm_known_ = std::max(hwm_known_, *stored);
+    hwm_revision_ = hwm.is_null() ? 0 : Int(hwm, "mod_revision");
+  }
+  if (hwm_millis <= hwm_known_) return Status::Ok();
   const std::int64_t id = held_;
   held_ = -1;
   Revoke(lease_);  // whatever is left of it: the next Acquire starts with a new lease
@@ -319,6 +355,21 @@ Status EtcdLease::StoreHwm(std::int64_t hwm_millis) {
   return LeaseLost(fmt::format(
       "worker id {} is no longer held by this process's etcd lease (expired, revoked or taken "
       "over)", id));
+}
+
+Result<std::int64_t> EtcdLease::ParseHwm(const std::string& base64) const {
+  if (base64.empty()) return 0;
+  std::optional<std::string> v = Unbase64(base64);
+  std::int64_t hwm = -1;
+  if (v) {
+    const auto [ptr, ec] = std::from_chars(v->data(), v->data() + v->size(), hwm);
+    if (ec != std::errc() || ptr != v->data() + v->size()) hwm = -1;
+  }
+  if (hwm < 0) {
+    return Internal(fmt::format("etcd key {} holds \"{}\", not a number of ms", HwmKey(held_),
+                                v ? v->substr(0, 40) : base64.substr(0, 40)));
+  }
+  return hwm;
 }
 
 Status EtcdLease::Release() {

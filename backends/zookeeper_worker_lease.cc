@@ -79,7 +79,7 @@ class ZooKeeperLease final : public WorkerLease {
   std::int64_t session_ = 0;
   std::int64_t held_ = -1;
   std::int32_t hwm_version_ = -1;
-  std::int64_t hwm_at_grant_ = 0;
+  std::int64_t hwm_known_ = 0;  // what the hwm node holds (this lease wrote it last)
 };
 
 Error ZooKeeperLease::FromRc(int rc, std::string_view what) const {
@@ -168,7 +168,7 @@ Result<std::int64_t> ZooKeeperLease::FenceHwm(std::int64_t id) {
 Result<LeaseGrant> ZooKeeperLease::Acquire() {
   if (options_.identity.empty()) return InvalidArgument("the lease identity must not be empty");
   if (Status c = Connect(); !c.ok()) return std::move(c).error();
-  if (held_ >= 0) return LeaseGrant{options_.datacenter_id, held_, hwm_at_grant_};
+  if (held_ >= 0) return LeaseGrant{options_.datacenter_id, held_, hwm_known_};
   const std::string dir = fmt::format("{}/workers/{}", root_, options_.datacenter_id);
   for (int pass = 0; pass < 3; ++pass) {
     String_vector children{};
@@ -237,7 +237,7 @@ Result<LeaseGrant> ZooKeeperLease::Acquire() {
         return std::move(hwm).error();
       }
       held_ = id;
-      hwm_at_grant_ = *hwm;
+      hwm_known_ = *hwm;
       return LeaseGrant{options_.datacenter_id, id, *hwm};
     }
   }
@@ -271,12 +271,17 @@ Status ZooKeeperLease::Renew() {
 
 Status ZooKeeperLease::StoreHwm(std::int64_t hwm_millis) {
   if (held_ < 0 || zh_ == nullptr) return LeaseLost("no worker id is held");
+  // Never lower: the node is written only with the version this lease last saw, so
+  // hwm_known_ is what it holds (a write that timed out but landed moves the version, the next
+  // write fails with ZBADVERSION, and the id is re-acquired, which reads the node again).
+  if (hwm_millis <= hwm_known_) return Status::Ok();
   const std::string text = std::to_string(hwm_millis);
   Stat stat{};
   const int rc = zoo_set2(zh_, HwmPath(held_).c_str(), text.data(), static_cast<int>(text.size()),
                           hwm_version_, &stat);
   if (rc == ZOK) {
     hwm_version_ = stat.version;
+    hwm_known_ = hwm_millis;
     return Status::Ok();
   }
   if (rc == ZBADVERSION || rc == ZNONODE) {

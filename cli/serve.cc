@@ -6,15 +6,61 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "backends/worker_lease_uri.h"
 #include "cli/commands.h"
 #include "server/config.h"
 #include "server/log.h"
 #include "server/server.h"
 #include "server/service.h"
+#include "server/worker_id.h"
 
 extern char** environ;
 
 namespace sekka::cli {
+
+namespace {
+
+// The real parts of a service: the system clock, and for a coordinated source the lease (with
+// an exclusive lock on the data dir: its state files are per worker id, one process each).
+Result<server::ServiceParts> OpenServiceParts(const server::ServerConfig& config,
+                                              const std::string& identity) {
+  server::ServiceParts parts;
+  parts.clock = &SystemClock();
+  if (config.worker_source != "etcd" && config.worker_source != "zookeeper") return parts;
+  if (Status dc = server::CheckDatacenterId(config.generator.layout, config.datacenter_id);
+      !dc.ok()) {
+    return std::move(dc).error();
+  }
+  const std::string dir = config.data_dir + "/workers";
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return Internal(fmt::format("cannot create {}: {}", dir, ec.message()));
+  const std::string lock_path = dir + "/coordinator.lock";
+  Result<int> lock = server::TryLockFile(lock_path, identity);  // held until the process exits
+  if (!lock.ok()) return std::move(lock).error();
+  if (*lock < 0) {
+    return Unavailable(fmt::format(
+        "data dir {} is used by another sekka process (lock {} is held): give each process its "
+        "own data.dir",
+        config.data_dir, lock_path));
+  }
+  parts.data_dir = server::NewFileDataDir(config.data_dir);
+  WorkerLeaseOptions lo;
+  lo.identity = identity;
+  lo.datacenter_id = config.datacenter_id;
+  lo.worker_count = config.generator.layout.worker_ids_per_datacenter();
+  lo.preferred = parts.data_dir->ReadPreferred();
+  lo.ttl = std::chrono::milliseconds(config.lease_ttl_ms);
+  lo.call_timeout =
+      std::chrono::milliseconds(std::min<std::int64_t>(2000, config.lease_ttl_ms / 4));
+  Result<std::unique_ptr<WorkerLease>> lease =
+      OpenWorkerLease(config.worker_source, config.coordinator, config.cluster, lo);
+  if (!lease.ok()) return std::move(lease).error();
+  parts.lease = std::move(lease).value();
+  return parts;
+}
+
+}  // namespace
 
 int RunServe(const ServeFlags& flags) {
   using namespace sekka::server;
@@ -58,7 +104,14 @@ int RunServe(const ServeFlags& flags) {
   } else if (identity.empty()) {
     identity = fmt::format("http={},resp={}", config->http_listen, config->resp_listen);
   }
-  Result<std::unique_ptr<Service>> service = Service::Start(*config, SystemClock(), identity);
+  Result<ServiceParts> parts = OpenServiceParts(*config, identity);
+  if (!parts.ok()) {
+    const ErrorCode code = parts.error().code;
+    return Fail(code == ErrorCode::kInvalidArgument ? kExitUsage : kExitFailure,
+                "cannot start: " + parts.error().message);
+  }
+  Result<std::unique_ptr<Service>> service =
+      Service::Start(*config, identity, std::move(parts).value());
   if (!service.ok()) {
     const ErrorCode code = service.error().code;
     return Fail(code == ErrorCode::kInvalidArgument ? kExitUsage : kExitFailure,

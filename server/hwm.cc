@@ -102,4 +102,64 @@ Status WriteStateFile(const std::string& path, const StoredState& state) {
   return Status::Ok();
 }
 
+namespace {
+
+class FileDataDir final : public DataDir {
+ public:
+  explicit FileDataDir(std::string dir) : dir_(std::move(dir)) {}
+
+  Result<std::optional<StoredState>> ReadState(std::int64_t dc, std::int64_t worker) override {
+    return ReadStateFile(StateName(dc, worker));
+  }
+
+  Status WriteState(std::int64_t dc, std::int64_t worker, const StoredState& state) override {
+    const std::string path = StateName(dc, worker);
+    // The hwm never decreases, whatever the caller computed: read, and keep the larger.
+    Result<std::optional<StoredState>> stored = ReadStateFile(path);
+    if (stored.ok() && stored->has_value() && (*stored)->layout == state.layout &&
+        (*stored)->hwm_millis >= state.hwm_millis) {
+      return Status::Ok();
+    }
+    std::error_code ec;
+    std::filesystem::create_directories(dir_ + "/workers", ec);
+    return WriteStateFile(path, state);
+  }
+
+  std::string StateName(std::int64_t dc, std::int64_t worker) const override {
+    return fmt::format("{}/workers/{}-{}.state", dir_, dc, worker);
+  }
+
+  std::int64_t ReadPreferred() override {
+    const int fd = ::open(PreferredPath().c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return -1;
+    char buf[32] = {};
+    const ssize_t n = ::read(fd, buf, sizeof(buf) - 1);
+    ::close(fd);
+    std::int64_t id = -1;
+    if (n <= 0) return -1;
+    const auto [ptr, ec] = std::from_chars(buf, buf + n, id);
+    return ec == std::errc() && id >= 0 ? id : -1;
+  }
+
+  void WritePreferred(std::int64_t worker) override {
+    // A hint only: a lost write makes the next start take the lowest free id instead.
+    const std::string text = fmt::format("{}\n", worker);
+    const int fd = ::open(PreferredPath().c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) return;
+    const ssize_t n = ::write(fd, text.data(), text.size());
+    (void)n;
+    ::close(fd);
+  }
+
+ private:
+  std::string PreferredPath() const { return dir_ + "/workers/coordinator.last"; }
+  const std::string dir_;
+};
+
+}  // namespace
+
+std::unique_ptr<DataDir> NewFileDataDir(std::string dir) {
+  return std::make_unique<FileDataDir>(std::move(dir));
+}
+
 }  // namespace sekka::server

@@ -20,6 +20,7 @@ void SetLogLevel(std::string_view level) {
   if (level == "debug") l = LogLevel::kDebug;
   if (level == "warn") l = LogLevel::kWarn;
   if (level == "error") l = LogLevel::kError;
+  if (level == "off") l = LogLevel::kOff;
   g_level.store(static_cast<int>(l));
 }
 

@@ -12,9 +12,9 @@
 
 namespace sekka::server {
 
-enum class LogLevel { kDebug = 0, kInfo = 1, kWarn = 2, kError = 3 };
+enum class LogLevel { kDebug = 0, kInfo = 1, kWarn = 2, kError = 3, kOff = 4 };
 
-// Sets the lowest level written ("debug", "info", "warn", "error").
+// Sets the lowest level written ("debug", "info", "warn", "error"; "off" for none).
 void SetLogLevel(std::string_view level);
 // Writes one line: `msg` quoted, then `fields` (already "key=value ..." text) as they are.
 void Log(LogLevel level, std::string_view msg, std::string_view fields = {});

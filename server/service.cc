@@ -4,11 +4,9 @@
 #include <unistd.h>
 
 #include <chrono>
-#include <filesystem>
-#include <fstream>
+#include <algorithm>
 
 #include "backends/segment_store_uri.h"
-#include "backends/worker_lease_uri.h"
 #include "server/http.h"
 #include "server/hwm.h"
 #include "server/log.h"
@@ -61,104 +59,49 @@ std::string_view CommandName(Command command) {
 }
 
 Service::Service(const ServerConfig& config, Clock& clock)
-    : config_(config), clock_(clock), started_ms_(clock.NowMillis()) {}
+    : config_(config),
+      clock_(clock),
+      ttl_ms_(config.lease_ttl_ms),
+      ahead_ms_((config.worker_source == "etcd" || config.worker_source == "zookeeper"
+                     ? kCoordinatorAheadMs
+                     : kReserveAheadMs) +
+                config.generator.max_drift.count()),
+      started_ms_(clock.NowMillis()) {}
 
-Service::~Service() {
-  Stop();
-  if (data_dir_lock_ >= 0) ::close(data_dir_lock_);
-}
+Service::~Service() { Stop(); }
 
-namespace {
-
-// Coordinated mode: the worker id this data dir held last, tried first next time.
-std::string PreferredPath(const ServerConfig& config) {
-  return fmt::format("{}/workers/coordinator.last", config.data_dir);
-}
-
-std::int64_t ReadPreferred(const ServerConfig& config) {
-  std::ifstream in(PreferredPath(config));
-  std::int64_t id = -1;
-  if (!(in >> id)) return -1;
-  return id;
-}
-
-void WritePreferred(const ServerConfig& config, std::int64_t id) {
-  std::ofstream out(PreferredPath(config), std::ios::trunc);
-  out << id << '\n';
-}
-
-// One process per data dir (its state files are per worker id): an exclusive lock.
-Result<int> LockDataDir(const ServerConfig& config, const std::string& identity) {
-  const std::string dir = config.data_dir + "/workers";
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  if (ec) return Internal(fmt::format("cannot create {}: {}", dir, ec.message()));
-  const std::string path = dir + "/coordinator.lock";
-  Result<int> fd = TryLockFile(path, identity);
-  if (fd.ok() && *fd < 0) {
-    return Unavailable(fmt::format(
-        "data dir {} is used by another sekka process (lock {} is held): give each process its "
-        "own data.dir", config.data_dir, path));
-  }
-  return fd;
-}
-
-}  // namespace
-
-Result<std::unique_ptr<Snowflake>> Service::NewGenerator(std::int64_t datacenter_id,
-                                                         std::int64_t worker_id,
-                                                         std::int64_t start_after_tick) {
-  SnowflakeOptions options = config_.generator;
-  options.worker_id = worker_id;
-  options.datacenter_id = datacenter_id;
-  options.start_after_tick = start_after_tick;
-  if (lease_ != nullptr) {
-    options.reserve_ticks = [this](std::int64_t tick) { return CheckConfirmed(tick); };
-  } else {
-    options.reserve_ticks = [this](std::int64_t tick) { return PersistThrough(tick); };
-  }
-  return Snowflake::Create(options, clock_);
-}
-
-Result<std::unique_ptr<Service>> Service::Start(const ServerConfig& config, Clock& clock,
-                                                const std::string& identity) {
+Result<std::unique_ptr<Service>> Service::Start(const ServerConfig& config,
+                                                const std::string& identity, ServiceParts parts) {
+  if (parts.clock == nullptr) return InvalidArgument("Service::Start needs a clock");
+  Clock& clock = *parts.clock;
   auto service = std::unique_ptr<Service>(new Service(config, clock));
   Service& s = *service;
   const Layout& layout = config.generator.layout;  // its epoch is checked by Snowflake::Create
+  s.data_dir_ = parts.data_dir ? std::move(parts.data_dir) : NewFileDataDir(config.data_dir);
 
   std::int64_t datacenter_id = 0;
   std::int64_t worker_id = 0;
   std::int64_t coordinator_hwm = 0;
   if (config.worker_source == "etcd" || config.worker_source == "zookeeper") {
-    if (Status dc = CheckDatacenterId(layout, config.datacenter_id); !dc.ok()) {
-      return std::move(dc).error();
+    if (parts.lease == nullptr) {
+      return InvalidArgument(fmt::format("worker.source {} needs a coordinator lease",
+                                         config.worker_source));
     }
-    Result<int> lock = LockDataDir(config, identity);
-    if (!lock.ok()) return std::move(lock).error();
-    s.data_dir_lock_ = *lock;
-    WorkerLeaseOptions lo;
-    lo.identity = identity;
-    lo.datacenter_id = config.datacenter_id;
-    lo.worker_count = layout.worker_ids_per_datacenter();
-    lo.preferred = ReadPreferred(config);
-    lo.ttl = std::chrono::milliseconds(config.lease_ttl_ms);
-    lo.call_timeout = std::chrono::milliseconds(std::min<std::int64_t>(2000, config.lease_ttl_ms / 4));
-    Result<std::unique_ptr<WorkerLease>> lease =
-        OpenWorkerLease(config.worker_source, config.coordinator, config.cluster, lo);
-    if (!lease.ok()) return std::move(lease).error();
-    s.lease_ = std::move(lease).value();
+    s.lease_ = std::move(parts.lease);
     Result<LeaseGrant> grant = s.lease_->Acquire();
     s.coordinator_calls_.fetch_add(1);
     if (!grant.ok()) return std::move(grant).error();
-    s.last_renew_ok_ = s.last_renew_try_ = std::chrono::steady_clock::now();
+    s.last_renew_ok_ms_ = s.last_renew_try_ms_ = clock.MonotonicMillis();
     s.lease_acquired_ms_.store(clock.NowMillis());
-    WritePreferred(config, grant->worker_id);
+    s.data_dir_->WritePreferred(grant->worker_id);
     datacenter_id = grant->datacenter_id;
     worker_id = grant->worker_id;
     coordinator_hwm = grant->hwm_millis;
+    s.lease_description_ = s.lease_->Describe();
     Log(LogLevel::kInfo, "worker id leased",
         fmt::format("worker_id={} lease=\"{}\" coordinator_hwm={}", worker_id,
-                    s.lease_->Describe(), coordinator_hwm > 0 ? FormatUtcMillis(coordinator_hwm) : "none"));
+                    s.lease_description_,
+                    coordinator_hwm > 0 ? FormatUtcMillis(coordinator_hwm) : "none"));
   } else {
     WorkerIdRequest request;
     request.source = config.worker_source;
@@ -174,90 +117,194 @@ Result<std::unique_ptr<Service>> Service::Start(const ServerConfig& config, Cloc
   }
   s.datacenter_id_.store(datacenter_id);
   s.worker_id_.store(worker_id);
-  s.state_path_ = fmt::format("{}/workers/{}-{}.state", config.data_dir, datacenter_id, worker_id);
 
-  // The stored high-water marks: this data dir's (same layout, unless forced) and the
-  // coordinator's. The clock must be past both.
-  const std::string fingerprint = LayoutFingerprint(layout);
-  Result<std::optional<StoredState>> stored = ReadStateFile(s.state_path_);
-  if (!stored.ok()) return std::move(stored).error();
-  std::int64_t hwm = coordinator_hwm;
-  std::string hwm_where = fmt::format("the coordinator's high-water mark of worker id {}", worker_id);
+  // The clock must be past both stored high-water marks: this data dir's and the coordinator's.
+  std::string hwm_where;
   bool same_layout = true;
-  if (stored->has_value()) {
-    const StoredState& st = **stored;
-    if (st.layout != fingerprint && !config.force) {
-      return InvalidArgument(fmt::format(
-          "the state in {} was made with layout \"{}\", this configuration has \"{}\": refusing "
-          "to start, since ids of the two could collide (set generator.force = true or --force "
-          "to start anyway)",
-          s.state_path_, st.layout, fingerprint));
-    }
-    same_layout = st.layout == fingerprint;
-    if (st.hwm_millis > hwm) {
-      hwm = st.hwm_millis;
-      hwm_where = fmt::format("the stored high-water mark of worker id {} in {}", worker_id, s.state_path_);
-    }
-  }
+  Result<std::int64_t> hwm =
+      s.HwmFloor(datacenter_id, worker_id, coordinator_hwm, &hwm_where, &same_layout);
+  if (!hwm.ok()) return std::move(hwm).error();
   std::int64_t start_after_tick = -1;
-  if (hwm > 0) {
+  if (*hwm > 0) {
     const std::int64_t now = clock.NowMillis();
-    if (now <= hwm) {
-      const std::int64_t gap = hwm - now + 1;
+    if (now <= *hwm) {
+      const std::int64_t gap = *hwm - now + 1;
       if (gap > config.max_startup_wait_ms) {
         return Unavailable(fmt::format(
             "the clock ({}) is {} ms behind {} ({}), more than generator.max_startup_wait ({} "
             "ms): refusing to start, as ids could repeat; fix the clock or raise max_startup_wait",
-            FormatUtcMillis(now), gap, hwm_where, FormatUtcMillis(hwm), config.max_startup_wait_ms));
+            FormatUtcMillis(now), gap, hwm_where, FormatUtcMillis(*hwm),
+            config.max_startup_wait_ms));
       }
       Log(LogLevel::kWarn, "waiting for the clock to pass the stored high-water mark",
-          fmt::format("wait_ms={} hwm={} now={} from=\"{}\"", gap, FormatUtcMillis(hwm),
+          fmt::format("wait_ms={} hwm={} now={} from=\"{}\"", gap, FormatUtcMillis(*hwm),
                       FormatUtcMillis(now), hwm_where));
-      while (clock.NowMillis() <= hwm) clock.SleepUntilMillis(hwm + 1);
+      if (Status w = s.WaitPast(*hwm); !w.ok()) return std::move(w).error();
     }
-    if (same_layout) start_after_tick = layout.MillisToTick(hwm);
+    // Ids start past the floor; with a state of another layout (forced) its ticks mean
+    // nothing, but its time still bounds the wait above.
+    if (same_layout) start_after_tick = layout.MillisToTick(*hwm);
+    s.hwm_millis_.store(*hwm);
   }
-
-  Result<std::unique_ptr<Snowflake>> snowflake = s.NewGenerator(datacenter_id, worker_id, start_after_tick);
-  if (!snowflake.ok()) return std::move(snowflake).error();
-  s.generators_.push_back(std::move(snowflake).value());
-  s.generator_.store(s.generators_.back().get());
+  if (Status g = s.NewGenerator(datacenter_id, worker_id, start_after_tick); !g.ok()) {
+    return std::move(g).error();
+  }
 
   // Segments: the store is opened now (PostgreSQL connects lazily, so a database that is down
   // does not stop the snowflake engine from serving).
-  Result<std::unique_ptr<SegmentStore>> store =
-      OpenSegmentStore(config.segment_store, config.data_dir);
-  if (!store.ok()) return std::move(store).error();
-  s.segment_store_ = std::move(store).value();
+  if (parts.segment_store == nullptr) {
+    Result<std::unique_ptr<SegmentStore>> store =
+        OpenSegmentStore(config.segment_store, config.data_dir);
+    if (!store.ok()) return std::move(store).error();
+    parts.segment_store = std::move(store).value();
+  }
+  s.segment_store_ = std::move(parts.segment_store);
   SegmentOptions segment_options;
   segment_options.wait_deadline = std::chrono::milliseconds(config.segment_wait_deadline_ms);
   segment_options.max_step = config.segment_max_step;
   s.segments_ = std::make_unique<SegmentAllocator>(*s.segment_store_, clock, segment_options);
 
-  // The first reservation is made before the server says it is ready.
-  if (s.lease_ != nullptr) {
-    if (Status r = s.ExtendReservation(); !r.ok()) return std::move(r).error();
-  } else {
-    const std::int64_t ahead = layout.MillisToTick(clock.NowMillis() + kReserveAheadMs);
-    if (Status r = s.generator().ReserveTicks(ahead); !r.ok()) return std::move(r).error();
+  // The first reservation is stored before the server says it is ready.
+  if (Status r = s.ExtendReservation(); !r.ok()) return std::move(r).error();
+  if (parts.background_thread) {
+    s.reserver_ = std::thread([&s] {
+      std::unique_lock lock(s.mu_);
+      while (!s.stopping_) {
+        lock.unlock();
+        s.RunBackgroundOnce();
+        lock.lock();
+        s.wake_.wait_for(lock, std::chrono::milliseconds(100), [&s] { return s.stopping_; });
+      }
+    });
   }
-  s.reserver_ = std::thread([&s] { s.lease_ != nullptr ? s.KeepLease() : s.KeepReserving(); });
   return service;
 }
 
 WorkerInfo Service::worker() const {
-  return WorkerInfo{lease_ != nullptr ? std::string(lease_->source()) : claim_->source(),
+  return WorkerInfo{lease_ != nullptr ? config_.worker_source : claim_->source(),
                     datacenter_id_.load(), worker_id_.load()};
 }
 
-Result<std::int64_t> Service::PersistThrough(std::int64_t tick) {
+bool Service::stopping() {
+  std::lock_guard lock(mu_);
+  return stopping_;
+}
+
+Result<std::int64_t> Service::HwmFloor(std::int64_t dc, std::int64_t worker,
+                                       std::int64_t coordinator_hwm, std::string* where,
+                                       bool* same_layout) {
+  const std::string fingerprint = LayoutFingerprint(layout());
+  Result<std::optional<StoredState>> stored = data_dir_->ReadState(dc, worker);
+  if (!stored.ok()) return std::move(stored).error();
+  std::int64_t hwm = coordinator_hwm;
+  *where = fmt::format("the coordinator's high-water mark of worker id {}", worker);
+  *same_layout = true;
+  if (stored->has_value()) {
+    const StoredState& st = **stored;
+    if (st.layout != fingerprint && !config_.force) {
+      return InvalidArgument(fmt::format(
+          "the state in {} was made with layout \"{}\", this configuration has \"{}\": refusing "
+          "to start, since ids of the two could collide (set generator.force = true or --force "
+          "to start anyway)",
+          data_dir_->StateName(dc, worker), st.layout, fingerprint));
+    }
+    *same_layout = st.layout == fingerprint;
+    if (st.hwm_millis > hwm) {
+      hwm = st.hwm_millis;
+      *where = fmt::format("the stored high-water mark of worker id {} in {}", worker,
+                           data_dir_->StateName(dc, worker));
+    }
+  }
+  return hwm;
+}
+
+Status Service::WaitPast(std::int64_t hwm_ms) {
+  while (clock_.NowMillis() <= hwm_ms) {
+    if (stopping()) return Unavailable("the server is stopping");
+    // A wait longer than the TTL must not let the lease expire under it.
+    if (lease_ != nullptr && clock_.MonotonicMillis() - last_renew_try_ms_ >= ttl_ms_ / 3) {
+      if (Status r = Renew(); !r.ok() && r.error().code == ErrorCode::kLeaseLost) return r;
+    }
+    clock_.SleepUntilMillis(std::min(hwm_ms + 1, clock_.NowMillis() + 100));
+  }
+  return Status::Ok();
+}
+
+Status Service::NewGenerator(std::int64_t datacenter_id, std::int64_t worker_id,
+                             std::int64_t start_after_tick) {
+  SnowflakeOptions options = config_.generator;
+  options.worker_id = worker_id;
+  options.datacenter_id = datacenter_id;
+  options.start_after_tick = start_after_tick;
+  auto confirmed = std::make_shared<std::atomic<std::int64_t>>(start_after_tick);
+  // The generator's own reservation, captured by value: never the current generator's.
+  options.reserve_ticks = [this, confirmed](std::int64_t tick) {
+    return CheckConfirmed(*confirmed, tick);
+  };
+  Result<std::unique_ptr<Snowflake>> g = Snowflake::Create(options, clock_);
+  if (!g.ok()) return std::move(g).error();
+  generators_.push_back(Generator{std::move(g).value(), confirmed, datacenter_id, worker_id});
+  generator_.store(generators_.back().snowflake.get(), std::memory_order_release);
+  datacenter_id_.store(datacenter_id);
+  worker_id_.store(worker_id);
+  return Status::Ok();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reservations. The reserver thread stores them ahead of the clock: at the coordinator (fenced:
+// only while this process owns its worker id) and in the data dir. A generator's reserve_ticks
+// only checks what was stored for it, so a request never waits on a disk or the network.
+
+Result<std::int64_t> Service::CheckConfirmed(const std::atomic<std::int64_t>& confirmed,
+                                             std::int64_t tick) {
+  const std::int64_t c = confirmed.load(std::memory_order_acquire);
+  // (A lost lease is refused before the generator is asked: NextId, NextIds.)
+  if (c >= tick) return c;
+  std::lock_guard lock(mu_);
+  const std::string until = FormatUtcMillis(layout().TickToMillis(c + 1) - 1);
+  if (lease_ == nullptr) {
+    return Unavailable(fmt::format(
+        "the high-water mark cannot be persisted, so no ids after {}{}", until,
+        store_error_.empty() ? std::string() : ": " + store_error_));
+  }
+  return LeaseLost(fmt::format(
+      "worker id {} cannot vouch for ids after {}: the coordinator has not confirmed a later "
+      "reservation{}",
+      worker_id_.load(), until,
+      lease_error_.empty() ? std::string() : " (" + lease_error_ + ")"));
+}
+
+Status Service::CoordinatorCall(const char* what, Status status) {
+  coordinator_calls_.fetch_add(1);
+  std::string description = lease_->Describe();
+  std::lock_guard lock(mu_);
+  lease_description_ = std::move(description);
+  if (!status.ok()) {
+    coordinator_errors_.fetch_add(1);
+    Log(LogLevel::kWarn, "coordinator call failed",
+        fmt::format("call={} error=\"{}\"", what, status.error().message));
+    lease_error_ = status.error().message;
+  }
+  return status;
+}
+
+Status Service::ExtendReservation() {
   const Layout& l = layout();
-  // Reserve at least kReserveAheadMs past the clock, so the disk is touched about once a second.
+  Generator& g = generators_.back();
+  // Never lower than anything stored or sent already: after a backward clock step the
+  // reservation stays where it was (the hwm never decreases, here or at any store).
   const std::int64_t target =
-      std::max(tick, l.MillisToTick(clock_.NowMillis() + kReserveAheadMs));
+      std::max({l.MillisToTick(clock_.NowMillis() + ahead_ms_),
+                g.confirmed->load(std::memory_order_acquire), g.attempted});
+  g.attempted = target;
   const std::int64_t hwm = l.TickToMillis(target + 1) - 1;  // the last ms of the tick
+  if (lease_ != nullptr) {
+    Status stored = CoordinatorCall("store_hwm", lease_->StoreHwm(hwm));
+    if (!stored.ok()) return stored;
+  }
   const auto begin = std::chrono::steady_clock::now();
-  Status written = WriteStateFile(state_path_, {LayoutFingerprint(l), hwm});
+  Status written =
+      data_dir_->WriteState(g.datacenter_id, g.worker_id, {LayoutFingerprint(l), hwm});
   const auto micros = std::chrono::duration_cast<std::chrono::microseconds>(
                           std::chrono::steady_clock::now() - begin)
                           .count();
@@ -270,72 +317,34 @@ Result<std::int64_t> Service::PersistThrough(std::int64_t tick) {
     persist_errors_.fetch_add(1);
     Log(LogLevel::kError, "cannot persist the high-water mark",
         fmt::format("error=\"{}\"", written.error().message));
-    return Unavailable("cannot persist the high-water mark: " + written.error().message);
-  }
-  hwm_millis_.store(hwm);
-  return target;
-}
-
-void Service::KeepReserving() {
-  std::unique_lock lock(mu_);
-  while (!stopping_) {
-    lock.unlock();
-    const std::int64_t now = clock_.NowMillis();
-    if (layout().TickToMillis(generator().reserved_tick() + 1) - now < kReserveAheadMs / 2) {
-      Status s = generator().ReserveTicks(layout().MillisToTick(now + kReserveAheadMs));
-      (void)s;  // logged and counted by PersistThrough; the generator retries on its own
+    {
+      std::lock_guard lock(mu_);
+      store_error_ = written.error().message;
     }
-    lock.lock();
-    wake_.wait_for(lock, std::chrono::milliseconds(100), [this] { return stopping_; });
+    // With a coordinator the local copy is a second line; without one it is the only one.
+    if (lease_ == nullptr) {
+      return Unavailable("cannot persist the high-water mark: " + written.error().message);
+    }
   }
+  std::int64_t seen = g.confirmed->load();
+  while (seen < target && !g.confirmed->compare_exchange_weak(seen, target)) {
+  }
+  std::int64_t stored_hwm = hwm_millis_.load();
+  while (stored_hwm < hwm && !hwm_millis_.compare_exchange_weak(stored_hwm, hwm)) {
+  }
+  return g.snowflake->ReserveTicks(target);
 }
 
-// ---------------------------------------------------------------------------------------------
-// Coordinated mode: the reservation is stored at the coordinator (fenced: only while this
-// process owns its worker id) and on disk by the reserver thread; the generator's reserve_ticks
-// only checks what was confirmed, so a request never waits on the network.
-
-Result<std::int64_t> Service::CheckConfirmed(std::int64_t tick) {
-  const std::int64_t confirmed = confirmed_tick_.load(std::memory_order_acquire);
-  // (A lost lease is refused before the generator is asked: NextId, NextIds.)
-  if (confirmed >= tick) return confirmed;
-  std::lock_guard lock(mu_);
-  return LeaseLost(fmt::format(
-      "worker id {} cannot vouch for ids after {}: the coordinator has not confirmed a later "
-      "reservation{}",
-      worker_id_.load(), FormatUtcMillis(layout().TickToMillis(confirmed + 1) - 1),
-      lease_error_.empty() ? std::string() : " (" + lease_error_ + ")"));
-}
-
-Status Service::CoordinatorCall(const char* what, Status status) {
-  coordinator_calls_.fetch_add(1);
-  if (!status.ok()) {
-    coordinator_errors_.fetch_add(1);
-    Log(LogLevel::kWarn, "coordinator call failed",
-        fmt::format("call={} error=\"{}\"", what, status.error().message));
-    std::lock_guard lock(mu_);
-    lease_error_ = status.error().message;
-  }
-  return status;
-}
-
-Status Service::ExtendReservation() {
-  const Layout& l = layout();
-  const std::int64_t target = l.MillisToTick(clock_.NowMillis() + kCoordinatorAheadMs);
-  const std::int64_t hwm = l.TickToMillis(target + 1) - 1;
-  Status stored = CoordinatorCall("store_hwm", lease_->StoreHwm(hwm));
-  if (!stored.ok()) return stored;
-  // The local copy: what a restart on this data dir checks even without the coordinator.
-  Status written = WriteStateFile(state_path_, {LayoutFingerprint(l), hwm});
-  persist_count_.fetch_add(1);
-  if (!written.ok()) {
-    persist_errors_.fetch_add(1);
-    Log(LogLevel::kError, "cannot persist the high-water mark locally",
-        fmt::format("error=\"{}\"", written.error().message));
-  }
-  confirmed_tick_.store(target, std::memory_order_release);
-  hwm_millis_.store(hwm);
-  return generator().ReserveTicks(target);
+Status Service::Renew() {
+  const std::int64_t mono = clock_.MonotonicMillis();
+  last_renew_try_ms_ = mono;
+  const auto begin = std::chrono::steady_clock::now();
+  Status r = CoordinatorCall("renew", lease_->Renew());
+  renew_micros_.store(std::chrono::duration_cast<std::chrono::microseconds>(
+                          std::chrono::steady_clock::now() - begin)
+                          .count());
+  if (r.ok()) last_renew_ok_ms_ = mono;
+  return r;
 }
 
 void Service::MarkLost(const std::string& why) {
@@ -347,39 +356,39 @@ void Service::MarkLost(const std::string& why) {
   }
   Log(LogLevel::kError, "worker id lease lost: not issuing ids until a lease is held again",
       fmt::format("worker_id={} reason=\"{}\"", worker_id_.load(), why));
-  next_reacquire_ = std::chrono::steady_clock::now();
+  next_reacquire_ms_ = clock_.MonotonicMillis();
 }
 
 void Service::TryReacquire() {
   Result<LeaseGrant> grant = lease_->Acquire();
   if (!CoordinatorCall("acquire", grant.ok() ? Status::Ok() : Status(grant.error())).ok()) return;
-  last_renew_ok_ = last_renew_try_ = std::chrono::steady_clock::now();
-  const bool same = grant->worker_id == worker_id_.load() && grant->datacenter_id == datacenter_id_.load() &&
-                    grant->hwm_millis <= hwm_millis_.load();
+  last_renew_ok_ms_ = last_renew_try_ms_ = clock_.MonotonicMillis();
+  const Generator& current = generators_.back();
+  std::string where;
+  bool same_layout = true;
+  Result<std::int64_t> floor =
+      HwmFloor(grant->datacenter_id, grant->worker_id, grant->hwm_millis, &where, &same_layout);
+  if (!floor.ok()) {
+    MarkLost(floor.error().message);
+    return;
+  }
+  // The same generator may go on only if nobody stored past what it had confirmed itself.
+  const std::int64_t confirmed_ms = layout().TickToMillis(current.confirmed->load() + 1) - 1;
+  const bool same = grant->worker_id == current.worker_id &&
+                    grant->datacenter_id == current.datacenter_id && *floor <= confirmed_ms;
   if (!same) {
     // Another id, or one somebody else used meanwhile: a new generator, past that id's hwm.
-    while (clock_.NowMillis() <= grant->hwm_millis) {
-      {
-        std::lock_guard lock(mu_);
-        if (stopping_) return;
-      }
-      clock_.SleepUntilMillis(std::min(grant->hwm_millis + 1, clock_.NowMillis() + 100));
+    if (Status w = WaitPast(*floor); !w.ok()) {
+      if (w.error().code == ErrorCode::kLeaseLost) MarkLost(w.error().message);
+      return;
     }
-    Result<std::unique_ptr<Snowflake>> g = NewGenerator(
-        grant->datacenter_id, grant->worker_id,
-        grant->hwm_millis > 0 ? layout().MillisToTick(grant->hwm_millis) : -1);
-    if (!g.ok()) {
+    if (Status g = NewGenerator(grant->datacenter_id, grant->worker_id,
+                                *floor > 0 && same_layout ? layout().MillisToTick(*floor) : -1);
+        !g.ok()) {
       MarkLost(g.error().message);
       return;
     }
-    confirmed_tick_.store(-1);
-    generators_.push_back(std::move(g).value());
-    generator_.store(generators_.back().get(), std::memory_order_release);
-    datacenter_id_.store(grant->datacenter_id);
-    worker_id_.store(grant->worker_id);
-    state_path_ = fmt::format("{}/workers/{}-{}.state", config_.data_dir, grant->datacenter_id,
-                              grant->worker_id);
-    WritePreferred(config_, grant->worker_id);
+    data_dir_->WritePreferred(grant->worker_id);
   }
   if (Status s = ExtendReservation(); !s.ok()) {  // still lost; tried again in a second
     Log(LogLevel::kWarn, "worker id lease acquired but its reservation failed",
@@ -393,43 +402,32 @@ void Service::TryReacquire() {
                   lease_->Describe(), same));
 }
 
-void Service::KeepLease() {
-  using namespace std::chrono;
-  const milliseconds ttl(config_.lease_ttl_ms);
-  std::unique_lock lock(mu_);
-  while (!stopping_) {
-    lock.unlock();
-    const auto now = steady_clock::now();
-    if (lease_lost_.load()) {
-      if (now >= next_reacquire_) {
-        next_reacquire_ = now + seconds(1);
-        TryReacquire();
-      }
-    } else {
-      if (now - last_renew_try_ >= ttl / 3) {
-        last_renew_try_ = now;
-        Status r = CoordinatorCall("renew", lease_->Renew());
-        renew_micros_.store(duration_cast<microseconds>(steady_clock::now() - now).count());
-        if (r.ok()) {
-          last_renew_ok_ = now;
-        } else if (r.error().code == ErrorCode::kLeaseLost) {
-          MarkLost(r.error().message);
-        }
-      }
-      // Unconfirmed for a whole TTL: the coordinator may have given the id away.
-      if (!lease_lost_.load() && steady_clock::now() - last_renew_ok_ >= ttl) {
-        MarkLost(fmt::format("the lease could not be renewed for {} ms (the TTL)", ttl.count()));
-      }
-      const std::int64_t left =
-          layout().TickToMillis(confirmed_tick_.load() + 1) - clock_.NowMillis();
-      if (!lease_lost_.load() && left < kCoordinatorAheadMs / 2 && now >= next_extend_) {
-        Status e = ExtendReservation();
-        if (!e.ok()) next_extend_ = now + milliseconds(500);  // not 10 times a second
-        if (!e.ok() && e.error().code == ErrorCode::kLeaseLost) MarkLost(e.error().message);
-      }
+void Service::RunBackgroundOnce() {
+  const std::int64_t mono = clock_.MonotonicMillis();
+  if (lease_ != nullptr && lease_lost_.load()) {
+    if (mono >= next_reacquire_ms_) {
+      next_reacquire_ms_ = mono + 1000;
+      TryReacquire();
     }
-    lock.lock();
-    wake_.wait_for(lock, milliseconds(100), [this] { return stopping_; });
+    return;
+  }
+  if (lease_ != nullptr) {
+    if (mono - last_renew_try_ms_ >= ttl_ms_ / 3) {
+      Status r = Renew();
+      if (!r.ok() && r.error().code == ErrorCode::kLeaseLost) MarkLost(r.error().message);
+    }
+    // Unconfirmed for a whole TTL: the coordinator may have given the id away.
+    if (!lease_lost_.load() && clock_.MonotonicMillis() - last_renew_ok_ms_ >= ttl_ms_) {
+      MarkLost(fmt::format("the lease could not be renewed for {} ms (the TTL)", ttl_ms_));
+    }
+    if (lease_lost_.load()) return;
+  }
+  const std::int64_t left =
+      layout().TickToMillis(generators_.back().confirmed->load() + 1) - clock_.NowMillis();
+  if (left < ahead_ms_ / 2 && mono >= next_extend_ms_) {
+    Status e = ExtendReservation();
+    if (!e.ok()) next_extend_ms_ = mono + 500;  // not 10 times a second
+    if (!e.ok() && e.error().code == ErrorCode::kLeaseLost) MarkLost(e.error().message);
   }
 }
 
@@ -549,7 +547,7 @@ bool Service::Ready(std::string* reason) {
                 (lease_error_.empty() ? std::string() : ": " + lease_error_);
     } else {
       *reason = "unavailable: the high-water mark cannot be persisted" +
-                (last_error_.empty() ? std::string() : ": " + last_error_);
+                (store_error_.empty() ? std::string() : ": " + store_error_);
     }
     return false;
   }
@@ -559,15 +557,17 @@ bool Service::Ready(std::string* reason) {
 std::string Service::LeaseJson() {
   if (lease_ == nullptr) return "{\"state\":\"held (local lock file)\"}";
   std::string error;
+  std::string description;
   {
     std::lock_guard lock(mu_);
     error = lease_error_;
+    description = lease_description_;
   }
   return fmt::format(
       "{{\"state\":\"{}\",\"coordinator\":{},\"cluster\":{},\"lease\":{},\"age_s\":{:.3f},"
       "\"renew_ms\":{:.3f},\"ttl_ms\":{},\"coordinator_calls\":{},\"last_error\":{}}}",
       lease_lost_.load() ? "lost" : "held", JsonString(config_.coordinator),
-      JsonString(config_.cluster), JsonString(lease_->Describe()),
+      JsonString(config_.cluster), JsonString(description),
       static_cast<double>(clock_.NowMillis() - lease_acquired_ms_.load()) / 1000.0,
       static_cast<double>(renew_micros_.load()) / 1000.0, config_.lease_ttl_ms,
       coordinator_calls_.load(), JsonString(error));

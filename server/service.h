@@ -25,6 +25,7 @@
 #include "sekka/snowflake.h"
 #include "sekka/worker_lease.h"
 #include "server/config.h"
+#include "server/hwm.h"
 #include "server/worker_id.h"
 
 namespace sekka::server {
@@ -53,17 +54,32 @@ struct WorkerInfo {
   std::int64_t worker_id = 0;
 };
 
+// The parts a service is built from. The command line opens the real ones (cli/serve.cc);
+// tests and the simulation pass memory ones and a FakeClock.
+struct ServiceParts {
+  Clock* clock = nullptr;  // required; must outlive the service
+  // The coordinator lease, required for worker.source etcd or zookeeper (and unused otherwise).
+  std::unique_ptr<WorkerLease> lease;
+  // Null: the state files under config.data_dir.
+  std::unique_ptr<DataDir> data_dir;
+  // Null: opened from config.segment_store.
+  std::unique_ptr<SegmentStore> segment_store;
+  // False: no background thread; the caller calls RunBackgroundOnce() (tests, simulation).
+  bool background_thread = true;
+};
+
 class Service {
  public:
-  // Claims the worker id (locally, or as a lease at etcd or ZooKeeper), checks and waits out
-  // the stored high-water mark (the local one and the coordinator's), creates the generator and
-  // makes the first reservation. Errors: kInvalidArgument (configuration, a stored state of
-  // another layout), kUnavailable (worker id held, coordinator unreachable, the clock too far
-  // behind the high-water mark), kExhausted (no free worker id), kInternal (the data dir).
-  static Result<std::unique_ptr<Service>> Start(const ServerConfig& config, Clock& clock,
-                                                const std::string& identity);
+  // Claims the worker id (locally, or through `parts.lease`), checks and waits out the stored
+  // high-water marks (the data dir's and the coordinator's), creates the generator and makes
+  // the first reservation. Errors: kInvalidArgument (configuration, a stored state of another
+  // layout), kUnavailable (worker id held, coordinator unreachable, the clock too far behind
+  // the high-water mark), kExhausted (no free worker id), kInternal (the data dir).
+  static Result<std::unique_ptr<Service>> Start(const ServerConfig& config,
+                                                const std::string& identity, ServiceParts parts);
   ~Service();
 
+  // Errors: kLeaseLost, kUnavailable (no reservation stored), kClockMovedBackwards, kExhausted.
   Result<Id> NextId();
   Status NextIds(std::span<Id> out);
   Result<DecodedId> Decode(Id id) const { return DecodeId(id, layout()); }
@@ -89,53 +105,78 @@ class Service {
   WorkerInfo worker() const;
   bool coordinated() const { return lease_ != nullptr; }
   std::int64_t hwm_millis() const { return hwm_millis_.load(); }
+  // The generator ids come from now. One that a lost lease replaced stays alive (and refuses
+  // ticks past what was stored for its worker id) until the service ends.
+  Snowflake& generator() const { return *generator_.load(std::memory_order_acquire); }
+
+  // One round of the background work: renew the lease, notice a lost one, re-acquire, and
+  // store the next reservation when less than half of it is left. The background thread calls
+  // it every 100 ms; without one (ServiceParts::background_thread) the caller does.
+  void RunBackgroundOnce();
 
   // Persists the final reservation and stops the background thread.
   void Stop();
 
  private:
+  // A generator and the reservation stored for its worker id. The reservation belongs to this
+  // generator alone: another worker id's (or another generator's) confirmation never vouches
+  // for its ticks.
+  struct Generator {
+    std::unique_ptr<Snowflake> snowflake;
+    std::shared_ptr<std::atomic<std::int64_t>> confirmed;  // the last tick stored durably
+    // The largest tick ever sent to a store for it, stored or not (a call that timed out may
+    // still land): the next target is never below it. Reserver thread.
+    std::int64_t attempted = -1;
+    std::int64_t datacenter_id = 0;
+    std::int64_t worker_id = 0;
+  };
+
   Service(const ServerConfig& config, Clock& clock);
-  Result<std::int64_t> PersistThrough(std::int64_t tick);
-  void KeepReserving();
+  // The floor for worker id (dc, worker): the largest of the coordinator's hwm and this data
+  // dir's. Errors: a state of another layout (unless forced), an unreadable state.
+  Result<std::int64_t> HwmFloor(std::int64_t dc, std::int64_t worker, std::int64_t coordinator_hwm,
+                                std::string* where, bool* same_layout);
+  // Waits until the clock is past `hwm_ms`, renewing the lease meanwhile. Errors: kLeaseLost,
+  // kUnavailable (stopping).
+  Status WaitPast(std::int64_t hwm_ms);
+  Status NewGenerator(std::int64_t datacenter_id, std::int64_t worker_id,
+                      std::int64_t start_after_tick);
+  Result<std::int64_t> CheckConfirmed(const std::atomic<std::int64_t>& confirmed,
+                                      std::int64_t tick);  // reserve_ticks: no I/O
+  // Stores the next reservation: at the coordinator (if any), then in the data dir.
+  Status ExtendReservation();
   void NoteResult(const Error& error);
   Error LeaseLostError();
   std::string LeaseJson();
-  Snowflake& generator() const { return *generator_.load(std::memory_order_acquire); }
-  // Coordinated mode (worker.source etcd or zookeeper); all but CheckConfirmed run on the
-  // reserver thread (or in Start, before it exists).
-  Result<std::int64_t> CheckConfirmed(std::int64_t tick);  // reserve_ticks: no I/O
-  Status ExtendReservation();
   // Counts a coordinator call; a failure is logged and kept for /readyz and /v1/info.
   Status CoordinatorCall(const char* what, Status status);
   void MarkLost(const std::string& why);
+  Status Renew();
   void TryReacquire();
-  void KeepLease();
-  Result<std::unique_ptr<Snowflake>> NewGenerator(std::int64_t datacenter_id,
-                                                  std::int64_t worker_id,
-                                                  std::int64_t start_after_tick);
+  bool stopping();
 
   ServerConfig config_;
   Clock& clock_;
+  const std::int64_t ttl_ms_;    // the lease TTL; unbounded without a coordinator
+  const std::int64_t ahead_ms_;  // how far ahead of the clock reservations reach
   std::unique_ptr<WorkerIdClaim> claim_;   // local sources
-  std::unique_ptr<WorkerLease> lease_;     // etcd, zookeeper
-  int data_dir_lock_ = -1;                 // coordinated: one process per data dir
-  std::string state_path_;                 // reserver thread (and Start)
+  std::unique_ptr<WorkerLease> lease_;     // etcd, zookeeper; reserver thread (after Start)
+  std::unique_ptr<DataDir> data_dir_;
   std::atomic<Snowflake*> generator_{nullptr};
-  std::vector<std::unique_ptr<Snowflake>> generators_;  // every one made; reserver thread
+  std::vector<Generator> generators_;  // every one made, the current one last; reserver thread
   std::atomic<std::int64_t> datacenter_id_{0};
   std::atomic<std::int64_t> worker_id_{0};
-  // Coordinated mode.
   std::atomic<bool> lease_lost_{false};
-  std::atomic<std::int64_t> confirmed_tick_{-1};  // reserved at the coordinator and on disk
   std::atomic<std::int64_t> lease_acquired_ms_{0};
   std::atomic<std::int64_t> renew_micros_{0};     // the last Renew's latency
   std::atomic<std::uint64_t> coordinator_calls_{0};
   std::atomic<std::uint64_t> coordinator_errors_{0};
   std::atomic<std::uint64_t> leases_lost_{0};
-  std::chrono::steady_clock::time_point last_renew_ok_{};   // reserver thread
-  std::chrono::steady_clock::time_point last_renew_try_{};  // reserver thread
-  std::chrono::steady_clock::time_point next_reacquire_{};  // reserver thread
-  std::chrono::steady_clock::time_point next_extend_{};     // reserver thread
+  // Reserver thread, on clock_.MonotonicMillis().
+  std::int64_t last_renew_ok_ms_ = 0;
+  std::int64_t last_renew_try_ms_ = 0;
+  std::int64_t next_reacquire_ms_ = 0;
+  std::int64_t next_extend_ms_ = 0;
   std::unique_ptr<SegmentStore> segment_store_;
   std::unique_ptr<SegmentAllocator> segments_;  // destroyed before segment_store_
   const std::int64_t started_ms_;
@@ -159,6 +200,8 @@ class Service {
   bool stopping_ = false;       // guarded by mu_
   std::string last_error_;      // guarded by mu_: why ids failed last, for /readyz
   std::string lease_error_;     // guarded by mu_: why the lease was lost or not confirmed
+  std::string store_error_;     // guarded by mu_: why the last reservation was not stored
+  std::string lease_description_;  // guarded by mu_: lease_->Describe() as last seen
   std::int64_t last_error_ms_ = 0;  // guarded by mu_
   std::thread reserver_;
 };

@@ -14,6 +14,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <fstream>
+#include <memory>
 #include <mutex>
 #include <string>
 
@@ -65,6 +66,7 @@ class PlainClock final : public Clock {
  public:
   std::int64_t NowMillis() override { return ReadNanos(CLOCK_REALTIME) / kNanosPerMilli; }
   void SleepUntilMillis(std::int64_t wall_millis) override { WaitForWallMillis(wall_millis); }
+  std::int64_t MonotonicMillis() override { return ReadNanos(CLOCK_MONOTONIC) / kNanosPerMilli; }
 };
 
 #if SEKKA_HAVE_TSC
@@ -83,37 +85,61 @@ bool TscIsUsable() {
   return invariant && name == "tsc";
 }
 
-// The millisecond a thread last read, and the TSC value before which it is still current.
+}  // namespace
+
+namespace clock_internal {
+
+// The millisecond a thread last read, and the TSC range [read_tsc, valid_until_tsc) in which it
+// is still current.
 struct TscCache {
+  const void* owner = nullptr;  // the clock that filled it
   std::int64_t millis = 0;
+  std::uint64_t read_tsc = 0;
   std::uint64_t valid_until_tsc = 0;  // 0: no fast path
 };
 
+// The TSC-backed clock. `counter` reads the time-stamp counter (a parameter so that a test can
+// make it jump backwards).
 class TscClock final : public Clock {
  public:
-  TscClock() : usable_(TscIsUsable()) {
-    base_tsc_ = __rdtsc();
+  explicit TscClock(std::uint64_t (*counter)() = [] { return static_cast<std::uint64_t>(__rdtsc()); },
+                    bool usable = TscIsUsable())
+      : counter_(counter), usable_(usable) {
+    base_tsc_ = counter_();
     base_mono_ = ReadNanos(CLOCK_MONOTONIC);
   }
 
   std::int64_t NowMillis() override {
     TscCache& cache = cache_;
-    if (__rdtsc() < cache.valid_until_tsc) return cache.millis;
-    return ReadAndRemember();
+    const std::uint64_t tsc = counter_();
+    // Below read_tsc the counter went backwards: the cached millisecond proves nothing.
+    if (tsc < cache.valid_until_tsc && tsc >= cache.read_tsc && cache.owner == this) {
+      return cache.millis;
+    }
+    return ReadAndRemember(tsc);
   }
 
   void SleepUntilMillis(std::int64_t wall_millis) override { WaitForWallMillis(wall_millis); }
+  std::int64_t MonotonicMillis() override { return ReadNanos(CLOCK_MONOTONIC) / kNanosPerMilli; }
+
+  // False once the counter was seen going backwards.
+  bool fast_path_enabled() const { return !disabled_.load(std::memory_order_relaxed); }
 
  private:
-  std::int64_t ReadAndRemember() {
-    const std::uint64_t tsc = __rdtsc();
+  std::int64_t ReadAndRemember(std::uint64_t tsc) {
+    TscCache& cache = cache_;
+    if (cache.owner == this && tsc < cache.read_tsc) {
+      disabled_.store(true, std::memory_order_relaxed);
+    }
+    cache.owner = this;
     timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     const std::int64_t millis =
         static_cast<std::int64_t>(ts.tv_sec) * 1000 + ts.tv_nsec / kNanosPerMilli;
-    TscCache& cache = cache_;
     cache.millis = millis;
+    cache.read_tsc = tsc;
     cache.valid_until_tsc = 0;
+    if (disabled_.load(std::memory_order_relaxed)) return millis;
     const double per_ns = TscPerNanosecond(tsc);
     if (per_ns > 0) {
       // Nanoseconds certainly left in this millisecond: less 0.1% for rate error and NTP slew
@@ -130,13 +156,17 @@ class TscClock final : public Clock {
   double TscPerNanosecond(std::uint64_t tsc) {
     if (!usable_) return 0;
     const double rate = rate_.load(std::memory_order_relaxed);
-    if (rate > 0 && tsc - base_tsc_.load(std::memory_order_relaxed) <
-                        recalibrate_after_.load(std::memory_order_relaxed)) {
+    const std::uint64_t base = base_tsc_.load(std::memory_order_relaxed);
+    if (tsc < base) {  // the counter went backwards since the last calibration
+      disabled_.store(true, std::memory_order_relaxed);
+      return 0;
+    }
+    if (rate > 0 && tsc - base < recalibrate_after_.load(std::memory_order_relaxed)) {
       return rate;
     }
     std::unique_lock lock(mu_, std::try_to_lock);
     if (!lock.owns_lock()) return rate;
-    const std::uint64_t now_tsc = __rdtsc();
+    const std::uint64_t now_tsc = counter_();
     const std::int64_t now_mono = ReadNanos(CLOCK_MONOTONIC);
     const std::int64_t elapsed = now_mono - base_mono_;
     if (elapsed < 50 * kNanosPerMilli) return rate;
@@ -155,7 +185,9 @@ class TscClock final : public Clock {
 
   static inline thread_local TscCache cache_{};
 
+  std::uint64_t (*const counter_)();
   const bool usable_;
+  std::atomic<bool> disabled_{false};
   std::mutex mu_;
   std::atomic<double> rate_{0.0};
   std::atomic<std::uint64_t> base_tsc_{0};
@@ -164,13 +196,20 @@ class TscClock final : public Clock {
   std::atomic<std::uint64_t> recalibrate_after_{0};
 };
 
+std::unique_ptr<Clock> NewTscClock(std::uint64_t (*counter)()) {
+  return std::make_unique<TscClock>(counter, /*usable=*/true);
+}
+
+}  // namespace clock_internal
 #endif  // SEKKA_HAVE_TSC
 
+#if !SEKKA_HAVE_TSC
 }  // namespace
+#endif
 
 Clock& SystemClock() {
 #if SEKKA_HAVE_TSC
-  static TscClock* clock = new TscClock();
+  static clock_internal::TscClock* clock = new clock_internal::TscClock();
 #else
   static PlainClock* clock = new PlainClock();
 #endif

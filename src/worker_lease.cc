@@ -8,15 +8,15 @@
 
 #include "sekka/worker_lease.h"
 
+#include "sekka/clock.h"
+
 namespace sekka {
 namespace {
-
-using SteadyClock = std::chrono::steady_clock;
 
 struct Slot {
   std::uint64_t owner = 0;  // lease serial; 0 = free
   std::string identity;
-  SteadyClock::time_point expires;
+  std::int64_t expires = 0;  // on the registry clock's MonotonicMillis()
   std::int64_t hwm_millis = 0;
 };
 
@@ -43,11 +43,14 @@ class MemoryLease final : public WorkerLease {
 
 class MemoryRegistry final : public WorkerLeaseRegistry {
  public:
+  explicit MemoryRegistry(Clock& clock) : clock_(clock) {}
+  std::int64_t Now() { return clock_.MonotonicMillis(); }
   std::unique_ptr<WorkerLease> NewLease(const WorkerLeaseOptions& options) override {
     std::lock_guard lock(mu_);
     return std::make_unique<MemoryLease>(*this, options, ++serials_);
   }
 
+  Clock& clock_;
   std::mutex mu_;
   std::uint64_t serials_ = 0;
   std::map<std::pair<std::int64_t, std::int64_t>, Slot> slots_;  // (dc, worker) -> slot
@@ -58,7 +61,7 @@ MemoryLease::~MemoryLease() = default;  // a dropped lease is left to expire, li
 Result<LeaseGrant> MemoryLease::Acquire() {
   if (options_.identity.empty()) return InvalidArgument("the lease identity must not be empty");
   std::lock_guard lock(registry_.mu_);
-  const auto now = SteadyClock::now();
+  const auto now = registry_.Now();
   auto usable = [&](std::int64_t id) {
     const Slot& s = registry_.slots_[{options_.datacenter_id, id}];
     return s.owner == 0 || s.expires <= now || s.owner == serial_ ||
@@ -68,7 +71,7 @@ Result<LeaseGrant> MemoryLease::Acquire() {
     Slot& s = registry_.slots_[{options_.datacenter_id, id}];
     s.owner = serial_;
     s.identity = options_.identity;
-    s.expires = now + options_.ttl;
+    s.expires = now + options_.ttl.count();
     held_ = id;
     return LeaseGrant{options_.datacenter_id, id, s.hwm_millis};
   };
@@ -92,12 +95,12 @@ Status MemoryLease::Renew() {
   std::lock_guard lock(registry_.mu_);
   if (held_ < 0) return LeaseLost("no worker id is held");
   Slot& s = registry_.slots_[{options_.datacenter_id, held_}];
-  const auto now = SteadyClock::now();
+  const auto now = registry_.Now();
   if (s.owner != serial_ || s.expires <= now) {
     held_ = -1;
     return LeaseLost("the lease expired or was taken over");
   }
-  s.expires = now + options_.ttl;
+  s.expires = now + options_.ttl.count();
   return Status::Ok();
 }
 
@@ -105,7 +108,7 @@ Status MemoryLease::StoreHwm(std::int64_t hwm_millis) {
   std::lock_guard lock(registry_.mu_);
   if (held_ < 0) return LeaseLost("no worker id is held");
   Slot& s = registry_.slots_[{options_.datacenter_id, held_}];
-  if (s.owner != serial_ || s.expires <= SteadyClock::now()) {
+  if (s.owner != serial_ || s.expires <= registry_.Now()) {
     held_ = -1;
     return LeaseLost("the lease expired or was taken over");
   }
@@ -139,8 +142,8 @@ Status ValidateClusterName(std::string_view cluster) {
       cluster.substr(0, 80)));
 }
 
-std::unique_ptr<WorkerLeaseRegistry> NewMemoryWorkerLeaseRegistry() {
-  return std::make_unique<MemoryRegistry>();
+std::unique_ptr<WorkerLeaseRegistry> NewMemoryWorkerLeaseRegistry(Clock* clock) {
+  return std::make_unique<MemoryRegistry>(clock != nullptr ? *clock : SystemClock());
 }
 
 }  // namespace sekka

@@ -9,6 +9,7 @@
 #define SEKKA_CLOCK_H_
 
 #include <cstdint>
+#include <memory>
 
 namespace sekka {
 
@@ -24,18 +25,31 @@ class Clock {
   // the call has passed on a monotonic clock (so a backward step during the wait cannot block
   // for long). Callers re-read NowMillis() afterwards. Returns at once if the time has come.
   virtual void SleepUntilMillis(std::int64_t wall_millis) = 0;
+
+  // Milliseconds on a clock that never steps (CLOCK_MONOTONIC; its zero is arbitrary). Lease
+  // timing (TTLs, renewal intervals) reads this one, so that a wall-clock step cannot stretch
+  // or shrink a lease. SleepUntilMillis() advances it as much as it advances the wall clock.
+  virtual std::int64_t MonotonicMillis() = 0;
 };
 
 // The process-wide clock backed by CLOCK_REALTIME. Where the CPU has an invariant time-stamp
 // counter and the kernel uses it as its clocksource, repeated reads within one millisecond are
 // answered from the counter instead of a full clock_gettime(): a read costs ~10 ns instead of
 // ~25 ns. Every millisecond boundary is still read from clock_gettime(), so a clock step is seen
-// at most 1 ms late. See docs/design.md ("The clock").
+// at most 1 ms late. A counter that goes backwards (resume from suspend, a VM restore, a
+// counter the kernel later marks unstable) switches the fast path off for good: every read is
+// then a clock_gettime(). See docs/design.md ("The clock").
 Clock& SystemClock();
 
 // The same clock without the time-stamp-counter fast path: every NowMillis() is one
 // clock_gettime(CLOCK_REALTIME). For comparisons and for environments that distrust the TSC.
 Clock& PlainSystemClock();
+
+namespace clock_internal {
+// For tests: the time-stamp-counter clock reading `counter` instead of the CPU's counter, with
+// the fast path allowed whatever the machine. Only on x86-64.
+std::unique_ptr<Clock> NewTscClock(std::uint64_t (*counter)());
+}  // namespace clock_internal
 
 }  // namespace sekka
 

@@ -29,6 +29,7 @@
 #include <memory>
 #include <string>
 
+#include "sekka/clock.h"
 #include "sekka/status.h"
 
 namespace sekka {
@@ -69,8 +70,10 @@ class WorkerLease {
   // Keeps the lease alive. Errors: kLeaseLost (it is gone: expired, revoked or taken over;
   // Acquire again), kUnavailable (no answer; the lease may still be alive until its TTL).
   virtual Status Renew() = 0;
-  // Stores hwm_millis (ms since 1970) as this id's high-water mark, if this lease still owns
-  // the id. Errors: kLeaseLost, kUnavailable; neither stores anything.
+  // Raises this id's high-water mark to hwm_millis (ms since 1970), if this lease still owns
+  // the id. The stored mark never decreases: a value below it leaves it as it is (and is OK).
+  // Errors: kLeaseLost; kUnavailable, after which the value may or may not have been stored
+  // (a call that timed out can still land): the caller must not rely on either.
   virtual Status StoreHwm(std::int64_t hwm_millis) = 0;
   // Gives the id back at once (the hwm stays). Holding nothing is not an error.
   virtual Status Release() = 0;
@@ -85,13 +88,14 @@ class WorkerLease {
 Status ValidateClusterName(std::string_view cluster);
 
 // The memory backend: a registry that stands in for a coordinator within one process, with the
-// same rules (TTL measured on the steady clock). For unit tests and the contract's own checks.
+// same rules (TTLs measured on `clock`'s MonotonicMillis(); the system clock when null). For
+// unit tests, the simulation and the contract's own checks. StoreHwm keeps the larger value.
 class WorkerLeaseRegistry {
  public:
   virtual ~WorkerLeaseRegistry() = default;
   virtual std::unique_ptr<WorkerLease> NewLease(const WorkerLeaseOptions& options) = 0;
 };
-std::unique_ptr<WorkerLeaseRegistry> NewMemoryWorkerLeaseRegistry();
+std::unique_ptr<WorkerLeaseRegistry> NewMemoryWorkerLeaseRegistry(Clock* clock = nullptr);
 
 }  // namespace sekka
 

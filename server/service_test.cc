@@ -1,0 +1,196 @@
+// The service under a FakeClock with memory backends: lease loss and re-acquisition, the
+// reservation rules (defects 1, 2 and 7 of the safety review), without a thread or a sleep.
+
+#include "server/service.h"
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <map>
+#include <vector>
+
+#include "server/log.h"
+#include "testing/fake_clock.h"
+
+namespace sekka::server {
+namespace {
+
+constexpr std::int64_t kNow = 1'800'000'000'000;
+
+class MemoryDataDir final : public DataDir {
+ public:
+  Result<std::optional<StoredState>> ReadState(std::int64_t dc, std::int64_t worker) override {
+    auto it = states_.find({dc, worker});
+    if (it == states_.end()) return std::optional<StoredState>();
+    return std::optional<StoredState>(it->second);
+  }
+  Status WriteState(std::int64_t dc, std::int64_t worker, const StoredState& state) override {
+    states_[{dc, worker}] = state;
+    return Status::Ok();
+  }
+  std::string StateName(std::int64_t dc, std::int64_t worker) const override {
+    return fmt::format("memory/{}-{}", dc, worker);
+  }
+  std::int64_t ReadPreferred() override { return -1; }
+  void WritePreferred(std::int64_t) override {}
+
+ private:
+  std::map<std::pair<std::int64_t, std::int64_t>, StoredState> states_;
+};
+
+// Passes calls through and records every hwm the service asks to store.
+class RecordingLease final : public WorkerLease {
+ public:
+  RecordingLease(std::unique_ptr<WorkerLease> inner, std::vector<std::int64_t>& stores)
+      : inner_(std::move(inner)), stores_(stores) {}
+  Result<LeaseGrant> Acquire() override { return inner_->Acquire(); }
+  Status Renew() override { return inner_->Renew(); }
+  Status StoreHwm(std::int64_t hwm) override {
+    stores_.push_back(hwm);
+    return inner_->StoreHwm(hwm);
+  }
+  Status Release() override { return inner_->Release(); }
+  std::string Describe() const override { return inner_->Describe(); }
+  std::string_view source() const override { return "etcd"; }
+
+ private:
+  std::unique_ptr<WorkerLease> inner_;
+  std::vector<std::int64_t>& stores_;
+};
+
+class ServiceTest : public ::testing::Test {
+ protected:
+  ServiceTest() { SetLogLevel("off"); }
+  ~ServiceTest() override { SetLogLevel("info"); }
+
+  WorkerLeaseOptions LeaseOptions(const std::string& identity) {
+    WorkerLeaseOptions o;
+    o.identity = identity;
+    o.worker_count = 4;
+    o.ttl = std::chrono::milliseconds(ttl_ms_);
+    return o;
+  }
+
+  std::unique_ptr<Service> Start(const std::string& identity) {
+    ServerConfig config;
+    config.worker_source = "etcd";
+    config.lease_ttl_ms = ttl_ms_;
+    config.generator.layout =
+        *ParseLayout("time_bits=41,worker_bits=2,sequence_bits=20,epoch=2025-01-01");
+    ServiceParts parts;
+    parts.clock = &clock_;
+    parts.lease = std::make_unique<RecordingLease>(registry_->NewLease(LeaseOptions(identity)),
+                                                   stores_);
+    parts.data_dir = std::make_unique<MemoryDataDir>();
+    parts.segment_store = NewMemorySegmentStore();
+    parts.background_thread = false;
+    Result<std::unique_ptr<Service>> s = Service::Start(config, identity, std::move(parts));
+    EXPECT_TRUE(s.ok()) << s.error().message;
+    return s.ok() ? std::move(s).value() : nullptr;
+  }
+
+  // Time passes while the process is paused: nothing of it runs.
+  void Pause(std::int64_t ms) { clock_.AdvanceMillis(ms); }
+  // Time passes while the process runs: its background work every 100 ms.
+  void Run(Service& s, std::int64_t ms) {
+    for (std::int64_t t = 0; t < ms; t += 100) {
+      clock_.AdvanceMillis(100);
+      s.RunBackgroundOnce();
+    }
+  }
+
+  std::int64_t ttl_ms_ = 3000;
+  FakeClock clock_{kNow};
+  std::unique_ptr<WorkerLeaseRegistry> registry_ = NewMemoryWorkerLeaseRegistry(&clock_);
+  std::vector<std::int64_t> stores_;
+};
+
+TEST_F(ServiceTest, ALostLeaseFailsEveryRequestUntilTheSameIdIsHeldAgain) {
+  std::unique_ptr<Service> s = Start("a");
+  ASSERT_NE(s, nullptr);
+  Result<Id> before = s->NextId();
+  ASSERT_TRUE(before.ok());
+  Pause(ttl_ms_ + 500);  // longer than the TTL: the coordinator lets the lease go
+  s->RunBackgroundOnce();
+  Result<Id> lost = s->NextId();
+  ASSERT_FALSE(lost.ok());
+  EXPECT_EQ(lost.error().code, ErrorCode::kLeaseLost);
+  std::string reason;
+  EXPECT_FALSE(s->Ready(&reason));
+  EXPECT_EQ(reason.rfind("lease_lost", 0), 0u) << reason;
+  std::vector<Id> batch(10);
+  EXPECT_EQ(s->NextIds(std::span<Id>(batch)).error().code, ErrorCode::kLeaseLost);
+
+  Run(*s, 1000);  // re-acquires: the same id, nobody used it meanwhile
+  EXPECT_TRUE(s->Ready(&reason)) << reason;
+  Result<Id> after = s->NextId();
+  ASSERT_TRUE(after.ok()) << after.error().message;
+  EXPECT_GT(*after, *before);
+  EXPECT_EQ(s->worker().worker_id, 0);
+}
+
+TEST_F(ServiceTest, AnIdTakenMeanwhileIsLeftForAnotherAndTheOldGeneratorStopsAtItsReservation) {
+  std::unique_ptr<Service> a = Start("a");
+  ASSERT_NE(a, nullptr);
+  ASSERT_EQ(a->worker().worker_id, 0);
+  Snowflake* old = &a->generator();  // a request thread that is inside the old generator
+  ASSERT_TRUE(old->NextId().ok());
+  Pause(ttl_ms_ + 500);
+  // Another process takes id 0 meanwhile and reserves far ahead.
+  auto other = registry_->NewLease(LeaseOptions("b"));
+  Result<LeaseGrant> g = other->Acquire();
+  ASSERT_TRUE(g.ok());
+  ASSERT_EQ(g->worker_id, 0);
+  ASSERT_TRUE(other->StoreHwm(clock_.NowMillis() + 60'000).ok());
+  Run(*a, 1500);  // a notices, re-acquires: another id
+  std::string reason;
+  ASSERT_TRUE(a->Ready(&reason)) << reason;
+  EXPECT_EQ(a->worker().worker_id, 1);
+  Result<Id> id = a->NextId();
+  ASSERT_TRUE(id.ok());
+  EXPECT_EQ(DecodeId(*id, a->layout())->worker, 1);
+  // The paused thread resumes in the old generator of worker id 0, past what was stored for
+  // it: the new id's reservation must not vouch for it.
+  Run(*a, 10'000);
+  Result<Id> stale = old->NextId();
+  ASSERT_FALSE(stale.ok()) << "worker id 0 issued an id past its own reservation";
+  EXPECT_EQ(stale.error().code, ErrorCode::kLeaseLost);
+}
+
+TEST_F(ServiceTest, AClockStepBackNeverLowersTheStoredHwm) {
+  std::unique_ptr<Service> s = Start("a");
+  ASSERT_NE(s, nullptr);
+  Run(*s, 3000);
+  ASSERT_TRUE(s->NextId().ok());
+  const std::int64_t high = s->hwm_millis();
+  clock_.SetMillis(clock_.NowMillis() - 15'000);  // the wall clock steps back
+  Pause(ttl_ms_ + 500);                            // and the process is paused past its TTL
+  Run(*s, 3000);                                   // lease lost, the same id held again
+  std::string reason;
+  EXPECT_TRUE(s->Ready(&reason) || reason.rfind("clock_moved_backwards", 0) == 0) << reason;
+  EXPECT_GE(s->hwm_millis(), high);
+  ASSERT_GE(stores_.size(), 2u);
+  for (std::size_t i = 1; i < stores_.size(); ++i) {
+    EXPECT_GE(stores_[i], stores_[i - 1]) << "store " << i << " asked for a lower hwm";
+  }
+}
+
+TEST_F(ServiceTest, AStartupWaitLongerThanTheTtlKeepsTheLease) {
+  ttl_ms_ = 2000;
+  {
+    auto earlier = registry_->NewLease(LeaseOptions("a"));
+    ASSERT_TRUE(earlier->Acquire().ok());
+    ASSERT_TRUE(earlier->StoreHwm(clock_.NowMillis() + 8000).ok());  // 4 TTLs ahead
+    ASSERT_TRUE(earlier->Release().ok());
+  }
+  std::unique_ptr<Service> s = Start("a");
+  ASSERT_NE(s, nullptr) << "the lease expired during the start-up wait";
+  EXPECT_GE(clock_.slept_millis(), 8000);
+  Run(*s, 500);
+  std::string reason;
+  EXPECT_TRUE(s->Ready(&reason)) << reason;
+  EXPECT_TRUE(s->NextId().ok());
+}
+
+}  // namespace
+}  // namespace sekka::server

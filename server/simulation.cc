@@ -1,0 +1,444 @@
+// The deterministic simulation (see server/simulation.h). Single-threaded: the scheduler picks
+// one event at a time with its seeded generator, so a seed always replays the same run.
+
+#include "server/simulation.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <random>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "sekka/codec.h"
+#include "sekka/worker_lease.h"
+#include "server/hwm.h"
+#include "server/log.h"
+#include "server/service.h"
+
+namespace sekka::server {
+namespace {
+
+constexpr std::int64_t kStartMillis = 1'800'000'000'000;  // 2027-01-15, past the layout's epoch
+
+// Simulated time: one monotonic timeline for the whole run.
+struct World {
+  std::int64_t now = kStartMillis;
+};
+
+// A server's clock: the world's time plus an offset that faults step. Sleeping makes the world's
+// time pass (everything else stands still meanwhile, which is one possible schedule).
+class SimClock final : public Clock {
+ public:
+  explicit SimClock(World& world) : world_(world) {}
+  std::int64_t NowMillis() override { return world_.now + offset_; }
+  void SleepUntilMillis(std::int64_t wall_millis) override {
+    const std::int64_t now = NowMillis();
+    if (wall_millis > now) world_.now += wall_millis - now;
+  }
+  std::int64_t MonotonicMillis() override { return world_.now; }
+  std::int64_t offset_ = 0;
+
+ private:
+  World& world_;
+};
+
+class Simulation;
+
+// A data dir that survives its process: what was written stays (writes are synchronous, so a
+// crash loses nothing that was acknowledged); a "lost volume" restart starts from an empty one.
+struct Disk {
+  std::map<std::pair<std::int64_t, std::int64_t>, StoredState> states;
+  std::int64_t preferred = -1;
+  bool full = false;
+};
+
+class SimDataDir final : public DataDir {
+ public:
+  explicit SimDataDir(std::shared_ptr<Disk> disk) : disk_(std::move(disk)) {}
+  Result<std::optional<StoredState>> ReadState(std::int64_t dc, std::int64_t worker) override {
+    auto it = disk_->states.find({dc, worker});
+    if (it == disk_->states.end()) return std::optional<StoredState>();
+    return std::optional<StoredState>(it->second);
+  }
+  Status WriteState(std::int64_t dc, std::int64_t worker, const StoredState& state) override {
+    if (disk_->full) return Internal("cannot write the state: No space left on device");
+    StoredState& s = disk_->states[{dc, worker}];
+    if (s.layout == state.layout && s.hwm_millis >= state.hwm_millis) return Status::Ok();
+    s = state;
+    return Status::Ok();
+  }
+  std::string StateName(std::int64_t dc, std::int64_t worker) const override {
+    return fmt::format("sim-disk/{}-{}.state", dc, worker);
+  }
+  std::int64_t ReadPreferred() override { return disk_->preferred; }
+  void WritePreferred(std::int64_t worker) override { disk_->preferred = worker; }
+
+ private:
+  std::shared_ptr<Disk> disk_;
+};
+
+// The coordinator's faults, shared by every lease client.
+struct Coordinator {
+  std::unique_ptr<WorkerLeaseRegistry> registry;
+  std::int64_t down_until = 0;  // world time
+  double fail = 0;              // a call fails without effect
+  double late = 0;              // a call takes effect, and the caller is told it failed
+};
+
+class FaultyLease final : public WorkerLease {
+ public:
+  FaultyLease(std::unique_ptr<WorkerLease> inner, Simulation& sim, int incarnation)
+      : inner_(std::move(inner)), sim_(sim), incarnation_(incarnation) {}
+  Result<LeaseGrant> Acquire() override;
+  Status Renew() override;
+  Status StoreHwm(std::int64_t hwm_millis) override;
+  Status Release() override { return crashed_ ? Status::Ok() : inner_->Release(); }
+  std::string Describe() const override { return inner_->Describe(); }
+  std::string_view source() const override { return "etcd"; }
+
+  bool crashed_ = false;  // a killed process releases nothing
+
+ private:
+  // Before a call: an outage or a failure without effect.
+  bool Refused();
+  bool Late();
+  std::unique_ptr<WorkerLease> inner_;
+  Simulation& sim_;
+  const int incarnation_;
+  std::int64_t worker_ = -1;
+};
+
+struct Slot {
+  std::string identity;
+  std::unique_ptr<SimClock> clock;
+  std::shared_ptr<Disk> disk;
+  std::unique_ptr<Service> service;
+  FaultyLease* lease = nullptr;  // owned by service
+  int incarnation = 0;
+  std::int64_t paused_until = 0;
+  std::int64_t next_background = 0;
+  std::vector<Snowflake*> stalled;  // request threads paused inside a call, with their generator
+};
+
+class Simulation {
+ public:
+  explicit Simulation(const SimulationOptions& options)
+      : options_(options), rng_(options.seed * 0x9E3779B97F4A7C15ULL + 1) {
+    layout_ = *ParseLayout("time_bits=41,worker_bits=2,sequence_bits=20,epoch=2025-01-01");
+    coordinator_clock_ = std::make_unique<SimClock>(world_);
+    coordinator_.registry = NewMemoryWorkerLeaseRegistry(coordinator_clock_.get());
+    // Per run: how flaky the coordinator is, how long leases are, which clock policy.
+    const double rates[] = {0, 0.02, 0.1, 0.3};
+    coordinator_.fail = rates[Uniform(0, 3)];
+    coordinator_.late = rates[Uniform(0, 3)];
+    const std::int64_t ttls[] = {2000, 3000, 6000, 10000};
+    ttl_ms_ = ttls[Uniform(0, 3)];
+    const ClockBackwardsPolicy policies[] = {ClockBackwardsPolicy::kWait,
+                                             ClockBackwardsPolicy::kFail,
+                                             ClockBackwardsPolicy::kContinue};
+    policy_ = policies[Uniform(0, 2)];
+    borrow_ = Uniform(0, 1) == 1;
+    for (int i = 0; i < options.servers; ++i) {
+      Slot slot;
+      slot.identity = fmt::format("sim-{}", i);
+      slot.disk = std::make_shared<Disk>();
+      slots_.push_back(std::move(slot));
+    }
+  }
+
+  SimulationResult Run() {
+    Trace("seed {} ttl={}ms fail={} late={} policy={} borrow={}", options_.seed, ttl_ms_,
+          coordinator_.fail, coordinator_.late, ClockBackwardsPolicyName(policy_), borrow_);
+    for (std::size_t i = 0; i < slots_.size(); ++i) StartServer(i, /*fresh_disk=*/false);
+    for (step_ = 0; step_ < options_.steps && result_.ok; ++step_) Step();
+    for (Slot& slot : slots_) slot.service.reset();
+    return result_;
+  }
+
+  std::int64_t Uniform(std::int64_t lo, std::int64_t hi) {
+    return std::uniform_int_distribution<std::int64_t>(lo, hi)(rng_);
+  }
+  bool Chance(double p) { return std::uniform_real_distribution<double>(0, 1)(rng_) < p; }
+  const Coordinator& coordinator() const { return coordinator_; }
+  World& world() { return world_; }
+
+  template <typename... Args>
+  void Trace(fmt::format_string<Args...> format, Args&&... args) {
+    if (!options_.verbose) return;
+    std::fprintf(stderr, "[%d t=%lld] %s\n", step_, static_cast<long long>(world_.now - kStartMillis),
+                 fmt::format(format, std::forward<Args>(args)...).c_str());
+  }
+
+  void Fail(const std::string& what) {
+    if (!result_.ok) return;
+    result_.ok = false;
+    result_.failure = fmt::format("{} (step {}; replay: sekka_sim --seed {} --steps {} --verbose)",
+                                  what, step_, options_.seed, options_.steps);
+  }
+
+  // A store that took effect at the coordinator, for worker id `worker`.
+  void Stored(int incarnation, std::int64_t worker, std::int64_t hwm) {
+    Trace("  stored hwm {} for worker {} (incarnation {})", hwm - kStartMillis, worker, incarnation);
+    std::int64_t& last = stored_[worker];
+    if (hwm < last) {
+      Fail(fmt::format("the stored hwm of worker id {} decreased from {} to {}", worker, last, hwm));
+    }
+    last = hwm;
+    std::int64_t& mine = held_stores_[{incarnation, worker}];
+    mine = std::max(mine, hwm);
+  }
+
+ private:
+  void StartServer(std::size_t i, bool fresh_disk) {
+    Slot& slot = slots_[i];
+    if (fresh_disk) slot.disk = std::make_shared<Disk>();
+    slot.clock = slot.clock ? std::move(slot.clock) : std::make_unique<SimClock>(world_);
+    ServerConfig config;
+    config.worker_source = "etcd";
+    config.lease_ttl_ms = ttl_ms_;
+    config.generator.layout = layout_;
+    config.generator.on_clock_backwards = policy_;
+    config.generator.on_sequence_exhausted =
+        borrow_ ? SequenceExhaustedPolicy::kBorrow : SequenceExhaustedPolicy::kWait;
+    config.generator.random_seed = options_.seed;
+    WorkerLeaseOptions lo;
+    lo.identity = slot.identity;
+    lo.worker_count = layout_.worker_ids_per_datacenter();
+    lo.preferred = slot.disk->preferred;
+    lo.ttl = std::chrono::milliseconds(ttl_ms_);
+    const int incarnation = ++incarnations_;
+    auto lease = std::make_unique<FaultyLease>(coordinator_.registry->NewLease(lo), *this,
+                                               incarnation);
+    FaultyLease* raw = lease.get();
+    ServiceParts parts;
+    parts.clock = slot.clock.get();
+    parts.lease = std::move(lease);
+    parts.data_dir = std::make_unique<SimDataDir>(slot.disk);
+    parts.segment_store = NewMemorySegmentStore();
+    parts.background_thread = false;
+    Result<std::unique_ptr<Service>> s = Service::Start(config, slot.identity, std::move(parts));
+    if (!s.ok()) {
+      Trace("server {} did not start: {}", i, s.error().message);
+      return;
+    }
+    slot.service = std::move(s).value();
+    slot.lease = raw;
+    slot.incarnation = incarnation;
+    slot.next_background = world_.now + 100;
+    Trace("server {} started as incarnation {} with worker id {}", i, incarnation,
+          slot.service->worker().worker_id);
+  }
+
+  void Crash(std::size_t i) {
+    Slot& slot = slots_[i];
+    if (!slot.service) return;
+    Trace("server {} killed (-9)", i);
+    slot.lease->crashed_ = true;
+    slot.stalled.clear();
+    slot.service.reset();
+  }
+
+  void Record(const Slot& slot, std::span<const Id> ids) {
+    for (Id id : ids) {
+      ++result_.ids;
+      Result<DecodedId> d = DecodeId(id, layout_);
+      if (!d.ok()) {
+        Fail(fmt::format("id {} does not decode: {}", id, d.error().message));
+        return;
+      }
+      if (!issued_.insert(id).second) {
+        Fail(fmt::format("id {} (worker {}, time {}) was issued twice", id, d->worker,
+                         d->timestamp_ms - kStartMillis));
+        return;
+      }
+      // The last ms of the id's tick must be covered by what its issuer stored.
+      const std::int64_t tick_end = d->timestamp_ms + layout_.tick_millis() - 1;
+      auto it = held_stores_.find({slot.incarnation, d->worker});
+      const std::int64_t covered = it == held_stores_.end() ? -1 : it->second;
+      if (tick_end > covered) {
+        Fail(fmt::format(
+            "id {} of worker {} at time {} is above every reservation its issuer (incarnation "
+            "{}) stored for that worker id ({})",
+            id, d->worker, tick_end - kStartMillis, slot.incarnation,
+            covered < 0 ? -1 : covered - kStartMillis));
+        return;
+      }
+    }
+  }
+
+  bool Runnable(const Slot& slot) const {
+    return slot.service != nullptr && world_.now >= slot.paused_until;
+  }
+
+  void Request(std::size_t i) {
+    Slot& slot = slots_[i];
+    const std::size_t n = static_cast<std::size_t>(Chance(0.5) ? 1 : Uniform(2, 300));
+    std::vector<Id> ids(n);
+    Status s = n == 1 ? [&]() -> Status {
+      Result<Id> id = slot.service->NextId();
+      if (!id.ok()) return id.error();
+      ids[0] = *id;
+      return Status::Ok();
+    }()
+                      : slot.service->NextIds(std::span<Id>(ids));
+    if (!s.ok()) {
+      Trace("server {}: {} ids failed: {}", i, n, s.error().message);
+      return;
+    }
+    Record(slot, ids);
+    // Sometimes a request thread stops inside a later call, holding the generator it found.
+    if (Chance(0.05)) slot.stalled.push_back(&slot.service->generator());
+  }
+
+  void ResumeStalled(std::size_t i) {
+    Slot& slot = slots_[i];
+    if (slot.stalled.empty()) return;
+    const std::size_t k = static_cast<std::size_t>(Uniform(0, static_cast<std::int64_t>(slot.stalled.size()) - 1));
+    Snowflake* g = slot.stalled[k];
+    slot.stalled.erase(slot.stalled.begin() + static_cast<std::ptrdiff_t>(k));
+    std::vector<Id> ids(static_cast<std::size_t>(Uniform(1, 2000)));
+    Status s = g->NextIds(std::span<Id>(ids));
+    Trace("server {}: a stalled request (worker {}) resumes: {}", i, g->worker_id(),
+          s.ok() ? "ok" : s.error().message);
+    if (s.ok()) Record(slot, ids);
+  }
+
+  void Fault() {
+    ++result_.faults;
+    const std::size_t i = static_cast<std::size_t>(Uniform(0, static_cast<std::int64_t>(slots_.size()) - 1));
+    Slot& slot = slots_[i];
+    switch (Uniform(0, 9)) {
+      case 0: {  // the clock steps
+        const std::int64_t steps[] = {-100, -1500, -5000, -15000, -60000, 100, 5000, 30000};
+        const std::int64_t d = steps[Uniform(0, 7)];
+        if (slot.clock) slot.clock->offset_ += d;
+        Trace("server {}: clock steps {} ms", i, d);
+        break;
+      }
+      case 1:
+        slot.paused_until = world_.now + Uniform(0, 3 * ttl_ms_);
+        Trace("server {}: paused until {}", i, slot.paused_until - kStartMillis);
+        break;
+      case 2:
+        coordinator_.down_until = world_.now + Uniform(0, 2 * ttl_ms_);
+        Trace("coordinator down until {}", coordinator_.down_until - kStartMillis);
+        break;
+      case 3:
+        slot.disk->full = !slot.disk->full;
+        Trace("server {}: disk {}", i, slot.disk->full ? "full" : "freed");
+        break;
+      case 4:
+        Crash(i);
+        break;
+      case 5:
+        if (slot.service) {
+          Trace("server {} stopped (SIGTERM)", i);
+          slot.stalled.clear();
+          slot.service.reset();
+        }
+        break;
+      case 6:
+      case 7:
+        if (!slot.service) {
+          ++result_.restarts;
+          const bool fresh = Chance(0.25);
+          Trace("server {} restarts{}", i, fresh ? " with a fresh data dir" : "");
+          StartServer(i, fresh);
+        }
+        break;
+      default:  // time passes in a lump
+        world_.now += Uniform(0, 2 * ttl_ms_);
+        Trace("time jumps");
+        break;
+    }
+  }
+
+  void Step() {
+    world_.now += Uniform(0, 30);
+    // Background threads run every 100 ms in each live, unpaused process.
+    for (std::size_t i = 0; i < slots_.size(); ++i) {
+      Slot& slot = slots_[i];
+      if (Runnable(slot) && world_.now >= slot.next_background) {
+        slot.service->RunBackgroundOnce();
+        slot.next_background = world_.now + 100;
+      }
+    }
+    const std::size_t i = static_cast<std::size_t>(Uniform(0, static_cast<std::int64_t>(slots_.size()) - 1));
+    const std::int64_t what = Uniform(0, 99);
+    if (what < 8) {
+      Fault();
+    } else if (what < 15) {
+      if (Runnable(slots_[i])) ResumeStalled(i);
+    } else if (!slots_[i].service) {
+      if (Chance(0.2)) {
+        ++result_.restarts;
+        StartServer(i, false);
+      }
+    } else if (Runnable(slots_[i])) {
+      Request(i);
+    }
+  }
+
+  const SimulationOptions options_;
+  std::mt19937_64 rng_;
+  World world_;
+  Layout layout_ = Layout::Default();
+  std::unique_ptr<SimClock> coordinator_clock_;
+  Coordinator coordinator_;
+  std::int64_t ttl_ms_ = 2000;
+  ClockBackwardsPolicy policy_ = ClockBackwardsPolicy::kWait;
+  bool borrow_ = false;
+  std::vector<Slot> slots_;
+  int incarnations_ = 0;
+  int step_ = 0;
+  SimulationResult result_;
+  std::unordered_map<std::int64_t, std::int64_t> stored_;  // worker id -> last stored hwm
+  std::map<std::pair<int, std::int64_t>, std::int64_t> held_stores_;
+  std::unordered_set<Id> issued_;
+};
+
+bool FaultyLease::Refused() {
+  const Coordinator& c = sim_.coordinator();
+  return sim_.world().now < c.down_until || sim_.Chance(c.fail);
+}
+
+bool FaultyLease::Late() { return sim_.Chance(sim_.coordinator().late); }
+
+Result<LeaseGrant> FaultyLease::Acquire() {
+  if (Refused()) return Unavailable("simulated: the coordinator did not answer");
+  Result<LeaseGrant> g = inner_->Acquire();
+  if (g.ok()) worker_ = g->worker_id;
+  if (g.ok() && Late()) return Unavailable("simulated: acquired, but the answer was lost");
+  return g;
+}
+
+Status FaultyLease::Renew() {
+  if (Refused()) return Unavailable("simulated: the coordinator did not answer");
+  Status s = inner_->Renew();
+  if (s.ok() && Late()) return Unavailable("simulated: renewed, but the answer was lost");
+  return s;
+}
+
+Status FaultyLease::StoreHwm(std::int64_t hwm_millis) {
+  if (Refused()) return Unavailable("simulated: the coordinator did not answer");
+  Status s = inner_->StoreHwm(hwm_millis);
+  if (!s.ok()) return s;
+  sim_.Stored(incarnation_, worker_, hwm_millis);
+  if (Late()) return Unavailable("simulated: stored, but the answer was lost");
+  return s;
+}
+
+}  // namespace
+
+SimulationResult RunSimulation(const SimulationOptions& options) {
+  SetLogLevel(options.verbose ? "info" : "off");
+  Simulation sim(options);
+  return sim.Run();
+}
+
+}  // namespace sekka::server
