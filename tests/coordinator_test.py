@@ -2,7 +2,9 @@
 several `sekka serve` processes sharing a coordinator, kill -9, a coordinator outage, a
 three-member etcd cluster losing its leader, and clock faults against the coordinator's hwm."""
 
+import datetime
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -14,6 +16,14 @@ import redis
 
 sys.path.insert(0, os.path.dirname(__file__))
 from sekka_testlib import SEKKA, Etcd, Server, TempDirs, ZooKeeper  # noqa: E402
+
+
+EPOCH_MS = 1735689600000  # the sekka layout's epoch, 2025-01-01
+
+
+def iso_ms(text):
+    t = datetime.datetime.strptime(text, "%Y-%m-%dT%H:%M:%S.%fZ")
+    return int(t.replace(tzinfo=datetime.timezone.utc).timestamp() * 1000)
 
 
 class CoordinatorTestCase(unittest.TestCase):
@@ -86,6 +96,61 @@ class CoordinatorTestCase(unittest.TestCase):
         self.assertEqual(d.worker_id, 0)
         ids = self.batch(d)
         self.assertGreater(min(ids), last, "the new holder's ids must be above the dead one's")
+
+    def clock_step_back_and_pause_past_the_ttl(self):
+        """The safety review's repeat: ids issued, the clock set back 15 s, the process stopped
+        for longer than its TTL, the same worker id leased again, then kill -9 and a restart.
+        The stored hwm must never fall below an issued id, so the restart on the stepped-back
+        clock must refuse (or wait), and no id may repeat."""
+        clock = self.dirs.path("clock")
+        with open(clock, "w") as f:
+            f.write("+0")
+        a = self.start("a", "--worker-name", "slot", ttl="2s", faketime_file=clock)
+        ids = []
+        end = time.monotonic() + 1.5
+        while time.monotonic() < end:
+            ids += self.batch(a)
+        with open(clock, "w") as f:
+            f.write("-15")
+        a.proc.send_signal(signal.SIGSTOP)
+        time.sleep(5)
+        a.proc.send_signal(signal.SIGCONT)
+        deadline = time.monotonic() + 20
+        while True:  # the lease was lost during the pause, and is held again
+            metrics = a.get("/metrics")[2]
+            if "sekka_leases_lost_total 1" in metrics and "sekka_lease_held 1" in metrics:
+                break
+            self.assertLess(time.monotonic(), deadline, "the lease was not held again")
+            time.sleep(0.1)
+        time.sleep(1)  # the reserver's next rounds
+        for _ in range(20):
+            try:
+                ids += self.batch(a)
+            except redis.exceptions.ResponseError as e:
+                self.assertTrue(str(e).startswith(("CLOCKBACKWARDS", "LEASELOST")), str(e))
+        newest_ms = max(i >> 22 for i in ids) + EPOCH_MS
+        self.kill(a)
+        # Restarted on the same data dir with the clock still 15 s behind: the hwm (at the
+        # coordinator and on disk) is past every issued id, so it refuses to start.
+        b = self.start("a", "--worker-name", "slot", ttl="2s", faketime_file=clock, wait=False)
+        self.assertFalse(b.wait_listening(), "started below ids already issued")
+        self.assertEqual(b.proc.returncode, 1)
+        log = b.stderr_text()
+        err = log.strip().splitlines()[-1]
+        self.assertIn("high-water mark", err)
+        hwm = re.findall(r"coordinator_hwm=(\S+)", log)[-1]
+        self.assertGreaterEqual(iso_ms(hwm), newest_ms,
+                                "the coordinator's hwm fell below an issued id")
+        self.servers.remove(b)
+        b.stop()
+        with open(clock, "w") as f:
+            f.write("+0")
+        c = self.start("a", "--worker-name", "slot", ttl="2s", faketime_file=clock)
+        later = []
+        for _ in range(50):
+            later += self.batch(c)
+        self.assertEqual(len(set(ids) | set(later)), len(ids) + len(later), "an id was repeated")
+        self.assertGreater(min(later), max(ids))
 
 
 class EtcdTest(CoordinatorTestCase):
@@ -167,6 +232,9 @@ class EtcdClockTest(CoordinatorTestCase):
     """Separate from EtcdTest: libfaketime cannot be preloaded into the TSan build."""
     source = "etcd"
 
+    def test_clock_step_back_and_a_pause_past_the_ttl_never_lower_the_hwm(self):
+        self.clock_step_back_and_pause_past_the_ttl()
+
     def test_restart_with_the_clock_behind_waits_past_the_coordinators_hwm(self):
         clock = self.dirs.path("clock")
         with open(clock, "w") as f:
@@ -203,6 +271,13 @@ class ZooKeeperTest(CoordinatorTestCase):
 
     def test_kill_9_frees_the_worker_id_after_the_ttl_and_the_next_holder_waits_past_its_hwm(self):
         self.dead_holders_id_after_the_ttl()
+
+
+class ZooKeeperClockTest(CoordinatorTestCase):
+    source = "zookeeper"
+
+    def test_clock_step_back_and_a_pause_past_the_ttl_never_lower_the_hwm(self):
+        self.clock_step_back_and_pause_past_the_ttl()
 
 
 class CoordinatorConfigTest(unittest.TestCase):
