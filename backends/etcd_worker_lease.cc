@@ -214,7 +214,7 @@ Result<LeaseGrant> EtcdLease::Acquire() {
       return Unavailable(fmt::format("etcd did not grant a lease: {}", g->dump().substr(0, 200)));
     }
   }
-  for (int pass = 0; pass < 3; ++pass) {
+  for (int pass = 0; pass < 8; ++pass) {
     Result<std::map<std::int64_t, Owner>> owners = ListOwners();
     if (!owners.ok()) return std::move(owners).error();
     // Candidates: the preferred id, ids of this identity's earlier run, then the free ones.
@@ -232,8 +232,13 @@ Result<LeaseGrant> EtcdLease::Acquire() {
     for (const auto& [id, owner] : *owners) {
       if (owner.identity == options_.identity || owner.lease == lease_) add(id);
     }
-    for (std::int64_t id = 0; id < options_.worker_count; ++id) {
-      if (owners->find(id) == owners->end()) add(id);
+    // The lowest free ids, a few at a time: never the whole worker-id space (2^31 ids for a
+    // layout with 31 worker bits); a pass that finds them all taken meanwhile lists again.
+    for (std::int64_t id = 0, free = 0; id < options_.worker_count && free < 16; ++id) {
+      if (owners->find(id) == owners->end()) {
+        add(id);
+        ++free;
+      }
     }
     if (order.empty()) break;
     for (std::int64_t id : order) {

@@ -170,7 +170,7 @@ Result<LeaseGrant> ZooKeeperLease::Acquire() {
   if (Status c = Connect(); !c.ok()) return std::move(c).error();
   if (held_ >= 0) return LeaseGrant{options_.datacenter_id, held_, hwm_known_};
   const std::string dir = fmt::format("{}/workers/{}", root_, options_.datacenter_id);
-  for (int pass = 0; pass < 3; ++pass) {
+  for (int pass = 0; pass < 8; ++pass) {
     String_vector children{};
     int rc = zoo_get_children(zh_, dir.c_str(), 0, &children);
     if (rc != ZOK) return FromRc(rc, "list " + dir);
@@ -209,8 +209,13 @@ Result<LeaseGrant> ZooKeeperLease::Acquire() {
     for (const auto& [id, h] : holders) {
       if (h.identity == options_.identity) add(id);
     }
-    for (std::int64_t id = 0; id < options_.worker_count; ++id) {
-      if (holders.find(id) == holders.end()) add(id);
+    // The lowest free ids, a few at a time: never the whole worker-id space (2^31 ids for a
+    // layout with 31 worker bits); a pass that finds them all taken meanwhile lists again.
+    for (std::int64_t id = 0, free = 0; id < options_.worker_count && free < 16; ++id) {
+      if (holders.find(id) == holders.end()) {
+        add(id);
+        ++free;
+      }
     }
     if (order.empty()) break;
     for (std::int64_t id : order) {

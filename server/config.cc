@@ -28,12 +28,12 @@ const std::vector<Key>& Keys() {
       {"server.auth_token", Type::kString, "", "bearer token / AUTH password; \"\" = none"},
       {"server.threads", Type::kInt, "0", "event loops; 0 = one per core"},
       {"server.max_connections", Type::kInt, "10000", "open connections, all listeners"},
-      {"server.idle_timeout", Type::kDuration, "300s", "close connections idle this long"},
+      {"server.idle_timeout", Type::kDuration, "300s", "close connections idle this long (1s to 24h)"},
       {"server.max_batch", Type::kInt, "100000", "ids per batch request"},
       {"server.busy_poll_us", Type::kInt, "0", "event loops poll this long (us) before sleeping; 0 = never"},
       {"server.log_level", Type::kString, "info", "debug | info | warn | error"},
       {"data.dir", Type::kString, "./sekka-data", "data directory"},
-      {"layout.preset", Type::kString, "sekka", "sekka | twitter | discord | instagram | sonyflake | baidu | js53"},
+      {"layout.preset", Type::kString, "sekka", "sekka | twitter | discord | instagram | sonyflake | baidu | js53, or key=value,... (docs/operations.md)"},
       {"layout.time_bits", Type::kInt, "", "custom layout: overrides the preset"},
       {"layout.datacenter_bits", Type::kInt, "", "custom layout"},
       {"layout.worker_bits", Type::kInt, "", "custom layout"},
@@ -111,12 +111,15 @@ Result<std::int64_t> IntValue(std::string_view key, std::string_view value, std:
   return v;
 }
 
+// A duration within [min_ms, max_ms]: a value that makes no sense (an idle timeout of 0 closes
+// every connection at once) is refused like a malformed one.
 Result<std::int64_t> DurationValue(std::string_view key, std::string_view value,
-                                   std::int64_t max_ms) {
+                                   std::int64_t min_ms, std::int64_t max_ms) {
   Result<std::int64_t> ms = ParseDurationMillis(value);
-  if (!ms.ok() || *ms > max_ms) {
+  if (!ms.ok() || *ms < min_ms || *ms > max_ms) {
     return BadValue(key, value,
-                    fmt::format("a duration such as \"250ms\" or \"5s\", at most {} ms", max_ms));
+                    fmt::format("a duration such as \"250ms\" or \"5s\", from {} ms to {} ms",
+                                min_ms, max_ms));
   }
   return ms;
 }
@@ -224,7 +227,7 @@ Result<ServerConfig> BuildConfig(const std::vector<ConfigValues>& sources) {
   SEKKA_ASSIGN(c.max_connections,
                IntValue("server.max_connections", get("server.max_connections"), 1, 1'000'000));
   SEKKA_ASSIGN(c.idle_timeout_ms,
-               DurationValue("server.idle_timeout", get("server.idle_timeout"), 86'400'000));
+               DurationValue("server.idle_timeout", get("server.idle_timeout"), 1000, 86'400'000));
   SEKKA_ASSIGN(c.max_batch, IntValue("server.max_batch", get("server.max_batch"), 1, 10'000'000));
   SEKKA_ASSIGN(c.busy_poll_us,
                IntValue("server.busy_poll_us", get("server.busy_poll_us"), 0, 100'000));
@@ -237,7 +240,8 @@ Result<ServerConfig> BuildConfig(const std::vector<ConfigValues>& sources) {
   if (c.data_dir.empty()) return BadValue("data.dir", "", "a directory path");
 
   // The layout: the preset, with any custom field overriding it.
-  Result<Layout> preset = Layout::Preset(get("layout.preset"));
+  // A preset name or a custom spec ("time_bits=40,worker_bits=11,..."), as `sekka gen` takes.
+  Result<Layout> preset = ParseLayout(get("layout.preset"));
   if (!preset.ok()) return InvalidArgument("config layout.preset: " + preset.error().message);
   LayoutOptions lo = preset->options();
   bool custom = false;
@@ -257,7 +261,7 @@ Result<ServerConfig> BuildConfig(const std::vector<ConfigValues>& sources) {
   }
   if (!get("layout.tick").empty()) {
     custom = true;
-    SEKKA_ASSIGN(lo.tick_millis, DurationValue("layout.tick", get("layout.tick"), 1000));
+    SEKKA_ASSIGN(lo.tick_millis, DurationValue("layout.tick", get("layout.tick"), 1, 1000));
   }
   if (!get("layout.epoch").empty()) {
     custom = true;
@@ -279,12 +283,12 @@ Result<ServerConfig> BuildConfig(const std::vector<ConfigValues>& sources) {
   g.layout = *layout;
   SEKKA_ASSIGN(g.on_clock_backwards, ParseClockBackwardsPolicy(get("generator.on_clock_backwards")));
   std::int64_t ms = 0;
-  SEKKA_ASSIGN(ms, DurationValue("generator.max_backwards_wait", get("generator.max_backwards_wait"),
+  SEKKA_ASSIGN(ms, DurationValue("generator.max_backwards_wait", get("generator.max_backwards_wait"), 0,
                                  3'600'000));
   g.max_backwards_wait = std::chrono::milliseconds(ms);
   SEKKA_ASSIGN(g.on_sequence_exhausted,
                ParseSequenceExhaustedPolicy(get("generator.on_sequence_exhausted")));
-  SEKKA_ASSIGN(ms, DurationValue("generator.max_drift", get("generator.max_drift"), 3'600'000));
+  SEKKA_ASSIGN(ms, DurationValue("generator.max_drift", get("generator.max_drift"), 0, 3'600'000));
   g.max_drift = std::chrono::milliseconds(ms);
   SEKKA_ASSIGN(g.sequence_start, ParseSequenceStart(get("generator.sequence_start")));
   auto boolean = [&](const char* key) -> Result<bool> {
@@ -294,7 +298,7 @@ Result<ServerConfig> BuildConfig(const std::vector<ConfigValues>& sources) {
   };
   SEKKA_ASSIGN(g.descending, boolean("generator.descending"));
   SEKKA_ASSIGN(c.max_startup_wait_ms, DurationValue("generator.max_startup_wait",
-                                                    get("generator.max_startup_wait"), 3'600'000));
+                                                    get("generator.max_startup_wait"), 0, 3'600'000));
   SEKKA_ASSIGN(c.force, boolean("generator.force"));
 
   c.worker_source = get("worker.source");
@@ -308,7 +312,7 @@ Result<ServerConfig> BuildConfig(const std::vector<ConfigValues>& sources) {
                                          (std::int64_t{1} << 31) - 1));
   c.coordinator = get("worker.coordinator");
   c.cluster = get("worker.cluster");
-  SEKKA_ASSIGN(c.lease_ttl_ms, DurationValue("worker.lease_ttl", get("worker.lease_ttl"), 3'600'000));
+  SEKKA_ASSIGN(c.lease_ttl_ms, DurationValue("worker.lease_ttl", get("worker.lease_ttl"), 1, 3'600'000));
   if (c.worker_source == "etcd" || c.worker_source == "zookeeper") {
     if (c.coordinator.empty()) {
       return BadValue("worker.coordinator", "",
@@ -326,7 +330,7 @@ Result<ServerConfig> BuildConfig(const std::vector<ConfigValues>& sources) {
   SEKKA_ASSIGN(c.segment_max_step,
                IntValue("segment.max_step", get("segment.max_step"), 1, 1'000'000'000));
   SEKKA_ASSIGN(c.segment_wait_deadline_ms,
-               DurationValue("segment.wait_deadline", get("segment.wait_deadline"), 60'000));
+               DurationValue("segment.wait_deadline", get("segment.wait_deadline"), 10, 60'000));
 #undef SEKKA_ASSIGN
   return c;
 }

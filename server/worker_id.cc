@@ -136,15 +136,19 @@ Result<std::unique_ptr<WorkerIdClaim>> ClaimWorkerId(const WorkerIdRequest& requ
         request.source));
   }
   // `local`: first the ids whose lock file names this identity, then the lowest free one.
-  std::vector<std::int64_t> order;
+  // Ids are taken lowest first, so lock files exist for 0..n-1 only: both passes stop at the
+  // first id without one, and the search never lists the whole worker-id space (2^31 ids for
+  // a layout with 31 worker bits).
   const std::string mine = fmt::format("identity={}\n", request.identity);
   for (std::int64_t w = 0; w <= max_worker; ++w) {
     const std::string path = LockPath(request.data_dir, request.datacenter_id, w);
-    if (!fs::exists(path, ec)) break;  // ids are taken lowest first: no file, none further
-    if (ReadSmallFile(path).find(mine) != std::string::npos) order.push_back(w);
+    if (!fs::exists(path, ec)) break;
+    if (ReadSmallFile(path).find(mine) == std::string::npos) continue;
+    Result<bool> taken = take_one(w, false);
+    if (!taken.ok()) return std::move(taken).error();
+    if (*taken) return claim;
   }
-  for (std::int64_t w = 0; w <= max_worker; ++w) order.push_back(w);
-  for (std::int64_t w : order) {
+  for (std::int64_t w = 0; w <= max_worker; ++w) {
     Result<bool> taken = take_one(w, false);
     if (!taken.ok()) return std::move(taken).error();
     if (*taken) return claim;

@@ -17,6 +17,16 @@
 #include "sekka/segment.h"
 
 namespace sekka {
+namespace {
+
+// Backoff is real waiting by real threads: it is timed on the steady clock.
+std::int64_t SteadyMillis() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
 
 SegmentSequence::SegmentSequence(SegmentAllocator& owner, std::string tag)
     : owner_(owner), tag_(std::move(tag)) {}
@@ -132,8 +142,16 @@ Result<std::int64_t> SegmentSequence::Resolve(std::uint64_t ticket) {
       counted_wait = true;
       waits_.fetch_add(1, std::memory_order_relaxed);
     }
-    if (a.fetched_.wait_until(lock, deadline) == std::cv_status::timeout &&
-        published_.load(std::memory_order_acquire) == published) {
+    // The store's last answer was an error (and it is retried with backoff): say so now rather
+    // than holding the caller, often an event loop, until the deadline.
+    if (!last_error_.ok()) {
+      unavailable_.fetch_add(1, std::memory_order_relaxed);
+      return Unavailable(fmt::format("tag \"{}\": no ids buffered and the store failed: {}", tag_,
+                                     last_error_.error().message));
+    }
+    const bool timed_out = a.fetched_.wait_until(lock, deadline) == std::cv_status::timeout;
+    if (published_.load(std::memory_order_acquire) != published) continue;
+    if (timed_out) {
       unavailable_.fetch_add(1, std::memory_order_relaxed);
       return Unavailable(fmt::format(
           "tag \"{}\": no ids buffered and the store gave no new range within {} ms{}", tag_,
@@ -179,7 +197,7 @@ SegmentStats SegmentSequence::stats() const {
 
 SegmentAllocator::SegmentAllocator(SegmentStore& store, Clock& clock, SegmentOptions options)
     : store_(store), clock_(clock), options_(options) {
-  fetcher_ = std::thread([this] { Run(); });
+  for (int i = 0; i < kFetchers; ++i) fetchers_.emplace_back([this] { Run(); });
 }
 
 SegmentAllocator::~SegmentAllocator() {
@@ -189,7 +207,7 @@ SegmentAllocator::~SegmentAllocator() {
   }
   work_.notify_all();
   fetched_.notify_all();
-  fetcher_.join();
+  for (std::thread& t : fetchers_) t.join();
 }
 
 Result<SegmentSequence*> SegmentAllocator::Sequence(std::string_view tag) {
@@ -202,13 +220,14 @@ Result<SegmentSequence*> SegmentAllocator::Sequence(std::string_view tag) {
   lock.lock();
   auto [it, inserted] = sequences_.emplace(std::string(tag), nullptr);
   if (!inserted) return it->second.get();  // another caller created it meanwhile
+  // A sequence, once made, lives as long as the allocator: callers may hold it and wait on it,
+  // so a first fetch that fails leaves it in place (with the error) rather than erasing it.
+  // Its first range is fetched by the fetcher thread like every other; callers wait for it up
+  // to the deadline.
   it->second = std::make_unique<SegmentSequence>(*this, std::string(tag));
   SegmentSequence& seq = *it->second;
   seq.step_ = std::clamp(info->step, options_.min_step, options_.max_step);
-  if (Status s = FetchNow(seq, lock); !s.ok()) {
-    sequences_.erase(it);
-    return std::move(s).error();
-  }
+  RequestFetch(seq);
   return &seq;
 }
 
@@ -262,7 +281,7 @@ Status SegmentAllocator::FetchNow(SegmentSequence& seq, std::unique_lock<std::mu
     seq.last_error_ = range.error();
     seq.backoff_ms_ = seq.backoff_ms_ == 0 ? options_.retry_backoff.count()
                                            : std::min<std::int64_t>(seq.backoff_ms_ * 2, 5000);
-    seq.retry_at_ms_ = now + seq.backoff_ms_;
+    seq.retry_at_ms_ = SteadyMillis() + seq.backoff_ms_;
     fetched_.notify_all();
     return std::move(range).error();
   }
@@ -279,18 +298,24 @@ void SegmentAllocator::Run() {
   while (!stopping_) {
     work_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
     if (stopping_) break;
-    SegmentSequence& seq = *queue_.front();
-    queue_.pop_front();
-    // After a failure, wait out the backoff before asking the store again.
-    const std::int64_t wait = seq.retry_at_ms_ - clock_.NowMillis();
-    if (wait > 0) {
-      work_.wait_for(lock, std::chrono::milliseconds(wait), [this] { return stopping_; });
-      if (stopping_) break;
+    // The first tag whose backoff (after a failed fetch) is over; the others wait their turn
+    // without holding up anyone.
+    const std::int64_t now = SteadyMillis();
+    auto ready = std::find_if(queue_.begin(), queue_.end(),
+                              [now](const SegmentSequence* q) { return q->retry_at_ms_ <= now; });
+    if (ready == queue_.end()) {
+      std::int64_t earliest = queue_.front()->retry_at_ms_;
+      for (const SegmentSequence* q : queue_) earliest = std::min(earliest, q->retry_at_ms_);
+      work_.wait_for(lock, std::chrono::milliseconds(std::clamp<std::int64_t>(earliest - now, 1, 5000)));
+      continue;
     }
-    if (!FetchNow(seq, lock).ok()) {
+    SegmentSequence& seq = **ready;
+    queue_.erase(ready);
+    if (!FetchNow(seq, lock).ok() && !stopping_) {
       // Still needed? Callers waiting past the published ranges ask again; keep trying.
       seq.fetching_ = true;
       queue_.push_back(&seq);
+      work_.notify_one();
     }
   }
 }

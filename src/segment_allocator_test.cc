@@ -20,7 +20,7 @@ class ControlledStore final : public SegmentStore {
   Result<IdRange> Allocate(std::string_view tag, std::int64_t step) override {
     allocations.fetch_add(1);
     std::unique_lock lock(mu_);
-    cv_.wait(lock, [this] { return !blocked_; });
+    cv_.wait(lock, [&] { return !blocked_ && (hung_tag_.empty() || tag != hung_tag_); });
     if (down_) return Unavailable("store is down");
     lock.unlock();
     return inner_->Allocate(tag, step);
@@ -32,6 +32,12 @@ class ControlledStore final : public SegmentStore {
   void SetBlocked(bool b) {
     std::lock_guard lock(mu_);
     blocked_ = b;
+    cv_.notify_all();
+  }
+  // Calls for this tag hang until it is cleared ("" = none).
+  void SetHungTag(std::string tag) {
+    std::lock_guard lock(mu_);
+    hung_tag_ = std::move(tag);
     cv_.notify_all();
   }
   void SetDown(bool d) {
@@ -46,6 +52,7 @@ class ControlledStore final : public SegmentStore {
   std::condition_variable cv_;
   bool blocked_ = false;  // guarded by mu_
   bool down_ = false;     // guarded by mu_
+  std::string hung_tag_;  // guarded by mu_
 };
 
 // Waits (bounded) until `done` holds; the fetcher is a real background thread.
@@ -53,6 +60,13 @@ template <typename F>
 bool Eventually(F done) {
   for (int i = 0; i < 400 && !done(); ++i) std::this_thread::sleep_for(milliseconds(5));
   return done();
+}
+
+// The sequence of `tag`, once its first range (fetched in the background) is there.
+SegmentSequence& Loaded(SegmentAllocator& a, std::string_view tag) {
+  SegmentSequence& s = **a.Sequence(tag);
+  EXPECT_TRUE(Eventually([&] { return s.stats().remaining > 0; }));
+  return s;
 }
 
 std::int64_t Next(SegmentSequence& s) {
@@ -74,7 +88,7 @@ TEST(SegmentAllocatorTest, PrefetchesTheNextRangeBeforeTheCurrentRunsOut) {
   ASSERT_TRUE(store.CreateTag({"orders", 1, 100}).ok());
   FakeClock clock(1'000'000);
   SegmentAllocator a(store, clock);
-  SegmentSequence& s = **a.Sequence("orders");
+  SegmentSequence& s = Loaded(a, "orders");
   EXPECT_EQ(store.allocations.load(), 1);
   for (int i = 1; i <= 10; ++i) EXPECT_EQ(Next(s), i);  // 10% of the range is used
   EXPECT_EQ(Next(s), 11);
@@ -100,7 +114,7 @@ TEST(SegmentAllocatorTest, TheStepGrowsUnderLoadAndShrinksWhenIdleWithinBounds) 
   o.max_step = 80;
   o.target_range_duration = milliseconds(1000);
   SegmentAllocator a(store, clock, o);
-  SegmentSequence& s = **a.Sequence("t");
+  SegmentSequence& s = Loaded(a, "t");
   std::vector<std::int64_t> steps;
   // Ranges used up at once (no time passes): every fetch doubles the step, up to 80.
   for (int round = 0; round < 6; ++round) {
@@ -131,7 +145,7 @@ TEST(SegmentAllocatorTest, BothRangesEmptyWaitsUpToTheDeadlineThenIsUnavailable)
   SegmentOptions o;
   o.wait_deadline = milliseconds(100);
   SegmentAllocator a(store, clock, o);
-  SegmentSequence& s = **a.Sequence("t");
+  SegmentSequence& s = Loaded(a, "t");
   store.SetBlocked(true);  // the next fetch hangs
   std::vector<std::int64_t> first(10);
   ASSERT_TRUE(s.NextIds(std::span(first)).ok());
@@ -161,7 +175,7 @@ TEST(SegmentAllocatorTest, AStoreOutageIsSurvivedWhileBufferedIdsLastAndRecovers
   o.wait_deadline = milliseconds(50);
   o.retry_backoff = milliseconds(10);
   SegmentAllocator a(store, clock, o);
-  SegmentSequence& s = **a.Sequence("t");
+  SegmentSequence& s = Loaded(a, "t");
   store.SetDown(true);
   std::vector<std::int64_t> served;
   for (int i = 0; i < 100; ++i) served.push_back(Next(s));  // the buffer outlives the outage
@@ -176,6 +190,60 @@ TEST(SegmentAllocatorTest, AStoreOutageIsSurvivedWhileBufferedIdsLastAndRecovers
   EXPECT_GT(s.stats().fetch_errors, 0u);
 }
 
+// Defect: a tag's entry was erased when its first fetch failed while other callers waited on
+// it (a use-after-free: SIGSEGV with an exhausted tag). Under ASan this crashed.
+TEST(SegmentAllocatorTest, AFailingFirstFetchWithManyWaitingCallersIsAnErrorForEachOfThem) {
+  ControlledStore store;
+  ASSERT_TRUE(store.CreateTag({"t", 1, 10}).ok());
+  FakeClock clock(1'000'000);
+  SegmentOptions o;
+  o.wait_deadline = milliseconds(200);
+  o.retry_backoff = milliseconds(5);
+  SegmentAllocator a(store, clock, o);
+  store.SetDown(true);
+  std::atomic<int> failed{0};
+  std::vector<std::thread> callers;
+  for (int i = 0; i < 8; ++i) {
+    callers.emplace_back([&] {
+      for (int j = 0; j < 3; ++j) {
+        Result<SegmentSequence*> s = a.Sequence("t");
+        Result<std::int64_t> id = s.ok() ? (*s)->NextId() : Result<std::int64_t>(s.error());
+        if (!id.ok() && id.error().code == ErrorCode::kUnavailable) failed.fetch_add(1);
+      }
+    });
+  }
+  for (std::thread& t : callers) t.join();
+  EXPECT_EQ(failed.load(), 24);
+  store.SetDown(false);
+  // The retries back off (up to 5 s) while the store stays down; then the tag works.
+  SegmentSequence& s = **a.Sequence("t");
+  bool served = false;
+  for (int i = 0; i < 160 && !served; ++i) {
+    served = s.NextId().ok();
+    if (!served) std::this_thread::sleep_for(milliseconds(50));
+  }
+  EXPECT_TRUE(served);
+}
+
+// One tag whose store calls hang must not stop another tag's first fetch or prefetch.
+TEST(SegmentAllocatorTest, AHungTagDoesNotHoldUpAnotherTag) {
+  ControlledStore store;
+  ASSERT_TRUE(store.CreateTag({"slow", 1, 10}).ok());
+  ASSERT_TRUE(store.CreateTag({"fast", 1, 10}).ok());
+  FakeClock clock(1'000'000);
+  SegmentOptions o;
+  o.wait_deadline = milliseconds(100);
+  SegmentAllocator a(store, clock, o);
+  store.SetHungTag("slow");
+  Result<SegmentSequence*> slow = a.Sequence("slow");
+  ASSERT_TRUE(slow.ok());
+  EXPECT_FALSE((*slow)->NextId().ok());  // waits out its deadline
+  SegmentSequence& fast = Loaded(a, "fast");
+  for (int i = 0; i < 100; ++i) ASSERT_GT(Next(fast), 0);  // ten ranges, fetched meanwhile
+  store.SetHungTag("");
+  ASSERT_TRUE(Eventually([&] { return (*slow)->NextId().ok(); }));
+}
+
 // Leaf's "both segments not ready": a small step under bursts of many callers.
 TEST(SegmentAllocatorTest, AThousandCallersInBurstsWithStepFiftyNeverFail) {
   ControlledStore store;
@@ -184,7 +252,7 @@ TEST(SegmentAllocatorTest, AThousandCallersInBurstsWithStepFiftyNeverFail) {
   SegmentOptions o;
   o.max_step = 50;  // keep the step small, as in Leaf's reports
   SegmentAllocator a(store, clock, o);
-  SegmentSequence& s = **a.Sequence("burst");
+  SegmentSequence& s = Loaded(a, "burst");
   std::vector<std::int64_t> ids(1000 * 5, -1);
   std::atomic<int> failures{0};
   for (int burst = 0; burst < 4; ++burst) {
@@ -217,7 +285,7 @@ TEST(SegmentAllocatorTest, FourThreadsTakeAHundredThousandIdsEachDistinctAndIncr
   ASSERT_TRUE(store.CreateTag({"t", 1, 1000}).ok());
   FakeClock clock(1'000'000);
   SegmentAllocator a(store, clock);
-  SegmentSequence& s = **a.Sequence("t");
+  SegmentSequence& s = Loaded(a, "t");
   std::vector<std::vector<std::int64_t>> per(4);
   std::vector<std::thread> threads;
   for (int t = 0; t < 4; ++t) {
@@ -248,7 +316,7 @@ TEST(SegmentAllocatorTest, IdsIncreaseAcrossThreadsInRealTimeOrder) {
   ASSERT_TRUE(store.CreateTag({"t", 1, 7}).ok());
   FakeClock clock(1'000'000);
   SegmentAllocator a(store, clock);
-  SegmentSequence& s = **a.Sequence("t");
+  SegmentSequence& s = Loaded(a, "t");
   std::int64_t last = 0;
   for (int i = 0; i < 50; ++i) {
     std::int64_t id = 0;

@@ -112,6 +112,38 @@ class SqliteSegmentTest(SegmentTestCase):
         r = redis.Redis(host="127.0.0.1", port=s.resp_port)
         self.assertEqual([r.incr("fresh") for _ in range(3)], [1, 2, 3])
 
+    def test_an_exhausted_tag_under_concurrent_clients_is_unavailable_and_the_server_lives(self):
+        """The safety review's crash: a tag whose first range cannot be allocated (here: it
+        would pass 2^63) while 8 clients wait on it. The server used to free the tag under them
+        (SIGSEGV after 17 requests)."""
+        data = self.dirs.path("s")
+        self.create("full", "--start", "9223372036854775000", "--step", "1000", "--data-dir", data)
+        self.create("fine", "--data-dir", data)
+        s = self.start("s")
+
+        def client(_):
+            r = redis.Redis(host="127.0.0.1", port=s.resp_port)
+            errors = []
+            for _ in range(20):
+                try:
+                    r.execute_command("SEG.NEXT", "full")
+                    errors.append("no error")
+                except redis.exceptions.ResponseError as e:
+                    errors.append(str(e))
+            return errors
+
+        with concurrent.futures.ThreadPoolExecutor(8) as pool:
+            errors = [e for batch in pool.map(client, range(8)) for e in batch]
+        self.assertEqual(len(errors), 160)
+        for e in errors:
+            self.assertTrue(e.startswith("UNAVAILABLE"), e)
+        self.assertIsNone(s.proc.poll(), "the server died")
+        status, body = s.get_json("/v1/segment/full")
+        self.assertEqual(status, 503)
+        self.assertEqual(body["error"]["code"], "unavailable")
+        r = redis.Redis(host="127.0.0.1", port=s.resp_port)
+        self.assertGreater(r.execute_command("SEG.NEXT", "fine"), 0)
+
     def test_cli_manages_tags(self):
         data = self.dirs.path("cli")
         self.create("a", "--data-dir", data)

@@ -554,6 +554,10 @@ class ConfigTest(ServerTestCase):
             (["--http", "nowhere"], {}, 'server.http_listen "nowhere" is not valid'),
             ([], {"SEKKA_GENERATOR_MAX_DRIFT": "soon"}, "generator.max_drift"),
             ([], {"SEKKA_NOPE": "1"}, "environment variable SEKKA_NOPE is not known"),
+            # An idle timeout of 0 was accepted and closed every connection at once.
+            ([], {"SEKKA_SERVER_IDLE_TIMEOUT": "0s"}, "server.idle_timeout"),
+            ([], {"SEKKA_SEGMENT_WAIT_DEADLINE": "0ms"}, "segment.wait_deadline"),
+            (["--layout", "time_bits=40,worker_bits=11"], {}, "layout"),
         ]:
             p = subprocess.run([sekka, "serve", "--data-dir", self.dirs.path("d"), *args],
                                capture_output=True, text=True, env=dict(os.environ, **env),
@@ -561,6 +565,38 @@ class ConfigTest(ServerTestCase):
             self.assertEqual(p.returncode, 2, (args, p.stderr))
             self.assertEqual(len(p.stderr.strip().splitlines()), 1, p.stderr)
             self.assertIn(want, p.stderr)
+
+    def test_serve_takes_a_custom_layout_as_gen_does(self):
+        spec = "time_bits=40,worker_bits=11,sequence_bits=12,tick=2ms,epoch=2024-01-01"
+        s = self.start("custom", "--layout", spec)
+        status, info = s.get_json("/v1/info")
+        self.assertEqual(status, 200)
+        self.assertEqual((info["layout"]["time_bits"], info["layout"]["worker_bits"],
+                          info["layout"]["tick_ms"]), (40, 11, 2))
+        status, body = s.get_json("/v1/id")
+        self.assertEqual(status, 200)
+        sekka = os.environ.get("SEKKA_BIN", "build/cli/sekka")
+        decoded = subprocess.run([sekka, "decode", "--layout", spec, body["id"]],
+                                 capture_output=True, text=True, timeout=30)
+        self.assertEqual(decoded.returncode, 0, decoded.stderr)
+        self.assertIn(f"worker={s.worker_id}", decoded.stdout)
+
+    def test_a_layout_with_31_worker_bits_starts(self):
+        """The safety review's abort: the local worker-id search listed all 2^31 candidates
+        (std::bad_alloc)."""
+        s = self.start("wide", "--layout", "time_bits=31,worker_bits=31,sequence_bits=1,tick=1s")
+        self.assertEqual(s.worker_id, 0)
+        status, body = s.get_json("/v1/id")
+        self.assertEqual(status, 200, body)
+        t = self.start("wide", "--layout", "time_bits=31,worker_bits=31,sequence_bits=1,tick=1s")
+        self.assertEqual(t.worker_id, 1)
+
+    def test_an_idle_timeout_of_a_second_keeps_a_busy_connection(self):
+        s = self.start("idle", env={"SEKKA_SERVER_IDLE_TIMEOUT": "1s"})
+        r = redis.Redis(host="127.0.0.1", port=s.resp_port)
+        for _ in range(5):
+            self.assertGreater(r.execute_command("ID.NEXT"), 0)
+            time.sleep(0.3)
 
 
 if __name__ == "__main__":

@@ -184,7 +184,7 @@ class SegmentSequence {
   bool fetching_ = false;
   std::int64_t step_ = 0;
   std::int64_t last_fetch_ms_ = 0;
-  std::int64_t retry_at_ms_ = 0;
+  std::int64_t retry_at_ms_ = 0;  // steady-clock ms before which no fetch is retried
   std::int64_t backoff_ms_ = 0;
   Status last_error_;
   std::atomic<std::uint64_t> fetches_{0}, fetch_errors_{0}, fetch_micros_{0}, waits_{0},
@@ -201,8 +201,9 @@ class SegmentAllocator {
   SegmentAllocator(SegmentStore& store, Clock& clock, SegmentOptions options = {});
   ~SegmentAllocator();
 
-  // The sequence of `tag`, created on first use with its first range fetched at once. The
-  // pointer stays valid for the allocator's life. Errors: kNotFound (unknown tag),
+  // The sequence of `tag`, created on first use; its first range is fetched in the
+  // background (callers wait for it up to the deadline). The pointer stays valid for the
+  // allocator's life, whatever its fetches do. Errors: kNotFound (unknown tag),
   // kInvalidArgument (bad name), kUnavailable (the store).
   Result<SegmentSequence*> Sequence(std::string_view tag);
   // Every sequence created so far, for metrics.
@@ -223,7 +224,9 @@ class SegmentAllocator {
   std::map<std::string, std::unique_ptr<SegmentSequence>, std::less<>> sequences_;  // mu_
   std::deque<SegmentSequence*> queue_;  // guarded by mu_: tags waiting for a fetch
   bool stopping_ = false;               // guarded by mu_
-  std::thread fetcher_;
+  // Several fetchers, so that one tag whose store calls hang does not hold up the others.
+  static constexpr int kFetchers = 4;
+  std::vector<std::thread> fetchers_;
 };
 
 }  // namespace sekka
