@@ -3,9 +3,14 @@
 #include <fmt/format.h>
 #include <libpq-fe.h>
 
+#include <poll.h>
+
+#include <cerrno>
+#include <chrono>
 #include <cstdlib>
 #include <limits>
 #include <mutex>
+#include <vector>
 
 namespace sekka {
 namespace {
@@ -16,6 +21,11 @@ constexpr const char* kSchema =
     "  next_id BIGINT NOT NULL CHECK (next_id >= 1),"
     "  step BIGINT NOT NULL CHECK (step >= 1),"
     "  updated_at TIMESTAMPTZ NOT NULL DEFAULT now())";
+
+// Every call is bounded on the client side: a stopped server (SIGSTOP, a hung machine whose
+// kernel still acknowledges TCP) sends nothing, so neither keepalives nor statement_timeout can
+// end the wait. A call without an answer by then drops its connection and is kUnavailable.
+constexpr std::chrono::milliseconds kCallTimeout{5000};
 
 struct ResultDeleter {
   void operator()(PGresult* r) const { PQclear(r); }
@@ -108,12 +118,56 @@ class PostgresSegmentStore final : public SegmentStore {
       conn_ = nullptr;
       return Unavailable(fmt::format("segment store {} is unreachable: {}", Redacted(), why));
     }
-    PgResult schema(PQexec(conn_, kSchema));
-    if (PQresultStatus(schema.get()) != PGRES_COMMAND_OK) {
-      return Unavailable(fmt::format("segment store {}: cannot create its table: {}", Redacted(),
-                                     PQresultErrorMessage(schema.get())));
+    // A server that holds a row lock for long ends the statement itself.
+    for (const char* sql : {"SET statement_timeout = 5000", kSchema}) {
+      Result<PgResult> r = Run(sql, {});
+      if (!r.ok()) return std::move(r).error();
+      if (PQresultStatus(r->get()) != PGRES_COMMAND_OK) {
+        return Unavailable(fmt::format("segment store {}: cannot prepare its table: {}",
+                                       Redacted(), PQresultErrorMessage(r->get())));
+      }
     }
     return Status::Ok();
+  }
+
+  // Sends one statement and waits for its result up to kCallTimeout. Errors: kUnavailable
+  // (no answer in time: the connection is dropped; or the connection broke).
+  Result<PgResult> Run(const char* sql, const std::vector<const char*>& values) {
+    if (PQsendQueryParams(conn_, sql, static_cast<int>(values.size()), nullptr, values.data(),
+                          nullptr, nullptr, 0) == 0) {
+      return Unavailable(fmt::format("segment store {}: {}", Redacted(), OneLine(PQerrorMessage(conn_))));
+    }
+    const auto deadline = std::chrono::steady_clock::now() + kCallTimeout;
+    PgResult last;
+    for (;;) {
+      while (PQisBusy(conn_) != 0) {
+        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+            deadline - std::chrono::steady_clock::now());
+        pollfd p{PQsocket(conn_), POLLIN, 0};
+        const int ready = left.count() > 0 ? ::poll(&p, 1, static_cast<int>(left.count())) : 0;
+        if (ready == 0) {
+          PQfinish(conn_);
+          conn_ = nullptr;
+          return Unavailable(fmt::format("segment store {} gave no answer within {} ms",
+                                         Redacted(), kCallTimeout.count()));
+        }
+        if (ready < 0 && errno != EINTR) break;
+        if (PQconsumeInput(conn_) == 0) break;
+      }
+      PGresult* r = PQgetResult(conn_);
+      if (r == nullptr) break;
+      last.reset(r);
+    }
+    if (!last) {
+      return Unavailable(fmt::format("segment store {}: {}", Redacted(), OneLine(PQerrorMessage(conn_))));
+    }
+    return last;
+  }
+
+  static std::string OneLine(std::string text) {
+    for (char& c : text) c = (c == '\n') ? ' ' : c;
+    while (!text.empty() && text.back() == ' ') text.pop_back();
+    return text;
   }
 
   Result<PgResult> Exec(const char* sql, std::initializer_list<const char*> params,
@@ -121,9 +175,10 @@ class PostgresSegmentStore final : public SegmentStore {
     // One retry on a fresh connection: a server restart breaks the old one.
     for (int attempt = 0; attempt < 2; ++attempt) {
       if (Status s = Connect(); !s.ok()) return std::move(s).error();
-      std::vector<const char*> values(params);
-      PgResult r(PQexecParams(conn_, sql, static_cast<int>(values.size()), nullptr,
-                              values.data(), nullptr, nullptr, 0));
+      Result<PgResult> run = Run(sql, std::vector<const char*>(params));
+      if (!run.ok() && conn_ == nullptr) return std::move(run).error();  // timed out
+      if (!run.ok()) continue;
+      PgResult r = std::move(run).value();
       if (PQresultStatus(r.get()) == want) return r;
       if (PQstatus(conn_) == CONNECTION_OK) {
         std::string why = PQresultErrorMessage(r.get());
@@ -162,8 +217,13 @@ Result<std::unique_ptr<SegmentStore>> OpenPostgresSegmentStore(const std::string
   }
   PQconninfoFree(options);
   std::string full = uri;
-  if (full.find("connect_timeout=") == std::string::npos) {
-    full += full.find('?') == std::string::npos ? "?connect_timeout=5" : "&connect_timeout=5";
+  // Bounded connects, and dead peers noticed by TCP (keepalives, unacknowledged data).
+  for (const char* option : {"connect_timeout=5", "keepalives_idle=5", "keepalives_interval=2",
+                             "keepalives_count=2", "tcp_user_timeout=5000"}) {
+    const std::string_view name(option, std::string_view(option).find('='));
+    if (full.find(std::string(name) + "=") != std::string::npos) continue;
+    full += full.find('?') == std::string::npos ? '?' : '&';
+    full += option;
   }
   return std::unique_ptr<SegmentStore>(new PostgresSegmentStore(full));
 }

@@ -1,6 +1,7 @@
-// The event loops. Each connection reads, handles every complete request in its buffer, writes
-// all replies with one write, and reads again: a client that pipelines gets batched replies,
-// and a client that does not read its replies stops being read (no unbounded buffers).
+// The event loops. Each connection reads, handles the complete requests in its buffer until
+// about 1 MiB of replies waits (back-pressure), writes them with one write, and goes on: a
+// client that pipelines gets batched replies, and a client that does not read its replies
+// stops being read and served (no unbounded buffers, no loop held by one connection).
 //
 // Replies are not written the moment they are ready: a connection with replies joins its loop's
 // write queue, and the queue is written out after the other connections that were ready in the
@@ -36,6 +37,10 @@ using Clock = std::chrono::steady_clock;
 constexpr std::size_t kReadChunk = 16 * 1024;
 // A RESP command may not need more buffered bytes than this (argument limits keep it lower).
 constexpr std::size_t kMaxRespBuffer = 1024 * 1024;
+// Back-pressure: a connection stops executing pipelined requests once this much output waits,
+// and goes on when it has been written. Its queued output is at most this plus one reply (a
+// batch of max_batch ids), and it is not read meanwhile.
+constexpr std::size_t kMaxPendingOutput = 1024 * 1024;
 
 Result<tcp::endpoint> ParseEndpoint(std::string_view key, const std::string& text) {
   auto bad = [&] {
@@ -94,6 +99,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void Write();
   void Read();
   void OnRead(const asio::error_code& ec, std::size_t n);
+  // Handles buffered requests (up to the output bound), then writes, closes or reads.
+  void Continue();
   void Process();
   void AfterWrite();
   void ArmIdleTimer();
@@ -407,6 +414,11 @@ void Connection::OnRead(const asio::error_code& ec, std::size_t n) {
     }
   }
   last_activity_ = Clock::now();
+  Continue();
+}
+
+void Connection::Continue() {
+  if (closed_) return;
   Process();
   if (!out_.empty()) {
     QueueWrite();
@@ -421,7 +433,7 @@ void Connection::Process() {
   Service& service = server_.service();
   std::size_t pos = 0;
   if (protocol_ == Protocol::kHttp) {
-    while (pos < in_.size() && !closing_) {
+    while (pos < in_.size() && !closing_ && out_.size() < kMaxPendingOutput) {
       http::RequestParser::Outcome o = http_parser_.Parse(std::string_view(in_).substr(pos));
       pos += o.consumed;
       if (o.kind == http::RequestParser::Kind::kNeedMore) break;
@@ -438,7 +450,7 @@ void Connection::Process() {
   } else {
     static const resp::Limits kLimits;
     resp::ParseResult& r = parsed_;
-    while (pos < in_.size() && !closing_) {
+    while (pos < in_.size() && !closing_ && out_.size() < kMaxPendingOutput) {
       resp::ParseCommand(std::string_view(in_).substr(pos), kLimits, r);
       if (r.status == resp::ParseStatus::kNeedMore) {
         if (in_.size() - pos > kMaxRespBuffer) {
@@ -522,15 +534,15 @@ void Connection::AfterWrite() {
     return;
   }
   last_activity_ = Clock::now();
-  // Bytes of further requests may already be buffered.
-  if (!in_.empty()) {
-    Process();
-    if (!out_.empty()) {
-      Write();
-      return;
+  // Requests may already be buffered (the output bound stopped them). Posted, so that the
+  // loop's other connections get their turn between two rounds of this one's pipeline.
+  asio::post(socket_.get_executor(), [self = shared_from_this()] {
+    if (self->in_.empty()) {
+      self->Read();
+    } else {
+      self->Continue();
     }
-  }
-  asio::post(socket_.get_executor(), [self = shared_from_this()] { self->Read(); });
+  });
 }
 
 void Connection::Drain() {

@@ -231,6 +231,53 @@ class PostgresSegmentTest(SegmentTestCase):
         everything = ids + served + [recovered]
         self.assertEqual(everything, sorted(set(everything)))
 
+    def stop_signal_postgres(self, sig):
+        """SIGSTOP or SIGCONT to every process of the PostgreSQL server (all its backends)."""
+        with open(os.path.join(self.pg.path, "data", "postmaster.pid")) as f:
+            postmaster = int(f.readline())
+        pids = [postmaster] + [int(p) for p in subprocess.run(
+            ["pgrep", "-P", str(postmaster)], capture_output=True, text=True).stdout.split()]
+        for pid in pids:
+            os.kill(pid, sig)
+
+    def test_a_hung_database_makes_calls_fail_in_bounded_time_and_the_server_recovers(self):
+        """The safety review's stall: with PostgreSQL stopped (SIGSTOP: its kernel still accepts
+        and acknowledges), store calls had no timeout and hung the server's event loop."""
+        self.create("loaded", "--step", "10", "--segment-store", self.pg.uri)
+        self.create("cold", "--step", "10", "--segment-store", self.pg.uri)
+        s = self.start_pg("data", "--threads", "1", "--segment-max-step", "10")
+        r = redis.Redis(host="127.0.0.1", port=s.resp_port, socket_timeout=30)
+        first = [r.incr("loaded") for _ in range(5)]
+        self.stop_signal_postgres(signal.SIGSTOP)
+        try:
+            served, errors = [], []
+            t0 = time.monotonic()
+            for tag in ["loaded"] * 20 + ["cold"]:
+                try:
+                    served.append(r.incr(tag))
+                except redis.exceptions.ResponseError as e:
+                    errors.append(str(e))
+            took = time.monotonic() - t0
+            self.assertLess(took, 25, "store calls are not bounded")
+            self.assertTrue(errors, "nothing failed with the database stopped")
+            for e in errors:
+                self.assertTrue(e.startswith("UNAVAILABLE"), e)
+            self.assertEqual(s.get("/healthz")[0], 200)
+            self.assertEqual(s.get("/v1/id")[0], 200)
+        finally:
+            self.stop_signal_postgres(signal.SIGCONT)
+        deadline = time.time() + 30
+        recovered = None
+        while time.time() < deadline and recovered is None:
+            try:
+                recovered = r.incr("cold")
+            except redis.exceptions.ResponseError:
+                time.sleep(0.2)
+        self.assertIsNotNone(recovered, "the server should recover by itself")
+        later = r.incr("loaded")
+        everything = first + served + [later]
+        self.assertEqual(everything, sorted(set(everything)))
+
 
 if __name__ == "__main__":
     unittest.main(argv=sys.argv, verbosity=2)

@@ -436,6 +436,47 @@ class AbuseTest(ServerTestCase):
         self.assertEqual(self.s.get("/healthz")[0], 200)
         self.assertTrue(redis_cli(self.s, "ID.NEXT").isdigit())
 
+    def pipelined_without_reading(self, port, payload):
+        """Sends `payload` in one write and reads nothing for 3 s; returns the server's RSS
+        growth meanwhile (KiB) and whether other clients were answered during it."""
+        before = self.s.rss_kib()
+        c = socket.create_connection(("127.0.0.1", port), timeout=10)
+        try:
+            c.sendall(payload)
+            served = 0
+            end = time.monotonic() + 3
+            while time.monotonic() < end:
+                if self.s.get("/healthz")[0] == 200 and redis_cli(self.s, "ID.NEXT").isdigit():
+                    served += 1
+                time.sleep(0.2)
+            grown = self.s.rss_kib() - before
+            # The replies are all there once the client reads them.
+            c.settimeout(60)
+            got = 0
+            while got < 50_000:
+                chunk = c.recv(1 << 20)
+                if not chunk:
+                    break
+                got += len(chunk)
+            self.assertGreaterEqual(got, 50_000)
+        finally:
+            c.close()
+        return grown, served
+
+    def test_pipelined_batches_are_bounded_by_back_pressure(self):
+        """The safety review's blow-up: one 7.4 KB write of 200 batch requests took RSS from 11
+        to 484 MiB and stalled its loop for 5 s. Now a connection stops executing requests once
+        its unread replies pass about 1 MiB."""
+        http_req = b"GET /v1/ids?count=100000 HTTP/1.1\r\nHost: x\r\n\r\n" * 200
+        grown, served = self.pipelined_without_reading(self.s.http_port, http_req)
+        self.assertLess(grown, 64 * 1024, f"RSS grew by {grown} KiB")
+        self.assertGreater(served, 5, "other clients were not served meanwhile")
+        resp_req = b"*2\r\n$8\r\nID.BATCH\r\n$6\r\n100000\r\n" * 200
+        grown, served = self.pipelined_without_reading(self.s.resp_port, resp_req)
+        self.assertLess(grown, 64 * 1024, f"RSS grew by {grown} KiB")
+        self.assertGreater(served, 5, "other clients were not served meanwhile")
+        self.assertStillServes()
+
     def test_oversize_http_request_line_and_headers(self):
         reply = self.raw_http(b"GET /" + b"a" * 20000 + b" HTTP/1.1\r\n\r\n")
         self.assertTrue(reply.startswith(b"HTTP/1.1 431"), reply[:60])
