@@ -301,7 +301,14 @@ Status EtcdLease::Renew() {
   if (held_ < 0 || lease_ == 0) return LeaseLost("no worker id is held");
   Result<json> r = Call("/v3/lease/keepalive", {{"ID", std::to_string(lease_)}});
   if (!r.ok()) return std::move(r).error();
-  const json& result = r->value("result", json::object());
+  // An answer that is an error ("etcdserver: no leader", a gateway timeout) says nothing about
+  // the lease: only a result with TTL 0 means it is gone.
+  if (r->contains("error") || !r->contains("result") || !(*r)["result"].is_object()) {
+    const std::string error = ErrorText(*r);
+    return Unavailable(fmt::format("etcd keepalive failed: {}",
+                                   error.empty() ? r->dump().substr(0, 200) : error));
+  }
+  const json& result = (*r)["result"];
   if (Int(result, "TTL") > 0) return Status::Ok();
   const std::int64_t id = held_;
   held_ = -1;

@@ -17,7 +17,8 @@ int RunSegment(const SegmentFlags& flags) {
                 store.error().message);
   }
   auto exit_for = [](const Error& e) {
-    const bool usage = e.code == ErrorCode::kInvalidArgument || e.code == ErrorCode::kNotFound;
+    const bool usage = e.code == ErrorCode::kInvalidArgument || e.code == ErrorCode::kNotFound ||
+                       e.code == ErrorCode::kAlreadyExists;
     return Fail(usage ? kExitUsage : kExitFailure, e.message);
   };
   auto show = [&](const TagInfo& t) {

@@ -61,6 +61,7 @@ const std::vector<Key>& Keys() {
       {"segment.step", Type::kInt, "1000", "step of auto-created tags"},
       {"segment.max_step", Type::kInt, "10000000", "the dynamic step never goes above this"},
       {"segment.wait_deadline", Type::kDuration, "2s", "both buffers empty: wait this long"},
+      {"segment.max_tags", Type::kInt, "10000", "tags served at most, auto-created ones included"},
   };
   return keys;
 }
@@ -331,6 +332,8 @@ Result<ServerConfig> BuildConfig(const std::vector<ConfigValues>& sources) {
                IntValue("segment.max_step", get("segment.max_step"), 1, 1'000'000'000));
   SEKKA_ASSIGN(c.segment_wait_deadline_ms,
                DurationValue("segment.wait_deadline", get("segment.wait_deadline"), 10, 60'000));
+  SEKKA_ASSIGN(c.segment_max_tags,
+               IntValue("segment.max_tags", get("segment.max_tags"), 1, 1'000'000));
 #undef SEKKA_ASSIGN
   return c;
 }

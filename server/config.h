@@ -52,6 +52,7 @@ struct ServerConfig {
   std::int64_t segment_step = 1000;            // step of auto-created tags
   std::int64_t segment_max_step = 10'000'000;  // the dynamic step never goes above this
   std::int64_t segment_wait_deadline_ms = 2000;  // both buffers empty: wait this long
+  std::int64_t segment_max_tags = 10'000;        // tags served at most (auto-created included)
 };
 
 // Raw "section.key" -> text values, as given by one source.

@@ -1,6 +1,8 @@
 #include "server/handlers.h"
 
 #include <fmt/format.h>
+
+#include <algorithm>
 #include <strings.h>
 
 #include <charconv>
@@ -170,13 +172,23 @@ HttpReply SegmentReply(Service& service, const http::Request& request, std::stri
   return r;
 }
 
+// Compares a presented secret with the token in time that depends only on their lengths, so
+// that response times do not reveal how much of a guess was right.
+bool TokenEquals(std::string_view presented, std::string_view token) {
+  unsigned char diff = presented.size() == token.size() ? 0 : 1;
+  for (std::size_t i = 0; i < presented.size(); ++i) {
+    diff |= static_cast<unsigned char>(presented[i] ^ token[i % std::max<std::size_t>(1, token.size())]);
+  }
+  return diff == 0 && !token.empty();
+}
+
 bool Authorized(Service& service, const http::Request& request) {
   const std::string& token = service.config().auth_token;
   if (token.empty()) return true;
   constexpr std::string_view kBearer = "Bearer ";
   const std::string& h = request.authorization;
-  return h.size() == kBearer.size() + token.size() && strncasecmp(h.c_str(), "bearer ", 7) == 0 &&
-         h.compare(kBearer.size(), std::string::npos, token) == 0;
+  return h.size() >= kBearer.size() && strncasecmp(h.c_str(), "bearer ", 7) == 0 &&
+         TokenEquals(std::string_view(h).substr(kBearer.size()), token);
 }
 
 HttpReply Route(Service& service, const http::Request& request, Command& command) {
@@ -349,7 +361,7 @@ void HandleResp(Service& service, RespSession& session, const std::vector<std::s
       resp::AppendError(out, "ERR AUTH <password> called without any password configured for "
                              "the default user. Are you sure your configuration is correct?");
       ok = false;
-    } else if (args[argc - 1] == service.config().auth_token &&
+    } else if (TokenEquals(args[argc - 1], service.config().auth_token) &&
                (argc == 2 || Is(args[1], "default"))) {
       session.authenticated = true;
       resp::AppendSimple(out, "OK");
@@ -374,7 +386,7 @@ void HandleResp(Service& service, RespSession& session, const std::vector<std::s
     }
     while (i < argc) {
       if (Is(args[i], "AUTH") && i + 2 < argc) {
-        if (args[i + 2] != service.config().auth_token || service.config().auth_token.empty()) {
+        if (!TokenEquals(args[i + 2], service.config().auth_token)) {
           resp::AppendError(out, "WRONGPASS invalid username-password pair or user is disabled.");
           service.CountRequest(Protocol::kResp, command, false);
           return;

@@ -31,23 +31,38 @@ std::string JsonString(std::string_view s) {
 }  // namespace
 
 WireError MapError(ErrorCode code) {
-  switch (code) {
+  // On the wire an error's code is its ErrorCodeName, except that a space that ran out (a
+  // layout's time field, a tag) reads as unavailable, as SPEC section 6 lists the codes.
+  const ErrorCode wire = code == ErrorCode::kExhausted ? ErrorCode::kUnavailable : code;
+  int status = 500;
+  std::string_view prefix = "ERR";
+  switch (wire) {
     case ErrorCode::kInvalidArgument:
-      return {400, "invalid_argument", "ERR"};
+      status = 400;
+      break;
     case ErrorCode::kNotFound:
-      return {404, "not_found", "ERR"};
+      status = 404;
+      break;
+    case ErrorCode::kAlreadyExists:
+      status = 409;
+      break;
     case ErrorCode::kUnavailable:
-      return {503, "unavailable", "UNAVAILABLE"};
-    case ErrorCode::kClockMovedBackwards:
-      return {503, "clock_moved_backwards", "CLOCKBACKWARDS"};
     case ErrorCode::kExhausted:
-      return {503, "unavailable", "UNAVAILABLE"};
+      status = 503;
+      prefix = "UNAVAILABLE";
+      break;
+    case ErrorCode::kClockMovedBackwards:
+      status = 503;
+      prefix = "CLOCKBACKWARDS";
+      break;
     case ErrorCode::kLeaseLost:
-      return {503, "lease_lost", "LEASELOST"};
+      status = 503;
+      prefix = "LEASELOST";
+      break;
     case ErrorCode::kInternal:
-      return {500, "internal", "ERR"};
+      break;
   }
-  return {500, "internal", "ERR"};
+  return {status, ErrorCodeName(wire), prefix};
 }
 
 std::string_view CommandName(Command command) {
@@ -162,6 +177,7 @@ Result<std::unique_ptr<Service>> Service::Start(const ServerConfig& config,
   SegmentOptions segment_options;
   segment_options.wait_deadline = std::chrono::milliseconds(config.segment_wait_deadline_ms);
   segment_options.max_step = config.segment_max_step;
+  segment_options.max_tags = static_cast<std::size_t>(config.segment_max_tags);
   s.segments_ = std::make_unique<SegmentAllocator>(*s.segment_store_, clock, segment_options);
 
   // The first reservation is stored before the server says it is ready.
@@ -281,8 +297,12 @@ Status Service::CoordinatorCall(const char* what, Status status) {
   lease_description_ = std::move(description);
   if (!status.ok()) {
     coordinator_errors_.fetch_add(1);
-    Log(LogLevel::kWarn, "coordinator call failed",
-        fmt::format("call={} error=\"{}\"", what, status.error().message));
+    std::uint64_t held = 0;
+    if (coordinator_log_.Allow(clock_.MonotonicMillis(), &held)) {
+      Log(LogLevel::kWarn, "coordinator call failed",
+          fmt::format("call={} error=\"{}\" similar_lines_held_back={}", what,
+                      status.error().message, held));
+    }
     lease_error_ = status.error().message;
   }
   return status;
@@ -315,11 +335,12 @@ Status Service::ExtendReservation() {
   persist_buckets_[bucket].fetch_add(1);
   if (!written.ok()) {
     persist_errors_.fetch_add(1);
-    Log(LogLevel::kError, "cannot persist the high-water mark",
-        fmt::format("error=\"{}\"", written.error().message));
-    {
-      std::lock_guard lock(mu_);
-      store_error_ = written.error().message;
+    std::lock_guard lock(mu_);
+    store_error_ = written.error().message;
+    std::uint64_t held = 0;
+    if (persist_log_.Allow(clock_.MonotonicMillis(), &held)) {
+      Log(LogLevel::kError, "cannot persist the high-water mark",
+          fmt::format("error=\"{}\" similar_lines_held_back={}", written.error().message, held));
     }
     // With a coordinator the local copy is a second line; without one it is the only one.
     if (lease_ == nullptr) {
@@ -494,8 +515,8 @@ Status Service::NextIds(std::span<Id> out) {
 Status Service::NextSegmentIds(std::string_view tag, std::span<std::int64_t> out) {
   Result<SegmentSequence*> seq = segments_->Sequence(tag);
   if (!seq.ok() && seq.error().code == ErrorCode::kNotFound && config_.segment_auto_create) {
-    Status created = segment_store_->CreateTag({std::string(tag), 1, config_.segment_step});
-    if (!created.ok() && created.error().message.find("already exists") == std::string::npos) {
+    Status created = segments_->CreateTag({std::string(tag), 1, config_.segment_step});
+    if (!created.ok() && created.error().code != ErrorCode::kAlreadyExists) {
       return created;
     }
     seq = segments_->Sequence(tag);

@@ -26,6 +26,7 @@
 #include "sekka/worker_lease.h"
 #include "server/config.h"
 #include "server/hwm.h"
+#include "server/log.h"
 #include "server/worker_id.h"
 
 namespace sekka::server {
@@ -203,6 +204,8 @@ class Service {
   std::string store_error_;     // guarded by mu_: why the last reservation was not stored
   std::string lease_description_;  // guarded by mu_: lease_->Describe() as last seen
   std::int64_t last_error_ms_ = 0;  // guarded by mu_
+  LogLimiter coordinator_log_;        // guarded by mu_
+  LogLimiter persist_log_;            // guarded by mu_
   std::thread reserver_;
 };
 

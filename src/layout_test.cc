@@ -303,3 +303,22 @@ TEST(ParseLayoutTest, NamesTheBadKeyOrValue) {
 
 }  // namespace
 }  // namespace sekka
+
+namespace sekka {
+namespace {
+
+// Defect: TickToMillis overflowed for a 63-bit time field with a 1 s tick (2^63 s in ms).
+TEST(LayoutTest, ALongTimeFieldWithSecondTicksNeverOverflowsTheTime) {
+  Result<Layout> l = ParseLayout("time_bits=63,worker_bits=0,sequence_bits=0,tick=1s");
+  ASSERT_TRUE(l.ok()) << l.error().message;
+  EXPECT_GT(l->end_millis(), l->TickToMillis(l->max_tick()));
+  EXPECT_EQ(l->TickToMillis(l->max_tick() + 1), l->end_millis());
+  EXPECT_EQ(l->TickToMillis(std::numeric_limits<std::int64_t>::max()),
+            std::numeric_limits<std::int64_t>::max());
+  Result<DecodedId> d = DecodeId(std::numeric_limits<std::int64_t>::max(), *l);
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(d->timestamp_ms, std::numeric_limits<std::int64_t>::max());
+}
+
+}  // namespace
+}  // namespace sekka

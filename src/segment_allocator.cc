@@ -87,10 +87,17 @@ Status SegmentSequence::NextIds(std::span<std::int64_t> out) {
     if (!fast) {
       // Crosses into a range not current yet (or not fetched yet): map this one ticket the slow
       // way, which advances current_, and continue in bulk.
+      const std::uint64_t asked = ticket;
       Result<std::int64_t> id = Resolve(ticket);
       if (!id.ok()) return std::move(id).error();
       out[filled++] = *id;
-      ++ticket;
+      if (ticket != asked && filled < out.size()) {
+        // The batch's tickets were too old and Resolve took a newer one: the rest must come
+        // after it, or the batch would go back down (the slow path's order defect).
+        ticket = hot_.next_ticket.fetch_add(out.size() - filled, std::memory_order_relaxed);
+      } else {
+        ++ticket;
+      }
       continue;
     }
     const std::uint64_t in_range = v.first_ticket + static_cast<std::uint64_t>(v.size) - ticket;
@@ -109,7 +116,7 @@ Status SegmentSequence::NextIds(std::span<std::int64_t> out) {
   return Status::Ok();
 }
 
-Result<std::int64_t> SegmentSequence::Resolve(std::uint64_t ticket) {
+Result<std::int64_t> SegmentSequence::Resolve(std::uint64_t& ticket) {
   SegmentAllocator& a = owner_;
   const auto deadline = std::chrono::steady_clock::now() + a.options_.wait_deadline;
   std::unique_lock lock(a.mu_);
@@ -214,10 +221,26 @@ Result<SegmentSequence*> SegmentAllocator::Sequence(std::string_view tag) {
   std::unique_lock lock(mu_);
   if (auto it = sequences_.find(tag); it != sequences_.end()) return it->second.get();
   if (Status s = ValidateTag(tag); !s.ok()) return std::move(s).error();
+  if (sequences_.size() >= options_.max_tags) {
+    return Exhausted(fmt::format(
+        "tag \"{}\" is not served: this server already serves {} tags (segment.max_tags)", tag,
+        sequences_.size()));
+  }
+  // A name asked for again and again costs one query per unknown_tag_ttl, not one each.
+  if (auto it = unknown_.find(tag); it != unknown_.end()) {
+    if (SteadyMillis() - it->second < options_.unknown_tag_ttl.count()) return TagNotFound(tag);
+    unknown_.erase(it);
+  }
   lock.unlock();
-  Result<TagInfo> info = store_.GetTag(tag);  // unknown tags are not remembered
-  if (!info.ok()) return std::move(info).error();
+  Result<TagInfo> info = store_.GetTag(tag);
   lock.lock();
+  if (!info.ok()) {
+    if (info.error().code == ErrorCode::kNotFound) {
+      if (unknown_.size() >= options_.max_tags) unknown_.clear();
+      unknown_[std::string(tag)] = SteadyMillis();
+    }
+    return std::move(info).error();
+  }
   auto [it, inserted] = sequences_.emplace(std::string(tag), nullptr);
   if (!inserted) return it->second.get();  // another caller created it meanwhile
   // A sequence, once made, lives as long as the allocator: callers may hold it and wait on it,
@@ -229,6 +252,13 @@ Result<SegmentSequence*> SegmentAllocator::Sequence(std::string_view tag) {
   seq.step_ = std::clamp(info->step, options_.min_step, options_.max_step);
   RequestFetch(seq);
   return &seq;
+}
+
+Status SegmentAllocator::CreateTag(const TagInfo& tag) {
+  Status s = store_.CreateTag(tag);
+  std::lock_guard lock(mu_);
+  if (auto it = unknown_.find(tag.tag); it != unknown_.end()) unknown_.erase(it);
+  return s;
 }
 
 std::vector<const SegmentSequence*> SegmentAllocator::Sequences() const {

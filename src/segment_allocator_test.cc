@@ -26,7 +26,10 @@ class ControlledStore final : public SegmentStore {
     return inner_->Allocate(tag, step);
   }
   Status CreateTag(const TagInfo& t) override { return inner_->CreateTag(t); }
-  Result<TagInfo> GetTag(std::string_view t) override { return inner_->GetTag(t); }
+  Result<TagInfo> GetTag(std::string_view t) override {
+    lookups.fetch_add(1);
+    return inner_->GetTag(t);
+  }
   Result<std::vector<TagInfo>> ListTags() override { return inner_->ListTags(); }
 
   void SetBlocked(bool b) {
@@ -45,6 +48,7 @@ class ControlledStore final : public SegmentStore {
     down_ = d;
   }
   std::atomic<int> allocations{0};
+  std::atomic<int> lookups{0};
 
  private:
   std::unique_ptr<SegmentStore> inner_;
@@ -242,6 +246,32 @@ TEST(SegmentAllocatorTest, AHungTagDoesNotHoldUpAnotherTag) {
   for (int i = 0; i < 100; ++i) ASSERT_GT(Next(fast), 0);  // ten ranges, fetched meanwhile
   store.SetHungTag("");
   ASSERT_TRUE(Eventually([&] { return (*slow)->NextId().ok(); }));
+}
+
+// Clients must not make a server hold unbounded tags or query the store once per unknown name.
+TEST(SegmentAllocatorTest, TagsAreBoundedAndUnknownNamesAreRememberedBriefly) {
+  ControlledStore store;
+  for (const char* t : {"a", "b", "c"}) ASSERT_TRUE(store.CreateTag({t, 1, 10}).ok());
+  FakeClock clock(1'000'000);
+  SegmentOptions o;
+  o.max_tags = 2;
+  SegmentAllocator a(store, clock, o);
+  ASSERT_TRUE(a.Sequence("a").ok());
+  ASSERT_TRUE(a.Sequence("b").ok());
+  Result<SegmentSequence*> c = a.Sequence("c");
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.error().code, ErrorCode::kExhausted);
+  EXPECT_NE(c.error().message.find("segment.max_tags"), std::string::npos) << c.error().message;
+  EXPECT_TRUE(a.Sequence("a").ok());  // the ones served go on
+
+  SegmentAllocator fresh(store, clock);
+  const int before = store.lookups.load();
+  for (int i = 0; i < 100; ++i) EXPECT_EQ(fresh.Sequence("nope").error().code, ErrorCode::kNotFound);
+  EXPECT_EQ(store.lookups.load() - before, 1);
+  // Creating it through the allocator makes it known at once.
+  ASSERT_TRUE(fresh.CreateTag({"nope", 1, 10}).ok());
+  EXPECT_TRUE(fresh.Sequence("nope").ok());
+  EXPECT_EQ(fresh.CreateTag({"nope", 1, 10}).error().code, ErrorCode::kAlreadyExists);
 }
 
 // Leaf's "both segments not ready": a small step under bursts of many callers.

@@ -91,7 +91,7 @@ Error TagExhausted(std::string_view tag, std::int64_t next_id, std::int64_t step
 }
 
 Error TagExists(std::string_view tag) {
-  return InvalidArgument(fmt::format("tag \"{}\" already exists", tag));
+  return AlreadyExists(fmt::format("tag \"{}\" already exists", tag));
 }
 
 Error BadStep(std::int64_t step) {

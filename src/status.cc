@@ -18,6 +18,8 @@ std::string_view ErrorCodeName(ErrorCode code) {
       return "lease_lost";
     case ErrorCode::kInternal:
       return "internal";
+    case ErrorCode::kAlreadyExists:
+      return "already_exists";
   }
   return "internal";
 }

@@ -113,6 +113,7 @@ TEST_P(SegmentStoreContractTest, TagsAreListedAndValidated) {
   EXPECT_EQ((*tags)[1].step, 10);
   Status again = store->CreateTag({"a-tag", 1, 1});
   ASSERT_FALSE(again.ok());
+  EXPECT_EQ(again.error().code, ErrorCode::kAlreadyExists);
   EXPECT_NE(again.error().message.find("already exists"), std::string::npos);
   EXPECT_EQ(store->CreateTag({"bad tag", 1, 1}).error().code, ErrorCode::kInvalidArgument);
   EXPECT_EQ(store->CreateTag({"", 1, 1}).error().code, ErrorCode::kInvalidArgument);

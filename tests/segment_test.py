@@ -112,6 +112,21 @@ class SqliteSegmentTest(SegmentTestCase):
         r = redis.Redis(host="127.0.0.1", port=s.resp_port)
         self.assertEqual([r.incr("fresh") for _ in range(3)], [1, 2, 3])
 
+    def test_auto_create_is_bounded_by_max_tags(self):
+        s = Server(self.dirs.path("bounded"), "--segment-auto-create", "true",
+                   env={"SEKKA_SEGMENT_MAX_TAGS": "3"})
+        self.servers.append(s)
+        r = redis.Redis(host="127.0.0.1", port=s.resp_port)
+        for tag in ["t1", "t2", "t3"]:
+            self.assertEqual(r.incr(tag), 1)
+        with self.assertRaises(redis.exceptions.ResponseError) as e:
+            r.incr("t4")
+        self.assertTrue(str(e.exception).startswith("UNAVAILABLE"), str(e.exception))
+        self.assertIn("segment.max_tags", str(e.exception))
+        listed = sekka("segment", "list", "--data-dir", self.dirs.path("bounded")).stdout
+        self.assertNotIn("t4", listed, "a tag past the bound must not be created in the store")
+        self.assertEqual(r.incr("t1"), 2)
+
     def test_an_exhausted_tag_under_concurrent_clients_is_unavailable_and_the_server_lives(self):
         """The safety review's crash: a tag whose first range cannot be allocated (here: it
         would pass 2^63) while 8 clients wait on it. The server used to free the tag under them

@@ -12,6 +12,7 @@
 #define SEKKA_LAYOUT_H_
 
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -122,9 +123,16 @@ class Layout {
   // The largest id the layout can produce (2^63 - 1, or 2^bits - 1 for a js-safe layout).
   Id max_id() const { return max_id_; }
 
-  // Milliseconds since the Unix epoch at the start of `tick`.
+  // Milliseconds since the Unix epoch at the start of `tick`, saturating at the int64 range (a
+  // 63-bit time field of 1 s ticks reaches far past it).
   std::int64_t TickToMillis(std::int64_t tick) const {
-    return options_.epoch_millis + tick * options_.tick_millis;
+    std::int64_t ms = 0;
+    if (__builtin_mul_overflow(tick, options_.tick_millis, &ms) ||
+        __builtin_add_overflow(ms, options_.epoch_millis, &ms)) {
+      return tick < 0 ? std::numeric_limits<std::int64_t>::min()
+                      : std::numeric_limits<std::int64_t>::max();
+    }
+    return ms;
   }
   // The tick containing `unix_millis` (floor); negative before the epoch.
   std::int64_t MillisToTick(std::int64_t unix_millis) const {

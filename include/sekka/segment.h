@@ -68,7 +68,7 @@ class SegmentStore {
   virtual Result<IdRange> Allocate(std::string_view tag, std::int64_t step) = 0;
 
   // Tag management, for `sekka segment create|list|show` and the server's auto-create.
-  // Errors: kInvalidArgument (bad name, start < 1, step < 1, the tag exists), kUnavailable.
+  // Errors: kInvalidArgument (bad name, start < 1, step < 1), kAlreadyExists, kUnavailable.
   virtual Status CreateTag(const TagInfo& tag) = 0;
   // Errors: kNotFound, kUnavailable.
   virtual Result<TagInfo> GetTag(std::string_view tag) = 0;
@@ -93,6 +93,12 @@ struct SegmentOptions {
   std::chrono::milliseconds wait_deadline{2000};
   // After a failed fetch, the next try waits this long (doubling up to 5 s).
   std::chrono::milliseconds retry_backoff{100};
+  // At most this many tags are served (each keeps buffers and a place in the metrics); more
+  // is kExhausted. Bounds what clients can make a server hold, with auto-create too.
+  std::size_t max_tags = 10'000;
+  // A tag the store did not know is answered kNotFound from memory for this long, without a
+  // query (at most max_tags such names are remembered).
+  std::chrono::milliseconds unknown_tag_ttl{5000};
 };
 
 // Counters of one tag, for metrics.
@@ -158,7 +164,9 @@ class SegmentSequence {
   Result<std::int64_t> NextIdSlow(std::uint64_t ticket);
   // Maps a ticket to its id, waiting for its range if needed. Errors: kUnavailable at the
   // deadline, or the fetch error.
-  Result<std::int64_t> Resolve(std::uint64_t ticket);
+  // Maps `ticket` to its id, waiting for its range if needed. A ticket whose range has left
+  // the ring is abandoned for a new one, which is written back into `ticket`.
+  Result<std::int64_t> Resolve(std::uint64_t& ticket);
   void Publish(const IdRange& range);  // REQUIRES: owner's mu_ held
 
   // Sets the hot copy of the current range. REQUIRES: owner's mu_ held.
@@ -206,6 +214,9 @@ class SegmentAllocator {
   // allocator's life, whatever its fetches do. Errors: kNotFound (unknown tag),
   // kInvalidArgument (bad name), kUnavailable (the store).
   Result<SegmentSequence*> Sequence(std::string_view tag);
+  // Creates `tag` in the store (and forgets that it was unknown). Errors: as
+  // SegmentStore::CreateTag.
+  Status CreateTag(const TagInfo& tag);
   // Every sequence created so far, for metrics.
   std::vector<const SegmentSequence*> Sequences() const;
 
@@ -222,6 +233,8 @@ class SegmentAllocator {
   std::condition_variable fetched_;  // a fetch finished (or failed)
   std::condition_variable work_;     // a fetch was requested
   std::map<std::string, std::unique_ptr<SegmentSequence>, std::less<>> sequences_;  // mu_
+  // Tags the store did not know, and when (steady ms); guarded by mu_.
+  std::map<std::string, std::int64_t, std::less<>> unknown_;
   std::deque<SegmentSequence*> queue_;  // guarded by mu_: tags waiting for a fetch
   bool stopping_ = false;               // guarded by mu_
   // Several fetchers, so that one tag whose store calls hang does not hold up the others.

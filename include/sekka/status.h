@@ -27,6 +27,7 @@ enum class ErrorCode {
   kExhausted,            // a finite space ran out: a layout's time field, worker ids
   kLeaseLost,            // this process no longer holds its worker id
   kInternal,             // a bug or an unexpected system failure
+  kAlreadyExists,        // a name that is taken: creating a tag that exists
 };
 
 // The snake_case name of `code` as it appears on the wire ("invalid_argument", ...).
@@ -48,6 +49,9 @@ inline Error Unavailable(std::string message) {
 inline Error Exhausted(std::string message) { return {ErrorCode::kExhausted, std::move(message)}; }
 inline Error LeaseLost(std::string message) { return {ErrorCode::kLeaseLost, std::move(message)}; }
 inline Error Internal(std::string message) { return {ErrorCode::kInternal, std::move(message)}; }
+inline Error AlreadyExists(std::string message) {
+  return {ErrorCode::kAlreadyExists, std::move(message)};
+}
 
 // A value of type T, or an Error. Implicitly constructible from either, so functions can
 // `return value;` or `return InvalidArgument("...");`.
