@@ -2,7 +2,11 @@
 
 #include <fmt/format.h>
 
+#include <unistd.h>
+
 #include <atomic>
+#include <cstdlib>
+#include <functional>
 #include <chrono>
 #include <cstdio>
 #include <iostream>
@@ -12,6 +16,8 @@
 #include "sekka/codec.h"
 #include "sekka/layout.h"
 #include "sekka/snowflake.h"
+#include "server/hwm.h"
+#include "server/worker_id.h"
 
 namespace sekka::cli {
 namespace {
@@ -68,6 +74,16 @@ int Fail(int exit_code, const std::string& message) {
   return exit_code;
 }
 
+std::string DefaultGenDataDir() {
+  if (const char* state = std::getenv("XDG_STATE_HOME"); state != nullptr && *state == '/') {
+    return fmt::format("{}/sekka", state);
+  }
+  if (const char* home = std::getenv("HOME"); home != nullptr && *home == '/') {
+    return fmt::format("{}/.local/state/sekka", home);
+  }
+  return fmt::format("/tmp/sekka-{}", ::getuid());
+}
+
 int RunGen(const GenFlags& flags) {
   if (flags.count < 1) {
     return Fail(kExitUsage, fmt::format("-n {} is out of range: allowed 1 or more", flags.count));
@@ -81,11 +97,59 @@ int RunGen(const GenFlags& flags) {
 
   SnowflakeOptions options;
   options.layout = *layout;
-  options.worker_id = flags.worker_id;
+  options.worker_id = flags.worker_id_set ? flags.worker_id : 0;
   options.datacenter_id = flags.datacenter_id;
   options.sequence_start = *start;
   options.descending = flags.descending;
-  Result<std::unique_ptr<Snowflake>> generator = Snowflake::Create(options, SystemClock());
+  Clock& clock = SystemClock();
+  // Checks the options before anything is claimed (the errors name the flag's field).
+  if (Result<std::unique_ptr<Snowflake>> check = Snowflake::Create(options, clock); !check.ok()) {
+    return ExitFor(check.error(), true);
+  }
+
+  // Every id gen prints is unique on this machine, like the server's (SPEC section 11): the
+  // worker id is held by a lock file while it runs, and its hwm is stored before use. State is
+  // kept per layout, since another layout's ids are another space.
+  const std::string fingerprint = server::LayoutFingerprint(*layout);
+  const std::string dir =
+      fmt::format("{}/gen-{:016x}", flags.data_dir.empty() ? DefaultGenDataDir() : flags.data_dir,
+                  std::hash<std::string>()(fingerprint));
+  server::WorkerIdRequest request;
+  request.source = flags.worker_id_set ? "static" : "local";
+  request.data_dir = dir;
+  request.identity = "sekka gen";
+  request.worker_id = options.worker_id;
+  request.datacenter_id = flags.datacenter_id;
+  Result<std::unique_ptr<server::WorkerIdClaim>> claim = server::ClaimWorkerId(request, *layout);
+  if (!claim.ok()) return ExitFor(claim.error(), true);
+  options.worker_id = (*claim)->worker_id();
+  std::unique_ptr<server::DataDir> data = server::NewFileDataDir(dir);
+  Result<std::optional<server::StoredState>> stored =
+      data->ReadState(flags.datacenter_id, options.worker_id);
+  if (!stored.ok()) return ExitFor(stored.error(), false);
+  if (stored->has_value()) {
+    const std::int64_t hwm = (**stored).hwm_millis;
+    const std::int64_t now = clock.NowMillis();
+    if (now <= hwm && hwm - now >= 10'000) {
+      return Fail(kExitFailure,
+                  fmt::format("the clock ({}) is {} ms behind the high-water mark of worker id {} "
+                              "in {} ({}): refusing, as ids could repeat; fix the clock",
+                              FormatUtcMillis(now), hwm - now + 1, options.worker_id,
+                              data->StateName(flags.datacenter_id, options.worker_id),
+                              FormatUtcMillis(hwm)));
+    }
+    while (clock.NowMillis() <= hwm) clock.SleepUntilMillis(hwm + 1);
+    options.start_after_tick = layout->MillisToTick(hwm);
+  }
+  // Reserved 100 ms at a time, durably, before ids of those ticks are made.
+  options.reserve_ticks = [&](std::int64_t tick) -> Result<std::int64_t> {
+    const std::int64_t target = std::max(tick, layout->MillisToTick(clock.NowMillis() + 100));
+    Status w = data->WriteState(flags.datacenter_id, options.worker_id,
+                                {fingerprint, layout->TickToMillis(target + 1) - 1});
+    if (!w.ok()) return Unavailable("cannot store the high-water mark: " + w.error().message);
+    return target;
+  };
+  Result<std::unique_ptr<Snowflake>> generator = Snowflake::Create(options, clock);
   if (!generator.ok()) return ExitFor(generator.error(), true);
   Snowflake& snowflake = **generator;
 
@@ -121,6 +185,8 @@ int RunGen(const GenFlags& flags) {
   }
   std::fwrite(out.data(), 1, out.size(), stdout);
   if (std::fflush(stdout) != 0) return Fail(kExitFailure, "writing the ids to stdout failed");
+  std::fprintf(stderr, "sekka gen: worker id %lld (data dir %s)\n",
+               static_cast<long long>(options.worker_id), dir.c_str());
   return kExitOk;
 }
 

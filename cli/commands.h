@@ -29,8 +29,13 @@ struct GenFlags {
   std::string format = "dec";
   std::string sequence_start = "zero";
   bool descending = false;
+  bool worker_id_set = false;  // --worker-id given: that id (static), else the lowest free
+  std::string data_dir;        // "" = the per-user state dir (DefaultGenDataDir)
 };
 int RunGen(const GenFlags& flags);
+// Where `sekka gen` keeps its worker-id locks and hwm: $XDG_STATE_HOME/sekka, else
+// ~/.local/state/sekka, else /tmp/sekka-<uid>.
+std::string DefaultGenDataDir();
 
 struct DecodeFlags {
   std::string layout = "sekka";

@@ -35,7 +35,11 @@ int main(int argc, char** argv) {
   CLI::App* gen_cmd = app.add_subcommand("gen", "Print new ids, one a line");
   gen_cmd->add_option("-n,--count", gen.count, "How many ids")->capture_default_str();
   gen_cmd->add_option("--layout", gen.layout, layouts)->capture_default_str();
-  gen_cmd->add_option("--worker-id", gen.worker_id, "Worker id")->capture_default_str();
+  CLI::Option* gen_worker =
+      gen_cmd->add_option("--worker-id", gen.worker_id,
+                          "Worker id (default: the lowest free one under the data dir)");
+  gen_cmd->add_option("--data-dir", gen.data_dir,
+                      "Worker-id locks and high-water marks (default: the per-user state dir)");
   gen_cmd
       ->add_option("--datacenter-id", gen.datacenter_id,
                    "Datacenter id, for layouts with datacenter bits")
@@ -152,7 +156,10 @@ int main(int argc, char** argv) {
     return Fail(kExitUsage, std::string(e.what()) + " (see sekka --help)");
   }
 
-  if (gen_cmd->parsed()) return RunGen(gen);
+  if (gen_cmd->parsed()) {
+    gen.worker_id_set = gen_worker->count() > 0;
+    return RunGen(gen);
+  }
   if (decode_cmd->parsed()) return RunDecode(decode);
   if (layout_cmd->parsed()) return RunLayout(layout);
   if (bench_cmd->parsed()) return RunBench(bench);

@@ -8,11 +8,14 @@ one line on stderr naming what was wrong, and that output decodes back to what w
 import datetime
 import json
 import os
+import shutil
 import subprocess
+import tempfile
 import sys
 import unittest
 
 SEKKA = os.environ.get("SEKKA_BIN", "build/cli/sekka")
+FAKETIME_LIB = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1"
 
 
 def run(*args, stdin=None, timeout=60):
@@ -101,6 +104,49 @@ class GenTest(CliTestCase):
         self.fails(2, "gen", "--layout", "tick=3s", expect="layout.tick = 3000ms")
         self.fails(2, "gen", "--layout", "epoch=2999-01-01", expect="is in the future")
         self.fails(2, "gen", "--layout", "colour=red", expect='layout key "colour" is not known')
+
+    def test_two_runs_at_once_never_print_the_same_id(self):
+        """The safety review found 18 of 30 parallel pairs printing the same ids: every run used
+        worker id 0 with no state. Now each run holds a worker id and stores its hwm."""
+        data = tempfile.mkdtemp(prefix="sekka-gen-")
+        try:
+            for _ in range(5):
+                procs = [subprocess.Popen([SEKKA, "gen", "-n", "200000", "--data-dir", data],
+                                          stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                          text=True) for _ in range(2)]
+                outs = [p.communicate(timeout=60) for p in procs]
+                for p in procs:
+                    self.assertEqual(p.returncode, 0)
+                a, b = (set(o[0].split()) for o in outs)
+                self.assertEqual(len(a) + len(b), 400_000)
+                self.assertFalse(a & b, "two runs at once printed the same id")
+                for o in outs:
+                    self.assertRegex(o[1], r"sekka gen: worker id \d+ \(data dir ")
+        finally:
+            shutil.rmtree(data, ignore_errors=True)
+
+    def test_a_run_after_the_clock_stepped_back_prints_later_ids(self):
+        data = tempfile.mkdtemp(prefix="sekka-gen-")
+        try:
+            first = [int(x) for x in self.ok("gen", "-n", "300000", "--data-dir", data).split()]
+            clock = os.path.join(data, "clock")
+            with open(clock, "w") as f:
+                f.write("-2")
+            env = dict(os.environ, LD_PRELOAD=FAKETIME_LIB, FAKETIME_TIMESTAMP_FILE=clock,
+                       FAKETIME_NO_CACHE="1", FAKETIME_DONT_FAKE_MONOTONIC="1")
+            p = subprocess.run([SEKKA, "gen", "-n", "300000", "--data-dir", data],
+                               capture_output=True, text=True, env=env, timeout=60)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            later = [int(x) for x in p.stdout.split()]
+            self.assertGreater(min(later), max(first), "ids went back with the clock")
+            with open(clock, "w") as f:
+                f.write("-60")
+            p = subprocess.run([SEKKA, "gen", "--data-dir", data], capture_output=True, text=True,
+                               env=env, timeout=60)
+            self.assertEqual(p.returncode, 1, p.stdout)
+            self.assertIn("behind the high-water mark", p.stderr)
+        finally:
+            shutil.rmtree(data, ignore_errors=True)
 
     def test_worker_ids_outside_the_layout_are_usage_errors(self):
         self.fails(2, "gen", "--worker-id", "1024",
