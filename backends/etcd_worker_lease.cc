@@ -137,11 +137,11 @@ class EtcdLease final : public WorkerLease {
   const WorkerLeaseOptions options_;
   const std::string prefix_;
   std::size_t current_ = 0;
-  std::int64_t lease_ = 0;          // 0: none granted
-  std::int64_t held_ = -1;          // the worker id held
-  std::int64_t owner_revision_ = 0; // the owner key's mod_revision, as this lease wrote it
-  std::int64_t hwm_known_ = 0;      // the hwm stored at etcd, as far as this lease knows
-  std::int64_t hwm_revision_ = 0;   // the hwm key's mod_revision that goes with it (0: none)
+  std::int64_t lease_ = 0;           // 0: none granted
+  std::int64_t held_ = -1;           // the worker id held
+  std::int64_t owner_revision_ = 0;  // the owner key's mod_revision, as this lease wrote it
+  std::int64_t hwm_known_ = 0;       // the hwm stored at etcd, as far as this lease knows
+  std::int64_t hwm_revision_ = 0;    // the hwm key's mod_revision that goes with it (0: none)
 };
 
 Result<json> EtcdLease::Call(std::string_view path, const json& request) {
@@ -245,11 +245,15 @@ Result<LeaseGrant> EtcdLease::Acquire() {
       auto it = owners->find(id);
       json compare = json::array();
       if (it == owners->end()) {
-        compare.push_back({{"key", Base64(OwnerKey(id))}, {"result", "EQUAL"},
-                           {"target", "CREATE"}, {"create_revision", "0"}});
+        compare.push_back({{"key", Base64(OwnerKey(id))},
+                           {"result", "EQUAL"},
+                           {"target", "CREATE"},
+                           {"create_revision", "0"}});
       } else {
-        compare.push_back({{"key", Base64(OwnerKey(id))}, {"result", "EQUAL"},
-                           {"target", "MOD"}, {"mod_revision", std::to_string(it->second.mod_revision)}});
+        compare.push_back({{"key", Base64(OwnerKey(id))},
+                           {"result", "EQUAL"},
+                           {"target", "MOD"},
+                           {"mod_revision", std::to_string(it->second.mod_revision)}});
       }
       json txn = {{"compare", compare},
                   {"success",
@@ -273,7 +277,8 @@ Result<LeaseGrant> EtcdLease::Acquire() {
       hwm_revision_ = 0;
       const json& responses = r->value("responses", json::array());
       if (responses.size() == 2) {
-        const json& kvs = responses[1].value("response_range", json::object()).value("kvs", json::array());
+        const json& kvs =
+            responses[1].value("response_range", json::object()).value("kvs", json::array());
         if (!kvs.empty()) {
           held_ = id;  // for ParseHwm's message
           Result<std::int64_t> parsed = ParseHwm(Str(kvs[0], "value"));
@@ -284,7 +289,8 @@ Result<LeaseGrant> EtcdLease::Acquire() {
         }
       }
       hwm_known_ = hwm;
-      if (it != owners->end() && it->second.lease != lease_) Revoke(it->second.lease);  // the earlier run's
+      if (it != owners->end() && it->second.lease != lease_)
+        Revoke(it->second.lease);  // the earlier run's
       held_ = id;
       return LeaseGrant{options_.datacenter_id, id, hwm};
     }
@@ -305,8 +311,8 @@ Status EtcdLease::Renew() {
   // the lease: only a result with TTL 0 means it is gone.
   if (r->contains("error") || !r->contains("result") || !(*r)["result"].is_object()) {
     const std::string error = ErrorText(*r);
-    return Unavailable(fmt::format("etcd keepalive failed: {}",
-                                   error.empty() ? r->dump().substr(0, 200) : error));
+    return Unavailable(
+        fmt::format("etcd keepalive failed: {}", error.empty() ? r->dump().substr(0, 200) : error));
   }
   const json& result = (*r)["result"];
   if (Int(result, "TTL") > 0) return Status::Ok();
@@ -326,9 +332,13 @@ Status EtcdLease::StoreHwm(std::int64_t hwm_millis) {
     if (hwm_millis <= hwm_known_) return Status::Ok();
     json txn = {
         {"compare",
-         {{{"key", Base64(OwnerKey(held_))}, {"result", "EQUAL"}, {"target", "MOD"},
+         {{{"key", Base64(OwnerKey(held_))},
+           {"result", "EQUAL"},
+           {"target", "MOD"},
            {"mod_revision", std::to_string(owner_revision_)}},
-          {{"key", Base64(HwmKey(held_))}, {"result", "EQUAL"}, {"target", "MOD"},
+          {{"key", Base64(HwmKey(held_))},
+           {"result", "EQUAL"},
+           {"target", "MOD"},
            {"mod_revision", std::to_string(hwm_revision_)}}}},
         {"success",
          {{{"request_put",
@@ -366,7 +376,8 @@ Status EtcdLease::StoreHwm(std::int64_t hwm_millis) {
   lease_ = 0;
   return LeaseLost(fmt::format(
       "worker id {} is no longer held by this process's etcd lease (expired, revoked or taken "
-      "over)", id));
+      "over)",
+      id));
 }
 
 Result<std::int64_t> EtcdLease::ParseHwm(const std::string& base64) const {

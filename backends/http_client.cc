@@ -29,7 +29,8 @@ bool ParseInt(std::string_view text, int base, std::size_t& out) {
 
 std::string_view Trim(std::string_view s) {
   while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r')) s.remove_suffix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r'))
+    s.remove_suffix(1);
   return s;
 }
 
@@ -50,7 +51,8 @@ class Fd {
 // Waits for `events` on fd until `deadline`; false on timeout or error.
 bool WaitFor(int fd, short events, SteadyClock::time_point deadline) {
   for (;;) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - SteadyClock::now());
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - SteadyClock::now());
     if (left.count() <= 0) return false;
     pollfd p{fd, events, 0};
     const int n = ::poll(&p, 1, static_cast<int>(left.count()));
@@ -82,7 +84,8 @@ Result<std::vector<HostPort>> ParseHostPorts(std::string_view list, std::string_
     const std::size_t colon = item.rfind(':');
     if (item.empty() || colon == std::string_view::npos || colon == 0) return bad();
     std::string host(item.substr(0, colon));
-    if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+    if (host.size() > 2 && host.front() == '[' && host.back() == ']')
+      host = host.substr(1, host.size() - 2);
     if (host == "localhost") host = "127.0.0.1";
     in6_addr a6{};
     in_addr a4{};
@@ -117,7 +120,8 @@ Result<HttpResponse> ParseHttpResponse(std::string_view raw) {
   bool chunked = false;
   std::size_t content_length = 0;
   bool has_length = false;
-  std::string_view headers = line_end == std::string_view::npos ? std::string_view() : head.substr(line_end + 2);
+  std::string_view headers =
+      line_end == std::string_view::npos ? std::string_view() : head.substr(line_end + 2);
   while (!headers.empty()) {
     std::size_t e = headers.find("\r\n");
     const std::string_view line = headers.substr(0, e);
@@ -127,7 +131,8 @@ Result<HttpResponse> ParseHttpResponse(std::string_view raw) {
     const std::string_view name = line.substr(0, colon);
     const std::string_view value = Trim(line.substr(colon + 1));
     if (name.size() == 17 && strncasecmp(name.data(), "transfer-encoding", 17) == 0) {
-      chunked = value.size() >= 7 && strncasecmp(value.data() + value.size() - 7, "chunked", 7) == 0;
+      chunked =
+          value.size() >= 7 && strncasecmp(value.data() + value.size() - 7, "chunked", 7) == 0;
     } else if (name.size() == 14 && strncasecmp(name.data(), "content-length", 14) == 0) {
       if (!ParseInt(value, 10, content_length)) return bad("bad Content-Length");
       has_length = true;
@@ -167,7 +172,8 @@ Result<HttpResponse> HttpPost(const HostPort& to, std::string_view path, std::st
   sockaddr_storage addr{};
   socklen_t len = 0;
   int family = AF_INET;
-  if (auto* a4 = reinterpret_cast<sockaddr_in*>(&addr); inet_pton(AF_INET, to.host.c_str(), &a4->sin_addr) == 1) {
+  if (auto* a4 = reinterpret_cast<sockaddr_in*>(&addr);
+      inet_pton(AF_INET, to.host.c_str(), &a4->sin_addr) == 1) {
     a4->sin_family = AF_INET;
     a4->sin_port = htons(static_cast<std::uint16_t>(to.port));
     len = sizeof(sockaddr_in);

@@ -2,7 +2,6 @@
 
 #include <fmt/format.h>
 #include <libpq-fe.h>
-
 #include <poll.h>
 
 #include <cerrno>
@@ -42,7 +41,8 @@ class PostgresSegmentStore final : public SegmentStore {
   Result<IdRange> Allocate(std::string_view tag, std::int64_t step) override {
     if (step < 1) return BadStep(step);
     std::lock_guard lock(mu_);
-    const std::string t(tag), s = std::to_string(step),
+    const std::string t(tag),
+        s = std::to_string(step),
         limit = std::to_string(std::numeric_limits<std::int64_t>::max() - step);
     Result<PgResult> r = Exec(
         "UPDATE sekka_segments SET next_id = next_id + $2::bigint, updated_at = now() "
@@ -123,8 +123,8 @@ class PostgresSegmentStore final : public SegmentStore {
       Result<PgResult> r = Run(sql, {});
       if (!r.ok()) return std::move(r).error();
       if (PQresultStatus(r->get()) != PGRES_COMMAND_OK) {
-        return Unavailable(fmt::format("segment store {}: cannot prepare its table: {}",
-                                       Redacted(), PQresultErrorMessage(r->get())));
+        return Unavailable(fmt::format("segment store {}: cannot prepare its table: {}", Redacted(),
+                                       PQresultErrorMessage(r->get())));
       }
     }
     return Status::Ok();
@@ -135,7 +135,8 @@ class PostgresSegmentStore final : public SegmentStore {
   Result<PgResult> Run(const char* sql, const std::vector<const char*>& values) {
     if (PQsendQueryParams(conn_, sql, static_cast<int>(values.size()), nullptr, values.data(),
                           nullptr, nullptr, 0) == 0) {
-      return Unavailable(fmt::format("segment store {}: {}", Redacted(), OneLine(PQerrorMessage(conn_))));
+      return Unavailable(
+          fmt::format("segment store {}: {}", Redacted(), OneLine(PQerrorMessage(conn_))));
     }
     const auto deadline = std::chrono::steady_clock::now() + kCallTimeout;
     PgResult last;
@@ -148,8 +149,8 @@ class PostgresSegmentStore final : public SegmentStore {
         if (ready == 0) {
           PQfinish(conn_);
           conn_ = nullptr;
-          return Unavailable(fmt::format("segment store {} gave no answer within {} ms",
-                                         Redacted(), kCallTimeout.count()));
+          return Unavailable(fmt::format("segment store {} gave no answer within {} ms", Redacted(),
+                                         kCallTimeout.count()));
         }
         if (ready < 0 && errno != EINTR) break;
         if (PQconsumeInput(conn_) == 0) break;
@@ -159,7 +160,8 @@ class PostgresSegmentStore final : public SegmentStore {
       last.reset(r);
     }
     if (!last) {
-      return Unavailable(fmt::format("segment store {}: {}", Redacted(), OneLine(PQerrorMessage(conn_))));
+      return Unavailable(
+          fmt::format("segment store {}: {}", Redacted(), OneLine(PQerrorMessage(conn_))));
     }
     return last;
   }
@@ -200,8 +202,8 @@ class PostgresSegmentStore final : public SegmentStore {
   }
 
   const std::string uri_;
-  std::mutex mu_;             // one connection, used by one thread at a time
-  PGconn* conn_ = nullptr;    // guarded by mu_
+  std::mutex mu_;           // one connection, used by one thread at a time
+  PGconn* conn_ = nullptr;  // guarded by mu_
 };
 
 }  // namespace

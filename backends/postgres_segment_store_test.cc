@@ -29,7 +29,8 @@ std::string BaseUri() {
 std::string FreshDatabase() {
   static int n = 0;
   const std::string base = BaseUri();
-  const std::string name = "sekka_contract_" + std::to_string(::getpid()) + "_" + std::to_string(++n);
+  const std::string name =
+      "sekka_contract_" + std::to_string(::getpid()) + "_" + std::to_string(++n);
   PGconn* c = PQconnectdb(base.c_str());
   EXPECT_EQ(PQstatus(c), CONNECTION_OK) << PQerrorMessage(c);
   PQclear(PQexec(c, ("CREATE DATABASE " + name).c_str()));
@@ -37,14 +38,14 @@ std::string FreshDatabase() {
   return base.substr(0, base.rfind('/') + 1) + name;
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Postgres, SegmentStoreContractTest,
-    ::testing::Values(StoreFactory{"postgres", FreshDatabase,
-                                   [](const std::string& uri) -> std::unique_ptr<SegmentStore> {
-                                     Result<std::unique_ptr<SegmentStore>> s =
-                                         OpenPostgresSegmentStore(uri);
-                                     return s.ok() ? std::move(s).value() : nullptr;
-                                   }}));
+INSTANTIATE_TEST_SUITE_P(Postgres, SegmentStoreContractTest,
+                         ::testing::Values(StoreFactory{
+                             "postgres", FreshDatabase,
+                             [](const std::string& uri) -> std::unique_ptr<SegmentStore> {
+                               Result<std::unique_ptr<SegmentStore>> s =
+                                   OpenPostgresSegmentStore(uri);
+                               return s.ok() ? std::move(s).value() : nullptr;
+                             }}));
 
 TEST(PostgresSegmentStoreTest, AnUnreachableDatabaseIsUnavailableAndNamed) {
   auto store = std::move(OpenPostgresSegmentStore("postgres://sekka:pw@127.0.0.1:1/x")).value();

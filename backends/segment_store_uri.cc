@@ -14,7 +14,8 @@ Result<std::unique_ptr<SegmentStore>> OpenSegmentStore(const std::string& uri,
   if (uri.empty()) {
     std::error_code ec;
     std::filesystem::create_directories(data_dir, ec);
-    if (ec) return Unavailable(fmt::format("cannot create data dir {}: {}", data_dir, ec.message()));
+    if (ec)
+      return Unavailable(fmt::format("cannot create data dir {}: {}", data_dir, ec.message()));
     return OpenSqliteSegmentStore(data_dir + "/segments.db");
   }
   if (uri.rfind("sqlite:", 0) == 0) {

@@ -1,6 +1,7 @@
 // backends/segment_store_uri.h
 //
-// The one place where a segment store is chosen from its URI (SPEC section 7, segment.store):
+// The one place where a segment store is chosen from its URI (docs/contract.md section 7,
+// segment.store):
 //   ""               SQLite in the data dir: <data_dir>/segments.db (the embedded default)
 //   sqlite:PATH      SQLite at PATH
 //   postgres://...   PostgreSQL (also postgresql://), a libpq connection URI

@@ -111,8 +111,8 @@ class SqliteSegmentStore final : public SegmentStore {
   }
 
   Error Failure(std::string_view what) {
-    return Unavailable(fmt::format("segment store sqlite:{}: {} failed: {}", path_, what,
-                                   sqlite3_errmsg(db_)));
+    return Unavailable(
+        fmt::format("segment store sqlite:{}: {} failed: {}", path_, what, sqlite3_errmsg(db_)));
   }
 
   std::mutex mu_;  // one connection, used by one thread at a time
@@ -124,9 +124,8 @@ class SqliteSegmentStore final : public SegmentStore {
 
 Result<std::unique_ptr<SegmentStore>> OpenSqliteSegmentStore(const std::string& path) {
   sqlite3* db = nullptr;
-  const int rc = sqlite3_open_v2(path.c_str(), &db,
-                                 SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
-                                 nullptr);
+  const int rc = sqlite3_open_v2(
+      path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nullptr);
   if (rc != SQLITE_OK) {
     std::string why = db != nullptr ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
     sqlite3_close_v2(db);

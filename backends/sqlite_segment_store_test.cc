@@ -12,8 +12,8 @@ namespace {
 
 // A directory for this test process's database files, removed when the process exits.
 struct TempDir {
-  const std::string path = std::filesystem::temp_directory_path() /
-                           ("sekka_sqlite_test_" + std::to_string(::getpid()));
+  const std::string path =
+      std::filesystem::temp_directory_path() / ("sekka_sqlite_test_" + std::to_string(::getpid()));
   TempDir() { std::filesystem::create_directories(path); }
   ~TempDir() {
     std::error_code ignored;
@@ -28,14 +28,14 @@ std::string FreshPath() {
   return dir.path + "/store" + std::to_string(++n) + ".db";
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Sqlite, SegmentStoreContractTest,
-    ::testing::Values(StoreFactory{"sqlite", FreshPath,
-                                   [](const std::string& path) -> std::unique_ptr<SegmentStore> {
-                                     Result<std::unique_ptr<SegmentStore>> s =
-                                         OpenSqliteSegmentStore(path);
-                                     return s.ok() ? std::move(s).value() : nullptr;
-                                   }}));
+INSTANTIATE_TEST_SUITE_P(Sqlite, SegmentStoreContractTest,
+                         ::testing::Values(StoreFactory{
+                             "sqlite", FreshPath,
+                             [](const std::string& path) -> std::unique_ptr<SegmentStore> {
+                               Result<std::unique_ptr<SegmentStore>> s =
+                                   OpenSqliteSegmentStore(path);
+                               return s.ok() ? std::move(s).value() : nullptr;
+                             }}));
 
 TEST(SqliteSegmentStoreTest, AnUnreachableStoreIsUnavailable) {
   Result<std::unique_ptr<SegmentStore>> s = OpenSqliteSegmentStore("/nonexistent/dir/x.db");

@@ -47,9 +47,9 @@ std::string FreshCluster() {
 
 Result<std::int64_t> KillHolder(const std::string& backend, const std::string& cluster,
                                 const WorkerLeaseOptions& o) {
-  const std::string command = fmt::format("/proc/{}/exe --hold-lease {} {} {} {} {}", ::getpid(),
-                                          backend, cluster, o.identity, o.worker_count,
-                                          o.ttl.count());
+  const std::string command =
+      fmt::format("/proc/{}/exe --hold-lease {} {} {} {} {}", ::getpid(), backend, cluster,
+                  o.identity, o.worker_count, o.ttl.count());
   FILE* p = ::popen(command.c_str(), "r");
   if (p == nullptr) return Internal("popen failed");
   char line[64] = {};

@@ -12,22 +12,24 @@ Result<std::unique_ptr<WorkerLease>> OpenWorkerLease(std::string_view source,
                                                      std::string_view cluster,
                                                      const WorkerLeaseOptions& options) {
   if (source != "etcd" && source != "zookeeper") {
-    return InvalidArgument(fmt::format(
-        "worker.source \"{}\" has no coordinator: allowed etcd or zookeeper", source));
+    return InvalidArgument(
+        fmt::format("worker.source \"{}\" has no coordinator: allowed etcd or zookeeper", source));
   }
   std::string_view addresses = coordinator;
   if (const std::size_t scheme = coordinator.find("://"); scheme != std::string_view::npos) {
     if (coordinator.substr(0, scheme) != source) {
-      return InvalidArgument(fmt::format(
-          "worker.coordinator \"{}\" does not match worker.source \"{}\": allowed {}://host:port[,host:port...]",
-          coordinator, source, source));
+      return InvalidArgument(
+          fmt::format("worker.coordinator \"{}\" does not match worker.source \"{}\": allowed "
+                      "{}://host:port[,host:port...]",
+                      coordinator, source, source));
     }
     addresses = coordinator.substr(scheme + 3);
   }
   if (addresses.empty()) {
-    return InvalidArgument(fmt::format(
-        "worker.coordinator is required with worker.source = \"{}\": allowed {}://host:port[,host:port...]",
-        source, source));
+    return InvalidArgument(
+        fmt::format("worker.coordinator is required with worker.source = \"{}\": allowed "
+                    "{}://host:port[,host:port...]",
+                    source, source));
   }
   if (source == "etcd") return NewEtcdWorkerLease(addresses, cluster, options);
   return NewZooKeeperWorkerLease(addresses, cluster, options);

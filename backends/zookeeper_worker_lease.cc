@@ -100,9 +100,10 @@ Status ZooKeeperLease::Connect() {
       std::lock_guard lock(session_state_.mu);
       session_state_.state = 0;
     }
-    zh_ = zookeeper_init(servers_.c_str(), Watcher, static_cast<int>(options_.ttl.count()),
-                         nullptr, &session_state_, 0);
-    if (zh_ == nullptr) return Unavailable(fmt::format("zookeeper {}: cannot create a client", servers_));
+    zh_ = zookeeper_init(servers_.c_str(), Watcher, static_cast<int>(options_.ttl.count()), nullptr,
+                         &session_state_, 0);
+    if (zh_ == nullptr)
+      return Unavailable(fmt::format("zookeeper {}: cannot create a client", servers_));
   }
   std::unique_lock lock(session_state_.mu);
   session_state_.changed.wait_for(lock, options_.call_timeout, [&] {
@@ -116,10 +117,9 @@ Status ZooKeeperLease::Connect() {
   }
   session_ = zoo_client_id(zh_)->client_id;
   // The parent nodes (persistent; they may exist already).
-  for (const std::string& path :
-       {std::string("/sekka"), root_, root_ + "/workers", root_ + "/hwm",
-        fmt::format("{}/workers/{}", root_, options_.datacenter_id),
-        fmt::format("{}/hwm/{}", root_, options_.datacenter_id)}) {
+  for (const std::string& path : {std::string("/sekka"), root_, root_ + "/workers", root_ + "/hwm",
+                                  fmt::format("{}/workers/{}", root_, options_.datacenter_id),
+                                  fmt::format("{}/hwm/{}", root_, options_.datacenter_id)}) {
     const int rc = zoo_create(zh_, path.c_str(), nullptr, -1, &ZOO_OPEN_ACL_UNSAFE, ZOO_PERSISTENT,
                               nullptr, 0);
     if (rc != ZOK && rc != ZNODEEXISTS) return FromRc(rc, "create " + path);
@@ -156,7 +156,8 @@ Result<std::int64_t> ZooKeeperLease::FenceHwm(std::int64_t id) {
                                   text.substr(0, 40)));
     }
     Stat after{};
-    rc = zoo_set2(zh_, path.c_str(), text.data(), static_cast<int>(text.size()), stat.version, &after);
+    rc = zoo_set2(zh_, path.c_str(), text.data(), static_cast<int>(text.size()), stat.version,
+                  &after);
     if (rc == ZBADVERSION) continue;  // the earlier holder wrote once more: read it again
     if (rc != ZOK) return FromRc(rc, "set " + path);
     hwm_version_ = after.version;

@@ -1,14 +1,13 @@
 #include "cli/commands.h"
 
 #include <fmt/format.h>
-
 #include <unistd.h>
 
 #include <atomic>
-#include <cstdlib>
-#include <functional>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <functional>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <thread>
@@ -107,8 +106,8 @@ int RunGen(const GenFlags& flags) {
     return ExitFor(check.error(), true);
   }
 
-  // Every id gen prints is unique on this machine, like the server's (SPEC section 11): the
-  // worker id is held by a lock file while it runs, and its hwm is stored before use. State is
+  // Every id gen prints is unique on this machine, like the server's (docs/contract.md section 11):
+  // the worker id is held by a lock file while it runs, and its hwm is stored before use. State is
   // kept per layout, since another layout's ids are another space.
   const std::string fingerprint = server::LayoutFingerprint(*layout);
   const std::string dir =

@@ -74,7 +74,7 @@ struct SegmentFlags {
   std::string tag;
   std::int64_t start = 1;
   std::int64_t step = 1000;
-  std::string store;   // segment.store URI; "" = SQLite in the data dir
+  std::string store;  // segment.store URI; "" = SQLite in the data dir
   std::string data_dir = "./sekka-data";
   bool json = false;
 };

@@ -9,7 +9,7 @@
 
 namespace {
 
-constexpr const char* kVersion = "0.1.0";
+constexpr const char* kVersion = SEKKA_VERSION;  // from CMakeLists.txt
 
 std::string Join(const std::vector<std::string_view>& names) {
   std::string out;
@@ -35,9 +35,8 @@ int main(int argc, char** argv) {
   CLI::App* gen_cmd = app.add_subcommand("gen", "Print new ids, one a line");
   gen_cmd->add_option("-n,--count", gen.count, "How many ids")->capture_default_str();
   gen_cmd->add_option("--layout", gen.layout, layouts)->capture_default_str();
-  CLI::Option* gen_worker =
-      gen_cmd->add_option("--worker-id", gen.worker_id,
-                          "Worker id (default: the lowest free one under the data dir)");
+  CLI::Option* gen_worker = gen_cmd->add_option(
+      "--worker-id", gen.worker_id, "Worker id (default: the lowest free one under the data dir)");
   gen_cmd->add_option("--data-dir", gen.data_dir,
                       "Worker-id locks and high-water marks (default: the per-user state dir)");
   gen_cmd
@@ -80,8 +79,7 @@ int main(int argc, char** argv) {
   bench_cmd->add_flag("--json", bench.json, "As JSON");
 
   SegmentFlags segment;
-  CLI::App* segment_cmd =
-      app.add_subcommand("segment", "Manage segment tags: create, list, show");
+  CLI::App* segment_cmd = app.add_subcommand("segment", "Manage segment tags: create, list, show");
   segment_cmd->require_subcommand(1);
   const std::string store_help =
       "Segment store: \"\" = SQLite in the data dir, sqlite:PATH or postgres://...";

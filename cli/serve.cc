@@ -95,7 +95,8 @@ int RunServe(const ServeFlags& flags) {
   // Who this process is to the worker-id source: worker.name, else for a coordinator this host
   // and data dir (unique among live processes: the data dir is locked), else the listeners.
   std::string identity = config->worker_name;
-  if (identity.empty() && (config->worker_source == "etcd" || config->worker_source == "zookeeper")) {
+  if (identity.empty() &&
+      (config->worker_source == "etcd" || config->worker_source == "zookeeper")) {
     char host[256] = {};
     ::gethostname(host, sizeof(host) - 1);
     std::error_code ec;
@@ -127,8 +128,7 @@ int RunServe(const ServeFlags& flags) {
   const std::string where = fmt::format(
       "sekka serve: HTTP on {}, Redis protocol on {} (worker id {}{}, layout {}, data {})",
       (*server)->http_address().empty() ? "off" : "http://" + (*server)->http_address(),
-      (*server)->resp_address().empty() ? "off" : (*server)->resp_address(),
-      s.worker().worker_id,
+      (*server)->resp_address().empty() ? "off" : (*server)->resp_address(), s.worker().worker_id,
       s.layout().datacenter_bits() > 0 ? fmt::format(", datacenter {}", s.worker().datacenter_id)
                                        : "",
       s.layout().name(), config->data_dir);

@@ -5,7 +5,7 @@ set -euo pipefail
 
 PACKAGES=(
   # build
-  build-essential cmake pkg-config git
+  build-essential cmake pkg-config git clang-format
   # libraries (each one is justified in docs/design.md)
   libfmt-dev libcli11-dev nlohmann-json3-dev libasio-dev node-llhttp libtomlplusplus-dev
   libsqlite3-dev libpq-dev postgresql libzookeeper-mt-dev

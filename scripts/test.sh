@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite, as CI runs it (.ci/run calls this script):
-#   1. Release build: unit tests and end-to-end tests (ctest);
+#   0. formatting (clang-format --dry-run on every C++ file);
+#   1. Release build: unit tests, end-to-end tests and the simulation, 10,000 seeds (ctest);
 #   2. AddressSanitizer + UndefinedBehaviorSanitizer build: the same tests;
 #   3. ThreadSanitizer build: the unit tests (the concurrency tests among them) and the server's
 #      end-to-end tests (its event loops and background thread);
@@ -14,6 +15,16 @@ step() { printf '\n=== %s\n' "$*"; }
 
 step "setup and Release build"
 bash scripts/build.sh
+
+step "formatting: every C++ file as .clang-format says"
+if ! git ls-files '*.cc' '*.h' | xargs clang-format --dry-run --Werror 2> /tmp/sekka-format.$$; then
+  grep 'warning:' /tmp/sekka-format.$$ | cut -d: -f1 | sort -u | sed 's/^/  needs clang-format -i: /'
+  rm -f /tmp/sekka-format.$$
+  exit 1
+fi
+rm -f /tmp/sekka-format.$$
+
+step "Release: unit, end-to-end and simulation tests"
 ctest --test-dir build --output-on-failure -j2
 
 step "AddressSanitizer + UndefinedBehaviorSanitizer"

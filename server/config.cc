@@ -1,10 +1,10 @@
 #include "server/config.h"
 
 #include <fmt/format.h>
+#include <toml++/toml.h>
 
 #include <algorithm>
 #include <charconv>
-#include <toml++/toml.h>
 
 #include "sekka/codec.h"
 
@@ -14,13 +14,13 @@ namespace {
 enum class Type { kString, kInt, kBool, kDuration };
 
 struct Key {
-  const char* name;        // "server.http_listen"
+  const char* name;  // "server.http_listen"
   Type type;
   const char* default_value;
   const char* help;
 };
 
-// The one table of keys (SPEC section 7 names, and more in the same style).
+// The one table of keys (docs/contract.md section 7 names, and more in the same style).
 const std::vector<Key>& Keys() {
   static const std::vector<Key> keys = {
       {"server.http_listen", Type::kString, "127.0.0.1:8080", "HTTP address; \"\" = off"},
@@ -28,19 +28,24 @@ const std::vector<Key>& Keys() {
       {"server.auth_token", Type::kString, "", "bearer token / AUTH password; \"\" = none"},
       {"server.threads", Type::kInt, "0", "event loops; 0 = one per core"},
       {"server.max_connections", Type::kInt, "10000", "open connections, all listeners"},
-      {"server.idle_timeout", Type::kDuration, "300s", "close connections idle this long (1s to 24h)"},
+      {"server.idle_timeout", Type::kDuration, "300s",
+       "close connections idle this long (1s to 24h)"},
       {"server.max_batch", Type::kInt, "100000", "ids per batch request"},
-      {"server.busy_poll_us", Type::kInt, "0", "event loops poll this long (us) before sleeping; 0 = never"},
+      {"server.busy_poll_us", Type::kInt, "0",
+       "event loops poll this long (us) before sleeping; 0 = never"},
       {"server.log_level", Type::kString, "info", "debug | info | warn | error"},
       {"data.dir", Type::kString, "./sekka-data", "data directory"},
-      {"layout.preset", Type::kString, "sekka", "sekka | twitter | discord | instagram | sonyflake | baidu | js53, or key=value,... (docs/operations.md)"},
+      {"layout.preset", Type::kString, "sekka",
+       "sekka | twitter | discord | instagram | sonyflake | baidu | js53, or key=value,... "
+       "(docs/operations.md)"},
       {"layout.time_bits", Type::kInt, "", "custom layout: overrides the preset"},
       {"layout.datacenter_bits", Type::kInt, "", "custom layout"},
       {"layout.worker_bits", Type::kInt, "", "custom layout"},
       {"layout.sequence_bits", Type::kInt, "", "custom layout"},
       {"layout.tick", Type::kDuration, "", "custom layout: 1ms to 1s"},
       {"layout.epoch", Type::kString, "", "custom layout: ISO 8601 or ms since 1970"},
-      {"layout.order", Type::kString, "", "custom layout: time,worker,sequence | time,sequence,worker"},
+      {"layout.order", Type::kString, "",
+       "custom layout: time,worker,sequence | time,sequence,worker"},
       {"generator.on_clock_backwards", Type::kString, "wait", "wait | fail | continue"},
       {"generator.max_backwards_wait", Type::kDuration, "1s", ""},
       {"generator.on_sequence_exhausted", Type::kString, "wait", "wait | borrow"},
@@ -56,7 +61,8 @@ const std::vector<Key>& Keys() {
       {"worker.cluster", Type::kString, "default", "key prefix at the coordinator"},
       {"worker.lease_ttl", Type::kDuration, "10s", ""},
       {"worker.name", Type::kString, "", "identity for source local; \"\" = the listen addresses"},
-      {"segment.store", Type::kString, "", "\"\" = sqlite in the data dir; sqlite:PATH; postgres://..."},
+      {"segment.store", Type::kString, "",
+       "\"\" = sqlite in the data dir; sqlite:PATH; postgres://..."},
       {"segment.auto_create", Type::kBool, "false", "create unknown tags on first use"},
       {"segment.step", Type::kInt, "1000", "step of auto-created tags"},
       {"segment.max_step", Type::kInt, "10000000", "the dynamic step never goes above this"},
@@ -84,7 +90,8 @@ std::string AllowedKeys() {
 
 std::string EnvName(std::string_view key) {
   std::string out = "SEKKA_";
-  for (char c : key) out += c == '.' ? '_' : static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  for (char c : key)
+    out += c == '.' ? '_' : static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
   return out;
 }
 
@@ -98,8 +105,8 @@ std::map<std::string, std::string> Merge(const std::vector<ConfigValues>& source
 }
 
 Error BadValue(std::string_view key, std::string_view value, std::string_view allowed) {
-  return InvalidArgument(fmt::format("config {} = \"{}\" is not valid: allowed {}", key, value,
-                                     allowed));
+  return InvalidArgument(
+      fmt::format("config {} = \"{}\" is not valid: allowed {}", key, value, allowed));
 }
 
 Result<std::int64_t> IntValue(std::string_view key, std::string_view value, std::int64_t lo,
@@ -118,9 +125,9 @@ Result<std::int64_t> DurationValue(std::string_view key, std::string_view value,
                                    std::int64_t min_ms, std::int64_t max_ms) {
   Result<std::int64_t> ms = ParseDurationMillis(value);
   if (!ms.ok() || *ms < min_ms || *ms > max_ms) {
-    return BadValue(key, value,
-                    fmt::format("a duration such as \"250ms\" or \"5s\", from {} ms to {} ms",
-                                min_ms, max_ms));
+    return BadValue(
+        key, value,
+        fmt::format("a duration such as \"250ms\" or \"5s\", from {} ms to {} ms", min_ms, max_ms));
   }
   return ms;
 }
@@ -138,15 +145,16 @@ Result<ConfigValues> ReadConfigFile(const std::string& path) {
   try {
     table = toml::parse_file(path);
   } catch (const toml::parse_error& e) {
-    return InvalidArgument(fmt::format("config file {} line {}: {}", path,
-                                       e.source().begin.line, e.description()));
+    return InvalidArgument(
+        fmt::format("config file {} line {}: {}", path, e.source().begin.line, e.description()));
   }
   ConfigValues values;
   for (const auto& [section, node] : table) {
     const toml::table* inner = node.as_table();
     if (inner == nullptr) {
-      return InvalidArgument(fmt::format("config file {}: \"{}\" is not a [section]: allowed keys {}",
-                                         path, section.str(), AllowedKeys()));
+      return InvalidArgument(
+          fmt::format("config file {}: \"{}\" is not a [section]: allowed keys {}", path,
+                      section.str(), AllowedKeys()));
     }
     for (const auto& [name, value] : *inner) {
       const std::string full = fmt::format("{}.{}", section.str(), name.str());
@@ -208,7 +216,8 @@ Result<ServerConfig> BuildConfig(const std::vector<ConfigValues>& sources) {
   for (const ConfigValues& source : sources) {
     for (const auto& [key, value] : source) {
       if (FindKey(key) == nullptr) {
-        return InvalidArgument(fmt::format("unknown config key {}: allowed {}", key, AllowedKeys()));
+        return InvalidArgument(
+            fmt::format("unknown config key {}: allowed {}", key, AllowedKeys()));
       }
     }
   }
@@ -282,10 +291,11 @@ Result<ServerConfig> BuildConfig(const std::vector<ConfigValues>& sources) {
 
   SnowflakeOptions& g = c.generator;
   g.layout = *layout;
-  SEKKA_ASSIGN(g.on_clock_backwards, ParseClockBackwardsPolicy(get("generator.on_clock_backwards")));
+  SEKKA_ASSIGN(g.on_clock_backwards,
+               ParseClockBackwardsPolicy(get("generator.on_clock_backwards")));
   std::int64_t ms = 0;
-  SEKKA_ASSIGN(ms, DurationValue("generator.max_backwards_wait", get("generator.max_backwards_wait"), 0,
-                                 3'600'000));
+  SEKKA_ASSIGN(ms, DurationValue("generator.max_backwards_wait",
+                                 get("generator.max_backwards_wait"), 0, 3'600'000));
   g.max_backwards_wait = std::chrono::milliseconds(ms);
   SEKKA_ASSIGN(g.on_sequence_exhausted,
                ParseSequenceExhaustedPolicy(get("generator.on_sequence_exhausted")));
@@ -298,22 +308,24 @@ Result<ServerConfig> BuildConfig(const std::vector<ConfigValues>& sources) {
     return BadValue(key, get(key), "true or false");
   };
   SEKKA_ASSIGN(g.descending, boolean("generator.descending"));
-  SEKKA_ASSIGN(c.max_startup_wait_ms, DurationValue("generator.max_startup_wait",
-                                                    get("generator.max_startup_wait"), 0, 3'600'000));
+  SEKKA_ASSIGN(
+      c.max_startup_wait_ms,
+      DurationValue("generator.max_startup_wait", get("generator.max_startup_wait"), 0, 3'600'000));
   SEKKA_ASSIGN(c.force, boolean("generator.force"));
 
   c.worker_source = get("worker.source");
-  if (c.worker_source != "static" && c.worker_source != "local" &&
-      c.worker_source != "hostname" && c.worker_source != "etcd" &&
-      c.worker_source != "zookeeper") {
+  if (c.worker_source != "static" && c.worker_source != "local" && c.worker_source != "hostname" &&
+      c.worker_source != "etcd" && c.worker_source != "zookeeper") {
     return BadValue("worker.source", c.worker_source, "static, local, hostname, etcd or zookeeper");
   }
-  SEKKA_ASSIGN(c.worker_id, IntValue("worker.id", get("worker.id"), 0, (std::int64_t{1} << 31) - 1));
+  SEKKA_ASSIGN(c.worker_id,
+               IntValue("worker.id", get("worker.id"), 0, (std::int64_t{1} << 31) - 1));
   SEKKA_ASSIGN(c.datacenter_id, IntValue("worker.datacenter_id", get("worker.datacenter_id"), 0,
                                          (std::int64_t{1} << 31) - 1));
   c.coordinator = get("worker.coordinator");
   c.cluster = get("worker.cluster");
-  SEKKA_ASSIGN(c.lease_ttl_ms, DurationValue("worker.lease_ttl", get("worker.lease_ttl"), 1, 3'600'000));
+  SEKKA_ASSIGN(c.lease_ttl_ms,
+               DurationValue("worker.lease_ttl", get("worker.lease_ttl"), 1, 3'600'000));
   if (c.worker_source == "etcd" || c.worker_source == "zookeeper") {
     if (c.coordinator.empty()) {
       return BadValue("worker.coordinator", "",
@@ -321,7 +333,8 @@ Result<ServerConfig> BuildConfig(const std::vector<ConfigValues>& sources) {
                                   c.worker_source, c.worker_source));
     }
     if (c.lease_ttl_ms < 2000) {
-      return BadValue("worker.lease_ttl", get("worker.lease_ttl"), "2s to 1h (etcd's smallest lease is 2 s)");
+      return BadValue("worker.lease_ttl", get("worker.lease_ttl"),
+                      "2s to 1h (etcd's smallest lease is 2 s)");
     }
   }
   c.worker_name = get("worker.name");

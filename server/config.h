@@ -1,6 +1,6 @@
 // server/config.h
 //
-// The server's configuration (SPEC section 7): a TOML file, then SEKKA_<SECTION>_<KEY>
+// The server's configuration (docs/contract.md section 7): a TOML file, then SEKKA_<SECTION>_<KEY>
 // environment variables, then flags; the later wins. One table of keys drives all three sources,
 // the validation and --print-config, so a key cannot exist in one place and not another.
 //
@@ -36,21 +36,21 @@ struct ServerConfig {
   std::string data_dir = "./sekka-data";
   // [generator] and [layout], ready for Snowflake::Create (worker ids are set at start-up)
   SnowflakeOptions generator;
-  std::int64_t max_startup_wait_ms = 10'000;   // wait out a stored hwm this close, else refuse
-  bool force = false;                          // start despite a stored state of another layout
+  std::int64_t max_startup_wait_ms = 10'000;  // wait out a stored hwm this close, else refuse
+  bool force = false;                         // start despite a stored state of another layout
   // [worker]
-  std::string worker_source = "local";         // static | local | hostname | etcd | zookeeper
+  std::string worker_source = "local";  // static | local | hostname | etcd | zookeeper
   std::int64_t worker_id = 0;
   std::int64_t datacenter_id = 0;
   std::string coordinator;
   std::string cluster = "default";
   std::int64_t lease_ttl_ms = 10'000;
-  std::string worker_name;                     // identity for `local`; "" = the listen addresses
+  std::string worker_name;  // identity for `local`; "" = the listen addresses
   // [segment]
-  std::string segment_store;                   // "" = sqlite in the data dir
-  bool segment_auto_create = false;            // create unknown tags on first use
-  std::int64_t segment_step = 1000;            // step of auto-created tags
-  std::int64_t segment_max_step = 10'000'000;  // the dynamic step never goes above this
+  std::string segment_store;                     // "" = sqlite in the data dir
+  bool segment_auto_create = false;              // create unknown tags on first use
+  std::int64_t segment_step = 1000;              // step of auto-created tags
+  std::int64_t segment_max_step = 10'000'000;    // the dynamic step never goes above this
   std::int64_t segment_wait_deadline_ms = 2000;  // both buffers empty: wait this long
   std::int64_t segment_max_tags = 10'000;        // tags served at most (auto-created included)
 };

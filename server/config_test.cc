@@ -71,7 +71,8 @@ TEST(ConfigTest, UnknownKeysAndBadValuesNameTheKey) {
     EXPECT_FALSE(c.ok()) << key;
     return c.ok() ? std::string() : c.error().message;
   };
-  EXPECT_NE(bad("generator.max_drift", "5x").find("generator.max_drift = \"5x\""), std::string::npos);
+  EXPECT_NE(bad("generator.max_drift", "5x").find("generator.max_drift = \"5x\""),
+            std::string::npos);
   EXPECT_NE(bad("generator.on_clock_backwards", "panic").find("allowed wait | fail | continue"),
             std::string::npos);
   EXPECT_NE(bad("worker.source", "dns").find("allowed static, local, hostname"), std::string::npos);

@@ -1,10 +1,9 @@
 #include "server/handlers.h"
 
 #include <fmt/format.h>
-
-#include <algorithm>
 #include <strings.h>
 
+#include <algorithm>
 #include <charconv>
 
 #include "server/resp.h"
@@ -12,7 +11,7 @@
 namespace sekka::server {
 namespace {
 
-constexpr const char* kVersion = "0.1.0";
+constexpr const char* kVersion = SEKKA_VERSION;  // from CMakeLists.txt
 
 // ---------------------------------------------------------------------------------------------
 // HTTP
@@ -54,8 +53,8 @@ Result<std::int64_t> CountParam(std::string_view text, std::int64_t max) {
   std::int64_t n = 0;
   const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
   if (ec != std::errc() || ptr != text.data() + text.size() || n < 1 || n > max) {
-    return InvalidArgument(fmt::format("count \"{}\" is not valid: allowed 1 to {}",
-                                       text.substr(0, 40), max));
+    return InvalidArgument(
+        fmt::format("count \"{}\" is not valid: allowed 1 to {}", text.substr(0, 40), max));
   }
   return n;
 }
@@ -68,8 +67,9 @@ HttpReply IdsReply(Service& service, const http::Request& request, std::string_v
   if (!single) {
     std::optional<std::string> c = http::QueryParam(query, "count");
     if (!c) {
-      return JsonError(400, "invalid_argument", fmt::format("count is required: allowed 1 to {}",
-                                                            service.config().max_batch));
+      return JsonError(
+          400, "invalid_argument",
+          fmt::format("count is required: allowed 1 to {}", service.config().max_batch));
     }
     Result<std::int64_t> n = CountParam(*c, service.config().max_batch);
     if (!n.ok()) return FromError(n.error());
@@ -131,7 +131,8 @@ HttpReply LeafDecodeReply(Service& service, std::string_view query) {
   time.pop_back();
   HttpReply r;
   r.body = fmt::format(
-      "{{\"timestamp\":\"{}({})\",\"datacenterId\":\"{}\",\"workerId\":\"{}\",\"sequenceId\":\"{}\"}}",
+      "{{\"timestamp\":\"{}({})\",\"datacenterId\":\"{}\",\"workerId\":\"{}\",\"sequenceId\":\"{}"
+      "\"}}",
       d->timestamp_ms, time, d->datacenter, d->worker, d->sequence);
   return r;
 }
@@ -141,7 +142,8 @@ HttpReply LeafDecodeReply(Service& service, std::string_view query) {
 HttpReply SegmentReply(Service& service, const http::Request& request, std::string_view tag_text,
                        std::string_view query, bool leaf) {
   std::optional<std::string> tag = http::PercentDecode(tag_text);
-  if (!tag) return JsonError(400, "invalid_argument", "the tag in the path is not valid percent-encoding");
+  if (!tag)
+    return JsonError(400, "invalid_argument", "the tag in the path is not valid percent-encoding");
   std::int64_t count = 1;
   std::optional<std::string> c = http::QueryParam(query, "count");
   if (c) {
@@ -177,7 +179,8 @@ HttpReply SegmentReply(Service& service, const http::Request& request, std::stri
 bool TokenEquals(std::string_view presented, std::string_view token) {
   unsigned char diff = presented.size() == token.size() ? 0 : 1;
   for (std::size_t i = 0; i < presented.size(); ++i) {
-    diff |= static_cast<unsigned char>(presented[i] ^ token[i % std::max<std::size_t>(1, token.size())]);
+    diff |= static_cast<unsigned char>(presented[i] ^
+                                       token[i % std::max<std::size_t>(1, token.size())]);
   }
   return diff == 0 && !token.empty();
 }
@@ -287,7 +290,8 @@ std::string Lower(std::string_view s) {
 }
 
 void WrongArgs(std::string& out, std::string_view name) {
-  resp::AppendError(out, fmt::format("ERR wrong number of arguments for '{}' command", Lower(name)));
+  resp::AppendError(out,
+                    fmt::format("ERR wrong number of arguments for '{}' command", Lower(name)));
 }
 
 void RespError(std::string& out, const Error& e) {
@@ -296,13 +300,14 @@ void RespError(std::string& out, const Error& e) {
 
 std::string InfoText(Service& service, std::string_view section) {
   std::string out;
-  const bool all = section.empty() || Is(section, "all") || Is(section, "everything") ||
-                   Is(section, "default");
+  const bool all =
+      section.empty() || Is(section, "all") || Is(section, "everything") || Is(section, "default");
   if (all || Is(section, "server")) {
-    out += fmt::format("# Server\r\nsekka_version:{}\r\nredis_version:7.0.0\r\nredis_mode:standalone\r\n"
-                       "layout:{}\r\nworker_id:{}\r\ndatacenter_id:{}\r\n",
-                       kVersion, service.layout().name(), service.worker().worker_id,
-                       service.worker().datacenter_id);
+    out += fmt::format(
+        "# Server\r\nsekka_version:{}\r\nredis_version:7.0.0\r\nredis_mode:standalone\r\n"
+        "layout:{}\r\nworker_id:{}\r\ndatacenter_id:{}\r\n",
+        kVersion, service.layout().name(), service.worker().worker_id,
+        service.worker().datacenter_id);
   }
   if (all || Is(section, "sekka")) {
     out += fmt::format("# Sekka\r\nhwm:{}\r\nhwm_ms:{}\r\n", FormatUtcMillis(service.hwm_millis()),
@@ -323,8 +328,8 @@ void HandleHttp(Service& service, const http::Request& request, std::string& out
 
 std::string HttpParseError(int status, std::string_view message) {
   const std::string_view code = status == 400 ? "invalid_argument" : "too_large";
-  const std::string body = fmt::format("{{\"error\":{{\"code\":\"{}\",\"message\":\"{}\"}}}}",
-                                       code, http::JsonEscape(message));
+  const std::string body = fmt::format("{{\"error\":{{\"code\":\"{}\",\"message\":\"{}\"}}}}", code,
+                                       http::JsonEscape(message));
   return http::Response(status, "application/json", body, false);
 }
 
@@ -358,8 +363,9 @@ void HandleResp(Service& service, RespSession& session, const std::vector<std::s
       WrongArgs(out, name);
       ok = false;
     } else if (service.config().auth_token.empty()) {
-      resp::AppendError(out, "ERR AUTH <password> called without any password configured for "
-                             "the default user. Are you sure your configuration is correct?");
+      resp::AppendError(out,
+                        "ERR AUTH <password> called without any password configured for "
+                        "the default user. Are you sure your configuration is correct?");
       ok = false;
     } else if (TokenEquals(args[argc - 1], service.config().auth_token) &&
                (argc == 2 || Is(args[1], "default"))) {
@@ -403,10 +409,11 @@ void HandleResp(Service& service, RespSession& session, const std::vector<std::s
       }
     }
     if (!service.config().auth_token.empty() && !session.authenticated) {
-      resp::AppendError(out, "NOAUTH HELLO must be called with the client already authenticated, "
-                             "otherwise the HELLO <proto> AUTH <user> <pass> option can be used "
-                             "to authenticate the client and select the RESP protocol version at "
-                             "the same time");
+      resp::AppendError(out,
+                        "NOAUTH HELLO must be called with the client already authenticated, "
+                        "otherwise the HELLO <proto> AUTH <user> <pass> option can be used "
+                        "to authenticate the client and select the RESP protocol version at "
+                        "the same time");
       service.CountRequest(Protocol::kResp, command, false);
       return;
     }
@@ -483,8 +490,9 @@ void HandleResp(Service& service, RespSession& session, const std::vector<std::s
       ok = false;
     } else if (incrby && args[2] != "1") {
       // Redis clients send INCRBY <key> 1 for INCR; a larger step would promise contiguous ids.
-      resp::AppendError(out, "ERR INCRBY on a segment tag takes an increment of 1 only (ids of "
-                             "a batch need not be contiguous): use SEG.NEXT <tag> <n>");
+      resp::AppendError(out,
+                        "ERR INCRBY on a segment tag takes an increment of 1 only (ids of "
+                        "a batch need not be contiguous): use SEG.NEXT <tag> <n>");
       ok = false;
     } else {
       // INCR, INCRBY <tag> 1 and SEG.NEXT <tag> answer one integer; SEG.NEXT <tag> <n> an array.
@@ -545,8 +553,8 @@ void HandleResp(Service& service, RespSession& session, const std::vector<std::s
     if (argc >= 3 && Is(args[1], "SETNAME")) {
       session.name = std::string(args[2].substr(0, 128));
       resp::AppendSimple(out, "OK");
-    } else if (argc >= 2 && (Is(args[1], "SETINFO") || Is(args[1], "NO-EVICT") ||
-                             Is(args[1], "NO-TOUCH"))) {
+    } else if (argc >= 2 &&
+               (Is(args[1], "SETINFO") || Is(args[1], "NO-EVICT") || Is(args[1], "NO-TOUCH"))) {
       resp::AppendSimple(out, "OK");
     } else if (argc == 2 && Is(args[1], "GETNAME")) {
       if (session.name.empty()) {
@@ -568,7 +576,8 @@ void HandleResp(Service& service, RespSession& session, const std::vector<std::s
     }
   } else {
     std::string with;
-    for (std::size_t i = 1; i < argc && i < 4; ++i) with += fmt::format("'{}' ", args[i].substr(0, 40));
+    for (std::size_t i = 1; i < argc && i < 4; ++i)
+      with += fmt::format("'{}' ", args[i].substr(0, 40));
     resp::AppendError(out, fmt::format("ERR unknown command '{}', with args beginning with: {}",
                                        name.substr(0, 100), with));
     ok = false;

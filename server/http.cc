@@ -2,9 +2,9 @@
 
 #include <fmt/format.h>
 #include <llhttp.h>
+#include <strings.h>
 
 #include <cstring>
-#include <strings.h>
 
 namespace sekka::http {
 namespace {
@@ -37,8 +37,8 @@ struct RequestParser::State {
   int CountHeaderBytes(std::size_t n) {
     header_bytes += n;
     if (header_bytes > limits.max_header_bytes) {
-      return Fail(431, fmt::format("request line and headers exceed {} bytes",
-                                   limits.max_header_bytes));
+      return Fail(431,
+                  fmt::format("request line and headers exceed {} bytes", limits.max_header_bytes));
     }
     return HPE_OK;
   }
@@ -190,16 +190,26 @@ std::optional<std::string> QueryParam(std::string_view query, std::string_view k
 
 std::string_view ReasonPhrase(int status) {
   switch (status) {
-    case 200: return "OK";
-    case 400: return "Bad Request";
-    case 401: return "Unauthorized";
-    case 404: return "Not Found";
-    case 405: return "Method Not Allowed";
-    case 413: return "Payload Too Large";
-    case 431: return "Request Header Fields Too Large";
-    case 500: return "Internal Server Error";
-    case 503: return "Service Unavailable";
-    default: return "Unknown";
+    case 200:
+      return "OK";
+    case 400:
+      return "Bad Request";
+    case 401:
+      return "Unauthorized";
+    case 404:
+      return "Not Found";
+    case 405:
+      return "Method Not Allowed";
+    case 413:
+      return "Payload Too Large";
+    case 431:
+      return "Request Header Fields Too Large";
+    case 500:
+      return "Internal Server Error";
+    case 503:
+      return "Service Unavailable";
+    default:
+      return "Unknown";
   }
 }
 

@@ -17,10 +17,11 @@ constexpr std::string_view kMagic = "sekka-state 1";
 }  // namespace
 
 std::string LayoutFingerprint(const Layout& l) {
-  return fmt::format("time_bits={} datacenter_bits={} worker_bits={} sequence_bits={} tick_ms={} "
-                     "epoch_ms={} order={}",
-                     l.time_bits(), l.datacenter_bits(), l.worker_bits(), l.sequence_bits(),
-                     l.tick_millis(), l.epoch_millis(), l.OrderName());
+  return fmt::format(
+      "time_bits={} datacenter_bits={} worker_bits={} sequence_bits={} tick_ms={} "
+      "epoch_ms={} order={}",
+      l.time_bits(), l.datacenter_bits(), l.worker_bits(), l.sequence_bits(), l.tick_millis(),
+      l.epoch_millis(), l.OrderName());
 }
 
 std::string FormatState(const StoredState& state) {

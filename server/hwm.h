@@ -1,8 +1,8 @@
 // server/hwm.h
 //
-// The high-water mark (SPEC section 3): the highest time a worker id may have used, stored with
-// the layout it was made with in `<data>/workers/<dc>-<worker>.state`. It is written (write,
-// fsync, atomic rename, fsync of the directory) before any id of a later time is issued, in
+// The high-water mark (docs/contract.md section 3): the highest time a worker id may have used,
+// stored with the layout it was made with in `<data>/workers/<dc>-<worker>.state`. It is written
+// (write, fsync, atomic rename, fsync of the directory) before any id of a later time is issued, in
 // reservations ahead of the clock, so the disk is touched about once a second.
 //
 // Thread-safety: pure functions, and a file written by one process.
@@ -22,8 +22,8 @@
 namespace sekka::server {
 
 struct StoredState {
-  std::string layout;          // the layout's fingerprint (LayoutFingerprint)
-  std::int64_t hwm_millis = 0; // ms since the Unix epoch
+  std::string layout;           // the layout's fingerprint (LayoutFingerprint)
+  std::int64_t hwm_millis = 0;  // ms since the Unix epoch
 };
 
 // A one-line description of everything that gives an id its meaning: bits, tick, epoch, order.

@@ -44,8 +44,9 @@ TEST(HwmTest, WritesDurablyAndReadsBack) {
 
 TEST(HwmTest, TheFingerprintNamesEveryFieldThatGivesAnIdItsMeaning) {
   const std::string f = LayoutFingerprint(*Layout::Preset("twitter"));
-  EXPECT_EQ(f, "time_bits=41 datacenter_bits=5 worker_bits=5 sequence_bits=12 tick_ms=1 "
-               "epoch_ms=1288834974657 order=time,datacenter,worker,sequence");
+  EXPECT_EQ(f,
+            "time_bits=41 datacenter_bits=5 worker_bits=5 sequence_bits=12 tick_ms=1 "
+            "epoch_ms=1288834974657 order=time,datacenter,worker,sequence");
 }
 
 }  // namespace

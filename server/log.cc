@@ -27,8 +27,9 @@ void SetLogLevel(std::string_view level) {
 void Log(LogLevel level, std::string_view msg, std::string_view fields) {
   if (static_cast<int>(level) < g_level.load(std::memory_order_relaxed)) return;
   static constexpr const char* kNames[] = {"debug", "info", "warn", "error"};
-  std::string line = fmt::format("time={} level={} msg=\"", FormatUtcMillis(PlainSystemClock().NowMillis()),
-                                 kNames[static_cast<int>(level)]);
+  std::string line =
+      fmt::format("time={} level={} msg=\"", FormatUtcMillis(PlainSystemClock().NowMillis()),
+                  kNames[static_cast<int>(level)]);
   for (char c : msg) {
     if (c == '"' || c == '\\') line += '\\';
     line += (c == '\n') ? ' ' : c;

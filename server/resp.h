@@ -18,9 +18,9 @@
 namespace sekka::resp {
 
 struct Limits {
-  std::size_t max_args = 64;             // arguments in one command
-  std::size_t max_bulk = 64 * 1024;      // bytes in one argument
-  std::size_t max_inline = 64 * 1024;    // bytes in one inline command line
+  std::size_t max_args = 64;           // arguments in one command
+  std::size_t max_bulk = 64 * 1024;    // bytes in one argument
+  std::size_t max_inline = 64 * 1024;  // bytes in one inline command line
 };
 
 enum class ParseStatus { kComplete, kNeedMore, kMalformed };
@@ -41,8 +41,8 @@ ParseResult ParseCommand(std::string_view input, const Limits& limits);
 void ParseCommand(std::string_view input, const Limits& limits, ParseResult& out);
 
 // Reply writers: each appends one RESP2 value to `out`.
-void AppendSimple(std::string& out, std::string_view text);  // +OK
-void AppendError(std::string& out, std::string_view text);   // -ERR ... (text holds the prefix)
+void AppendSimple(std::string& out, std::string_view text);   // +OK
+void AppendError(std::string& out, std::string_view text);    // -ERR ... (text holds the prefix)
 void AppendInteger(std::string& out, std::int64_t value);     // :42
 void AppendBulk(std::string& out, std::string_view text);     // $5\r\nhello
 void AppendNull(std::string& out);                            // $-1

@@ -44,10 +44,10 @@ constexpr std::size_t kMaxPendingOutput = 1024 * 1024;
 
 Result<tcp::endpoint> ParseEndpoint(std::string_view key, const std::string& text) {
   auto bad = [&] {
-    return InvalidArgument(fmt::format(
-        "{} \"{}\" is not valid: allowed host:port with a numeric IP address, such as "
-        "\"127.0.0.1:8080\" or \"[::1]:8080\"",
-        key, text));
+    return InvalidArgument(
+        fmt::format("{} \"{}\" is not valid: allowed host:port with a numeric IP address, such as "
+                    "\"127.0.0.1:8080\" or \"[::1]:8080\"",
+                    key, text));
   };
   const std::size_t colon = text.rfind(':');
   if (colon == std::string::npos || colon == 0) return bad();
@@ -126,10 +126,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
 class ServerImpl final : public Server {
  public:
-  ServerImpl(Service& service, const ServerConfig& config)
-      : service_(service), config_(config) {
-    const int n = config.threads > 0 ? config.threads
-                                     : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  ServerImpl(Service& service, const ServerConfig& config) : service_(service), config_(config) {
+    const int n = config.threads > 0
+                      ? config.threads
+                      : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     for (int i = 0; i < n; ++i) {
       loops_.push_back(std::make_unique<asio::io_context>(1));
       loop_states_.push_back(std::make_unique<LoopState>());
@@ -151,8 +151,8 @@ class ServerImpl final : public Server {
       if (!ec) acceptor->bind(*endpoint, ec);
       if (!ec) acceptor->listen(asio::socket_base::max_listen_connections, ec);
       if (ec) {
-        return Unavailable(fmt::format("cannot listen on {} ({} = \"{}\"): {}", listen, key,
-                                       listen, ec.message()));
+        return Unavailable(fmt::format("cannot listen on {} ({} = \"{}\"): {}", listen, key, listen,
+                                       ec.message()));
       }
       const std::string bound = EndpointText(acceptor->local_endpoint());
       (protocol == Protocol::kHttp ? http_address_ : resp_address_) = bound;
@@ -233,37 +233,38 @@ class ServerImpl final : public Server {
   void Accept(Listener& l) {
     const std::size_t index = next_loop_++ % loops_.size();
     asio::io_context& target = *loops_[index];
-    l.acceptor->async_accept(target, [this, &l, index](const asio::error_code& ec,
-                                                       tcp::socket socket) {
-      if (ec) {
-        if (ec == asio::error::operation_aborted || stopping_) return;
-        Log(LogLevel::kWarn, "accept failed", fmt::format("error=\"{}\"", ec.message()));
-        // Out of file descriptors and the like: try again shortly rather than spin.
-        auto timer = std::make_shared<asio::steady_timer>(*loops_[0], std::chrono::milliseconds(50));
-        timer->async_wait([this, &l, timer](const asio::error_code&) {
+    l.acceptor->async_accept(
+        target, [this, &l, index](const asio::error_code& ec, tcp::socket socket) {
+          if (ec) {
+            if (ec == asio::error::operation_aborted || stopping_) return;
+            Log(LogLevel::kWarn, "accept failed", fmt::format("error=\"{}\"", ec.message()));
+            // Out of file descriptors and the like: try again shortly rather than spin.
+            auto timer =
+                std::make_shared<asio::steady_timer>(*loops_[0], std::chrono::milliseconds(50));
+            timer->async_wait([this, &l, timer](const asio::error_code&) {
+              if (!stopping_) Accept(l);
+            });
+            return;
+          }
+          if (open_.fetch_add(1) >= config_.max_connections) {
+            open_.fetch_sub(1);
+            service_.ConnectionRejected(l.protocol);
+            const std::string reply =
+                l.protocol == Protocol::kResp
+                    ? std::string("-ERR max number of clients reached\r\n")
+                    : HttpParseError(503, fmt::format("too many connections: the limit is {}",
+                                                      config_.max_connections));
+            Reject(std::move(socket), reply);
+          } else {
+            asio::error_code ignored;
+            socket.set_option(tcp::no_delay(true), ignored);
+            auto c = std::make_shared<Connection>(*this, std::move(socket), l.protocol,
+                                                  *loop_states_[index]);
+            Register(c);
+            asio::post(c->executor(), [c] { c->Begin(); });
+          }
           if (!stopping_) Accept(l);
         });
-        return;
-      }
-      if (open_.fetch_add(1) >= config_.max_connections) {
-        open_.fetch_sub(1);
-        service_.ConnectionRejected(l.protocol);
-        const std::string reply =
-            l.protocol == Protocol::kResp
-                ? std::string("-ERR max number of clients reached\r\n")
-                : HttpParseError(503, fmt::format("too many connections: the limit is {}",
-                                                  config_.max_connections));
-        Reject(std::move(socket), reply);
-      } else {
-        asio::error_code ignored;
-        socket.set_option(tcp::no_delay(true), ignored);
-        auto c = std::make_shared<Connection>(*this, std::move(socket), l.protocol,
-                                              *loop_states_[index]);
-        Register(c);
-        asio::post(c->executor(), [c] { c->Begin(); });
-      }
-      if (!stopping_) Accept(l);
-    });
   }
 
   // Sends `reply`, then reads and discards what the client sent (at most 1 s) before closing,
@@ -275,34 +276,35 @@ class ServerImpl final : public Server {
       asio::steady_timer timer;
       char sink[512];
     };
-    auto r = std::make_shared<Rejected>(Rejected{std::move(socket), std::move(reply),
-                                                 asio::steady_timer(*loops_[0]), {}});
-    asio::async_write(r->socket, asio::buffer(r->reply), [r](const asio::error_code& ec, std::size_t) {
-      asio::error_code ignored;
-      if (ec) {
-        r->socket.close(ignored);
-        return;
-      }
-      r->socket.shutdown(tcp::socket::shutdown_send, ignored);
-      r->timer.expires_after(std::chrono::seconds(1));
-      r->timer.async_wait([r](const asio::error_code&) {
-        asio::error_code ignored;
-        r->socket.close(ignored);
-      });
-      auto drain = std::make_shared<std::function<void()>>();
-      *drain = [r, drain] {
-        r->socket.async_read_some(asio::buffer(r->sink), [r, drain](const asio::error_code& ec,
-                                                                     std::size_t) {
+    auto r = std::make_shared<Rejected>(
+        Rejected{std::move(socket), std::move(reply), asio::steady_timer(*loops_[0]), {}});
+    asio::async_write(
+        r->socket, asio::buffer(r->reply), [r](const asio::error_code& ec, std::size_t) {
+          asio::error_code ignored;
           if (ec) {
-            r->timer.cancel();
-            *drain = nullptr;  // break the cycle
+            r->socket.close(ignored);
             return;
           }
+          r->socket.shutdown(tcp::socket::shutdown_send, ignored);
+          r->timer.expires_after(std::chrono::seconds(1));
+          r->timer.async_wait([r](const asio::error_code&) {
+            asio::error_code ignored;
+            r->socket.close(ignored);
+          });
+          auto drain = std::make_shared<std::function<void()>>();
+          *drain = [r, drain] {
+            r->socket.async_read_some(asio::buffer(r->sink),
+                                      [r, drain](const asio::error_code& ec, std::size_t) {
+                                        if (ec) {
+                                          r->timer.cancel();
+                                          *drain = nullptr;  // break the cycle
+                                          return;
+                                        }
+                                        (*drain)();
+                                      });
+          };
           (*drain)();
         });
-      };
-      (*drain)();
-    });
   }
 
   void BeginStop() {
@@ -336,9 +338,8 @@ class ServerImpl final : public Server {
       return;
     }
     auto timer = std::make_shared<asio::steady_timer>(*loops_[0], std::chrono::milliseconds(10));
-    timer->async_wait([this, deadline, timer](const asio::error_code&) {
-      WaitForConnections(deadline);
-    });
+    timer->async_wait(
+        [this, deadline, timer](const asio::error_code&) { WaitForConnections(deadline); });
   }
 
   Service& service_;
@@ -355,8 +356,7 @@ class ServerImpl final : public Server {
   std::unordered_map<Connection*, std::weak_ptr<Connection>> connections_;  // guarded by mu_
 };
 
-Connection::Connection(ServerImpl& server, tcp::socket socket, Protocol protocol,
-                       LoopState& loop)
+Connection::Connection(ServerImpl& server, tcp::socket socket, Protocol protocol, LoopState& loop)
     : server_(server),
       loop_(loop),
       socket_(std::move(socket)),

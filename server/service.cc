@@ -3,8 +3,8 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
-#include <chrono>
 #include <algorithm>
+#include <chrono>
 
 #include "backends/segment_store_uri.h"
 #include "server/http.h"
@@ -14,7 +14,7 @@
 namespace sekka::server {
 namespace {
 
-constexpr const char* kVersion = "0.1.0";
+constexpr const char* kVersion = SEKKA_VERSION;  // from CMakeLists.txt
 // The reservation runs this far ahead of the clock, and is renewed when less than half is left.
 constexpr std::int64_t kReserveAheadMs = 2000;
 // With a coordinator: further ahead, so that the coordinator is written every 2 s (with a renewal
@@ -32,7 +32,8 @@ std::string JsonString(std::string_view s) {
 
 WireError MapError(ErrorCode code) {
   // On the wire an error's code is its ErrorCodeName, except that a space that ran out (a
-  // layout's time field, a tag) reads as unavailable, as SPEC section 6 lists the codes.
+  // layout's time field, a tag) reads as unavailable, as docs/contract.md section 6 lists the
+  // codes.
   const ErrorCode wire = code == ErrorCode::kExhausted ? ErrorCode::kUnavailable : code;
   int status = 500;
   std::string_view prefix = "ERR";
@@ -67,9 +68,10 @@ WireError MapError(ErrorCode code) {
 
 std::string_view CommandName(Command command) {
   static constexpr std::string_view kNames[] = {
-      "id", "ids", "decode", "segment", "info", "healthz", "readyz", "metrics", "leaf_snowflake",
-      "leaf_segment", "leaf_decode", "ping", "echo", "auth", "hello", "command", "client", "quit",
-      "other"};
+      "id",          "ids",    "decode",  "segment",        "info",
+      "healthz",     "readyz", "metrics", "leaf_snowflake", "leaf_segment",
+      "leaf_decode", "ping",   "echo",    "auth",           "hello",
+      "command",     "client", "quit",    "other"};
   return kNames[static_cast<int>(command)];
 }
 
@@ -99,8 +101,8 @@ Result<std::unique_ptr<Service>> Service::Start(const ServerConfig& config,
   std::int64_t coordinator_hwm = 0;
   if (config.worker_source == "etcd" || config.worker_source == "zookeeper") {
     if (parts.lease == nullptr) {
-      return InvalidArgument(fmt::format("worker.source {} needs a coordinator lease",
-                                         config.worker_source));
+      return InvalidArgument(
+          fmt::format("worker.source {} needs a coordinator lease", config.worker_source));
     }
     s.lease_ = std::move(parts.lease);
     Result<LeaseGrant> grant = s.lease_->Acquire();
@@ -114,8 +116,7 @@ Result<std::unique_ptr<Service>> Service::Start(const ServerConfig& config,
     coordinator_hwm = grant->hwm_millis;
     s.lease_description_ = s.lease_->Describe();
     Log(LogLevel::kInfo, "worker id leased",
-        fmt::format("worker_id={} lease=\"{}\" coordinator_hwm={}", worker_id,
-                    s.lease_description_,
+        fmt::format("worker_id={} lease=\"{}\" coordinator_hwm={}", worker_id, s.lease_description_,
                     coordinator_hwm > 0 ? FormatUtcMillis(coordinator_hwm) : "none"));
   } else {
     WorkerIdRequest request;
@@ -279,15 +280,14 @@ Result<std::int64_t> Service::CheckConfirmed(const std::atomic<std::int64_t>& co
   std::lock_guard lock(mu_);
   const std::string until = FormatUtcMillis(layout().TickToMillis(c + 1) - 1);
   if (lease_ == nullptr) {
-    return Unavailable(fmt::format(
-        "the high-water mark cannot be persisted, so no ids after {}{}", until,
-        store_error_.empty() ? std::string() : ": " + store_error_));
+    return Unavailable(fmt::format("the high-water mark cannot be persisted, so no ids after {}{}",
+                                   until,
+                                   store_error_.empty() ? std::string() : ": " + store_error_));
   }
   return LeaseLost(fmt::format(
       "worker id {} cannot vouch for ids after {}: the coordinator has not confirmed a later "
       "reservation{}",
-      worker_id_.load(), until,
-      lease_error_.empty() ? std::string() : " (" + lease_error_ + ")"));
+      worker_id_.load(), until, lease_error_.empty() ? std::string() : " (" + lease_error_ + ")"));
 }
 
 Status Service::CoordinatorCall(const char* what, Status status) {
@@ -313,9 +313,8 @@ Status Service::ExtendReservation() {
   Generator& g = generators_.back();
   // Never lower than anything stored or sent already: after a backward clock step the
   // reservation stays where it was (the hwm never decreases, here or at any store).
-  const std::int64_t target =
-      std::max({l.MillisToTick(clock_.NowMillis() + ahead_ms_),
-                g.confirmed->load(std::memory_order_acquire), g.attempted});
+  const std::int64_t target = std::max({l.MillisToTick(clock_.NowMillis() + ahead_ms_),
+                                        g.confirmed->load(std::memory_order_acquire), g.attempted});
   g.attempted = target;
   const std::int64_t hwm = l.TickToMillis(target + 1) - 1;  // the last ms of the tick
   if (lease_ != nullptr) {
@@ -323,8 +322,7 @@ Status Service::ExtendReservation() {
     if (!stored.ok()) return stored;
   }
   const auto begin = std::chrono::steady_clock::now();
-  Status written =
-      data_dir_->WriteState(g.datacenter_id, g.worker_id, {LayoutFingerprint(l), hwm});
+  Status written = data_dir_->WriteState(g.datacenter_id, g.worker_id, {LayoutFingerprint(l), hwm});
   const auto micros = std::chrono::duration_cast<std::chrono::microseconds>(
                           std::chrono::steady_clock::now() - begin)
                           .count();
@@ -542,12 +540,11 @@ bool Service::Ready(std::string* reason) {
   }
   const std::int64_t behind_ms = (generator().newest_clock_tick() - now) * l.tick_millis();
   const auto& g = config_.generator;
-  if (behind_ms > 0 &&
-      (g.on_clock_backwards == ClockBackwardsPolicy::kFail ||
-       (g.on_clock_backwards == ClockBackwardsPolicy::kWait &&
-        behind_ms > g.max_backwards_wait.count()) ||
-       (g.on_clock_backwards == ClockBackwardsPolicy::kContinue &&
-        behind_ms > g.max_drift.count() + g.max_backwards_wait.count()))) {
+  if (behind_ms > 0 && (g.on_clock_backwards == ClockBackwardsPolicy::kFail ||
+                        (g.on_clock_backwards == ClockBackwardsPolicy::kWait &&
+                         behind_ms > g.max_backwards_wait.count()) ||
+                        (g.on_clock_backwards == ClockBackwardsPolicy::kContinue &&
+                         behind_ms > g.max_drift.count() + g.max_backwards_wait.count()))) {
     *reason = fmt::format(
         "clock_moved_backwards: the clock is {} ms behind time already used ({}), more than "
         "policy {} tolerates",
@@ -607,10 +604,9 @@ std::string Service::InfoJson() {
       "\"hwm\":\"{}\",\"hwm_ms\":{},\"ready\":{},\"reason\":{}}}",
       kVersion, (clock_.NowMillis() - started_ms_) / 1000, JsonString(l.name()), l.time_bits(),
       l.datacenter_bits(), l.worker_bits(), l.sequence_bits(), l.tick_millis(),
-      FormatUtcMillis(l.epoch_millis()), l.OrderName(), FormatUtcMillis(l.end_millis()),
-      w.source, w.datacenter_id, w.worker_id, LeaseJson(),
-      FormatUtcMillis(hwm_millis()), hwm_millis(), ready ? "true" : "false",
-      JsonString(reason));
+      FormatUtcMillis(l.epoch_millis()), l.OrderName(), FormatUtcMillis(l.end_millis()), w.source,
+      w.datacenter_id, w.worker_id, LeaseJson(), FormatUtcMillis(hwm_millis()), hwm_millis(),
+      ready ? "true" : "false", JsonString(reason));
 }
 
 std::string Service::MetricsText() {
@@ -622,9 +618,11 @@ std::string Service::MetricsText() {
   const WorkerInfo w = worker();
   family("sekka_ids_issued_total", "counter", "Ids issued, by engine.");
   out += fmt::format("sekka_ids_issued_total{{engine=\"snowflake\"}} {}\n", ids_issued_.load());
-  family("sekka_sequence_waits_total", "counter", "Waits for the next tick because a tick's sequence was used up.");
+  family("sekka_sequence_waits_total", "counter",
+         "Waits for the next tick because a tick's sequence was used up.");
   out += fmt::format("sekka_sequence_waits_total {}\n", st.sequence_waits);
-  family("sekka_clock_backwards_total", "counter", "Calls that found the clock behind time already used.");
+  family("sekka_clock_backwards_total", "counter",
+         "Calls that found the clock behind time already used.");
   out += fmt::format("sekka_clock_backwards_total {}\n", st.clock_backwards_events);
   family("sekka_clock_backwards_max_seconds", "gauge", "The largest backward clock step seen.");
   out += fmt::format("sekka_clock_backwards_max_seconds {}\n",
@@ -638,12 +636,14 @@ std::string Service::MetricsText() {
   out += fmt::format("sekka_lease_held {}\n", lease_lost_.load() ? 0 : 1);
   if (lease_ != nullptr) {
     family("sekka_lease_age_seconds", "gauge", "Time since the worker id lease was acquired.");
-    out += fmt::format("sekka_lease_age_seconds {:.3f}\n",
-                       static_cast<double>(clock_.NowMillis() - lease_acquired_ms_.load()) / 1000.0);
+    out +=
+        fmt::format("sekka_lease_age_seconds {:.3f}\n",
+                    static_cast<double>(clock_.NowMillis() - lease_acquired_ms_.load()) / 1000.0);
     family("sekka_lease_renew_seconds", "gauge", "Latency of the last lease renewal.");
     out += fmt::format("sekka_lease_renew_seconds {:.6f}\n",
                        static_cast<double>(renew_micros_.load()) / 1e6);
-    family("sekka_coordinator_calls_total", "counter", "Calls to the coordinator (etcd or ZooKeeper).");
+    family("sekka_coordinator_calls_total", "counter",
+           "Calls to the coordinator (etcd or ZooKeeper).");
     out += fmt::format("sekka_coordinator_calls_total {}\n", coordinator_calls_.load());
     family("sekka_coordinator_errors_total", "counter", "Coordinator calls that failed.");
     out += fmt::format("sekka_coordinator_errors_total {}\n", coordinator_errors_.load());
@@ -651,7 +651,8 @@ std::string Service::MetricsText() {
     out += fmt::format("sekka_leases_lost_total {}\n", leases_lost_.load());
   }
   family("sekka_hwm_timestamp_seconds", "gauge", "The persisted high-water mark (Unix time).");
-  out += fmt::format("sekka_hwm_timestamp_seconds {:.3f}\n", static_cast<double>(hwm_millis()) / 1000.0);
+  out += fmt::format("sekka_hwm_timestamp_seconds {:.3f}\n",
+                     static_cast<double>(hwm_millis()) / 1000.0);
   family("sekka_hwm_persist_seconds", "histogram", "Time to persist the high-water mark.");
   std::uint64_t cumulative = 0;
   for (std::size_t i = 0; i < kPersistBucketsMicros.size(); ++i) {
@@ -664,7 +665,8 @@ std::string Service::MetricsText() {
   out += fmt::format("sekka_hwm_persist_seconds_sum {}\n",
                      static_cast<double>(persist_micros_total_.load()) / 1e6);
   out += fmt::format("sekka_hwm_persist_seconds_count {}\n", persist_count_.load());
-  family("sekka_hwm_persist_errors_total", "counter", "Failed attempts to persist the high-water mark.");
+  family("sekka_hwm_persist_errors_total", "counter",
+         "Failed attempts to persist the high-water mark.");
   out += fmt::format("sekka_hwm_persist_errors_total {}\n", persist_errors_.load());
   family("sekka_requests_total", "counter", "Requests, by protocol, command and result.");
   for (int p = 0; p < 2; ++p) {
@@ -672,9 +674,10 @@ std::string Service::MetricsText() {
       for (int r = 0; r < 2; ++r) {
         const std::uint64_t n = counters_[p][c][r].load(std::memory_order_relaxed);
         if (n == 0) continue;
-        out += fmt::format("sekka_requests_total{{protocol=\"{}\",command=\"{}\",result=\"{}\"}} {}\n",
-                           p == 0 ? "http" : "resp", CommandName(static_cast<Command>(c)),
-                           r == 0 ? "ok" : "error", n);
+        out +=
+            fmt::format("sekka_requests_total{{protocol=\"{}\",command=\"{}\",result=\"{}\"}} {}\n",
+                        p == 0 ? "http" : "resp", CommandName(static_cast<Command>(c)),
+                        r == 0 ? "ok" : "error", n);
       }
     }
   }
@@ -684,7 +687,8 @@ std::string Service::MetricsText() {
   auto per_tag = [&](std::string_view name, std::string_view type, std::string_view help,
                      auto value) {
     family(name, type, help);
-    for (const auto& [tag, st] : seg) out += fmt::format("{}{{tag=\"{}\"}} {}\n", name, tag, value(st));
+    for (const auto& [tag, st] : seg)
+      out += fmt::format("{}{{tag=\"{}\"}} {}\n", name, tag, value(st));
   };
   per_tag("sekka_segment_issued_total", "counter", "Segment ids issued (or skipped), by tag.",
           [](const SegmentStats& st) { return st.issued; });

@@ -42,8 +42,25 @@ WireError MapError(ErrorCode code);
 enum class Protocol { kHttp = 0, kResp = 1 };
 // Commands counted in sekka_requests_total.
 enum class Command {
-  kId, kIds, kDecode, kSegment, kInfo, kHealth, kReady, kMetrics, kLeafSnowflake,
-  kLeafSegment, kLeafDecode, kPing, kEcho, kAuth, kHello, kCommand, kClient, kQuit, kOther,
+  kId,
+  kIds,
+  kDecode,
+  kSegment,
+  kInfo,
+  kHealth,
+  kReady,
+  kMetrics,
+  kLeafSnowflake,
+  kLeafSegment,
+  kLeafDecode,
+  kPing,
+  kEcho,
+  kAuth,
+  kHello,
+  kCommand,
+  kClient,
+  kQuit,
+  kOther,
   kCount_
 };
 std::string_view CommandName(Command command);
@@ -158,10 +175,10 @@ class Service {
 
   ServerConfig config_;
   Clock& clock_;
-  const std::int64_t ttl_ms_;    // the lease TTL; unbounded without a coordinator
-  const std::int64_t ahead_ms_;  // how far ahead of the clock reservations reach
-  std::unique_ptr<WorkerIdClaim> claim_;   // local sources
-  std::unique_ptr<WorkerLease> lease_;     // etcd, zookeeper; reserver thread (after Start)
+  const std::int64_t ttl_ms_;             // the lease TTL; unbounded without a coordinator
+  const std::int64_t ahead_ms_;           // how far ahead of the clock reservations reach
+  std::unique_ptr<WorkerIdClaim> claim_;  // local sources
+  std::unique_ptr<WorkerLease> lease_;    // etcd, zookeeper; reserver thread (after Start)
   std::unique_ptr<DataDir> data_dir_;
   std::atomic<Snowflake*> generator_{nullptr};
   std::vector<Generator> generators_;  // every one made, the current one last; reserver thread
@@ -169,7 +186,7 @@ class Service {
   std::atomic<std::int64_t> worker_id_{0};
   std::atomic<bool> lease_lost_{false};
   std::atomic<std::int64_t> lease_acquired_ms_{0};
-  std::atomic<std::int64_t> renew_micros_{0};     // the last Renew's latency
+  std::atomic<std::int64_t> renew_micros_{0};  // the last Renew's latency
   std::atomic<std::uint64_t> coordinator_calls_{0};
   std::atomic<std::uint64_t> coordinator_errors_{0};
   std::atomic<std::uint64_t> leases_lost_{0};
@@ -190,22 +207,22 @@ class Service {
   static constexpr std::array<std::int64_t, 8> kPersistBucketsMicros = {
       100, 500, 1000, 5000, 10000, 50000, 100000, 1000000};
   std::array<std::atomic<std::uint64_t>, 9> persist_buckets_{};
-  std::array<std::array<std::array<std::atomic<std::uint64_t>, 2>,
-                        static_cast<int>(Command::kCount_)>, 2>
+  std::array<
+      std::array<std::array<std::atomic<std::uint64_t>, 2>, static_cast<int>(Command::kCount_)>, 2>
       counters_{};
   std::array<std::atomic<std::int64_t>, 2> open_{};
   std::array<std::atomic<std::uint64_t>, 2> rejected_{};
 
   std::mutex mu_;
   std::condition_variable wake_;
-  bool stopping_ = false;       // guarded by mu_
-  std::string last_error_;      // guarded by mu_: why ids failed last, for /readyz
-  std::string lease_error_;     // guarded by mu_: why the lease was lost or not confirmed
-  std::string store_error_;     // guarded by mu_: why the last reservation was not stored
-  std::string lease_description_;  // guarded by mu_: lease_->Describe() as last seen
+  bool stopping_ = false;           // guarded by mu_
+  std::string last_error_;          // guarded by mu_: why ids failed last, for /readyz
+  std::string lease_error_;         // guarded by mu_: why the lease was lost or not confirmed
+  std::string store_error_;         // guarded by mu_: why the last reservation was not stored
+  std::string lease_description_;   // guarded by mu_: lease_->Describe() as last seen
   std::int64_t last_error_ms_ = 0;  // guarded by mu_
-  LogLimiter coordinator_log_;        // guarded by mu_
-  LogLimiter persist_log_;            // guarded by mu_
+  LogLimiter coordinator_log_;      // guarded by mu_
+  LogLimiter persist_log_;          // guarded by mu_
   std::thread reserver_;
 };
 

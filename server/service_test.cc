@@ -79,8 +79,8 @@ class ServiceTest : public ::testing::Test {
         *ParseLayout("time_bits=41,worker_bits=2,sequence_bits=20,epoch=2025-01-01");
     ServiceParts parts;
     parts.clock = &clock_;
-    parts.lease = std::make_unique<RecordingLease>(registry_->NewLease(LeaseOptions(identity)),
-                                                   stores_);
+    parts.lease =
+        std::make_unique<RecordingLease>(registry_->NewLease(LeaseOptions(identity)), stores_);
     parts.data_dir = std::make_unique<MemoryDataDir>();
     parts.segment_store = NewMemorySegmentStore();
     parts.background_thread = false;
@@ -164,8 +164,8 @@ TEST_F(ServiceTest, AClockStepBackNeverLowersTheStoredHwm) {
   ASSERT_TRUE(s->NextId().ok());
   const std::int64_t high = s->hwm_millis();
   clock_.SetMillis(clock_.NowMillis() - 15'000);  // the wall clock steps back
-  Pause(ttl_ms_ + 500);                            // and the process is paused past its TTL
-  Run(*s, 3000);                                   // lease lost, the same id held again
+  Pause(ttl_ms_ + 500);                           // and the process is paused past its TTL
+  Run(*s, 3000);                                  // lease lost, the same id held again
   std::string reason;
   EXPECT_TRUE(s->Ready(&reason) || reason.rfind("clock_moved_backwards", 0) == 0) << reason;
   EXPECT_GE(s->hwm_millis(), high);

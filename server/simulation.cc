@@ -138,9 +138,8 @@ class Simulation {
     coordinator_.late = rates[Uniform(0, 3)];
     const std::int64_t ttls[] = {2000, 3000, 6000, 10000};
     ttl_ms_ = ttls[Uniform(0, 3)];
-    const ClockBackwardsPolicy policies[] = {ClockBackwardsPolicy::kWait,
-                                             ClockBackwardsPolicy::kFail,
-                                             ClockBackwardsPolicy::kContinue};
+    const ClockBackwardsPolicy policies[] = {
+        ClockBackwardsPolicy::kWait, ClockBackwardsPolicy::kFail, ClockBackwardsPolicy::kContinue};
     policy_ = policies[Uniform(0, 2)];
     borrow_ = Uniform(0, 1) == 1;
     for (int i = 0; i < options.servers; ++i) {
@@ -170,7 +169,8 @@ class Simulation {
   template <typename... Args>
   void Trace(fmt::format_string<Args...> format, Args&&... args) {
     if (!options_.verbose) return;
-    std::fprintf(stderr, "[%d t=%lld] %s\n", step_, static_cast<long long>(world_.now - kStartMillis),
+    std::fprintf(stderr, "[%d t=%lld] %s\n", step_,
+                 static_cast<long long>(world_.now - kStartMillis),
                  fmt::format(format, std::forward<Args>(args)...).c_str());
   }
 
@@ -183,10 +183,12 @@ class Simulation {
 
   // A store that took effect at the coordinator, for worker id `worker`.
   void Stored(int incarnation, std::int64_t worker, std::int64_t hwm) {
-    Trace("  stored hwm {} for worker {} (incarnation {})", hwm - kStartMillis, worker, incarnation);
+    Trace("  stored hwm {} for worker {} (incarnation {})", hwm - kStartMillis, worker,
+          incarnation);
     std::int64_t& last = stored_[worker];
     if (hwm < last) {
-      Fail(fmt::format("the stored hwm of worker id {} decreased from {} to {}", worker, last, hwm));
+      Fail(
+          fmt::format("the stored hwm of worker id {} decreased from {} to {}", worker, last, hwm));
     }
     last = hwm;
     std::int64_t& mine = held_stores_[{incarnation, worker}];
@@ -212,8 +214,8 @@ class Simulation {
     lo.preferred = slot.disk->preferred;
     lo.ttl = std::chrono::milliseconds(ttl_ms_);
     const int incarnation = ++incarnations_;
-    auto lease = std::make_unique<FaultyLease>(coordinator_.registry->NewLease(lo), *this,
-                                               incarnation);
+    auto lease =
+        std::make_unique<FaultyLease>(coordinator_.registry->NewLease(lo), *this, incarnation);
     FaultyLease* raw = lease.get();
     ServiceParts parts;
     parts.clock = slot.clock.get();
@@ -285,7 +287,7 @@ class Simulation {
       ids[0] = *id;
       return Status::Ok();
     }()
-                      : slot.service->NextIds(std::span<Id>(ids));
+        : slot.service->NextIds(std::span<Id>(ids));
     if (!s.ok()) {
       Trace("server {}: {} ids failed: {}", i, n, s.error().message);
       return;
@@ -298,7 +300,8 @@ class Simulation {
   void ResumeStalled(std::size_t i) {
     Slot& slot = slots_[i];
     if (slot.stalled.empty()) return;
-    const std::size_t k = static_cast<std::size_t>(Uniform(0, static_cast<std::int64_t>(slot.stalled.size()) - 1));
+    const std::size_t k =
+        static_cast<std::size_t>(Uniform(0, static_cast<std::int64_t>(slot.stalled.size()) - 1));
     Snowflake* g = slot.stalled[k];
     slot.stalled.erase(slot.stalled.begin() + static_cast<std::ptrdiff_t>(k));
     std::vector<Id> ids(static_cast<std::size_t>(Uniform(1, 2000)));
@@ -310,7 +313,8 @@ class Simulation {
 
   void Fault() {
     ++result_.faults;
-    const std::size_t i = static_cast<std::size_t>(Uniform(0, static_cast<std::int64_t>(slots_.size()) - 1));
+    const std::size_t i =
+        static_cast<std::size_t>(Uniform(0, static_cast<std::int64_t>(slots_.size()) - 1));
     Slot& slot = slots_[i];
     switch (Uniform(0, 9)) {
       case 0: {  // the clock steps
@@ -368,7 +372,8 @@ class Simulation {
         slot.next_background = world_.now + 100;
       }
     }
-    const std::size_t i = static_cast<std::size_t>(Uniform(0, static_cast<std::int64_t>(slots_.size()) - 1));
+    const std::size_t i =
+        static_cast<std::size_t>(Uniform(0, static_cast<std::int64_t>(slots_.size()) - 1));
     const std::int64_t what = Uniform(0, 99);
     if (what < 8) {
       Fault();

@@ -26,16 +26,16 @@ namespace sekka::server {
 
 struct SimulationOptions {
   std::uint64_t seed = 1;
-  int steps = 600;          // scheduler steps per run
-  int servers = 3;          // simulated sekka processes (sharing 4 worker ids)
-  bool verbose = false;     // print every event to stderr
+  int steps = 600;       // scheduler steps per run
+  int servers = 3;       // simulated sekka processes (sharing 4 worker ids)
+  bool verbose = false;  // print every event to stderr
 };
 
 struct SimulationResult {
   bool ok = true;
-  std::string failure;      // the broken invariant, the step and the seed
-  std::uint64_t ids = 0;    // ids issued and checked
-  std::uint64_t faults = 0; // faults injected
+  std::string failure;       // the broken invariant, the step and the seed
+  std::uint64_t ids = 0;     // ids issued and checked
+  std::uint64_t faults = 0;  // faults injected
   std::uint64_t restarts = 0;
 };
 

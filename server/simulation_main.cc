@@ -41,7 +41,8 @@ int main(int argc, char** argv) {
     ids += r.ids;
     faults += r.faults;
     if (!r.ok) {
-      std::printf("FAILED seed %llu: %s\n", static_cast<unsigned long long>(seed), r.failure.c_str());
+      std::printf("FAILED seed %llu: %s\n", static_cast<unsigned long long>(seed),
+                  r.failure.c_str());
       return 1;
     }
   }

@@ -80,7 +80,8 @@ Result<std::int64_t> HostnameOrdinal(const std::string& hostname) {
 Result<std::unique_ptr<WorkerIdClaim>> ClaimWorkerId(const WorkerIdRequest& request,
                                                      const Layout& layout) {
   const std::int64_t max_worker = layout.worker_ids_per_datacenter() - 1;
-  if (Status dc = CheckDatacenterId(layout, request.datacenter_id); !dc.ok()) return std::move(dc).error();
+  if (Status dc = CheckDatacenterId(layout, request.datacenter_id); !dc.ok())
+    return std::move(dc).error();
   std::error_code ec;
   fs::create_directories(fs::path(request.data_dir) / "workers", ec);
   if (ec) {
@@ -92,9 +93,9 @@ Result<std::unique_ptr<WorkerIdClaim>> ClaimWorkerId(const WorkerIdRequest& requ
 
   auto take_one = [&](std::int64_t worker, bool must) -> Result<bool> {
     if (worker < 0 || worker > max_worker) {
-      return InvalidArgument(fmt::format(
-          "worker id {} does not fit layout {} ({} worker bits): allowed 0 to {}", worker,
-          layout.name(), layout.worker_bits(), max_worker));
+      return InvalidArgument(
+          fmt::format("worker id {} does not fit layout {} ({} worker bits): allowed 0 to {}",
+                      worker, layout.name(), layout.worker_bits(), max_worker));
     }
     const std::string path = LockPath(request.data_dir, request.datacenter_id, worker);
     Result<int> fd = TryLockFile(path, request.identity);
@@ -131,9 +132,9 @@ Result<std::unique_ptr<WorkerIdClaim>> ClaimWorkerId(const WorkerIdRequest& requ
     return claim;
   }
   if (request.source != "local") {
-    return InvalidArgument(fmt::format(
-        "worker.source \"{}\" is not available here: allowed static, local, hostname",
-        request.source));
+    return InvalidArgument(
+        fmt::format("worker.source \"{}\" is not available here: allowed static, local, hostname",
+                    request.source));
   }
   // `local`: first the ids whose lock file names this identity, then the lowest free one.
   // Ids are taken lowest first, so lock files exist for 0..n-1 only: both passes stop at the

@@ -1,11 +1,11 @@
 // server/worker_id.h
 //
-// Worker ids on one machine (SPEC section 8): `static` (from the configuration), `hostname`
-// (the trailing number of the host name, as a Kubernetes StatefulSet gives) and `local` (the
-// lowest free id under the data dir, preferring the one this identity held before). Every source
-// holds an exclusive lock file `<data>/workers/<dc>-<worker>.lock` for as long as the process
-// runs, so two processes on one data dir can never share a worker id; the kernel drops the lock
-// when a process dies.
+// Worker ids on one machine (docs/contract.md section 8): `static` (from the configuration),
+// `hostname` (the trailing number of the host name, as a Kubernetes StatefulSet gives) and `local`
+// (the lowest free id under the data dir, preferring the one this identity held before). Every
+// source holds an exclusive lock file `<data>/workers/<dc>-<worker>.lock` for as long as the
+// process runs, so two processes on one data dir can never share a worker id; the kernel drops the
+// lock when a process dies.
 //
 // Thread-safety: a WorkerIdClaim is owned by one thread at a time.
 
@@ -24,10 +24,10 @@ namespace sekka::server {
 struct WorkerIdRequest {
   std::string source = "local";  // static | local | hostname
   std::string data_dir;
-  std::string identity;          // who claims (for `local`: prefer what it held before)
-  std::int64_t worker_id = 0;    // static
+  std::string identity;        // who claims (for `local`: prefer what it held before)
+  std::int64_t worker_id = 0;  // static
   std::int64_t datacenter_id = 0;
-  std::string hostname;          // for `hostname`; "" = gethostname()
+  std::string hostname;  // for `hostname`; "" = gethostname()
 };
 
 // A held worker id. Releases its lock when destroyed.

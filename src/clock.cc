@@ -102,8 +102,9 @@ struct TscCache {
 // make it jump backwards).
 class TscClock final : public Clock {
  public:
-  explicit TscClock(std::uint64_t (*counter)() = [] { return static_cast<std::uint64_t>(__rdtsc()); },
-                    bool usable = TscIsUsable())
+  explicit TscClock(
+      std::uint64_t (*counter)() = [] { return static_cast<std::uint64_t>(__rdtsc()); },
+      bool usable = TscIsUsable())
       : counter_(counter), usable_(usable) {
     base_tsc_ = counter_();
     base_mono_ = ReadNanos(CLOCK_MONOTONIC);

@@ -34,8 +34,8 @@ LayoutOptions Row(std::string_view name, int time_bits, std::int64_t tick, std::
   return o;
 }
 
-// SPEC section 2. The discord and instagram rows use 64 bits as their owners define them; the
-// top time bit is then the sign bit, which Layout::max_tick() keeps clear.
+// docs/contract.md section 2. The discord and instagram rows use 64 bits as their owners define
+// them; the top time bit is then the sign bit, which Layout::max_tick() keeps clear.
 const std::vector<PresetRow>& Presets() {
   constexpr auto kStd = FieldOrder::kTimeWorkerSequence;
   static const std::vector<PresetRow> rows = {
@@ -169,9 +169,9 @@ Layout::Layout(const LayoutOptions& options) : options_(options) {
   max_tick_ = std::min(field_max, max_id_ >> time_shift_);
   // And never past the last tick whose end is an int64 of ms (292 million years), so that the
   // time of every tick an id can carry, and of the one after, is exact.
-  max_tick_ = std::min(max_tick_,
-                       (kMaxInt64 - std::max<std::int64_t>(0, options_.epoch_millis)) /
-                               options_.tick_millis - 1);
+  max_tick_ = std::min(
+      max_tick_,
+      (kMaxInt64 - std::max<std::int64_t>(0, options_.epoch_millis)) / options_.tick_millis - 1);
 }
 
 Result<Layout> Layout::Create(const LayoutOptions& o) {

@@ -160,10 +160,10 @@ Result<std::int64_t> SegmentSequence::Resolve(std::uint64_t& ticket) {
     if (published_.load(std::memory_order_acquire) != published) continue;
     if (timed_out) {
       unavailable_.fetch_add(1, std::memory_order_relaxed);
-      return Unavailable(fmt::format(
-          "tag \"{}\": no ids buffered and the store gave no new range within {} ms{}", tag_,
-          a.options_.wait_deadline.count(),
-          last_error_.ok() ? std::string() : ": " + last_error_.error().message));
+      return Unavailable(
+          fmt::format("tag \"{}\": no ids buffered and the store gave no new range within {} ms{}",
+                      tag_, a.options_.wait_deadline.count(),
+                      last_error_.ok() ? std::string() : ": " + last_error_.error().message));
     }
   }
 }
@@ -336,7 +336,8 @@ void SegmentAllocator::Run() {
     if (ready == queue_.end()) {
       std::int64_t earliest = queue_.front()->retry_at_ms_;
       for (const SegmentSequence* q : queue_) earliest = std::min(earliest, q->retry_at_ms_);
-      work_.wait_for(lock, std::chrono::milliseconds(std::clamp<std::int64_t>(earliest - now, 1, 5000)));
+      work_.wait_for(lock,
+                     std::chrono::milliseconds(std::clamp<std::int64_t>(earliest - now, 1, 5000)));
       continue;
     }
     SegmentSequence& seq = **ready;

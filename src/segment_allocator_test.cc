@@ -266,7 +266,8 @@ TEST(SegmentAllocatorTest, TagsAreBoundedAndUnknownNamesAreRememberedBriefly) {
 
   SegmentAllocator fresh(store, clock);
   const int before = store.lookups.load();
-  for (int i = 0; i < 100; ++i) EXPECT_EQ(fresh.Sequence("nope").error().code, ErrorCode::kNotFound);
+  for (int i = 0; i < 100; ++i)
+    EXPECT_EQ(fresh.Sequence("nope").error().code, ErrorCode::kNotFound);
   EXPECT_EQ(store.lookups.load() - before, 1);
   // Creating it through the allocator makes it known at once.
   ASSERT_TRUE(fresh.CreateTag({"nope", 1, 10}).ok());

@@ -57,8 +57,8 @@ class MemorySegmentStore final : public SegmentStore {
 
 Status ValidateTag(std::string_view tag) {
   auto allowed = [](char c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-           c == '_' || c == '.' || c == ':' || c == '-';
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+           c == '.' || c == ':' || c == '-';
   };
   bool ok = !tag.empty() && tag.size() <= 128;
   for (char c : tag) ok = ok && allowed(c);
@@ -74,9 +74,9 @@ Status ValidateTag(std::string_view tag) {
 Status ValidateNewTag(const TagInfo& tag) {
   if (Status s = ValidateTag(tag.tag); !s.ok()) return s;
   if (tag.next_id < 1 || tag.step < 1) {
-    return InvalidArgument(fmt::format(
-        "tag \"{}\": start {} and step {} are not valid: allowed 1 or more", tag.tag,
-        tag.next_id, tag.step));
+    return InvalidArgument(
+        fmt::format("tag \"{}\": start {} and step {} are not valid: allowed 1 or more", tag.tag,
+                    tag.next_id, tag.step));
   }
   return Status::Ok();
 }

@@ -6,8 +6,7 @@
 namespace sekka {
 namespace {
 
-INSTANTIATE_TEST_SUITE_P(Memory, SegmentStoreContractTest,
-                         ::testing::Values(MemoryStoreFactory()));
+INSTANTIATE_TEST_SUITE_P(Memory, SegmentStoreContractTest, ::testing::Values(MemoryStoreFactory()));
 
 TEST(SegmentTagTest, ValidatesNames) {
   EXPECT_TRUE(ValidateTag("orders.eu-1:v2_x").ok());

@@ -382,9 +382,7 @@ TEST(SnowflakeReservationTest, IssuesNoIdPastTheReservedTickAndReservesAhead) {
 TEST(SnowflakeReservationTest, AFailedReservationFailsTheCallAndIssuesNothing) {
   FakeClock clock(kT);
   SnowflakeOptions o;
-  o.reserve_ticks = [](std::int64_t) -> Result<std::int64_t> {
-    return Unavailable("disk full");
-  };
+  o.reserve_ticks = [](std::int64_t) -> Result<std::int64_t> { return Unavailable("disk full"); };
   auto s = Make(clock, o);
   Result<Id> id = s->NextId();
   ASSERT_FALSE(id.ok());

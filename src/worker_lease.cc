@@ -1,12 +1,12 @@
 // The memory WorkerLease backend: one registry per "coordinator", for tests.
 
+#include "sekka/worker_lease.h"
+
 #include <fmt/format.h>
 
 #include <chrono>
 #include <map>
 #include <mutex>
-
-#include "sekka/worker_lease.h"
 
 #include "sekka/clock.h"
 
@@ -77,7 +77,8 @@ Result<LeaseGrant> MemoryLease::Acquire() {
   };
   if (held_ >= 0) {
     const Slot& s = registry_.slots_[{options_.datacenter_id, held_}];
-    if (s.owner == serial_ && s.expires > now) return LeaseGrant{options_.datacenter_id, held_, s.hwm_millis};
+    if (s.owner == serial_ && s.expires > now)
+      return LeaseGrant{options_.datacenter_id, held_, s.hwm_millis};
     held_ = -1;
   }
   if (options_.preferred >= 0 && options_.preferred < options_.worker_count &&

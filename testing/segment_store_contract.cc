@@ -4,12 +4,11 @@
 
 #include <algorithm>
 #include <limits>
+#include <map>
+#include <mutex>
 #include <set>
 #include <thread>
 #include <vector>
-
-#include <map>
-#include <mutex>
 
 namespace sekka {
 

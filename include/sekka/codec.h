@@ -1,6 +1,6 @@
 // include/sekka/codec.h
 //
-// Text forms of an id (SPEC section 4) and of times:
+// Text forms of an id (docs/contract.md section 4) and of times:
 //   dec       decimal
 //   hex       16 lowercase hex digits, zero-padded
 //   base32    13 Crockford base32 characters, zero-padded; text order = numeric order;

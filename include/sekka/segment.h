@@ -21,9 +21,9 @@
 #include <memory>
 #include <mutex>
 #include <span>
-#include <thread>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include "sekka/clock.h"
@@ -103,14 +103,14 @@ struct SegmentOptions {
 
 // Counters of one tag, for metrics.
 struct SegmentStats {
-  std::uint64_t issued = 0;          // tickets taken: ids issued, plus any skipped
-  std::int64_t remaining = 0;        // ids buffered in this process (current and next range)
-  std::int64_t step = 0;             // the step of the last fetch
+  std::uint64_t issued = 0;    // tickets taken: ids issued, plus any skipped
+  std::int64_t remaining = 0;  // ids buffered in this process (current and next range)
+  std::int64_t step = 0;       // the step of the last fetch
   std::uint64_t fetches = 0;
   std::uint64_t fetch_errors = 0;
   std::uint64_t fetch_micros_total = 0;
-  std::uint64_t waits = 0;           // callers that found both ranges empty
-  std::uint64_t unavailable = 0;     // callers that gave up at the deadline
+  std::uint64_t waits = 0;        // callers that found both ranges empty
+  std::uint64_t unavailable = 0;  // callers that gave up at the deadline
 };
 
 class SegmentAllocator;
@@ -129,8 +129,8 @@ class SegmentSequence {
     const std::int64_t delta = hot_.delta.load(std::memory_order_relaxed);
     const std::uint64_t trigger = hot_.prefetch_ticket.load(std::memory_order_relaxed);
     std::atomic_thread_fence(std::memory_order_acquire);
-    if (hot_.version.load(std::memory_order_relaxed) == v1 && (v1 & 1) == 0 &&
-        ticket >= first && ticket < end && ticket != trigger) {
+    if (hot_.version.load(std::memory_order_relaxed) == v1 && (v1 & 1) == 0 && ticket >= first &&
+        ticket < end && ticket != trigger) {
       return static_cast<std::int64_t>(ticket) + delta;
     }
     return NextIdSlow(ticket);
@@ -184,11 +184,11 @@ class SegmentSequence {
     std::atomic<std::int64_t> delta{0};
     std::atomic<std::uint64_t> prefetch_ticket{~0ull};  // the ticket that asks for the next range
   } hot_;
-  alignas(64) std::atomic<std::uint64_t> current_{0};    // the range tickets are in now
-  std::atomic<std::uint64_t> published_{0};              // ranges published so far
+  alignas(64) std::atomic<std::uint64_t> current_{0};  // the range tickets are in now
+  std::atomic<std::uint64_t> published_{0};            // ranges published so far
   std::array<Slot, kRing> slots_{};
   // Guarded by owner's mu_:
-  std::uint64_t end_ticket_ = 0;       // one past the last ticket of the last published range
+  std::uint64_t end_ticket_ = 0;  // one past the last ticket of the last published range
   bool fetching_ = false;
   std::int64_t step_ = 0;
   std::int64_t last_fetch_ms_ = 0;

@@ -1,7 +1,8 @@
 // include/sekka/worker_lease.h
 //
-// A WorkerLease gives this process a worker id that no other live process holds (SPEC section
-// 8), and keeps, next to each worker id, the high-water mark (hwm) of the time its holders used.
+// A WorkerLease gives this process a worker id that no other live process holds (docs/contract.md
+// section 8), and keeps, next to each worker id, the high-water mark (hwm) of the time its holders
+// used.
 //
 //   Result<LeaseGrant> g = lease->Acquire();      // the preferred id if free, else the lowest
 //   // wait until the clock is past g->hwm_millis, then issue ids up to a reservation:
