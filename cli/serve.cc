@@ -11,6 +11,7 @@
 #include "server/config.h"
 #include "server/log.h"
 #include "server/server.h"
+#include "server/local_worker_lease.h"
 #include "server/service.h"
 #include "server/worker_id.h"
 
@@ -20,13 +21,27 @@ namespace sekka::cli {
 
 namespace {
 
-// The real parts of a service: the system clock, and for a coordinated source the lease (with
-// an exclusive lock on the data dir: its state files are per worker id, one process each).
+// The real parts of a service: the system clock and the worker-id lease: the data dir's lock
+// files for static, local and hostname; a coordinator's for etcd and zookeeper (with an
+// exclusive lock on the data dir: its state files are per worker id, one process each).
 Result<server::ServiceParts> OpenServiceParts(const server::ServerConfig& config,
                                               const std::string& identity) {
   server::ServiceParts parts;
   parts.clock = &SystemClock();
-  if (config.worker_source != "etcd" && config.worker_source != "zookeeper") return parts;
+  WorkerLeaseOptions lo;
+  lo.identity = identity;
+  lo.datacenter_id = config.datacenter_id;
+  lo.worker_count = config.generator.layout.worker_ids_per_datacenter();
+  lo.ttl = std::chrono::milliseconds(config.lease_ttl_ms);
+  if (config.worker_source != "etcd" && config.worker_source != "zookeeper") {
+    server::LocalLeaseOptions local;
+    local.source = config.worker_source;
+    local.data_dir = config.data_dir;
+    local.worker_id = config.worker_id;
+    local.layout = config.generator.layout;
+    parts.lease = server::NewLocalWorkerLease(local, lo);
+    return parts;
+  }
   if (Status dc = server::CheckDatacenterId(config.generator.layout, config.datacenter_id);
       !dc.ok()) {
     return std::move(dc).error();
@@ -45,12 +60,7 @@ Result<server::ServiceParts> OpenServiceParts(const server::ServerConfig& config
         config.data_dir, lock_path));
   }
   parts.data_dir = server::NewFileDataDir(config.data_dir);
-  WorkerLeaseOptions lo;
-  lo.identity = identity;
-  lo.datacenter_id = config.datacenter_id;
-  lo.worker_count = config.generator.layout.worker_ids_per_datacenter();
   lo.preferred = parts.data_dir->ReadPreferred();
-  lo.ttl = std::chrono::milliseconds(config.lease_ttl_ms);
   lo.call_timeout =
       std::chrono::milliseconds(std::min<std::int64_t>(2000, config.lease_ttl_ms / 4));
   Result<std::unique_ptr<WorkerLease>> lease =
@@ -112,7 +122,7 @@ int RunServe(const ServeFlags& flags) {
                 "cannot start: " + parts.error().message);
   }
   Result<std::unique_ptr<Service>> service =
-      Service::Start(*config, identity, std::move(parts).value());
+      Service::Start(*config, std::move(parts).value());
   if (!service.ok()) {
     const ErrorCode code = service.error().code;
     return Fail(code == ErrorCode::kInvalidArgument ? kExitUsage : kExitFailure,

@@ -78,17 +78,15 @@ std::string_view CommandName(Command command) {
 Service::Service(const ServerConfig& config, Clock& clock)
     : config_(config),
       clock_(clock),
+      coordinated_(config.worker_source == "etcd" || config.worker_source == "zookeeper"),
       ttl_ms_(config.lease_ttl_ms),
-      ahead_ms_((config.worker_source == "etcd" || config.worker_source == "zookeeper"
-                     ? kCoordinatorAheadMs
-                     : kReserveAheadMs) +
+      ahead_ms_((coordinated_ ? kCoordinatorAheadMs : kReserveAheadMs) +
                 config.generator.max_drift.count()),
       started_ms_(clock.NowMillis()) {}
 
 Service::~Service() { Stop(); }
 
-Result<std::unique_ptr<Service>> Service::Start(const ServerConfig& config,
-                                                const std::string& identity, ServiceParts parts) {
+Result<std::unique_ptr<Service>> Service::Start(const ServerConfig& config, ServiceParts parts) {
   if (parts.clock == nullptr) return InvalidArgument("Service::Start needs a clock");
   Clock& clock = *parts.clock;
   auto service = std::unique_ptr<Service>(new Service(config, clock));
@@ -96,40 +94,26 @@ Result<std::unique_ptr<Service>> Service::Start(const ServerConfig& config,
   const Layout& layout = config.generator.layout;  // its epoch is checked by Snowflake::Create
   s.data_dir_ = parts.data_dir ? std::move(parts.data_dir) : NewFileDataDir(config.data_dir);
 
-  std::int64_t datacenter_id = 0;
-  std::int64_t worker_id = 0;
-  std::int64_t coordinator_hwm = 0;
-  if (config.worker_source == "etcd" || config.worker_source == "zookeeper") {
-    if (parts.lease == nullptr) {
-      return InvalidArgument(
-          fmt::format("worker.source {} needs a coordinator lease", config.worker_source));
-    }
-    s.lease_ = std::move(parts.lease);
-    Result<LeaseGrant> grant = s.lease_->Acquire();
-    s.coordinator_calls_.fetch_add(1);
-    if (!grant.ok()) return std::move(grant).error();
-    s.last_renew_ok_ms_ = s.last_renew_try_ms_ = clock.MonotonicMillis();
-    s.lease_acquired_ms_.store(clock.NowMillis());
-    s.data_dir_->WritePreferred(grant->worker_id);
-    datacenter_id = grant->datacenter_id;
-    worker_id = grant->worker_id;
-    coordinator_hwm = grant->hwm_millis;
-    s.lease_description_ = s.lease_->Describe();
+  // Every source is a lease: a coordinator's, or the data dir's lock files (cli/serve.cc).
+  if (parts.lease == nullptr) {
+    return InvalidArgument(fmt::format("worker.source {} needs a lease", config.worker_source));
+  }
+  s.lease_ = std::move(parts.lease);
+  Result<LeaseGrant> grant = s.lease_->Acquire();
+  if (s.coordinated_) s.coordinator_calls_.fetch_add(1);
+  if (!grant.ok()) return std::move(grant).error();
+  s.last_renew_ok_ms_ = s.last_renew_try_ms_ = clock.MonotonicMillis();
+  s.lease_acquired_ms_.store(clock.NowMillis());
+  if (s.coordinated_) s.data_dir_->WritePreferred(grant->worker_id);
+  const std::int64_t datacenter_id = grant->datacenter_id;
+  const std::int64_t worker_id = grant->worker_id;
+  const std::int64_t coordinator_hwm = grant->hwm_millis;
+  s.lease_description_ = s.lease_->Describe();
+  if (s.coordinated_) {
     Log(LogLevel::kInfo, "worker id leased",
-        fmt::format("worker_id={} lease=\"{}\" coordinator_hwm={}", worker_id, s.lease_description_,
+        fmt::format("worker_id={} lease=\"{}\" coordinator_hwm={}", worker_id,
+                    s.lease_description_,
                     coordinator_hwm > 0 ? FormatUtcMillis(coordinator_hwm) : "none"));
-  } else {
-    WorkerIdRequest request;
-    request.source = config.worker_source;
-    request.data_dir = config.data_dir;
-    request.identity = identity;
-    request.worker_id = config.worker_id;
-    request.datacenter_id = config.datacenter_id;
-    Result<std::unique_ptr<WorkerIdClaim>> claim = ClaimWorkerId(request, layout);
-    if (!claim.ok()) return std::move(claim).error();
-    s.claim_ = std::move(claim).value();
-    datacenter_id = s.claim_->datacenter_id();
-    worker_id = s.claim_->worker_id();
   }
   s.datacenter_id_.store(datacenter_id);
   s.worker_id_.store(worker_id);
@@ -198,7 +182,7 @@ Result<std::unique_ptr<Service>> Service::Start(const ServerConfig& config,
 }
 
 WorkerInfo Service::worker() const {
-  return WorkerInfo{lease_ != nullptr ? config_.worker_source : claim_->source(),
+  return WorkerInfo{config_.worker_source,
                     datacenter_id_.load(), worker_id_.load()};
 }
 
@@ -214,7 +198,9 @@ Result<std::int64_t> Service::HwmFloor(std::int64_t dc, std::int64_t worker,
   Result<std::optional<StoredState>> stored = data_dir_->ReadState(dc, worker);
   if (!stored.ok()) return std::move(stored).error();
   std::int64_t hwm = coordinator_hwm;
-  *where = fmt::format("the coordinator's high-water mark of worker id {}", worker);
+  *where = coordinated_ ? fmt::format("the coordinator's high-water mark of worker id {}", worker)
+                        : fmt::format("the stored high-water mark of worker id {} in {}", worker,
+                                      data_dir_->StateName(dc, worker));
   *same_layout = true;
   if (stored->has_value()) {
     const StoredState& st = **stored;
@@ -239,7 +225,7 @@ Status Service::WaitPast(std::int64_t hwm_ms) {
   while (clock_.NowMillis() <= hwm_ms) {
     if (stopping()) return Unavailable("the server is stopping");
     // A wait longer than the TTL must not let the lease expire under it.
-    if (lease_ != nullptr && clock_.MonotonicMillis() - last_renew_try_ms_ >= ttl_ms_ / 3) {
+    if (clock_.MonotonicMillis() - last_renew_try_ms_ >= ttl_ms_ / 3) {
       if (Status r = Renew(); !r.ok() && r.error().code == ErrorCode::kLeaseLost) return r;
     }
     clock_.SleepUntilMillis(std::min(hwm_ms + 1, clock_.NowMillis() + 100));
@@ -279,7 +265,7 @@ Result<std::int64_t> Service::CheckConfirmed(const std::atomic<std::int64_t>& co
   if (c >= tick) return c;
   std::lock_guard lock(mu_);
   const std::string until = FormatUtcMillis(layout().TickToMillis(c + 1) - 1);
-  if (lease_ == nullptr) {
+  if (!coordinated_) {
     return Unavailable(fmt::format("the high-water mark cannot be persisted, so no ids after {}{}",
                                    until,
                                    store_error_.empty() ? std::string() : ": " + store_error_));
@@ -291,12 +277,12 @@ Result<std::int64_t> Service::CheckConfirmed(const std::atomic<std::int64_t>& co
 }
 
 Status Service::CoordinatorCall(const char* what, Status status) {
-  coordinator_calls_.fetch_add(1);
+  if (coordinated_) coordinator_calls_.fetch_add(1);
   std::string description = lease_->Describe();
   std::lock_guard lock(mu_);
   lease_description_ = std::move(description);
   if (!status.ok()) {
-    coordinator_errors_.fetch_add(1);
+    if (coordinated_) coordinator_errors_.fetch_add(1);
     std::uint64_t held = 0;
     if (coordinator_log_.Allow(clock_.MonotonicMillis(), &held)) {
       Log(LogLevel::kWarn, "coordinator call failed",
@@ -317,9 +303,11 @@ Status Service::ExtendReservation() {
                                         g.confirmed->load(std::memory_order_acquire), g.attempted});
   g.attempted = target;
   const std::int64_t hwm = l.TickToMillis(target + 1) - 1;  // the last ms of the tick
-  if (lease_ != nullptr) {
-    Status stored = CoordinatorCall("store_hwm", lease_->StoreHwm(hwm));
-    if (!stored.ok()) return stored;
+  Status stored = CoordinatorCall("store_hwm", lease_->StoreHwm(hwm));
+  if (!stored.ok()) {
+    std::lock_guard lock(mu_);
+    store_error_ = stored.error().message;
+    return stored;
   }
   const auto begin = std::chrono::steady_clock::now();
   Status written = data_dir_->WriteState(g.datacenter_id, g.worker_id, {LayoutFingerprint(l), hwm});
@@ -341,7 +329,7 @@ Status Service::ExtendReservation() {
           fmt::format("error=\"{}\" similar_lines_held_back={}", written.error().message, held));
     }
     // With a coordinator the local copy is a second line; without one it is the only one.
-    if (lease_ == nullptr) {
+    if (!coordinated_) {
       return Unavailable("cannot persist the high-water mark: " + written.error().message);
     }
   }
@@ -423,14 +411,14 @@ void Service::TryReacquire() {
 
 void Service::RunBackgroundOnce() {
   const std::int64_t mono = clock_.MonotonicMillis();
-  if (lease_ != nullptr && lease_lost_.load()) {
+  if (lease_lost_.load()) {
     if (mono >= next_reacquire_ms_) {
       next_reacquire_ms_ = mono + 1000;
       TryReacquire();
     }
     return;
   }
-  if (lease_ != nullptr) {
+  {
     if (mono - last_renew_try_ms_ >= ttl_ms_ / 3) {
       Status r = Renew();
       if (!r.ok() && r.error().code == ErrorCode::kLeaseLost) MarkLost(r.error().message);
@@ -560,7 +548,7 @@ bool Service::Ready(std::string* reason) {
   }
   if (l.TickToMillis(generator().reserved_tick() + 1) <= now_ms) {
     std::lock_guard lock(mu_);
-    if (lease_ != nullptr) {
+    if (coordinated_) {
       *reason = "lease_lost: the coordinator has not confirmed a reservation past now" +
                 (lease_error_.empty() ? std::string() : ": " + lease_error_);
     } else {
@@ -573,7 +561,6 @@ bool Service::Ready(std::string* reason) {
 }
 
 std::string Service::LeaseJson() {
-  if (lease_ == nullptr) return "{\"state\":\"held (local lock file)\"}";
   std::string error;
   std::string description;
   {
@@ -634,7 +621,7 @@ std::string Service::MetricsText() {
                      w.datacenter_id, w.worker_id);
   family("sekka_lease_held", "gauge", "1 while this process holds its worker id.");
   out += fmt::format("sekka_lease_held {}\n", lease_lost_.load() ? 0 : 1);
-  if (lease_ != nullptr) {
+  if (coordinated_) {
     family("sekka_lease_age_seconds", "gauge", "Time since the worker id lease was acquired.");
     out +=
         fmt::format("sekka_lease_age_seconds {:.3f}\n",

@@ -27,7 +27,6 @@
 #include "server/config.h"
 #include "server/hwm.h"
 #include "server/log.h"
-#include "server/worker_id.h"
 
 namespace sekka::server {
 
@@ -76,7 +75,8 @@ struct WorkerInfo {
 // tests and the simulation pass memory ones and a FakeClock.
 struct ServiceParts {
   Clock* clock = nullptr;  // required; must outlive the service
-  // The coordinator lease, required for worker.source etcd or zookeeper (and unused otherwise).
+  // Required: the worker-id lease of worker.source (server/local_worker_lease.h for static,
+  // local and hostname; a coordinator's for etcd and zookeeper).
   std::unique_ptr<WorkerLease> lease;
   // Null: the state files under config.data_dir.
   std::unique_ptr<DataDir> data_dir;
@@ -88,13 +88,12 @@ struct ServiceParts {
 
 class Service {
  public:
-  // Claims the worker id (locally, or through `parts.lease`), checks and waits out the stored
+  // Takes the worker id through `parts.lease` (every source is one), checks and waits out the stored
   // high-water marks (the data dir's and the coordinator's), creates the generator and makes
   // the first reservation. Errors: kInvalidArgument (configuration, a stored state of another
   // layout), kUnavailable (worker id held, coordinator unreachable, the clock too far behind
   // the high-water mark), kExhausted (no free worker id), kInternal (the data dir).
-  static Result<std::unique_ptr<Service>> Start(const ServerConfig& config,
-                                                const std::string& identity, ServiceParts parts);
+  static Result<std::unique_ptr<Service>> Start(const ServerConfig& config, ServiceParts parts);
   ~Service();
 
   // Errors: kLeaseLost, kUnavailable (no reservation stored), kClockMovedBackwards, kExhausted.
@@ -121,7 +120,7 @@ class Service {
   const ServerConfig& config() const { return config_; }
   const Layout& layout() const { return config_.generator.layout; }
   WorkerInfo worker() const;
-  bool coordinated() const { return lease_ != nullptr; }
+  bool coordinated() const { return coordinated_; }
   std::int64_t hwm_millis() const { return hwm_millis_.load(); }
   // The generator ids come from now. One that a lost lease replaced stays alive (and refuses
   // ticks past what was stored for its worker id) until the service ends.
@@ -175,9 +174,9 @@ class Service {
 
   ServerConfig config_;
   Clock& clock_;
+  const bool coordinated_;       // worker.source etcd or zookeeper (else the data dir's locks)
   const std::int64_t ttl_ms_;             // the lease TTL; unbounded without a coordinator
   const std::int64_t ahead_ms_;           // how far ahead of the clock reservations reach
-  std::unique_ptr<WorkerIdClaim> claim_;  // local sources
   std::unique_ptr<WorkerLease> lease_;    // etcd, zookeeper; reserver thread (after Start)
   std::unique_ptr<DataDir> data_dir_;
   std::atomic<Snowflake*> generator_{nullptr};

@@ -84,7 +84,7 @@ class ServiceTest : public ::testing::Test {
     parts.data_dir = std::make_unique<MemoryDataDir>();
     parts.segment_store = NewMemorySegmentStore();
     parts.background_thread = false;
-    Result<std::unique_ptr<Service>> s = Service::Start(config, identity, std::move(parts));
+    Result<std::unique_ptr<Service>> s = Service::Start(config, std::move(parts));
     EXPECT_TRUE(s.ok()) << s.error().message;
     return s.ok() ? std::move(s).value() : nullptr;
   }

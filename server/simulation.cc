@@ -223,7 +223,7 @@ class Simulation {
     parts.data_dir = std::make_unique<SimDataDir>(slot.disk);
     parts.segment_store = NewMemorySegmentStore();
     parts.background_thread = false;
-    Result<std::unique_ptr<Service>> s = Service::Start(config, slot.identity, std::move(parts));
+    Result<std::unique_ptr<Service>> s = Service::Start(config, std::move(parts));
     if (!s.ok()) {
       Trace("server {} did not start: {}", i, s.error().message);
       return;

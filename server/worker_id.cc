@@ -5,6 +5,7 @@
 #include <sys/file.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -79,7 +80,9 @@ Result<std::int64_t> HostnameOrdinal(const std::string& hostname) {
 
 Result<std::unique_ptr<WorkerIdClaim>> ClaimWorkerId(const WorkerIdRequest& request,
                                                      const Layout& layout) {
-  const std::int64_t max_worker = layout.worker_ids_per_datacenter() - 1;
+  const std::int64_t layout_max = layout.worker_ids_per_datacenter() - 1;
+  const std::int64_t max_worker =
+      request.worker_count > 0 ? std::min(layout_max, request.worker_count - 1) : layout_max;
   if (Status dc = CheckDatacenterId(layout, request.datacenter_id); !dc.ok())
     return std::move(dc).error();
   std::error_code ec;
@@ -92,10 +95,10 @@ Result<std::unique_ptr<WorkerIdClaim>> ClaimWorkerId(const WorkerIdRequest& requ
   claim->source_ = request.source;
 
   auto take_one = [&](std::int64_t worker, bool must) -> Result<bool> {
-    if (worker < 0 || worker > max_worker) {
+    if (worker < 0 || worker > layout_max) {
       return InvalidArgument(
           fmt::format("worker id {} does not fit layout {} ({} worker bits): allowed 0 to {}",
-                      worker, layout.name(), layout.worker_bits(), max_worker));
+                      worker, layout.name(), layout.worker_bits(), layout_max));
     }
     const std::string path = LockPath(request.data_dir, request.datacenter_id, worker);
     Result<int> fd = TryLockFile(path, request.identity);
@@ -140,6 +143,11 @@ Result<std::unique_ptr<WorkerIdClaim>> ClaimWorkerId(const WorkerIdRequest& requ
   // Ids are taken lowest first, so lock files exist for 0..n-1 only: both passes stop at the
   // first id without one, and the search never lists the whole worker-id space (2^31 ids for
   // a layout with 31 worker bits).
+  if (request.preferred >= 0 && request.preferred <= max_worker) {
+    Result<bool> taken = take_one(request.preferred, false);
+    if (!taken.ok()) return std::move(taken).error();
+    if (*taken) return claim;
+  }
   const std::string mine = fmt::format("identity={}\n", request.identity);
   for (std::int64_t w = 0; w <= max_worker; ++w) {
     const std::string path = LockPath(request.data_dir, request.datacenter_id, w);

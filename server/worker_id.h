@@ -28,6 +28,8 @@ struct WorkerIdRequest {
   std::int64_t worker_id = 0;  // static
   std::int64_t datacenter_id = 0;
   std::string hostname;  // for `hostname`; "" = gethostname()
+  std::int64_t preferred = -1;     // for `local`: tried first when free; -1 = none
+  std::int64_t worker_count = -1;  // ids 0 .. worker_count - 1; -1 = all the layout has
 };
 
 // A held worker id. Releases its lock when destroyed.

@@ -99,6 +99,14 @@ TEST_P(WorkerLeaseContractTest, ADeadHoldersIdIsReusedOnlyAfterTheTtl) {
   Result<std::int64_t> dead = GetParam().kill_holder(where, Options("dead", 32, ttl));
   ASSERT_TRUE(dead.ok()) << dead.error().message;
   EXPECT_EQ(*dead, 0);
+  if (GetParam().frees_at_death) {
+    auto next = GetParam().open(where, Options("next", 32, ttl));
+    Result<LeaseGrant> g = next->Acquire();
+    ASSERT_TRUE(g.ok()) << g.error().message;
+    EXPECT_EQ(g->worker_id, 0) << "a lock file dies with its holder";
+    ASSERT_TRUE(next->Release().ok());
+    return;
+  }
   auto next = GetParam().open(where, Options("next", 32, ttl));
   Result<LeaseGrant> g = next->Acquire();
   ASSERT_TRUE(g.ok()) << g.error().message;
@@ -175,6 +183,16 @@ TEST_P(WorkerLeaseContractTest, TheSameIdentityTakesItsIdBackAndTheOldLeaseLearn
   auto second = GetParam().open(where, Options("slot-1"));
   Result<LeaseGrant> g2 = second->Acquire();
   ASSERT_TRUE(g2.ok()) << g2.error().message;
+  if (!GetParam().same_identity_takes_over) {
+    // A live lock is never taken: the second gets another id, and the first keeps its own.
+    EXPECT_EQ(g2->worker_id, 2);
+    EXPECT_TRUE(first->Renew().ok());
+    EXPECT_TRUE(first->StoreHwm(1'700'000'001'000).ok());
+    EXPECT_TRUE(first->Release().ok());
+    EXPECT_TRUE(second->Release().ok());
+    EXPECT_TRUE(other->Release().ok());
+    return;
+  }
   EXPECT_EQ(g2->worker_id, 1);
   EXPECT_EQ(g2->hwm_millis, 1'700'000'000'000);
   // The old lease is fenced off: it can neither store a reservation nor keep the lease.
@@ -187,6 +205,28 @@ TEST_P(WorkerLeaseContractTest, TheSameIdentityTakesItsIdBackAndTheOldLeaseLearn
   EXPECT_TRUE(second->StoreHwm(1'700'000'002'000).ok());
   EXPECT_TRUE(second->Release().ok());
   EXPECT_TRUE(other->Release().ok());
+}
+
+TEST_P(WorkerLeaseContractTest, TheStoredHwmNeverDecreases) {
+  const std::string where = GetParam().fresh();
+  auto a = GetParam().open(where, Options("a"));
+  ASSERT_TRUE(a->Acquire().ok());
+  ASSERT_TRUE(a->StoreHwm(1'700'000'005'000).ok());
+  ASSERT_TRUE(a->StoreHwm(1'700'000'001'000).ok());  // lower: kept as it was, and OK
+  ASSERT_TRUE(a->Release().ok());
+  auto b = GetParam().open(where, Options("b"));
+  Result<LeaseGrant> g = b->Acquire();
+  ASSERT_TRUE(g.ok()) << g.error().message;
+  EXPECT_EQ(g->worker_id, 0);
+  EXPECT_EQ(g->hwm_millis, 1'700'000'005'000);
+  ASSERT_TRUE(b->StoreHwm(1'700'000'004'000).ok());
+  ASSERT_TRUE(b->StoreHwm(1'700'000'006'000).ok());
+  ASSERT_TRUE(b->Release().ok());
+  auto c = GetParam().open(where, Options("c"));
+  Result<LeaseGrant> h = c->Acquire();
+  ASSERT_TRUE(h.ok()) << h.error().message;
+  EXPECT_EQ(h->hwm_millis, 1'700'000'006'000);
+  EXPECT_TRUE(c->Release().ok());
 }
 
 TEST_P(WorkerLeaseContractTest, AnEmptyIdentityIsRefused) {

@@ -31,6 +31,11 @@ struct LeaseFactory {
   // returns the id it held.
   std::function<Result<std::int64_t>(const std::string& where, const WorkerLeaseOptions& options)>
       kill_holder;
+  // A dead holder's id is free at once (a lock file the kernel drops), not after the TTL.
+  bool frees_at_death = false;
+  // A holder with the same identity takes over a live one's id (a coordinator, where the "live"
+  // one is this slot's earlier run whose lease has not expired yet); a lock file cannot be.
+  bool same_identity_takes_over = true;
   friend void PrintTo(const LeaseFactory& f, std::ostream* os) { *os << f.name; }
 };
 
