@@ -318,6 +318,41 @@ std::string InfoText(Service& service, std::string_view section) {
 
 }  // namespace
 
+bool MayBlock(Service& service, const http::Request& request) {
+  std::string_view target = request.target;
+  const std::size_t q = target.find('?');
+  const std::string_view path = target.substr(0, q);
+  const std::string_view query = q == std::string_view::npos ? "" : target.substr(q + 1);
+  std::string_view tag;
+  if (path.rfind("/v1/segment/", 0) == 0) {
+    tag = path.substr(12);
+  } else if (path.rfind("/api/segment/get/", 0) == 0) {
+    tag = path.substr(17);
+  } else {
+    return false;
+  }
+  std::int64_t n = 1;
+  if (std::optional<std::string> c = http::QueryParam(query, "count"); c) {
+    Result<std::int64_t> count = CountParam(*c, service.config().max_batch);
+    if (!count.ok()) return false;  // answered at once with the error
+    n = *count;
+  }
+  return !service.SegmentBuffered(tag, n);
+}
+
+bool MayBlock(Service& service, const std::vector<std::string_view>& args) {
+  if (args.size() < 2) return false;
+  const std::string_view name = args[0];
+  if (!Is(name, "SEG.NEXT") && !Is(name, "INCR") && !Is(name, "INCRBY")) return false;
+  std::int64_t n = 1;
+  if (Is(name, "SEG.NEXT") && args.size() == 3) {
+    Result<std::int64_t> count = CountParam(args[2], service.config().max_batch);
+    if (!count.ok()) return false;
+    n = *count;
+  }
+  return !service.SegmentBuffered(args[1], n);
+}
+
 void HandleHttp(Service& service, const http::Request& request, std::string& out, bool& close) {
   Command command = Command::kOther;
   HttpReply r = Route(service, request, command);

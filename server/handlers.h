@@ -23,6 +23,12 @@ void HandleHttp(Service& service, const http::Request& request, std::string& out
 // The response for a request the parser rejected (400, 413, 431); always closes.
 std::string HttpParseError(int status, std::string_view message);
 
+// True when the request may wait for a segment store (a tag not loaded yet, or with fewer ids
+// buffered than asked): the event loop runs it on a blocking thread instead of on the loop, so
+// a slow or hung store never holds up the loop's other connections.
+bool MayBlock(Service& service, const http::Request& request);
+bool MayBlock(Service& service, const std::vector<std::string_view>& args);
+
 // Per-connection RESP state.
 struct RespSession {
   bool authenticated = false;

@@ -101,6 +101,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void OnRead(const asio::error_code& ec, std::size_t n);
   // Handles buffered requests (up to the output bound), then writes, closes or reads.
   void Continue();
+  // Runs a request that may wait for a store on the blocking pool; the connection handles
+  // nothing more until its reply is back (so replies keep their order).
+  void Offload(std::function<void(std::string& out, bool& close)> work);
   void Process();
   void AfterWrite();
   void ArmIdleTimer();
@@ -120,6 +123,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   Clock::time_point last_activity_ = Clock::now();
   bool closing_ = false;  // close after the pending write
   bool busy_ = false;     // replies are queued or a write is in flight
+  bool pending_ = false;  // a request runs on the blocking pool
   bool draining_ = false;
   bool closed_ = false;
 };
@@ -178,6 +182,7 @@ class ServerImpl final : public Server {
     }
     RunLoop(*loops_[0]);
     for (auto& t : threads) t.join();
+    blocking_.join();
   }
 
   void RequestStop() override {
@@ -186,6 +191,7 @@ class ServerImpl final : public Server {
 
   Service& service() { return service_; }
   const ServerConfig& config() const { return config_; }
+  asio::thread_pool& blocking_pool() { return blocking_; }
 
   void Register(const std::shared_ptr<Connection>& c) {
     std::lock_guard lock(mu_);
@@ -344,6 +350,8 @@ class ServerImpl final : public Server {
 
   Service& service_;
   const ServerConfig config_;
+  // Requests that may wait for a segment store run here, never on a loop (handlers.h, MayBlock).
+  asio::thread_pool blocking_{4};
   std::vector<std::unique_ptr<asio::io_context>> loops_;
   std::vector<std::unique_ptr<LoopState>> loop_states_;  // one per loop, same index
   std::unique_ptr<asio::signal_set> signals_;
@@ -379,7 +387,7 @@ void Connection::ArmIdleTimer() {
   idle_timer_.async_wait([self = shared_from_this()](const asio::error_code& ec) {
     if (ec || self->closed_) return;
     const auto idle = std::chrono::milliseconds(self->server_.config().idle_timeout_ms);
-    if (Clock::now() - self->last_activity_ >= idle) {
+    if (!self->pending_ && Clock::now() - self->last_activity_ >= idle) {
       self->Close();
     } else {
       self->ArmIdleTimer();
@@ -419,14 +427,33 @@ void Connection::OnRead(const asio::error_code& ec, std::size_t n) {
 
 void Connection::Continue() {
   if (closed_) return;
-  Process();
+  if (!pending_) Process();
   if (!out_.empty()) {
     QueueWrite();
+  } else if (pending_) {
+    return;  // Offload's completion continues
   } else if (closing_ || draining_) {
     Close();
   } else {
     Read();
   }
+}
+
+void Connection::Offload(std::function<void(std::string& out, bool& close)> work) {
+  pending_ = true;
+  asio::post(server_.blocking_pool(), [self = shared_from_this(), work = std::move(work)] {
+    std::string reply;
+    bool close = false;
+    work(reply, close);
+    asio::post(self->executor(), [self, reply = std::move(reply), close]() mutable {
+      self->pending_ = false;
+      if (self->closed_) return;
+      self->last_activity_ = Clock::now();
+      self->out_ += reply;
+      if (close) self->closing_ = true;
+      self->Continue();
+    });
+  });
 }
 
 void Connection::Process() {
@@ -441,6 +468,12 @@ void Connection::Process() {
         out_ += HttpParseError(o.status, o.error);
         service.CountRequest(Protocol::kHttp, Command::kOther, false);
         closing_ = true;
+        break;
+      }
+      if (MayBlock(service, o.request)) {
+        Offload([&service, request = std::move(o.request)](std::string& out, bool& close) {
+          HandleHttp(service, request, out, close);
+        });
         break;
       }
       bool close = false;
@@ -466,6 +499,15 @@ void Connection::Process() {
         break;
       }
       pos += r.consumed;
+      if (MayBlock(service, r.args)) {
+        std::vector<std::string> args(r.args.begin(), r.args.end());
+        Offload([&service, session = resp_session_, args = std::move(args)](
+                    std::string& out, bool& close) mutable {
+          const std::vector<std::string_view> views(args.begin(), args.end());
+          HandleResp(service, session, views, out, close);
+        });
+        break;
+      }
       bool close = false;
       HandleResp(service, resp_session_, r.args, out_, close);
       if (close) closing_ = true;
@@ -537,7 +579,7 @@ void Connection::AfterWrite() {
   // Requests may already be buffered (the output bound stopped them). Posted, so that the
   // loop's other connections get their turn between two rounds of this one's pipeline.
   asio::post(socket_.get_executor(), [self = shared_from_this()] {
-    if (self->in_.empty()) {
+    if (self->in_.empty() && !self->pending_) {
       self->Read();
     } else {
       self->Continue();
@@ -547,7 +589,7 @@ void Connection::AfterWrite() {
 
 void Connection::Drain() {
   draining_ = true;
-  if (!busy_) Close();
+  if (!busy_ && !pending_) Close();
 }
 
 void Connection::Close() {

@@ -103,6 +103,10 @@ class Service {
   // Ids of a segment tag. Errors: kNotFound (unknown tag, unless segment.auto_create),
   // kInvalidArgument (bad tag name), kUnavailable (the store), kExhausted.
   Status NextSegmentIds(std::string_view tag, std::span<std::int64_t> out);
+  // True when `n` ids of `tag` are buffered, so NextSegmentIds will not wait for the store.
+  bool SegmentBuffered(std::string_view tag, std::int64_t n) const {
+    return segments_->Buffered(tag, n);
+  }
 
   // True when ids can be issued now; otherwise `reason` says why.
   bool Ready(std::string* reason);

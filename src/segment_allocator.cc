@@ -254,6 +254,15 @@ Result<SegmentSequence*> SegmentAllocator::Sequence(std::string_view tag) {
   return &seq;
 }
 
+bool SegmentAllocator::Buffered(std::string_view tag, std::int64_t n) const {
+  std::lock_guard lock(mu_);
+  auto it = sequences_.find(tag);
+  if (it == sequences_.end()) return false;
+  const SegmentSequence& seq = *it->second;
+  const std::uint64_t next = seq.hot_.next_ticket.load(std::memory_order_relaxed);
+  return seq.end_ticket_ > next && seq.end_ticket_ - next >= static_cast<std::uint64_t>(n);
+}
+
 Status SegmentAllocator::CreateTag(const TagInfo& tag) {
   Status s = store_.CreateTag(tag);
   std::lock_guard lock(mu_);

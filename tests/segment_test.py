@@ -4,6 +4,7 @@ PostgreSQL (started here with scripts/pg.sh), through redis-cli, python3-redis a
 uniqueness across servers, kill -9 crash safety, and a database outage under load."""
 
 import concurrent.futures
+import http.client
 import os
 import signal
 import subprocess
@@ -265,6 +266,21 @@ class PostgresSegmentTest(SegmentTestCase):
         first = [r.incr("loaded") for _ in range(5)]
         self.stop_signal_postgres(signal.SIGSTOP)
         try:
+            # A request for a tag not loaded yet waits on the store, but not on the event loop:
+            # the one loop keeps answering other clients meanwhile.
+            waiting = concurrent.futures.ThreadPoolExecutor(1)
+            cold = waiting.submit(lambda: redis.Redis(host="127.0.0.1", port=s.resp_port,
+                                                      socket_timeout=30).incr("cold"))
+            time.sleep(0.3)
+            self.assertFalse(cold.done(), "the cold tag should wait for the stopped store")
+            quick = http.client.HTTPConnection("127.0.0.1", s.http_port, timeout=2)
+            for path in ["/healthz", "/v1/id"]:
+                quick.request("GET", path)
+                self.assertEqual(quick.getresponse().read() != b"", True)
+            quick.close()
+            with self.assertRaises(redis.exceptions.ResponseError):
+                cold.result(timeout=30)
+            waiting.shutdown()
             served, errors = [], []
             t0 = time.monotonic()
             for tag in ["loaded"] * 20 + ["cold"]:

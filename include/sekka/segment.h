@@ -214,6 +214,9 @@ class SegmentAllocator {
   // allocator's life, whatever its fetches do. Errors: kNotFound (unknown tag),
   // kInvalidArgument (bad name), kUnavailable (the store).
   Result<SegmentSequence*> Sequence(std::string_view tag);
+  // True when `tag` is served here and has at least `n` ids buffered: a call for them will not
+  // wait for the store (a hint: another caller may take them first).
+  bool Buffered(std::string_view tag, std::int64_t n) const;
   // Creates `tag` in the store (and forgets that it was unknown). Errors: as
   // SegmentStore::CreateTag.
   Status CreateTag(const TagInfo& tag);
