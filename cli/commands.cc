@@ -140,9 +140,13 @@ int RunGen(const GenFlags& flags) {
     while (clock.NowMillis() <= hwm) clock.SleepUntilMillis(hwm + 1);
     options.start_after_tick = layout->MillisToTick(hwm);
   }
-  // Reserved 100 ms at a time, durably, before ids of those ticks are made.
+  // Reserved durably before ids of those ticks are made: 100 ms at a time, but no further than
+  // the rest of the run needs, so that the next run has (almost) nothing to wait out.
+  std::int64_t left = flags.count;
   options.reserve_ticks = [&](std::int64_t tick) -> Result<std::int64_t> {
-    const std::int64_t target = std::max(tick, layout->MillisToTick(clock.NowMillis() + 100));
+    const std::int64_t needed = left / layout->ids_per_tick() + 1;
+    const std::int64_t target =
+        std::max(tick, std::min(layout->MillisToTick(clock.NowMillis() + 100), tick + needed));
     Status w = data->WriteState(flags.datacenter_id, options.worker_id,
                                 {fingerprint, layout->TickToMillis(target + 1) - 1});
     if (!w.ok()) return Unavailable("cannot store the high-water mark: " + w.error().message);
@@ -159,7 +163,6 @@ int RunGen(const GenFlags& flags) {
   std::vector<Id> ids(chunk);
   std::string out;
   out.reserve(1 << 20);
-  std::int64_t left = flags.count;
   while (left > 0) {
     const auto n = static_cast<std::size_t>(std::min<std::int64_t>(left, chunk));
     if (Status s = snowflake.NextIds(std::span<Id>(ids.data(), n)); !s.ok()) {

@@ -212,10 +212,8 @@ HttpReply Route(Service& service, const http::Request& request, Command& command
   }
   if (path == "/readyz") {
     command = Command::kReady;
-    std::string reason;
-    if (!service.Ready(&reason)) {
-      const std::string code = reason.substr(0, reason.find(':'));
-      return JsonError(503, code, reason);
+    if (Status ready = service.Ready(); !ready.ok()) {
+      return JsonError(503, MapError(ready.error().code).http_code, ready.error().message);
     }
     HttpReply r;
     r.body = "{\"status\":\"ready\"}";

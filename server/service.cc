@@ -285,7 +285,8 @@ Status Service::CoordinatorCall(const char* what, Status status) {
     if (coordinated_) coordinator_errors_.fetch_add(1);
     std::uint64_t held = 0;
     if (coordinator_log_.Allow(clock_.MonotonicMillis(), &held)) {
-      Log(LogLevel::kWarn, "coordinator call failed",
+      Log(LogLevel::kWarn,
+          coordinated_ ? "coordinator call failed" : "cannot store the high-water mark",
           fmt::format("call={} error=\"{}\" similar_lines_held_back={}", what,
                       status.error().message, held));
     }
@@ -517,14 +518,13 @@ Status Service::NextSegmentIds(std::string_view tag, std::span<std::int64_t> out
   return (*seq)->NextIds(out);
 }
 
-bool Service::Ready(std::string* reason) {
+Status Service::Ready() {
   const Layout& l = layout();
   const std::int64_t now_ms = clock_.NowMillis();
   const std::int64_t now = l.MillisToTick(now_ms);
   if (now > l.max_tick()) {
-    *reason = fmt::format("unavailable: layout {} exhausted on {}", l.name(),
-                          FormatUtcMillis(l.end_millis()));
-    return false;
+    return Exhausted(
+        fmt::format("layout {} exhausted on {}", l.name(), FormatUtcMillis(l.end_millis())));
   }
   const std::int64_t behind_ms = (generator().newest_clock_tick() - now) * l.tick_millis();
   const auto& g = config_.generator;
@@ -533,31 +533,24 @@ bool Service::Ready(std::string* reason) {
                          behind_ms > g.max_backwards_wait.count()) ||
                         (g.on_clock_backwards == ClockBackwardsPolicy::kContinue &&
                          behind_ms > g.max_drift.count() + g.max_backwards_wait.count()))) {
-    *reason = fmt::format(
-        "clock_moved_backwards: the clock is {} ms behind time already used ({}), more than "
-        "policy {} tolerates",
-        behind_ms, FormatUtcMillis(l.TickToMillis(generator().newest_clock_tick())),
-        ClockBackwardsPolicyName(g.on_clock_backwards));
-    return false;
+    return Error{ErrorCode::kClockMovedBackwards,
+                 fmt::format("the clock is {} ms behind time already used ({}), more than "
+                             "policy {} tolerates",
+                             behind_ms,
+                             FormatUtcMillis(l.TickToMillis(generator().newest_clock_tick())),
+                             ClockBackwardsPolicyName(g.on_clock_backwards))};
   }
-  if (lease_lost_.load()) {
-    std::lock_guard lock(mu_);
-    *reason = fmt::format("lease_lost: worker id {} is not held by this process now: {}",
-                          worker_id_.load(), lease_error_);
-    return false;
-  }
+  if (lease_lost_.load()) return LeaseLostError();
   if (l.TickToMillis(generator().reserved_tick() + 1) <= now_ms) {
     std::lock_guard lock(mu_);
     if (coordinated_) {
-      *reason = "lease_lost: the coordinator has not confirmed a reservation past now" +
-                (lease_error_.empty() ? std::string() : ": " + lease_error_);
-    } else {
-      *reason = "unavailable: the high-water mark cannot be persisted" +
-                (store_error_.empty() ? std::string() : ": " + store_error_);
+      return LeaseLost("the coordinator has not confirmed a reservation past now" +
+                       (lease_error_.empty() ? std::string() : ": " + lease_error_));
     }
-    return false;
+    return Unavailable("the high-water mark cannot be persisted" +
+                       (store_error_.empty() ? std::string() : ": " + store_error_));
   }
-  return true;
+  return Status::Ok();
 }
 
 std::string Service::LeaseJson() {
@@ -580,8 +573,12 @@ std::string Service::LeaseJson() {
 
 std::string Service::InfoJson() {
   const Layout& l = layout();
-  std::string reason;
-  const bool ready = Ready(&reason);
+  const Status readiness = Ready();
+  const bool ready = readiness.ok();
+  const std::string reason =
+      ready ? std::string()
+            : fmt::format("{}: {}", MapError(readiness.error().code).http_code,
+                          readiness.error().message);
   const WorkerInfo w = worker();
   return fmt::format(
       "{{\"version\":\"{}\",\"uptime_s\":{},\"layout\":{{\"name\":{},\"time_bits\":{},"

@@ -108,8 +108,9 @@ class Service {
     return segments_->Buffered(tag, n);
   }
 
-  // True when ids can be issued now; otherwise `reason` says why.
-  bool Ready(std::string* reason);
+  // OK when ids can be issued now. Errors: kClockMovedBackwards, kLeaseLost, kUnavailable
+  // (the reservation could not be stored), kExhausted (the layout ran out).
+  Status Ready();
   std::string InfoJson();
   std::string MetricsText();
 
@@ -124,7 +125,6 @@ class Service {
   const ServerConfig& config() const { return config_; }
   const Layout& layout() const { return config_.generator.layout; }
   WorkerInfo worker() const;
-  bool coordinated() const { return coordinated_; }
   std::int64_t hwm_millis() const { return hwm_millis_.load(); }
   // The generator ids come from now. One that a lost lease replaced stays alive (and refuses
   // ticks past what was stored for its worker id) until the service ends.

@@ -235,6 +235,27 @@ class EtcdClockTest(CoordinatorTestCase):
     def test_clock_step_back_and_a_pause_past_the_ttl_never_lower_the_hwm(self):
         self.clock_step_back_and_pause_past_the_ttl()
 
+    def test_a_startup_wait_longer_than_the_ttl_keeps_the_lease(self):
+        """The safety review's failed start: waiting out the hwm for longer than the lease TTL
+        let the lease expire under the wait ("no longer held by this process's etcd lease")."""
+        clock = self.dirs.path("clock")
+        with open(clock, "w") as f:
+            f.write("+0")
+        a = self.start("a", "--worker-name", "slot-a", ttl="2s", faketime_file=clock)
+        last = max(self.batch(a))
+        self.assertEqual(a.stop(), 0)
+        self.servers.remove(a)
+        with open(clock, "w") as f:
+            f.write("-3")  # the hwm was 5 s ahead: a wait of about 8 s, four TTLs
+        t0 = time.monotonic()
+        b = self.start("b", "--worker-name", "slot-a", ttl="2s", faketime_file=clock, wait=False)
+        self.assertTrue(b.wait_listening(), b.stderr_text()[-500:])
+        self.assertGreater(time.monotonic() - t0, 4.0, "it should wait past the hwm")
+        self.assertGreater(min(self.batch(b)), last)
+        time.sleep(2.5)  # past another TTL: the lease is still held
+        self.assertEqual(b.get("/readyz")[0], 200)
+        self.assertIn("sekka_leases_lost_total 0", b.get("/metrics")[2])
+
     def test_restart_with_the_clock_behind_waits_past_the_coordinators_hwm(self):
         clock = self.dirs.path("clock")
         with open(clock, "w") as f:
