@@ -16,7 +16,7 @@
 #include "sekka/layout.h"
 #include "sekka/snowflake.h"
 #include "server/hwm.h"
-#include "server/worker_id.h"
+#include "server/local_worker_lease.h"
 
 namespace sekka::cli {
 namespace {
@@ -113,28 +113,26 @@ int RunGen(const GenFlags& flags) {
   const std::string dir =
       fmt::format("{}/gen-{:016x}", flags.data_dir.empty() ? DefaultGenDataDir() : flags.data_dir,
                   std::hash<std::string>()(fingerprint));
-  server::WorkerIdRequest request;
-  request.source = flags.worker_id_set ? "static" : "local";
-  request.data_dir = dir;
-  request.identity = "sekka gen";
-  request.worker_id = options.worker_id;
-  request.datacenter_id = flags.datacenter_id;
-  Result<std::unique_ptr<server::WorkerIdClaim>> claim = server::ClaimWorkerId(request, *layout);
-  if (!claim.ok()) return ExitFor(claim.error(), true);
-  options.worker_id = (*claim)->worker_id();
-  std::unique_ptr<server::DataDir> data = server::NewFileDataDir(dir);
-  Result<std::optional<server::StoredState>> stored =
-      data->ReadState(flags.datacenter_id, options.worker_id);
-  if (!stored.ok()) return ExitFor(stored.error(), false);
-  if (stored->has_value()) {
-    const std::int64_t hwm = (**stored).hwm_millis;
+  server::LocalLeaseOptions local;
+  local.source = flags.worker_id_set ? "static" : "local";
+  local.data_dir = dir;
+  local.worker_id = options.worker_id;
+  local.layout = *layout;
+  WorkerLeaseOptions lo;
+  lo.identity = "sekka gen";
+  lo.datacenter_id = flags.datacenter_id;
+  lo.worker_count = layout->worker_ids_per_datacenter();
+  std::unique_ptr<WorkerLease> lease = server::NewLocalWorkerLease(local, lo);
+  Result<LeaseGrant> grant = lease->Acquire();
+  if (!grant.ok()) return ExitFor(grant.error(), true);
+  options.worker_id = grant->worker_id;
+  if (const std::int64_t hwm = grant->hwm_millis; hwm > 0) {
     const std::int64_t now = clock.NowMillis();
     if (now <= hwm && hwm - now >= 10'000) {
       return Fail(kExitFailure,
                   fmt::format("the clock ({}) is {} ms behind the high-water mark of worker id {} "
-                              "in {} ({}): refusing, as ids could repeat; fix the clock",
+                              "({}): refusing, as ids could repeat; fix the clock",
                               FormatUtcMillis(now), hwm - now + 1, options.worker_id,
-                              data->StateName(flags.datacenter_id, options.worker_id),
                               FormatUtcMillis(hwm)));
     }
     while (clock.NowMillis() <= hwm) clock.SleepUntilMillis(hwm + 1);
@@ -147,9 +145,8 @@ int RunGen(const GenFlags& flags) {
     const std::int64_t needed = left / layout->ids_per_tick() + 1;
     const std::int64_t target =
         std::max(tick, std::min(layout->MillisToTick(clock.NowMillis() + 100), tick + needed));
-    Status w = data->WriteState(flags.datacenter_id, options.worker_id,
-                                {fingerprint, layout->TickToMillis(target + 1) - 1});
-    if (!w.ok()) return Unavailable("cannot store the high-water mark: " + w.error().message);
+    Status stored = lease->StoreHwm(layout->TickToMillis(target + 1) - 1);
+    if (!stored.ok()) return std::move(stored).error();
     return target;
   };
   Result<std::unique_ptr<Snowflake>> generator = Snowflake::Create(options, clock);

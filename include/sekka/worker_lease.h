@@ -16,7 +16,8 @@
 // store a reservation after the next holder has read the hwm, and the next holder waits past
 // it. Ids are never repeated as long as every id's time is at or below a stored reservation.
 //
-// Backends: memory (tests: NewMemoryWorkerLeaseRegistry), the local ones in server/worker_id.h
+// Backends: memory (tests: NewMemoryWorkerLeaseRegistry), the local ones in
+// server/local_worker_lease.h
 // (static, local, hostname), etcd and ZooKeeper (backends/). One contract suite
 // (testing/worker_lease_contract.h) runs on every one of them.
 //
