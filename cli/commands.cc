@@ -109,10 +109,11 @@ int RunGen(const GenFlags& flags) {
   // Every id gen prints is unique on this machine, like the server's (docs/contract.md section 11):
   // the worker id is held by a lock file while it runs, and its hwm is stored before use. State is
   // kept per layout, since another layout's ids are another space.
-  const std::string fingerprint = server::LayoutFingerprint(*layout);
-  const std::string dir =
-      fmt::format("{}/gen-{:016x}", flags.data_dir.empty() ? DefaultGenDataDir() : flags.data_dir,
-                  std::hash<std::string>()(fingerprint));
+  // The subdirectory is named by FNV-1a of the layout's fingerprint: the same for every build.
+  std::uint64_t fnv = 0xcbf29ce484222325ULL;
+  for (unsigned char c : server::LayoutFingerprint(*layout)) fnv = (fnv ^ c) * 0x100000001b3ULL;
+  const std::string dir = fmt::format(
+      "{}/gen-{:016x}", flags.data_dir.empty() ? DefaultGenDataDir() : flags.data_dir, fnv);
   server::LocalLeaseOptions local;
   local.source = flags.worker_id_set ? "static" : "local";
   local.data_dir = dir;
