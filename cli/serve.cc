@@ -9,9 +9,9 @@
 #include "backends/worker_lease_uri.h"
 #include "cli/commands.h"
 #include "server/config.h"
+#include "server/local_worker_lease.h"
 #include "server/log.h"
 #include "server/server.h"
-#include "server/local_worker_lease.h"
 #include "server/service.h"
 #include "server/worker_id.h"
 
@@ -121,8 +121,7 @@ int RunServe(const ServeFlags& flags) {
     return Fail(code == ErrorCode::kInvalidArgument ? kExitUsage : kExitFailure,
                 "cannot start: " + parts.error().message);
   }
-  Result<std::unique_ptr<Service>> service =
-      Service::Start(*config, std::move(parts).value());
+  Result<std::unique_ptr<Service>> service = Service::Start(*config, std::move(parts).value());
   if (!service.ok()) {
     const ErrorCode code = service.error().code;
     return Fail(code == ErrorCode::kInvalidArgument ? kExitUsage : kExitFailure,

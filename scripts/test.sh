@@ -18,7 +18,7 @@ bash scripts/build.sh
 
 step "formatting: every C++ file as .clang-format says"
 if ! git ls-files '*.cc' '*.h' | xargs clang-format --dry-run --Werror 2> /tmp/sekka-format.$$; then
-  grep 'warning:' /tmp/sekka-format.$$ | cut -d: -f1 | sort -u | sed 's/^/  needs clang-format -i: /'
+  grep -E 'warning:|error:' /tmp/sekka-format.$$ | cut -d: -f1 | sort -u | sed 's/^/  needs clang-format -i: /'
   rm -f /tmp/sekka-format.$$
   exit 1
 fi

@@ -23,10 +23,10 @@
 namespace sekka::server {
 
 struct LocalLeaseOptions {
-  std::string source = "local";  // static | local | hostname
-  std::string data_dir;          // where the lock and state files are
-  std::int64_t worker_id = 0;    // for `static`
-  std::string hostname;          // for `hostname`; "" = gethostname()
+  std::string source = "local";       // static | local | hostname
+  std::string data_dir;               // where the lock and state files are
+  std::int64_t worker_id = 0;         // for `static`
+  std::string hostname;               // for `hostname`; "" = gethostname()
   Layout layout = Layout::Default();  // bounds the ids; its fingerprint goes into the state
 };
 

@@ -19,9 +19,9 @@ namespace {
 
 std::string FreshDir() {
   static std::atomic<int> counter{0};
-  const std::string dir = fmt::format("{}/sekka-local-lease-{}-{}",
-                                      std::filesystem::temp_directory_path().string(), ::getpid(),
-                                      counter++);
+  const std::string dir =
+      fmt::format("{}/sekka-local-lease-{}-{}", std::filesystem::temp_directory_path().string(),
+                  ::getpid(), counter++);
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   return dir;

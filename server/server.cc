@@ -501,8 +501,8 @@ void Connection::Process() {
       pos += r.consumed;
       if (MayBlock(service, r.args)) {
         std::vector<std::string> args(r.args.begin(), r.args.end());
-        Offload([&service, session = resp_session_, args = std::move(args)](
-                    std::string& out, bool& close) mutable {
+        Offload([&service, session = resp_session_, args = std::move(args)](std::string& out,
+                                                                            bool& close) mutable {
           const std::vector<std::string_view> views(args.begin(), args.end());
           HandleResp(service, session, views, out, close);
         });

@@ -111,8 +111,7 @@ Result<std::unique_ptr<Service>> Service::Start(const ServerConfig& config, Serv
   s.lease_description_ = s.lease_->Describe();
   if (s.coordinated_) {
     Log(LogLevel::kInfo, "worker id leased",
-        fmt::format("worker_id={} lease=\"{}\" coordinator_hwm={}", worker_id,
-                    s.lease_description_,
+        fmt::format("worker_id={} lease=\"{}\" coordinator_hwm={}", worker_id, s.lease_description_,
                     coordinator_hwm > 0 ? FormatUtcMillis(coordinator_hwm) : "none"));
   }
   s.datacenter_id_.store(datacenter_id);
@@ -182,8 +181,7 @@ Result<std::unique_ptr<Service>> Service::Start(const ServerConfig& config, Serv
 }
 
 WorkerInfo Service::worker() const {
-  return WorkerInfo{config_.worker_source,
-                    datacenter_id_.load(), worker_id_.load()};
+  return WorkerInfo{config_.worker_source, datacenter_id_.load(), worker_id_.load()};
 }
 
 bool Service::stopping() {
@@ -533,12 +531,12 @@ Status Service::Ready() {
                          behind_ms > g.max_backwards_wait.count()) ||
                         (g.on_clock_backwards == ClockBackwardsPolicy::kContinue &&
                          behind_ms > g.max_drift.count() + g.max_backwards_wait.count()))) {
-    return Error{ErrorCode::kClockMovedBackwards,
-                 fmt::format("the clock is {} ms behind time already used ({}), more than "
-                             "policy {} tolerates",
-                             behind_ms,
-                             FormatUtcMillis(l.TickToMillis(generator().newest_clock_tick())),
-                             ClockBackwardsPolicyName(g.on_clock_backwards))};
+    return Error{
+        ErrorCode::kClockMovedBackwards,
+        fmt::format("the clock is {} ms behind time already used ({}), more than "
+                    "policy {} tolerates",
+                    behind_ms, FormatUtcMillis(l.TickToMillis(generator().newest_clock_tick())),
+                    ClockBackwardsPolicyName(g.on_clock_backwards))};
   }
   if (lease_lost_.load()) return LeaseLostError();
   if (l.TickToMillis(generator().reserved_tick() + 1) <= now_ms) {
@@ -575,10 +573,10 @@ std::string Service::InfoJson() {
   const Layout& l = layout();
   const Status readiness = Ready();
   const bool ready = readiness.ok();
-  const std::string reason =
-      ready ? std::string()
-            : fmt::format("{}: {}", MapError(readiness.error().code).http_code,
-                          readiness.error().message);
+  const std::string reason = ready
+                                 ? std::string()
+                                 : fmt::format("{}: {}", MapError(readiness.error().code).http_code,
+                                               readiness.error().message);
   const WorkerInfo w = worker();
   return fmt::format(
       "{{\"version\":\"{}\",\"uptime_s\":{},\"layout\":{{\"name\":{},\"time_bits\":{},"

@@ -88,8 +88,8 @@ struct ServiceParts {
 
 class Service {
  public:
-  // Takes the worker id through `parts.lease` (every source is one), checks and waits out the stored
-  // high-water marks (the data dir's and the coordinator's), creates the generator and makes
+  // Takes the worker id through `parts.lease` (every source is one), checks and waits out the
+  // stored high-water marks (the data dir's and the coordinator's), creates the generator and makes
   // the first reservation. Errors: kInvalidArgument (configuration, a stored state of another
   // layout), kUnavailable (worker id held, coordinator unreachable, the clock too far behind
   // the high-water mark), kExhausted (no free worker id), kInternal (the data dir).
@@ -179,9 +179,9 @@ class Service {
   ServerConfig config_;
   Clock& clock_;
   const bool coordinated_;       // worker.source etcd or zookeeper (else the data dir's locks)
-  const std::int64_t ttl_ms_;             // the lease TTL; unbounded without a coordinator
-  const std::int64_t ahead_ms_;           // how far ahead of the clock reservations reach
-  std::unique_ptr<WorkerLease> lease_;    // etcd, zookeeper; reserver thread (after Start)
+  const std::int64_t ttl_ms_;    // the lease TTL; unbounded without a coordinator
+  const std::int64_t ahead_ms_;  // how far ahead of the clock reservations reach
+  std::unique_ptr<WorkerLease> lease_;  // etcd, zookeeper; reserver thread (after Start)
   std::unique_ptr<DataDir> data_dir_;
   std::atomic<Snowflake*> generator_{nullptr};
   std::vector<Generator> generators_;  // every one made, the current one last; reserver thread

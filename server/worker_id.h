@@ -27,7 +27,7 @@ struct WorkerIdRequest {
   std::string identity;        // who claims (for `local`: prefer what it held before)
   std::int64_t worker_id = 0;  // static
   std::int64_t datacenter_id = 0;
-  std::string hostname;  // for `hostname`; "" = gethostname()
+  std::string hostname;            // for `hostname`; "" = gethostname()
   std::int64_t preferred = -1;     // for `local`: tried first when free; -1 = none
   std::int64_t worker_count = -1;  // ids 0 .. worker_count - 1; -1 = all the layout has
 };
