@@ -15,7 +15,7 @@ import unittest
 import redis
 
 sys.path.insert(0, os.path.dirname(__file__))
-from sekka_testlib import SEKKA, Etcd, Server, TempDirs, ZooKeeper  # noqa: E402
+from sekka_testlib import SEKKA, Etcd, Server, TempDirs, ZooKeeper, _post_json  # noqa: E402
 
 
 EPOCH_MS = 1735689600000  # the sekka layout's epoch, 2025-01-01
@@ -234,6 +234,63 @@ class EtcdClockTest(CoordinatorTestCase):
 
     def test_clock_step_back_and_a_pause_past_the_ttl_never_lower_the_hwm(self):
         self.clock_step_back_and_pause_past_the_ttl()
+
+    def test_a_request_inside_a_replaced_generator_stops_at_its_own_reservation(self):
+        """The safety review's narrow race (defect 2): one confirmation vouched for every
+        generator. Here a batch waits out a clock step inside the generator of worker id 0; the
+        lease is revoked meanwhile, another server takes id 0, and this one re-acquires id 1.
+        When the batch resumes it must stop where worker id 0's own reservation ends, not run on
+        under id 1's into the ticks the new holder of id 0 uses."""
+        # 16 ids per ms, so that a batch of 100,000 spans about 6 s of ticks.
+        env = {"SEKKA_LAYOUT_WORKER_BITS": "18", "SEKKA_LAYOUT_SEQUENCE_BITS": "4",
+               "SEKKA_GENERATOR_MAX_BACKWARDS_WAIT": "20s"}
+        clock = self.dirs.path("clock")
+        with open(clock, "w") as f:
+            f.write("+0")
+        a = self.start("a", "--worker-name", "a", ttl="2s", faketime_file=clock, env=env)
+        self.assertEqual(a.worker_id, 0)
+        r = redis.Redis(host="127.0.0.1", port=a.resp_port, socket_timeout=60)
+        r.execute_command("ID.BATCH", 100)
+        lease = int(re.search(r"etcd lease ([0-9a-f]+) ", a.get_json("/v1/info")[1]["lease"]
+                              ["lease"]).group(1), 16)
+        with open(clock, "w") as f:
+            f.write("-3")
+        outcome = {}
+
+        def batch():
+            try:
+                outcome["ids"] = r.execute_command("ID.BATCH", 100_000)
+            except redis.exceptions.ResponseError as e:
+                outcome["error"] = str(e)
+
+        waiting = threading.Thread(target=batch)
+        waiting.start()  # waits about 3 s for the clock, inside worker id 0's generator
+        time.sleep(0.3)
+        _post_json(self.coord.endpoints.split(",")[0], "/v3/lease/revoke", {"ID": str(lease)})
+        a.proc.send_signal(signal.SIGSTOP)  # so that b takes id 0 before a tries again
+        try:
+            b_dir = self.dirs.path("b")
+            os.makedirs(os.path.join(b_dir, "workers"))
+            with open(os.path.join(b_dir, "workers", "coordinator.last"), "w") as f:
+                f.write("0\n")  # b prefers id 0
+            b = self.start("b", "--worker-name", "b", ttl="10s", env=env, wait=False)
+            time.sleep(1)
+        finally:
+            a.proc.send_signal(signal.SIGCONT)
+        self.assertTrue(b.wait_listening(), b.stderr_text()[-300:])
+        self.assertEqual(b.worker_id, 0)
+        theirs = []
+        end = time.monotonic() + 8
+        while time.monotonic() < end:
+            theirs += self.batch(b, 100)
+        waiting.join(timeout=60)
+        mine = outcome.get("ids", [])
+        self.assertFalse(set(mine) & set(theirs), "an id was issued twice")
+        # The resumed batch either fails (LEASELOST) or stays within worker id 0's reservation.
+        if "error" in outcome:
+            self.assertTrue(outcome["error"].startswith("LEASELOST"), outcome["error"])
+        self.assertEqual(a.get("/readyz")[0], 200)
+        self.assertEqual(a.get_json("/v1/info")[1]["worker"]["worker_id"], 1)
 
     def test_a_startup_wait_longer_than_the_ttl_keeps_the_lease(self):
         """The safety review's failed start: waiting out the hwm for longer than the lease TTL
