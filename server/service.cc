@@ -383,7 +383,19 @@ void Service::TryReacquire() {
   const bool same = grant->worker_id == current.worker_id &&
                     grant->datacenter_id == current.datacenter_id && *floor <= confirmed_ms;
   if (!same) {
-    // Another id, or one somebody else used meanwhile: a new generator, past that id's hwm.
+    // Another id, or one somebody else used meanwhile: a new generator, past that id's hwm. A
+    // clock too far behind it is refused as at start: the id is given back, not held for the
+    // length of the wait, and the next try is a second later.
+    const std::int64_t now = clock_.NowMillis();
+    if (*floor - now >= config_.max_startup_wait_ms) {
+      (void)CoordinatorCall("release", lease_->Release());
+      std::lock_guard lock(mu_);
+      lease_error_ = fmt::format(
+          "the clock ({}) is {} ms behind {} ({}), more than generator.max_startup_wait ({} ms)",
+          FormatUtcMillis(now), *floor - now + 1, where, FormatUtcMillis(*floor),
+          config_.max_startup_wait_ms);
+      return;
+    }
     if (Status w = WaitPast(*floor); !w.ok()) {
       if (w.error().code == ErrorCode::kLeaseLost) MarkLost(w.error().message);
       return;

@@ -177,6 +177,33 @@ TEST_F(ServiceTest, AClockStepBackNeverLowersTheStoredHwm) {
   }
 }
 
+TEST_F(ServiceTest, AReacquiredIdFarAheadOfTheClockIsGivenBackNotWaitedFor) {
+  std::unique_ptr<Service> a = Start("a");
+  ASSERT_NE(a, nullptr);
+  ASSERT_EQ(a->worker().worker_id, 0);
+  Pause(ttl_ms_ + 500);
+  // Meanwhile others hold 1..3 and reserved id 0 an hour ahead.
+  std::vector<std::unique_ptr<WorkerLease>> others;
+  for (const char* who : {"b", "c", "d", "e"})
+    others.push_back(registry_->NewLease(LeaseOptions(who)));
+  for (auto& o : others) ASSERT_TRUE(o->Acquire().ok());
+  ASSERT_TRUE(others[0]->StoreHwm(clock_.NowMillis() + 3'600'000).ok());
+  ASSERT_TRUE(others[0]->Release().ok());  // id 0 is free again, far ahead of this clock
+  const std::int64_t slept_before = clock_.slept_millis();
+  Run(*a, 2000);
+  EXPECT_LT(clock_.slept_millis() - slept_before, 10'000) << "it waited for the far hwm";
+  Status ready = a->Ready();
+  ASSERT_FALSE(ready.ok());
+  EXPECT_EQ(ready.error().code, ErrorCode::kLeaseLost);
+  EXPECT_NE(ready.error().message.find("max_startup_wait"), std::string::npos)
+      << ready.error().message;
+  // The id it could not use was given back: another process may take it.
+  auto f = registry_->NewLease(LeaseOptions("f"));
+  Result<LeaseGrant> g = f->Acquire();
+  ASSERT_TRUE(g.ok()) << g.error().message;
+  EXPECT_EQ(g->worker_id, 0);
+}
+
 TEST_F(ServiceTest, AStartupWaitLongerThanTheTtlKeepsTheLease) {
   ttl_ms_ = 2000;
   {
