@@ -570,6 +570,59 @@ class AbuseTest(ServerTestCase):
         c.close()
 
 
+class DiskFullTest(ServerTestCase):
+    def test_a_full_data_dir_stops_ids_with_few_log_lines_and_recovers(self):
+        """An hwm that cannot be persisted used to make requests retry the write and log a line
+        per try. Now the reserver thread alone writes, and logs once per 10 s."""
+        mnt = self.dirs.path("disk")
+        os.makedirs(mnt)
+        subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", mnt], check=True)
+        try:
+            s = self.start("disk")  # the data dir is the mount; its log file is beside it
+            r = redis.Redis(host="127.0.0.1", port=s.resp_port)
+            before = r.execute_command("ID.BATCH", 100)
+            fill = os.path.join(mnt, "fill")
+            with open(fill, "wb") as f:
+                try:
+                    while True:
+                        f.write(b"\0" * 65536)
+                        f.flush()
+                except OSError:
+                    pass
+            deadline = time.monotonic() + 10
+            error = None
+            while error is None:
+                self.assertLess(time.monotonic(), deadline, "ids did not stop on a full disk")
+                try:
+                    before += r.execute_command("ID.BATCH", 100)
+                    time.sleep(0.05)
+                except redis.exceptions.ResponseError as e:
+                    error = str(e)
+            self.assertTrue(error.startswith("UNAVAILABLE"), error)
+            self.assertIn("high-water mark", error)
+            status, body = s.get_json("/readyz")
+            self.assertJsonError(status, body, 503, "unavailable")
+            time.sleep(3)  # many tries meanwhile, every 500 ms
+            lines = [l for l in s.stderr_text().splitlines() if "high-water mark" in l]
+            self.assertLessEqual(len(lines), 2, "\n".join(lines))
+            os.remove(fill)
+            deadline = time.monotonic() + 10
+            after = None
+            while after is None:
+                self.assertLess(time.monotonic(), deadline, "ids did not resume")
+                try:
+                    after = r.execute_command("ID.BATCH", 100)
+                except redis.exceptions.ResponseError:
+                    time.sleep(0.1)
+            self.assertGreater(min(after), max(before))
+            self.assertEqual(len(set(before + after)), len(before) + len(after))
+        finally:
+            for srv in self.servers:
+                srv.stop()
+            self.servers.clear()
+            subprocess.run(["umount", mnt], check=False)
+
+
 class ConfigTest(ServerTestCase):
     def test_print_config_and_precedence(self):
         path = self.dirs.path("sekka.toml")
