@@ -19,9 +19,8 @@ cleanup() {
   rm -rf "$WORK"
 }
 trap cleanup EXIT
-free_port() { /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-wait_port() { for _ in $(seq 100); do (exec 3<>"/dev/tcp/127.0.0.1/$1") 2> /dev/null && return 0; sleep 0.05; done; return 1; }
-csv() { tail -n 1 | tr -d '"' | awk -F, '{ printf "%s %s %s\n", $2, $5, $7 }'; }
+# shellcheck source=bench/lib.sh
+source bench/lib.sh
 
 OLD_RESP=$(free_port); NEW_RESP=$(free_port); OLD_HTTP=$(free_port); NEW_HTTP=$(free_port)
 REDIS=$(free_port); NGINX=$(free_port)
@@ -44,27 +43,7 @@ PIDS+=($!)
 taskset -c 0 redis-server --bind 127.0.0.1 --port "$REDIS" --save '' --appendonly no --dir "$WORK" \
   --daemonize no --loglevel warning > /dev/null &
 PIDS+=($!)
-mkdir -p "$WORK/nginx/logs"
-cat > "$WORK/nginx/nginx.conf" << CONF
-worker_processes 2;
-error_log $WORK/nginx/logs/error.log warn;
-pid $WORK/nginx/nginx.pid;
-events { worker_connections 1024; }
-http {
-  access_log off;
-  client_body_temp_path $WORK/nginx/body;
-  proxy_temp_path $WORK/nginx/proxy;
-  fastcgi_temp_path $WORK/nginx/fastcgi;
-  uwsgi_temp_path $WORK/nginx/uwsgi;
-  scgi_temp_path $WORK/nginx/scgi;
-  server {
-    listen 127.0.0.1:$NGINX;
-    location / { default_type application/json; return 200 '{"id":"249780180292206592"}'; }
-  }
-}
-CONF
-nginx -p "$WORK/nginx" -c "$WORK/nginx/nginx.conf" -g 'daemon off; user root;' &
-PIDS+=($!)
+start_nginx "$NGINX"
 for p in "$OLD_RESP" "$NEW_RESP" "$OLD_HTTP" "$NEW_HTTP" "$REDIS" "$NGINX"; do wait_port "$p"; done
 redis-cli -p "$REDIS" SET idsized 249780180292206592 > /dev/null
 

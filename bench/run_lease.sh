@@ -19,7 +19,8 @@ cleanup() {
   rm -rf "$WORK"
 }
 trap cleanup EXIT
-free_port() { /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+# shellcheck source=bench/lib.sh
+source bench/lib.sh
 bash scripts/coord.sh etcd "$WORK/etcd"
 bash scripts/coord.sh zk "$WORK/zk"
 declare -A HTTP RESP

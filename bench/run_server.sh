@@ -24,8 +24,8 @@ cleanup() {
   rm -rf "$WORK"
 }
 trap cleanup EXIT
-free_port() { /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-wait_port() { for _ in $(seq 100); do (exec 3<>"/dev/tcp/127.0.0.1/$1") 2> /dev/null && return 0; sleep 0.05; done; return 1; }
+# shellcheck source=bench/lib.sh
+source bench/lib.sh
 
 SEKKA_HTTP=$(free_port); SEKKA_RESP=$(free_port); SEKKA_RESP_BP=$(free_port); REDIS=$(free_port); NGINX=$(free_port); PG=$(free_port)
 # Each peer is matched core for core: one event loop against the single-threaded redis-server,
@@ -50,34 +50,11 @@ taskset -c 0 redis-server --bind 127.0.0.1 --port "$REDIS" --save '' --appendonl
   --daemonize no --loglevel warning > /dev/null &
 REDIS_PID=$!
 PIDS+=($!)
-mkdir -p "$WORK/nginx/logs"
-cat > "$WORK/nginx/nginx.conf" << EOF
-worker_processes 2;
-error_log $WORK/nginx/logs/error.log warn;
-pid $WORK/nginx/nginx.pid;
-events { worker_connections 1024; }
-http {
-  access_log off;
-  client_body_temp_path $WORK/nginx/body;
-  proxy_temp_path $WORK/nginx/proxy;
-  fastcgi_temp_path $WORK/nginx/fastcgi;
-  uwsgi_temp_path $WORK/nginx/uwsgi;
-  scgi_temp_path $WORK/nginx/scgi;
-  server {
-    listen 127.0.0.1:$NGINX;
-    location / { default_type application/json; return 200 '{"id":"249780180292206592"}'; }
-  }
-}
-EOF
-nginx -p "$WORK/nginx" -c "$WORK/nginx/nginx.conf" -g 'daemon off; user root;' &
-PIDS+=($!)
+start_nginx "$NGINX"
 wait_port "$SEKKA_RESP"; wait_port "$SEKKA_RESP_BP"; wait_port "$SEKKA_HTTP"; wait_port "$REDIS"; wait_port "$NGINX"
 
 # CPU time (user + system, in clock ticks) a process has used so far, all its threads.
 cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
-csv() { # redis-benchmark --csv line -> "rps p50 p99"
-  tail -n 1 | tr -d '"' | awk -F, '{ printf "%s %s %s\n", $2, $5, $7 }'
-}
 # INCR on a fresh counter answers with a few digits; ID.NEXT with 18. "idsized" starts at an
 # id-sized value so that both replies have the same length: both are reported.
 redis-cli -p "$REDIS" SET idsized 249780180292206592 > /dev/null

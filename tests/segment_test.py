@@ -66,6 +66,16 @@ class SegmentTestCase(unittest.TestCase):
         p = sekka("segment", "create", tag, *args)
         self.assertEqual(p.returncode, 0, p.stderr)
 
+    def recovered(self, r, tag):
+        """The next id of `tag` once the server serves it again (within 30 s)."""
+        deadline = time.time() + 30
+        while time.time() < deadline:
+            try:
+                return r.incr(tag)
+            except redis.exceptions.ResponseError:
+                time.sleep(0.2)
+        self.fail(f"the server did not serve {tag} again by itself")
+
     def kill_and_restart(self, start, tag, show):
         s = start()
         r = redis.Redis(host="127.0.0.1", port=s.resp_port)
@@ -236,14 +246,7 @@ class PostgresSegmentTest(SegmentTestCase):
         status, body = s.get_json("/v1/segment/orders")
         self.assertEqual((status, body["error"]["code"]), (503, "unavailable"))
         self.pg.pg_ctl("start")
-        deadline = time.time() + 30
-        recovered = None
-        while time.time() < deadline and recovered is None:
-            try:
-                recovered = r.incr("orders")
-            except redis.exceptions.ResponseError:
-                time.sleep(0.2)
-        self.assertIsNotNone(recovered, "the server should recover by itself")
+        recovered = self.recovered(r, "orders")
         everything = ids + served + [recovered]
         self.assertEqual(everything, sorted(set(everything)))
 
@@ -297,14 +300,7 @@ class PostgresSegmentTest(SegmentTestCase):
             self.assertEqual(s.get("/v1/id")[0], 200)
         finally:
             self.stop_signal_postgres(signal.SIGCONT)
-        deadline = time.time() + 30
-        recovered = None
-        while time.time() < deadline and recovered is None:
-            try:
-                recovered = r.incr("cold")
-            except redis.exceptions.ResponseError:
-                time.sleep(0.2)
-        self.assertIsNotNone(recovered, "the server should recover by itself")
+        recovered = self.recovered(r, "cold")
         later = r.incr("loaded")
         everything = first + served + [later]
         self.assertEqual(everything, sorted(set(everything)))

@@ -1,0 +1,33 @@
+# Helpers shared by the benchmark scripts (sourced, not run). Each script keeps its own WORK dir
+# and PIDS array; what is started here is added to PIDS, so the script's cleanup stops it.
+free_port() { /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+wait_port() { for _ in $(seq 100); do (exec 3<>"/dev/tcp/127.0.0.1/$1") 2> /dev/null && return 0; sleep 0.05; done; return 1; }
+csv() { # redis-benchmark --csv line -> "rps p50 p99"
+  tail -n 1 | tr -d '"' | awk -F, '{ printf "%s %s %s\n", $2, $5, $7 }'
+}
+# nginx with two workers on 127.0.0.1:PORT answering every path with a constant id as JSON: the
+# HTTP peer (what a server that does no work at all can do).
+start_nginx() {
+  local port="$1"
+  mkdir -p "$WORK/nginx/logs"
+  cat > "$WORK/nginx/nginx.conf" << CONF
+worker_processes 2;
+error_log $WORK/nginx/logs/error.log warn;
+pid $WORK/nginx/nginx.pid;
+events { worker_connections 1024; }
+http {
+  access_log off;
+  client_body_temp_path $WORK/nginx/body;
+  proxy_temp_path $WORK/nginx/proxy;
+  fastcgi_temp_path $WORK/nginx/fastcgi;
+  uwsgi_temp_path $WORK/nginx/uwsgi;
+  scgi_temp_path $WORK/nginx/scgi;
+  server {
+    listen 127.0.0.1:$port;
+    location / { default_type application/json; return 200 '{"id":"249780180292206592"}'; }
+  }
+}
+CONF
+  nginx -p "$WORK/nginx" -c "$WORK/nginx/nginx.conf" -g 'daemon off; user root;' &
+  PIDS+=($!)
+}
