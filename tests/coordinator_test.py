@@ -274,7 +274,10 @@ class EtcdClockTest(CoordinatorTestCase):
             with open(os.path.join(b_dir, "workers", "coordinator.last"), "w") as f:
                 f.write("0\n")  # b prefers id 0
             b = self.start("b", "--worker-name", "b", ttl="10s", env=env, wait=False)
-            time.sleep(1)
+            deadline = time.monotonic() + 30
+            while "worker id leased" not in b.stderr_text():  # b holds id 0 now
+                self.assertLess(time.monotonic(), deadline, "b did not lease an id")
+                time.sleep(0.05)
         finally:
             a.proc.send_signal(signal.SIGCONT)
         self.assertTrue(b.wait_listening(), b.stderr_text()[-300:])
