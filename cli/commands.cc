@@ -12,11 +12,11 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "backends/local_worker_lease.h"
+#include "backends/state_file.h"
 #include "sekka/codec.h"
 #include "sekka/layout.h"
 #include "sekka/snowflake.h"
-#include "server/hwm.h"
-#include "server/local_worker_lease.h"
 
 namespace sekka::cli {
 namespace {
@@ -111,10 +111,10 @@ int RunGen(const GenFlags& flags) {
   // kept per layout, since another layout's ids are another space.
   // The subdirectory is named by FNV-1a of the layout's fingerprint: the same for every build.
   std::uint64_t fnv = 0xcbf29ce484222325ULL;
-  for (unsigned char c : server::LayoutFingerprint(*layout)) fnv = (fnv ^ c) * 0x100000001b3ULL;
+  for (unsigned char c : LayoutFingerprint(*layout)) fnv = (fnv ^ c) * 0x100000001b3ULL;
   const std::string dir = fmt::format(
       "{}/gen-{:016x}", flags.data_dir.empty() ? DefaultGenDataDir() : flags.data_dir, fnv);
-  server::LocalLeaseOptions local;
+  LocalLeaseOptions local;
   local.source = flags.worker_id_set ? "static" : "local";
   local.data_dir = dir;
   local.worker_id = options.worker_id;
@@ -123,7 +123,7 @@ int RunGen(const GenFlags& flags) {
   lo.identity = "sekka gen";
   lo.datacenter_id = flags.datacenter_id;
   lo.worker_count = layout->worker_ids_per_datacenter();
-  std::unique_ptr<WorkerLease> lease = server::NewLocalWorkerLease(local, lo);
+  std::unique_ptr<WorkerLease> lease = NewLocalWorkerLease(local, lo);
   Result<LeaseGrant> grant = lease->Acquire();
   if (!grant.ok()) return ExitFor(grant.error(), true);
   options.worker_id = grant->worker_id;

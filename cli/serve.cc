@@ -6,14 +6,14 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "backends/local_worker_lease.h"
+#include "backends/worker_id.h"
 #include "backends/worker_lease_uri.h"
 #include "cli/commands.h"
 #include "server/config.h"
-#include "server/local_worker_lease.h"
 #include "server/log.h"
 #include "server/server.h"
 #include "server/service.h"
-#include "server/worker_id.h"
 
 extern char** environ;
 
@@ -34,16 +34,15 @@ Result<server::ServiceParts> OpenServiceParts(const server::ServerConfig& config
   lo.worker_count = config.generator.layout.worker_ids_per_datacenter();
   lo.ttl = std::chrono::milliseconds(config.lease_ttl_ms);
   if (config.worker_source != "etcd" && config.worker_source != "zookeeper") {
-    server::LocalLeaseOptions local;
+    LocalLeaseOptions local;
     local.source = config.worker_source;
     local.data_dir = config.data_dir;
     local.worker_id = config.worker_id;
     local.layout = config.generator.layout;
-    parts.lease = server::NewLocalWorkerLease(local, lo);
+    parts.lease = NewLocalWorkerLease(local, lo);
     return parts;
   }
-  if (Status dc = server::CheckDatacenterId(config.generator.layout, config.datacenter_id);
-      !dc.ok()) {
+  if (Status dc = CheckDatacenterId(config.generator.layout, config.datacenter_id); !dc.ok()) {
     return std::move(dc).error();
   }
   const std::string dir = config.data_dir + "/workers";
@@ -51,7 +50,7 @@ Result<server::ServiceParts> OpenServiceParts(const server::ServerConfig& config
   std::filesystem::create_directories(dir, ec);
   if (ec) return Internal(fmt::format("cannot create {}: {}", dir, ec.message()));
   const std::string lock_path = dir + "/coordinator.lock";
-  Result<int> lock = server::TryLockFile(lock_path, identity);  // held until the process exits
+  Result<int> lock = TryLockFile(lock_path, identity);  // held until the process exits
   if (!lock.ok()) return std::move(lock).error();
   if (*lock < 0) {
     return Unavailable(fmt::format(
@@ -59,7 +58,7 @@ Result<server::ServiceParts> OpenServiceParts(const server::ServerConfig& config
         "own data.dir",
         config.data_dir, lock_path));
   }
-  parts.data_dir = server::NewFileDataDir(config.data_dir);
+  parts.data_dir = NewFileDataDir(config.data_dir);
   lo.preferred = parts.data_dir->ReadPreferred();
   lo.call_timeout =
       std::chrono::milliseconds(std::min<std::int64_t>(2000, config.lease_ttl_ms / 4));

@@ -7,8 +7,8 @@
 #include <chrono>
 
 #include "backends/segment_store_uri.h"
+#include "backends/state_file.h"
 #include "server/http.h"
-#include "server/hwm.h"
 #include "server/log.h"
 
 namespace sekka::server {

@@ -20,12 +20,12 @@
 #include <thread>
 #include <vector>
 
+#include "backends/state_file.h"
 #include "sekka/codec.h"
 #include "sekka/segment.h"
 #include "sekka/snowflake.h"
 #include "sekka/worker_lease.h"
 #include "server/config.h"
-#include "server/hwm.h"
 #include "server/log.h"
 
 namespace sekka::server {
@@ -75,7 +75,7 @@ struct WorkerInfo {
 // tests and the simulation pass memory ones and a FakeClock.
 struct ServiceParts {
   Clock* clock = nullptr;  // required; must outlive the service
-  // Required: the worker-id lease of worker.source (server/local_worker_lease.h for static,
+  // Required: the worker-id lease of worker.source (backends/local_worker_lease.h for static,
   // local and hostname; a coordinator's for etcd and zookeeper).
   std::unique_ptr<WorkerLease> lease;
   // Null: the state files under config.data_dir.

@@ -14,9 +14,9 @@
 #include <unordered_set>
 #include <vector>
 
+#include "backends/state_file.h"
 #include "sekka/codec.h"
 #include "sekka/worker_lease.h"
-#include "server/hwm.h"
 #include "server/log.h"
 #include "server/service.h"
 

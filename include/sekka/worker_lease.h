@@ -17,7 +17,7 @@
 // it. Ids are never repeated as long as every id's time is at or below a stored reservation.
 //
 // Backends: memory (tests: NewMemoryWorkerLeaseRegistry), the local ones in
-// server/local_worker_lease.h
+// backends/local_worker_lease.h
 // (static, local, hostname), etcd and ZooKeeper (backends/). One contract suite
 // (testing/worker_lease_contract.h) runs on every one of them.
 //

@@ -1,4 +1,4 @@
-// server/worker_id.h
+// backends/worker_id.h
 //
 // Worker ids on one machine (docs/contract.md section 8): `static` (from the configuration),
 // `hostname` (the trailing number of the host name, as a Kubernetes StatefulSet gives) and `local`
@@ -9,8 +9,8 @@
 //
 // Thread-safety: a WorkerIdClaim is owned by one thread at a time.
 
-#ifndef SEKKA_SERVER_WORKER_ID_H_
-#define SEKKA_SERVER_WORKER_ID_H_
+#ifndef SEKKA_BACKENDS_WORKER_ID_H_
+#define SEKKA_BACKENDS_WORKER_ID_H_
 
 #include <cstdint>
 #include <memory>
@@ -19,7 +19,7 @@
 #include "sekka/layout.h"
 #include "sekka/status.h"
 
-namespace sekka::server {
+namespace sekka {
 
 struct WorkerIdRequest {
   std::string source = "local";  // static | local | hostname
@@ -69,6 +69,6 @@ Status CheckDatacenterId(const Layout& layout, std::int64_t datacenter_id);
 // The trailing decimal number of `hostname` ("sekka-7" -> 7). Errors: kInvalidArgument.
 Result<std::int64_t> HostnameOrdinal(const std::string& hostname);
 
-}  // namespace sekka::server
+}  // namespace sekka
 
-#endif  // SEKKA_SERVER_WORKER_ID_H_
+#endif  // SEKKA_BACKENDS_WORKER_ID_H_

@@ -1,11 +1,11 @@
-#include "server/local_worker_lease.h"
+#include "backends/local_worker_lease.h"
 
 #include <fmt/format.h>
 
-#include "server/hwm.h"
-#include "server/worker_id.h"
+#include "backends/state_file.h"
+#include "backends/worker_id.h"
 
-namespace sekka::server {
+namespace sekka {
 namespace {
 
 class LocalLease final : public WorkerLease {
@@ -83,4 +83,4 @@ std::unique_ptr<WorkerLease> NewLocalWorkerLease(const LocalLeaseOptions& local,
   return std::make_unique<LocalLease>(local, options);
 }
 
-}  // namespace sekka::server
+}  // namespace sekka

@@ -1,11 +1,11 @@
-#include "server/hwm.h"
+#include "backends/state_file.h"
 
 #include <gtest/gtest.h>
 
 #include <cstdlib>
 #include <filesystem>
 
-namespace sekka::server {
+namespace sekka {
 namespace {
 
 TEST(HwmTest, StateRoundTripsThroughText) {
@@ -50,4 +50,4 @@ TEST(HwmTest, TheFingerprintNamesEveryFieldThatGivesAnIdItsMeaning) {
 }
 
 }  // namespace
-}  // namespace sekka::server
+}  // namespace sekka

@@ -1,7 +1,7 @@
 // The worker-lease contract on the local sources: lock files and state files in a temp dir. A
 // holder that dies is a forked child that acquires an id and exits without releasing it.
 
-#include "server/local_worker_lease.h"
+#include "backends/local_worker_lease.h"
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
@@ -14,7 +14,7 @@
 
 #include "testing/worker_lease_contract.h"
 
-namespace sekka::server {
+namespace sekka {
 namespace {
 
 std::string FreshDir() {
@@ -100,4 +100,4 @@ TEST(LocalWorkerLease, StaticAndHostnameSourcesHoldTheirOwnIdOnly) {
 }
 
 }  // namespace
-}  // namespace sekka::server
+}  // namespace sekka

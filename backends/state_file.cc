@@ -1,4 +1,4 @@
-#include "server/hwm.h"
+#include "backends/state_file.h"
 
 #include <fcntl.h>
 #include <fmt/format.h>
@@ -9,7 +9,7 @@
 #include <cstring>
 #include <filesystem>
 
-namespace sekka::server {
+namespace sekka {
 namespace {
 
 constexpr std::string_view kMagic = "sekka-state 1";
@@ -163,4 +163,4 @@ std::unique_ptr<DataDir> NewFileDataDir(std::string dir) {
   return std::make_unique<FileDataDir>(std::move(dir));
 }
 
-}  // namespace sekka::server
+}  // namespace sekka

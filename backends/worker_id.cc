@@ -1,4 +1,4 @@
-#include "server/worker_id.h"
+#include "backends/worker_id.h"
 
 #include <fcntl.h>
 #include <fmt/format.h>
@@ -11,7 +11,7 @@
 #include <filesystem>
 #include <vector>
 
-namespace sekka::server {
+namespace sekka {
 namespace {
 
 namespace fs = std::filesystem;
@@ -166,4 +166,4 @@ Result<std::unique_ptr<WorkerIdClaim>> ClaimWorkerId(const WorkerIdRequest& requ
                                max_worker + 1, request.datacenter_id, request.data_dir));
 }
 
-}  // namespace sekka::server
+}  // namespace sekka

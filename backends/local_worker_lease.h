@@ -1,17 +1,17 @@
-// server/local_worker_lease.h
+// backends/local_worker_lease.h
 //
 // The worker-id sources of one machine (docs/contract.md section 8) as a WorkerLease, so that the
 // service has one path for every source: `static` (the configured id), `hostname` (the trailing
 // number of the host name) and `local` (the preferred id when free, else one this identity held
 // before, else the lowest free one). The id is held by an exclusive lock file under the data dir
-// (server/worker_id.h), which the kernel drops when the process dies: a dead holder's id is free
+// (backends/worker_id.h), which the kernel drops when the process dies: a dead holder's id is free
 // at once, and a live holder's id cannot be taken, by its own identity either. The hwm is the data
 // dir's state file, which StoreHwm never lowers.
 //
 // Thread-safety: one thread at a time, like every WorkerLease.
 
-#ifndef SEKKA_SERVER_LOCAL_WORKER_LEASE_H_
-#define SEKKA_SERVER_LOCAL_WORKER_LEASE_H_
+#ifndef SEKKA_BACKENDS_LOCAL_WORKER_LEASE_H_
+#define SEKKA_BACKENDS_LOCAL_WORKER_LEASE_H_
 
 #include <cstdint>
 #include <memory>
@@ -20,7 +20,7 @@
 #include "sekka/layout.h"
 #include "sekka/worker_lease.h"
 
-namespace sekka::server {
+namespace sekka {
 
 struct LocalLeaseOptions {
   std::string source = "local";       // static | local | hostname
@@ -36,6 +36,6 @@ struct LocalLeaseOptions {
 std::unique_ptr<WorkerLease> NewLocalWorkerLease(const LocalLeaseOptions& local,
                                                  const WorkerLeaseOptions& options);
 
-}  // namespace sekka::server
+}  // namespace sekka
 
-#endif  // SEKKA_SERVER_LOCAL_WORKER_LEASE_H_
+#endif  // SEKKA_BACKENDS_LOCAL_WORKER_LEASE_H_

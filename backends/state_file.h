@@ -1,4 +1,4 @@
-// server/hwm.h
+// backends/state_file.h
 //
 // The high-water mark (docs/contract.md section 3): the highest time a worker id may have used,
 // stored with the layout it was made with in `<data>/workers/<dc>-<worker>.state`. It is written
@@ -7,8 +7,8 @@
 //
 // Thread-safety: pure functions, and a file written by one process.
 
-#ifndef SEKKA_SERVER_HWM_H_
-#define SEKKA_SERVER_HWM_H_
+#ifndef SEKKA_BACKENDS_STATE_FILE_H_
+#define SEKKA_BACKENDS_STATE_FILE_H_
 
 #include <cstdint>
 #include <memory>
@@ -19,7 +19,7 @@
 #include "sekka/layout.h"
 #include "sekka/status.h"
 
-namespace sekka::server {
+namespace sekka {
 
 struct StoredState {
   std::string layout;           // the layout's fingerprint (LayoutFingerprint)
@@ -64,6 +64,6 @@ class DataDir {
 // The files under `dir`: `workers/<dc>-<worker>.state` and `workers/coordinator.last`.
 std::unique_ptr<DataDir> NewFileDataDir(std::string dir);
 
-}  // namespace sekka::server
+}  // namespace sekka
 
-#endif  // SEKKA_SERVER_HWM_H_
+#endif  // SEKKA_BACKENDS_STATE_FILE_H_
