@@ -127,16 +127,11 @@ Result<std::unique_ptr<Service>> Service::Start(const ServerConfig& config, Serv
   if (*hwm > 0) {
     const std::int64_t now = clock.NowMillis();
     if (now <= *hwm) {
-      const std::int64_t gap = *hwm - now + 1;
-      if (gap > config.max_startup_wait_ms) {
-        return Unavailable(fmt::format(
-            "the clock ({}) is {} ms behind {} ({}), more than generator.max_startup_wait ({} "
-            "ms): refusing to start, as ids could repeat; fix the clock or raise max_startup_wait",
-            FormatUtcMillis(now), gap, hwm_where, FormatUtcMillis(*hwm),
-            config.max_startup_wait_ms));
+      if (Status too_far = s.CheckWaitable(*hwm, hwm_where); !too_far.ok()) {
+        return std::move(too_far).error();
       }
       Log(LogLevel::kWarn, "waiting for the clock to pass the stored high-water mark",
-          fmt::format("wait_ms={} hwm={} now={} from=\"{}\"", gap, FormatUtcMillis(*hwm),
+          fmt::format("wait_ms={} hwm={} now={} from=\"{}\"", *hwm - now + 1, FormatUtcMillis(*hwm),
                       FormatUtcMillis(now), hwm_where));
       if (Status w = s.WaitPast(*hwm); !w.ok()) return std::move(w).error();
     }
@@ -217,6 +212,16 @@ Result<std::int64_t> Service::HwmFloor(std::int64_t dc, std::int64_t worker,
     }
   }
   return hwm;
+}
+
+Status Service::CheckWaitable(std::int64_t hwm_ms, const std::string& where) {
+  const std::int64_t now = clock_.NowMillis();
+  const std::int64_t gap = hwm_ms - now + 1;
+  if (gap <= config_.max_startup_wait_ms) return Status::Ok();
+  return Unavailable(fmt::format(
+      "the clock ({}) is {} ms behind {} ({}), more than generator.max_startup_wait ({} ms): "
+      "refusing, as ids could repeat; fix the clock or raise max_startup_wait",
+      FormatUtcMillis(now), gap, where, FormatUtcMillis(hwm_ms), config_.max_startup_wait_ms));
 }
 
 Status Service::WaitPast(std::int64_t hwm_ms) {
@@ -302,14 +307,15 @@ Status Service::ExtendReservation() {
                                         g.confirmed->load(std::memory_order_acquire), g.attempted});
   g.attempted = target;
   const std::int64_t hwm = l.TickToMillis(target + 1) - 1;  // the last ms of the tick
-  Status stored = CoordinatorCall("store_hwm", lease_->StoreHwm(hwm));
-  if (!stored.ok()) {
-    std::lock_guard lock(mu_);
-    store_error_ = stored.error().message;
-    return stored;
-  }
+  // Durably stored by the lease: a coordinator's (then also copied into the data dir, which a
+  // restart on it checks even without the coordinator), or, for static, local and hostname, the
+  // data dir's own state file. The histogram times the whole store.
   const auto begin = std::chrono::steady_clock::now();
-  Status written = data_dir_->WriteState(g.datacenter_id, g.worker_id, {LayoutFingerprint(l), hwm});
+  Status stored = CoordinatorCall("store_hwm", lease_->StoreHwm(hwm));
+  Status copied = Status::Ok();
+  if (stored.ok() && coordinated_) {
+    copied = data_dir_->WriteState(g.datacenter_id, g.worker_id, {LayoutFingerprint(l), hwm});
+  }
   const auto micros = std::chrono::duration_cast<std::chrono::microseconds>(
                           std::chrono::steady_clock::now() - begin)
                           .count();
@@ -318,26 +324,23 @@ Status Service::ExtendReservation() {
   std::size_t bucket = 0;
   while (bucket < kPersistBucketsMicros.size() && micros > kPersistBucketsMicros[bucket]) ++bucket;
   persist_buckets_[bucket].fetch_add(1);
-  if (!written.ok()) {
+  if (!stored.ok() || !copied.ok()) {
     persist_errors_.fetch_add(1);
     std::lock_guard lock(mu_);
-    store_error_ = written.error().message;
+    store_error_ = (stored.ok() ? copied : stored).error().message;
+  }
+  if (!stored.ok()) return stored;
+  if (!copied.ok()) {  // the second line only: the coordinator has the reservation
+    std::lock_guard lock(mu_);
     std::uint64_t held = 0;
     if (persist_log_.Allow(clock_.MonotonicMillis(), &held)) {
-      Log(LogLevel::kError, "cannot persist the high-water mark",
-          fmt::format("error=\"{}\" similar_lines_held_back={}", written.error().message, held));
-    }
-    // With a coordinator the local copy is a second line; without one it is the only one.
-    if (!coordinated_) {
-      return Unavailable("cannot persist the high-water mark: " + written.error().message);
+      Log(LogLevel::kError, "cannot copy the high-water mark into the data dir",
+          fmt::format("error=\"{}\" similar_lines_held_back={}", copied.error().message, held));
     }
   }
-  std::int64_t seen = g.confirmed->load();
-  while (seen < target && !g.confirmed->compare_exchange_weak(seen, target)) {
-  }
-  std::int64_t stored_hwm = hwm_millis_.load();
-  while (stored_hwm < hwm && !hwm_millis_.compare_exchange_weak(stored_hwm, hwm)) {
-  }
+  // Only this thread writes these, and target >= confirmed by construction.
+  g.confirmed->store(target, std::memory_order_release);
+  hwm_millis_.store(std::max(hwm_millis_.load(), hwm));
   return g.snowflake->ReserveTicks(target);
 }
 
@@ -386,14 +389,10 @@ void Service::TryReacquire() {
     // Another id, or one somebody else used meanwhile: a new generator, past that id's hwm. A
     // clock too far behind it is refused as at start: the id is given back, not held for the
     // length of the wait, and the next try is a second later.
-    const std::int64_t now = clock_.NowMillis();
-    if (*floor - now >= config_.max_startup_wait_ms) {
+    if (Status too_far = CheckWaitable(*floor, where); !too_far.ok()) {
       (void)CoordinatorCall("release", lease_->Release());
       std::lock_guard lock(mu_);
-      lease_error_ = fmt::format(
-          "the clock ({}) is {} ms behind {} ({}), more than generator.max_startup_wait ({} ms)",
-          FormatUtcMillis(now), *floor - now + 1, where, FormatUtcMillis(*floor),
-          config_.max_startup_wait_ms);
+      lease_error_ = too_far.error().message;
       return;
     }
     if (Status w = WaitPast(*floor); !w.ok()) {
@@ -467,12 +466,6 @@ void Service::Stop() {
   }
 }
 
-void Service::NoteResult(const Error& error) {
-  std::lock_guard lock(mu_);
-  last_error_ = error.message;
-  last_error_ms_ = clock_.NowMillis();
-}
-
 Error Service::LeaseLostError() {
   std::lock_guard lock(mu_);
   return LeaseLost(fmt::format("worker id {} is not held by this process now: {}",
@@ -480,32 +473,18 @@ Error Service::LeaseLostError() {
 }
 
 Result<Id> Service::NextId() {
-  if (lease_lost_.load(std::memory_order_acquire)) [[unlikely]] {
-    Error e = LeaseLostError();
-    NoteResult(e);
-    return e;
-  }
+  if (lease_lost_.load(std::memory_order_acquire)) [[unlikely]]
+    return LeaseLostError();
   Result<Id> id = generator().NextId();
-  if (id.ok()) {
-    ids_issued_.fetch_add(1, std::memory_order_relaxed);
-  } else {
-    NoteResult(id.error());
-  }
+  if (id.ok()) ids_issued_.fetch_add(1, std::memory_order_relaxed);
   return id;
 }
 
 Status Service::NextIds(std::span<Id> out) {
-  if (lease_lost_.load(std::memory_order_acquire)) [[unlikely]] {
-    Error e = LeaseLostError();
-    NoteResult(e);
-    return e;
-  }
+  if (lease_lost_.load(std::memory_order_acquire)) [[unlikely]]
+    return LeaseLostError();
   Status s = generator().NextIds(out);
-  if (s.ok()) {
-    ids_issued_.fetch_add(out.size(), std::memory_order_relaxed);
-  } else {
-    NoteResult(s.error());
-  }
+  if (s.ok()) ids_issued_.fetch_add(out.size(), std::memory_order_relaxed);
   return s;
 }
 
@@ -647,7 +626,8 @@ std::string Service::MetricsText() {
   family("sekka_hwm_timestamp_seconds", "gauge", "The persisted high-water mark (Unix time).");
   out += fmt::format("sekka_hwm_timestamp_seconds {:.3f}\n",
                      static_cast<double>(hwm_millis()) / 1000.0);
-  family("sekka_hwm_persist_seconds", "histogram", "Time to persist the high-water mark.");
+  family("sekka_hwm_persist_seconds", "histogram",
+         "Time to store a high-water mark reservation (the lease, and the data dir's copy).");
   std::uint64_t cumulative = 0;
   for (std::size_t i = 0; i < kPersistBucketsMicros.size(); ++i) {
     cumulative += persist_buckets_[i].load();
@@ -660,7 +640,7 @@ std::string Service::MetricsText() {
                      static_cast<double>(persist_micros_total_.load()) / 1e6);
   out += fmt::format("sekka_hwm_persist_seconds_count {}\n", persist_count_.load());
   family("sekka_hwm_persist_errors_total", "counter",
-         "Failed attempts to persist the high-water mark.");
+         "Reservations that could not be stored (or copied into the data dir).");
   out += fmt::format("sekka_hwm_persist_errors_total {}\n", persist_errors_.load());
   family("sekka_requests_total", "counter", "Requests, by protocol, command and result.");
   for (int p = 0; p < 2; ++p) {

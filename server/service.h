@@ -157,6 +157,9 @@ class Service {
   // dir's. Errors: a state of another layout (unless forced), an unreadable state.
   Result<std::int64_t> HwmFloor(std::int64_t dc, std::int64_t worker, std::int64_t coordinator_hwm,
                                 std::string* where, bool* same_layout);
+  // Errors: kUnavailable, naming both times and `where` the hwm comes from, when the clock is
+  // further behind `hwm_ms` than generator.max_startup_wait: too long a wait to make.
+  Status CheckWaitable(std::int64_t hwm_ms, const std::string& where);
   // Waits until the clock is past `hwm_ms`, renewing the lease meanwhile. Errors: kLeaseLost,
   // kUnavailable (stopping).
   Status WaitPast(std::int64_t hwm_ms);
@@ -166,7 +169,6 @@ class Service {
                                       std::int64_t tick);  // reserve_ticks: no I/O
   // Stores the next reservation: at the coordinator (if any), then in the data dir.
   Status ExtendReservation();
-  void NoteResult(const Error& error);
   Error LeaseLostError();
   std::string LeaseJson();
   // Counts a coordinator call; a failure is logged and kept for /readyz and /v1/info.
@@ -218,14 +220,12 @@ class Service {
 
   std::mutex mu_;
   std::condition_variable wake_;
-  bool stopping_ = false;           // guarded by mu_
-  std::string last_error_;          // guarded by mu_: why ids failed last, for /readyz
-  std::string lease_error_;         // guarded by mu_: why the lease was lost or not confirmed
-  std::string store_error_;         // guarded by mu_: why the last reservation was not stored
-  std::string lease_description_;   // guarded by mu_: lease_->Describe() as last seen
-  std::int64_t last_error_ms_ = 0;  // guarded by mu_
-  LogLimiter coordinator_log_;      // guarded by mu_
-  LogLimiter persist_log_;          // guarded by mu_
+  bool stopping_ = false;          // guarded by mu_
+  std::string lease_error_;        // guarded by mu_: why the lease was lost or not confirmed
+  std::string store_error_;        // guarded by mu_: why the last reservation was not stored
+  std::string lease_description_;  // guarded by mu_: lease_->Describe() as last seen
+  LogLimiter coordinator_log_;     // guarded by mu_
+  LogLimiter persist_log_;         // guarded by mu_
   std::thread reserver_;
 };
 
