@@ -93,6 +93,15 @@ std::string ErrorText(const json& answer) {
   return Str(answer, "message");
 }
 
+// The first key-value of the range response at `index` of a txn answer; null when none.
+json FirstKv(const json& answer, std::size_t index) {
+  const json& responses = answer.value("responses", json::array());
+  if (responses.size() <= index) return json();
+  const json& kvs =
+      responses[index].value("response_range", json::object()).value("kvs", json::array());
+  return kvs.empty() ? json() : kvs[0];
+}
+
 struct Owner {
   std::string identity;
   std::int64_t mod_revision = 0;
@@ -129,8 +138,9 @@ class EtcdLease final : public WorkerLease {
   }
   Result<std::map<std::int64_t, Owner>> ListOwners();
   void Revoke(std::int64_t lease);
-  // A stored hwm value (base64 of decimal ms; "" = none stored = 0). Errors: kInternal.
-  Result<std::int64_t> ParseHwm(const std::string& base64) const;
+  // The stored hwm of worker id `id` (base64 of decimal ms; "" = none stored = 0).
+  // Errors: kInternal.
+  Result<std::int64_t> ParseHwm(std::int64_t id, const std::string& base64) const;
 
   const std::vector<HostPort> endpoints_;
   const std::string cluster_;
@@ -273,26 +283,15 @@ Result<LeaseGrant> EtcdLease::Acquire() {
       }
       if (!r->value("succeeded", false)) continue;  // taken meanwhile: the next candidate
       owner_revision_ = Int((*r)["header"], "revision");
-      std::int64_t hwm = 0;
-      hwm_revision_ = 0;
-      const json& responses = r->value("responses", json::array());
-      if (responses.size() == 2) {
-        const json& kvs =
-            responses[1].value("response_range", json::object()).value("kvs", json::array());
-        if (!kvs.empty()) {
-          held_ = id;  // for ParseHwm's message
-          Result<std::int64_t> parsed = ParseHwm(Str(kvs[0], "value"));
-          held_ = -1;
-          if (!parsed.ok()) return std::move(parsed).error();
-          hwm = *parsed;
-          hwm_revision_ = Int(kvs[0], "mod_revision");
-        }
-      }
-      hwm_known_ = hwm;
+      const json stored = FirstKv(*r, 1);
+      Result<std::int64_t> hwm = ParseHwm(id, stored.is_null() ? "" : Str(stored, "value"));
+      if (!hwm.ok()) return std::move(hwm).error();
+      hwm_revision_ = stored.is_null() ? 0 : Int(stored, "mod_revision");
+      hwm_known_ = *hwm;
       if (it != owners->end() && it->second.lease != lease_)
         Revoke(it->second.lease);  // the earlier run's
       held_ = id;
-      return LeaseGrant{options_.datacenter_id, id, hwm};
+      return LeaseGrant{options_.datacenter_id, id, *hwm};
     }
   }
   Revoke(lease_);
@@ -354,17 +353,10 @@ Status EtcdLease::StoreHwm(std::int64_t hwm_millis) {
       hwm_revision_ = Int((*r)["header"], "revision");
       return Status::Ok();
     }
-    const json& responses = r->value("responses", json::array());
-    auto first_kv = [&](std::size_t i) -> json {
-      if (responses.size() <= i) return json();
-      const json& kvs =
-          responses[i].value("response_range", json::object()).value("kvs", json::array());
-      return kvs.empty() ? json() : kvs[0];
-    };
-    const json owner = first_kv(0);
+    const json owner = FirstKv(*r, 0);
     if (owner.is_null() || Int(owner, "mod_revision") != owner_revision_) break;  // not ours
-    const json hwm = first_kv(1);
-    Result<std::int64_t> stored = ParseHwm(hwm.is_null() ? std::string() : Str(hwm, "value"));
+    const json hwm = FirstKv(*r, 1);
+    Result<std::int64_t> stored = ParseHwm(held_, hwm.is_null() ? "" : Str(hwm, "value"));
     if (!stored.ok()) return std::move(stored).error();
     hwm_known_ = std::max(hwm_known_, *stored);
     hwm_revision_ = hwm.is_null() ? 0 : Int(hwm, "mod_revision");
@@ -380,7 +372,7 @@ Status EtcdLease::StoreHwm(std::int64_t hwm_millis) {
       id));
 }
 
-Result<std::int64_t> EtcdLease::ParseHwm(const std::string& base64) const {
+Result<std::int64_t> EtcdLease::ParseHwm(std::int64_t id, const std::string& base64) const {
   if (base64.empty()) return 0;
   std::optional<std::string> v = Unbase64(base64);
   std::int64_t hwm = -1;
@@ -389,7 +381,7 @@ Result<std::int64_t> EtcdLease::ParseHwm(const std::string& base64) const {
     if (ec != std::errc() || ptr != v->data() + v->size()) hwm = -1;
   }
   if (hwm < 0) {
-    return Internal(fmt::format("etcd key {} holds \"{}\", not a number of ms", HwmKey(held_),
+    return Internal(fmt::format("etcd key {} holds \"{}\", not a number of ms", HwmKey(id),
                                 v ? v->substr(0, 40) : base64.substr(0, 40)));
   }
   return hwm;
