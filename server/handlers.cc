@@ -137,22 +137,55 @@ HttpReply LeafDecodeReply(Service& service, std::string_view query) {
   return r;
 }
 
-// /v1/segment/<tag>[?count=N] (JSON, or text with Accept: text/plain) and Leaf's
-// /api/segment/get/<key> (plain decimal).
-HttpReply SegmentReply(Service& service, const http::Request& request, std::string_view tag_text,
-                       std::string_view query, bool leaf) {
-  std::optional<std::string> tag = http::PercentDecode(tag_text);
-  if (!tag)
-    return JsonError(400, "invalid_argument", "the tag in the path is not valid percent-encoding");
+// A segment request: /v1/segment/<tag>[?count=N] (JSON, or text with Accept: text/plain) or
+// Leaf's /api/segment/get/<key> (plain decimal, one id).
+struct SegmentAsk {
+  bool leaf = false;
+  std::string tag;  // percent-decoded
   std::int64_t count = 1;
-  std::optional<std::string> c = http::QueryParam(query, "count");
-  if (c) {
-    Result<std::int64_t> n = CountParam(*c, service.config().max_batch);
-    if (!n.ok()) return FromError(n.error());
-    count = *n;
+  bool count_given = false;  // ?count= present: the reply is an array
+  Status error;              // a bad tag or count: answered with it
+};
+
+// nullopt when `path` is not a segment request.
+std::optional<SegmentAsk> ParseSegmentAsk(const Service& service, std::string_view path,
+                                          std::string_view query) {
+  SegmentAsk ask;
+  std::string_view tag_text;
+  if (path.rfind("/v1/segment/", 0) == 0) {
+    tag_text = path.substr(12);
+  } else if (path.rfind("/api/segment/get/", 0) == 0) {
+    tag_text = path.substr(17);
+    ask.leaf = true;
+    query = {};
+  } else {
+    return std::nullopt;
   }
-  std::vector<std::int64_t> ids(static_cast<std::size_t>(count));
-  if (Status s = service.NextSegmentIds(*tag, std::span(ids)); !s.ok()) return FromError(s.error());
+  std::optional<std::string> tag = http::PercentDecode(tag_text);
+  if (!tag) {
+    ask.error = InvalidArgument("the tag in the path is not valid percent-encoding");
+    return ask;
+  }
+  ask.tag = std::move(*tag);
+  if (std::optional<std::string> c = http::QueryParam(query, "count"); c) {
+    Result<std::int64_t> n = CountParam(*c, service.config().max_batch);
+    if (!n.ok()) {
+      ask.error = n.error();
+      return ask;
+    }
+    ask.count = *n;
+    ask.count_given = true;
+  }
+  return ask;
+}
+
+HttpReply SegmentReply(Service& service, const http::Request& request, const SegmentAsk& ask) {
+  if (!ask.error.ok()) return FromError(ask.error.error());
+  const bool leaf = ask.leaf;
+  std::vector<std::int64_t> ids(static_cast<std::size_t>(ask.count));
+  if (Status s = service.NextSegmentIds(ask.tag, std::span(ids)); !s.ok()) {
+    return FromError(s.error());
+  }
   HttpReply r;
   char buf[20];
   if (leaf || WantsText(request)) {
@@ -163,14 +196,14 @@ HttpReply SegmentReply(Service& service, const http::Request& request, std::stri
     }
     return r;
   }
-  r.body = c ? "{\"ids\":[" : "{\"id\":";
+  r.body = ask.count_given ? "{\"ids\":[" : "{\"id\":";
   for (std::size_t i = 0; i < ids.size(); ++i) {
     if (i > 0) r.body += ',';
     r.body += '"';
     r.body.append(buf, FormatDec(ids[i], buf));
     r.body += '"';
   }
-  r.body += c ? "]}" : "}";
+  r.body += ask.count_given ? "]}" : "}";
   return r;
 }
 
@@ -259,13 +292,9 @@ HttpReply Route(Service& service, const http::Request& request, Command& command
     r.body.assign(buf, FormatDec(*id, buf));
     return r;
   }
-  if (path.rfind("/v1/segment/", 0) == 0) {
-    command = Command::kSegment;
-    return SegmentReply(service, request, path.substr(12), query, /*leaf=*/false);
-  }
-  if (path.rfind("/api/segment/get/", 0) == 0) {
-    command = Command::kLeafSegment;
-    return SegmentReply(service, request, path.substr(17), {}, /*leaf=*/true);
+  if (std::optional<SegmentAsk> ask = ParseSegmentAsk(service, path, query); ask) {
+    command = ask->leaf ? Command::kLeafSegment : Command::kSegment;
+    return SegmentReply(service, request, *ask);
   }
   if (path == "/decodeSnowflakeId") {
     command = Command::kLeafDecode;
@@ -317,25 +346,12 @@ std::string InfoText(Service& service, std::string_view section) {
 }  // namespace
 
 bool MayBlock(Service& service, const http::Request& request) {
-  std::string_view target = request.target;
-  const std::size_t q = target.find('?');
-  const std::string_view path = target.substr(0, q);
-  const std::string_view query = q == std::string_view::npos ? "" : target.substr(q + 1);
-  std::string_view tag;
-  if (path.rfind("/v1/segment/", 0) == 0) {
-    tag = path.substr(12);
-  } else if (path.rfind("/api/segment/get/", 0) == 0) {
-    tag = path.substr(17);
-  } else {
-    return false;
-  }
-  std::int64_t n = 1;
-  if (std::optional<std::string> c = http::QueryParam(query, "count"); c) {
-    Result<std::int64_t> count = CountParam(*c, service.config().max_batch);
-    if (!count.ok()) return false;  // answered at once with the error
-    n = *count;
-  }
-  return !service.SegmentBuffered(tag, n);
+  std::string_view path, query;
+  http::SplitTarget(request.target, path, query);
+  std::optional<SegmentAsk> ask = ParseSegmentAsk(service, path, query);
+  // A request that is not a segment one, or a bad one (answered at once), never waits.
+  if (!ask || !ask->error.ok()) return false;
+  return !service.SegmentBuffered(ask->tag, ask->count);
 }
 
 bool MayBlock(Service& service, const std::vector<std::string_view>& args) {
