@@ -61,8 +61,11 @@ class ControlledStore final : public SegmentStore {
 
 // Waits (bounded) until `done` holds; the fetcher is a real background thread.
 template <typename F>
-bool Eventually(F done) {
-  for (int i = 0; i < 400 && !done(); ++i) std::this_thread::sleep_for(milliseconds(5));
+bool Eventually(F done, milliseconds within = milliseconds(2000)) {
+  const auto deadline = std::chrono::steady_clock::now() + within;
+  while (!done() && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(milliseconds(5));
+  }
   return done();
 }
 
@@ -221,12 +224,7 @@ TEST(SegmentAllocatorTest, AFailingFirstFetchWithManyWaitingCallersIsAnErrorForE
   store.SetDown(false);
   // The retries back off (up to 5 s) while the store stays down; then the tag works.
   SegmentSequence& s = **a.Sequence("t");
-  bool served = false;
-  for (int i = 0; i < 160 && !served; ++i) {
-    served = s.NextId().ok();
-    if (!served) std::this_thread::sleep_for(milliseconds(50));
-  }
-  EXPECT_TRUE(served);
+  EXPECT_TRUE(Eventually([&] { return s.NextId().ok(); }, milliseconds(8000)));
 }
 
 // One tag whose store calls hang must not stop another tag's first fetch or prefetch.
