@@ -509,7 +509,7 @@ Status Service::NextSegmentIds(std::string_view tag, std::span<std::int64_t> out
 
 Status Service::Ready() {
   const Layout& l = layout();
-  const std::int64_t now_ms = clock_.NowMillis();
+  const std::int64_t now_ms = clock_.NowMillisUncached();
   const std::int64_t now = l.MillisToTick(now_ms);
   if (now > l.max_tick()) {
     return Exhausted(

@@ -120,6 +120,8 @@ class TscClock final : public Clock {
     return ReadAndRemember(tsc);
   }
 
+  std::int64_t NowMillisUncached() override { return ReadAndRemember(counter_()); }
+
   void SleepUntilMillis(std::int64_t wall_millis) override { WaitForWallMillis(wall_millis); }
   std::int64_t MonotonicMillis() override { return ReadNanos(CLOCK_MONOTONIC) / kNanosPerMilli; }
 

@@ -223,7 +223,7 @@ Result<Snowflake::Slots> Snowflake::Reserve(std::uint64_t count, bool within_tic
   auto wait_until_tick = [&](std::int64_t tick) {
     const std::int64_t before = layout_.MillisToTick(clock_.NowMillis());
     clock_.SleepUntilMillis(layout_.TickToMillis(tick));
-    const std::int64_t after = layout_.MillisToTick(clock_.NowMillis());
+    const std::int64_t after = layout_.MillisToTick(clock_.NowMillisUncached());
     wait_millis_.fetch_add(static_cast<std::uint64_t>(std::max<std::int64_t>(0, after - before)) *
                                static_cast<std::uint64_t>(tick_millis),
                            std::memory_order_relaxed);
@@ -232,9 +232,11 @@ Result<Snowflake::Slots> Snowflake::Reserve(std::uint64_t count, bool within_tic
 
   for (;;) {
     // 1. The clock. `newest` is the newest tick any caller has read; a reading behind it is a
-    // backward step once a fresh read confirms it (another thread may simply have read later).
+    // backward step once a fresh read confirms it (another thread may simply have read later,
+    // or this thread's reading may be a cached one that a forward step has overtaken: then a
+    // wait would return at once and the wait budget would be spent in a few microseconds).
     std::int64_t newest = newest_clock_tick_.load(std::memory_order_acquire);
-    if (now < newest) now = layout_.MillisToTick(clock_.NowMillis());
+    if (now < newest) now = layout_.MillisToTick(clock_.NowMillisUncached());
     std::int64_t effective = now;                        // the tick new ids are based on
     std::int64_t ahead = borrow ? max_drift_ticks_ : 0;  // ticks ids may run ahead of it
     if (now < newest) {

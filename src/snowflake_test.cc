@@ -168,6 +168,44 @@ TEST(SnowflakeTest, WaitPolicyWaitsOutASmallBackwardStep) {
   EXPECT_EQ(s->stats().clock_backwards_events, 1u);
 }
 
+// A clock whose NowMillis() answers from a cache that a forward step has overtaken (as
+// SystemClock()'s per-thread millisecond cache can, for up to 1 ms); NowMillisUncached() and the
+// wait see the true time.
+class LaggingClock final : public FakeClock {
+ public:
+  using FakeClock::FakeClock;
+  std::int64_t NowMillis() override { return cached_ >= 0 ? cached_ : FakeClock::NowMillis(); }
+  std::int64_t NowMillisUncached() override {
+    cached_ = -1;  // a fresh read refreshes the cache
+    return FakeClock::NowMillis();
+  }
+  void Cache(std::int64_t millis) { cached_ = millis; }
+
+ private:
+  std::int64_t cached_ = -1;
+};
+
+TEST(SnowflakeTest, AStaleCachedReadingAfterAForwardStepIsNotABackwardStep) {
+  // Found by the fault campaign: another thread had read the clock after it stepped 100 ms
+  // forward; this thread's cached reading still showed the old time, the wait for it returned
+  // at once (the true clock was past it), and ten such waits spent the 1 s budget in
+  // microseconds: clock_moved_backwards under policy wait, for a forward step.
+  LaggingClock clock(kT);
+  for (ClockBackwardsPolicy policy : {ClockBackwardsPolicy::kWait, ClockBackwardsPolicy::kFail}) {
+    SnowflakeOptions o;
+    o.on_clock_backwards = policy;
+    auto s = Make(clock, o);
+    clock.SetMillis(kT + 100);
+    const Id newest = Next(*s);
+    clock.Cache(kT);
+    Result<Id> id = s->NextId();
+    ASSERT_TRUE(id.ok()) << id.error().message;
+    EXPECT_GT(*id, newest);
+    EXPECT_EQ(s->stats().clock_backwards_events, 0u);
+    clock.SetMillis(kT);
+  }
+}
+
 TEST(SnowflakeTest, WaitPolicyFailsWhenTheStepIsLargerThanMaxBackwardsWait) {
   FakeClock clock(kT);
   auto s = Make(clock);

@@ -316,8 +316,9 @@ class ClockFaultTest(ServerTestCase):
         self.set_clock("+0")
 
     def set_clock(self, offset):
-        with open(self.clock, "w") as f:
+        with open(self.clock + ".tmp", "w") as f:
             f.write(offset + "\n")
+        os.replace(self.clock + ".tmp", self.clock)  # libfaketime never reads a half-written file
 
     def test_small_step_back_is_waited_out_without_duplicates(self):
         s = self.start("data", faketime_file=self.clock)
@@ -330,6 +331,39 @@ class ClockFaultTest(ServerTestCase):
         ids = before + after
         self.assertEqual(ids, sorted(set(ids)))
         self.assertEqual(s.get_json("/readyz")[0], 200)
+
+    def test_forward_steps_under_load_are_no_backward_steps(self):
+        """Found by the fault campaign: right after a forward step, a thread whose cached clock
+        reading still showed the old time took it for a backward step and spent the whole
+        `wait` budget in microseconds (CLOCKBACKWARDS under policy wait, 103 errors in 10
+        steps of 100 ms). Forward steps and steps back within max_backwards_wait never fail."""
+        s = self.start("data", faketime_file=self.clock)
+        errors, ids, stop = [], [], threading.Event()
+
+        def load():
+            r = redis.Redis(host="127.0.0.1", port=s.resp_port, socket_timeout=10)
+            while not stop.is_set():
+                try:
+                    ids.append(r.execute_command("ID.NEXT"))
+                except redis.exceptions.ResponseError as e:
+                    errors.append(str(e))
+
+        threads = [threading.Thread(target=load) for _ in range(3)]
+        for t in threads:
+            t.start()
+        try:
+            for _ in range(8):
+                time.sleep(0.2)
+                self.set_clock("+0.1")
+                time.sleep(0.2)
+                self.set_clock("+0")
+        finally:
+            stop.set()
+            for t in threads:
+                t.join()
+        self.assertEqual(errors[:3], [])
+        self.assertGreater(len(ids), 1000)
+        self.assertEqual(len(ids), len(set(ids)))
 
     def test_large_step_back_fails_requests_and_readyz_until_the_clock_returns(self):
         s = self.start("data", faketime_file=self.clock)

@@ -21,9 +21,16 @@ class Clock {
   // an operator, a VM restore); callers must cope.
   virtual std::int64_t NowMillis() = 0;
 
+  // NowMillis() read afresh: never an answer remembered from an earlier read. A clock that
+  // answers NowMillis() from a cache (SystemClock() does, within a millisecond) may return a
+  // value up to that cache's life behind a clock that just stepped forward; a caller that is
+  // about to act on a reading that looks like a backward step confirms it with this one.
+  virtual std::int64_t NowMillisUncached() { return NowMillis(); }
+
   // Blocks until NowMillis() >= `wall_millis`, or until about as much time as was missing at
   // the call has passed on a monotonic clock (so a backward step during the wait cannot block
-  // for long). Callers re-read NowMillis() afterwards. Returns at once if the time has come.
+  // for long). Callers re-read NowMillisUncached() afterwards (the wait reads the clock afresh,
+  // so a cached NowMillis() may still lag what it saw). Returns at once if the time has come.
   virtual void SleepUntilMillis(std::int64_t wall_millis) = 0;
 
   // Milliseconds on a clock that never steps (CLOCK_MONOTONIC; its zero is arbitrary). Lease
