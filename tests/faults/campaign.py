@@ -1,0 +1,262 @@
+#!/usr/bin/python3
+"""A fault campaign (or, with --soak, a soak) against real `sekka serve` processes on
+127.0.0.1. Run it through scripts/faults.sh or scripts/soak.sh, which set up and build first.
+
+Starts a 3-member etcd cluster or ZooKeeper ensemble, a PostgreSQL with shared segment tags, and
+--servers sekka nodes; runs --clients client processes for --minutes while the nemesis injects
+faults (none with --soak); then stops everything, judges the history (checker.py) and writes
+result.json (and soak.json) into --out. Exit status 1 when the checker finds a failure."""
+
+import argparse
+import json
+import multiprocessing
+import os
+import shutil
+import sys
+import tempfile
+import threading
+import time
+import traceback
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+import checker  # noqa: E402
+import cluster  # noqa: E402
+import soak as soak_report  # noqa: E402
+from nemesis import Nemesis  # noqa: E402
+from workload import client_main  # noqa: E402
+
+TAGS = ["orders", "users", "messages"]
+LEASE_TTL_S = 3
+
+
+class Recorder:
+    """events.jsonl, written by several threads."""
+
+    def __init__(self, path):
+        self.file = open(path, "a")
+        self.lock = threading.Lock()
+
+    def __call__(self, event):
+        with self.lock:
+            self.file.write(json.dumps(event) + "\n")
+            self.file.flush()
+
+    def close(self):
+        self.file.close()
+
+
+class Supervisor:
+    """Keeps every node running, as systemd's Restart=always would: a process that exits on its
+    own is recorded and started again 1 s later. An exit counts as expected when the nemesis
+    killed it, or when the process refused to start (exit status 1 before it was ever ready:
+    the contract's answer to a clock far behind the stored hwm)."""
+
+    def __init__(self, nodes, record):
+        self.nodes = nodes
+        self.record = record
+        self.lock = threading.Lock()
+        self.stopping = threading.Event()
+        self.was_ready = {n.index: False for n in nodes}
+        self.thread = threading.Thread(target=self.loop, daemon=True)
+
+    def start(self, node):
+        with self.lock:
+            if node.proc is not None and node.proc.poll() is None:
+                return  # started already (the nemesis and this loop may both try)
+            node.start()
+            self.was_ready[node.index] = False
+            self.record({"type": "start", "server": node.index, "t": time.monotonic(),
+                         "incarnation": node.incarnation, "offset": node.offset})
+
+    def kill(self, node):
+        with self.lock:
+            node.kill()
+            self.record({"type": "exit", "server": node.index, "t": time.monotonic(),
+                         "status": "SIGKILL (nemesis)", "expected": True})
+            node.proc = None
+
+    def loop(self):
+        while not self.stopping.wait(0.25):
+            for node in self.nodes:
+                with self.lock:
+                    proc = node.proc
+                    if proc is None:
+                        continue
+                    code = proc.poll()
+                    if code is None:
+                        if not self.was_ready[node.index] and node.ready():
+                            self.was_ready[node.index] = True
+                        continue
+                    refused = code == 1 and not self.was_ready[node.index]
+                    status = f"signal {-code}" if code < 0 else f"exit status {code}"
+                    self.record({"type": "exit", "server": node.index, "t": time.monotonic(),
+                                 "status": status, "expected": refused,
+                                 "log": node.last_log_line()})
+                    node.proc = None
+                if not self.stopping.wait(1.0):
+                    self.start(node)
+
+
+def sample_usage(nodes, record, stopping, every_s):
+    while not stopping.wait(every_s):
+        servers = {}
+        for n in nodes:
+            u = n.usage()
+            if u:
+                servers[n.index] = [u[0], u[1], n.incarnation]
+        record({"type": "usage", "t": time.monotonic(), "servers": servers})
+
+
+def run(args):
+    out = os.path.abspath(args.out)
+    os.makedirs(out, exist_ok=True)
+    history = os.path.join(out, "history")
+    shutil.rmtree(history, ignore_errors=True)
+    os.makedirs(history)
+    base = tempfile.mkdtemp(prefix="sekka-faults-")
+    record = Recorder(os.path.join(history, "events.jsonl"))
+    coord = pg = None
+    nodes = []
+    stopping = threading.Event()
+    supervisor = None
+    try:
+        t_setup = time.monotonic()
+        coord = (cluster.EtcdCluster(os.path.join(base, "etcd")) if args.coordinator == "etcd"
+                 else cluster.ZooKeeperEnsemble(os.path.join(base, "zk")))
+        pg = cluster.Postgres(base)
+        for tag in TAGS:
+            cluster.subprocess.run([cluster.SEKKA, "segment", "create", tag, "--step", "200",
+                                    "--segment-store", pg.uri], check=True, capture_output=True)
+        flags = ["--worker-source", args.coordinator, "--coordinator", coord.uri,
+                 "--lease-ttl", f"{LEASE_TTL_S}s", "--segment-store", pg.uri,
+                 "--log-level", "warn"]
+        nodes = [cluster.Node(i, base, flags) for i in range(args.servers)]
+        supervisor = Supervisor(nodes, record)
+        for n in nodes:
+            supervisor.start(n)
+        if not cluster.wait_for(lambda: all(n.ready() for n in nodes), 60):
+            raise RuntimeError("the sekka servers were not ready within 60 s: " +
+                               "; ".join(n.last_log_line() for n in nodes))
+        supervisor.thread.start()
+        roles = {p: "coordinator" for p in coord.client_ports}
+        roles[pg.port] = "postgres"
+
+        def record_fds(when):
+            record({"type": "fds", "when": when, "t": time.monotonic(),
+                    "servers": {n.index: n.fd_breakdown(roles) for n in nodes}})
+
+        record_fds("start")
+        print(f"faults: {args.coordinator} x{coord.size}, PostgreSQL, {args.servers} sekka "
+              f"servers ready in {time.monotonic() - t_setup:.1f} s; "
+              f"{'soak' if args.soak else 'campaign'} of {args.minutes} min, seed {args.seed}, "
+              f"{args.clients} clients", flush=True)
+        sampler = threading.Thread(target=sample_usage,
+                                   args=(nodes, record, stopping, 10 if args.soak else 5),
+                                   daemon=True)
+        sampler.start()
+        t0 = time.monotonic()
+        deadline = t0 + args.minutes * 60
+        record({"type": "campaign", "t0": t0, "deadline": deadline, "seed": args.seed,
+                "coordinator": args.coordinator, "servers": args.servers,
+                "clients": args.clients, "soak": args.soak, "tags": TAGS})
+        servers = [(n.http_port, n.resp_port) for n in nodes]
+        ctx = multiprocessing.get_context("fork")
+        clients = [ctx.Process(target=client_main,
+                               args=(c, args.seed, servers, TAGS, args.timeout, history, deadline))
+                   for c in range(args.clients)]
+        for c in clients:
+            c.start()
+        if not args.soak:
+            Nemesis(args.seed, nodes, coord, pg, record, LEASE_TTL_S, not args.short,
+                    supervisor).run(deadline - 10)
+        for c in clients:
+            c.join(timeout=max(1, deadline - time.monotonic() + 30))
+            if c.is_alive():
+                c.kill()
+        record_fds("end")
+    finally:
+        stopping.set()
+        if supervisor is not None:
+            supervisor.stopping.set()
+            if supervisor.thread.is_alive():
+                supervisor.thread.join(timeout=10)
+        for n in nodes:
+            n.stop()
+        if pg is not None:
+            pg.stop()
+        if coord is not None:
+            coord.stop()
+        record.close()
+        if args.keep:
+            print(f"faults: kept {base}")
+        else:
+            shutil.rmtree(base, ignore_errors=True)
+
+    result = checker.check(history, TAGS)
+    result.update({"coordinator": args.coordinator, "seed": args.seed, "minutes": args.minutes,
+                   "servers": args.servers, "clients": args.clients})
+    if args.soak:
+        result["soak"] = soak_report.per_minute(checker.History(history))
+        with open(os.path.join(out, "soak.svg"), "w") as f:
+            f.write(soak_report.svg(result["soak"], f"sekka soak: {args.minutes:g} min, "
+                                    f"{args.clients} clients, {args.servers} servers, "
+                                    f"{args.coordinator}"))
+    with open(os.path.join(out, "result.json"), "w") as f:
+        json.dump(result, f, indent=1)
+    print_summary(result)
+    return 1 if result["failures"] else 0
+
+
+def print_summary(r):
+    print(f"faults: {r['requests']} requests, {r['ids_checked']} ids checked, "
+          f"{r['repeated_ids']} repeated, {r['segment_order_violations']} out of order, "
+          f"{r['undocumented_errors']} undocumented errors, {r['malformed_replies']} malformed")
+    for kind, v in r["faults"].items():
+        print(f"  {kind:28} x{v['count']:<3} unavailable median {v['unavailable_median_s']} s "
+              f"max {v['unavailable_max_s']} s; ready again median {v['recovery_median_s']} s "
+              f"max {v['recovery_max_s']} s" + (f"; {v['unrecovered']} NOT RECOVERED"
+                                               if v["unrecovered"] else ""))
+    for s, u in r["resources"].items():
+        print(f"  server {s} (process {u['process']}): RSS {u['rss_kib'][0]} -> "
+              f"{u['rss_kib'][1]} KiB, fds {u['fds'][0]} -> {u['fds'][1]}")
+    for s, when in r["fds"].items():
+        print(f"  server {s} open files at start {when.get('start')}, at end {when.get('end')}")
+    for e in r["server_exits"]:
+        if not e["expected"] or "refused" in str(e.get("log")):
+            print(f"  server {e['server']} exit: {e['status']}: {e.get('log')}")
+    if "soak" in r:
+        for m in r["soak"]["minutes"]:
+            print(f"  minute {m['minute']}: {m['requests_per_s']} req/s, {m['ids_per_s']} ids/s, "
+                  f"p50 {m['p50_ms']} ms p99 {m['p99_ms']} ms p999 {m['p999_ms']} ms, "
+                  f"RSS {m['rss_kib']} KiB, fds {m['fds']}")
+    for f in r["failures"]:
+        print(f"FAILED: {f}")
+    if not r["failures"]:
+        print("faults: passed")
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--coordinator", choices=["etcd", "zookeeper"], default="etcd")
+    p.add_argument("--minutes", type=float, default=2.0)
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--servers", type=int, default=3, choices=range(3, 6))
+    p.add_argument("--clients", type=int, default=8)
+    p.add_argument("--timeout", type=float, default=1.0, help="client request timeout, s")
+    p.add_argument("--short", action="store_true",
+                   help="leave out the 1-minute clock steps (for the test suite)")
+    p.add_argument("--soak", action="store_true", help="no faults: throughput and resources")
+    p.add_argument("--out", default="faults-out")
+    p.add_argument("--keep", action="store_true", help="keep the processes' directories")
+    args = p.parse_args()
+    try:
+        sys.exit(run(args))
+    except Exception:  # noqa: BLE001 - a set-up failure is reported, not a stack of threads
+        traceback.print_exc()
+        sys.exit(2)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,312 @@
+"""Judges a fault campaign's history (written by workload.py and campaign.py). Pure: it reads
+files and returns a verdict; it starts and signals nothing.
+
+The history directory holds ops-*.bin and ids-*.bin (workload.py), events.jsonl (one JSON object
+a line: nemesis faults with their times, server starts and exits, resource samples) and
+errors-*.txt (samples of failures). check() returns a dict; its "failures" list is empty when
+the campaign passed:
+  - no snowflake id was received twice (any server, any incarnation, any client);
+  - no segment id of a tag was received twice;
+  - ids of a tag from one server process increase: a request that started after another one on
+    the same process and tag had finished got larger ids;
+  - every error reply is one the contract documents for these requests;
+  - no reply was malformed; no server died unless the nemesis killed it."""
+
+import array
+import bisect
+import glob
+import json
+import os
+import statistics
+import struct
+
+from workload import (CODES, DECODE_OPS, IDS_HEADER, MALFORMED, OK, OP_RECORD, OPS, OUTCOMES,
+                      RUN, SEGMENT_OPS, SNOWFLAKE_OPS, UNDOCUMENTED)
+
+CLASSES = {"snowflake": SNOWFLAKE_OPS, "segment": SEGMENT_OPS, "decode": DECODE_OPS}
+
+
+class History:
+    """Every request of every client, in flat arrays (a long campaign has millions)."""
+
+    def __init__(self, directory):
+        self.start = array.array("d")
+        self.end = array.array("d")
+        self.server = bytearray()
+        self.op = bytearray()
+        self.outcome = bytearray()
+        self.code = bytearray()
+        # Runs of ids: first, last, the request's global index, and the id space
+        # (0 = snowflake, 1 + k = the k-th tag).
+        self.first = array.array("q")
+        self.last = array.array("q")
+        self.ref = array.array("l")
+        self.space = bytearray()
+        self.events = []
+        for path in sorted(glob.glob(os.path.join(directory, "ops-*.bin"))):
+            client = path[path.rindex("-") + 1:-4]
+            base = len(self.start)
+            with open(path, "rb") as f:
+                data = f.read()
+            usable = len(data) - len(data) % OP_RECORD.size  # a client killed mid-write
+            for start, latency, server, op, outcome, code in OP_RECORD.iter_unpack(data[:usable]):
+                self.start.append(start)
+                self.end.append(start + latency)
+                self.server.append(server)
+                self.op.append(op)
+                self.outcome.append(outcome)
+                self.code.append(code)
+            self._read_ids(os.path.join(directory, f"ids-{client}.bin"), base)
+        events = os.path.join(directory, "events.jsonl")
+        if os.path.exists(events):
+            with open(events) as f:
+                self.events = [json.loads(line) for line in f if line.strip()]
+        self.samples = []
+        for path in sorted(glob.glob(os.path.join(directory, "errors-*.txt"))):
+            with open(path, errors="replace") as f:
+                self.samples += [line.rstrip("\n") for line in f]
+
+    def _read_ids(self, path, base):
+        if not os.path.exists(path):
+            return
+        with open(path, "rb") as f:
+            data = f.read()
+        pos = 0
+        while pos + IDS_HEADER.size <= len(data):
+            index, space, _server, runs = IDS_HEADER.unpack_from(data, pos)
+            pos += IDS_HEADER.size
+            if pos + runs * RUN.size > len(data):
+                break
+            for k in range(runs):
+                first, last = RUN.unpack_from(data, pos + k * RUN.size)
+                self.first.append(first)
+                self.last.append(last)
+                self.ref.append(base + index)
+                self.space.append(space)
+            pos += runs * RUN.size
+
+    def __len__(self):
+        return len(self.start)
+
+
+def repeated_ids(history):
+    """[(space, count of repeated ids, example id, (request, request))] per id space that has
+    any: an id received n times counts n - 1."""
+    found = []
+    spaces = sorted(set(history.space))
+    for space in spaces:
+        idx = [i for i in range(len(history.first)) if history.space[i] == space]
+        idx.sort(key=history.first.__getitem__)
+        covered, covered_by, repeats, example = None, None, 0, None
+        for i in idx:
+            first, last = history.first[i], history.last[i]
+            if covered is not None and first <= covered:
+                repeats += min(last, covered) - first + 1
+                if example is None:
+                    example = (first, (history.ref[covered_by], history.ref[i]))
+            if covered is None or last > covered:
+                covered, covered_by = last, i
+        if repeats:
+            found.append((space, repeats, example[0], example[1]))
+    return found
+
+
+def id_count(history):
+    return sum(history.last[i] - history.first[i] + 1 for i in range(len(history.first)))
+
+
+def incarnations(history):
+    """{server: sorted start times of its processes} from the "start" events."""
+    starts = {}
+    for e in history.events:
+        if e.get("type") == "start":
+            starts.setdefault(e["server"], []).append(e["t"])
+    for v in starts.values():
+        v.sort()
+    return starts
+
+
+def segment_order_violations(history):
+    """Requests whose segment ids are not above those of a request on the same server process
+    and tag that had finished before they started. [(tag space, server, request, request)]."""
+    starts = incarnations(history)
+    groups = {}
+    for i in range(len(history.first)):
+        space = history.space[i]
+        if space == 0:
+            continue
+        r = history.ref[i]
+        server = history.server[r]
+        times = starts.get(server, [])
+        k = bisect.bisect_right(times, history.start[r]) - 1
+        if k < 0 or (k + 1 < len(times) and history.end[r] >= times[k + 1]):
+            continue  # not wholly inside one process's life
+        g = groups.setdefault((space, server, k), {})
+        lo, hi = g.get(r, (history.first[i], history.last[i]))
+        g[r] = (min(lo, history.first[i]), max(hi, history.last[i]))
+    violations = []
+    for (space, server, _k), requests in groups.items():
+        by_start = sorted(requests, key=history.start.__getitem__)
+        by_end = sorted(requests, key=history.end.__getitem__)
+        j, highest, highest_by = 0, None, None
+        for r in by_start:
+            while j < len(by_end) and history.end[by_end[j]] < history.start[r]:
+                done = by_end[j]
+                if highest is None or requests[done][1] > highest:
+                    highest, highest_by = requests[done][1], done
+                j += 1
+            if highest is not None and requests[r][0] <= highest:
+                violations.append((space, server, highest_by, r))
+    return violations
+
+
+def outcome_counts(history):
+    """{op name: {outcome or error code: count}}."""
+    counts = {}
+    for i in range(len(history)):
+        key = OUTCOMES[history.outcome[i]]
+        if key == "error":
+            key = CODES[history.code[i]]
+        per_op = counts.setdefault(OPS[history.op[i]], {})
+        per_op[key] = per_op.get(key, 0) + 1
+    return counts
+
+
+def success_times(history):
+    """{(server, class): sorted end times of its successful requests}."""
+    times = {}
+    for i in range(len(history)):
+        if history.outcome[i] != OK:
+            continue
+        for name, ops in CLASSES.items():
+            if history.op[i] in ops:
+                times.setdefault((history.server[i], name), []).append(history.end[i])
+    for v in times.values():
+        v.sort()
+    return times
+
+
+def longest_gap(times, t0, t1):
+    """The longest time within [t0, t1] without a success, counting from t0."""
+    k = bisect.bisect_right(times, t0)
+    prev, gap = t0, 0.0
+    while k < len(times) and times[k] <= t1:
+        gap = max(gap, times[k] - prev)
+        prev = times[k]
+        k += 1
+    return max(gap, t1 - prev) if k == len(times) or times[k] > t1 else gap
+
+
+def fault_stats(history, times=None):
+    """Per fault: the longest time its servers went without issuing ids of its class, from the
+    fault's start until every server was ready again, and the recovery time (heal to ready)."""
+    times = times if times is not None else success_times(history)
+    n_servers = 1 + max(history.server) if len(history) else 0
+    out = []
+    for e in history.events:
+        if e.get("type") != "fault":
+            continue
+        window_end = e.get("ready") or e.get("heal") or e["t0"]
+        targets = e.get("servers")
+        if targets is None:
+            targets = list(range(n_servers))
+        gaps = [longest_gap(times.get((s, e.get("class", "snowflake")), []), e["t0"], window_end)
+                for s in targets]
+        out.append({"kind": e["kind"], "unavailable_s": round(max(gaps, default=0.0), 3),
+                    "recovery_s": (round(e["ready"] - e["heal"], 3)
+                                   if e.get("ready") and e.get("heal") else None),
+                    "recovered": bool(e.get("ready"))})
+    return out
+
+
+def summarize_faults(stats):
+    """{kind: {count, unavailable median/max, recovery median/max, unrecovered}}."""
+    by_kind = {}
+    for s in stats:
+        by_kind.setdefault(s["kind"], []).append(s)
+    out = {}
+    for kind, items in sorted(by_kind.items()):
+        un = [s["unavailable_s"] for s in items]
+        rec = [s["recovery_s"] for s in items if s["recovery_s"] is not None]
+        out[kind] = {"count": len(items),
+                     "unavailable_median_s": round(statistics.median(un), 3),
+                     "unavailable_max_s": round(max(un), 3),
+                     "recovery_median_s": round(statistics.median(rec), 3) if rec else None,
+                     "recovery_max_s": round(max(rec), 3) if rec else None,
+                     "unrecovered": sum(1 for s in items if not s["recovered"])}
+    return out
+
+
+def resource_report(history):
+    """Per server: (RSS KiB, fds) in the first and the last sample of its last process."""
+    first, last = {}, {}
+    for e in history.events:
+        if e.get("type") != "usage":
+            continue
+        for server, (rss, fds, incarnation) in e["servers"].items():
+            if server not in first or first[server][2] != incarnation:
+                first[server] = (rss, fds, incarnation)
+            last[server] = (rss, fds, incarnation)
+    return {s: {"rss_kib": [first[s][0], last[s][0]], "fds": [first[s][1], last[s][1]],
+                "process": first[s][2]} for s in sorted(first)}
+
+
+def fd_report(history):
+    """{server: {"start": breakdown, "end": breakdown}} from the "fds" events."""
+    out = {}
+    for e in history.events:
+        if e.get("type") == "fds":
+            for server, breakdown in e["servers"].items():
+                out.setdefault(server, {})[e["when"]] = breakdown
+    return out
+
+
+def check(directory, tag_names=()):
+    h = History(directory)
+    failures = []
+    repeats = repeated_ids(h)
+    for space, count, example, (a, b) in repeats:
+        name = "snowflake" if space == 0 else f"tag {tag_names[space - 1] if tag_names else space}"
+        failures.append(f"{count} repeated {name} ids, e.g. {example} (requests at "
+                        f"{h.start[a]:.3f} on server {h.server[a]} and {h.start[b]:.3f} on "
+                        f"server {h.server[b]})")
+    order = segment_order_violations(h)
+    if order:
+        space, server, a, b = order[0]
+        failures.append(f"{len(order)} segment requests got ids below an earlier request's on the "
+                        f"same server process, e.g. server {server} at {h.start[a]:.3f} and "
+                        f"{h.start[b]:.3f}")
+    undocumented = sum(1 for i in range(len(h)) if h.code[i] == UNDOCUMENTED)
+    if undocumented:
+        failures.append(f"{undocumented} error replies not documented for these requests")
+    malformed = sum(1 for i in range(len(h)) if h.outcome[i] == MALFORMED)
+    if malformed:
+        failures.append(f"{malformed} malformed replies")
+    crashes = [e for e in h.events if e.get("type") == "exit" and not e.get("expected")]
+    for e in crashes:
+        failures.append(f"server {e['server']} exited on its own ({e.get('status')}): "
+                        f"{e.get('log', '')[:200]}")
+    stats = fault_stats(h)
+    faults = summarize_faults(stats)
+    unrecovered = sum(1 for s in stats if not s["recovered"])
+    if unrecovered:
+        failures.append(f"{unrecovered} faults after which the servers were not all ready again "
+                        "within the campaign's bound")
+    result = {
+        "requests": len(h),
+        "ids_checked": id_count(h),
+        "repeated_ids": sum(r[1] for r in repeats),
+        "segment_order_violations": len(order),
+        "undocumented_errors": undocumented,
+        "malformed_replies": malformed,
+        "server_exits": [{k: e.get(k) for k in ("server", "t", "status", "expected", "log")}
+                         for e in h.events if e.get("type") == "exit"],
+        "outcomes": outcome_counts(h),
+        "faults": faults,
+        "unrecovered_faults": unrecovered,
+        "resources": resource_report(h),
+        "fds": fd_report(h),
+        "error_samples": h.samples[:40],
+        "failures": failures,
+    }
+    return result

@@ -1,0 +1,151 @@
+"""Unit tests of the fault campaign's checker on small made-up histories: it must find what it
+is there to find (repeated ids, segment ids out of order, undocumented errors, crashes), and
+must not cry wolf."""
+
+import json
+import os
+import shutil
+import sys
+import tempfile
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import checker  # noqa: E402
+from workload import ERROR, IDS_HEADER, OK, OP_RECORD, RUN, TIMEOUT, UNDOCUMENTED  # noqa: E402
+
+RESP_NEXT, RESP_BATCH, RESP_SEG = 0, 1, 4
+
+
+class HistoryWriter:
+    def __init__(self, directory, client):
+        self.ops = open(os.path.join(directory, f"ops-{client}.bin"), "wb")
+        self.ids = open(os.path.join(directory, f"ids-{client}.bin"), "wb")
+        self.count = 0
+
+    def op(self, start, latency, server, op, outcome=OK, code=0, space=None, runs=()):
+        self.ops.write(OP_RECORD.pack(start, latency, server, op, outcome, code))
+        if runs:
+            self.ids.write(IDS_HEADER.pack(self.count, space, server, len(runs)))
+            for first, last in runs:
+                self.ids.write(RUN.pack(first, last))
+        self.count += 1
+
+    def close(self):
+        self.ops.close()
+        self.ids.close()
+
+
+class CheckerTest(unittest.TestCase):
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(prefix="sekka-checker-")
+        self.events = []
+
+    def tearDown(self):
+        shutil.rmtree(self.dir)
+
+    def client(self, index):
+        return HistoryWriter(self.dir, index)
+
+    def check(self):
+        with open(os.path.join(self.dir, "events.jsonl"), "w") as f:
+            for e in self.events:
+                f.write(json.dumps(e) + "\n")
+        return checker.check(self.dir, ["orders"])
+
+    def test_a_clean_history_passes_and_counts_every_id(self):
+        a, b = self.client(0), self.client(1)
+        a.op(1.0, 0.001, 0, RESP_BATCH, space=0, runs=[(100, 149)])
+        b.op(1.0, 0.001, 1, RESP_BATCH, space=0, runs=[(150, 199), (300, 300)])
+        a.op(2.0, 0.001, 0, RESP_SEG, space=1, runs=[(1, 1)])
+        b.op(2.0, 0.001, 1, RESP_SEG, space=1, runs=[(2, 2)])
+        a.close()
+        b.close()
+        r = self.check()
+        self.assertEqual(r["failures"], [])
+        self.assertEqual(r["ids_checked"], 50 + 51 + 2)
+        self.assertEqual(r["repeated_ids"], 0)
+
+    def test_ids_repeated_across_clients_and_servers_are_counted(self):
+        a, b = self.client(0), self.client(1)
+        a.op(1.0, 0.001, 0, RESP_BATCH, space=0, runs=[(100, 149)])
+        b.op(5.0, 0.001, 2, RESP_BATCH, space=0, runs=[(140, 160)])   # 140..149 again
+        b.op(6.0, 0.001, 2, RESP_NEXT, space=0, runs=[(120, 120)])    # and 120 a third time
+        a.op(7.0, 0.001, 1, RESP_SEG, space=1, runs=[(120, 120)])     # another space: fine
+        a.close()
+        b.close()
+        r = self.check()
+        self.assertEqual(r["repeated_ids"], 11)
+        self.assertEqual(len(r["failures"]), 1)
+        self.assertIn("11 repeated snowflake ids", r["failures"][0])
+
+    def test_segment_ids_below_a_finished_request_on_the_same_process_fail(self):
+        self.events.append({"type": "start", "server": 0, "t": 0.0})
+        a, b = self.client(0), self.client(1)
+        a.op(1.0, 0.010, 0, RESP_SEG, space=1, runs=[(50, 50)])
+        b.op(1.005, 0.010, 0, RESP_SEG, space=1, runs=[(40, 40)])   # overlapping: any order
+        b.op(2.0, 0.010, 0, RESP_SEG, space=1, runs=[(45, 45)])     # after 50 finished: wrong
+        a.close()
+        b.close()
+        r = self.check()
+        self.assertEqual(r["segment_order_violations"], 1)
+        self.assertTrue(any("below an earlier request" in f for f in r["failures"]))
+
+    def test_a_restarted_process_may_start_lower_on_another_range(self):
+        # Two processes of server 0 (a restart at t=3): only each one's own ids must increase.
+        self.events += [{"type": "start", "server": 0, "t": 0.0},
+                        {"type": "start", "server": 0, "t": 3.0}]
+        a = self.client(0)
+        a.op(1.0, 0.01, 0, RESP_SEG, space=1, runs=[(2001, 2001)])
+        a.op(4.0, 0.01, 0, RESP_SEG, space=1, runs=[(1001, 1001)])
+        a.close()
+        self.assertEqual(self.check()["failures"], [])
+
+    def test_only_documented_errors_pass(self):
+        a = self.client(0)
+        a.op(1.0, 0.001, 0, RESP_NEXT, outcome=ERROR, code=2)            # lease_lost
+        a.op(1.1, 1.000, 0, RESP_NEXT, outcome=TIMEOUT)
+        a.close()
+        self.assertEqual(self.check()["failures"], [])
+        a = self.client(1)
+        a.op(1.2, 0.001, 0, RESP_NEXT, outcome=ERROR, code=UNDOCUMENTED)
+        a.close()
+        r = self.check()
+        self.assertEqual(r["undocumented_errors"], 1)
+        self.assertEqual(len(r["failures"]), 1)
+
+    def test_a_server_that_dies_on_its_own_fails_the_campaign(self):
+        self.events += [
+            {"type": "exit", "server": 1, "t": 2.0, "status": "SIGKILL (nemesis)",
+             "expected": True},
+            {"type": "exit", "server": 2, "t": 3.0, "status": "signal 11", "expected": False,
+             "log": "Segmentation fault"}]
+        self.client(0).close()
+        r = self.check()
+        self.assertEqual(len(r["failures"]), 1)
+        self.assertIn("server 2 exited on its own (signal 11)", r["failures"][0])
+
+    def test_unavailability_is_the_longest_gap_from_the_fault_to_recovery(self):
+        a = self.client(0)
+        for t in [1.0, 1.1, 1.2, 4.0, 4.1, 9.0]:
+            a.op(t, 0.0, 0, RESP_NEXT, space=0, runs=[(int(t * 10), int(t * 10))])
+        a.close()
+        self.events.append({"type": "fault", "kind": "kill", "servers": [0], "t0": 1.15,
+                            "heal": 2.0, "ready": 4.05, "class": "snowflake"})
+        self.events.append({"type": "fault", "kind": "kill", "servers": [0], "t0": 5.0,
+                            "heal": 6.0, "ready": None, "class": "snowflake"})
+        r = self.check()
+        kill = r["faults"]["kill"]
+        self.assertEqual(kill["count"], 2)
+        self.assertAlmostEqual(kill["unavailable_max_s"], 2.8)    # 1.2 .. 4.0
+        self.assertEqual(kill["unrecovered"], 1)
+        self.assertTrue(any("not all ready again" in f for f in r["failures"]))
+
+    def test_longest_gap_counts_from_the_fault_and_to_the_window_end(self):
+        self.assertAlmostEqual(checker.longest_gap([1.0, 2.0, 2.5], 1.5, 3.0), 0.5)
+        self.assertAlmostEqual(checker.longest_gap([1.0, 5.0], 1.5, 3.0), 1.5)
+        self.assertAlmostEqual(checker.longest_gap([], 1.0, 2.0), 1.0)
+
+
+if __name__ == "__main__":
+    unittest.main()
