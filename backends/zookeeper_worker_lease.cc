@@ -5,9 +5,11 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <cstdio>
 #include <map>
 #include <mutex>
 #include <set>
+#include <string_view>
 #include <vector>
 
 #include "backends/http_client.h"  // ParseHostPorts
@@ -30,6 +32,29 @@ void Watcher(zhandle_t*, int type, int state, const char*, void* context) {
     s->state = state;
   }
   s->changed.notify_all();
+}
+
+// The ZooKeeper client logs each failed connection attempt: tens of lines a second while an
+// ensemble is down, for as long as it is down (the fault campaign saw them fill a log). Its
+// lines pass here: at most one per 10 s, with the count of those held back.
+void RateLimitedClientLog(const char* message) {
+  static std::mutex mu;
+  static std::chrono::steady_clock::time_point last;
+  static bool written = false;
+  static unsigned long long held = 0;
+  std::lock_guard lock(mu);
+  const auto now = std::chrono::steady_clock::now();
+  if (written && now - last < std::chrono::seconds(10)) {
+    ++held;
+    return;
+  }
+  written = true;
+  last = now;
+  std::string_view text(message);
+  while (!text.empty() && (text.back() == '\n' || text.back() == '\r')) text.remove_suffix(1);
+  std::fprintf(stderr, "%.*s (zookeeper client; similar lines held back: %llu)\n",
+               static_cast<int>(text.size()), text.data(), held);
+  held = 0;
 }
 
 bool IsConnectionError(int rc) {
@@ -100,8 +125,8 @@ Status ZooKeeperLease::Connect() {
       std::lock_guard lock(session_state_.mu);
       session_state_.state = 0;
     }
-    zh_ = zookeeper_init(servers_.c_str(), Watcher, static_cast<int>(options_.ttl.count()), nullptr,
-                         &session_state_, 0);
+    zh_ = zookeeper_init2(servers_.c_str(), Watcher, static_cast<int>(options_.ttl.count()),
+                          nullptr, &session_state_, 0, RateLimitedClientLog);
     if (zh_ == nullptr)
       return Unavailable(fmt::format("zookeeper {}: cannot create a client", servers_));
   }

@@ -354,6 +354,19 @@ class ZooKeeperTest(CoordinatorTestCase):
         self.dead_holders_id_after_the_ttl()
 
 
+    def test_a_long_outage_logs_a_few_lines_not_one_per_reconnect(self):
+        """Found by the fault campaign: with the ensemble down, the ZooKeeper client logged
+        each reconnect attempt (about 20 lines a second, for as long as the outage lasts)."""
+        s = self.start("s0", ttl="4s")
+        self.coord.stop(signal.SIGKILL)
+        self.coord = None
+        time.sleep(6)
+        client_lines = [line for line in s.stderr_text().splitlines() if "ZOO_" in line]
+        self.assertGreater(len(client_lines), 0, "the outage should be logged")
+        self.assertLessEqual(len(client_lines), 3, "\n".join(client_lines[:10]))
+        self.assertIn("similar lines held back", client_lines[-1])
+
+
 class ZooKeeperClockTest(CoordinatorTestCase):
     source = "zookeeper"
 
