@@ -11,11 +11,30 @@
 #include <atomic>
 #include <cstdlib>
 #include <filesystem>
+#include <mutex>
+#include <string>
+#include <system_error>
+#include <vector>
 
 #include "testing/worker_lease_contract.h"
 
 namespace sekka {
 namespace {
+
+// The temp dirs the tests made, removed when the test process exits (the forked holders leave
+// with _exit, so they never remove them).
+struct TempDirs {
+  std::mutex mu;
+  std::vector<std::string> dirs;
+  ~TempDirs() {
+    std::error_code ignored;
+    for (const std::string& d : dirs) std::filesystem::remove_all(d, ignored);
+  }
+};
+TempDirs& Made() {
+  static TempDirs made;
+  return made;
+}
 
 std::string FreshDir() {
   static std::atomic<int> counter{0};
@@ -24,6 +43,8 @@ std::string FreshDir() {
                   ::getpid(), counter++);
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
+  std::lock_guard lock(Made().mu);
+  Made().dirs.push_back(dir);
   return dir;
 }
 
