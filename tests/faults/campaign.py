@@ -12,6 +12,7 @@ import json
 import multiprocessing
 import os
 import shutil
+import signal
 import sys
 import tempfile
 import threading
@@ -121,6 +122,7 @@ def run(args):
     nodes = []
     stopping = threading.Event()
     supervisor = None
+    clients = []
     try:
         t_setup = time.monotonic()
         coord = (cluster.EtcdCluster(os.path.join(base, "etcd")) if args.coordinator == "etcd"
@@ -177,6 +179,9 @@ def run(args):
                 c.kill()
         record_fds("end")
     finally:
+        for c in clients:
+            if c.is_alive():
+                c.kill()
         stopping.set()
         if supervisor is not None:
             supervisor.stopping.set()
@@ -251,6 +256,9 @@ def main():
     p.add_argument("--out", default="faults-out")
     p.add_argument("--keep", action="store_true", help="keep the processes' directories")
     args = p.parse_args()
+    # SIGTERM (ctest's timeout, a user) unwinds like Ctrl-C: every process stopped by its PID,
+    # stopped ones continued first, the tmpfs mounts and the temp dir removed.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     try:
         sys.exit(run(args))
     except Exception:  # noqa: BLE001 - a set-up failure is reported, not a stack of threads

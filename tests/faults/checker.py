@@ -303,6 +303,7 @@ def check(directory, tag_names=()):
                          for e in h.events if e.get("type") == "exit"],
         "outcomes": outcome_counts(h),
         "faults": faults,
+        "fault_events": stats,
         "unrecovered_faults": unrecovered,
         "resources": resource_report(h),
         "fds": fd_report(h),
