@@ -10,7 +10,8 @@ the campaign passed:
   - ids of a tag from one server process increase: a request that started after another one on
     the same process and tag had finished got larger ids;
   - every error reply is one the contract documents for these requests;
-  - no reply was malformed; no server died unless the nemesis killed it."""
+  - no reply was malformed; no server died unless the nemesis killed it;
+  - no connection failed at a server that no fault aimed at then."""
 
 import array
 import bisect
@@ -21,7 +22,7 @@ import statistics
 import struct
 
 from workload import (CODES, DECODE_OPS, IDS_HEADER, MALFORMED, OK, OP_RECORD, OPS, OUTCOMES,
-                      RUN, SEGMENT_OPS, SNOWFLAKE_OPS, UNDOCUMENTED)
+                      RUN, SEGMENT_OPS, SNOWFLAKE_OPS, TRANSPORT, UNDOCUMENTED)
 
 CLASSES = {"snowflake": SNOWFLAKE_OPS, "segment": SEGMENT_OPS, "decode": DECODE_OPS}
 
@@ -160,6 +161,28 @@ def segment_order_violations(history):
     return violations
 
 
+def unexplained_connection_failures(history):
+    """Requests that failed on the connection (refused, reset, closed) at a server that no
+    fault aimed at then and that was not starting or exiting: a server that drops connections
+    on its own. [(request index)]. Timeouts are not counted: a loaded machine may be slow."""
+    windows = {}
+    for e in history.events:
+        if e.get("type") == "fault" and e.get("servers"):
+            end = e.get("ready") or e.get("heal") or e["t0"]
+            for s in e["servers"]:
+                windows.setdefault(s, []).append((e["t0"] - 0.5, end + 1.0))
+        elif e.get("type") in ("start", "exit"):
+            windows.setdefault(e["server"], []).append((e["t"] - 2.0, e["t"] + 2.0))
+    out = []
+    for i in range(len(history)):
+        if history.outcome[i] != TRANSPORT:
+            continue
+        t = history.start[i]
+        if not any(a <= t <= b for a, b in windows.get(history.server[i], [])):
+            out.append(i)
+    return out
+
+
 def outcome_counts(history):
     """{op name: {outcome or error code: count}}."""
     counts = {}
@@ -282,6 +305,11 @@ def check(directory, tag_names=()):
     malformed = sum(1 for i in range(len(h)) if h.outcome[i] == MALFORMED)
     if malformed:
         failures.append(f"{malformed} malformed replies")
+    dropped = unexplained_connection_failures(h)
+    if dropped:
+        i = dropped[0]
+        failures.append(f"{len(dropped)} requests failed on the connection at a server no fault "
+                        f"aimed at, e.g. server {h.server[i]} at {h.start[i]:.3f}")
     crashes = [e for e in h.events if e.get("type") == "exit" and not e.get("expected")]
     for e in crashes:
         failures.append(f"server {e['server']} exited on its own ({e.get('status')}): "
@@ -299,6 +327,7 @@ def check(directory, tag_names=()):
         "segment_order_violations": len(order),
         "undocumented_errors": undocumented,
         "malformed_replies": malformed,
+        "unexplained_connection_failures": len(dropped),
         "server_exits": [{k: e.get(k) for k in ("server", "t", "status", "expected", "log")}
                          for e in h.events if e.get("type") == "exit"],
         "outcomes": outcome_counts(h),

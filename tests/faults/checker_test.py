@@ -12,7 +12,8 @@ import unittest
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import checker  # noqa: E402
-from workload import ERROR, IDS_HEADER, OK, OP_RECORD, RUN, TIMEOUT, UNDOCUMENTED  # noqa: E402
+from workload import (ERROR, IDS_HEADER, OK, OP_RECORD, RUN, TIMEOUT, TRANSPORT,  # noqa: E402
+                      UNDOCUMENTED)
 
 RESP_NEXT, RESP_BATCH, RESP_SEG = 0, 1, 4
 
@@ -124,6 +125,21 @@ class CheckerTest(unittest.TestCase):
         r = self.check()
         self.assertEqual(len(r["failures"]), 1)
         self.assertIn("server 2 exited on its own (signal 11)", r["failures"][0])
+
+    def test_a_connection_dropped_by_a_server_no_fault_aimed_at_fails(self):
+        self.events += [{"type": "fault", "kind": "kill", "servers": [0], "t0": 10.0,
+                         "heal": 10.5, "ready": 12.0, "class": "snowflake"}]
+        a = self.client(0)
+        a.op(10.2, 0.001, 0, RESP_NEXT, outcome=TRANSPORT)    # the killed server: expected
+        a.op(11.0, 1.000, 1, RESP_NEXT, outcome=TIMEOUT)      # slow, not dropped: tolerated
+        a.close()
+        self.assertEqual(self.check()["failures"], [])
+        b = self.client(1)
+        b.op(11.5, 0.001, 2, RESP_NEXT, outcome=TRANSPORT)    # nobody touched server 2
+        b.close()
+        r = self.check()
+        self.assertEqual(r["unexplained_connection_failures"], 1)
+        self.assertIn("failed on the connection", r["failures"][0])
 
     def test_unavailability_is_the_longest_gap_from_the_fault_to_recovery(self):
         a = self.client(0)

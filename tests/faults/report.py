@@ -4,7 +4,7 @@ fault kind the count and the unavailability and recovery figures over all runs o
 
   /usr/bin/python3 tests/faults/report.py OUT_DIR...   (each holding result.json and history/)
 
-A result.json written before it carried per-fault figures is re-checked from its history."""
+A result.json written by an older checker is judged again from its history."""
 
 import json
 import os
@@ -19,9 +19,12 @@ import checker  # noqa: E402
 def load(directory):
     with open(os.path.join(directory, "result.json")) as f:
         r = json.load(f)
-    if "fault_events" not in r:
-        r["fault_events"] = checker.fault_stats(checker.History(os.path.join(directory,
-                                                                             "history")))
+    if "fault_events" not in r or "unexplained_connection_failures" not in r:
+        # Written by an older checker: judge the history again with this one.
+        rechecked = checker.check(os.path.join(directory, "history"), r.get("tags", ()))
+        for key in ("coordinator", "seed", "minutes", "servers", "clients"):
+            rechecked[key] = r[key]
+        r = rechecked
     return r
 
 
@@ -32,13 +35,14 @@ def fmt_s(v):
 def main(dirs):
     runs = [load(d) for d in dirs]
     print("| coordinator | seed | minutes | requests | ids checked | faults | repeated ids | "
-          "segment order violations | undocumented errors | crashes |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+          "segment order violations | undocumented errors | dropped connections | crashes |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for r in runs:
         crashes = sum(1 for e in r["server_exits"] if not e["expected"])
         print(f"| {r['coordinator']} | {r['seed']} | {r['minutes']:g} | {r['requests']:,} | "
               f"{r['ids_checked']:,} | {len(r['fault_events'])} | {r['repeated_ids']} | "
-              f"{r['segment_order_violations']} | {r['undocumented_errors']} | {crashes} |")
+              f"{r['segment_order_violations']} | {r['undocumented_errors']} | "
+              f"{r['unexplained_connection_failures']} | {crashes} |")
     for coordinator in sorted({r["coordinator"] for r in runs}):
         events = [e for r in runs if r["coordinator"] == coordinator for e in r["fault_events"]]
         print(f"\n**{coordinator}** ({sum(1 for r in runs if r['coordinator'] == coordinator)} "
