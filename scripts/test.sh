@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite, as CI runs it (.ci/run calls this script):
 #   0. formatting (clang-format --dry-run on every C++ file);
-#   1. Release build: unit tests, end-to-end tests and the simulation, 10,000 seeds (ctest);
+#   1. Release build: unit tests, end-to-end tests, the simulation (10,000 seeds) and a 2-minute
+#      fault campaign per coordinator (tests/faults, docs/reliability.md) (ctest);
 #   2. AddressSanitizer + UndefinedBehaviorSanitizer build: the same tests;
 #   3. ThreadSanitizer build: the unit tests (the concurrency tests among them) and the server's
 #      end-to-end tests (its event loops and background thread);
@@ -24,7 +25,7 @@ if ! git ls-files '*.cc' '*.h' | xargs clang-format --dry-run --Werror 2> /tmp/s
 fi
 rm -f /tmp/sekka-format.$$
 
-step "Release: unit, end-to-end and simulation tests"
+step "Release: unit, end-to-end and simulation tests, fault campaigns"
 ctest --test-dir build --output-on-failure -j2
 
 step "AddressSanitizer + UndefinedBehaviorSanitizer"
