@@ -301,6 +301,7 @@ class PostgresSegmentTest(SegmentTestCase):
         finally:
             self.stop_signal_postgres(signal.SIGCONT)
         recovered = self.recovered(r, "cold")
+        self.assertGreaterEqual(recovered, 1, "the cold tag serves once the database is back")
         later = r.incr("loaded")
         everything = first + served + [later]
         self.assertEqual(everything, sorted(set(everything)))

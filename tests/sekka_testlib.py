@@ -156,6 +156,18 @@ class TempDirs:
         shutil.rmtree(self.root, ignore_errors=True)
 
 
+def exchange(port, payload, timeout):
+    """Sends `payload` to 127.0.0.1:`port` and returns all it answers until it closes."""
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as c:
+        c.sendall(payload)
+        data = b""
+        while True:
+            chunk = c.recv(65536)
+            if not chunk:
+                return data
+            data += chunk
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

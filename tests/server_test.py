@@ -18,7 +18,7 @@ import unittest
 import redis
 
 sys.path.insert(0, os.path.dirname(__file__))
-from sekka_testlib import Server, TempDirs, redis_cli  # noqa: E402
+from sekka_testlib import Server, TempDirs, exchange, redis_cli  # noqa: E402
 
 MAX_ID = 2 ** 63 - 1
 
@@ -456,15 +456,7 @@ class AbuseTest(ServerTestCase):
         self.s = self.start("data", "--idle-timeout", "60s")
 
     def raw_http(self, payload):
-        with socket.create_connection(("127.0.0.1", self.s.http_port), timeout=10) as c:
-            c.sendall(payload)
-            data = b""
-            while True:
-                chunk = c.recv(65536)
-                if not chunk:
-                    break
-                data += chunk
-            return data
+        return exchange(self.s.http_port, payload, timeout=10)
 
     def assertStillServes(self):
         self.assertEqual(self.s.get("/healthz")[0], 200)

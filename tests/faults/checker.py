@@ -19,7 +19,6 @@ import glob
 import json
 import os
 import statistics
-import struct
 
 from workload import (CODES, DECODE_OPS, IDS_HEADER, MALFORMED, OK, OP_RECORD, OPS, OUTCOMES,
                       RUN, SEGMENT_OPS, SNOWFLAKE_OPS, TRANSPORT, UNDOCUMENTED)

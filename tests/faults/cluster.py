@@ -8,13 +8,12 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from sekka_testlib import FAKETIME_LIB, SEKKA, Etcd, ZooKeeper, free_port  # noqa: E402
+from sekka_testlib import FAKETIME_LIB, SEKKA, Etcd, ZooKeeper, exchange, free_port  # noqa: E402
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 
@@ -143,14 +142,7 @@ class ZooKeeperEnsemble:
         if not self.pid(i):
             return None
         try:
-            with socket.create_connection(("127.0.0.1", self.clients[i]), timeout=1) as s:
-                s.sendall(b"srvr")
-                data = b""
-                while True:
-                    chunk = s.recv(4096)
-                    if not chunk:
-                        break
-                    data += chunk
+            data = exchange(self.clients[i], b"srvr", timeout=1)
         except OSError:
             return None
         for line in data.decode(errors="replace").splitlines():
