@@ -366,7 +366,7 @@ std::string PrintConfig(const std::vector<ConfigValues>& sources) {
     std::string value = v.at(k.name);
     if (name == "server.auth_token" && !value.empty()) value = "(hidden)";  // never print secrets
     if (value.empty() && k.type != Type::kString) {
-      out += fmt::format("# {} =            # {}\n", key, k.help);
+      out += fmt::format("# {} = <not set>  # {}\n", key, k.help);
       continue;
     }
     std::string shown;

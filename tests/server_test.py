@@ -13,6 +13,7 @@ import subprocess
 import sys
 import threading
 import time
+import tomllib
 import unittest
 
 import redis
@@ -663,6 +664,23 @@ class ConfigTest(ServerTestCase):
         self.assertIn('http_listen = "127.0.0.1:4444"', out.stdout)
         self.assertIn('resp_listen = "127.0.0.1:3333"', out.stdout)
         self.assertIn('max_drift = "250ms"', out.stdout)
+
+    def test_print_config_is_toml_that_reads_back_to_itself(self):
+        sekka = os.environ.get("SEKKA_BIN", "build/cli/sekka")
+        first = subprocess.run([sekka, "serve", "--layout", "twitter", "--print-config"],
+                               capture_output=True, text=True, timeout=30)
+        self.assertEqual(first.returncode, 0, first.stderr)
+        parsed = tomllib.loads(first.stdout)
+        self.assertEqual(parsed["layout"]["preset"], "twitter")
+        self.assertNotIn("time_bits", parsed["layout"])  # unset keys are comments
+        self.assertIn("# time_bits = <not set>  # custom layout", first.stdout)
+        path = self.dirs.path("printed.toml")
+        with open(path, "w") as f:
+            f.write(first.stdout)
+        again = subprocess.run([sekka, "serve", "--config", path, "--print-config"],
+                               capture_output=True, text=True, timeout=30)
+        self.assertEqual(again.returncode, 0, again.stderr)
+        self.assertEqual(again.stdout, first.stdout)
 
     def test_bad_configuration_is_a_one_line_usage_error(self):
         path = self.dirs.path("bad.toml")
