@@ -9,6 +9,7 @@ the campaign passed:
   - no segment id of a tag was received twice;
   - ids of a tag from one server process increase: a request that started after another one on
     the same process and tag had finished got larger ids;
+  - the ids of one reply (a batch) increase, of either kind;
   - every error reply is one the contract documents for these requests;
   - no reply was malformed; no server died unless the nemesis killed it;
   - no connection failed at a server that no fault aimed at then."""
@@ -43,6 +44,8 @@ class History:
         self.ref = array.array("l")
         self.space = bytearray()
         self.events = []
+        # Requests whose ids did not increase within the reply (a batch must be in order).
+        self.unordered_batches = []
         for path in sorted(glob.glob(os.path.join(directory, "ops-*.bin"))):
             client = path[path.rindex("-") + 1:-4]
             base = len(self.start)
@@ -77,8 +80,12 @@ class History:
             pos += IDS_HEADER.size
             if pos + runs * RUN.size > len(data):
                 break
+            previous = None
             for k in range(runs):
                 first, last = RUN.unpack_from(data, pos + k * RUN.size)
+                if last < first or (previous is not None and first <= previous):
+                    self.unordered_batches.append(base + index)
+                previous = last
                 self.first.append(first)
                 self.last.append(last)
                 self.ref.append(base + index)
@@ -298,6 +305,10 @@ def check(directory, tag_names=()):
         failures.append(f"{len(order)} segment requests got ids below an earlier request's on the "
                         f"same server process, e.g. server {server} at {h.start[a]:.3f} and "
                         f"{h.start[b]:.3f}")
+    if h.unordered_batches:
+        r = h.unordered_batches[0]
+        failures.append(f"{len(h.unordered_batches)} replies whose ids did not increase within "
+                        f"the reply, e.g. server {h.server[r]} at {h.start[r]:.3f}")
     undocumented = sum(1 for i in range(len(h)) if h.code[i] == UNDOCUMENTED)
     if undocumented:
         failures.append(f"{undocumented} error replies not documented for these requests")
@@ -324,6 +335,7 @@ def check(directory, tag_names=()):
         "ids_checked": id_count(h),
         "repeated_ids": sum(r[1] for r in repeats),
         "segment_order_violations": len(order),
+        "unordered_batches": len(h.unordered_batches),
         "undocumented_errors": undocumented,
         "malformed_replies": malformed,
         "unexplained_connection_failures": len(dropped),

@@ -92,6 +92,15 @@ class CheckerTest(unittest.TestCase):
         self.assertEqual(r["segment_order_violations"], 1)
         self.assertTrue(any("below an earlier request" in f for f in r["failures"]))
 
+    def test_a_batch_whose_ids_go_down_fails(self):
+        a = self.client(0)
+        a.op(1.0, 0.001, 0, RESP_BATCH, space=0, runs=[(100, 104), (110, 112)])   # in order
+        a.op(2.0, 0.001, 1, RESP_SEG, space=1, runs=[(50, 59), (40, 45)])          # goes down
+        a.close()
+        r = self.check()
+        self.assertEqual(r["unordered_batches"], 1)
+        self.assertIn("did not increase within the reply", r["failures"][0])
+
     def test_a_restarted_process_may_start_lower_on_another_range(self):
         # Two processes of server 0 (a restart at t=3): only each one's own ids must increase.
         self.events += [{"type": "start", "server": 0, "t": 0.0},
