@@ -14,8 +14,8 @@ import tempfile
 import sys
 import unittest
 
-SEKKA = os.environ.get("SEKKA_BIN", "build/cli/sekka")
-FAKETIME_LIB = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1"
+sys.path.insert(0, os.path.dirname(__file__))
+from sekka_testlib import SEKKA, faketime_env  # noqa: E402
 
 
 def run(*args, stdin=None, timeout=60):
@@ -132,8 +132,7 @@ class GenTest(CliTestCase):
             clock = os.path.join(data, "clock")
             with open(clock, "w") as f:
                 f.write("-2")
-            env = dict(os.environ, LD_PRELOAD=FAKETIME_LIB, FAKETIME_TIMESTAMP_FILE=clock,
-                       FAKETIME_NO_CACHE="1", FAKETIME_DONT_FAKE_MONOTONIC="1")
+            env = dict(os.environ, **faketime_env(clock))
             p = subprocess.run([SEKKA, "gen", "-n", "300000", "--data-dir", data],
                                capture_output=True, text=True, env=env, timeout=60)
             self.assertEqual(p.returncode, 0, p.stderr)

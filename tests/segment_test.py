@@ -15,33 +15,10 @@ import unittest
 import redis
 
 sys.path.insert(0, os.path.dirname(__file__))
-from sekka_testlib import SEKKA, Server, TempDirs  # noqa: E402
-
-PG_SCRIPT = os.path.join(os.path.dirname(__file__), "..", "scripts", "pg.sh")
-
+from sekka_testlib import SEKKA, Postgres, Server, TempDirs  # noqa: E402
 
 def sekka(*args):
     return subprocess.run([SEKKA, *args], capture_output=True, text=True, timeout=60)
-
-
-class Postgres:
-    """A throwaway PostgreSQL on a free port (scripts/pg.sh), stopped by the test."""
-
-    def __init__(self, path):
-        self.path = path
-        subprocess.run(["bash", PG_SCRIPT, "start", path], check=True, timeout=120)
-        with open(os.path.join(path, "uri")) as f:
-            self.uri = f.read().strip()
-
-    def pg_ctl(self, action):
-        cmd = ["/usr/lib/postgresql/15/bin/pg_ctl", "-D", os.path.join(self.path, "data"), "-w",
-               "-m", "fast", "-l", os.path.join(self.path, "server.log"), action]
-        if os.getuid() == 0:
-            cmd = ["runuser", "-u", "postgres", "--"] + cmd
-        subprocess.run(cmd, check=True, capture_output=True, timeout=120)
-
-    def stop(self):
-        subprocess.run(["bash", PG_SCRIPT, "stop", self.path], timeout=120)
 
 
 class SegmentTestCase(unittest.TestCase):
@@ -250,15 +227,6 @@ class PostgresSegmentTest(SegmentTestCase):
         everything = ids + served + [recovered]
         self.assertEqual(everything, sorted(set(everything)))
 
-    def stop_signal_postgres(self, sig):
-        """SIGSTOP or SIGCONT to every process of the PostgreSQL server (all its backends)."""
-        with open(os.path.join(self.pg.path, "data", "postmaster.pid")) as f:
-            postmaster = int(f.readline())
-        pids = [postmaster] + [int(p) for p in subprocess.run(
-            ["pgrep", "-P", str(postmaster)], capture_output=True, text=True).stdout.split()]
-        for pid in pids:
-            os.kill(pid, sig)
-
     def test_a_hung_database_makes_calls_fail_in_bounded_time_and_the_server_recovers(self):
         """The safety review's stall: with PostgreSQL stopped (SIGSTOP: its kernel still accepts
         and acknowledges), store calls had no timeout and hung the server's event loop."""
@@ -267,7 +235,7 @@ class PostgresSegmentTest(SegmentTestCase):
         s = self.start_pg("data", "--threads", "1", "--segment-max-step", "10")
         r = redis.Redis(host="127.0.0.1", port=s.resp_port, socket_timeout=30)
         first = [r.incr("loaded") for _ in range(5)]
-        self.stop_signal_postgres(signal.SIGSTOP)
+        self.pg.signal(signal.SIGSTOP)
         try:
             # A request for a tag not loaded yet waits on the store, but not on the event loop:
             # the one loop keeps answering other clients meanwhile.
@@ -299,7 +267,7 @@ class PostgresSegmentTest(SegmentTestCase):
             self.assertEqual(s.get("/healthz")[0], 200)
             self.assertEqual(s.get("/v1/id")[0], 200)
         finally:
-            self.stop_signal_postgres(signal.SIGCONT)
+            self.pg.signal(signal.SIGCONT)
         recovered = self.recovered(r, "cold")
         self.assertGreaterEqual(recovered, 1, "the cold tag serves once the database is back")
         later = r.incr("loaded")

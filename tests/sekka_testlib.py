@@ -21,6 +21,14 @@ LISTEN_RE = re.compile(r"HTTP on http://(\S+), Redis protocol on (\S+) \(worker 
 _live = []
 
 
+def faketime_env(clock_file):
+    """Environment that runs a dynamically linked program on libfaketime: its wall clock is
+    real time plus the offset in `clock_file` (e.g. "-5"), read on every call; its monotonic
+    clock stays real."""
+    return {"LD_PRELOAD": FAKETIME_LIB, "FAKETIME_TIMESTAMP_FILE": clock_file,
+            "FAKETIME_NO_CACHE": "1", "FAKETIME_DONT_FAKE_MONOTONIC": "1"}
+
+
 def _cleanup():
     for proc in list(_live):
         if proc.poll() is None:
@@ -40,8 +48,7 @@ class Server:
         if env:
             self.env.update(env)
         if faketime_file:
-            self.env.update({"LD_PRELOAD": FAKETIME_LIB, "FAKETIME_TIMESTAMP_FILE": faketime_file,
-                             "FAKETIME_NO_CACHE": "1", "FAKETIME_DONT_FAKE_MONOTONIC": "1"})
+            self.env.update(faketime_env(faketime_file))
         args = [SEKKA, "serve", "--http", "127.0.0.1:0", "--resp", "127.0.0.1:0",
                 "--data-dir", data_dir, *flags]
         self.stderr_path = os.path.join(data_dir + ".log")
@@ -174,13 +181,72 @@ def free_port():
         return s.getsockname()[1]
 
 
-def _wait(predicate, timeout, what):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
+def wait_for(predicate, timeout):
+    """True once predicate() holds, False if `timeout` seconds passed first."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
         if predicate():
-            return
+            return True
         time.sleep(0.05)
-    raise AssertionError(f"{what} not ready within {timeout} s")
+    return predicate()
+
+
+def _wait(predicate, timeout, what):
+    if not wait_for(predicate, timeout):
+        raise AssertionError(f"{what} not ready within {timeout} s")
+
+
+def signal_pids(pids, sig):
+    """Sends `sig` to each PID that is set and still exists."""
+    for pid in pids:
+        if not pid:
+            continue
+        try:
+            os.kill(pid, sig)
+        except ProcessLookupError:
+            pass
+
+
+class Postgres:
+    """A throwaway PostgreSQL 15 on a free port (scripts/pg.sh): tests restart it, stop its
+    processes (SIGSTOP) or crash it, and it is always stopped through its pid file."""
+
+    BIN = "/usr/lib/postgresql/15/bin"
+    SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "scripts", "pg.sh")
+
+    def __init__(self, path):
+        self.path = path
+        subprocess.run(["bash", self.SCRIPT, "start", path], check=True, timeout=120)
+        with open(os.path.join(path, "uri")) as f:
+            self.uri = f.read().strip()
+        self.port = int(self.uri.rsplit(":", 1)[1].split("/")[0])
+
+    def pg_ctl(self, action, mode="fast"):
+        """`pg_ctl action` as the postgres user; mode "immediate" stops it as a crash would."""
+        cmd = [f"{self.BIN}/pg_ctl", "-D", os.path.join(self.path, "data"), "-w", "-m", mode,
+               "-l", os.path.join(self.path, "server.log"), action]
+        if os.getuid() == 0:
+            cmd = ["runuser", "-u", "postgres", "--"] + cmd
+        subprocess.run(cmd, check=True, capture_output=True, timeout=120)
+
+    def pids(self):
+        """The postmaster and every process it started (all its backends)."""
+        try:
+            with open(os.path.join(self.path, "data", "postmaster.pid")) as f:
+                postmaster = int(f.readline())
+        except (OSError, ValueError):
+            return []
+        children = subprocess.run(["pgrep", "-P", str(postmaster)], capture_output=True,
+                                  text=True).stdout.split()
+        return [postmaster] + [int(p) for p in children]
+
+    def signal(self, sig):
+        """SIGSTOP or SIGCONT to every process of the server."""
+        signal_pids(self.pids(), sig)
+
+    def stop(self):
+        self.signal(signal.SIGCONT)
+        subprocess.run(["bash", self.SCRIPT, "stop", self.path], timeout=120)
 
 
 def _post_json(address, path, body, timeout=2):

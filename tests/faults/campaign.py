@@ -13,6 +13,7 @@ import multiprocessing
 import os
 import shutil
 import signal
+import subprocess
 import sys
 import tempfile
 import threading
@@ -21,11 +22,13 @@ import traceback
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(HERE, ".."))  # sekka_testlib
 
 import checker  # noqa: E402
 import cluster  # noqa: E402
 import soak as soak_report  # noqa: E402
 from nemesis import Nemesis  # noqa: E402
+from sekka_testlib import SEKKA, Postgres  # noqa: E402
 from workload import client_main  # noqa: E402
 
 TAGS = ["orders", "users", "messages"]
@@ -127,10 +130,10 @@ def run(args):
         t_setup = time.monotonic()
         coord = (cluster.EtcdCluster(os.path.join(base, "etcd")) if args.coordinator == "etcd"
                  else cluster.ZooKeeperEnsemble(os.path.join(base, "zk")))
-        pg = cluster.Postgres(base)
+        pg = Postgres(os.path.join(base, "pg"))
         for tag in TAGS:
-            cluster.subprocess.run([cluster.SEKKA, "segment", "create", tag, "--step", "200",
-                                    "--segment-store", pg.uri], check=True, capture_output=True)
+            subprocess.run([SEKKA, "segment", "create", tag, "--step", "200", "--segment-store",
+                            pg.uri], check=True, capture_output=True)
         flags = ["--worker-source", args.coordinator, "--coordinator", coord.uri,
                  "--lease-ttl", f"{LEASE_TTL_S}s", "--segment-store", pg.uri,
                  "--log-level", "warn"]

@@ -13,30 +13,8 @@ import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from sekka_testlib import FAKETIME_LIB, SEKKA, Etcd, ZooKeeper, exchange, free_port  # noqa: E402
-
-REPO = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
-
-
-def wait_for(predicate, timeout):
-    """True once predicate() holds, False if `timeout` seconds passed first."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.05)
-    return predicate()
-
-
-def signal_pids(pids, sig):
-    for pid in pids:
-        if not pid:
-            continue
-        try:
-            os.kill(pid, sig)
-        except ProcessLookupError:
-            pass
-
+from sekka_testlib import (SEKKA, Etcd, ZooKeeper, exchange, faketime_env,  # noqa: E402
+                           free_port, signal_pids, wait_for)
 
 def stop_process(proc, sig=signal.SIGTERM, timeout=20):
     """Stops a Popen by its PID: `sig`, then SIGKILL after `timeout` s. SIGCONT first, in case
@@ -177,59 +155,6 @@ class ZooKeeperEnsemble:
             self.procs[i] = None
 
 
-class Postgres:
-    """One PostgreSQL 15 (scripts/pg.sh) whose processes can be stopped and which can crash."""
-
-    BIN = "/usr/lib/postgresql/15/bin"
-
-    def __init__(self, base_dir):
-        self.dir = os.path.join(base_dir, "pg")
-        subprocess.run(["bash", os.path.join(REPO, "scripts", "pg.sh"), "start", self.dir],
-                       check=True, timeout=120)
-        with open(os.path.join(self.dir, "uri")) as f:
-            self.uri = f.read().strip()
-        self.port = int(self.uri.rsplit(":", 1)[1].split("/")[0])
-
-    def _as_pg(self, *args):
-        cmd = list(args)
-        if os.geteuid() == 0:
-            cmd = ["runuser", "-u", "postgres", "--"] + cmd
-        return subprocess.run(cmd, capture_output=True, text=True, timeout=120)
-
-    def pids(self):
-        """The postmaster and every process it started."""
-        try:
-            with open(os.path.join(self.dir, "data", "postmaster.pid")) as f:
-                postmaster = int(f.readline())
-        except (OSError, ValueError):
-            return []
-        children = subprocess.run(["pgrep", "-P", str(postmaster)], capture_output=True,
-                                  text=True).stdout.split()
-        return [postmaster] + [int(p) for p in children]
-
-    def pause(self):
-        signal_pids(self.pids(), signal.SIGSTOP)
-
-    def resume(self):
-        signal_pids(self.pids(), signal.SIGCONT)
-
-    def crash(self):
-        """Immediate shutdown: no checkpoint, every connection dropped (a crash, as far as
-        clients and recovery are concerned)."""
-        self.resume()
-        self._as_pg(f"{self.BIN}/pg_ctl", "-D", os.path.join(self.dir, "data"), "-m",
-                    "immediate", "-w", "stop")
-
-    def start(self):
-        self._as_pg(f"{self.BIN}/pg_ctl", "-D", os.path.join(self.dir, "data"), "-w", "-l",
-                    os.path.join(self.dir, "server.log"), "start")
-
-    def stop(self):
-        self.resume()
-        subprocess.run(["bash", os.path.join(REPO, "scripts", "pg.sh"), "stop", self.dir],
-                       timeout=120)
-
-
 class Node:
     """One `sekka serve`: fixed ports (clients keep their addresses across restarts), a clock
     file libfaketime reads on every call, and a data directory on its own tmpfs when root."""
@@ -263,9 +188,7 @@ class Node:
         os.replace(tmp, self.clock_file)
 
     def start(self):
-        env = dict(os.environ)
-        env.update({"LD_PRELOAD": FAKETIME_LIB, "FAKETIME_TIMESTAMP_FILE": self.clock_file,
-                    "FAKETIME_NO_CACHE": "1", "FAKETIME_DONT_FAKE_MONOTONIC": "1"})
+        env = dict(os.environ, **faketime_env(self.clock_file))
         log = open(self.log_path, "ab")
         log.write(f"--- start {self.incarnation + 1} at offset {self.offset:+.3f} s\n".encode())
         log.flush()

@@ -89,13 +89,14 @@ class Nemesis:
         if kind.startswith("postgres_"):
             t0 = time.monotonic()
             if kind == "postgres_pause":
-                self.pg.pause()
+                self.pg.signal(signal.SIGSTOP)
                 self.hold(3, 8)
-                self.pg.resume()
+                self.pg.signal(signal.SIGCONT)
             else:
-                self.pg.crash()
+                # No checkpoint, every connection dropped: a crash, as clients and recovery see it.
+                self.pg.pg_ctl("stop", mode="immediate")
                 self.hold(1, 3)
-                self.pg.start()
+                self.pg.pg_ctl("start")
             return None, t0, time.monotonic()
         node = rng.choice(self.nodes)
         t0 = time.monotonic()
