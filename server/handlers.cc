@@ -5,7 +5,10 @@
 
 #include <algorithm>
 #include <charconv>
+#include <span>
+#include <variant>
 
+#include "server/commands.h"
 #include "server/resp.h"
 
 namespace sekka::server {
@@ -14,7 +17,8 @@ namespace {
 constexpr const char* kVersion = SEKKA_VERSION;  // from CMakeLists.txt
 
 // ---------------------------------------------------------------------------------------------
-// HTTP
+// HTTP: a table of routes. Each route names its method and path, who may call it, how the request
+// becomes a command's arguments, and how the command's Reply becomes the body its clients parse.
 
 struct HttpReply {
   int status = 200;
@@ -38,9 +42,85 @@ HttpReply FromError(const Error& e) {
   return JsonError(w.http_status, w.http_code, e.message);
 }
 
-bool WantsText(const http::Request& request) {
-  return request.accept.find("text/plain") != std::string::npos &&
-         request.accept.find("application/json") == std::string::npos;
+HttpReply Text(std::string body) {
+  HttpReply r;
+  r.content_type = "text/plain; charset=utf-8";
+  r.body = std::move(body);
+  return r;
+}
+
+HttpReply Json(std::string body) {
+  HttpReply r;
+  r.body = std::move(body);
+  return r;
+}
+
+void AppendDec(std::string& out, std::int64_t v) {
+  char buf[20];
+  out.append(buf, FormatDec(v, buf));
+}
+
+// What a route sees of a request.
+struct RouteInput {
+  const http::Request& request;
+  std::string_view path;
+  std::string_view query;
+  std::string_view rest;  // the path after a prefix route's prefix
+};
+
+bool WantsText(const RouteInput& in) {
+  return in.request.accept.find("text/plain") != std::string::npos &&
+         in.request.accept.find("application/json") == std::string::npos;
+}
+
+// A command's arguments, owned (query values and path segments are decoded copies).
+using ArgList = std::vector<std::string>;
+
+enum class Auth {
+  kNone,     // health, readiness, metrics, Leaf's decode
+  kCommand,  // as the command says (CommandSpec::needs_auth), with Authorization: Bearer
+};
+
+struct HttpRoute {
+  std::string_view method;
+  std::string_view path;
+  bool prefix = false;         // path is a prefix; the rest is RouteInput::rest
+  Auth auth = Auth::kCommand;  // a route without a command and kCommand always needs it
+  // The command it runs, or null for a route that answers from the service alone (then
+  // `format` gets an empty reply).
+  const CommandSpec* command = nullptr;
+  Command label = Command::kOther;  // metrics label when there is no command
+  // Fills the command's arguments. Errors: a bad path or query, answered with FromError.
+  Status (*args)(Service& service, const RouteInput& in, ArgList& out) = nullptr;
+  HttpReply (*format)(Service& service, const RouteInput& in, Result<Reply>& reply) = nullptr;
+};
+
+Status NoArgs(Service&, const RouteInput&, ArgList&) { return Status::Ok(); }
+
+// The rest of the path, percent-decoded, as the first argument (a tag, an id).
+Status PathArg(Service&, const RouteInput& in, ArgList& out) {
+  std::optional<std::string> v = http::PercentDecode(in.rest);
+  if (!v) return InvalidArgument("the path is not valid percent-encoding");
+  out.push_back(std::move(*v));
+  return Status::Ok();
+}
+
+Status CountArg(Service& service, const RouteInput& in, ArgList& out) {
+  std::optional<std::string> c = http::QueryParam(in.query, "count");
+  if (!c) {
+    return InvalidArgument(
+        fmt::format("count is required: allowed 1 to {}", service.config().max_batch));
+  }
+  out.push_back(std::move(*c));
+  return Status::Ok();
+}
+
+Status TagAndCountArgs(Service& service, const RouteInput& in, ArgList& out) {
+  if (Status s = PathArg(service, in, out); !s.ok()) return s;
+  if (std::optional<std::string> c = http::QueryParam(in.query, "count"); c) {
+    out.push_back(std::move(*c));
+  }
+  return Status::Ok();
 }
 
 Result<IdFormat> FormatParam(std::string_view query) {
@@ -49,45 +129,25 @@ Result<IdFormat> FormatParam(std::string_view query) {
   return ParseIdFormat(*f);
 }
 
-Result<std::int64_t> CountParam(std::string_view text, std::int64_t max) {
-  std::int64_t n = 0;
-  const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
-  if (ec != std::errc() || ptr != text.data() + text.size() || n < 1 || n > max) {
-    return InvalidArgument(
-        fmt::format("count \"{}\" is not valid: allowed 1 to {}", text.substr(0, 40), max));
-  }
-  return n;
-}
-
-HttpReply IdsReply(Service& service, const http::Request& request, std::string_view query,
-                   bool single) {
-  Result<IdFormat> format = FormatParam(query);
+// /v1/id and /v1/ids: {"id":"..."} / {"ids":[...]} (strings: JavaScript keeps every digit),
+// or one id per line with Accept: text/plain; ?format= picks the id format.
+HttpReply IdsReply(Service& service, const RouteInput& in, Result<Reply>& reply) {
+  Result<IdFormat> format = FormatParam(in.query);
   if (!format.ok()) return FromError(format.error());
-  std::int64_t count = 1;
-  if (!single) {
-    std::optional<std::string> c = http::QueryParam(query, "count");
-    if (!c) {
-      return JsonError(
-          400, "invalid_argument",
-          fmt::format("count is required: allowed 1 to {}", service.config().max_batch));
-    }
-    Result<std::int64_t> n = CountParam(*c, service.config().max_batch);
-    if (!n.ok()) return FromError(n.error());
-    count = *n;
-  }
-  std::vector<Id> ids(static_cast<std::size_t>(count));
-  if (Status s = service.NextIds(std::span<Id>(ids)); !s.ok()) return FromError(s.error());
-  const bool text = WantsText(request);
+  if (!reply.ok()) return FromError(reply.error());
+  const bool single = std::holds_alternative<std::int64_t>(*reply);
+  std::span<const std::int64_t> ids = single
+                                          ? std::span(&std::get<std::int64_t>(*reply), 1)
+                                          : std::span(std::get<std::vector<std::int64_t>>(*reply));
   HttpReply r;
   auto append = [&](Id id) {
     if (*format == IdFormat::kDec) {
-      char buf[20];
-      r.body.append(buf, FormatDec(id, buf));
+      AppendDec(r.body, id);
     } else {
       r.body += FormatId(id, *format, service.layout());
     }
   };
-  if (text) {
+  if (WantsText(in)) {
     r.content_type = "text/plain; charset=utf-8";
     for (std::size_t i = 0; i < ids.size(); ++i) {
       if (i > 0) r.body += '\n';
@@ -106,116 +166,138 @@ HttpReply IdsReply(Service& service, const http::Request& request, std::string_v
   return r;
 }
 
-HttpReply DecodeReply(Service& service, std::string_view text) {
-  Result<Id> id = ParseId(text, IdFormat::kDec, service.layout());
-  Result<DecodedId> d = id.ok() ? service.Decode(*id) : Result<DecodedId>(std::move(id).error());
-  if (!d.ok()) return FromError(d.error());
-  HttpReply r;
-  r.body = fmt::format(
+HttpReply DecodeReply(Service&, const RouteInput&, Result<Reply>& reply) {
+  if (!reply.ok()) return FromError(reply.error());
+  const DecodedId& d = std::get<DecodedId>(*reply);
+  return Json(fmt::format(
       "{{\"id\":\"{}\",\"time\":\"{}\",\"timestamp_ms\":{},\"datacenter\":{},\"worker\":{},"
       "\"sequence\":{}}}",
-      d->id, FormatUtcMillis(d->timestamp_ms), d->timestamp_ms, d->datacenter, d->worker,
-      d->sequence);
-  return r;
+      d.id, FormatUtcMillis(d.timestamp_ms), d.timestamp_ms, d.datacenter, d.worker, d.sequence));
 }
 
-// Leaf's /decodeSnowflakeId answer: string values, "timestamp" with the time in brackets.
-HttpReply LeafDecodeReply(Service& service, std::string_view query) {
-  std::optional<std::string> text = http::QueryParam(query, "snowflakeId");
-  if (!text) return JsonError(400, "invalid_argument", "snowflakeId is required");
-  Result<Id> id = ParseId(*text, IdFormat::kDec, service.layout());
-  Result<DecodedId> d = id.ok() ? service.Decode(*id) : Result<DecodedId>(std::move(id).error());
-  if (!d.ok()) return FromError(d.error());
-  std::string time = FormatUtcMillis(d->timestamp_ms);  // 2026-01-02T03:04:05.678Z
-  time[10] = ' ';
-  time.pop_back();
+// /v1/segment/<tag>: {"id":"..."}, with ?count= {"ids":[...]}; one per line for text/plain.
+HttpReply SegmentReply(Service&, const RouteInput& in, Result<Reply>& reply) {
+  if (!reply.ok()) return FromError(reply.error());
+  const bool single = std::holds_alternative<std::int64_t>(*reply);
+  std::span<const std::int64_t> ids = single
+                                          ? std::span(&std::get<std::int64_t>(*reply), 1)
+                                          : std::span(std::get<std::vector<std::int64_t>>(*reply));
   HttpReply r;
-  r.body = fmt::format(
-      "{{\"timestamp\":\"{}({})\",\"datacenterId\":\"{}\",\"workerId\":\"{}\",\"sequenceId\":\"{}"
-      "\"}}",
-      d->timestamp_ms, time, d->datacenter, d->worker, d->sequence);
-  return r;
-}
-
-// A segment request: /v1/segment/<tag>[?count=N] (JSON, or text with Accept: text/plain) or
-// Leaf's /api/segment/get/<key> (plain decimal, one id).
-struct SegmentAsk {
-  bool leaf = false;
-  std::string tag;  // percent-decoded
-  std::int64_t count = 1;
-  bool count_given = false;  // ?count= present: the reply is an array
-  Status error;              // a bad tag or count: answered with it
-};
-
-// nullopt when `path` is not a segment request.
-std::optional<SegmentAsk> ParseSegmentAsk(const Service& service, std::string_view path,
-                                          std::string_view query) {
-  SegmentAsk ask;
-  std::string_view tag_text;
-  if (path.rfind("/v1/segment/", 0) == 0) {
-    tag_text = path.substr(12);
-  } else if (path.rfind("/api/segment/get/", 0) == 0) {
-    tag_text = path.substr(17);
-    ask.leaf = true;
-    query = {};
-  } else {
-    return std::nullopt;
-  }
-  std::optional<std::string> tag = http::PercentDecode(tag_text);
-  if (!tag) {
-    ask.error = InvalidArgument("the tag in the path is not valid percent-encoding");
-    return ask;
-  }
-  ask.tag = std::move(*tag);
-  if (std::optional<std::string> c = http::QueryParam(query, "count"); c) {
-    Result<std::int64_t> n = CountParam(*c, service.config().max_batch);
-    if (!n.ok()) {
-      ask.error = n.error();
-      return ask;
-    }
-    ask.count = *n;
-    ask.count_given = true;
-  }
-  return ask;
-}
-
-HttpReply SegmentReply(Service& service, const http::Request& request, const SegmentAsk& ask) {
-  if (!ask.error.ok()) return FromError(ask.error.error());
-  const bool leaf = ask.leaf;
-  std::vector<std::int64_t> ids(static_cast<std::size_t>(ask.count));
-  if (Status s = service.NextSegmentIds(ask.tag, std::span(ids)); !s.ok()) {
-    return FromError(s.error());
-  }
-  HttpReply r;
-  char buf[20];
-  if (leaf || WantsText(request)) {
+  if (WantsText(in)) {
     r.content_type = "text/plain; charset=utf-8";
     for (std::size_t i = 0; i < ids.size(); ++i) {
       if (i > 0) r.body += '\n';
-      r.body.append(buf, FormatDec(ids[i], buf));
+      AppendDec(r.body, ids[i]);
     }
     return r;
   }
-  r.body = ask.count_given ? "{\"ids\":[" : "{\"id\":";
+  r.body = single ? "{\"id\":" : "{\"ids\":[";
   for (std::size_t i = 0; i < ids.size(); ++i) {
     if (i > 0) r.body += ',';
     r.body += '"';
-    r.body.append(buf, FormatDec(ids[i], buf));
+    AppendDec(r.body, ids[i]);
     r.body += '"';
   }
-  r.body += ask.count_given ? "]}" : "}";
+  r.body += single ? "}" : "]}";
   return r;
 }
 
-// Compares a presented secret with the token in time that depends only on their lengths, so
-// that response times do not reveal how much of a guess was right.
-bool TokenEquals(std::string_view presented, std::string_view token) {
-  unsigned char diff = presented.size() == token.size() ? 0 : 1;
-  for (std::size_t i = 0; i < presented.size(); ++i) {
-    diff |= static_cast<unsigned char>(presented[i] ^
-                                       token[i % std::max<std::size_t>(1, token.size())]);
+HttpReply HealthReply(Service&, const RouteInput&, Result<Reply>&) {
+  return Json("{\"status\":\"ok\"}");
+}
+
+HttpReply ReadyReply(Service& service, const RouteInput&, Result<Reply>&) {
+  if (Status ready = service.Ready(); !ready.ok()) {
+    return JsonError(503, MapError(ready.error().code).http_code, ready.error().message);
   }
-  return diff == 0 && !token.empty();
+  return Json("{\"status\":\"ready\"}");
+}
+
+HttpReply MetricsReply(Service& service, const RouteInput&, Result<Reply>&) {
+  HttpReply r;
+  r.content_type = "text/plain; version=0.0.4; charset=utf-8";
+  r.body = service.MetricsText();
+  return r;
+}
+
+HttpReply InfoReply(Service& service, const RouteInput&, Result<Reply>&) {
+  return Json(service.InfoJson());
+}
+
+// Leaf: /api/snowflake/get/<key> and /api/segment/get/<key> answer the id as plain text.
+HttpReply LeafIdReply(Service&, const RouteInput&, Result<Reply>& reply) {
+  if (!reply.ok()) return FromError(reply.error());
+  std::string body;
+  AppendDec(body, std::get<std::int64_t>(*reply));
+  return Text(std::move(body));
+}
+
+Status LeafDecodeArgs(Service&, const RouteInput& in, ArgList& out) {
+  std::optional<std::string> text = http::QueryParam(in.query, "snowflakeId");
+  if (!text) return InvalidArgument("snowflakeId is required");
+  out.push_back(std::move(*text));
+  return Status::Ok();
+}
+
+// Leaf's /decodeSnowflakeId answer: string values, "timestamp" with the time in brackets.
+HttpReply LeafDecodeReply(Service&, const RouteInput&, Result<Reply>& reply) {
+  if (!reply.ok()) return FromError(reply.error());
+  const DecodedId& d = std::get<DecodedId>(*reply);
+  std::string time = FormatUtcMillis(d.timestamp_ms);  // 2026-01-02T03:04:05.678Z
+  time[10] = ' ';
+  time.pop_back();
+  return Json(fmt::format(
+      "{{\"timestamp\":\"{}({})\",\"datacenterId\":\"{}\",\"workerId\":\"{}\",\"sequenceId\":\"{}"
+      "\"}}",
+      d.timestamp_ms, time, d.datacenter, d.worker, d.sequence));
+}
+
+const CommandSpec* const kIdNext = FindCommand("ID.NEXT");
+const CommandSpec* const kIdBatch = FindCommand("ID.BATCH");
+const CommandSpec* const kIdDecode = FindCommand("ID.DECODE");
+const CommandSpec* const kSegNext = FindCommand("SEG.NEXT");
+
+const std::vector<HttpRoute>& Routes() {
+  static const std::vector<HttpRoute> routes = {
+      // sekka's own
+      {"GET", "/healthz", false, Auth::kNone, nullptr, Command::kHealth, NoArgs, HealthReply},
+      {"GET", "/readyz", false, Auth::kNone, nullptr, Command::kReady, NoArgs, ReadyReply},
+      {"GET", "/metrics", false, Auth::kNone, nullptr, Command::kMetrics, NoArgs, MetricsReply},
+      {"GET", "/v1/id", false, Auth::kCommand, kIdNext, Command::kId, NoArgs, IdsReply},
+      {"GET", "/v1/ids", false, Auth::kCommand, kIdBatch, Command::kIds, CountArg, IdsReply},
+      {"GET", "/v1/decode/", true, Auth::kCommand, kIdDecode, Command::kDecode, PathArg,
+       DecodeReply},
+      {"GET", "/v1/info", false, Auth::kCommand, nullptr, Command::kInfo, NoArgs, InfoReply},
+      {"GET", "/v1/segment/", true, Auth::kCommand, kSegNext, Command::kSegment, TagAndCountArgs,
+       SegmentReply},
+      // Meituan Leaf's
+      {"GET", "/api/snowflake/get/", true, Auth::kCommand, kIdNext, Command::kLeafSnowflake, NoArgs,
+       LeafIdReply},
+      {"GET", "/api/segment/get/", true, Auth::kCommand, kSegNext, Command::kLeafSegment, PathArg,
+       LeafIdReply},
+      {"GET", "/decodeSnowflakeId", false, Auth::kNone, kIdDecode, Command::kLeafDecode,
+       LeafDecodeArgs, LeafDecodeReply},
+  };
+  return routes;
+}
+
+bool PathMatches(const HttpRoute& route, std::string_view path) {
+  return route.prefix ? path.size() > route.path.size() && path.rfind(route.path, 0) == 0
+                      : path == route.path;
+}
+
+// The route for `path` and `method`. When the path matches routes of other methods only,
+// `allowed` lists them ("GET, POST").
+const HttpRoute* FindRoute(std::string_view method, std::string_view path, std::string& allowed) {
+  for (const HttpRoute& route : Routes()) {
+    if (!PathMatches(route, path)) continue;
+    if (route.method == method) return &route;
+    if (allowed.find(route.method) == std::string::npos) {
+      if (!allowed.empty()) allowed += ", ";
+      allowed += route.method;
+    }
+  }
+  return nullptr;
 }
 
 bool Authorized(Service& service, const http::Request& request) {
@@ -227,80 +309,48 @@ bool Authorized(Service& service, const http::Request& request) {
          TokenEquals(std::string_view(h).substr(kBearer.size()), token);
 }
 
-HttpReply Route(Service& service, const http::Request& request, Command& command) {
-  std::string_view path, query;
-  http::SplitTarget(request.target, path, query);
-  command = Command::kOther;
-  if (request.method != "GET") {
-    HttpReply r = JsonError(405, "method_not_allowed",
-                            fmt::format("method {} is not allowed: allowed GET", request.method));
-    r.extra_headers += "Allow: GET\r\n";
-    return r;
-  }
-  if (path == "/healthz") {
-    command = Command::kHealth;
-    HttpReply r;
-    r.body = "{\"status\":\"ok\"}";
-    return r;
-  }
-  if (path == "/readyz") {
-    command = Command::kReady;
-    if (Status ready = service.Ready(); !ready.ok()) {
-      return JsonError(503, MapError(ready.error().code).http_code, ready.error().message);
-    }
-    HttpReply r;
-    r.body = "{\"status\":\"ready\"}";
-    return r;
-  }
-  if (path == "/metrics") {
-    command = Command::kMetrics;
-    HttpReply r;
-    r.content_type = "text/plain; version=0.0.4; charset=utf-8";
-    r.body = service.MetricsText();
-    return r;
-  }
-  const bool protected_path = path.rfind("/v1/", 0) == 0 || path.rfind("/api/", 0) == 0;
-  if (protected_path && !Authorized(service, request)) {
+// The route's arguments as views, ready for the command.
+std::vector<std::string_view> Views(const ArgList& args) {
+  return std::vector<std::string_view>(args.begin(), args.end());
+}
+
+HttpReply RunRoute(Service& service, const HttpRoute& route, const RouteInput& in) {
+  const bool needs_auth =
+      route.auth == Auth::kCommand && (route.command == nullptr || route.command->needs_auth);
+  if (needs_auth && !Authorized(service, in.request)) {
     return JsonError(401, "unauthenticated",
                      "missing or wrong bearer token: send Authorization: Bearer <token>");
   }
-  if (path == "/v1/id") {
-    command = Command::kId;
-    return IdsReply(service, request, query, true);
+  ArgList args;
+  if (Status s = route.args(service, in, args); !s.ok()) return FromError(s.error());
+  Result<Reply> reply = Reply(std::int64_t{0});
+  if (route.command != nullptr) {
+    const std::vector<std::string_view> views = Views(args);
+    reply = Execute(service, *route.command, views);
   }
-  if (path == "/v1/ids") {
-    command = Command::kIds;
-    return IdsReply(service, request, query, false);
-  }
-  if (path.rfind("/v1/decode/", 0) == 0) {
-    command = Command::kDecode;
-    return DecodeReply(service, path.substr(11));
-  }
-  if (path == "/v1/info") {
-    command = Command::kInfo;
-    HttpReply r;
-    r.body = service.InfoJson();
+  return route.format(service, in, reply);
+}
+
+HttpReply Dispatch(Service& service, const http::Request& request, Command& command) {
+  std::string_view path, query;
+  http::SplitTarget(request.target, path, query);
+  command = Command::kOther;
+  std::string allowed;
+  const HttpRoute* route = FindRoute(request.method, path, allowed);
+  if (route == nullptr) {
+    if (allowed.empty()) {
+      return JsonError(404, "not_found", fmt::format("no such path: {}", path.substr(0, 200)));
+    }
+    HttpReply r = JsonError(
+        405, "method_not_allowed",
+        fmt::format("method {} is not allowed: allowed {}", request.method.substr(0, 20), allowed));
+    r.extra_headers += fmt::format("Allow: {}\r\n", allowed);
     return r;
   }
-  if (path.rfind("/api/snowflake/get/", 0) == 0) {
-    command = Command::kLeafSnowflake;
-    Result<Id> id = service.NextId();
-    if (!id.ok()) return FromError(id.error());
-    HttpReply r;
-    r.content_type = "text/plain; charset=utf-8";
-    char buf[20];
-    r.body.assign(buf, FormatDec(*id, buf));
-    return r;
-  }
-  if (std::optional<SegmentAsk> ask = ParseSegmentAsk(service, path, query); ask) {
-    command = ask->leaf ? Command::kLeafSegment : Command::kSegment;
-    return SegmentReply(service, request, *ask);
-  }
-  if (path == "/decodeSnowflakeId") {
-    command = Command::kLeafDecode;
-    return LeafDecodeReply(service, query);
-  }
-  return JsonError(404, "not_found", fmt::format("no such path: {}", path.substr(0, 200)));
+  command = route->label;
+  const RouteInput in{request, path, query,
+                      route->prefix ? path.substr(route->path.size()) : std::string_view()};
+  return RunRoute(service, *route, in);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -343,33 +393,81 @@ std::string InfoText(Service& service, std::string_view section) {
   return out;
 }
 
+// The table's command a RESP request runs, with its arguments in `command_args`; null for a
+// connection command (AUTH, PING, ...) or an unknown one. INCR <tag> and INCRBY <tag> 1 are
+// Redis clients' names for SEG.NEXT <tag>.
+const CommandSpec* RespCommand(const std::vector<std::string_view>& args,
+                               std::vector<std::string_view>& command_args) {
+  static const CommandSpec* const seg_next = FindCommand("SEG.NEXT");
+  const std::string_view name = args[0];
+  if ((Is(name, "INCR") && args.size() == 2) ||
+      (Is(name, "INCRBY") && args.size() == 3 && args[2] == "1")) {
+    command_args.assign(args.begin() + 1, args.begin() + 2);
+    return seg_next;
+  }
+  const CommandSpec* spec = FindCommand(name);
+  if (spec != nullptr) command_args.assign(args.begin() + 1, args.end());
+  return spec;
+}
+
+void AppendReply(std::string& out, const Reply& reply) {
+  if (const auto* id = std::get_if<std::int64_t>(&reply)) {
+    resp::AppendInteger(out, *id);
+  } else if (const auto* ids = std::get_if<std::vector<std::int64_t>>(&reply)) {
+    out.reserve(out.size() + ids->size() * 23 + 16);
+    resp::AppendArrayHeader(out, ids->size());
+    for (std::int64_t v : *ids) resp::AppendInteger(out, v);
+  } else if (const auto* d = std::get_if<DecodedId>(&reply)) {
+    resp::AppendArrayHeader(out, 10);
+    resp::AppendBulk(out, "time");
+    resp::AppendBulk(out, FormatUtcMillis(d->timestamp_ms));
+    resp::AppendBulk(out, "timestamp_ms");
+    resp::AppendInteger(out, d->timestamp_ms);
+    resp::AppendBulk(out, "datacenter");
+    resp::AppendInteger(out, d->datacenter);
+    resp::AppendBulk(out, "worker");
+    resp::AppendInteger(out, d->worker);
+    resp::AppendBulk(out, "sequence");
+    resp::AppendInteger(out, d->sequence);
+  } else if (const auto* g = std::get_if<SegmentGrant>(&reply)) {
+    // SEG.RANGE: begin, end (exclusive), delta, remainder.
+    resp::AppendArrayHeader(out, 4);
+    resp::AppendInteger(out, g->range.begin);
+    resp::AppendInteger(out, g->range.end);
+    resp::AppendInteger(out, g->delta);
+    resp::AppendInteger(out, g->remainder);
+  } else {
+    resp::AppendSimple(out, std::get<std::string>(reply));
+  }
+}
+
 }  // namespace
 
 bool MayBlock(Service& service, const http::Request& request) {
   std::string_view path, query;
   http::SplitTarget(request.target, path, query);
-  std::optional<SegmentAsk> ask = ParseSegmentAsk(service, path, query);
-  // A request that is not a segment one, or a bad one (answered at once), never waits.
-  if (!ask || !ask->error.ok()) return false;
-  return !service.SegmentBuffered(ask->tag, ask->count);
+  std::string allowed;
+  const HttpRoute* route = FindRoute(request.method, path, allowed);
+  if (route == nullptr || route->command == nullptr) return false;
+  const RouteInput in{request, path, query,
+                      route->prefix ? path.substr(route->path.size()) : std::string_view()};
+  ArgList args;
+  // A request with bad arguments is answered at once.
+  if (!route->args(service, in, args).ok()) return false;
+  const std::vector<std::string_view> views = Views(args);
+  return MayBlock(service, *route->command, views);
 }
 
 bool MayBlock(Service& service, const std::vector<std::string_view>& args) {
-  if (args.size() < 2) return false;
-  const std::string_view name = args[0];
-  if (!Is(name, "SEG.NEXT") && !Is(name, "INCR") && !Is(name, "INCRBY")) return false;
-  std::int64_t n = 1;
-  if (Is(name, "SEG.NEXT") && args.size() == 3) {
-    Result<std::int64_t> count = CountParam(args[2], service.config().max_batch);
-    if (!count.ok()) return false;
-    n = *count;
-  }
-  return !service.SegmentBuffered(args[1], n);
+  if (args.empty()) return false;
+  std::vector<std::string_view> command_args;
+  const CommandSpec* spec = RespCommand(args, command_args);
+  return spec != nullptr && MayBlock(service, *spec, command_args);
 }
 
 void HandleHttp(Service& service, const http::Request& request, std::string& out, bool& close) {
   Command command = Command::kOther;
-  HttpReply r = Route(service, request, command);
+  HttpReply r = Dispatch(service, request, command);
   service.CountRequest(Protocol::kHttp, command, r.status < 400);
   close = !request.keep_alive;
   out += http::Response(r.status, r.content_type, r.body, !close, r.extra_headers);
@@ -396,14 +494,15 @@ void HandleResp(Service& service, RespSession& session, const std::vector<std::s
   const bool needs_auth = !service.config().auth_token.empty() && !session.authenticated;
 
   // The hot command first, so that it skips the comparisons below.
+  static const CommandSpec* const id_next = FindCommand("ID.NEXT");
   if (!needs_auth && argc == 1 && Is(name, "ID.NEXT")) {
-    if (Result<Id> id = service.NextId(); id.ok()) {
-      resp::AppendInteger(out, *id);
-      service.CountRequest(Protocol::kResp, Command::kId, true);
+    const Result<Reply> reply = Execute(service, *id_next, {});
+    if (reply.ok()) {
+      resp::AppendInteger(out, std::get<std::int64_t>(*reply));
     } else {
-      RespError(out, id.error());
-      service.CountRequest(Protocol::kResp, Command::kId, false);
+      RespError(out, reply.error());
     }
+    service.CountRequest(Protocol::kResp, Command::kId, reply.ok());
     return;
   }
   if (Is(name, "AUTH")) {
@@ -481,84 +580,31 @@ void HandleResp(Service& service, RespSession& session, const std::vector<std::s
     resp::AppendBulk(out, "master");
     resp::AppendBulk(out, "modules");
     resp::AppendArrayHeader(out, 0);
+  } else if (std::vector<std::string_view> command_args;
+             const CommandSpec* spec = RespCommand(args, command_args)) {
+    command = spec->command;
+    if (needs_auth && spec->needs_auth) {
+      resp::AppendError(out, "NOAUTH Authentication required.");
+      ok = false;
+    } else if (const Result<Reply> reply = Execute(service, *spec, command_args); reply.ok()) {
+      AppendReply(out, *reply);
+    } else {
+      fail(reply.error());
+    }
   } else if (needs_auth) {
     resp::AppendError(out, "NOAUTH Authentication required.");
     ok = false;
-  } else if (Is(name, "ID.NEXT")) {  // with arguments: the fast path above took the rest
-    command = Command::kId;
-    WrongArgs(out, name);
-    ok = false;
-  } else if (Is(name, "ID.BATCH")) {
-    command = Command::kIds;
-    if (argc != 2) {
-      WrongArgs(out, name);
-      ok = false;
-    } else if (Result<std::int64_t> n = CountParam(args[1], service.config().max_batch); !n.ok()) {
-      fail(n.error());
-    } else {
-      std::vector<Id> ids(static_cast<std::size_t>(*n));
-      if (Status s = service.NextIds(std::span<Id>(ids)); !s.ok()) {
-        fail(s.error());
-      } else {
-        out.reserve(out.size() + ids.size() * 23 + 16);
-        resp::AppendArrayHeader(out, ids.size());
-        for (Id id : ids) resp::AppendInteger(out, id);
-      }
-    }
-  } else if (Is(name, "ID.DECODE")) {
-    command = Command::kDecode;
-    if (argc != 2) {
-      WrongArgs(out, name);
-      ok = false;
-    } else {
-      Result<Id> id = ParseId(args[1], IdFormat::kDec, service.layout());
-      Result<DecodedId> d =
-          id.ok() ? service.Decode(*id) : Result<DecodedId>(std::move(id).error());
-      if (!d.ok()) {
-        fail(d.error());
-      } else {
-        resp::AppendArrayHeader(out, 10);
-        resp::AppendBulk(out, "time");
-        resp::AppendBulk(out, FormatUtcMillis(d->timestamp_ms));
-        resp::AppendBulk(out, "timestamp_ms");
-        resp::AppendInteger(out, d->timestamp_ms);
-        resp::AppendBulk(out, "datacenter");
-        resp::AppendInteger(out, d->datacenter);
-        resp::AppendBulk(out, "worker");
-        resp::AppendInteger(out, d->worker);
-        resp::AppendBulk(out, "sequence");
-        resp::AppendInteger(out, d->sequence);
-      }
-    }
-  } else if (Is(name, "SEG.NEXT") || Is(name, "INCR") || Is(name, "INCRBY")) {
+  } else if (Is(name, "INCR") || Is(name, "INCRBY")) {  // RespCommand took the valid forms
     command = Command::kSegment;
-    const bool incr = Is(name, "INCR");
-    const bool incrby = Is(name, "INCRBY");
-    if (argc < 2 || argc > (incr ? 2u : 3u) || (incrby && argc != 3)) {
-      WrongArgs(out, name);
-      ok = false;
-    } else if (incrby && args[2] != "1") {
+    if (Is(name, "INCRBY") && argc == 3) {
       // Redis clients send INCRBY <key> 1 for INCR; a larger step would promise contiguous ids.
       resp::AppendError(out,
                         "ERR INCRBY on a segment tag takes an increment of 1 only (ids of "
                         "a batch need not be contiguous): use SEG.NEXT <tag> <n>");
-      ok = false;
     } else {
-      // INCR, INCRBY <tag> 1 and SEG.NEXT <tag> answer one integer; SEG.NEXT <tag> <n> an array.
-      const bool array = !incr && !incrby && argc == 3;
-      Result<std::int64_t> n = array ? CountParam(args[2], service.config().max_batch)
-                                     : Result<std::int64_t>(std::int64_t{1});
-      std::vector<std::int64_t> ids(n.ok() ? static_cast<std::size_t>(*n) : 0);
-      Status st = n.ok() ? service.NextSegmentIds(args[1], std::span(ids)) : Status(n.error());
-      if (!st.ok()) {
-        fail(st.error());
-      } else if (array) {
-        resp::AppendArrayHeader(out, ids.size());
-        for (std::int64_t id : ids) resp::AppendInteger(out, id);
-      } else {
-        resp::AppendInteger(out, ids[0]);
-      }
+      WrongArgs(out, name);
     }
+    ok = false;
   } else if (Is(name, "PING")) {
     command = Command::kPing;
     if (argc == 1) {

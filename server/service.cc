@@ -71,8 +71,16 @@ std::string_view CommandName(Command command) {
       "id",          "ids",    "decode",  "segment",        "info",
       "healthz",     "readyz", "metrics", "leaf_snowflake", "leaf_segment",
       "leaf_decode", "ping",   "echo",    "auth",           "hello",
-      "command",     "client", "quit",    "other"};
+      "command",     "client", "quit",    "segment_range",  "segment_create",
+      "worker",      "other"};
+  static_assert(std::size(kNames) == static_cast<std::size_t>(Command::kCount_));
   return kNames[static_cast<int>(command)];
+}
+
+std::string_view ProtocolName(Protocol protocol) {
+  static constexpr std::string_view kNames[] = {"http", "resp", "thrift"};
+  static_assert(std::size(kNames) == kProtocols);
+  return kNames[static_cast<int>(protocol)];
 }
 
 Service::Service(const ServerConfig& config, Clock& clock)
@@ -507,6 +515,41 @@ Status Service::NextSegmentIds(std::string_view tag, std::span<std::int64_t> out
   return (*seq)->NextIds(out);
 }
 
+Result<SegmentGrant> Service::AllocateSegmentRange(std::string_view tag, std::int64_t step) {
+  if (step < 0 || step > config_.segment_max_step) {
+    return InvalidArgument(fmt::format("step {} is not valid: allowed 1 to {} (segment.max_step)",
+                                       step, config_.segment_max_step));
+  }
+  Result<TagInfo> info = segments_->GetTag(tag);
+  if (!info.ok()) return std::move(info).error();
+  Result<IdRange> range = segment_store_->Allocate(tag, step > 0 ? step : info->step);
+  if (!range.ok()) return std::move(range).error();
+  return SegmentGrant{*range, 1, 0};
+}
+
+Status Service::CreateSegmentTag(const TagInfo& tag) {
+  if (!config_.segment_auto_create) {
+    Result<TagInfo> existing = segments_->GetTag(tag.tag);
+    if (existing.ok()) return TagExists(tag.tag);
+    if (existing.error().code != ErrorCode::kNotFound) return std::move(existing).error();
+    return NotFound(fmt::format(
+        "tag \"{}\" does not exist and clients may not create tags (segment.auto_create = "
+        "false): create it with `sekka segment create`",
+        tag.tag));
+  }
+  // Clients create at most segment.max_tags tags per process, as with auto-create on first use.
+  if (tags_created_.fetch_add(1) >= config_.segment_max_tags) {
+    tags_created_.fetch_sub(1);
+    return Exhausted(
+        fmt::format("tag \"{}\" is not created: clients of this server created {} "
+                    "tags already (segment.max_tags)",
+                    tag.tag, config_.segment_max_tags));
+  }
+  Status s = segments_->CreateTag(tag);
+  if (!s.ok()) tags_created_.fetch_sub(1);
+  return s;
+}
+
 Status Service::Ready() {
   const Layout& l = layout();
   const std::int64_t now_ms = clock_.NowMillisUncached();
@@ -643,15 +686,15 @@ std::string Service::MetricsText() {
          "Reservations that could not be stored (or copied into the data dir).");
   out += fmt::format("sekka_hwm_persist_errors_total {}\n", persist_errors_.load());
   family("sekka_requests_total", "counter", "Requests, by protocol, command and result.");
-  for (int p = 0; p < 2; ++p) {
+  for (int p = 0; p < kProtocols; ++p) {
     for (int c = 0; c < static_cast<int>(Command::kCount_); ++c) {
       for (int r = 0; r < 2; ++r) {
         const std::uint64_t n = counters_[p][c][r].load(std::memory_order_relaxed);
         if (n == 0) continue;
         out +=
             fmt::format("sekka_requests_total{{protocol=\"{}\",command=\"{}\",result=\"{}\"}} {}\n",
-                        p == 0 ? "http" : "resp", CommandName(static_cast<Command>(c)),
-                        r == 0 ? "ok" : "error", n);
+                        ProtocolName(static_cast<Protocol>(p)),
+                        CommandName(static_cast<Command>(c)), r == 0 ? "ok" : "error", n);
       }
     }
   }
@@ -681,15 +724,15 @@ std::string Service::MetricsText() {
   per_tag("sekka_segment_unavailable_total", "counter", "Callers that gave up at the deadline.",
           [](const SegmentStats& st) { return st.unavailable; });
   family("sekka_connections_open", "gauge", "Open client connections, by protocol.");
-  for (int p = 0; p < 2; ++p) {
-    out += fmt::format("sekka_connections_open{{protocol=\"{}\"}} {}\n", p == 0 ? "http" : "resp",
-                       open_[p].load());
+  for (int p = 0; p < kProtocols; ++p) {
+    out += fmt::format("sekka_connections_open{{protocol=\"{}\"}} {}\n",
+                       ProtocolName(static_cast<Protocol>(p)), open_[p].load());
   }
   family("sekka_connections_rejected_total", "counter",
          "Connections refused at the connection limit.");
-  for (int p = 0; p < 2; ++p) {
+  for (int p = 0; p < kProtocols; ++p) {
     out += fmt::format("sekka_connections_rejected_total{{protocol=\"{}\"}} {}\n",
-                       p == 0 ? "http" : "resp", rejected_[p].load());
+                       ProtocolName(static_cast<Protocol>(p)), rejected_[p].load());
   }
   return out;
 }

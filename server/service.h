@@ -38,7 +38,9 @@ struct WireError {
 };
 WireError MapError(ErrorCode code);
 
-enum class Protocol { kHttp = 0, kResp = 1 };
+enum class Protocol { kHttp = 0, kResp = 1, kThrift = 2 };
+inline constexpr int kProtocols = 3;
+std::string_view ProtocolName(Protocol protocol);
 // Commands counted in sekka_requests_total.
 enum class Command {
   kId,
@@ -59,6 +61,9 @@ enum class Command {
   kCommand,
   kClient,
   kQuit,
+  kSegmentRange,
+  kSegmentCreate,
+  kWorker,  // Thrift get_worker_id, get_datacenter_id, get_timestamp
   kOther,
   kCount_
 };
@@ -69,6 +74,14 @@ struct WorkerInfo {
   std::string source;
   std::int64_t datacenter_id = 0;
   std::int64_t worker_id = 0;
+};
+
+// A range of segment ids handed to a client that issues them itself (tinyid's nextSegmentId,
+// CosId's nextMaxId): the ids in [range.begin, range.end) congruent to `remainder` mod `delta`.
+struct SegmentGrant {
+  IdRange range;
+  std::int64_t delta = 1;
+  std::int64_t remainder = 0;
 };
 
 // The parts a service is built from. The command line opens the real ones (cli/serve.cc);
@@ -103,6 +116,14 @@ class Service {
   // Ids of a segment tag. Errors: kNotFound (unknown tag, unless segment.auto_create),
   // kInvalidArgument (bad tag name), kUnavailable (the store), kExhausted.
   Status NextSegmentIds(std::string_view tag, std::span<std::int64_t> out);
+  // A range of `step` ids of `tag` (0: the tag's own step) straight from the store, never
+  // from this process's buffers, for a client that issues them itself. Errors: as
+  // NextSegmentIds, and kInvalidArgument for a step outside 1 to segment.max_step.
+  Result<SegmentGrant> AllocateSegmentRange(std::string_view tag, std::int64_t step);
+  // Creates a tag in the store for a client: only with segment.auto_create, and at most
+  // segment.max_tags per process. Errors: kAlreadyExists, kNotFound (auto-create is off and the
+  // tag does not exist), kExhausted, kInvalidArgument, kUnavailable.
+  Status CreateSegmentTag(const TagInfo& tag);
   // True when `n` ids of `tag` are buffered, so NextSegmentIds will not wait for the store.
   bool SegmentBuffered(std::string_view tag, std::int64_t n) const {
     return segments_->Buffered(tag, n);
@@ -206,6 +227,7 @@ class Service {
 
   std::atomic<std::int64_t> hwm_millis_{0};
   std::atomic<std::uint64_t> ids_issued_{0};
+  std::atomic<std::int64_t> tags_created_{0};  // by clients (CreateSegmentTag)
   std::atomic<std::uint64_t> persist_count_{0};
   std::atomic<std::uint64_t> persist_errors_{0};
   std::atomic<std::uint64_t> persist_micros_total_{0};
@@ -213,10 +235,11 @@ class Service {
       100, 500, 1000, 5000, 10000, 50000, 100000, 1000000};
   std::array<std::atomic<std::uint64_t>, 9> persist_buckets_{};
   std::array<
-      std::array<std::array<std::atomic<std::uint64_t>, 2>, static_cast<int>(Command::kCount_)>, 2>
+      std::array<std::array<std::atomic<std::uint64_t>, 2>, static_cast<int>(Command::kCount_)>,
+      kProtocols>
       counters_{};
-  std::array<std::atomic<std::int64_t>, 2> open_{};
-  std::array<std::atomic<std::uint64_t>, 2> rejected_{};
+  std::array<std::atomic<std::int64_t>, kProtocols> open_{};
+  std::array<std::atomic<std::uint64_t>, kProtocols> rejected_{};
 
   std::mutex mu_;
   std::condition_variable wake_;

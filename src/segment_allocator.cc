@@ -226,21 +226,8 @@ Result<SegmentSequence*> SegmentAllocator::Sequence(std::string_view tag) {
         "tag \"{}\" is not served: this server already serves {} tags (segment.max_tags)", tag,
         sequences_.size()));
   }
-  // A name asked for again and again costs one query per unknown_tag_ttl, not one each.
-  if (auto it = unknown_.find(tag); it != unknown_.end()) {
-    if (SteadyMillis() - it->second < options_.unknown_tag_ttl.count()) return TagNotFound(tag);
-    unknown_.erase(it);
-  }
-  lock.unlock();
-  Result<TagInfo> info = store_.GetTag(tag);
-  lock.lock();
-  if (!info.ok()) {
-    if (info.error().code == ErrorCode::kNotFound) {
-      if (unknown_.size() >= options_.max_tags) unknown_.clear();
-      unknown_[std::string(tag)] = SteadyMillis();
-    }
-    return std::move(info).error();
-  }
+  Result<TagInfo> info = LookUp(tag, lock);
+  if (!info.ok()) return std::move(info).error();
   auto [it, inserted] = sequences_.emplace(std::string(tag), nullptr);
   if (!inserted) return it->second.get();  // another caller created it meanwhile
   // A sequence, once made, lives as long as the allocator: callers may hold it and wait on it,
@@ -252,6 +239,28 @@ Result<SegmentSequence*> SegmentAllocator::Sequence(std::string_view tag) {
   seq.step_ = std::clamp(info->step, options_.min_step, options_.max_step);
   RequestFetch(seq);
   return &seq;
+}
+
+Result<TagInfo> SegmentAllocator::LookUp(std::string_view tag, std::unique_lock<std::mutex>& lock) {
+  // A name asked for again and again costs one query per unknown_tag_ttl, not one each.
+  if (auto it = unknown_.find(tag); it != unknown_.end()) {
+    if (SteadyMillis() - it->second < options_.unknown_tag_ttl.count()) return TagNotFound(tag);
+    unknown_.erase(it);
+  }
+  lock.unlock();
+  Result<TagInfo> info = store_.GetTag(tag);
+  lock.lock();
+  if (!info.ok() && info.error().code == ErrorCode::kNotFound) {
+    if (unknown_.size() >= options_.max_tags) unknown_.clear();
+    unknown_[std::string(tag)] = SteadyMillis();
+  }
+  return info;
+}
+
+Result<TagInfo> SegmentAllocator::GetTag(std::string_view tag) {
+  if (Status s = ValidateTag(tag); !s.ok()) return std::move(s).error();
+  std::unique_lock lock(mu_);
+  return LookUp(tag, lock);
 }
 
 bool SegmentAllocator::Buffered(std::string_view tag, std::int64_t n) const {

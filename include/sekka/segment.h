@@ -217,6 +217,9 @@ class SegmentAllocator {
   // True when `tag` is served here and has at least `n` ids buffered: a call for them will not
   // wait for the store (a hint: another caller may take them first).
   bool Buffered(std::string_view tag, std::int64_t n) const;
+  // The tag as the store keeps it; a name the store did not know is answered kNotFound from
+  // memory for a while, as Sequence does. Errors: kNotFound, kInvalidArgument, kUnavailable.
+  Result<TagInfo> GetTag(std::string_view tag);
   // Creates `tag` in the store (and forgets that it was unknown). Errors: as
   // SegmentStore::CreateTag.
   Status CreateTag(const TagInfo& tag);
@@ -226,6 +229,8 @@ class SegmentAllocator {
  private:
   friend class SegmentSequence;
   void RequestFetch(SegmentSequence& seq);  // REQUIRES: mu_ held
+  // The store's GetTag behind the cache of unknown names; unlocks `lock` around the query.
+  Result<TagInfo> LookUp(std::string_view tag, std::unique_lock<std::mutex>& lock);
   Status FetchNow(SegmentSequence& seq, std::unique_lock<std::mutex>& lock);
   void Run();
 

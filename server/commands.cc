@@ -1,0 +1,167 @@
+#include "server/commands.h"
+
+#include <fmt/format.h>
+#include <strings.h>
+
+#include <algorithm>
+#include <array>
+#include <charconv>
+
+namespace sekka::server {
+namespace {
+
+Result<Reply> NextIdCommand(Service& service, Args) {
+  Result<Id> id = service.NextId();
+  if (!id.ok()) return std::move(id).error();
+  return Reply(*id);
+}
+
+Result<Reply> NextIdsCommand(Service& service, Args args) {
+  Result<std::int64_t> n = ParseCount("count", args[0], service.config().max_batch);
+  if (!n.ok()) return std::move(n).error();
+  std::vector<Id> ids(static_cast<std::size_t>(*n));
+  if (Status s = service.NextIds(std::span<Id>(ids)); !s.ok()) return std::move(s).error();
+  return Reply(std::move(ids));
+}
+
+Result<Reply> DecodeCommand(Service& service, Args args) {
+  Result<Id> id = ParseId(args[0], IdFormat::kDec, service.layout());
+  if (!id.ok()) return std::move(id).error();
+  Result<DecodedId> d = service.Decode(*id);
+  if (!d.ok()) return std::move(d).error();
+  return Reply(*d);
+}
+
+// SEG.NEXT <tag> answers one id; SEG.NEXT <tag> <count> a list (of one, with a count of 1).
+bool SegmentNextMayBlock(Service& service, Args args) {
+  std::int64_t n = 1;
+  if (args.size() == 2) {
+    Result<std::int64_t> count = ParseCount("count", args[1], service.config().max_batch);
+    if (!count.ok()) return false;  // answered at once
+    n = *count;
+  }
+  return !service.SegmentBuffered(args[0], n);
+}
+
+Result<Reply> SegmentNextCommand(Service& service, Args args) {
+  if (args.size() == 1) {
+    std::int64_t id = 0;
+    if (Status s = service.NextSegmentIds(args[0], std::span(&id, 1)); !s.ok()) {
+      return std::move(s).error();
+    }
+    return Reply(id);
+  }
+  Result<std::int64_t> n = ParseCount("count", args[1], service.config().max_batch);
+  if (!n.ok()) return std::move(n).error();
+  std::vector<std::int64_t> ids(static_cast<std::size_t>(*n));
+  if (Status s = service.NextSegmentIds(args[0], std::span(ids)); !s.ok()) {
+    return std::move(s).error();
+  }
+  return Reply(std::move(ids));
+}
+
+bool AlwaysMayBlock(Service&, Args) { return true; }
+
+// SEG.RANGE <tag> [<step>]: a range straight from the store, for a client that issues the ids
+// itself. Without a step, the tag's own.
+Result<Reply> SegmentRangeCommand(Service& service, Args args) {
+  std::int64_t step = 0;
+  if (args.size() == 2) {
+    Result<std::int64_t> n = ParseCount("step", args[1], service.config().segment_max_step);
+    if (!n.ok()) return std::move(n).error();
+    step = *n;
+  }
+  Result<SegmentGrant> grant = service.AllocateSegmentRange(args[0], step);
+  if (!grant.ok()) return std::move(grant).error();
+  return Reply(*grant);
+}
+
+// SEG.CREATE <tag> <start> <step>: creates a tag; one that exists is left as it is.
+Result<Reply> SegmentCreateCommand(Service& service, Args args) {
+  std::int64_t start = 0;
+  const auto [p, ec] = std::from_chars(args[1].data(), args[1].data() + args[1].size(), start);
+  if (ec != std::errc() || p != args[1].data() + args[1].size() || start < 1) {
+    return InvalidArgument(fmt::format("start \"{}\" is not valid: allowed 1 to {}",
+                                       args[1].substr(0, 40), INT64_MAX));
+  }
+  Result<std::int64_t> step = ParseCount("step", args[2], service.config().segment_max_step);
+  if (!step.ok()) return std::move(step).error();
+  Status s = service.CreateSegmentTag({std::string(args[0]), start, *step});
+  if (s.ok()) return Reply(std::string("created"));
+  if (s.error().code == ErrorCode::kAlreadyExists) return Reply(std::string("exists"));
+  return std::move(s).error();
+}
+
+constexpr std::array<CommandSpec, 6> kCommands = {{
+    // name, arguments (min, max), auth, may block, handler
+    {Command::kId, "ID.NEXT", 0, 0, true, nullptr, NextIdCommand},
+    {Command::kIds, "ID.BATCH", 1, 1, true, nullptr, NextIdsCommand},     // <count>
+    {Command::kDecode, "ID.DECODE", 1, 1, true, nullptr, DecodeCommand},  // <id>
+    {Command::kSegment, "SEG.NEXT", 1, 2, true, SegmentNextMayBlock,      // <tag> [<count>]
+     SegmentNextCommand},
+    {Command::kSegmentRange, "SEG.RANGE", 1, 2, true, AlwaysMayBlock,  // <tag> [<step>]
+     SegmentRangeCommand},
+    {Command::kSegmentCreate, "SEG.CREATE", 3, 3, true, AlwaysMayBlock,  // <tag> <start> <step>
+     SegmentCreateCommand},
+}};
+
+std::string Lower(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+}  // namespace
+
+const CommandSpec* FindCommand(std::string_view name) {
+  for (const CommandSpec& spec : kCommands) {
+    if (name.size() == spec.name.size() &&
+        strncasecmp(name.data(), spec.name.data(), name.size()) == 0) {
+      return &spec;
+    }
+  }
+  return nullptr;
+}
+
+const CommandSpec& CommandFor(Command command) {
+  for (const CommandSpec& spec : kCommands) {
+    if (spec.command == command) return spec;
+  }
+  // Only labels of the table are passed in (a programming error otherwise).
+  std::abort();
+}
+
+Result<Reply> Execute(Service& service, const CommandSpec& spec, Args args) {
+  if (args.size() < spec.min_args || args.size() > spec.max_args) {
+    return InvalidArgument(
+        fmt::format("wrong number of arguments for '{}' command", Lower(spec.name)));
+  }
+  return spec.run(service, args);
+}
+
+bool MayBlock(Service& service, const CommandSpec& spec, Args args) {
+  if (spec.may_block == nullptr) return false;
+  if (args.size() < spec.min_args || args.size() > spec.max_args) return false;
+  return spec.may_block(service, args);
+}
+
+Result<std::int64_t> ParseCount(std::string_view what, std::string_view text, std::int64_t max) {
+  std::int64_t n = 0;
+  const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
+  if (ec != std::errc() || ptr != text.data() + text.size() || n < 1 || n > max) {
+    return InvalidArgument(
+        fmt::format("{} \"{}\" is not valid: allowed 1 to {}", what, text.substr(0, 40), max));
+  }
+  return n;
+}
+
+bool TokenEquals(std::string_view presented, std::string_view token) {
+  unsigned char diff = presented.size() == token.size() ? 0 : 1;
+  for (std::size_t i = 0; i < presented.size(); ++i) {
+    diff |= static_cast<unsigned char>(presented[i] ^
+                                       token[i % std::max<std::size_t>(1, token.size())]);
+  }
+  return diff == 0 && !token.empty();
+}
+
+}  // namespace sekka::server

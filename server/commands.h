@@ -1,0 +1,72 @@
+// server/commands.h
+//
+// The protocol-neutral command layer: one table of what a client can ask of the server, each
+// with its name, its arguments and their checks, whether the caller must be authenticated,
+// whether it may wait for a store, and its handler. The front ends (HTTP routes and RESP in
+// server/handlers.cc, Thrift in server/thrift_service.cc) are adapters: they turn a request of
+// their wire into a command and its arguments, and format the Reply in their wire's shape. A new
+// protocol is a parser and a table of routes, never a copy of command logic.
+//
+// Thread-safety: the table is immutable; Execute may be called from any thread.
+
+#ifndef SEKKA_SERVER_COMMANDS_H_
+#define SEKKA_SERVER_COMMANDS_H_
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "sekka/codec.h"
+#include "sekka/segment.h"
+#include "server/service.h"
+
+namespace sekka::server {
+
+// The arguments of a command, as text (after the front end's own decoding).
+using Args = std::span<const std::string_view>;
+
+// What a command answers. Which alternative depends on the command (see kCommands).
+using Reply = std::variant<std::int64_t,               // one id
+                           std::vector<std::int64_t>,  // ids, in order
+                           DecodedId,                  // a decoded snowflake id
+                           SegmentGrant,               // a range of segment ids
+                           std::string>;               // a word: "created", "exists"
+
+struct CommandSpec {
+  Command command;        // its metrics label
+  std::string_view name;  // "ID.BATCH": the RESP name, and the name in errors
+  std::size_t min_args = 0;
+  std::size_t max_args = 0;
+  bool needs_auth = true;
+  // True when the command may wait for a segment store with these arguments: the event loop
+  // then runs it on a blocking thread. Null: never waits.
+  bool (*may_block)(Service& service, Args args) = nullptr;
+  // Runs with an argument count already checked. Errors: the service's, and kInvalidArgument
+  // for an argument that fails its check (named, with what is allowed).
+  Result<Reply> (*run)(Service& service, Args args) = nullptr;
+};
+
+// The command of that name (case-insensitive), or null.
+const CommandSpec* FindCommand(std::string_view name);
+// The spec of a command by its metrics label; every label with a handler has one.
+const CommandSpec& CommandFor(Command command);
+
+// Checks the argument count and runs the command. Errors: kInvalidArgument "wrong number of
+// arguments for 'id.batch' command" (Redis's words), and the command's own.
+Result<Reply> Execute(Service& service, const CommandSpec& spec, Args args);
+// True when Execute may wait for a store (a bad argument count never waits).
+bool MayBlock(Service& service, const CommandSpec& spec, Args args);
+
+// A count argument: a decimal from 1 to `max`. Errors: kInvalidArgument naming both.
+Result<std::int64_t> ParseCount(std::string_view what, std::string_view text, std::int64_t max);
+
+// Compares a presented secret with the token in time that depends only on their lengths, so
+// that response times do not reveal how much of a guess was right. False for an empty token.
+bool TokenEquals(std::string_view presented, std::string_view token);
+
+}  // namespace sekka::server
+
+#endif  // SEKKA_SERVER_COMMANDS_H_
