@@ -109,6 +109,7 @@ int main(int argc, char** argv) {
   static const FlagKey kServeFlags[] = {
       {"--http", "server.http_listen", "HTTP address (\"\" = off)"},
       {"--resp", "server.resp_listen", "Redis-protocol address (\"\" = off)"},
+      {"--thrift", "server.thrift_listen", "Twitter Snowflake Thrift address (\"\" = off)"},
       {"--auth-token", "server.auth_token", "Bearer token and AUTH password"},
       {"--threads", "server.threads", "Event loops (0 = one per core)"},
       {"--max-connections", "server.max_connections", "Open connections at most"},

@@ -134,18 +134,20 @@ int RunServe(const ServeFlags& flags) {
   }
   const Service& s = **service;
   const std::string where = fmt::format(
-      "sekka serve: HTTP on {}, Redis protocol on {} (worker id {}{}, layout {}, data {})",
+      "sekka serve: HTTP on {}, Redis protocol on {}{} (worker id {}{}, layout {}, data {})",
       (*server)->http_address().empty() ? "off" : "http://" + (*server)->http_address(),
-      (*server)->resp_address().empty() ? "off" : (*server)->resp_address(), s.worker().worker_id,
+      (*server)->resp_address().empty() ? "off" : (*server)->resp_address(),
+      (*server)->thrift_address().empty() ? "" : ", Thrift on " + (*server)->thrift_address(),
+      s.worker().worker_id,
       s.layout().datacenter_bits() > 0 ? fmt::format(", datacenter {}", s.worker().datacenter_id)
                                        : "",
       s.layout().name(), config->data_dir);
   std::puts(where.c_str());
   std::fflush(stdout);
   Log(LogLevel::kInfo, "listening",
-      fmt::format("http={} resp={} worker_id={} datacenter_id={} source={} pid={}",
-                  (*server)->http_address(), (*server)->resp_address(), s.worker().worker_id,
-                  s.worker().datacenter_id, s.worker().source, ::getpid()));
+      fmt::format("http={} resp={} thrift={} worker_id={} datacenter_id={} source={} pid={}",
+                  (*server)->http_address(), (*server)->resp_address(), (*server)->thrift_address(),
+                  s.worker().worker_id, s.worker().datacenter_id, s.worker().source, ::getpid()));
   (*server)->Run();
   (*service)->Stop();
   Log(LogLevel::kInfo, "stopped", fmt::format("hwm_ms={}", s.hwm_millis()));

@@ -25,6 +25,8 @@ const std::vector<Key>& Keys() {
   static const std::vector<Key> keys = {
       {"server.http_listen", Type::kString, "127.0.0.1:8080", "HTTP address; \"\" = off"},
       {"server.resp_listen", Type::kString, "127.0.0.1:6380", "Redis-protocol address; \"\" = off"},
+      {"server.thrift_listen", Type::kString, "",
+       "Twitter Snowflake Thrift address (framed, binary; Twitter used port 7609); \"\" = off"},
       {"server.auth_token", Type::kString, "", "bearer token / AUTH password; \"\" = none"},
       {"server.threads", Type::kInt, "0", "event loops; 0 = one per core"},
       {"server.max_connections", Type::kInt, "10000", "open connections, all listeners"},
@@ -226,7 +228,14 @@ Result<ServerConfig> BuildConfig(const std::vector<ConfigValues>& sources) {
   ServerConfig c;
   c.http_listen = get("server.http_listen");
   c.resp_listen = get("server.resp_listen");
+  c.thrift_listen = get("server.thrift_listen");
   c.auth_token = get("server.auth_token");
+  if (!c.thrift_listen.empty() && !c.auth_token.empty()) {
+    return InvalidArgument(
+        "config server.thrift_listen cannot be used with server.auth_token: Twitter's Snowflake "
+        "IDL has no way to send a token, so the Thrift port would serve ids to anyone; turn one "
+        "of them off");
+  }
 #define SEKKA_ASSIGN(target, expr)             \
   do {                                         \
     auto result_ = (expr);                     \

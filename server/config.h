@@ -25,6 +25,7 @@ struct ServerConfig {
   // [server]
   std::string http_listen = "127.0.0.1:8080";  // "" = off
   std::string resp_listen = "127.0.0.1:6380";  // "" = off
+  std::string thrift_listen;                   // Twitter Snowflake's Thrift service; "" = off
   std::string auth_token;                      // "" = no authentication
   int threads = 0;                             // event loops; 0 = one per core
   int max_connections = 10000;                 // open connections, both protocols together

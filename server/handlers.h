@@ -1,6 +1,7 @@
 // server/handlers.h
 //
-// What each HTTP request and RESP command does: calls into Service and formats the reply.
+// The front ends over the command table (server/commands.h): HTTP routes, RESP commands and
+// Twitter Snowflake's Thrift service turn their requests into commands and format the replies.
 // No I/O: the event loop (server/server.cc) hands in parsed requests and sends the bytes back.
 //
 // Thread-safety: a RespSession belongs to one connection; the functions are reentrant.
@@ -14,6 +15,7 @@
 
 #include "server/http.h"
 #include "server/service.h"
+#include "server/thrift.h"
 
 namespace sekka::server {
 
@@ -38,6 +40,11 @@ struct RespSession {
 // Appends the reply to one command to `out`. Sets `close` for QUIT.
 void HandleResp(Service& service, RespSession& session, const std::vector<std::string_view>& args,
                 std::string& out, bool& close);
+
+// Runs one call of Twitter Snowflake's Thrift service (get_id, get_worker_id, get_timestamp,
+// get_datacenter_id) and appends its framed reply or TApplicationException (nothing for a
+// oneway message, whose sender reads no reply).
+void HandleThrift(Service& service, const thrift::Call& call, std::string& out);
 
 }  // namespace sekka::server
 

@@ -144,7 +144,8 @@ class ServerImpl final : public Server {
   Status Listen() {
     for (auto [listen, protocol, key] :
          {std::tuple{config_.http_listen, Protocol::kHttp, "server.http_listen"},
-          std::tuple{config_.resp_listen, Protocol::kResp, "server.resp_listen"}}) {
+          std::tuple{config_.resp_listen, Protocol::kResp, "server.resp_listen"},
+          std::tuple{config_.thrift_listen, Protocol::kThrift, "server.thrift_listen"}}) {
       if (listen.empty()) continue;
       Result<tcp::endpoint> endpoint = ParseEndpoint(key, listen);
       if (!endpoint.ok()) return std::move(endpoint).error();
@@ -159,7 +160,9 @@ class ServerImpl final : public Server {
                                        ec.message()));
       }
       const std::string bound = EndpointText(acceptor->local_endpoint());
-      (protocol == Protocol::kHttp ? http_address_ : resp_address_) = bound;
+      (protocol == Protocol::kHttp   ? http_address_
+       : protocol == Protocol::kResp ? resp_address_
+                                     : thrift_address_) = bound;
       acceptors_.push_back({std::move(acceptor), protocol});
     }
     return Status::Ok();
@@ -167,6 +170,7 @@ class ServerImpl final : public Server {
 
   std::string http_address() const override { return http_address_; }
   std::string resp_address() const override { return resp_address_; }
+  std::string thrift_address() const override { return thrift_address_; }
 
   void Run() override {
     for (auto& a : acceptors_) Accept(a);
@@ -239,38 +243,40 @@ class ServerImpl final : public Server {
   void Accept(Listener& l) {
     const std::size_t index = next_loop_++ % loops_.size();
     asio::io_context& target = *loops_[index];
-    l.acceptor->async_accept(
-        target, [this, &l, index](const asio::error_code& ec, tcp::socket socket) {
-          if (ec) {
-            if (ec == asio::error::operation_aborted || stopping_) return;
-            Log(LogLevel::kWarn, "accept failed", fmt::format("error=\"{}\"", ec.message()));
-            // Out of file descriptors and the like: try again shortly rather than spin.
-            auto timer =
-                std::make_shared<asio::steady_timer>(*loops_[0], std::chrono::milliseconds(50));
-            timer->async_wait([this, &l, timer](const asio::error_code&) {
-              if (!stopping_) Accept(l);
-            });
-            return;
-          }
-          if (open_.fetch_add(1) >= config_.max_connections) {
-            open_.fetch_sub(1);
-            service_.ConnectionRejected(l.protocol);
-            const std::string reply =
-                l.protocol == Protocol::kResp
-                    ? std::string("-ERR max number of clients reached\r\n")
-                    : HttpParseError(503, fmt::format("too many connections: the limit is {}",
-                                                      config_.max_connections));
-            Reject(std::move(socket), reply);
-          } else {
-            asio::error_code ignored;
-            socket.set_option(tcp::no_delay(true), ignored);
-            auto c = std::make_shared<Connection>(*this, std::move(socket), l.protocol,
-                                                  *loop_states_[index]);
-            Register(c);
-            asio::post(c->executor(), [c] { c->Begin(); });
-          }
+    l.acceptor->async_accept(target, [this, &l, index](const asio::error_code& ec,
+                                                       tcp::socket socket) {
+      if (ec) {
+        if (ec == asio::error::operation_aborted || stopping_) return;
+        Log(LogLevel::kWarn, "accept failed", fmt::format("error=\"{}\"", ec.message()));
+        // Out of file descriptors and the like: try again shortly rather than spin.
+        auto timer =
+            std::make_shared<asio::steady_timer>(*loops_[0], std::chrono::milliseconds(50));
+        timer->async_wait([this, &l, timer](const asio::error_code&) {
           if (!stopping_) Accept(l);
         });
+        return;
+      }
+      if (open_.fetch_add(1) >= config_.max_connections) {
+        open_.fetch_sub(1);
+        service_.ConnectionRejected(l.protocol);
+        // Thrift has no message a client reads before its first call: it is closed.
+        const std::string reply =
+            l.protocol == Protocol::kResp ? std::string("-ERR max number of clients reached\r\n")
+            : l.protocol == Protocol::kHttp
+                ? HttpParseError(503, fmt::format("too many connections: the limit is {}",
+                                                  config_.max_connections))
+                : std::string();
+        Reject(std::move(socket), reply);
+      } else {
+        asio::error_code ignored;
+        socket.set_option(tcp::no_delay(true), ignored);
+        auto c = std::make_shared<Connection>(*this, std::move(socket), l.protocol,
+                                              *loop_states_[index]);
+        Register(c);
+        asio::post(c->executor(), [c] { c->Begin(); });
+      }
+      if (!stopping_) Accept(l);
+    });
   }
 
   // Sends `reply`, then reads and discards what the client sent (at most 1 s) before closing,
@@ -356,7 +362,7 @@ class ServerImpl final : public Server {
   std::vector<std::unique_ptr<LoopState>> loop_states_;  // one per loop, same index
   std::unique_ptr<asio::signal_set> signals_;
   std::list<Listener> acceptors_;
-  std::string http_address_, resp_address_;
+  std::string http_address_, resp_address_, thrift_address_;
   std::atomic<std::size_t> next_loop_{0};
   std::atomic<int> open_{0};
   std::atomic<bool> stopping_{false};
@@ -479,6 +485,24 @@ void Connection::Process() {
       bool close = false;
       HandleHttp(service, o.request, out_, close);
       if (close) closing_ = true;
+    }
+  } else if (protocol_ == Protocol::kThrift) {
+    static const thrift::Limits kLimits;
+    while (pos < in_.size() && !closing_ && out_.size() < kMaxPendingOutput) {
+      thrift::ParseOutcome o = thrift::ParseFrame(std::string_view(in_).substr(pos), kLimits);
+      if (o.kind == thrift::ParseOutcome::Kind::kNeedMore) break;
+      if (o.kind != thrift::ParseOutcome::Kind::kCall) {
+        // A frame that is too large or not a message: the stream cannot be trusted to go on.
+        Log(LogLevel::kDebug, "closing a Thrift connection", fmt::format("error=\"{}\"", o.error));
+        if (o.kind == thrift::ParseOutcome::Kind::kBadMessage) {
+          thrift::AppendException(out_, "", 0, thrift::ExceptionType::kProtocolError, o.error);
+        }
+        service.CountRequest(Protocol::kThrift, Command::kOther, false);
+        closing_ = true;
+        break;
+      }
+      pos += o.consumed;
+      HandleThrift(service, o.call, out_);  // no Thrift call waits for a store
     }
   } else {
     static const resp::Limits kLimits;

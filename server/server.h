@@ -26,6 +26,7 @@ class Server {
   // The bound addresses ("127.0.0.1:8080"; the real port when 0 was asked); "" when off.
   virtual std::string http_address() const = 0;
   virtual std::string resp_address() const = 0;
+  virtual std::string thrift_address() const = 0;
 
   // Serves until SIGTERM/SIGINT or RequestStop(): then stops accepting, lets requests in
   // flight finish (at most 5 s), closes the connections and returns.

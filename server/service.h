@@ -146,6 +146,8 @@ class Service {
   const ServerConfig& config() const { return config_; }
   const Layout& layout() const { return config_.generator.layout; }
   WorkerInfo worker() const;
+  // The wall clock, in Unix milliseconds (Thrift's get_timestamp).
+  std::int64_t now_millis() const { return clock_.NowMillis(); }
   std::int64_t hwm_millis() const { return hwm_millis_.load(); }
   // The generator ids come from now. One that a lost lease replaced stays alive (and refuses
   // ticks past what was stored for its worker id) until the service ends.

@@ -16,7 +16,8 @@ import time
 
 SEKKA = os.environ.get("SEKKA_BIN", "build/cli/sekka")
 FAKETIME_LIB = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1"
-LISTEN_RE = re.compile(r"HTTP on http://(\S+), Redis protocol on (\S+) \(worker id (\d+)")
+LISTEN_RE = re.compile(r"HTTP on http://(\S+), Redis protocol on (\S+?)(?:, Thrift on (\S+))? "
+                       r"\(worker id (\d+)")
 
 _live = []
 
@@ -56,7 +57,7 @@ class Server:
         self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=self.stderr,
                                      env=self.env, text=True)
         _live.append(self.proc)
-        self.http = self.resp = None
+        self.http = self.resp = self.thrift = None
         self.worker_id = None
         if wait:
             self.wait_listening()
@@ -71,7 +72,8 @@ class Server:
         m = LISTEN_RE.search(line)
         if not m:
             raise AssertionError(f"unexpected first line: {line!r}")
-        self.http, self.resp, self.worker_id = m.group(1), m.group(2), int(m.group(3))
+        self.http, self.resp, self.thrift = m.group(1), m.group(2), m.group(3)
+        self.worker_id = int(m.group(4))
         return True
 
     @property
@@ -81,6 +83,10 @@ class Server:
     @property
     def resp_port(self):
         return int(self.resp.rsplit(":", 1)[1])
+
+    @property
+    def thrift_port(self):
+        return int(self.thrift.rsplit(":", 1)[1])
 
     def stderr_text(self):
         if not self.stderr.closed:
