@@ -19,7 +19,14 @@ constexpr const char* kSchema =
     "  tag TEXT PRIMARY KEY,"
     "  next_id BIGINT NOT NULL CHECK (next_id >= 1),"
     "  step BIGINT NOT NULL CHECK (step >= 1),"
-    "  updated_at TIMESTAMPTZ NOT NULL DEFAULT now())";
+    "  updated_at TIMESTAMPTZ NOT NULL DEFAULT now(),"
+    "  delta BIGINT NOT NULL DEFAULT 1,"
+    "  remainder BIGINT NOT NULL DEFAULT 0)";
+// Tables made before delta and remainder existed get the columns, with the values that issue
+// every id (what those tags always did).
+constexpr const char* kColumns =
+    "ALTER TABLE sekka_segments ADD COLUMN IF NOT EXISTS delta BIGINT NOT NULL DEFAULT 1, "
+    "ADD COLUMN IF NOT EXISTS remainder BIGINT NOT NULL DEFAULT 0";
 
 // Every call is bounded on the client side: a stopped server (SIGSTOP, a hung machine whose
 // kernel still acknowledges TCP) sends nothing, so neither keepalives nor statement_timeout can
@@ -61,11 +68,14 @@ class PostgresSegmentStore final : public SegmentStore {
   Status CreateTag(const TagInfo& tag) override {
     if (Status s = ValidateNewTag(tag); !s.ok()) return s;
     std::lock_guard lock(mu_);
-    const std::string start = std::to_string(tag.next_id), step = std::to_string(tag.step);
+    const std::string start = std::to_string(tag.next_id), step = std::to_string(tag.step),
+                      delta = std::to_string(tag.delta), remainder = std::to_string(tag.remainder);
     Result<PgResult> r = Exec(
-        "INSERT INTO sekka_segments (tag, next_id, step) VALUES ($1, $2::bigint, $3::bigint) "
+        "INSERT INTO sekka_segments (tag, next_id, step, delta, remainder) "
+        "VALUES ($1, $2::bigint, $3::bigint, $4::bigint, $5::bigint) "
         "ON CONFLICT (tag) DO NOTHING RETURNING tag",
-        {tag.tag.c_str(), start.c_str(), step.c_str()}, PGRES_TUPLES_OK);
+        {tag.tag.c_str(), start.c_str(), step.c_str(), delta.c_str(), remainder.c_str()},
+        PGRES_TUPLES_OK);
     if (!r.ok()) return std::move(r).error();
     if (PQntuples(r->get()) == 0) {
       return TagExists(tag.tag);
@@ -81,7 +91,8 @@ class PostgresSegmentStore final : public SegmentStore {
   Result<std::vector<TagInfo>> ListTags() override {
     std::lock_guard lock(mu_);
     Result<PgResult> r =
-        Exec("SELECT tag, next_id, step FROM sekka_segments ORDER BY tag", {}, PGRES_TUPLES_OK);
+        Exec("SELECT tag, next_id, step, delta, remainder FROM sekka_segments ORDER BY tag", {},
+             PGRES_TUPLES_OK);
     if (!r.ok()) return std::move(r).error();
     std::vector<TagInfo> out;
     for (int i = 0; i < PQntuples(r->get()); ++i) out.push_back(Row(r->get(), i));
@@ -94,13 +105,16 @@ class PostgresSegmentStore final : public SegmentStore {
     t.tag = PQgetvalue(r, i, 0);
     t.next_id = std::strtoll(PQgetvalue(r, i, 1), nullptr, 10);
     t.step = std::strtoll(PQgetvalue(r, i, 2), nullptr, 10);
+    t.delta = std::strtoll(PQgetvalue(r, i, 3), nullptr, 10);
+    t.remainder = std::strtoll(PQgetvalue(r, i, 4), nullptr, 10);
     return t;
   }
 
   Result<TagInfo> GetLocked(std::string_view tag) {
     const std::string t(tag);
-    Result<PgResult> r = Exec("SELECT tag, next_id, step FROM sekka_segments WHERE tag = $1",
-                              {t.c_str()}, PGRES_TUPLES_OK);
+    Result<PgResult> r =
+        Exec("SELECT tag, next_id, step, delta, remainder FROM sekka_segments WHERE tag = $1",
+             {t.c_str()}, PGRES_TUPLES_OK);
     if (!r.ok()) return std::move(r).error();
     if (PQntuples(r->get()) == 0) return TagNotFound(tag);
     return Row(r->get(), 0);
@@ -120,12 +134,30 @@ class PostgresSegmentStore final : public SegmentStore {
     }
     // A server that holds a row lock for long ends the statement itself.
     for (const char* sql : {"SET statement_timeout = 5000", kSchema}) {
-      Result<PgResult> r = Run(sql, {});
-      if (!r.ok()) return std::move(r).error();
-      if (PQresultStatus(r->get()) != PGRES_COMMAND_OK) {
-        return Unavailable(fmt::format("segment store {}: cannot prepare its table: {}", Redacted(),
-                                       PQresultErrorMessage(r->get())));
-      }
+      if (Status s = Prepare(sql); !s.ok()) return s;
+    }
+    // ALTER TABLE locks the table even when there is nothing to add: only when a column is
+    // missing (once per store), not on every connection.
+    Result<PgResult> columns =
+        Run("SELECT count(*) FROM information_schema.columns WHERE table_schema = current_schema() "
+            "AND table_name = 'sekka_segments' AND column_name IN ('delta', 'remainder')",
+            {});
+    if (!columns.ok()) return std::move(columns).error();
+    if (PQresultStatus(columns->get()) != PGRES_TUPLES_OK || PQntuples(columns->get()) != 1) {
+      return Unavailable(fmt::format("segment store {}: cannot read its table's columns: {}",
+                                     Redacted(), PQresultErrorMessage(columns->get())));
+    }
+    if (std::string_view(PQgetvalue(columns->get(), 0, 0)) != "2") return Prepare(kColumns);
+    return Status::Ok();
+  }
+
+  // Runs one statement of the table's set-up.
+  Status Prepare(const char* sql) {
+    Result<PgResult> r = Run(sql, {});
+    if (!r.ok()) return std::move(r).error();
+    if (PQresultStatus(r->get()) != PGRES_COMMAND_OK) {
+      return Unavailable(fmt::format("segment store {}: cannot prepare its table: {}", Redacted(),
+                                     PQresultErrorMessage(r->get())));
     }
     return Status::Ok();
   }

@@ -47,6 +47,28 @@ INSTANTIATE_TEST_SUITE_P(Postgres, SegmentStoreContractTest,
                                return s.ok() ? std::move(s).value() : nullptr;
                              }}));
 
+TEST(PostgresSegmentStoreTest, ATableFromBeforeDeltaGetsTheColumnsAndKeepsItsTags) {
+  const std::string uri = FreshDatabase();
+  PGconn* c = PQconnectdb(uri.c_str());
+  ASSERT_EQ(PQstatus(c), CONNECTION_OK) << PQerrorMessage(c);
+  PGresult* r =
+      PQexec(c,
+             "CREATE TABLE sekka_segments (tag TEXT PRIMARY KEY, next_id BIGINT NOT NULL, "
+             "step BIGINT NOT NULL, updated_at TIMESTAMPTZ NOT NULL DEFAULT now());"
+             "INSERT INTO sekka_segments (tag, next_id, step) VALUES ('old', 7, 10)");
+  EXPECT_EQ(PQresultStatus(r), PGRES_COMMAND_OK) << PQresultErrorMessage(r);
+  PQclear(r);
+  PQfinish(c);
+  for (int open = 0; open < 2; ++open) {  // the second open finds the columns there
+    Result<std::unique_ptr<SegmentStore>> s = OpenPostgresSegmentStore(uri);
+    ASSERT_TRUE(s.ok()) << s.error().message;
+    Result<TagInfo> old = (*s)->GetTag("old");
+    ASSERT_TRUE(old.ok()) << old.error().message;
+    EXPECT_EQ(*old, (TagInfo{"old", 7 + 10 * open, 10, 1, 0}));
+    EXPECT_EQ(*(*s)->Allocate("old", 10), (IdRange{7 + 10 * open, 17 + 10 * open}));
+  }
+}
+
 TEST(PostgresSegmentStoreTest, AnUnreachableDatabaseIsUnavailableAndNamed) {
   auto store = std::move(OpenPostgresSegmentStore("postgres://sekka:pw@127.0.0.1:1/x")).value();
   Result<IdRange> r = store->Allocate("t", 1);

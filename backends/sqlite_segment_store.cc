@@ -14,7 +14,16 @@ constexpr const char* kSchema =
     "  tag TEXT PRIMARY KEY,"
     "  next_id INTEGER NOT NULL CHECK (next_id >= 1),"
     "  step INTEGER NOT NULL CHECK (step >= 1),"
-    "  updated_ms INTEGER NOT NULL DEFAULT 0)";
+    "  updated_ms INTEGER NOT NULL DEFAULT 0,"
+    "  delta INTEGER NOT NULL DEFAULT 1,"
+    "  remainder INTEGER NOT NULL DEFAULT 0)";
+
+// Stores made before delta and remainder existed get the columns, with the values that issue
+// every id (what those tags always did).
+constexpr const char* kColumns[] = {
+    "ALTER TABLE sekka_segments ADD COLUMN delta INTEGER NOT NULL DEFAULT 1",
+    "ALTER TABLE sekka_segments ADD COLUMN remainder INTEGER NOT NULL DEFAULT 0",
+};
 
 class Statement {
  public:
@@ -61,12 +70,16 @@ class SqliteSegmentStore final : public SegmentStore {
   Status CreateTag(const TagInfo& tag) override {
     if (Status s = ValidateNewTag(tag); !s.ok()) return s;
     std::lock_guard lock(mu_);
-    Statement insert(db_, "INSERT INTO sekka_segments (tag, next_id, step) VALUES (?1, ?2, ?3)");
+    Statement insert(db_,
+                     "INSERT INTO sekka_segments (tag, next_id, step, delta, remainder) "
+                     "VALUES (?1, ?2, ?3, ?4, ?5)");
     if (!insert.ok()) return Failure("prepare create");
     sqlite3_bind_text(insert.get(), 1, tag.tag.data(), static_cast<int>(tag.tag.size()),
                       SQLITE_TRANSIENT);
     sqlite3_bind_int64(insert.get(), 2, tag.next_id);
     sqlite3_bind_int64(insert.get(), 3, tag.step);
+    sqlite3_bind_int64(insert.get(), 4, tag.delta);
+    sqlite3_bind_int64(insert.get(), 5, tag.remainder);
     const int rc = sqlite3_step(insert.get());
     if (rc == SQLITE_CONSTRAINT) {
       return TagExists(tag.tag);
@@ -82,7 +95,8 @@ class SqliteSegmentStore final : public SegmentStore {
 
   Result<std::vector<TagInfo>> ListTags() override {
     std::lock_guard lock(mu_);
-    Statement select(db_, "SELECT tag, next_id, step FROM sekka_segments ORDER BY tag");
+    Statement select(
+        db_, "SELECT tag, next_id, step, delta, remainder FROM sekka_segments ORDER BY tag");
     if (!select.ok()) return Failure("prepare list");
     std::vector<TagInfo> out;
     int rc;
@@ -97,11 +111,14 @@ class SqliteSegmentStore final : public SegmentStore {
     t.tag = reinterpret_cast<const char*>(sqlite3_column_text(s, 0));
     t.next_id = sqlite3_column_int64(s, 1);
     t.step = sqlite3_column_int64(s, 2);
+    t.delta = sqlite3_column_int64(s, 3);
+    t.remainder = sqlite3_column_int64(s, 4);
     return t;
   }
 
   Result<TagInfo> GetLocked(std::string_view tag) {
-    Statement select(db_, "SELECT tag, next_id, step FROM sekka_segments WHERE tag = ?1");
+    Statement select(
+        db_, "SELECT tag, next_id, step, delta, remainder FROM sekka_segments WHERE tag = ?1");
     if (!select.ok()) return Failure("prepare show");
     sqlite3_bind_text(select.get(), 1, tag.data(), static_cast<int>(tag.size()), SQLITE_TRANSIENT);
     const int rc = sqlite3_step(select.get());
@@ -139,6 +156,18 @@ Result<std::unique_ptr<SegmentStore>> OpenSqliteSegmentStore(const std::string& 
       sqlite3_free(err);
       sqlite3_close_v2(db);
       return Unavailable(fmt::format("cannot open segment store sqlite:{}: {}", path, why));
+    }
+  }
+  for (const char* sql : kColumns) {
+    // Fails with "duplicate column name" where the column is there already.
+    char* err = nullptr;
+    if (sqlite3_exec(db, sql, nullptr, nullptr, &err) != SQLITE_OK) {
+      const std::string why = err != nullptr ? err : "unknown error";
+      sqlite3_free(err);
+      if (why.find("duplicate column") == std::string::npos) {
+        sqlite3_close_v2(db);
+        return Unavailable(fmt::format("cannot open segment store sqlite:{}: {}", path, why));
+      }
     }
   }
   return std::unique_ptr<SegmentStore>(new SqliteSegmentStore(db, path));

@@ -1,6 +1,7 @@
 #include "backends/sqlite_segment_store.h"
 
 #include <gtest/gtest.h>
+#include <sqlite3.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -43,6 +44,25 @@ TEST(SqliteSegmentStoreTest, AnUnreachableStoreIsUnavailable) {
   EXPECT_EQ(s.error().code, ErrorCode::kUnavailable);
   EXPECT_NE(s.error().message.find("cannot open segment store sqlite:/nonexistent/dir/x.db"),
             std::string::npos);
+}
+
+TEST(SqliteSegmentStoreTest, AStoreFromBeforeDeltaGetsTheColumnsAndKeepsItsTags) {
+  const std::string path = FreshPath();
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(db,
+                         "CREATE TABLE sekka_segments (tag TEXT PRIMARY KEY, next_id INTEGER NOT "
+                         "NULL, step INTEGER NOT NULL, updated_ms INTEGER NOT NULL DEFAULT 0);"
+                         "INSERT INTO sekka_segments (tag, next_id, step) VALUES ('old', 7, 10)",
+                         nullptr, nullptr, nullptr),
+            SQLITE_OK);
+  sqlite3_close(db);
+  for (int open = 0; open < 2; ++open) {  // the second open finds the columns there
+    Result<std::unique_ptr<SegmentStore>> s = OpenSqliteSegmentStore(path);
+    ASSERT_TRUE(s.ok()) << s.error().message;
+    EXPECT_EQ(*(*s)->GetTag("old"), (TagInfo{"old", 7 + 10 * open, 10, 1, 0}));
+    EXPECT_EQ(*(*s)->Allocate("old", 10), (IdRange{7 + 10 * open, 17 + 10 * open}));
+  }
 }
 
 TEST(SqliteSegmentStoreTest, AllocationsSurviveReopening) {

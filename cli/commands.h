@@ -74,6 +74,8 @@ struct SegmentFlags {
   std::string tag;
   std::int64_t start = 1;
   std::int64_t step = 1000;
+  std::int64_t delta = 1;  // ids with id % delta == remainder (tinyid's multi-database setups)
+  std::int64_t remainder = 0;
   std::string store;  // segment.store URI; "" = SQLite in the data dir
   std::string data_dir = "./sekka-data";
   bool json = false;

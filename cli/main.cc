@@ -87,6 +87,9 @@ int main(int argc, char** argv) {
   seg_create->add_option("tag", segment.tag, "Tag name")->required();
   seg_create->add_option("--start", segment.start, "First id")->capture_default_str();
   seg_create->add_option("--step", segment.step, "Default range size")->capture_default_str();
+  seg_create->add_option("--delta", segment.delta, "Issue ids with id % delta == remainder")
+      ->capture_default_str();
+  seg_create->add_option("--remainder", segment.remainder, "See --delta")->capture_default_str();
   CLI::App* seg_list = segment_cmd->add_subcommand("list", "List the tags");
   CLI::App* seg_show = segment_cmd->add_subcommand("show", "Show one tag");
   seg_show->add_option("tag", segment.tag, "Tag name")->required();

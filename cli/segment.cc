@@ -25,18 +25,22 @@ int RunSegment(const SegmentFlags& flags) {
     if (flags.json) {
       std::cout << nlohmann::ordered_json{{"tag", t.tag},
                                           {"next_id", std::to_string(t.next_id)},
-                                          {"step", t.step}}
+                                          {"step", t.step},
+                                          {"delta", t.delta},
+                                          {"remainder", t.remainder}}
                        .dump()
                 << '\n';
-    } else {
+    } else if (t.delta == 1) {
       std::cout << fmt::format("{} next_id={} step={}\n", t.tag, t.next_id, t.step);
+    } else {
+      std::cout << fmt::format("{} next_id={} step={} delta={} remainder={}\n", t.tag, t.next_id,
+                               t.step, t.delta, t.remainder);
     }
   };
   if (flags.action == "create") {
-    if (Status s = (*store)->CreateTag({flags.tag, flags.start, flags.step}); !s.ok()) {
-      return exit_for(s.error());
-    }
-    show({flags.tag, flags.start, flags.step});
+    const TagInfo tag{flags.tag, flags.start, flags.step, flags.delta, flags.remainder};
+    if (Status s = (*store)->CreateTag(tag); !s.ok()) return exit_for(s.error());
+    show(tag);
     return kExitOk;
   }
   if (flags.action == "show") {

@@ -524,7 +524,7 @@ Result<SegmentGrant> Service::AllocateSegmentRange(std::string_view tag, std::in
   if (!info.ok()) return std::move(info).error();
   Result<IdRange> range = segment_store_->Allocate(tag, step > 0 ? step : info->step);
   if (!range.ok()) return std::move(range).error();
-  return SegmentGrant{*range, 1, 0};
+  return SegmentGrant{*range, info->delta, info->remainder};
 }
 
 Status Service::CreateSegmentTag(const TagInfo& tag) {

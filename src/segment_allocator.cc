@@ -28,8 +28,9 @@ std::int64_t SteadyMillis() {
 
 }  // namespace
 
-SegmentSequence::SegmentSequence(SegmentAllocator& owner, std::string tag)
-    : owner_(owner), tag_(std::move(tag)) {}
+SegmentSequence::SegmentSequence(SegmentAllocator& owner, std::string tag, std::int64_t delta,
+                                 std::int64_t remainder)
+    : owner_(owner), tag_(std::move(tag)), delta_(delta), remainder_(remainder) {}
 
 bool SegmentSequence::Read(std::uint64_t range, View& view) const {
   const Slot& s = slots_[range % kRing];
@@ -103,7 +104,7 @@ Status SegmentSequence::NextIds(std::span<std::int64_t> out) {
     const std::uint64_t in_range = v.first_ticket + static_cast<std::uint64_t>(v.size) - ticket;
     const std::size_t n = std::min<std::size_t>(in_range, out.size() - filled);
     const std::int64_t base = v.begin + static_cast<std::int64_t>(ticket - v.first_ticket);
-    for (std::size_t i = 0; i < n; ++i) out[filled + i] = base + static_cast<std::int64_t>(i);
+    for (std::size_t i = 0; i < n; ++i) out[filled + i] = ToId(base + static_cast<std::int64_t>(i));
     filled += n;
     ticket += n;
   }
@@ -135,7 +136,7 @@ Result<std::int64_t> SegmentSequence::Resolve(std::uint64_t& ticket) {
       if (ticket >= v.first_ticket) {
         if (r > current_.load(std::memory_order_relaxed)) SetCurrent(r, v);
         if (ticket >= hot_.prefetch_ticket.load(std::memory_order_relaxed)) a.RequestFetch(*this);
-        return v.begin + static_cast<std::int64_t>(ticket - v.first_ticket);
+        return ToId(v.begin + static_cast<std::int64_t>(ticket - v.first_ticket));
       }
     }
     if (too_old) {  // its range left the ring: abandon the ticket, take a new one
@@ -234,7 +235,8 @@ Result<SegmentSequence*> SegmentAllocator::Sequence(std::string_view tag) {
   // so a first fetch that fails leaves it in place (with the error) rather than erasing it.
   // Its first range is fetched by the fetcher thread like every other; callers wait for it up
   // to the deadline.
-  it->second = std::make_unique<SegmentSequence>(*this, std::string(tag));
+  it->second =
+      std::make_unique<SegmentSequence>(*this, std::string(tag), info->delta, info->remainder);
   SegmentSequence& seq = *it->second;
   seq.step_ = std::clamp(info->step, options_.min_step, options_.max_step);
   RequestFetch(seq);
@@ -313,7 +315,8 @@ Status SegmentAllocator::FetchNow(SegmentSequence& seq, std::unique_lock<std::mu
       seq.step_ = std::max(seq.step_ / 2, options_.min_step);
     }
   }
-  const std::int64_t step = seq.step_;
+  // A range of `delta` values or more holds at least one of the tag's ids.
+  const std::int64_t step = std::max(seq.step_, seq.delta_);
   lock.unlock();
   const auto begin = std::chrono::steady_clock::now();
   Result<IdRange> range = store_.Allocate(seq.tag_, step);
@@ -336,7 +339,7 @@ Status SegmentAllocator::FetchNow(SegmentSequence& seq, std::unique_lock<std::mu
   seq.last_error_ = Status::Ok();
   seq.backoff_ms_ = 0;
   seq.last_fetch_ms_ = now;
-  seq.Publish(*range);
+  seq.Publish(IdPositions(*range, seq.delta_, seq.remainder_));
   fetched_.notify_all();
   return Status::Ok();
 }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
+#include <limits>
 #include <thread>
 
 #include "sekka/segment.h"
@@ -80,6 +81,56 @@ std::int64_t Next(SegmentSequence& s) {
   Result<std::int64_t> id = s.NextId();
   EXPECT_TRUE(id.ok()) << (id.ok() ? "" : id.error().message);
   return id.ok() ? *id : -1;
+}
+
+TEST(SegmentAllocatorTest, IdPositionsCoverExactlyTheIdsOfARange) {
+  for (std::int64_t delta : {1, 2, 3, 7}) {
+    for (std::int64_t remainder = 0; remainder < delta; ++remainder) {
+      for (std::int64_t begin = 1; begin < 20; ++begin) {
+        for (std::int64_t end = begin; end < begin + 20; ++end) {
+          const IdRange p = IdPositions({begin, end}, delta, remainder);
+          std::vector<std::int64_t> want, got;
+          for (std::int64_t v = begin; v < end; ++v) {
+            if (v % delta == remainder) want.push_back(v);
+          }
+          for (std::int64_t k = p.begin; k < p.end; ++k) got.push_back(k * delta + remainder);
+          ASSERT_EQ(got, want) << delta << " " << remainder << " [" << begin << ", " << end << ")";
+        }
+      }
+    }
+  }
+  const std::int64_t max = std::numeric_limits<std::int64_t>::max();
+  const IdRange top = IdPositions({max - 10, max}, 1'000'000, 999'999);
+  EXPECT_LE((top.end - 1) * 1'000'000 + 999'999, max - 1);
+}
+
+TEST(SegmentAllocatorTest, ATagWithDeltaAndRemainderIssuesOnlyItsIdsInOrder) {
+  ControlledStore store;
+  ASSERT_TRUE(store.CreateTag({"odd", 1, 10, 2, 1}).ok());
+  ASSERT_TRUE(store.CreateTag({"thirds", 5, 2, 3, 0}).ok());  // a step below delta
+  FakeClock clock(1'000'000);
+  SegmentAllocator a(store, clock);
+  SegmentSequence& odd = Loaded(a, "odd");
+  std::vector<std::int64_t> ids;
+  for (int i = 0; i < 50; ++i) ids.push_back(Next(odd));
+  std::vector<std::int64_t> batch(30);
+  ASSERT_TRUE(odd.NextIds(batch).ok());
+  ids.insert(ids.end(), batch.begin(), batch.end());
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    EXPECT_EQ(ids[i] % 2, 1) << ids[i];
+    if (i > 0) {
+      EXPECT_GT(ids[i], ids[i - 1]);
+    }
+  }
+  EXPECT_EQ(ids[0], 1);
+  SegmentSequence& thirds = Loaded(a, "thirds");
+  std::int64_t last = 0;
+  for (int i = 0; i < 20; ++i) {
+    const std::int64_t id = Next(thirds);
+    EXPECT_EQ(id % 3, 0);
+    EXPECT_GT(id, last);
+    last = id;
+  }
 }
 
 TEST(SegmentAllocatorTest, UnknownAndBadTagsAreErrors) {

@@ -11,6 +11,8 @@
 namespace sekka {
 namespace {
 
+constexpr std::int64_t kMaxDelta = 1'000'000;
+
 class MemorySegmentStore final : public SegmentStore {
  public:
   Result<IdRange> Allocate(std::string_view tag, std::int64_t step) override {
@@ -78,7 +80,21 @@ Status ValidateNewTag(const TagInfo& tag) {
         fmt::format("tag \"{}\": start {} and step {} are not valid: allowed 1 or more", tag.tag,
                     tag.next_id, tag.step));
   }
+  if (tag.delta < 1 || tag.delta > kMaxDelta || tag.remainder < 0 || tag.remainder >= tag.delta) {
+    return InvalidArgument(fmt::format(
+        "tag \"{}\": delta {} and remainder {} are not valid: allowed delta 1 to {} and "
+        "remainder 0 to delta - 1",
+        tag.tag, tag.delta, tag.remainder, kMaxDelta));
+  }
   return Status::Ok();
+}
+
+namespace {
+std::int64_t CeilDiv(std::int64_t x, std::int64_t d) { return x / d + (x % d > 0 ? 1 : 0); }
+}  // namespace
+
+IdRange IdPositions(const IdRange& range, std::int64_t delta, std::int64_t remainder) {
+  return {CeilDiv(range.begin - remainder, delta), CeilDiv(range.end - remainder, delta)};
 }
 
 Error TagNotFound(std::string_view tag) {

@@ -120,6 +120,29 @@ TEST_P(SegmentStoreContractTest, TagsAreListedAndValidated) {
   EXPECT_EQ(store->CreateTag({"nostep", 1, 0}).error().code, ErrorCode::kInvalidArgument);
 }
 
+TEST_P(SegmentStoreContractTest, DeltaAndRemainderAreKeptAndChecked) {
+  auto store = Open(GetParam());
+  const TagInfo odd{"odd", 1, 100, 2, 1};
+  ASSERT_TRUE(store->CreateTag(odd).ok());
+  ASSERT_TRUE(store->CreateTag({"plain", 1, 100}).ok());
+  EXPECT_EQ(*store->GetTag("odd"), odd);
+  Result<std::vector<TagInfo>> tags = store->ListTags();
+  ASSERT_TRUE(tags.ok());
+  ASSERT_EQ(tags->size(), 2u);
+  EXPECT_EQ((*tags)[0], odd);
+  EXPECT_EQ((*tags)[1].delta, 1);
+  EXPECT_EQ((*tags)[1].remainder, 0);
+  // The store moves next_id by the raw step; delta and remainder choose ids inside the range.
+  EXPECT_EQ(*store->Allocate("odd", 100), (IdRange{1, 101}));
+  for (const TagInfo& bad : {TagInfo{"d0", 1, 1, 0, 0}, TagInfo{"r2", 1, 1, 2, 2},
+                             TagInfo{"rneg", 1, 1, 2, -1}, TagInfo{"dbig", 1, 1, 1'000'001, 0}}) {
+    Status s = store->CreateTag(bad);
+    ASSERT_FALSE(s.ok()) << bad.tag;
+    EXPECT_EQ(s.error().code, ErrorCode::kInvalidArgument);
+    EXPECT_NE(s.error().message.find("allowed delta 1 to 1000000"), std::string::npos);
+  }
+}
+
 TEST_P(SegmentStoreContractTest, ABadStepIsRejectedAndTheEndOfInt64IsExhausted) {
   auto store = Open(GetParam());
   const std::int64_t max = std::numeric_limits<std::int64_t>::max();

@@ -44,12 +44,24 @@ struct TagInfo {
   std::string tag;
   std::int64_t next_id = 1;  // the next id no range has covered yet
   std::int64_t step = 1000;  // the default range size
+  // tinyid's multi-database ids: of the values a range covers, only those with
+  // id % delta == remainder are issued, so several stores (one remainder each) never overlap.
+  // delta 1, remainder 0: every value.
+  std::int64_t delta = 1;
+  std::int64_t remainder = 0;
+  bool operator==(const TagInfo&) const = default;
 };
+
+// The part of the range [begin, end) a tag issues, as positions k with id = k * delta +
+// remainder: [ceil((begin - remainder) / delta), ceil((end - remainder) / delta)). Every id it
+// stands for lies inside the range, so ranges that never overlap give ids that never repeat.
+IdRange IdPositions(const IdRange& range, std::int64_t delta, std::int64_t remainder);
 
 // Tag names are 1 to 128 characters of A-Z a-z 0-9 _ . : - (they appear in URLs and metrics).
 // Errors: kInvalidArgument naming what is allowed.
 Status ValidateTag(std::string_view tag);
-// A tag a store may create: a valid name, start >= 1, step >= 1. Errors: kInvalidArgument.
+// A tag a store may create: a valid name, start >= 1, step >= 1, delta 1 to 1,000,000 and
+// remainder 0 to delta - 1. Errors: kInvalidArgument.
 Status ValidateNewTag(const TagInfo& tag);
 // The errors every store returns, worded once.
 Error TagNotFound(std::string_view tag);
@@ -131,7 +143,7 @@ class SegmentSequence {
     std::atomic_thread_fence(std::memory_order_acquire);
     if (hot_.version.load(std::memory_order_relaxed) == v1 && (v1 & 1) == 0 && ticket >= first &&
         ticket < end && ticket != trigger) {
-      return static_cast<std::int64_t>(ticket) + delta;
+      return ToId(static_cast<std::int64_t>(ticket) + delta);
     }
     return NextIdSlow(ticket);
   }
@@ -140,7 +152,9 @@ class SegmentSequence {
   SegmentStats stats() const;
   const std::string& tag() const { return tag_; }
 
-  SegmentSequence(SegmentAllocator& owner, std::string tag);
+  // `delta` and `remainder` as the tag's TagInfo (fixed for the sequence's life).
+  SegmentSequence(SegmentAllocator& owner, std::string tag, std::int64_t delta = 1,
+                  std::int64_t remainder = 0);
 
  private:
   friend class SegmentAllocator;
@@ -160,6 +174,8 @@ class SegmentSequence {
   };
 
   bool Read(std::uint64_t range, View& view) const;
+  // Ranges hold positions (IdPositions); this is the id of one.
+  std::int64_t ToId(std::int64_t position) const { return position * delta_ + remainder_; }
   // The ticket is outside the hot copy of the current range, or it is the prefetch ticket.
   Result<std::int64_t> NextIdSlow(std::uint64_t ticket);
   // Maps a ticket to its id, waiting for its range if needed. Errors: kUnavailable at the
@@ -174,6 +190,8 @@ class SegmentSequence {
 
   SegmentAllocator& owner_;
   const std::string tag_;
+  const std::int64_t delta_;
+  const std::int64_t remainder_;
   // The hot path's cache line: the ticket counter and, under a seqlock written with owner's
   // mu_ held, a copy of the current range (id = ticket + delta for tickets in [first, end)).
   struct alignas(64) Hot {
