@@ -79,10 +79,14 @@ using ArgList = std::vector<std::string>;
 enum class Auth {
   kNone,     // health, readiness, metrics, Leaf's decode
   kCommand,  // as the command says (CommandSpec::needs_auth), with Authorization: Bearer
+  kTinyid,   // as kCommand, and tinyid's ?token= is as good as the bearer header
 };
 
+// Routes of peers whose servers took any method (Spring's @RequestMapping).
+constexpr std::string_view kAnyMethod = "*";
+
 struct HttpRoute {
-  std::string_view method;
+  std::string_view method;  // "GET", or kAnyMethod
   std::string_view path;
   bool prefix = false;         // path is a prefix; the rest is RouteInput::rest
   Auth auth = Auth::kCommand;  // a route without a command and kCommand always needs it
@@ -90,8 +94,10 @@ struct HttpRoute {
   // `format` gets an empty reply).
   const CommandSpec* command = nullptr;
   Command label = Command::kOther;  // metrics label when there is no command
-  // Fills the command's arguments. Errors: a bad path or query, answered with FromError.
+  // Fills the command's arguments. Errors: a bad path or query.
   Status (*args)(Service& service, const RouteInput& in, ArgList& out) = nullptr;
+  // The reply in the shape the route's clients parse: the command's result, or an error of
+  // any step (authentication, arguments, the command), each peer's errors in its own shape.
   HttpReply (*format)(Service& service, const RouteInput& in, Result<Reply>& reply) = nullptr;
 };
 
@@ -105,7 +111,21 @@ Status PathArg(Service&, const RouteInput& in, ArgList& out) {
   return Status::Ok();
 }
 
+Result<IdFormat> FormatParam(std::string_view query) {
+  std::optional<std::string> f = http::QueryParam(query, "format");
+  if (!f) return IdFormat::kDec;
+  return ParseIdFormat(*f);
+}
+
+// /v1/id: no arguments; ?format= is checked before an id is taken.
+Status FormatArg(Service&, const RouteInput& in, ArgList&) {
+  Result<IdFormat> format = FormatParam(in.query);
+  return format.ok() ? Status::Ok() : Status(format.error());
+}
+
+// /v1/ids: ?count=, and ?format= as /v1/id.
 Status CountArg(Service& service, const RouteInput& in, ArgList& out) {
+  if (Status s = FormatArg(service, in, out); !s.ok()) return s;
   std::optional<std::string> c = http::QueryParam(in.query, "count");
   if (!c) {
     return InvalidArgument(
@@ -123,18 +143,11 @@ Status TagAndCountArgs(Service& service, const RouteInput& in, ArgList& out) {
   return Status::Ok();
 }
 
-Result<IdFormat> FormatParam(std::string_view query) {
-  std::optional<std::string> f = http::QueryParam(query, "format");
-  if (!f) return IdFormat::kDec;
-  return ParseIdFormat(*f);
-}
-
 // /v1/id and /v1/ids: {"id":"..."} / {"ids":[...]} (strings: JavaScript keeps every digit),
 // or one id per line with Accept: text/plain; ?format= picks the id format.
 HttpReply IdsReply(Service& service, const RouteInput& in, Result<Reply>& reply) {
-  Result<IdFormat> format = FormatParam(in.query);
-  if (!format.ok()) return FromError(format.error());
   if (!reply.ok()) return FromError(reply.error());
+  const Result<IdFormat> format = FormatParam(in.query);  // checked by the route's args
   const bool single = std::holds_alternative<std::int64_t>(*reply);
   std::span<const std::int64_t> ids = single
                                           ? std::span(&std::get<std::int64_t>(*reply), 1)
@@ -220,7 +233,8 @@ HttpReply MetricsReply(Service& service, const RouteInput&, Result<Reply>&) {
   return r;
 }
 
-HttpReply InfoReply(Service& service, const RouteInput&, Result<Reply>&) {
+HttpReply InfoReply(Service& service, const RouteInput&, Result<Reply>& reply) {
+  if (!reply.ok()) return FromError(reply.error());
   return Json(service.InfoJson());
 }
 
@@ -252,10 +266,118 @@ HttpReply LeafDecodeReply(Service&, const RouteInput&, Result<Reply>& reply) {
       d.timestamp_ms, time, d.datacenter, d.worker, d.sequence));
 }
 
+// didi's tinyid: /tinyid/id/nextId, nextIdSimple, nextSegmentId and nextSegmentIdSimple with
+// ?bizType= (the tag), &batchSize= and &token=, on any method (tinyid's client POSTs). The JSON
+// routes answer {"data":...,"code":200,"message":""} with code 5 for a bad token and 6 for any
+// other failure (HTTP 200 either way, as tinyid); the Simple routes answer plain text, and an
+// empty body on failure (as tinyid), with the reason in an X-Sekka-Error header.
+
+Status TinyidTag(const RouteInput& in, ArgList& out) {
+  std::optional<std::string> tag = http::QueryParam(in.query, "bizType");
+  if (!tag || tag->empty()) return InvalidArgument("bizType is required");
+  out.push_back(std::move(*tag));
+  return Status::Ok();
+}
+
+// SEG.NEXT <bizType> <batchSize>: a missing batchSize is 1 and a larger one than
+// server.max_batch is cut to it, as tinyid does with batch.size.max.
+Status TinyidIdArgs(Service& service, const RouteInput& in, ArgList& out) {
+  if (Status s = TinyidTag(in, out); !s.ok()) return s;
+  std::int64_t n = 1;
+  if (std::optional<std::string> b = http::QueryParam(in.query, "batchSize"); b) {
+    const auto [p, ec] = std::from_chars(b->data(), b->data() + b->size(), n);
+    if (ec == std::errc::result_out_of_range && !b->empty() && (*b)[0] != '-') {
+      n = service.config().max_batch;
+    } else if (ec != std::errc() || p != b->data() + b->size() || n < 1) {
+      return InvalidArgument(
+          fmt::format("batchSize \"{}\" is not valid: allowed 1 or more "
+                      "(more than {} is cut to {})",
+                      b->substr(0, 40), service.config().max_batch, service.config().max_batch));
+    }
+  }
+  out.push_back(std::to_string(std::min(n, service.config().max_batch)));
+  return Status::Ok();
+}
+
+Status TinyidSegmentArgs(Service&, const RouteInput& in, ArgList& out) {
+  return TinyidTag(in, out);
+}
+
+HttpReply TinyidJson(const Result<Reply>& reply, const std::string& data) {
+  if (reply.ok()) return Json(fmt::format("{{\"data\":{},\"code\":200,\"message\":\"\"}}", data));
+  const int code = reply.error().code == ErrorCode::kUnauthenticated ? 5 : 6;
+  return Json(fmt::format("{{\"data\":null,\"code\":{},\"message\":\"{}\"}}", code,
+                          http::JsonEscape(reply.error().message)));
+}
+
+HttpReply TinyidText(const Result<Reply>& reply, std::string body) {
+  if (reply.ok()) return Text(std::move(body));
+  HttpReply r = Text("");
+  std::string why = fmt::format("{}: {}", MapError(reply.error().code).http_code,
+                                reply.error().message.substr(0, 300));
+  for (char& c : why) {
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = ' ';
+  }
+  r.extra_headers = fmt::format("X-Sekka-Error: {}\r\n", why);
+  return r;
+}
+
+std::string JoinIds(const Result<Reply>& reply, char separator) {
+  std::string out;
+  if (!reply.ok()) return out;
+  for (std::int64_t id : std::get<std::vector<std::int64_t>>(*reply)) {
+    if (!out.empty()) out += separator;
+    AppendDec(out, id);
+  }
+  return out;
+}
+
+HttpReply TinyidNextId(Service&, const RouteInput&, Result<Reply>& reply) {
+  std::string list = "[";
+  list += JoinIds(reply, ',');
+  list += ']';
+  return TinyidJson(reply, list);
+}
+
+HttpReply TinyidNextIdSimple(Service&, const RouteInput&, Result<Reply>& reply) {
+  return TinyidText(reply, JoinIds(reply, ','));
+}
+
+// tinyid's SegmentId: ids in (currentId, maxId] with id % delta == remainder; the client asks
+// for the next segment once it passes loadingId (20% of the way, tinyid's LOADING_PERCENT).
+struct TinyidSegment {
+  std::int64_t current, loading, max, delta, remainder;
+};
+TinyidSegment ToTinyid(const SegmentGrant& g) {
+  const std::int64_t current = g.range.begin - 1;
+  return {current, current + g.range.size() * 20 / 100, g.range.end - 1, g.delta, g.remainder};
+}
+
+HttpReply TinyidNextSegmentId(Service&, const RouteInput&, Result<Reply>& reply) {
+  std::string data;
+  if (reply.ok()) {
+    const TinyidSegment t = ToTinyid(std::get<SegmentGrant>(*reply));
+    data = fmt::format(
+        "{{\"maxId\":{},\"loadingId\":{},\"currentId\":{},\"delta\":{},\"remainder\":{}}}", t.max,
+        t.loading, t.current, t.delta, t.remainder);
+  }
+  return TinyidJson(reply, data);
+}
+
+HttpReply TinyidNextSegmentIdSimple(Service&, const RouteInput&, Result<Reply>& reply) {
+  std::string body;
+  if (reply.ok()) {
+    const TinyidSegment t = ToTinyid(std::get<SegmentGrant>(*reply));
+    body = fmt::format("{},{},{},{},{}", t.current, t.loading, t.max, t.delta, t.remainder);
+  }
+  return TinyidText(reply, std::move(body));
+}
+
 const CommandSpec* const kIdNext = FindCommand("ID.NEXT");
 const CommandSpec* const kIdBatch = FindCommand("ID.BATCH");
 const CommandSpec* const kIdDecode = FindCommand("ID.DECODE");
 const CommandSpec* const kSegNext = FindCommand("SEG.NEXT");
+const CommandSpec* const kSegRange = FindCommand("SEG.RANGE");
 
 const std::vector<HttpRoute>& Routes() {
   static const std::vector<HttpRoute> routes = {
@@ -263,7 +385,7 @@ const std::vector<HttpRoute>& Routes() {
       {"GET", "/healthz", false, Auth::kNone, nullptr, Command::kHealth, NoArgs, HealthReply},
       {"GET", "/readyz", false, Auth::kNone, nullptr, Command::kReady, NoArgs, ReadyReply},
       {"GET", "/metrics", false, Auth::kNone, nullptr, Command::kMetrics, NoArgs, MetricsReply},
-      {"GET", "/v1/id", false, Auth::kCommand, kIdNext, Command::kId, NoArgs, IdsReply},
+      {"GET", "/v1/id", false, Auth::kCommand, kIdNext, Command::kId, FormatArg, IdsReply},
       {"GET", "/v1/ids", false, Auth::kCommand, kIdBatch, Command::kIds, CountArg, IdsReply},
       {"GET", "/v1/decode/", true, Auth::kCommand, kIdDecode, Command::kDecode, PathArg,
        DecodeReply},
@@ -277,6 +399,15 @@ const std::vector<HttpRoute>& Routes() {
        LeafIdReply},
       {"GET", "/decodeSnowflakeId", false, Auth::kNone, kIdDecode, Command::kLeafDecode,
        LeafDecodeArgs, LeafDecodeReply},
+      // didi's tinyid
+      {kAnyMethod, "/tinyid/id/nextId", false, Auth::kTinyid, kSegNext, Command::kSegment,
+       TinyidIdArgs, TinyidNextId},
+      {kAnyMethod, "/tinyid/id/nextIdSimple", false, Auth::kTinyid, kSegNext, Command::kSegment,
+       TinyidIdArgs, TinyidNextIdSimple},
+      {kAnyMethod, "/tinyid/id/nextSegmentId", false, Auth::kTinyid, kSegRange,
+       Command::kSegmentRange, TinyidSegmentArgs, TinyidNextSegmentId},
+      {kAnyMethod, "/tinyid/id/nextSegmentIdSimple", false, Auth::kTinyid, kSegRange,
+       Command::kSegmentRange, TinyidSegmentArgs, TinyidNextSegmentIdSimple},
   };
   return routes;
 }
@@ -291,7 +422,7 @@ bool PathMatches(const HttpRoute& route, std::string_view path) {
 const HttpRoute* FindRoute(std::string_view method, std::string_view path, std::string& allowed) {
   for (const HttpRoute& route : Routes()) {
     if (!PathMatches(route, path)) continue;
-    if (route.method == method) return &route;
+    if (route.method == method || route.method == kAnyMethod) return &route;
     if (allowed.find(route.method) == std::string::npos) {
       if (!allowed.empty()) allowed += ", ";
       allowed += route.method;
@@ -314,17 +445,26 @@ std::vector<std::string_view> Views(const ArgList& args) {
   return std::vector<std::string_view>(args.begin(), args.end());
 }
 
-HttpReply RunRoute(Service& service, const HttpRoute& route, const RouteInput& in) {
+bool RouteAuthorized(Service& service, const HttpRoute& route, const RouteInput& in) {
   const bool needs_auth =
-      route.auth == Auth::kCommand && (route.command == nullptr || route.command->needs_auth);
-  if (needs_auth && !Authorized(service, in.request)) {
-    return JsonError(401, "unauthenticated",
-                     "missing or wrong bearer token: send Authorization: Bearer <token>");
-  }
-  ArgList args;
-  if (Status s = route.args(service, in, args); !s.ok()) return FromError(s.error());
+      route.auth != Auth::kNone && (route.command == nullptr || route.command->needs_auth);
+  if (!needs_auth || Authorized(service, in.request)) return true;
+  if (route.auth != Auth::kTinyid) return false;
+  const std::optional<std::string> token = http::QueryParam(in.query, "token");
+  return token && TokenEquals(*token, service.config().auth_token);
+}
+
+HttpReply RunRoute(Service& service, const HttpRoute& route, const RouteInput& in) {
   Result<Reply> reply = Reply(std::int64_t{0});
-  if (route.command != nullptr) {
+  ArgList args;
+  if (!RouteAuthorized(service, route, in)) {
+    reply = Unauthenticated(route.auth == Auth::kTinyid
+                                ? "token is error: send ?token=<server.auth_token>"
+                                : "missing or wrong bearer token: send Authorization: Bearer "
+                                  "<token>");
+  } else if (Status s = route.args(service, in, args); !s.ok()) {
+    reply = s.error();
+  } else if (route.command != nullptr) {
     const std::vector<std::string_view> views = Views(args);
     reply = Execute(service, *route.command, views);
   }

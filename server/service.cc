@@ -47,6 +47,10 @@ WireError MapError(ErrorCode code) {
     case ErrorCode::kAlreadyExists:
       status = 409;
       break;
+    case ErrorCode::kUnauthenticated:
+      status = 401;
+      prefix = "NOAUTH";
+      break;
     case ErrorCode::kUnavailable:
     case ErrorCode::kExhausted:
       status = 503;

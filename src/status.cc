@@ -20,6 +20,8 @@ std::string_view ErrorCodeName(ErrorCode code) {
       return "internal";
     case ErrorCode::kAlreadyExists:
       return "already_exists";
+    case ErrorCode::kUnauthenticated:
+      return "unauthenticated";
   }
   return "internal";
 }

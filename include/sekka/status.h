@@ -28,6 +28,7 @@ enum class ErrorCode {
   kLeaseLost,            // this process no longer holds its worker id
   kInternal,             // a bug or an unexpected system failure
   kAlreadyExists,        // a name that is taken: creating a tag that exists
+  kUnauthenticated,      // a missing or wrong token
 };
 
 // The snake_case name of `code` as it appears on the wire ("invalid_argument", ...).
@@ -49,6 +50,9 @@ inline Error Unavailable(std::string message) {
 inline Error Exhausted(std::string message) { return {ErrorCode::kExhausted, std::move(message)}; }
 inline Error LeaseLost(std::string message) { return {ErrorCode::kLeaseLost, std::move(message)}; }
 inline Error Internal(std::string message) { return {ErrorCode::kInternal, std::move(message)}; }
+inline Error Unauthenticated(std::string message) {
+  return {ErrorCode::kUnauthenticated, std::move(message)};
+}
 inline Error AlreadyExists(std::string message) {
   return {ErrorCode::kAlreadyExists, std::move(message)};
 }
