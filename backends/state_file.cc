@@ -81,9 +81,8 @@ Result<std::optional<StoredState>> ReadStateFile(const std::string& path) {
   return std::optional<StoredState>(*s);
 }
 
-Status WriteStateFile(const std::string& path, const StoredState& state) {
+Status WriteFileDurably(const std::string& path, std::string_view text) {
   const std::string tmp = path + ".tmp";
-  const std::string text = FormatState(state);
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return Internal(fmt::format("cannot write {}: {}", tmp, std::strerror(errno)));
   const bool ok = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size()) &&
@@ -101,6 +100,10 @@ Status WriteStateFile(const std::string& path, const StoredState& state) {
     ::close(dfd);
   }
   return Status::Ok();
+}
+
+Status WriteStateFile(const std::string& path, const StoredState& state) {
+  return WriteFileDurably(path, FormatState(state));
 }
 
 namespace {

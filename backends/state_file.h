@@ -36,7 +36,10 @@ Result<StoredState> ParseState(std::string_view text);
 // Reads the state file; nullopt when there is none yet. Errors: kInvalidArgument (corrupt),
 // kInternal (unreadable).
 Result<std::optional<StoredState>> ReadStateFile(const std::string& path);
-// Writes it durably: temp file, fsync, rename, fsync of the directory.
+// Writes `text` to `path` durably: temp file, fsync, rename, fsync of the directory. A crash
+// leaves the old file or the new one, never a mix. Errors: kInternal (the disk).
+Status WriteFileDurably(const std::string& path, std::string_view text);
+// Writes it durably (WriteFileDurably).
 Status WriteStateFile(const std::string& path, const StoredState& state);
 
 // What the service keeps in its data dir: each worker id's state (layout and hwm) and, for a

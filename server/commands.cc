@@ -10,6 +10,13 @@
 namespace sekka::server {
 namespace {
 
+Result<bool> ParseBool(std::string_view what, std::string_view text) {
+  if (text == "true" || text == "1") return true;
+  if (text == "false" || text == "0") return false;
+  return InvalidArgument(
+      fmt::format("{} \"{}\" is not valid: allowed true or false", what, text.substr(0, 40)));
+}
+
 Result<Reply> NextIdCommand(Service& service, Args) {
   Result<Id> id = service.NextId();
   if (!id.ok()) return std::move(id).error();
@@ -92,7 +99,47 @@ Result<Reply> SegmentCreateCommand(Service& service, Args args) {
   return std::move(s).error();
 }
 
-constexpr std::array<CommandSpec, 6> kCommands = {{
+// MACHINE.DISTRIBUTE <namespace> <machine bits> <instance> <stable> <guard duration>
+Result<Reply> MachineDistributeCommand(Service& service, Args args) {
+  Result<MachineRegistry*> machines = service.machines();
+  if (!machines.ok()) return std::move(machines).error();
+  std::int64_t bits = 0;
+  const auto [p, ec] = std::from_chars(args[1].data(), args[1].data() + args[1].size(), bits);
+  if (ec != std::errc() || p != args[1].data() + args[1].size() || bits < 1 || bits > 16) {
+    return InvalidArgument(
+        fmt::format("machineBit \"{}\" is not valid: allowed 1 to 16", args[1].substr(0, 40)));
+  }
+  Result<bool> stable = ParseBool("stable", args[3]);
+  if (!stable.ok()) return std::move(stable).error();
+  Result<std::int64_t> guard = ParseAnyDuration("safeGuardDuration", args[4]);
+  if (!guard.ok()) return std::move(guard).error();
+  Result<MachineGrant> grant =
+      (*machines)->Distribute(args[0], static_cast<int>(bits), args[2], *stable, *guard);
+  if (!grant.ok()) return std::move(grant).error();
+  return Reply(*grant);
+}
+
+// MACHINE.GUARD <namespace> <instance> <guard duration>
+Result<Reply> MachineGuardCommand(Service& service, Args args) {
+  Result<MachineRegistry*> machines = service.machines();
+  if (!machines.ok()) return std::move(machines).error();
+  Result<std::int64_t> guard = ParseAnyDuration("safeGuardDuration", args[2]);
+  if (!guard.ok()) return std::move(guard).error();
+  if (Status s = (*machines)->Guard(args[0], args[1], *guard); !s.ok()) {
+    return std::move(s).error();
+  }
+  return Reply(std::string("OK"));
+}
+
+// MACHINE.REVERT <namespace> <instance>
+Result<Reply> MachineRevertCommand(Service& service, Args args) {
+  Result<MachineRegistry*> machines = service.machines();
+  if (!machines.ok()) return std::move(machines).error();
+  if (Status s = (*machines)->Revert(args[0], args[1]); !s.ok()) return std::move(s).error();
+  return Reply(std::string("OK"));
+}
+
+constexpr std::array<CommandSpec, 9> kCommands = {{
     // name, arguments (min, max), auth, may block, handler
     {Command::kId, "ID.NEXT", 0, 0, true, nullptr, NextIdCommand},
     {Command::kIds, "ID.BATCH", 1, 1, true, nullptr, NextIdsCommand},     // <count>
@@ -103,6 +150,13 @@ constexpr std::array<CommandSpec, 6> kCommands = {{
      SegmentRangeCommand},
     {Command::kSegmentCreate, "SEG.CREATE", 3, 3, true, AlwaysMayBlock,  // <tag> <start> <step>
      SegmentCreateCommand},
+    // Machine ids for CosId clients: each change is stored (fsync) before it is answered.
+    {Command::kMachine, "MACHINE.DISTRIBUTE", 5, 5, true, AlwaysMayBlock,
+     MachineDistributeCommand},  // <namespace> <bits> <instance> <stable> <guard>
+    {Command::kMachine, "MACHINE.GUARD", 3, 3, true, AlwaysMayBlock,
+     MachineGuardCommand},  // <namespace> <instance> <guard>
+    {Command::kMachine, "MACHINE.REVERT", 2, 2, true, AlwaysMayBlock,
+     MachineRevertCommand},  // <namespace> <instance>
 }};
 
 std::string Lower(std::string_view s) {
@@ -143,6 +197,19 @@ bool MayBlock(Service& service, const CommandSpec& spec, Args args) {
   if (spec.may_block == nullptr) return false;
   if (args.size() < spec.min_args || args.size() > spec.max_args) return false;
   return spec.may_block(service, args);
+}
+
+Result<std::int64_t> ParseAnyDuration(std::string_view what, std::string_view text) {
+  Result<std::int64_t> ms = !text.empty() && (text[0] == 'P' || text[0] == 'p')
+                                ? ParseIsoDurationMillis(text)
+                                : ParseDurationMillis(text);
+  if (!ms.ok()) {
+    return InvalidArgument(
+        fmt::format("{} \"{}\" is not valid: allowed ISO-8601 such as PT5M, "
+                    "or a number with ms, s, m or h",
+                    what, text.substr(0, 40)));
+  }
+  return ms;
 }
 
 Result<std::int64_t> ParseCount(std::string_view what, std::string_view text, std::int64_t max) {

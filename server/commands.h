@@ -33,7 +33,8 @@ using Reply = std::variant<std::int64_t,               // one id
                            std::vector<std::int64_t>,  // ids, in order
                            DecodedId,                  // a decoded snowflake id
                            SegmentGrant,               // a range of segment ids
-                           std::string>;               // a word: "created", "exists"
+                           MachineGrant,               // a machine id for a CosId client
+                           std::string>;               // a word: "created", "exists", "OK"
 
 struct CommandSpec {
   Command command;        // its metrics label
@@ -59,6 +60,10 @@ const CommandSpec& CommandFor(Command command);
 Result<Reply> Execute(Service& service, const CommandSpec& spec, Args args);
 // True when Execute may wait for a store (a bad argument count never waits).
 bool MayBlock(Service& service, const CommandSpec& spec, Args args);
+
+// A duration argument: ISO-8601 as Java writes it ("PT5M", CosId's safeGuardDuration) or
+// sekka's ("5m"). Errors: kInvalidArgument naming both forms.
+Result<std::int64_t> ParseAnyDuration(std::string_view what, std::string_view text);
 
 // A count argument: a decimal from 1 to `max`. Errors: kInvalidArgument naming both.
 Result<std::int64_t> ParseCount(std::string_view what, std::string_view text, std::int64_t max);

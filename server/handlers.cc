@@ -373,11 +373,150 @@ HttpReply TinyidNextSegmentIdSimple(Service&, const RouteInput&, Result<Reply>& 
   return TinyidText(reply, std::move(body));
 }
 
+// The CosId proxy (cosid-proxy-server): machine ids for CosId's snowflake generators and
+// segments for its segment generators. Replies as its controllers: 200 with
+// {"machineId","lastTimeStamp"}, an empty body, or the new max id; errors as
+// {"code","msg","errors"} with CosId's codes M-01 (no free machine id), M-02 (no machine id held)
+// and M-03 (the machine id went to another instance), and else the HTTP status ("400", "503").
+
+// Splits the rest of a path into `n` percent-decoded segments.
+Status PathSegments(const RouteInput& in, std::size_t n, std::string_view shape, ArgList& out) {
+  std::string_view rest = in.rest;
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::size_t slash = rest.find('/');
+    if ((slash == std::string_view::npos) != (i + 1 == n)) {
+      return InvalidArgument(fmt::format("the path is not {}", shape));
+    }
+    std::optional<std::string> v = http::PercentDecode(rest.substr(0, slash));
+    if (!v || v->empty()) return InvalidArgument(fmt::format("the path is not {}", shape));
+    out.push_back(std::move(*v));
+    if (slash != std::string_view::npos) rest.remove_prefix(slash + 1);
+  }
+  return Status::Ok();
+}
+
+Status RequiredParam(const RouteInput& in, std::string_view key, ArgList& out) {
+  std::optional<std::string> v = http::QueryParam(in.query, key);
+  if (!v) return InvalidArgument(fmt::format("{} is required", key));
+  out.push_back(std::move(*v));
+  return Status::Ok();
+}
+
+std::string StableParam(const RouteInput& in) {
+  return http::QueryParam(in.query, "stable").value_or("false");
+}
+
+// POST /machines/{namespace}: MACHINE.DISTRIBUTE ns bits instance stable guard
+Status CosIdDistributeArgs(Service&, const RouteInput& in, ArgList& out) {
+  if (Status s = PathSegments(in, 1, "/machines/{namespace}", out); !s.ok()) return s;
+  if (Status s = RequiredParam(in, "machineBit", out); !s.ok()) return s;
+  if (Status s = RequiredParam(in, "instanceId", out); !s.ok()) return s;
+  out.push_back(StableParam(in));
+  return RequiredParam(in, "safeGuardDuration", out);
+}
+
+// PATCH /machines/{namespace}: MACHINE.GUARD ns instance guard
+Status CosIdGuardArgs(Service&, const RouteInput& in, ArgList& out) {
+  if (Status s = PathSegments(in, 1, "/machines/{namespace}", out); !s.ok()) return s;
+  if (Status s = RequiredParam(in, "instanceId", out); !s.ok()) return s;
+  return RequiredParam(in, "safeGuardDuration", out);
+}
+
+// DELETE /machines/{namespace}: MACHINE.REVERT ns instance
+Status CosIdRevertArgs(Service&, const RouteInput& in, ArgList& out) {
+  if (Status s = PathSegments(in, 1, "/machines/{namespace}", out); !s.ok()) return s;
+  return RequiredParam(in, "instanceId", out);
+}
+
+// A CosId segment "{namespace}/{name}" is the tag "{namespace}.{name}".
+Status CosIdTag(const RouteInput& in, std::string_view shape, ArgList& out) {
+  ArgList parts;
+  if (Status s = PathSegments(in, 2, shape, parts); !s.ok()) return s;
+  out.push_back(parts[0] + "." + parts[1]);
+  return Status::Ok();
+}
+
+// POST /segments/distributor/{namespace}/{name}?offset=&step=: SEG.CREATE tag offset+1 step
+Status CosIdCreateArgs(Service&, const RouteInput& in, ArgList& out) {
+  if (Status s = CosIdTag(in, "/segments/distributor/{namespace}/{name}", out); !s.ok()) return s;
+  std::int64_t offset = 0;
+  if (std::optional<std::string> o = http::QueryParam(in.query, "offset"); o) {
+    const auto [p, ec] = std::from_chars(o->data(), o->data() + o->size(), offset);
+    if (ec != std::errc() || p != o->data() + o->size() || offset < 0 || offset == INT64_MAX) {
+      return InvalidArgument(fmt::format("offset \"{}\" is not valid: allowed 0 to {}",
+                                         o->substr(0, 40), INT64_MAX - 1));
+    }
+  }
+  out.push_back(std::to_string(offset + 1));  // CosId's first id is offset + 1
+  return RequiredParam(in, "step", out);
+}
+
+// PATCH /segments/{namespace}/{name}?step=: SEG.RANGE tag step
+Status CosIdNextMaxIdArgs(Service&, const RouteInput& in, ArgList& out) {
+  if (Status s = CosIdTag(in, "/segments/{namespace}/{name}", out); !s.ok()) return s;
+  return RequiredParam(in, "step", out);
+}
+
+HttpReply CosIdError(const Error& e, bool machine) {
+  int status = MapError(e.code).http_status;
+  std::string code = std::to_string(status);  // "400", "404", "503", ...
+  if (machine && e.code == ErrorCode::kExhausted) {
+    code = "M-01";
+    status = 400;
+  } else if (machine && e.code == ErrorCode::kNotFound) {
+    code = "M-02";
+    status = 400;
+  } else if (machine && e.code == ErrorCode::kLeaseLost) {
+    code = "M-03";
+    status = 400;
+  }
+  HttpReply r;
+  r.status = status;
+  r.body = fmt::format("{{\"code\":\"{}\",\"msg\":\"{}\",\"errors\":[]}}", code,
+                       http::JsonEscape(e.message));
+  if (status == 401) r.extra_headers = "WWW-Authenticate: Bearer\r\n";
+  if (status == 503) r.extra_headers = "Retry-After: 1\r\n";
+  return r;
+}
+
+HttpReply CosIdMachineReply(Service&, const RouteInput&, Result<Reply>& reply) {
+  if (!reply.ok()) return CosIdError(reply.error(), true);
+  if (const auto* m = std::get_if<MachineGrant>(&*reply)) {
+    return Json(fmt::format("{{\"machineId\":{},\"lastTimeStamp\":{}}}", m->machine_id,
+                            m->last_timestamp_ms));
+  }
+  return Json("");  // guard and revert answer nothing, as CosId's void handlers
+}
+
+HttpReply CosIdCreateReply(Service&, const RouteInput&, Result<Reply>& reply) {
+  if (!reply.ok()) return CosIdError(reply.error(), false);
+  return Json("");  // created, or there already: CosId's create is idempotent
+}
+
+HttpReply CosIdNextMaxIdReply(Service&, const RouteInput&, Result<Reply>& reply) {
+  if (!reply.ok()) return CosIdError(reply.error(), false);
+  const SegmentGrant& g = std::get<SegmentGrant>(*reply);
+  if (g.delta != 1) {
+    return CosIdError(InvalidArgument(fmt::format(
+                          "this tag issues only ids with id % {} == {}, and CosId clients issue "
+                          "every id of a range: use a tag with delta 1",
+                          g.delta, g.remainder)),
+                      false);
+  }
+  std::string body;
+  AppendDec(body, g.range.end - 1);  // CosId's segment is (maxId - step, maxId]
+  return Json(std::move(body));
+}
+
 const CommandSpec* const kIdNext = FindCommand("ID.NEXT");
 const CommandSpec* const kIdBatch = FindCommand("ID.BATCH");
 const CommandSpec* const kIdDecode = FindCommand("ID.DECODE");
 const CommandSpec* const kSegNext = FindCommand("SEG.NEXT");
 const CommandSpec* const kSegRange = FindCommand("SEG.RANGE");
+const CommandSpec* const kSegCreate = FindCommand("SEG.CREATE");
+const CommandSpec* const kMachineDistribute = FindCommand("MACHINE.DISTRIBUTE");
+const CommandSpec* const kMachineGuard = FindCommand("MACHINE.GUARD");
+const CommandSpec* const kMachineRevert = FindCommand("MACHINE.REVERT");
 
 const std::vector<HttpRoute>& Routes() {
   static const std::vector<HttpRoute> routes = {
@@ -408,6 +547,17 @@ const std::vector<HttpRoute>& Routes() {
        Command::kSegmentRange, TinyidSegmentArgs, TinyidNextSegmentId},
       {kAnyMethod, "/tinyid/id/nextSegmentIdSimple", false, Auth::kTinyid, kSegRange,
        Command::kSegmentRange, TinyidSegmentArgs, TinyidNextSegmentIdSimple},
+      // the CosId proxy
+      {"POST", "/machines/", true, Auth::kCommand, kMachineDistribute, Command::kMachine,
+       CosIdDistributeArgs, CosIdMachineReply},
+      {"PATCH", "/machines/", true, Auth::kCommand, kMachineGuard, Command::kMachine,
+       CosIdGuardArgs, CosIdMachineReply},
+      {"DELETE", "/machines/", true, Auth::kCommand, kMachineRevert, Command::kMachine,
+       CosIdRevertArgs, CosIdMachineReply},
+      {"POST", "/segments/distributor/", true, Auth::kCommand, kSegCreate, Command::kSegmentCreate,
+       CosIdCreateArgs, CosIdCreateReply},
+      {"PATCH", "/segments/", true, Auth::kCommand, kSegRange, Command::kSegmentRange,
+       CosIdNextMaxIdArgs, CosIdNextMaxIdReply},
   };
   return routes;
 }
@@ -569,6 +719,11 @@ void AppendReply(std::string& out, const Reply& reply) {
     resp::AppendInteger(out, d->worker);
     resp::AppendBulk(out, "sequence");
     resp::AppendInteger(out, d->sequence);
+  } else if (const auto* m = std::get_if<MachineGrant>(&reply)) {
+    // MACHINE.DISTRIBUTE: the machine id and the time to wait past.
+    resp::AppendArrayHeader(out, 2);
+    resp::AppendInteger(out, m->machine_id);
+    resp::AppendInteger(out, m->last_timestamp_ms);
   } else if (const auto* g = std::get_if<SegmentGrant>(&reply)) {
     // SEG.RANGE: begin, end (exclusive), delta, remainder.
     resp::AppendArrayHeader(out, 4);

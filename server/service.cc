@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "backends/machine_file_store.h"
 #include "backends/segment_store_uri.h"
 #include "backends/state_file.h"
 #include "server/http.h"
@@ -72,11 +73,11 @@ WireError MapError(ErrorCode code) {
 
 std::string_view CommandName(Command command) {
   static constexpr std::string_view kNames[] = {
-      "id",          "ids",    "decode",  "segment",        "info",
-      "healthz",     "readyz", "metrics", "leaf_snowflake", "leaf_segment",
-      "leaf_decode", "ping",   "echo",    "auth",           "hello",
-      "command",     "client", "quit",    "segment_range",  "segment_create",
-      "worker",      "other"};
+      "id",          "ids",     "decode",  "segment",        "info",
+      "healthz",     "readyz",  "metrics", "leaf_snowflake", "leaf_segment",
+      "leaf_decode", "ping",    "echo",    "auth",           "hello",
+      "command",     "client",  "quit",    "segment_range",  "segment_create",
+      "worker",      "machine", "other"};
   static_assert(std::size(kNames) == static_cast<std::size_t>(Command::kCount_));
   return kNames[static_cast<int>(command)];
 }
@@ -170,6 +171,19 @@ Result<std::unique_ptr<Service>> Service::Start(const ServerConfig& config, Serv
   segment_options.max_step = config.segment_max_step;
   segment_options.max_tags = static_cast<std::size_t>(config.segment_max_tags);
   s.segments_ = std::make_unique<SegmentAllocator>(*s.segment_store_, clock, segment_options);
+
+  // Machine ids for CosId clients: a store that cannot be read fails those requests only.
+  s.machine_store_ = parts.machine_store ? std::move(parts.machine_store)
+                                         : NewFileMachineStore(config.data_dir + "/machines");
+  Result<std::unique_ptr<MachineRegistry>> machines =
+      MachineRegistry::Open(*s.machine_store_, clock);
+  if (machines.ok()) {
+    s.machines_ = std::move(machines).value();
+  } else {
+    s.machines_error_ = machines.error().message;
+    Log(LogLevel::kError, "machine ids cannot be read",
+        fmt::format("error=\"{}\"", s.machines_error_));
+  }
 
   // The first reservation is stored before the server says it is ready.
   if (Status r = s.ExtendReservation(); !r.ok()) return std::move(r).error();
@@ -529,6 +543,13 @@ Result<SegmentGrant> Service::AllocateSegmentRange(std::string_view tag, std::in
   Result<IdRange> range = segment_store_->Allocate(tag, step > 0 ? step : info->step);
   if (!range.ok()) return std::move(range).error();
   return SegmentGrant{*range, info->delta, info->remainder};
+}
+
+Result<MachineRegistry*> Service::machines() {
+  if (machines_ == nullptr) {
+    return Unavailable("machine ids cannot be read: " + machines_error_);
+  }
+  return machines_.get();
 }
 
 Status Service::CreateSegmentTag(const TagInfo& tag) {

@@ -22,6 +22,7 @@
 
 #include "backends/state_file.h"
 #include "sekka/codec.h"
+#include "sekka/machines.h"
 #include "sekka/segment.h"
 #include "sekka/snowflake.h"
 #include "sekka/worker_lease.h"
@@ -63,7 +64,8 @@ enum class Command {
   kQuit,
   kSegmentRange,
   kSegmentCreate,
-  kWorker,  // Thrift get_worker_id, get_datacenter_id, get_timestamp
+  kWorker,   // Thrift get_worker_id, get_datacenter_id, get_timestamp
+  kMachine,  // machine ids for CosId clients
   kOther,
   kCount_
 };
@@ -95,6 +97,8 @@ struct ServiceParts {
   std::unique_ptr<DataDir> data_dir;
   // Null: opened from config.segment_store.
   std::unique_ptr<SegmentStore> segment_store;
+  // Null: the file `machines` in config.data_dir.
+  std::unique_ptr<MachineStore> machine_store;
   // False: no background thread; the caller calls RunBackgroundOnce() (tests, simulation).
   bool background_thread = true;
 };
@@ -124,6 +128,9 @@ class Service {
   // segment.max_tags per process. Errors: kAlreadyExists, kNotFound (auto-create is off and the
   // tag does not exist), kExhausted, kInvalidArgument, kUnavailable.
   Status CreateSegmentTag(const TagInfo& tag);
+  // The machine ids handed to CosId clients. Errors: kUnavailable when the store could not be
+  // read at start.
+  Result<MachineRegistry*> machines();
   // True when `n` ids of `tag` are buffered, so NextSegmentIds will not wait for the store.
   bool SegmentBuffered(std::string_view tag, std::int64_t n) const {
     return segments_->Buffered(tag, n);
@@ -225,6 +232,9 @@ class Service {
   std::int64_t next_extend_ms_ = 0;
   std::unique_ptr<SegmentStore> segment_store_;
   std::unique_ptr<SegmentAllocator> segments_;  // destroyed before segment_store_
+  std::unique_ptr<MachineStore> machine_store_;
+  std::unique_ptr<MachineRegistry> machines_;  // null when machine_store_ could not be read
+  std::string machines_error_;
   const std::int64_t started_ms_;
 
   std::atomic<std::int64_t> hwm_millis_{0};

@@ -404,4 +404,68 @@ Result<std::int64_t> ParseDurationMillis(std::string_view text) {
   return bad();
 }
 
+Result<std::int64_t> ParseIsoDurationMillis(std::string_view text) {
+  auto bad = [&] {
+    return InvalidArgument(fmt::format(
+        "duration \"{}\" is not understood: allowed ISO-8601 P[nD][T[nH][nM][n[.n]S]], such as "
+        "\"PT5M\" or \"PT0.5S\"",
+        Printable(text)));
+  };
+  auto upper = [](char c) { return static_cast<char>(c >= 'a' && c <= 'z' ? c - 32 : c); };
+  std::size_t i = 0;
+  if (text.empty() || upper(text[0]) != 'P') return bad();
+  ++i;
+  constexpr std::int64_t kMaxMillis = 1'000'000'000'000'000;  // about 31,700 years
+  std::int64_t total = 0;
+  bool in_time = false, any = false;
+  char last_unit = 0;  // units must come in order: D, then H, M, S
+  const std::string_view order = "DHMS";
+  while (i < text.size()) {
+    if (upper(text[i]) == 'T') {
+      if (in_time) return bad();
+      in_time = true;
+      ++i;
+      if (i == text.size()) return bad();  // "PT" with nothing after it
+      continue;
+    }
+    std::size_t n = 0;
+    while (i + n < text.size() && text[i + n] >= '0' && text[i + n] <= '9') ++n;
+    if (n == 0 || n > 15) return bad();
+    std::string_view digits = text.substr(i, n);
+    const std::int64_t value = Digits(digits, n);
+    i += n;
+    std::int64_t fraction_ms = 0;
+    bool fraction = false;
+    if (i < text.size() && (text[i] == '.' || text[i] == ',')) {
+      fraction = true;
+      ++i;
+      std::size_t f = 0;
+      while (i + f < text.size() && text[i + f] >= '0' && text[i + f] <= '9') ++f;
+      if (f == 0 || f > 9) return bad();
+      for (std::size_t k = 0; k < 3; ++k) {
+        fraction_ms = fraction_ms * 10 + (k < f ? text[i + k] - '0' : 0);
+      }
+      i += f;
+    }
+    if (i == text.size()) return bad();
+    const char unit = upper(text[i++]);
+    const std::size_t rank = order.find(unit);
+    if (rank == std::string_view::npos || (unit == 'D') == in_time || (fraction && unit != 'S') ||
+        (last_unit != 0 && rank <= order.find(last_unit))) {
+      return bad();
+    }
+    last_unit = unit;
+    const std::int64_t unit_ms = unit == 'D'   ? 86'400'000
+                                 : unit == 'H' ? 3'600'000
+                                 : unit == 'M' ? 60'000
+                                               : 1000;
+    if (value > (kMaxMillis - total) / unit_ms) return bad();
+    total += value * unit_ms + fraction_ms;
+    if (total > kMaxMillis) return bad();
+    any = true;
+  }
+  if (!any) return bad();
+  return total;
+}
+
 }  // namespace sekka

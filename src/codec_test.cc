@@ -174,5 +174,25 @@ TEST(DurationTest, ParsesUnitsAndRejectsTheRest) {
   }
 }
 
+TEST(CodecTest, IsoDurationsAsJavaWritesThem) {
+  const std::pair<const char*, std::int64_t> good[] = {
+      {"PT5M", 300'000}, {"PT1H30M", 5'400'000}, {"PT0.5S", 500},
+      {"PT0.0005S", 0},  {"P2D", 172'800'000},   {"PT48H", 172'800'000},
+      {"pt10s", 10'000}, {"P1DT1S", 86'401'000}, {"PT1,25S", 1250},
+      {"PT0S", 0},
+  };
+  for (const auto& [text, ms] : good) {
+    Result<std::int64_t> d = ParseIsoDurationMillis(text);
+    ASSERT_TRUE(d.ok()) << text << ": " << d.error().message;
+    EXPECT_EQ(*d, ms) << text;
+  }
+  for (const char* bad : {"", "P", "PT", "5M", "PT5", "PT-5S", "-PT5S", "PT5M1H", "PT1.5M", "P1H",
+                          "PT1D", "PT5MT1S", "PT1.S", "PT99999999999999999S", "PT5S ", "5s"}) {
+    Result<std::int64_t> d = ParseIsoDurationMillis(bad);
+    ASSERT_FALSE(d.ok()) << bad;
+    EXPECT_NE(d.error().message.find("allowed ISO-8601"), std::string::npos);
+  }
+}
+
 }  // namespace
 }  // namespace sekka

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""The peers' HTTP APIs on the real binary: didi's tinyid (and, in CosIdTest, the CosId proxy),
+"""The peers' HTTP APIs on the real binary: didi's tinyid and the CosId proxy,
 spoken to with curl and http.client in the shapes the peers' clients parse. Run with
 /usr/bin/python3 (python3-redis); SEKKA_BIN names the binary."""
 
@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 import unittest
 
 import redis
@@ -207,6 +208,178 @@ class TinyIdTokenTest(unittest.TestCase):
         self.assertEqual(reply["code"], 200)
         # sekka's own routes still want the header: a ?token= there is not a credential.
         self.assertEqual(request(self.s, "GET", "/v1/segment/test?token=s3cret")[0], 401)
+
+
+def java_duration(seconds):
+    """Java's Duration.toString, as CosId's client formats safeGuardDuration."""
+    if seconds >= 60 and seconds % 60 == 0:
+        return f"PT{seconds // 60}M"
+    return f"PT{seconds}S" if float(seconds).is_integer() else f"PT{seconds:g}S"
+
+
+class CosIdProxyClient:
+    """The requests of CosId's ProxyMachineIdDistributor and ProxyIdSegmentDistributor(Factory),
+    URL for URL (Strings.lenientFormat of the proxy host and the arguments), with OkHttp's empty
+    JSON bodies."""
+
+    def __init__(self, server, headers=None):
+        self.server = server
+        self.headers = {"Content-Type": "application/json; charset=utf-8", **(headers or {})}
+
+    def _call(self, method, path):
+        conn = http.client.HTTPConnection("127.0.0.1", self.server.http_port, timeout=30)
+        conn.request(method, path, body=b"" if method != "DELETE" else None, headers=self.headers)
+        r = conn.getresponse()
+        body = r.read().decode()
+        conn.close()
+        return r.status, body
+
+    def distribute(self, namespace, instance, stable, machine_bit, guard):
+        status, body = self._call(
+            "POST", f"/machines/{namespace}?instanceId={instance}&stable={str(stable).lower()}"
+                    f"&machineBit={machine_bit}&safeGuardDuration={guard}")
+        return status, json.loads(body)
+
+    def guard(self, namespace, instance, stable, guard):
+        status, body = self._call(
+            "PATCH", f"/machines/{namespace}?instanceId={instance}&stable={str(stable).lower()}"
+                     f"&safeGuardDuration={guard}")
+        return status, json.loads(body) if body else None
+
+    def revert(self, namespace, instance, stable):
+        return self._call("DELETE",
+                          f"/machines/{namespace}?instanceId={instance}&stable={str(stable).lower()}")
+
+    def create_distributor(self, namespace, name, offset, step):
+        return self._call("POST", f"/segments/distributor/{namespace}/{name}?offset={offset}"
+                                  f"&step={step}")
+
+    def next_max_id(self, namespace, name, step):
+        status, body = self._call("PATCH", f"/segments/{namespace}/{name}?step={step}")
+        return status, body
+
+
+class CosIdTest(unittest.TestCase):
+    def setUp(self):
+        self.dirs = TempDirs()
+        self.data = self.dirs.path("data")
+        self.s = Server(self.data, "--segment-auto-create", "true")
+        self.c = CosIdProxyClient(self.s)
+
+    def tearDown(self):
+        self.s.stop()
+        self.dirs.cleanup()
+
+    def assertCosIdError(self, status, body, want_status, code):
+        self.assertEqual(status, want_status, body)
+        self.assertEqual(set(body), {"code", "msg", "errors"})
+        self.assertEqual((body["code"], body["errors"]), (code, []))
+        self.assertTrue(body["msg"])
+
+    def test_machine_ids_are_handed_out_guarded_and_given_back(self):
+        guard = java_duration(300)
+        self.assertEqual(guard, "PT5M")
+        status, a = self.c.distribute("orders", "10.0.0.1:4001", False, 1, guard)
+        self.assertEqual(status, 200)
+        self.assertEqual(set(a), {"machineId", "lastTimeStamp"})
+        self.assertEqual(a["machineId"], 0)
+        self.assertLess(abs(a["lastTimeStamp"] - time.time() * 1000), 60_000)
+        self.assertEqual(self.c.distribute("orders", "10.0.0.1:4001", False, 1, guard)[1]
+                         ["machineId"], 0)  # idempotent
+        self.assertEqual(self.c.distribute("orders", "10.0.0.2:4001", False, 1, guard)[1]
+                         ["machineId"], 1)
+        self.assertEqual(self.c.distribute("other", "10.0.0.2:4001", False, 1, guard)[1]
+                         ["machineId"], 0)
+        self.assertCosIdError(*self.c.distribute("orders", "10.0.0.3:4001", False, 1, guard),
+                              400, "M-01")
+        self.assertEqual(self.c.guard("orders", "10.0.0.1:4001", False, guard), (200, None))
+        self.assertCosIdError(*self.c.guard("orders", "nobody", False, guard), 400, "M-02")
+        self.assertEqual(self.c.revert("orders", "10.0.0.1:4001", False), (200, ""))
+        self.assertEqual(self.c.revert("orders", "10.0.0.1:4001", False), (200, ""))
+        status, c = self.c.distribute("orders", "10.0.0.3:4001", False, 1, guard)
+        self.assertEqual((status, c["machineId"]), (200, 0))
+        self.assertGreaterEqual(c["lastTimeStamp"], a["lastTimeStamp"])
+
+    def test_an_unguarded_machine_id_goes_to_another_instance_which_waits_past_it(self):
+        status, a = self.c.distribute("ns", "a", False, 1, "PT0.3S")
+        self.assertEqual(status, 200)
+        self.assertEqual(self.c.distribute("ns", "b", False, 1, "PT0.3S")[1]["machineId"], 1)
+        time.sleep(0.5)
+        self.assertEqual(self.c.guard("ns", "b", False, "PT0.3S")[0], 200)
+        status, c = self.c.distribute("ns", "c", False, 1, "PT0.3S")
+        self.assertEqual((status, c["machineId"]), (200, 0))
+        self.assertGreaterEqual(c["lastTimeStamp"], a["lastTimeStamp"] + 300)
+        self.assertCosIdError(*self.c.guard("ns", "a", False, "PT0.3S"), 400, "M-03")
+
+    def test_stable_instances_keep_their_id_and_it_survives_a_restart(self):
+        self.assertEqual(self.c.distribute("ns", "pod-0", True, 4, "PT1S")[1]["machineId"], 0)
+        self.assertEqual(self.c.distribute("ns", "pod-1", False, 4, "PT1S")[1]["machineId"], 1)
+        self.assertEqual(self.c.revert("ns", "pod-0", True)[0], 200)
+        time.sleep(1.2)
+        self.s.stop()
+        self.s = Server(self.data, "--segment-auto-create", "true")
+        self.c = CosIdProxyClient(self.s)
+        # pod-1 expired (not stable): its id is free again; pod-0 is stable: its id waits for it.
+        self.assertEqual(self.c.distribute("ns", "new", False, 4, "PT1S")[1]["machineId"], 1)
+        self.assertEqual(self.c.distribute("ns", "pod-0", True, 4, "PT1S")[1]["machineId"], 0)
+
+    def test_bad_arguments_are_400_with_a_reason(self):
+        for path in ["/machines/ns?instanceId=a&machineBit=1",
+                     "/machines/ns?instanceId=a&machineBit=0&safeGuardDuration=PT1S",
+                     "/machines/ns?instanceId=a&machineBit=1&safeGuardDuration=5min",
+                     "/machines/ns?machineBit=1&safeGuardDuration=PT1S",
+                     "/machines/bad%20ns?instanceId=a&machineBit=1&safeGuardDuration=PT1S",
+                     "/machines/ns?instanceId=a&machineBit=1&safeGuardDuration=PT1S&stable=maybe",
+                     "/machines/a/b?instanceId=a&machineBit=1&safeGuardDuration=PT1S"]:
+            status, body = self.c._call("POST", path)
+            self.assertCosIdError(status, json.loads(body), 400, "400")
+
+    def test_segments_and_sekkas_own_routes_never_repeat_on_one_tag(self):
+        self.assertEqual(self.c.create_distributor("app", "order", 1000, 100), (200, ""))
+        self.assertEqual(self.c.create_distributor("app", "order", 0, 100), (200, ""))  # kept
+        r = redis.Redis(host="127.0.0.1", port=self.s.resp_port)
+        seen = []
+        for _ in range(20):
+            status, body = self.c.next_max_id("app", "order", 100)
+            self.assertEqual(status, 200)
+            max_id = int(body)
+            seen += list(range(max_id - 100 + 1, max_id + 1))  # CosId's (maxId - step, maxId]
+            seen += [int(i) for i in r.execute_command("SEG.NEXT", "app.order", 50)]
+        self.assertGreater(min(seen), 1000)
+        self.assertEqual(len(seen), 20 * 150)
+        self.assertEqual(len(set(seen)), len(seen))
+        status, body = self.c.next_max_id("app", "nope", 100)
+        self.assertCosIdError(status, json.loads(body), 404, "404")
+        status, body = self.c.next_max_id("app", "order", 0)
+        self.assertCosIdError(status, json.loads(body), 400, "400")
+
+
+class CosIdAuthTest(unittest.TestCase):
+    """With server.auth_token, the CosId routes want the bearer header, and creating a tag wants
+    segment.auto_create."""
+
+    def setUp(self):
+        self.dirs = TempDirs()
+        self.data = self.dirs.path("data")
+        create_tag(self.data, "app.known", "--start", "1")
+        self.s = Server(self.data, "--auth-token", "s3cret")
+
+    def tearDown(self):
+        self.s.stop()
+        self.dirs.cleanup()
+
+    def test_bearer_token_and_no_client_created_tags(self):
+        anonymous = CosIdProxyClient(self.s)
+        status, body = anonymous.distribute("ns", "a", False, 4, "PT1M")
+        self.assertEqual((status, body["code"]), (401, "401"))
+        c = CosIdProxyClient(self.s, headers={"Authorization": "Bearer s3cret"})
+        self.assertEqual(c.distribute("ns", "a", False, 4, "PT1M")[0], 200)
+        status, body = c.create_distributor("app", "new", 0, 10)
+        self.assertEqual(status, 404)
+        self.assertIn("segment.auto_create", json.loads(body)["msg"])
+        self.assertEqual(c.create_distributor("app", "known", 0, 10), (200, ""))
+        status, body = c.next_max_id("app", "known", 10)
+        self.assertEqual((status, body), (200, "10"))
 
 
 if __name__ == "__main__":

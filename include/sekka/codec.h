@@ -71,6 +71,11 @@ Result<std::int64_t> ParseUtcMillis(std::string_view text);
 // Parses a duration: a whole number with a unit, "250ms", "5s", "2m", "1h" (or "0").
 // Returns milliseconds. Errors: kInvalidArgument naming the accepted units.
 Result<std::int64_t> ParseDurationMillis(std::string_view text);
+// Parses an ISO-8601 duration as Java's Duration.toString writes it (CosId sends
+// safeGuardDuration so): "PT5M", "PT1H30M", "PT0.5S", "P2D", "PT48H" (letters in either case;
+// no sign; fractions of a second below a millisecond are dropped). Returns milliseconds.
+// Errors: kInvalidArgument naming the accepted form.
+Result<std::int64_t> ParseIsoDurationMillis(std::string_view text);
 
 }  // namespace sekka
 

@@ -1,0 +1,269 @@
+// MachineRegistry: machine ids for self-generating clients (the CosId proxy), with a
+// high-water mark per id. See include/sekka/machines.h.
+
+#include "sekka/machines.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <charconv>
+#include <set>
+
+namespace sekka {
+namespace {
+
+constexpr std::string_view kHeader =
+    "# sekka machine ids v1: ns, id, instance, stable, last_ms, lost_by";
+
+Status ValidateNamespace(std::string_view ns) {
+  auto allowed = [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+           c == '.' || c == ':' || c == '-';
+  };
+  if (ns.empty() || ns.size() > 128 || !std::all_of(ns.begin(), ns.end(), allowed)) {
+    return InvalidArgument(fmt::format(
+        "namespace \"{}\" is not valid: allowed 1 to 128 characters of A-Z a-z 0-9 _ . : -",
+        ns.substr(0, 40)));
+  }
+  return Status::Ok();
+}
+
+Status ValidateInstance(std::string_view instance) {
+  auto printable = [](char c) { return c >= 0x20 && c <= 0x7e; };
+  if (instance.empty() || instance.size() > 256 ||
+      !std::all_of(instance.begin(), instance.end(), printable)) {
+    return InvalidArgument("instanceId is not valid: allowed 1 to 256 printable ASCII characters");
+  }
+  return Status::Ok();
+}
+
+Status ValidateGuard(std::int64_t guard_ms, const MachineLimits& limits) {
+  if (guard_ms < 1 || guard_ms > limits.max_guard_ms) {
+    return InvalidArgument(
+        fmt::format("safeGuardDuration of {} ms is not valid: allowed 1 ms to {} ms", guard_ms,
+                    limits.max_guard_ms));
+  }
+  return Status::Ok();
+}
+
+class MemoryMachineStore final : public MachineStore {
+ public:
+  Result<std::vector<MachineRecord>> Load() override {
+    std::lock_guard lock(mu_);
+    return records_;
+  }
+  Status Save(const std::vector<MachineRecord>& records) override {
+    std::lock_guard lock(mu_);
+    records_ = records;
+    return Status::Ok();
+  }
+
+ private:
+  std::mutex mu_;
+  std::vector<MachineRecord> records_;  // guarded by mu_
+};
+
+bool ParseInt(std::string_view text, std::int64_t& out) {
+  const auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), out);
+  return ec == std::errc() && p == text.data() + text.size();
+}
+
+}  // namespace
+
+std::unique_ptr<MachineStore> NewMemoryMachineStore() {
+  return std::make_unique<MemoryMachineStore>();
+}
+
+std::string FormatMachineRecords(const std::vector<MachineRecord>& records) {
+  std::string out(kHeader);
+  out += '\n';
+  for (const MachineRecord& r : records) {
+    out += fmt::format("{}\t{}\t{}\t{}\t{}\t{}\n", r.ns, r.machine_id, r.instance, r.stable ? 1 : 0,
+                       r.last_ms, r.lost_by);
+  }
+  return out;
+}
+
+Result<std::vector<MachineRecord>> ParseMachineRecords(std::string_view text) {
+  std::vector<MachineRecord> out;
+  std::set<std::pair<std::string, std::int64_t>> seen;
+  std::size_t line_no = 0;
+  while (!text.empty()) {
+    const std::size_t nl = text.find('\n');
+    if (nl == std::string_view::npos) {
+      return InvalidArgument(fmt::format("line {} does not end (a torn write?)", line_no + 1));
+    }
+    const std::string_view line = text.substr(0, nl);
+    text.remove_prefix(nl + 1);
+    ++line_no;
+    if (line_no == 1) {
+      if (line != kHeader) return InvalidArgument("the first line is not sekka's header");
+      continue;
+    }
+    std::vector<std::string_view> f;
+    std::size_t start = 0;
+    for (std::size_t i = 0; i <= line.size(); ++i) {
+      if (i == line.size() || line[i] == '\t') {
+        f.push_back(line.substr(start, i - start));
+        start = i + 1;
+      }
+    }
+    auto bad = [&](std::string_view what) {
+      return InvalidArgument(fmt::format("line {}: {}", line_no, what));
+    };
+    if (f.size() != 6) return bad("not 6 tab-separated fields");
+    MachineRecord r;
+    r.ns = std::string(f[0]);
+    r.instance = std::string(f[2]);
+    r.lost_by = std::string(f[5]);
+    std::int64_t stable = 0;
+    if (!ValidateNamespace(r.ns).ok()) return bad("a bad namespace");
+    if (!ParseInt(f[1], r.machine_id) || r.machine_id < 0 || r.machine_id >= (1 << 30)) {
+      return bad("a bad machine id");
+    }
+    if (!ParseInt(f[3], stable) || (stable != 0 && stable != 1)) return bad("a bad stable flag");
+    r.stable = stable == 1;
+    if (!ParseInt(f[4], r.last_ms) || r.last_ms < 0) return bad("a bad last_ms");
+    if ((!r.instance.empty() && !ValidateInstance(r.instance).ok()) ||
+        (!r.lost_by.empty() && !ValidateInstance(r.lost_by).ok())) {
+      return bad("a bad instance");
+    }
+    if (!seen.emplace(r.ns, r.machine_id).second) return bad("a machine id listed twice");
+    out.push_back(std::move(r));
+  }
+  if (line_no == 0) return InvalidArgument("it is empty");
+  return out;
+}
+
+Result<std::unique_ptr<MachineRegistry>> MachineRegistry::Open(MachineStore& store, Clock& clock,
+                                                               MachineLimits limits) {
+  Result<std::vector<MachineRecord>> records = store.Load();
+  if (!records.ok()) return std::move(records).error();
+  return std::unique_ptr<MachineRegistry>(
+      new MachineRegistry(store, clock, limits, std::move(*records)));
+}
+
+Status MachineRegistry::Commit(std::vector<MachineRecord> next) {
+  if (Status s = store_.Save(next); !s.ok()) {
+    return Unavailable("machine ids cannot be stored: " + s.error().message);
+  }
+  records_ = std::move(next);
+  return Status::Ok();
+}
+
+Result<MachineGrant> MachineRegistry::Distribute(std::string_view ns, int machine_bits,
+                                                 std::string_view instance, bool stable,
+                                                 std::int64_t guard_ms) {
+  if (Status s = ValidateNamespace(ns); !s.ok()) return std::move(s).error();
+  if (Status s = ValidateInstance(instance); !s.ok()) return std::move(s).error();
+  if (Status s = ValidateGuard(guard_ms, limits_); !s.ok()) return std::move(s).error();
+  if (machine_bits < 1 || machine_bits > limits_.max_machine_bits) {
+    return InvalidArgument(fmt::format("machineBit {} is not valid: allowed 1 to {}", machine_bits,
+                                       limits_.max_machine_bits));
+  }
+  const std::int64_t count = std::int64_t{1} << machine_bits;
+  std::lock_guard lock(mu_);
+  const std::int64_t now = clock_.NowMillis();
+  std::vector<MachineRecord> next = records_;
+  auto in_ns = [&](const MachineRecord& r) { return r.ns == ns && r.machine_id < count; };
+  // 1. The id this instance holds already (asking again is idempotent).
+  for (MachineRecord& r : next) {
+    if (in_ns(r) && r.instance == instance) {
+      const MachineGrant grant{r.machine_id, r.last_ms};
+      r.stable = stable;
+      r.last_ms = std::max(r.last_ms, now);
+      if (Status s = Commit(std::move(next)); !s.ok()) return std::move(s).error();
+      return grant;
+    }
+  }
+  // 2. The lowest id given back, or, for a non-stable instance, not guarded for guard_ms. The
+  // new holder waits past the last time the old one may have issued ids.
+  MachineRecord* reuse = nullptr;
+  for (MachineRecord& r : next) {
+    const bool free = r.instance.empty();
+    const bool expired = !stable && !r.stable && r.last_ms <= now - guard_ms;
+    if (in_ns(r) && (free || expired) && (reuse == nullptr || r.machine_id < reuse->machine_id)) {
+      reuse = &r;
+    }
+  }
+  if (reuse != nullptr) {
+    const bool expired = !reuse->instance.empty();
+    const MachineGrant grant{reuse->machine_id,
+                             expired ? reuse->last_ms + guard_ms : reuse->last_ms};
+    reuse->lost_by = expired ? reuse->instance : std::string();
+    reuse->instance = std::string(instance);
+    reuse->stable = stable;
+    reuse->last_ms = std::max(reuse->last_ms, now);
+    if (Status s = Commit(std::move(next)); !s.ok()) return std::move(s).error();
+    return grant;
+  }
+  // 3. The lowest id never handed out.
+  std::set<std::int64_t> used;
+  for (const MachineRecord& r : next) {
+    if (in_ns(r)) used.insert(r.machine_id);
+  }
+  std::int64_t id = 0;
+  while (id < count && used.count(id) > 0) ++id;
+  if (id == count) {
+    return Exhausted(
+        fmt::format("no free machine id in namespace \"{}\": all {} ids of machineBit {} are held",
+                    ns, count, machine_bits));
+  }
+  if (next.size() >= limits_.max_records) {
+    return Exhausted(fmt::format(
+        "no free machine id in namespace \"{}\": this server keeps {} machine ids at most", ns,
+        limits_.max_records));
+  }
+  next.push_back({std::string(ns), id, std::string(instance), stable, now, ""});
+  if (Status s = Commit(std::move(next)); !s.ok()) return std::move(s).error();
+  return MachineGrant{id, now};
+}
+
+Status MachineRegistry::Guard(std::string_view ns, std::string_view instance,
+                              std::int64_t guard_ms) {
+  if (Status s = ValidateNamespace(ns); !s.ok()) return s;
+  if (Status s = ValidateInstance(instance); !s.ok()) return s;
+  if (Status s = ValidateGuard(guard_ms, limits_); !s.ok()) return s;
+  std::lock_guard lock(mu_);
+  const std::int64_t now = clock_.NowMillis();
+  std::vector<MachineRecord> next = records_;
+  for (MachineRecord& r : next) {
+    if (r.ns == ns && r.instance == instance) {
+      r.last_ms = std::max(r.last_ms, now);
+      return Commit(std::move(next));
+    }
+  }
+  for (const MachineRecord& r : next) {
+    if (r.ns == ns && r.lost_by == instance) {
+      return LeaseLost(fmt::format(
+          "machine id {} of namespace \"{}\" went to another instance: \"{}\" did not guard it "
+          "within its safeGuardDuration",
+          r.machine_id, ns, instance));
+    }
+  }
+  return NotFound(fmt::format("instance \"{}\" holds no machine id in namespace \"{}\"",
+                              instance.substr(0, 64), ns));
+}
+
+Status MachineRegistry::Revert(std::string_view ns, std::string_view instance) {
+  if (Status s = ValidateNamespace(ns); !s.ok()) return s;
+  if (Status s = ValidateInstance(instance); !s.ok()) return s;
+  std::lock_guard lock(mu_);
+  const std::int64_t now = clock_.NowMillis();
+  std::vector<MachineRecord> next = records_;
+  for (MachineRecord& r : next) {
+    if (r.ns == ns && r.instance == instance) {
+      r.last_ms = std::max(r.last_ms, now);
+      if (!r.stable) r.instance.clear();
+      return Commit(std::move(next));
+    }
+  }
+  return Status::Ok();
+}
+
+std::vector<MachineRecord> MachineRegistry::Records() const {
+  std::lock_guard lock(mu_);
+  return records_;
+}
+
+}  // namespace sekka

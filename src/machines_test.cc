@@ -1,0 +1,201 @@
+#include "sekka/machines.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <random>
+
+#include "testing/fake_clock.h"
+
+namespace sekka {
+namespace {
+
+constexpr std::int64_t kGuard = 60'000;
+
+// A store that can be made to fail.
+class FlakyStore final : public MachineStore {
+ public:
+  Result<std::vector<MachineRecord>> Load() override { return inner_->Load(); }
+  Status Save(const std::vector<MachineRecord>& records) override {
+    if (fail) return Internal("disk full");
+    return inner_->Save(records);
+  }
+  bool fail = false;
+
+ private:
+  std::unique_ptr<MachineStore> inner_ = NewMemoryMachineStore();
+};
+
+struct Fixture {
+  FakeClock clock{1'700'000'000'000};
+  FlakyStore store;
+  std::unique_ptr<MachineRegistry> r = std::move(MachineRegistry::Open(store, clock)).value();
+};
+
+TEST(MachineRegistryTest, InstancesGetTheLowestFreeIdsAndAskingAgainIsIdempotent) {
+  Fixture f;
+  EXPECT_EQ(f.r->Distribute("ns", 10, "a", false, kGuard)->machine_id, 0);
+  EXPECT_EQ(f.r->Distribute("ns", 10, "b", false, kGuard)->machine_id, 1);
+  EXPECT_EQ(f.r->Distribute("other", 10, "b", false, kGuard)->machine_id, 0);
+  f.clock.AdvanceMillis(1000);
+  Result<MachineGrant> again = f.r->Distribute("ns", 10, "a", false, kGuard);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->machine_id, 0);
+  EXPECT_EQ(again->last_timestamp_ms, 1'700'000'000'000);  // its own hwm
+}
+
+TEST(MachineRegistryTest, AFullNamespaceIsExhausted) {
+  Fixture f;
+  ASSERT_TRUE(f.r->Distribute("ns", 1, "a", false, kGuard).ok());
+  ASSERT_TRUE(f.r->Distribute("ns", 1, "b", false, kGuard).ok());
+  Result<MachineGrant> c = f.r->Distribute("ns", 1, "c", false, kGuard);
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.error().code, ErrorCode::kExhausted);
+  EXPECT_NE(c.error().message.find("all 2 ids of machineBit 1 are held"), std::string::npos);
+}
+
+TEST(MachineRegistryTest, AnUnguardedIdGoesToTheNextInstanceWhichWaitsPastItsHolder) {
+  Fixture f;
+  ASSERT_TRUE(f.r->Distribute("ns", 1, "a", false, kGuard).ok());
+  f.clock.AdvanceMillis(kGuard / 2);
+  ASSERT_TRUE(f.r->Guard("ns", "a", kGuard).ok());
+  const std::int64_t guarded_at = f.clock.NowMillis();
+  ASSERT_TRUE(f.r->Distribute("ns", 1, "b", false, kGuard).ok());  // id 1
+  f.clock.AdvanceMillis(kGuard - 1);
+  EXPECT_EQ(f.r->Distribute("ns", 1, "c", false, kGuard).error().code, ErrorCode::kExhausted);
+  f.clock.AdvanceMillis(1);
+  ASSERT_TRUE(f.r->Guard("ns", "b", kGuard).ok());  // b stays
+  Result<MachineGrant> c = f.r->Distribute("ns", 1, "c", false, kGuard);
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->machine_id, 0);
+  EXPECT_GE(c->last_timestamp_ms, guarded_at + kGuard);
+  Status lost = f.r->Guard("ns", "a", kGuard);
+  EXPECT_EQ(lost.error().code, ErrorCode::kLeaseLost);
+  EXPECT_EQ(f.r->Guard("ns", "never", kGuard).error().code, ErrorCode::kNotFound);
+}
+
+TEST(MachineRegistryTest, StableInstancesNeverExpireAndComeBackToTheirId) {
+  Fixture f;
+  ASSERT_EQ(f.r->Distribute("ns", 1, "pod-0", true, kGuard)->machine_id, 0);
+  ASSERT_EQ(f.r->Distribute("ns", 1, "pod-1", true, kGuard)->machine_id, 1);
+  ASSERT_TRUE(f.r->Revert("ns", "pod-0").ok());
+  f.clock.AdvanceMillis(10 * kGuard);
+  EXPECT_EQ(f.r->Distribute("ns", 1, "x", false, kGuard).error().code, ErrorCode::kExhausted);
+  Result<MachineGrant> back = f.r->Distribute("ns", 1, "pod-0", true, kGuard);
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(back->machine_id, 0);
+}
+
+TEST(MachineRegistryTest, ARevertedIdIsReusedAfterItsLastTimeEvenWhenTheClockWentBack) {
+  Fixture f;
+  ASSERT_TRUE(f.r->Distribute("ns", 4, "a", false, kGuard).ok());
+  f.clock.AdvanceMillis(5000);
+  ASSERT_TRUE(f.r->Guard("ns", "a", kGuard).ok());
+  const std::int64_t high = f.clock.NowMillis();
+  f.clock.SetMillis(high - 30'000);  // the proxy's clock steps back
+  ASSERT_TRUE(f.r->Guard("ns", "a", kGuard).ok());
+  ASSERT_TRUE(f.r->Revert("ns", "a").ok());
+  EXPECT_TRUE(f.r->Revert("ns", "a").ok());  // idempotent
+  Result<MachineGrant> b = f.r->Distribute("ns", 4, "b", false, kGuard);
+  ASSERT_TRUE(b.ok());
+  EXPECT_EQ(b->machine_id, 0);
+  EXPECT_EQ(b->last_timestamp_ms, high);  // the hwm never went down
+}
+
+TEST(MachineRegistryTest, AStoreFailureChangesNothing) {
+  Fixture f;
+  ASSERT_TRUE(f.r->Distribute("ns", 4, "a", false, kGuard).ok());
+  f.store.fail = true;
+  Result<MachineGrant> b = f.r->Distribute("ns", 4, "b", false, kGuard);
+  ASSERT_FALSE(b.ok());
+  EXPECT_EQ(b.error().code, ErrorCode::kUnavailable);
+  EXPECT_EQ(f.r->Revert("ns", "a").error().code, ErrorCode::kUnavailable);
+  f.store.fail = false;
+  EXPECT_EQ(f.r->Records().size(), 1u);
+  EXPECT_EQ(f.r->Records()[0].instance, "a");
+  // What was answered is what a reopened registry sees.
+  auto reopened = std::move(MachineRegistry::Open(f.store, f.clock)).value();
+  EXPECT_EQ(reopened->Records(), f.r->Records());
+}
+
+TEST(MachineRegistryTest, BadArgumentsAreNamed) {
+  Fixture f;
+  EXPECT_NE(f.r->Distribute("bad ns", 4, "a", false, kGuard).error().message.find("namespace"),
+            std::string::npos);
+  EXPECT_NE(f.r->Distribute("ns", 0, "a", false, kGuard).error().message.find("machineBit 0"),
+            std::string::npos);
+  EXPECT_NE(f.r->Distribute("ns", 17, "a", false, kGuard).error().message.find("allowed 1 to 16"),
+            std::string::npos);
+  EXPECT_NE(f.r->Distribute("ns", 4, "", false, kGuard).error().message.find("instanceId"),
+            std::string::npos);
+  EXPECT_NE(f.r->Distribute("ns", 4, "a\tb", false, kGuard).error().message.find("instanceId"),
+            std::string::npos);
+  EXPECT_NE(f.r->Guard("ns", "a", 0).error().message.find("safeGuardDuration"), std::string::npos);
+}
+
+TEST(MachineRegistryTest, RecordsRoundTripAndCorruptFilesAreNamed) {
+  const std::vector<MachineRecord> records = {{"ns", 0, "10.0.0.1:80", false, 5, ""},
+                                              {"ns", 1, "", true, 7, "old one"}};
+  EXPECT_EQ(*ParseMachineRecords(FormatMachineRecords(records)), records);
+  EXPECT_EQ(ParseMachineRecords(FormatMachineRecords({}))->size(), 0u);
+  const std::string text = FormatMachineRecords(records);
+  auto with = [&](const char* line) {
+    std::string out = text;
+    out.append(line);
+    return out;
+  };
+  for (const std::string& bad : {std::string(), text.substr(0, text.size() - 1), std::string("x\n"),
+                                 with("ns\t0\ta\t0\t1\t\n"), with("ns\t-1\ta\t0\t1\t\n"),
+                                 with("ns\t2\ta\t2\t1\t\n"), with("ns\t2\ta\t0\t1\n")}) {
+    EXPECT_FALSE(ParseMachineRecords(bad).ok()) << bad;
+  }
+}
+
+// Random schedules of the three calls, clock steps included: no two instances ever hold one id,
+// and no id's hwm ever goes down.
+TEST(MachineRegistryTest, RandomSchedulesKeepIdsExclusiveAndHwmsMonotonic) {
+  for (unsigned seed = 1; seed <= 200; ++seed) {
+    Fixture f;
+    std::mt19937 rng(seed);
+    std::map<std::pair<std::string, std::int64_t>, std::int64_t> hwm;
+    for (int step = 0; step < 200; ++step) {
+      std::string instance = "i";
+      instance += static_cast<char>('0' + rng() % 6);
+      const std::string ns = rng() % 4 == 0 ? "b" : "a";
+      const bool stable = rng() % 5 == 0;
+      switch (rng() % 5) {
+        case 0:
+        case 1:
+          (void)f.r->Distribute(ns, 2, instance, stable, kGuard);
+          break;
+        case 2:
+          (void)f.r->Guard(ns, instance, kGuard);
+          break;
+        case 3:
+          (void)f.r->Revert(ns, instance);
+          break;
+        case 4:
+          if (rng() % 4 == 0) {
+            f.clock.SetMillis(f.clock.NowMillis() - static_cast<std::int64_t>(rng() % 100'000));
+          } else {
+            f.clock.AdvanceMillis(static_cast<std::int64_t>(rng() % 40'000));
+          }
+          break;
+      }
+      std::map<std::pair<std::string, std::string>, int> held;
+      std::map<std::pair<std::string, std::int64_t>, int> ids;
+      for (const MachineRecord& r : f.r->Records()) {
+        ASSERT_EQ(++ids[std::make_pair(r.ns, r.machine_id)], 1) << "seed " << seed;
+        if (!r.instance.empty()) {
+          ASSERT_EQ(++held[std::make_pair(r.ns, r.instance)], 1) << "seed " << seed;
+        }
+        std::int64_t& h = hwm[std::make_pair(r.ns, r.machine_id)];
+        ASSERT_GE(r.last_ms, h) << "seed " << seed;
+        h = r.last_ms;
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace sekka
