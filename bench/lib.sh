@@ -1,5 +1,17 @@
 # Helpers shared by the benchmark scripts (sourced, not run). Each script keeps its own WORK dir
 # and PIDS array; what is started here is added to PIDS, so the script's cleanup stops it.
+# A temp dir in WORK and the PIDS array, both cleaned up at exit (the scripts whose cleanup has
+# more to do keep their own).
+start_work() {
+  WORK=$(mktemp -d "/tmp/sekka-$1-XXXXXX")
+  PIDS=()
+  trap cleanup_work EXIT
+}
+cleanup_work() {
+  for p in "${PIDS[@]}"; do kill "$p" 2> /dev/null || true; done
+  wait 2> /dev/null || true
+  rm -rf "$WORK"
+}
 free_port() { /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 wait_port() { for _ in $(seq 100); do (exec 3<>"/dev/tcp/127.0.0.1/$1") 2> /dev/null && return 0; sleep 0.05; done; return 1; }
 csv() { # redis-benchmark --csv line -> "rps p50 p99"

@@ -11,16 +11,9 @@ BASE="${1:?usage: bench/run_compare.sh OLD_SEKKA_BINARY}"
 ROUNDS="${ROUNDS:-3}"
 bash scripts/build.sh > /dev/null
 NEW="$PWD/build/cli/sekka"
-WORK=$(mktemp -d /tmp/sekka-compare-XXXXXX)
-PIDS=()
-cleanup() {
-  for p in "${PIDS[@]}"; do kill "$p" 2> /dev/null || true; done
-  wait 2> /dev/null || true
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
 # shellcheck source=bench/lib.sh
 source bench/lib.sh
+start_work compare
 
 OLD_RESP=$(free_port); NEW_RESP=$(free_port); OLD_HTTP=$(free_port); NEW_HTTP=$(free_port)
 REDIS=$(free_port); NGINX=$(free_port)

@@ -12,16 +12,9 @@ bash scripts/build.sh > /dev/null
 cmake -S . -B build-bench -DCMAKE_BUILD_TYPE=Release -DSEKKA_BUILD_BENCH=ON -DSEKKA_BUILD_TESTS=OFF \
   -DSEKKA_BUILD_CLI=OFF > /dev/null && cmake --build build-bench -j2 --target rpc_load > /dev/null
 LOAD="$PWD/build-bench/bench/rpc_load"
-WORK=$(mktemp -d /tmp/sekka-bench-XXXXXX)
-PIDS=()
-cleanup() {
-  for p in "${PIDS[@]}"; do kill "$p" 2> /dev/null || true; done
-  wait 2> /dev/null || true
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
 # shellcheck source=bench/lib.sh
 source bench/lib.sh
+start_work bench
 
 RESP=$(free_port); THRIFT=$(free_port)
 taskset -c 0 build/cli/sekka serve --http "" --resp "127.0.0.1:$RESP" --thrift "127.0.0.1:$THRIFT" \

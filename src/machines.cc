@@ -219,21 +219,31 @@ Result<MachineGrant> MachineRegistry::Distribute(std::string_view ns, int machin
   return MachineGrant{id, now};
 }
 
+Status MachineRegistry::Touch(std::string_view ns, std::string_view instance, bool release,
+                              bool& found) {
+  const std::int64_t now = clock_.NowMillis();
+  std::vector<MachineRecord> next = records_;
+  for (MachineRecord& r : next) {
+    if (r.ns == ns && r.instance == instance) {
+      found = true;
+      r.last_ms = std::max(r.last_ms, now);
+      if (release && !r.stable) r.instance.clear();
+      return Commit(std::move(next));
+    }
+  }
+  found = false;
+  return Status::Ok();
+}
+
 Status MachineRegistry::Guard(std::string_view ns, std::string_view instance,
                               std::int64_t guard_ms) {
   if (Status s = ValidateNamespace(ns); !s.ok()) return s;
   if (Status s = ValidateInstance(instance); !s.ok()) return s;
   if (Status s = ValidateGuard(guard_ms, limits_); !s.ok()) return s;
   std::lock_guard lock(mu_);
-  const std::int64_t now = clock_.NowMillis();
-  std::vector<MachineRecord> next = records_;
-  for (MachineRecord& r : next) {
-    if (r.ns == ns && r.instance == instance) {
-      r.last_ms = std::max(r.last_ms, now);
-      return Commit(std::move(next));
-    }
-  }
-  for (const MachineRecord& r : next) {
+  bool found = false;
+  if (Status s = Touch(ns, instance, false, found); found) return s;
+  for (const MachineRecord& r : records_) {
     if (r.ns == ns && r.lost_by == instance) {
       return LeaseLost(fmt::format(
           "machine id {} of namespace \"{}\" went to another instance: \"{}\" did not guard it "
@@ -249,16 +259,8 @@ Status MachineRegistry::Revert(std::string_view ns, std::string_view instance) {
   if (Status s = ValidateNamespace(ns); !s.ok()) return s;
   if (Status s = ValidateInstance(instance); !s.ok()) return s;
   std::lock_guard lock(mu_);
-  const std::int64_t now = clock_.NowMillis();
-  std::vector<MachineRecord> next = records_;
-  for (MachineRecord& r : next) {
-    if (r.ns == ns && r.instance == instance) {
-      r.last_ms = std::max(r.last_ms, now);
-      if (!r.stable) r.instance.clear();
-      return Commit(std::move(next));
-    }
-  }
-  return Status::Ok();
+  bool found = false;
+  return Touch(ns, instance, true, found);  // holding nothing is fine
 }
 
 std::vector<MachineRecord> MachineRegistry::Records() const {

@@ -103,6 +103,9 @@ class MachineRegistry {
       : store_(store), clock_(clock), limits_(limits), records_(std::move(records)) {}
   // Stores `next` and makes it current. REQUIRES: mu_ held.
   Status Commit(std::vector<MachineRecord> next);
+  // Raises the hwm of the id `instance` holds in `ns` to now and stores it, giving the id back
+  // when `release` (a stable instance keeps it). `found`: whether it holds one. REQUIRES: mu_.
+  Status Touch(std::string_view ns, std::string_view instance, bool release, bool& found);
 
   MachineStore& store_;
   Clock& clock_;
