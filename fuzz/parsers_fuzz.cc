@@ -1,6 +1,7 @@
 // libFuzzer target for every text parser of the core: ids in each format (against each preset),
-// layouts, times and durations. Besides "no crash, no sanitizer report", it checks that what
-// parses round-trips: Format(Parse(text)) parses back to the same value.
+// layouts, times, durations (sekka's and ISO-8601) and the machine-id file. Besides "no crash, no
+// sanitizer report", it checks that what parses round-trips: Format(Parse(text)) parses back to the
+// same value.
 //
 // Build and run: see scripts/test.sh (clang, -fsanitize=fuzzer,address,undefined).
 
@@ -12,6 +13,7 @@
 
 #include "sekka/codec.h"
 #include "sekka/layout.h"
+#include "sekka/machines.h"
 
 namespace {
 
@@ -69,6 +71,19 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       break;
     }
     case 7: {
+      if (((selector >> 3) & 3) == 2) {
+        // The machine-id file (the CosId distributor's records): what parses writes back to
+        // the same records.
+        Result<std::vector<MachineRecord>> records = ParseMachineRecords(text);
+        if (records.ok()) {
+          Result<std::vector<MachineRecord>> back =
+              ParseMachineRecords(FormatMachineRecords(*records));
+          Check(back.ok() && *back == *records);
+        } else {
+          Check(!records.error().message.empty());
+        }
+        break;
+      }
       if ((selector >> 3) & 1) {
         // ISO-8601: what parses writes back as PT<s>.<ms>S and parses to the same value.
         Result<std::int64_t> d = ParseIsoDurationMillis(text);
