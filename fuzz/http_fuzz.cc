@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
+#include <optional>
 #include <string>
 
 #include "server/http.h"
@@ -33,6 +34,11 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       std::string_view path, query;
       SplitTarget(o.request.target, path, query);
       (void)QueryParam(query, "count");
+      // The peers' routes decode path segments and other parameters the same way.
+      if (std::optional<std::string> v = PercentDecode(path); v && v->size() > path.size()) {
+        std::abort();  // decoding never lengthens
+      }
+      (void)QueryParam(query, "safeGuardDuration");
     } else if (o.consumed == 0) {
       break;
     }

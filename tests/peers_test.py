@@ -323,6 +323,24 @@ class CosIdTest(unittest.TestCase):
         self.assertEqual(self.c.distribute("ns", "new", False, 4, "PT1S")[1]["machineId"], 1)
         self.assertEqual(self.c.distribute("ns", "pod-0", True, 4, "PT1S")[1]["machineId"], 0)
 
+    def test_every_route_with_curl(self):
+        status, head, body = curl(self.s, "POST", "/machines/ns?instanceId=h:1&stable=false"
+                                                  "&machineBit=4&safeGuardDuration=PT1M")
+        self.assertEqual(status, 200)
+        self.assertIn("application/json", head)
+        self.assertEqual(json.loads(body)["machineId"], 0)
+        status, _, body = curl(self.s, "PATCH",
+                               "/machines/ns?instanceId=h:1&stable=false&safeGuardDuration=PT1M")
+        self.assertEqual((status, body), (200, ""))
+        status, _, body = curl(self.s, "DELETE", "/machines/ns?instanceId=h:1&stable=false")
+        self.assertEqual((status, body), (200, ""))
+        status, _, body = curl(self.s, "POST", "/segments/distributor/ns/seq?offset=10&step=5")
+        self.assertEqual((status, body), (200, ""))
+        status, _, body = curl(self.s, "PATCH", "/segments/ns/seq?step=5")
+        self.assertEqual((status, body), (200, "15"))  # ids 11 to 15
+        status, _, body = curl(self.s, "GET", "/segments/ns/seq?step=5")
+        self.assertEqual(status, 405)
+
     def test_bad_arguments_are_400_with_a_reason(self):
         for path in ["/machines/ns?instanceId=a&machineBit=1",
                      "/machines/ns?instanceId=a&machineBit=0&safeGuardDuration=PT1S",
