@@ -93,7 +93,7 @@ struct HttpRoute {
   // The command it runs, or null for a route that answers from the service alone (then
   // `format` gets an empty reply).
   const CommandSpec* command = nullptr;
-  Command label = Command::kOther;  // metrics label when there is no command
+  Command label = Command::kOther;  // its metrics label
   // Fills the command's arguments. Errors: a bad path or query.
   Status (*args)(Service& service, const RouteInput& in, ArgList& out) = nullptr;
   // The reply in the shape the route's clients parse: the command's result, or an error of
@@ -1014,8 +1014,10 @@ void HandleThrift(Service& service, const thrift::Call& call, std::string& out) 
     service.CountRequest(Protocol::kThrift, command, false);
   };
   if (call.name == "get_id") {
-    auto agent = call.strings.find(1);
-    const std::string_view text = agent == call.strings.end() ? "" : agent->second;
+    // A view of the argument itself (a conditional with "" would make it a view of a
+    // temporary copy).
+    std::string_view text;
+    if (auto agent = call.strings.find(1); agent != call.strings.end()) text = agent->second;
     if (!ValidUserAgent(text)) {
       fail(Command::kId, ExceptionType::kInternalError,
            fmt::format("invalid_argument: useragent \"{}\" is not valid: allowed a letter, then "
