@@ -43,7 +43,7 @@ cmake --build build-tsan -j2
 # The clock-fault tests preload libfaketime, which the TSan runtime does not allow; they run in
 # the two stages above.
 TSAN_OPTIONS=halt_on_error=1 ctest --test-dir build-tsan --output-on-failure -j2 \
-  -E 'ClockFaultTest|EtcdClockTest|ZooKeeperClockTest|cli_test'
+  -E 'ClockFaultTest|EtcdClockTest|ZooKeeperClockTest|ThriftClockTest|cli_test'
 
 
 step "libFuzzer, ${FUZZ_SECONDS}s per target"
