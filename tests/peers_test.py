@@ -341,6 +341,19 @@ class CosIdTest(unittest.TestCase):
         status, _, body = curl(self.s, "GET", "/segments/ns/seq?step=5")
         self.assertEqual(status, 405)
 
+    def test_an_unreadable_machine_file_fails_those_requests_only(self):
+        self.assertEqual(self.c.distribute("ns", "a", False, 4, "PT1M")[0], 200)
+        self.s.stop()
+        with open(os.path.join(self.data, "machines"), "a") as f:
+            f.write("ns\t0\tb\t0\t1\t\n")  # the same id twice: corrupt
+        self.s = Server(self.data, "--segment-auto-create", "true")
+        self.c = CosIdProxyClient(self.s)
+        status, body = self.c.distribute("ns", "a", False, 4, "PT1M")
+        self.assertEqual((status, body["code"]), (503, "503"))
+        self.assertIn("listed twice", body["msg"])
+        self.assertEqual(self.s.get("/readyz")[0], 200)  # ids are still served
+        self.assertEqual(self.c.create_distributor("app", "x", 0, 10), (200, ""))
+
     def test_bad_arguments_are_400_with_a_reason(self):
         for path in ["/machines/ns?instanceId=a&machineBit=1",
                      "/machines/ns?instanceId=a&machineBit=0&safeGuardDuration=PT1S",

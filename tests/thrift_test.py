@@ -11,6 +11,8 @@ import struct
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 import unittest
 
 import redis
@@ -87,7 +89,7 @@ class ThriftTest(ThriftTestCase):
             self.assertEqual(c.get_worker_id(), 5)
             self.assertEqual(c.get_datacenter_id(), 3)
             ts = c.get_timestamp()
-            self.assertLess(abs(ts - int(__import__("time").time() * 1000)), 60_000)
+            self.assertLess(abs(ts - int(time.time() * 1000)), 60_000)
             ids = [c.get_id("my-service-2") for _ in range(100)]
             self.assertEqual(ids, sorted(set(ids)))
             # The id decodes to this worker in the twitter layout (41 | 5 | 5 | 12).
@@ -165,6 +167,43 @@ class ThriftTest(ThriftTestCase):
             t.close()
         self.assertEqual(self.s.proc.poll(), None)
 
+    def test_a_pipelining_client_that_does_not_read_is_bounded_and_gets_every_reply(self):
+        """100,000 get_id calls in one stream, nothing read for 2 s: the connection stops being
+        served once about 1 MiB of replies waits (back-pressure), other clients are served
+        meanwhile, and every reply arrives, in order, once the client reads."""
+        calls = 100_000
+        frame = call_frame(b"get_id", args=b"\x0b\x00\x01" + struct.pack(">I", 4) + b"pipe\x00")
+        before = self.s.rss_kib()
+        sock = socket.create_connection(("127.0.0.1", self.s.thrift_port), timeout=30)
+        try:
+            sender = threading.Thread(target=sock.sendall, args=(frame * calls,))
+            sender.start()
+            time.sleep(2)
+            c, t = client(self.s.thrift_port)
+            try:
+                self.assertGreater(c.get_id("other"), 0)
+            finally:
+                t.close()
+            self.assertLess(self.s.rss_kib() - before, 64 * 1024)
+            data = b""
+            ids = []
+            while len(ids) < calls:
+                chunk = sock.recv(1 << 20)
+                self.assertTrue(chunk, f"closed after {len(ids)} replies")
+                data += chunk
+                while len(data) >= 4:
+                    (n,) = struct.unpack(">i", data[:4])
+                    if len(data) < 4 + n:
+                        break
+                    name, seqid, mtype, payload = parse_reply(data[4:4 + n])
+                    self.assertEqual((name, mtype), (b"get_id", 2))
+                    ids.append(struct.unpack(">q", payload[3:11])[0])
+                    data = data[4 + n:]
+            sender.join()
+        finally:
+            sock.close()
+        self.assertEqual(ids, sorted(set(ids)))
+
     def test_thrift_with_an_auth_token_is_refused(self):
         bad = Server(self.dirs.path("bad"), "--thrift", "127.0.0.1:0", "--auth-token", "x",
                      wait=False)
@@ -196,7 +235,7 @@ class ThriftClockTest(ThriftTestCase):
                     after = c.get_id("after")
                     break
                 except TApplicationException:
-                    __import__("time").sleep(0.05)
+                    time.sleep(0.05)
             self.assertGreater(after, first)
         finally:
             t.close()
