@@ -1,0 +1,42 @@
+// Opaque ids: FF1 (include/sekka/ff1.h) over 63 and 53 bits, one id per call, as
+// `format=opaque` will use it. The budget is 300 ns per id on one core.
+//
+//   build-bench/bench/opaque_bench --benchmark_repetitions=5
+
+#include <benchmark/benchmark.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "sekka/ff1.h"
+
+namespace {
+
+std::unique_ptr<sekka::Ff1> Key() {
+  const std::vector<std::uint8_t> key(16, 0x5a);
+  return std::move(sekka::Ff1::Create(key)).value();
+}
+
+void BM_Ff1EncryptBits(benchmark::State& state) {
+  auto f = Key();
+  const int bits = static_cast<int>(state.range(0));
+  std::uint64_t x = 250'000'000'000'000'000ull & ((1ull << bits) - 1);
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(f->EncryptBits(x++, bits));
+  }
+}
+BENCHMARK(BM_Ff1EncryptBits)->Arg(63)->Arg(53);
+
+void BM_Ff1DecryptBits(benchmark::State& state) {
+  auto f = Key();
+  const int bits = static_cast<int>(state.range(0));
+  std::uint64_t x = 12345;
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(f->DecryptBits(x++, bits));
+  }
+}
+BENCHMARK(BM_Ff1DecryptBits)->Arg(63)->Arg(53);
+
+}  // namespace
+
+BENCHMARK_MAIN();
