@@ -1,7 +1,7 @@
 // libFuzzer target for every text parser of the core: ids in each format (against each preset),
-// layouts, times, durations (sekka's and ISO-8601) and the machine-id file. Besides "no crash, no
-// sanitizer report", it checks that what parses round-trips: Format(Parse(text)) parses back to the
-// same value.
+// layouts, times, durations (sekka's and ISO-8601), the machine-id file, opaque keys and texts.
+// Besides "no crash, no sanitizer report", it checks that what parses round-trips:
+// Format(Parse(text)) parses back to the same value.
 //
 // Build and run: see scripts/test.sh (clang, -fsanitize=fuzzer,address,undefined).
 
@@ -14,6 +14,7 @@
 #include "sekka/codec.h"
 #include "sekka/layout.h"
 #include "sekka/machines.h"
+#include "sekka/opaque.h"
 
 namespace {
 
@@ -71,6 +72,23 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       break;
     }
     case 7: {
+      if (((selector >> 3) & 3) == 3) {
+        // Opaque ids: a key file's text, and the text form against a fixed codec.
+        Result<std::vector<OpaqueKey>> keys = ParseOpaqueKeys(text);
+        if (keys.ok()) Check(!keys->empty() && keys->back().key.size() >= 16);
+        static const std::unique_ptr<OpaqueCodec> codec =
+            std::move(OpaqueCodec::Create(*ParseOpaqueKeys("a 000102030405060708090a0b0c0d0e0f\n"),
+                                          Layout::Default()))
+                .value();
+        Result<Id> id = codec->DecodeText(text);
+        if (id.ok()) {
+          Check(*id >= 0);
+          Check(*codec->Decode(*codec->Encode(*id)) == *id);
+        } else {
+          Check(!id.error().message.empty());
+        }
+        break;
+      }
       if (((selector >> 3) & 3) == 2) {
         // The machine-id file (the CosId distributor's records): what parses writes back to
         // the same records.
@@ -84,7 +102,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         }
         break;
       }
-      if ((selector >> 3) & 1) {
+      if (((selector >> 3) & 3) == 1) {
         // ISO-8601: what parses writes back as PT<s>.<ms>S and parses to the same value.
         Result<std::int64_t> d = ParseIsoDurationMillis(text);
         if (d.ok()) {
