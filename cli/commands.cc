@@ -16,6 +16,7 @@
 #include "backends/state_file.h"
 #include "sekka/codec.h"
 #include "sekka/layout.h"
+#include "sekka/opaque.h"
 #include "sekka/snowflake.h"
 
 namespace sekka::cli {
@@ -89,8 +90,22 @@ int RunGen(const GenFlags& flags) {
   }
   Result<Layout> layout = ResolveLayout(flags.layout);
   if (!layout.ok()) return ExitFor(layout.error(), true);
-  Result<IdFormat> format = ParseIdFormat(flags.format);
-  if (!format.ok()) return ExitFor(format.error(), true);
+  // --format opaque: the text form of opaque ids, with the key file's newest key.
+  std::unique_ptr<OpaqueCodec> opaque;
+  if (flags.format == "opaque") {
+    if (flags.key_file.empty()) {
+      return Fail(kExitUsage, "--format opaque needs --key-file (sekka opaque keygen makes one)");
+    }
+    Result<std::vector<OpaqueKey>> keys = ReadOpaqueKeyFile(flags.key_file);
+    if (!keys.ok()) return ExitFor(keys.error(), true);
+    Result<std::unique_ptr<OpaqueCodec>> codec = OpaqueCodec::Create(*keys, *layout);
+    if (!codec.ok()) return ExitFor(codec.error(), true);
+    opaque = std::move(codec).value();
+  }
+  Result<IdFormat> format = opaque ? Result<IdFormat>(IdFormat::kDec) : ParseIdFormat(flags.format);
+  if (!format.ok()) {
+    return Fail(kExitUsage, format.error().message + ", or opaque (with --key-file)");
+  }
   Result<SequenceStart> start = ParseSequenceStart(flags.sequence_start);
   if (!start.ok()) return ExitFor(start.error(), true);
 
@@ -169,7 +184,9 @@ int RunGen(const GenFlags& flags) {
       return ExitFor(s.error(), false);
     }
     for (std::size_t i = 0; i < n; ++i) {
-      if (*format == IdFormat::kDec) {
+      if (opaque) {
+        out += *opaque->EncodeText(ids[i]);  // the generator's ids are inside the layout
+      } else if (*format == IdFormat::kDec) {
         char buf[20];
         out.append(buf, FormatDec(ids[i], buf));
       } else {
@@ -359,6 +376,63 @@ int RunBench(const BenchFlags& flags) {
     std::cout << fmt::format("{:>7}  {:<16} {:>16}  {:>8.1f}%\n", r.threads, r.mode,
                              FormatThousands(r.ids_per_second), 100.0 * r.ids_per_second / ceiling);
   }
+  return kExitOk;
+}
+
+int RunOpaque(const OpaqueFlags& flags) {
+  if (flags.action == "keygen") {
+    if (flags.version.size() != 1) {
+      return Fail(kExitUsage, fmt::format("--version \"{}\": allowed one character of 0-9A-Za-z",
+                                          flags.version));
+    }
+    Result<std::string> line = NewOpaqueKeyLine(flags.version[0]);
+    if (!line.ok()) return ExitFor(line.error(), true);
+    std::cout << "# sekka opaque key, made " << FormatUtcMillis(SystemClock().NowMillis())
+              << ": keep it secret; add newer keys below it to rotate\n"
+              << *line << '\n';
+    return kExitOk;
+  }
+  if (flags.key_file.empty()) {
+    return Fail(kExitUsage, "--key-file is required (sekka opaque keygen > FILE makes one)");
+  }
+  Result<Layout> layout = ParseLayout(flags.layout);
+  if (!layout.ok()) return ExitFor(layout.error(), true);
+  Result<std::vector<OpaqueKey>> keys = ReadOpaqueKeyFile(flags.key_file);
+  if (!keys.ok()) return ExitFor(keys.error(), true);
+  Result<std::unique_ptr<OpaqueCodec>> codec = OpaqueCodec::Create(*keys, *layout);
+  if (!codec.ok()) return ExitFor(codec.error(), true);
+  if (flags.values.empty()) return Fail(kExitUsage, "give one or more values");
+  std::string out;
+  for (const std::string& value : flags.values) {
+    if (flags.action == "encode") {
+      Result<Id> id = ParseId(value, IdFormat::kDec, *layout);
+      if (!id.ok()) return ExitFor(id.error(), true);
+      if (flags.numeric) {
+        Result<Id> opaque = (*codec)->Encode(*id);
+        if (!opaque.ok()) return ExitFor(opaque.error(), true);
+        out += fmt::format("{}\n", *opaque);
+      } else {
+        Result<std::string> text = (*codec)->EncodeText(*id);
+        if (!text.ok()) return ExitFor(text.error(), true);
+        out += *text + "\n";
+      }
+      continue;
+    }
+    // decode: all digits is the numeric form (newest key, or --version), else the text form.
+    const bool digits =
+        !value.empty() && value.find_first_not_of("0123456789") == std::string::npos;
+    Result<Id> id = Internal("unreachable");
+    if (digits) {
+      Result<Id> number = ParseId(value, IdFormat::kDec, *layout);
+      if (!number.ok()) return ExitFor(number.error(), true);
+      id = (*codec)->Decode(*number, flags.version.empty() ? 0 : flags.version[0]);
+    } else {
+      id = (*codec)->DecodeText(value);
+    }
+    if (!id.ok()) return ExitFor(id.error(), true);
+    out += fmt::format("{}\n", *id);
+  }
+  std::cout << out;
   return kExitOk;
 }
 

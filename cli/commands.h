@@ -31,6 +31,7 @@ struct GenFlags {
   bool descending = false;
   bool worker_id_set = false;  // --worker-id given: that id (static), else the lowest free
   std::string data_dir;        // "" = the per-user state dir (DefaultGenDataDir)
+  std::string key_file;        // --format opaque: the opaque key file
 };
 int RunGen(const GenFlags& flags);
 // Where `sekka gen` keeps its worker-id locks and hwm: $XDG_STATE_HOME/sekka, else
@@ -44,6 +45,17 @@ struct DecodeFlags {
   std::vector<std::string> ids;  // empty: read ids from stdin
 };
 int RunDecode(const DecodeFlags& flags);
+
+// sekka opaque keygen|encode|decode: opaque ids (include/sekka/opaque.h).
+struct OpaqueFlags {
+  std::string action;  // keygen | encode | decode
+  std::string key_file;
+  std::string layout = "sekka";
+  std::string version = "1";  // keygen: the new key's version character; decode: "" = from text
+  bool numeric = false;       // encode: the opaque number instead of the text form
+  std::vector<std::string> values;  // ids to encode, opaque ids (text or numbers) to decode
+};
+int RunOpaque(const OpaqueFlags& flags);
 
 struct LayoutFlags {
   std::string layout = "sekka";

@@ -43,7 +43,8 @@ int main(int argc, char** argv) {
       ->add_option("--datacenter-id", gen.datacenter_id,
                    "Datacenter id, for layouts with datacenter bits")
       ->capture_default_str();
-  gen_cmd->add_option("--format", gen.format, "dec, hex, base32, base62 or friendly")
+  gen_cmd->add_option("--key-file", gen.key_file, "Opaque key file (--format opaque)");
+  gen_cmd->add_option("--format", gen.format, "dec, hex, base32, base62, friendly or opaque")
       ->capture_default_str();
   gen_cmd->add_option("--sequence-start", gen.sequence_start, "zero or random")
       ->capture_default_str();
@@ -77,6 +78,24 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   bench_cmd->add_option("--batch", bench.batch, "Ids per NextIds call")->capture_default_str();
   bench_cmd->add_flag("--json", bench.json, "As JSON");
+
+  OpaqueFlags opaque;
+  CLI::App* opaque_cmd = app.add_subcommand(
+      "opaque", "Opaque ids: ids encrypted with FF1 that outsiders cannot count or walk");
+  opaque_cmd->require_subcommand(1);
+  CLI::App* op_keygen = opaque_cmd->add_subcommand("keygen", "Print a key file line (a new key)");
+  op_keygen->add_option("--version", opaque.version, "The key's version character")
+      ->capture_default_str();
+  CLI::App* op_encode = opaque_cmd->add_subcommand("encode", "Ids to opaque ids");
+  op_encode->add_flag("--numeric", opaque.numeric, "The opaque number, not the text form");
+  CLI::App* op_decode = opaque_cmd->add_subcommand("decode", "Opaque ids (text or number) to ids");
+  op_decode->add_option("--version", opaque.version,
+                        "Key version for numeric opaque ids (default: the newest)");
+  for (CLI::App* sub : {op_encode, op_decode}) {
+    sub->add_option("values", opaque.values, "Ids or opaque ids")->required();
+    sub->add_option("--key-file", opaque.key_file, "The opaque key file")->required();
+    sub->add_option("--layout", opaque.layout, layouts)->capture_default_str();
+  }
 
   SegmentFlags segment;
   CLI::App* segment_cmd = app.add_subcommand("segment", "Manage segment tags: create, list, show");
@@ -142,7 +161,7 @@ int main(int argc, char** argv) {
   bool serve_force = false;
   serve_cmd->add_flag("--force", serve_force, "Start despite a stored state of another layout");
 
-  const std::string kCommands = "allowed gen, decode, layout, bench, serve, segment";
+  const std::string kCommands = "allowed gen, decode, layout, bench, serve, segment, opaque";
   if (argc < 2) return Fail(kExitUsage, "no command given: " + kCommands);
   const std::string first = argv[1];
   bool known = false;
@@ -165,6 +184,11 @@ int main(int argc, char** argv) {
   if (decode_cmd->parsed()) return RunDecode(decode);
   if (layout_cmd->parsed()) return RunLayout(layout);
   if (bench_cmd->parsed()) return RunBench(bench);
+  if (opaque_cmd->parsed()) {
+    opaque.action = op_keygen->parsed() ? "keygen" : op_encode->parsed() ? "encode" : "decode";
+    if (op_decode->parsed() && op_decode->count("--version") == 0) opaque.version.clear();
+    return RunOpaque(opaque);
+  }
   if (segment_cmd->parsed()) {
     segment.action = seg_create->parsed() ? "create" : seg_list->parsed() ? "list" : "show";
     return RunSegment(segment);

@@ -199,6 +199,61 @@ class DecodeTest(CliTestCase):
         self.assertEqual(len(p.stderr.splitlines()), 1)
 
 
+class OpaqueTest(CliTestCase):
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(prefix="sekka-opaque-")
+        self.keys = os.path.join(self.dir, "keys")
+        with open(self.keys, "w") as f:
+            f.write(self.ok("opaque", "keygen", "--version", "a"))
+
+    def tearDown(self):
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def test_encode_decode_and_gen_round_trip(self):
+        ids = ["0", "1", "249780180292206592", str(2 ** 63 - 1)]
+        texts = self.ok("opaque", "encode", *ids, "--key-file", self.keys).split()
+        self.assertEqual(len(texts), 4)
+        self.assertTrue(all(len(t) == 12 and t[0] == "a" for t in texts))
+        self.assertEqual(self.ok("opaque", "decode", *texts, "--key-file", self.keys).split(), ids)
+        numbers = self.ok("opaque", "encode", "--numeric", *ids, "--key-file", self.keys).split()
+        self.assertTrue(all(0 <= int(n) < 2 ** 63 for n in numbers))
+        self.assertEqual(self.ok("opaque", "decode", *numbers, "--key-file", self.keys).split(),
+                         ids)
+        # js53: opaque ids stay below 2^53.
+        small = self.ok("opaque", "encode", "--numeric", "123", "--layout", "js53",
+                        "--key-file", self.keys).split()
+        self.assertLess(int(small[0]), 2 ** 53)
+        generated = self.ok("gen", "-n", "100", "--format", "opaque", "--key-file", self.keys,
+                            "--data-dir", self.dir).split()
+        back = [int(i) for i in self.ok("opaque", "decode", *generated,
+                                        "--key-file", self.keys).split()]
+        self.assertEqual(back, sorted(set(back)))
+        self.assertNotEqual(generated, sorted(generated))
+
+    def test_a_rotated_key_file_still_decodes_old_links(self):
+        old = self.ok("opaque", "encode", "42", "--key-file", self.keys).strip()
+        with open(self.keys, "a") as f:
+            f.write(self.ok("opaque", "keygen", "--version", "b"))
+        new = self.ok("opaque", "encode", "42", "--key-file", self.keys).strip()
+        self.assertEqual(new[0], "b")
+        self.assertEqual(self.ok("opaque", "decode", old, new, "--key-file", self.keys).split(),
+                         ["42", "42"])
+
+    def test_bad_input_is_one_line(self):
+        self.fails(2, "opaque", "decode", "zzz", "--key-file", self.keys, expect="12 of 0-9A-Za-z")
+        self.fails(2, "opaque", "decode", "q" + "0" * 11, "--key-file", self.keys,
+                   expect="version 'q' is not known: allowed a")
+        self.fails(2, "opaque", "encode", "-5", "--key-file", self.keys)
+        self.fails(2, "opaque", "encode", "5", "--key-file", "/nonexistent/keys",
+                   expect="cannot read the opaque key file")
+        bad = os.path.join(self.dir, "bad")
+        with open(bad, "w") as f:
+            f.write("a 1234\n")
+        self.fails(2, "opaque", "encode", "5", "--key-file", bad, expect="key line 1")
+        self.fails(2, "gen", "--format", "opaque", "--data-dir", self.dir, expect="--key-file")
+        self.fails(2, "opaque", "keygen", "--version", "ab", expect="one character")
+
+
 class LayoutTest(CliTestCase):
     def test_every_preset_reports_capacity_and_end_date(self):
         names = self.ok("layout", "--list").split()
