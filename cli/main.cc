@@ -153,6 +153,7 @@ int main(int argc, char** argv) {
       {"--segment-store", "segment.store", "sqlite:PATH or postgres://..."},
       {"--segment-auto-create", "segment.auto_create", "true: create unknown tags on use"},
       {"--segment-max-step", "segment.max_step", "Largest range asked of the store"},
+      {"--opaque-key-file", "opaque.key_file", "Opaque ids' key file (sekka opaque keygen)"},
   };
   std::vector<std::string> serve_values(std::size(kServeFlags));
   for (std::size_t i = 0; i < std::size(kServeFlags); ++i) {

@@ -139,7 +139,49 @@ Result<Reply> MachineRevertCommand(Service& service, Args args) {
   return Reply(std::string("OK"));
 }
 
-constexpr std::array<CommandSpec, 9> kCommands = {{
+Result<const OpaqueCodec*> Opaque(Service& service) {
+  if (service.opaque() == nullptr) {
+    return InvalidArgument("opaque ids are off: set opaque.key_file (sekka opaque keygen)");
+  }
+  return service.opaque();
+}
+
+// OPAQUE.ENCODE <id>: the text form under the newest key.
+Result<Reply> OpaqueEncodeCommand(Service& service, Args args) {
+  Result<const OpaqueCodec*> codec = Opaque(service);
+  if (!codec.ok()) return std::move(codec).error();
+  Result<Id> id = ParseId(args[0], IdFormat::kDec, service.layout());
+  if (!id.ok()) return std::move(id).error();
+  Result<std::string> text = (*codec)->EncodeText(*id);
+  if (!text.ok()) return std::move(text).error();
+  return Reply(std::move(*text));
+}
+
+// OPAQUE.DECODE <text or number>: the id (a number with the newest key).
+Result<Reply> OpaqueDecodeCommand(Service& service, Args args) {
+  Result<const OpaqueCodec*> codec = Opaque(service);
+  if (!codec.ok()) return std::move(codec).error();
+  const bool digits =
+      !args[0].empty() && args[0].find_first_not_of("0123456789") == std::string_view::npos;
+  Result<Id> id =
+      digits ? ParseId(args[0], IdFormat::kDec, service.layout()) : (*codec)->DecodeText(args[0]);
+  if (id.ok() && digits) id = (*codec)->Decode(*id);
+  if (!id.ok()) return std::move(id).error();
+  return Reply(*id);
+}
+
+// OPAQUE.NEXT: a new id, as opaque text.
+Result<Reply> OpaqueNextCommand(Service& service, Args) {
+  Result<const OpaqueCodec*> codec = Opaque(service);
+  if (!codec.ok()) return std::move(codec).error();
+  Result<Id> id = service.NextId();
+  if (!id.ok()) return std::move(id).error();
+  Result<std::string> text = (*codec)->EncodeText(*id);
+  if (!text.ok()) return std::move(text).error();
+  return Reply(std::move(*text));
+}
+
+constexpr std::array<CommandSpec, 12> kCommands = {{
     // name, arguments (min, max), auth, may block, handler
     {Command::kId, "ID.NEXT", 0, 0, true, nullptr, NextIdCommand},
     {Command::kIds, "ID.BATCH", 1, 1, true, nullptr, NextIdsCommand},     // <count>
@@ -157,6 +199,10 @@ constexpr std::array<CommandSpec, 9> kCommands = {{
      MachineGuardCommand},  // <namespace> <instance> <guard>
     {Command::kMachine, "MACHINE.REVERT", 2, 2, true, AlwaysMayBlock,
      MachineRevertCommand},  // <namespace> <instance>
+    // Opaque ids (opaque.key_file).
+    {Command::kOpaque, "OPAQUE.ENCODE", 1, 1, true, nullptr, OpaqueEncodeCommand},  // <id>
+    {Command::kOpaque, "OPAQUE.DECODE", 1, 1, true, nullptr, OpaqueDecodeCommand},  // <opaque>
+    {Command::kId, "OPAQUE.NEXT", 0, 0, true, nullptr, OpaqueNextCommand},
 }};
 
 std::string Lower(std::string_view s) {

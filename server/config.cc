@@ -70,6 +70,8 @@ const std::vector<Key>& Keys() {
       {"segment.max_step", Type::kInt, "10000000", "the dynamic step never goes above this"},
       {"segment.wait_deadline", Type::kDuration, "2s", "both buffers empty: wait this long"},
       {"segment.max_tags", Type::kInt, "10000", "tags served at most, auto-created ones included"},
+      {"opaque.key_file", Type::kString, "",
+       "opaque ids' key file (sekka opaque keygen); \"\" = no opaque ids"},
   };
   return keys;
 }
@@ -356,6 +358,7 @@ Result<ServerConfig> BuildConfig(const std::vector<ConfigValues>& sources) {
                DurationValue("segment.wait_deadline", get("segment.wait_deadline"), 10, 60'000));
   SEKKA_ASSIGN(c.segment_max_tags,
                IntValue("segment.max_tags", get("segment.max_tags"), 1, 1'000'000));
+  c.opaque_key_file = get("opaque.key_file");
 #undef SEKKA_ASSIGN
   return c;
 }

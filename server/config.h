@@ -54,6 +54,8 @@ struct ServerConfig {
   std::int64_t segment_max_step = 10'000'000;    // the dynamic step never goes above this
   std::int64_t segment_wait_deadline_ms = 2000;  // both buffers empty: wait this long
   std::int64_t segment_max_tags = 10'000;        // tags served at most (auto-created included)
+  // [opaque]
+  std::string opaque_key_file;  // "" = no opaque ids
 };
 
 // Raw "section.key" -> text values, as given by one source.

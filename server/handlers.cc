@@ -111,16 +111,34 @@ Status PathArg(Service&, const RouteInput& in, ArgList& out) {
   return Status::Ok();
 }
 
-Result<IdFormat> FormatParam(std::string_view query) {
+// ?format=: an id format, or "opaque" (the opaque text form, with opaque.key_file).
+struct TextForm {
+  IdFormat format = IdFormat::kDec;
+  const OpaqueCodec* opaque = nullptr;
+};
+
+Result<TextForm> FormatParam(Service& service, std::string_view query) {
   std::optional<std::string> f = http::QueryParam(query, "format");
-  if (!f) return IdFormat::kDec;
-  return ParseIdFormat(*f);
+  if (!f) return TextForm{};
+  if (*f == "opaque") {
+    if (service.opaque() == nullptr) {
+      return InvalidArgument(
+          "format opaque is off: set opaque.key_file (sekka opaque keygen); allowed dec, hex, "
+          "base32, base62, friendly");
+    }
+    return TextForm{IdFormat::kDec, service.opaque()};
+  }
+  Result<IdFormat> format = ParseIdFormat(*f);
+  if (!format.ok()) {
+    return InvalidArgument(format.error().message + ", or opaque (with opaque.key_file)");
+  }
+  return TextForm{*format, nullptr};
 }
 
 // /v1/id: no arguments; ?format= is checked before an id is taken.
-Status FormatArg(Service&, const RouteInput& in, ArgList&) {
-  Result<IdFormat> format = FormatParam(in.query);
-  return format.ok() ? Status::Ok() : Status(format.error());
+Status FormatArg(Service& service, const RouteInput& in, ArgList&) {
+  Result<TextForm> form = FormatParam(service, in.query);
+  return form.ok() ? Status::Ok() : Status(form.error());
 }
 
 // /v1/ids: ?count=, and ?format= as /v1/id.
@@ -147,17 +165,19 @@ Status TagAndCountArgs(Service& service, const RouteInput& in, ArgList& out) {
 // or one id per line with Accept: text/plain; ?format= picks the id format.
 HttpReply IdsReply(Service& service, const RouteInput& in, Result<Reply>& reply) {
   if (!reply.ok()) return FromError(reply.error());
-  const Result<IdFormat> format = FormatParam(in.query);  // checked by the route's args
+  const Result<TextForm> form = FormatParam(service, in.query);  // checked by the route's args
   const bool single = std::holds_alternative<std::int64_t>(*reply);
   std::span<const std::int64_t> ids = single
                                           ? std::span(&std::get<std::int64_t>(*reply), 1)
                                           : std::span(std::get<std::vector<std::int64_t>>(*reply));
   HttpReply r;
   auto append = [&](Id id) {
-    if (*format == IdFormat::kDec) {
+    if (form->opaque != nullptr) {
+      r.body += *form->opaque->EncodeText(id);  // the generator's ids are inside the layout
+    } else if (form->format == IdFormat::kDec) {
       AppendDec(r.body, id);
     } else {
-      r.body += FormatId(id, *format, service.layout());
+      r.body += FormatId(id, form->format, service.layout());
     }
   };
   if (WantsText(in)) {
@@ -236,6 +256,22 @@ HttpReply MetricsReply(Service& service, const RouteInput&, Result<Reply>&) {
 HttpReply InfoReply(Service& service, const RouteInput&, Result<Reply>& reply) {
   if (!reply.ok()) return FromError(reply.error());
   return Json(service.InfoJson());
+}
+
+// /v1/opaque/encode/<id> and /v1/opaque/decode/<opaque>: {"id":"..","opaque":".."}.
+HttpReply OpaqueReply(Service&, const RouteInput& in, Result<Reply>& reply) {
+  if (!reply.ok()) return FromError(reply.error());
+  std::optional<std::string> given = http::PercentDecode(in.rest);
+  std::string id, opaque;
+  if (const auto* text = std::get_if<std::string>(&*reply)) {
+    id = given.value_or("");
+    opaque = *text;
+  } else {
+    AppendDec(id, std::get<std::int64_t>(*reply));
+    opaque = given.value_or("");
+  }
+  return Json(fmt::format("{{\"id\":\"{}\",\"opaque\":\"{}\"}}", http::JsonEscape(id),
+                          http::JsonEscape(opaque)));
 }
 
 // Leaf: /api/snowflake/get/<key> and /api/segment/get/<key> answer the id as plain text.
@@ -512,6 +548,8 @@ const CommandSpec* const kIdNext = FindCommand("ID.NEXT");
 const CommandSpec* const kIdBatch = FindCommand("ID.BATCH");
 const CommandSpec* const kIdDecode = FindCommand("ID.DECODE");
 const CommandSpec* const kSegNext = FindCommand("SEG.NEXT");
+const CommandSpec* const kOpaqueEncode = FindCommand("OPAQUE.ENCODE");
+const CommandSpec* const kOpaqueDecode = FindCommand("OPAQUE.DECODE");
 const CommandSpec* const kSegRange = FindCommand("SEG.RANGE");
 const CommandSpec* const kSegCreate = FindCommand("SEG.CREATE");
 const CommandSpec* const kMachineDistribute = FindCommand("MACHINE.DISTRIBUTE");
@@ -531,6 +569,10 @@ const std::vector<HttpRoute>& Routes() {
       {"GET", "/v1/info", false, Auth::kCommand, nullptr, Command::kInfo, NoArgs, InfoReply},
       {"GET", "/v1/segment/", true, Auth::kCommand, kSegNext, Command::kSegment, TagAndCountArgs,
        SegmentReply},
+      {"GET", "/v1/opaque/encode/", true, Auth::kCommand, kOpaqueEncode, Command::kOpaque, PathArg,
+       OpaqueReply},
+      {"GET", "/v1/opaque/decode/", true, Auth::kCommand, kOpaqueDecode, Command::kOpaque, PathArg,
+       OpaqueReply},
       // Meituan Leaf's
       {"GET", "/api/snowflake/get/", true, Auth::kCommand, kIdNext, Command::kLeafSnowflake, NoArgs,
        LeafIdReply},

@@ -77,7 +77,7 @@ std::string_view CommandName(Command command) {
       "healthz",     "readyz",  "metrics", "leaf_snowflake", "leaf_segment",
       "leaf_decode", "ping",    "echo",    "auth",           "hello",
       "command",     "client",  "quit",    "segment_range",  "segment_create",
-      "worker",      "machine", "other"};
+      "worker",      "machine", "opaque",  "other"};
   static_assert(std::size(kNames) == static_cast<std::size_t>(Command::kCount_));
   return kNames[static_cast<int>(command)];
 }
@@ -171,6 +171,15 @@ Result<std::unique_ptr<Service>> Service::Start(const ServerConfig& config, Serv
   segment_options.max_step = config.segment_max_step;
   segment_options.max_tags = static_cast<std::size_t>(config.segment_max_tags);
   s.segments_ = std::make_unique<SegmentAllocator>(*s.segment_store_, clock, segment_options);
+
+  // Opaque ids: a key file that is configured but unusable stops the start (kInvalidArgument).
+  if (!config.opaque_key_file.empty()) {
+    Result<std::vector<OpaqueKey>> keys = ReadOpaqueKeyFile(config.opaque_key_file);
+    if (!keys.ok()) return InvalidArgument("opaque.key_file: " + keys.error().message);
+    Result<std::unique_ptr<OpaqueCodec>> codec = OpaqueCodec::Create(*keys, layout);
+    if (!codec.ok()) return InvalidArgument("opaque.key_file: " + codec.error().message);
+    s.opaque_ = std::move(codec).value();
+  }
 
   // Machine ids for CosId clients: a store that cannot be read fails those requests only.
   s.machine_store_ = parts.machine_store ? std::move(parts.machine_store)

@@ -23,6 +23,7 @@
 #include "backends/state_file.h"
 #include "sekka/codec.h"
 #include "sekka/machines.h"
+#include "sekka/opaque.h"
 #include "sekka/segment.h"
 #include "sekka/snowflake.h"
 #include "sekka/worker_lease.h"
@@ -66,6 +67,7 @@ enum class Command {
   kSegmentCreate,
   kWorker,   // Thrift get_worker_id, get_datacenter_id, get_timestamp
   kMachine,  // machine ids for CosId clients
+  kOpaque,   // OPAQUE.ENCODE, OPAQUE.DECODE, /v1/opaque/...
   kOther,
   kCount_
 };
@@ -128,6 +130,8 @@ class Service {
   // segment.max_tags per process. Errors: kAlreadyExists, kNotFound (auto-create is off and the
   // tag does not exist), kExhausted, kInvalidArgument, kUnavailable.
   Status CreateSegmentTag(const TagInfo& tag);
+  // Opaque ids (opaque.key_file); null when none is configured.
+  const OpaqueCodec* opaque() const { return opaque_.get(); }
   // The machine ids handed to CosId clients. Errors: kUnavailable when the store could not be
   // read at start.
   Result<MachineRegistry*> machines();
@@ -232,6 +236,7 @@ class Service {
   std::int64_t next_extend_ms_ = 0;
   std::unique_ptr<SegmentStore> segment_store_;
   std::unique_ptr<SegmentAllocator> segments_;  // destroyed before segment_store_
+  std::unique_ptr<OpaqueCodec> opaque_;
   std::unique_ptr<MachineStore> machine_store_;
   std::unique_ptr<MachineRegistry> machines_;  // null when machine_store_ could not be read
   std::string machines_error_;

@@ -19,7 +19,7 @@ import unittest
 import redis
 
 sys.path.insert(0, os.path.dirname(__file__))
-from sekka_testlib import Server, TempDirs, exchange, redis_cli  # noqa: E402
+from sekka_testlib import SEKKA, Server, TempDirs, exchange, redis_cli  # noqa: E402
 
 MAX_ID = 2 ** 63 - 1
 
@@ -305,6 +305,61 @@ class WorkerIdTest(ServerTestCase):
         self.assertFalse(bad.wait_listening())
         self.assertEqual(bad.proc.returncode, 2)
         self.assertIn("worker id 5000 does not fit layout sekka", bad.stderr_text())
+        bad.stop()
+
+
+class OpaqueServerTest(ServerTestCase):
+    """Opaque ids from the server: ?format=opaque, /v1/opaque/..., OPAQUE.* over RESP, with a
+    key file made by `sekka opaque keygen`."""
+
+    def setUp(self):
+        super().setUp()
+        self.keys = self.dirs.path("keys")
+        p = subprocess.run([SEKKA, "opaque", "keygen", "--version", "k"], capture_output=True,
+                           text=True, check=True)
+        with open(self.keys, "w") as f:
+            f.write(p.stdout)
+
+    def decode(self, *texts):
+        p = subprocess.run([SEKKA, "opaque", "decode", *texts, "--key-file", self.keys],
+                           capture_output=True, text=True, check=True)
+        return [int(i) for i in p.stdout.split()]
+
+    def test_every_front_end_gives_opaque_ids_the_cli_decodes(self):
+        s = self.start("data", "--opaque-key-file", self.keys)
+        one = s.get_json("/v1/id?format=opaque")[1]["id"]
+        many = s.get_json("/v1/ids?count=50&format=opaque")[1]["ids"]
+        self.assertTrue(all(len(t) == 12 and t[0] == "k" for t in [one] + many))
+        ids = self.decode(one, *many)
+        self.assertEqual(ids, sorted(set(ids)))
+        self.assertNotEqual(many, sorted(many))
+        status, body = s.get_json(f"/v1/opaque/encode/{ids[0]}")
+        self.assertEqual((status, body), (200, {"id": str(ids[0]), "opaque": one}))
+        status, body = s.get_json(f"/v1/opaque/decode/{one}")
+        self.assertEqual((status, body), (200, {"id": str(ids[0]), "opaque": one}))
+        r = redis.Redis(host="127.0.0.1", port=s.resp_port)
+        text = r.execute_command("OPAQUE.NEXT").decode()
+        self.assertGreater(self.decode(text)[0], ids[-1])
+        self.assertEqual(r.execute_command("OPAQUE.ENCODE", ids[1]).decode(), many[0])
+        self.assertEqual(r.execute_command("OPAQUE.DECODE", many[0]), ids[1])
+        with self.assertRaises(redis.exceptions.ResponseError) as e:
+            r.execute_command("OPAQUE.DECODE", "nope")
+        self.assertIn("12 of 0-9A-Za-z", str(e.exception))
+        status, body = s.get_json("/v1/opaque/decode/q00000000000")
+        self.assertJsonError(status, body, 404, "not_found")
+
+    def test_off_without_a_key_file_and_a_bad_key_file_stops_the_start(self):
+        s = self.start("data")
+        status, body = s.get_json("/v1/id?format=opaque")
+        self.assertJsonError(status, body, 400, "invalid_argument")
+        self.assertIn("opaque.key_file", body["error"]["message"])
+        self.assertIn("opaque.key_file", redis_cli(s, "OPAQUE.NEXT"))
+        with open(self.keys, "w") as f:
+            f.write("k 1234\n")
+        bad = Server(self.dirs.path("bad"), "--opaque-key-file", self.keys, wait=False)
+        self.assertFalse(bad.wait_listening())
+        self.assertEqual(bad.proc.returncode, 2)
+        self.assertIn("opaque.key_file", bad.stderr_text())
         bad.stop()
 
 
