@@ -8,7 +8,7 @@ PACKAGES=(
   build-essential cmake pkg-config git clang-format
   # libraries (each one is justified in docs/design.md)
   libfmt-dev libcli11-dev nlohmann-json3-dev libasio-dev node-llhttp libtomlplusplus-dev
-  libsqlite3-dev libpq-dev postgresql libzookeeper-mt-dev
+  libsqlite3-dev libpq-dev postgresql libzookeeper-mt-dev libssl-dev
   # coordinators the worker-id lease tests start (etcd 3.4, ZooKeeper 3.8)
   etcd-server etcd-client zookeeper
   # tests and benchmarks
