@@ -18,6 +18,7 @@
 #include "sekka/layout.h"
 #include "sekka/opaque.h"
 #include "sekka/snowflake.h"
+#include "sekka/uuid.h"
 
 namespace sekka::cli {
 namespace {
@@ -87,6 +88,31 @@ std::string DefaultGenDataDir() {
 int RunGen(const GenFlags& flags) {
   if (flags.count < 1) {
     return Fail(kExitUsage, fmt::format("-n {} is out of range: allowed 1 or more", flags.count));
+  }
+  if (flags.kind == "uuidv7" || flags.kind == "ulid") {
+    // Random bits instead of a worker id: nothing to lease, nothing to store.
+    const bool uuid = flags.kind == "uuidv7";
+    TimeOrderedGenerator g(SystemClock(), uuid ? TimeOrderedKind::kUuidV7 : TimeOrderedKind::kUlid);
+    std::string out;
+    std::vector<Uuid> batch(4096);
+    for (std::int64_t left = flags.count; left > 0;) {
+      const auto n = static_cast<std::size_t>(std::min<std::int64_t>(left, 4096));
+      if (Status s = g.NextBatch(std::span(batch.data(), n)); !s.ok())
+        return ExitFor(s.error(), false);
+      for (std::size_t i = 0; i < n; ++i) {
+        out += uuid ? FormatUuid(batch[i]) : FormatUlid(batch[i]);
+        out += '\n';
+      }
+      std::fwrite(out.data(), 1, out.size(), stdout);
+      out.clear();
+      left -= static_cast<std::int64_t>(n);
+    }
+    if (std::fflush(stdout) != 0) return Fail(kExitFailure, "writing the ids to stdout failed");
+    return kExitOk;
+  }
+  if (flags.kind != "snowflake") {
+    return Fail(kExitUsage,
+                fmt::format("--kind {} is not known: allowed snowflake, uuidv7, ulid", flags.kind));
   }
   Result<Layout> layout = ResolveLayout(flags.layout);
   if (!layout.ok()) return ExitFor(layout.error(), true);
@@ -215,6 +241,33 @@ int RunDecode(const DecodeFlags& flags) {
 
   int exit_code = kExitOk;
   auto decode_one = [&](const std::string& text) {
+    // A UUID (36 characters with dashes) or a ULID (26): no other id text is that long.
+    if (text.size() == 36 || text.size() == 26) {
+      const bool uuid = text.size() == 36;
+      Result<Uuid> u = uuid ? ParseUuid(text) : ParseUlid(text);
+      if (!u.ok()) {
+        exit_code = Fail(kExitUsage, u.error().message);
+        return;
+      }
+      const std::int64_t ms = UuidMillis(*u);
+      if (flags.json) {
+        Json j = {{"id", text}, {"kind", uuid ? "uuid" : "ulid"}};
+        if (uuid) j["version"] = UuidVersion(*u);
+        j["time"] = FormatUtcMillis(ms);
+        j["timestamp_ms"] = ms;
+        std::cout << j.dump() << '\n';
+      } else if (uuid) {
+        // Only UUIDv7 (and v6's relative, not made here) carry Unix ms in front.
+        std::cout << fmt::format(
+            "{} kind=uuid version={}{}\n", text, UuidVersion(*u),
+            UuidVersion(*u) == 7 ? fmt::format(" time={} timestamp_ms={}", FormatUtcMillis(ms), ms)
+                                 : "");
+      } else {
+        std::cout << fmt::format("{} kind=ulid time={} timestamp_ms={}\n", text,
+                                 FormatUtcMillis(ms), ms);
+      }
+      return;
+    }
     Result<Id> id = ParseId(text, *format, *layout);
     Result<DecodedId> decoded =
         id.ok() ? DecodeId(*id, *layout) : Result<DecodedId>(std::move(id).error());

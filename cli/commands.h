@@ -29,9 +29,10 @@ struct GenFlags {
   std::string format = "dec";
   std::string sequence_start = "zero";
   bool descending = false;
-  bool worker_id_set = false;  // --worker-id given: that id (static), else the lowest free
-  std::string data_dir;        // "" = the per-user state dir (DefaultGenDataDir)
-  std::string key_file;        // --format opaque: the opaque key file
+  bool worker_id_set = false;      // --worker-id given: that id (static), else the lowest free
+  std::string data_dir;            // "" = the per-user state dir (DefaultGenDataDir)
+  std::string key_file;            // --format opaque: the opaque key file
+  std::string kind = "snowflake";  // snowflake | uuidv7 | ulid
 };
 int RunGen(const GenFlags& flags);
 // Where `sekka gen` keeps its worker-id locks and hwm: $XDG_STATE_HOME/sekka, else

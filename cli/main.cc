@@ -44,6 +44,7 @@ int main(int argc, char** argv) {
                    "Datacenter id, for layouts with datacenter bits")
       ->capture_default_str();
   gen_cmd->add_option("--key-file", gen.key_file, "Opaque key file (--format opaque)");
+  gen_cmd->add_option("--kind", gen.kind, "snowflake, uuidv7 or ulid")->capture_default_str();
   gen_cmd->add_option("--format", gen.format, "dec, hex, base32, base62, friendly or opaque")
       ->capture_default_str();
   gen_cmd->add_option("--sequence-start", gen.sequence_start, "zero or random")

@@ -1,5 +1,6 @@
 // libFuzzer target for every text parser of the core: ids in each format (against each preset),
-// layouts, times, durations (sekka's and ISO-8601), the machine-id file, opaque keys and texts.
+// layouts, times, durations (sekka's and ISO-8601), the machine-id file, opaque keys and texts,
+// UUIDs and ULIDs.
 // Besides "no crash, no sanitizer report", it checks that what parses round-trips:
 // Format(Parse(text)) parses back to the same value.
 //
@@ -15,6 +16,7 @@
 #include "sekka/layout.h"
 #include "sekka/machines.h"
 #include "sekka/opaque.h"
+#include "sekka/uuid.h"
 
 namespace {
 
@@ -64,6 +66,12 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       break;
     }
     case 6: {
+      if ((selector >> 3) & 1) {
+        // UUIDs and ULIDs: what parses writes back and parses to the same value.
+        if (Result<Uuid> u = ParseUuid(text); u.ok()) Check(*ParseUuid(FormatUuid(*u)) == *u);
+        if (Result<Uuid> u = ParseUlid(text); u.ok()) Check(*ParseUlid(FormatUlid(*u)) == *u);
+        break;
+      }
       Result<std::int64_t> t = ParseUtcMillis(text);
       if (t.ok() && *t >= 0 && *t < 253402300800000) {  // before year 10000
         Result<std::int64_t> back = ParseUtcMillis(FormatUtcMillis(*t));

@@ -181,7 +181,29 @@ Result<Reply> OpaqueNextCommand(Service& service, Args) {
   return Reply(std::move(*text));
 }
 
-constexpr std::array<CommandSpec, 12> kCommands = {{
+// UUID.NEXT, ULID.NEXT: one text; UUID.BATCH <n>, ULID.BATCH <n>: a list.
+template <TimeOrderedKind kKind>
+Result<Reply> TimeOrderedCommand(Service& service, Args args) {
+  TimeOrderedGenerator& g = kKind == TimeOrderedKind::kUuidV7 ? service.uuids() : service.ulids();
+  auto text = [](const Uuid& u) {
+    return kKind == TimeOrderedKind::kUuidV7 ? FormatUuid(u) : FormatUlid(u);
+  };
+  if (args.empty()) {
+    Result<Uuid> u = g.Next();
+    if (!u.ok()) return std::move(u).error();
+    return Reply(text(*u));
+  }
+  Result<std::int64_t> n = ParseCount("count", args[0], service.config().max_batch);
+  if (!n.ok()) return std::move(n).error();
+  std::vector<Uuid> ids(static_cast<std::size_t>(*n));
+  if (Status s = g.NextBatch(ids); !s.ok()) return std::move(s).error();
+  std::vector<std::string> out;
+  out.reserve(ids.size());
+  for (const Uuid& u : ids) out.push_back(text(u));
+  return Reply(std::move(out));
+}
+
+constexpr std::array<CommandSpec, 16> kCommands = {{
     // name, arguments (min, max), auth, may block, handler
     {Command::kId, "ID.NEXT", 0, 0, true, nullptr, NextIdCommand},
     {Command::kIds, "ID.BATCH", 1, 1, true, nullptr, NextIdsCommand},     // <count>
@@ -203,6 +225,14 @@ constexpr std::array<CommandSpec, 12> kCommands = {{
     {Command::kOpaque, "OPAQUE.ENCODE", 1, 1, true, nullptr, OpaqueEncodeCommand},  // <id>
     {Command::kOpaque, "OPAQUE.DECODE", 1, 1, true, nullptr, OpaqueDecodeCommand},  // <opaque>
     {Command::kId, "OPAQUE.NEXT", 0, 0, true, nullptr, OpaqueNextCommand},
+    // UUIDv7 and ULID.
+    {Command::kUuid, "UUID.NEXT", 0, 0, true, nullptr,
+     TimeOrderedCommand<TimeOrderedKind::kUuidV7>},
+    {Command::kUuid, "UUID.BATCH", 1, 1, true, nullptr,
+     TimeOrderedCommand<TimeOrderedKind::kUuidV7>},  // <count>
+    {Command::kUlid, "ULID.NEXT", 0, 0, true, nullptr, TimeOrderedCommand<TimeOrderedKind::kUlid>},
+    {Command::kUlid, "ULID.BATCH", 1, 1, true, nullptr,
+     TimeOrderedCommand<TimeOrderedKind::kUlid>},  // <count>
 }};
 
 std::string Lower(std::string_view s) {

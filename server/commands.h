@@ -34,7 +34,8 @@ using Reply = std::variant<std::int64_t,               // one id
                            DecodedId,                  // a decoded snowflake id
                            SegmentGrant,               // a range of segment ids
                            MachineGrant,               // a machine id for a CosId client
-                           std::string>;               // a word: "created", "exists", "OK"
+                           std::string,                // a word ("created", "OK"), a UUID's text
+                           std::vector<std::string>>;  // texts: UUIDs, ULIDs
 
 struct CommandSpec {
   Command command;        // its metrics label

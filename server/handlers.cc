@@ -258,6 +258,35 @@ HttpReply InfoReply(Service& service, const RouteInput&, Result<Reply>& reply) {
   return Json(service.InfoJson());
 }
 
+// /v1/uuid, /v1/ulid: {"uuid":".."}; /v1/uuids, /v1/ulids: {"uuids":[..]}; one per line with
+// Accept: text/plain.
+template <bool kUlid>
+HttpReply TimeOrderedReply(Service&, const RouteInput& in, Result<Reply>& reply) {
+  if (!reply.ok()) return FromError(reply.error());
+  const std::string_view key = kUlid ? "ulid" : "uuid";
+  const auto* one = std::get_if<std::string>(&*reply);
+  const std::vector<std::string> many =
+      one != nullptr ? std::vector<std::string>{*one} : std::get<std::vector<std::string>>(*reply);
+  if (WantsText(in)) {
+    std::string body;
+    for (const std::string& t : many) {
+      if (!body.empty()) body += '\n';
+      body += t;
+    }
+    return Text(std::move(body));
+  }
+  if (one != nullptr) return Json(fmt::format("{{\"{}\":\"{}\"}}", key, *one));
+  std::string body = fmt::format("{{\"{}s\":[", key);
+  for (std::size_t i = 0; i < many.size(); ++i) {
+    if (i > 0) body += ',';
+    body += '"';
+    body += many[i];
+    body += '"';
+  }
+  body += "]}";
+  return Json(std::move(body));
+}
+
 // /v1/opaque/encode/<id> and /v1/opaque/decode/<opaque>: {"id":"..","opaque":".."}.
 HttpReply OpaqueReply(Service&, const RouteInput& in, Result<Reply>& reply) {
   if (!reply.ok()) return FromError(reply.error());
@@ -549,6 +578,10 @@ const CommandSpec* const kIdBatch = FindCommand("ID.BATCH");
 const CommandSpec* const kIdDecode = FindCommand("ID.DECODE");
 const CommandSpec* const kSegNext = FindCommand("SEG.NEXT");
 const CommandSpec* const kOpaqueEncode = FindCommand("OPAQUE.ENCODE");
+const CommandSpec* const kUuidNext = FindCommand("UUID.NEXT");
+const CommandSpec* const kUuidBatch = FindCommand("UUID.BATCH");
+const CommandSpec* const kUlidNext = FindCommand("ULID.NEXT");
+const CommandSpec* const kUlidBatch = FindCommand("ULID.BATCH");
 const CommandSpec* const kOpaqueDecode = FindCommand("OPAQUE.DECODE");
 const CommandSpec* const kSegRange = FindCommand("SEG.RANGE");
 const CommandSpec* const kSegCreate = FindCommand("SEG.CREATE");
@@ -569,6 +602,14 @@ const std::vector<HttpRoute>& Routes() {
       {"GET", "/v1/info", false, Auth::kCommand, nullptr, Command::kInfo, NoArgs, InfoReply},
       {"GET", "/v1/segment/", true, Auth::kCommand, kSegNext, Command::kSegment, TagAndCountArgs,
        SegmentReply},
+      {"GET", "/v1/uuid", false, Auth::kCommand, kUuidNext, Command::kUuid, NoArgs,
+       TimeOrderedReply<false>},
+      {"GET", "/v1/uuids", false, Auth::kCommand, kUuidBatch, Command::kUuid, CountArg,
+       TimeOrderedReply<false>},
+      {"GET", "/v1/ulid", false, Auth::kCommand, kUlidNext, Command::kUlid, NoArgs,
+       TimeOrderedReply<true>},
+      {"GET", "/v1/ulids", false, Auth::kCommand, kUlidBatch, Command::kUlid, CountArg,
+       TimeOrderedReply<true>},
       {"GET", "/v1/opaque/encode/", true, Auth::kCommand, kOpaqueEncode, Command::kOpaque, PathArg,
        OpaqueReply},
       {"GET", "/v1/opaque/decode/", true, Auth::kCommand, kOpaqueDecode, Command::kOpaque, PathArg,
@@ -761,6 +802,9 @@ void AppendReply(std::string& out, const Reply& reply) {
     resp::AppendInteger(out, d->worker);
     resp::AppendBulk(out, "sequence");
     resp::AppendInteger(out, d->sequence);
+  } else if (const auto* texts = std::get_if<std::vector<std::string>>(&reply)) {
+    resp::AppendArrayHeader(out, texts->size());
+    for (const std::string& t : *texts) resp::AppendBulk(out, t);
   } else if (const auto* m = std::get_if<MachineGrant>(&reply)) {
     // MACHINE.DISTRIBUTE: the machine id and the time to wait past.
     resp::AppendArrayHeader(out, 2);

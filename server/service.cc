@@ -77,7 +77,8 @@ std::string_view CommandName(Command command) {
       "healthz",     "readyz",  "metrics", "leaf_snowflake", "leaf_segment",
       "leaf_decode", "ping",    "echo",    "auth",           "hello",
       "command",     "client",  "quit",    "segment_range",  "segment_create",
-      "worker",      "machine", "opaque",  "other"};
+      "worker",      "machine", "opaque",  "uuid",           "ulid",
+      "other"};
   static_assert(std::size(kNames) == static_cast<std::size_t>(Command::kCount_));
   return kNames[static_cast<int>(command)];
 }

@@ -26,6 +26,7 @@
 #include "sekka/opaque.h"
 #include "sekka/segment.h"
 #include "sekka/snowflake.h"
+#include "sekka/uuid.h"
 #include "sekka/worker_lease.h"
 #include "server/config.h"
 #include "server/log.h"
@@ -68,6 +69,8 @@ enum class Command {
   kWorker,   // Thrift get_worker_id, get_datacenter_id, get_timestamp
   kMachine,  // machine ids for CosId clients
   kOpaque,   // OPAQUE.ENCODE, OPAQUE.DECODE, /v1/opaque/...
+  kUuid,     // UUID.NEXT, UUID.BATCH, /v1/uuid(s)
+  kUlid,     // ULID.NEXT, ULID.BATCH, /v1/ulid(s)
   kOther,
   kCount_
 };
@@ -130,6 +133,9 @@ class Service {
   // segment.max_tags per process. Errors: kAlreadyExists, kNotFound (auto-create is off and the
   // tag does not exist), kExhausted, kInvalidArgument, kUnavailable.
   Status CreateSegmentTag(const TagInfo& tag);
+  // UUIDv7 and ULID, from the service's clock.
+  TimeOrderedGenerator& uuids() { return uuids_; }
+  TimeOrderedGenerator& ulids() { return ulids_; }
   // Opaque ids (opaque.key_file); null when none is configured.
   const OpaqueCodec* opaque() const { return opaque_.get(); }
   // The machine ids handed to CosId clients. Errors: kUnavailable when the store could not be
@@ -237,6 +243,8 @@ class Service {
   std::unique_ptr<SegmentStore> segment_store_;
   std::unique_ptr<SegmentAllocator> segments_;  // destroyed before segment_store_
   std::unique_ptr<OpaqueCodec> opaque_;
+  TimeOrderedGenerator uuids_{clock_, TimeOrderedKind::kUuidV7};
+  TimeOrderedGenerator ulids_{clock_, TimeOrderedKind::kUlid};
   std::unique_ptr<MachineStore> machine_store_;
   std::unique_ptr<MachineRegistry> machines_;  // null when machine_store_ could not be read
   std::string machines_error_;

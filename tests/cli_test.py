@@ -13,6 +13,7 @@ import subprocess
 import tempfile
 import sys
 import unittest
+import uuid
 
 sys.path.insert(0, os.path.dirname(__file__))
 from sekka_testlib import SEKKA, faketime_env  # noqa: E402
@@ -252,6 +253,21 @@ class OpaqueTest(CliTestCase):
         self.fails(2, "opaque", "encode", "5", "--key-file", bad, expect="key line 1")
         self.fails(2, "gen", "--format", "opaque", "--data-dir", self.dir, expect="--key-file")
         self.fails(2, "opaque", "keygen", "--version", "ab", expect="one character")
+
+
+class TimeOrderedKindTest(CliTestCase):
+    def test_gen_and_decode_uuidv7_and_ulid(self):
+        uuids = self.ok("gen", "--kind", "uuidv7", "-n", "2000").split()
+        parsed = [uuid.UUID(t) for t in uuids]
+        self.assertTrue(all(u.version == 7 and u.variant == uuid.RFC_4122 for u in parsed))
+        self.assertEqual([u.int for u in parsed], sorted({u.int for u in parsed}))
+        ulids = self.ok("gen", "--kind", "ulid", "-n", "2000").split()
+        self.assertEqual(ulids, sorted(set(ulids)))
+        out = self.ok("decode", uuids[0], ulids[0]).splitlines()
+        self.assertIn("kind=uuid version=7 time=", out[0])
+        self.assertIn("kind=ulid time=", out[1])
+        self.fails(2, "gen", "--kind", "v4", expect="allowed snowflake, uuidv7, ulid")
+        self.fails(2, "decode", "01M82XY03XE69MRNNKDHDQJ1G!", expect="26 Crockford base32")
 
 
 class LayoutTest(CliTestCase):

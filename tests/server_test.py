@@ -15,6 +15,7 @@ import threading
 import time
 import tomllib
 import unittest
+import uuid
 
 import redis
 
@@ -361,6 +362,53 @@ class OpaqueServerTest(ServerTestCase):
         self.assertEqual(bad.proc.returncode, 2)
         self.assertIn("opaque.key_file", bad.stderr_text())
         bad.stop()
+
+
+def ulid_millis(text):
+    """The ULID spec's time: the first 10 Crockford base32 characters (written here, apart from
+    sekka's parser)."""
+    alphabet = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+    value = 0
+    for c in text[:10]:
+        value = value * 32 + alphabet.index(c)
+    return value
+
+
+class TimeOrderedIdTest(ServerTestCase):
+    """UUIDv7 and ULID from the server, checked by Python's uuid module and the ULID spec."""
+
+    def test_uuidv7_over_http_and_resp(self):
+        s = self.start()
+        texts = [s.get_json("/v1/uuid")[1]["uuid"]]
+        texts += s.get_json("/v1/uuids?count=500")[1]["uuids"]
+        r = redis.Redis(host="127.0.0.1", port=s.resp_port)
+        texts.append(r.execute_command("UUID.NEXT").decode())
+        texts += [t.decode() for t in r.execute_command("UUID.BATCH", 500)]
+        now = time.time() * 1000
+        parsed = [uuid.UUID(t) for t in texts]
+        for t, u in zip(texts, parsed):
+            self.assertEqual(str(u), t)  # canonical, lowercase
+            self.assertEqual(u.version, 7)
+            self.assertEqual(u.variant, uuid.RFC_4122)
+            self.assertLess(abs(int(t[:8] + t[9:13], 16) - now), 60_000)
+        self.assertEqual([u.int for u in parsed], sorted({u.int for u in parsed}))
+        status, _, body = s.get("/v1/uuids?count=3", headers={"Accept": "text/plain"})
+        self.assertEqual(len(body.split("\n")), 3)
+        status, body = s.get_json("/v1/uuids?count=0")
+        self.assertJsonError(status, body, 400, "invalid_argument")
+
+    def test_ulid_over_http_and_resp(self):
+        s = self.start()
+        texts = [s.get_json("/v1/ulid")[1]["ulid"]]
+        texts += s.get_json("/v1/ulids?count=500")[1]["ulids"]
+        r = redis.Redis(host="127.0.0.1", port=s.resp_port)
+        texts.append(r.execute_command("ULID.NEXT").decode())
+        texts += [t.decode() for t in r.execute_command("ULID.BATCH", 500)]
+        now = time.time() * 1000
+        for t in texts:
+            self.assertRegex(t, r"^[0-7][0-9A-HJKMNP-TV-Z]{25}$")
+            self.assertLess(abs(ulid_millis(t) - now), 60_000)
+        self.assertEqual(texts, sorted(set(texts)))  # text order is time order
 
 
 class ClockFaultTest(ServerTestCase):
