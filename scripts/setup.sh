@@ -25,7 +25,27 @@ for p in "${PACKAGES[@]}"; do
     missing+=("$p")
   fi
 done
-[ ${#missing[@]} -eq 0 ] && exit 0
+# Node.js and npm run the npm packages the tests use as independent checkers (tests/js). A
+# machine that has node and npm already (some images ship them) keeps its own.
+if ! command -v node > /dev/null || ! command -v npm > /dev/null; then
+  missing+=(nodejs npm)
+fi
+
+# The npm packages, exactly as the committed lock file says (npm ci), when they are not there
+# yet or the lock file changed.
+npm_packages() {
+  local dir
+  dir="$(dirname "$0")/../tests/js"
+  if [ ! -f "$dir/node_modules/.package-lock.json" ] ||
+    [ "$dir/package-lock.json" -nt "$dir/node_modules/.package-lock.json" ]; then
+    (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error > /dev/null)
+  fi
+}
+
+if [ ${#missing[@]} -eq 0 ]; then
+  npm_packages
+  exit 0
+fi
 
 if [ "$(id -u)" -ne 0 ]; then
   echo "setup: missing packages (${missing[*]}); run this script as root" >&2
@@ -36,3 +56,4 @@ export DEBIAN_FRONTEND=noninteractive
 APT=(apt-get -y -q --no-install-recommends -o DPkg::Lock::Timeout=300 -o Acquire::Retries=3)
 for i in 1 2 3; do apt-get update -q >/dev/null && break; sleep 5; done
 "${APT[@]}" install "${missing[@]}" >/dev/null
+npm_packages

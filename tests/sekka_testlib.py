@@ -395,3 +395,15 @@ class ZooKeeper:
         if self.proc in _live:
             _live.remove(self.proc)
         self.proc = None
+
+
+def js_check_ids(uuids=(), ulids=()):
+    """What the npm packages `uuid` and `ulid` (tests/js, installed by scripts/setup.sh) make of
+    these ids: {"uuids": [{"valid": .., "version": ..}], "ulid_times": [ms, ..]}."""
+    here = os.path.join(os.path.dirname(os.path.abspath(__file__)), "js")
+    p = subprocess.run(["node", os.path.join(here, "check_ids.mjs")],
+                       input=json.dumps({"uuids": list(uuids), "ulids": list(ulids)}),
+                       capture_output=True, text=True, cwd=here, timeout=60)
+    if p.returncode != 0:
+        raise AssertionError(f"node check_ids.mjs failed: {p.stderr}")
+    return json.loads(p.stdout)

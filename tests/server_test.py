@@ -20,7 +20,7 @@ import uuid
 import redis
 
 sys.path.insert(0, os.path.dirname(__file__))
-from sekka_testlib import SEKKA, Server, TempDirs, exchange, redis_cli  # noqa: E402
+from sekka_testlib import SEKKA, Server, TempDirs, exchange, js_check_ids, redis_cli  # noqa: E402
 
 MAX_ID = 2 ** 63 - 1
 
@@ -375,7 +375,8 @@ def ulid_millis(text):
 
 
 class TimeOrderedIdTest(ServerTestCase):
-    """UUIDv7 and ULID from the server, checked by Python's uuid module and the ULID spec."""
+    """UUIDv7 and ULID from the server, checked by Python's uuid module, the ULID spec's time
+    field, and the npm packages uuid (validate, version) and ulid (decodeTime)."""
 
     def test_uuidv7_over_http_and_resp(self):
         s = self.start()
@@ -392,6 +393,8 @@ class TimeOrderedIdTest(ServerTestCase):
             self.assertEqual(u.variant, uuid.RFC_4122)
             self.assertLess(abs(int(t[:8] + t[9:13], 16) - now), 60_000)
         self.assertEqual([u.int for u in parsed], sorted({u.int for u in parsed}))
+        checked = js_check_ids(uuids=texts)["uuids"]
+        self.assertTrue(all(c == {"valid": True, "version": 7} for c in checked), checked[:3])
         status, _, body = s.get("/v1/uuids?count=3", headers={"Accept": "text/plain"})
         self.assertEqual(len(body.split("\n")), 3)
         status, body = s.get_json("/v1/uuids?count=0")
@@ -409,6 +412,7 @@ class TimeOrderedIdTest(ServerTestCase):
             self.assertRegex(t, r"^[0-7][0-9A-HJKMNP-TV-Z]{25}$")
             self.assertLess(abs(ulid_millis(t) - now), 60_000)
         self.assertEqual(texts, sorted(set(texts)))  # text order is time order
+        self.assertEqual(js_check_ids(ulids=texts)["ulid_times"], [ulid_millis(t) for t in texts])
 
 
 class ClockFaultTest(ServerTestCase):
