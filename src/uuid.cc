@@ -42,9 +42,15 @@ std::string Shown(std::string_view text) {
 }  // namespace
 
 std::string FormatUuid(const Uuid& u) {
-  const std::string hex = fmt::format("{:016x}{:016x}", u.hi, u.lo);
-  return fmt::format("{}-{}-{}-{}-{}", hex.substr(0, 8), hex.substr(8, 4), hex.substr(12, 4),
-                     hex.substr(16, 4), hex.substr(20));
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out(36, '-');
+  std::size_t pos = 0;
+  for (int nibble = 0; nibble < 32; ++nibble) {
+    if (pos == 8 || pos == 13 || pos == 18 || pos == 23) ++pos;  // the dashes stay
+    const std::uint64_t half = nibble < 16 ? u.hi : u.lo;
+    out[pos++] = kHex[(half >> (60 - 4 * (nibble % 16))) & 0xf];
+  }
+  return out;
 }
 
 Result<Uuid> ParseUuid(std::string_view text) {
