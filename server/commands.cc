@@ -253,14 +253,6 @@ const CommandSpec* FindCommand(std::string_view name) {
   return nullptr;
 }
 
-const CommandSpec& CommandFor(Command command) {
-  for (const CommandSpec& spec : kCommands) {
-    if (spec.command == command) return spec;
-  }
-  // Only labels of the table are passed in (a programming error otherwise).
-  std::abort();
-}
-
 Result<Reply> Execute(Service& service, const CommandSpec& spec, Args args) {
   if (args.size() < spec.min_args || args.size() > spec.max_args) {
     return InvalidArgument(

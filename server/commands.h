@@ -53,8 +53,6 @@ struct CommandSpec {
 
 // The command of that name (case-insensitive), or null.
 const CommandSpec* FindCommand(std::string_view name);
-// The spec of a command by its metrics label; every label with a handler has one.
-const CommandSpec& CommandFor(Command command);
 
 // Checks the argument count and runs the command. Errors: kInvalidArgument "wrong number of
 // arguments for 'id.batch' command" (Redis's words), and the command's own.

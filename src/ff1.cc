@@ -205,47 +205,25 @@ void Str(std::uint64_t v, std::uint32_t radix, std::span<std::uint32_t> out) {
 
 }  // namespace
 
-Result<std::vector<std::uint32_t>> Ff1::Encrypt(std::span<const std::uint32_t> x,
-                                                std::uint32_t radix,
-                                                std::span<const std::uint8_t> tweak) const {
+Result<std::vector<std::uint32_t>> Ff1::Crypt(std::span<const std::uint32_t> x, std::uint32_t radix,
+                                              std::span<const std::uint8_t> tweak,
+                                              bool encrypt) const {
   if (Status s = CheckNumerals(x, radix); !s.ok()) return std::move(s).error();
   const int n = static_cast<int>(x.size()), u = n / 2, v = n - u;
   std::uint64_t a = Num(x.subspan(0, static_cast<std::size_t>(u)), radix);
   std::uint64_t b = Num(x.subspan(static_cast<std::size_t>(u)), radix);
-  Rounds(a, b, radix, u, v, tweak, true);
+  Rounds(a, b, radix, u, v, tweak, encrypt);
   std::vector<std::uint32_t> out(x.size());
   Str(a, radix, std::span(out).subspan(0, static_cast<std::size_t>(u)));
   Str(b, radix, std::span(out).subspan(static_cast<std::size_t>(u)));
   return out;
 }
 
-Result<std::vector<std::uint32_t>> Ff1::Decrypt(std::span<const std::uint32_t> x,
-                                                std::uint32_t radix,
-                                                std::span<const std::uint8_t> tweak) const {
-  if (Status s = CheckNumerals(x, radix); !s.ok()) return std::move(s).error();
-  const int n = static_cast<int>(x.size()), u = n / 2, v = n - u;
-  std::uint64_t a = Num(x.subspan(0, static_cast<std::size_t>(u)), radix);
-  std::uint64_t b = Num(x.subspan(static_cast<std::size_t>(u)), radix);
-  Rounds(a, b, radix, u, v, tweak, false);
-  std::vector<std::uint32_t> out(x.size());
-  Str(a, radix, std::span(out).subspan(0, static_cast<std::size_t>(u)));
-  Str(b, radix, std::span(out).subspan(static_cast<std::size_t>(u)));
-  return out;
-}
-
-std::uint64_t Ff1::EncryptBits(std::uint64_t value, int bits,
-                               std::span<const std::uint8_t> tweak) const {
+std::uint64_t Ff1::CryptBits(std::uint64_t value, int bits, std::span<const std::uint8_t> tweak,
+                             bool encrypt) const {
   const int u = bits / 2, v = bits - u;
   std::uint64_t a = value >> v, b = value & ((std::uint64_t{1} << v) - 1);
-  Rounds(a, b, 2, u, v, tweak, true);
-  return (a << v) | b;
-}
-
-std::uint64_t Ff1::DecryptBits(std::uint64_t value, int bits,
-                               std::span<const std::uint8_t> tweak) const {
-  const int u = bits / 2, v = bits - u;
-  std::uint64_t a = value >> v, b = value & ((std::uint64_t{1} << v) - 1);
-  Rounds(a, b, 2, u, v, tweak, false);
+  Rounds(a, b, 2, u, v, tweak, encrypt);
   return (a << v) | b;
 }
 

@@ -378,13 +378,18 @@ class TimeOrderedIdTest(ServerTestCase):
     """UUIDv7 and ULID from the server, checked by Python's uuid module, the ULID spec's time
     field, and the npm packages uuid (validate, version) and ulid (decodeTime)."""
 
+    def every_front_end(self, s, kind):
+        """Ids of `kind` ("uuid" or "ulid") from HTTP and RESP, single and batch, in order."""
+        texts = [s.get_json(f"/v1/{kind}")[1][kind]]
+        texts += s.get_json(f"/v1/{kind}s?count=500")[1][f"{kind}s"]
+        r = redis.Redis(host="127.0.0.1", port=s.resp_port)
+        texts.append(r.execute_command(f"{kind.upper()}.NEXT").decode())
+        texts += [t.decode() for t in r.execute_command(f"{kind.upper()}.BATCH", 500)]
+        return texts
+
     def test_uuidv7_over_http_and_resp(self):
         s = self.start()
-        texts = [s.get_json("/v1/uuid")[1]["uuid"]]
-        texts += s.get_json("/v1/uuids?count=500")[1]["uuids"]
-        r = redis.Redis(host="127.0.0.1", port=s.resp_port)
-        texts.append(r.execute_command("UUID.NEXT").decode())
-        texts += [t.decode() for t in r.execute_command("UUID.BATCH", 500)]
+        texts = self.every_front_end(s, "uuid")
         now = time.time() * 1000
         parsed = [uuid.UUID(t) for t in texts]
         for t, u in zip(texts, parsed):
@@ -402,11 +407,7 @@ class TimeOrderedIdTest(ServerTestCase):
 
     def test_ulid_over_http_and_resp(self):
         s = self.start()
-        texts = [s.get_json("/v1/ulid")[1]["ulid"]]
-        texts += s.get_json("/v1/ulids?count=500")[1]["ulids"]
-        r = redis.Redis(host="127.0.0.1", port=s.resp_port)
-        texts.append(r.execute_command("ULID.NEXT").decode())
-        texts += [t.decode() for t in r.execute_command("ULID.BATCH", 500)]
+        texts = self.every_front_end(s, "ulid")
         now = time.time() * 1000
         for t in texts:
             self.assertRegex(t, r"^[0-7][0-9A-HJKMNP-TV-Z]{25}$")

@@ -39,19 +39,31 @@ class Ff1 {
   // first) under `tweak`. Errors: kInvalidArgument for a radix outside 2 to 65536, a length
   // below 2, a numeral out of range, or halves too large for 64 bits.
   Result<std::vector<std::uint32_t>> Encrypt(std::span<const std::uint32_t> x, std::uint32_t radix,
-                                             std::span<const std::uint8_t> tweak = {}) const;
+                                             std::span<const std::uint8_t> tweak = {}) const {
+    return Crypt(x, radix, tweak, true);
+  }
   Result<std::vector<std::uint32_t>> Decrypt(std::span<const std::uint32_t> x, std::uint32_t radix,
-                                             std::span<const std::uint8_t> tweak = {}) const;
+                                             std::span<const std::uint8_t> tweak = {}) const {
+    return Crypt(x, radix, tweak, false);
+  }
 
   // Radix 2 over `bits` bits (2 to 64), the value's bits being the numeral string (most
   // significant first): a permutation of [0, 2^bits). REQUIRES: value < 2^bits.
   std::uint64_t EncryptBits(std::uint64_t value, int bits,
-                            std::span<const std::uint8_t> tweak = {}) const;
+                            std::span<const std::uint8_t> tweak = {}) const {
+    return CryptBits(value, bits, tweak, true);
+  }
   std::uint64_t DecryptBits(std::uint64_t value, int bits,
-                            std::span<const std::uint8_t> tweak = {}) const;
+                            std::span<const std::uint8_t> tweak = {}) const {
+    return CryptBits(value, bits, tweak, false);
+  }
 
  private:
   explicit Ff1(std::vector<std::uint8_t> key);
+  Result<std::vector<std::uint32_t>> Crypt(std::span<const std::uint32_t> x, std::uint32_t radix,
+                                           std::span<const std::uint8_t> tweak, bool encrypt) const;
+  std::uint64_t CryptBits(std::uint64_t value, int bits, std::span<const std::uint8_t> tweak,
+                          bool encrypt) const;
   // The ten Feistel rounds over the halves' values a (u numerals) and b (v numerals).
   void Rounds(std::uint64_t& a, std::uint64_t& b, std::uint32_t radix, int u, int v,
               std::span<const std::uint8_t> tweak, bool encrypt) const;
