@@ -6,6 +6,7 @@ spoken to with curl and http.client in the shapes the peers' clients parse. Run 
 import http.client
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -340,6 +341,24 @@ class CosIdTest(unittest.TestCase):
         self.assertEqual((status, body), (200, "15"))  # ids 11 to 15
         status, _, body = curl(self.s, "GET", "/segments/ns/seq?step=5")
         self.assertEqual(status, 405)
+
+    def test_every_answered_machine_id_survives_kill_9(self):
+        """Each change is stored before it is answered: killed right after 50 answers, the
+        restarted server gives each instance its id again and a new instance another one."""
+        got = {}
+        for i in range(50):
+            status, body = self.c.distribute("ns", f"i{i}", False, 8, "PT5M")
+            self.assertEqual(status, 200)
+            got[f"i{i}"] = body["machineId"]
+        self.s.stop(sig=signal.SIGKILL)
+        self.s = Server(self.data, "--segment-auto-create", "true")
+        self.c = CosIdProxyClient(self.s)
+        for instance, machine in got.items():
+            self.assertEqual(self.c.distribute("ns", instance, False, 8, "PT5M")[1]["machineId"],
+                             machine)
+        status, body = self.c.distribute("ns", "new", False, 8, "PT5M")
+        self.assertEqual(status, 200)
+        self.assertNotIn(body["machineId"], got.values())
 
     def test_an_unreadable_machine_file_fails_those_requests_only(self):
         self.assertEqual(self.c.distribute("ns", "a", False, 4, "PT1M")[0], 200)
