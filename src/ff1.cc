@@ -80,38 +80,19 @@ void Ff1::Rounds(std::uint64_t& a, std::uint64_t& b, std::uint32_t radix, int u,
   const int d = 4 * ((b_bytes + 3) / 4) + 4;
   // 5. P = [1]^1 || [2]^1 || [1]^1 || [radix]^3 || [10]^1 || [u mod 256]^1 || [n]^4 || [t]^4,
   // whose CBC-MAC state after the first block is the same in every round.
-  // This thread keeps the last one (ids of one layout ask for the same P every time).
-  thread_local struct {
-    std::uint64_t instance = 0, radix = 0, n = 0, u = 0, t = 0;
-    std::uint8_t state[16];
-  } last;
-  std::uint8_t p[16];
-  if (last.instance == instance_ && last.radix == radix &&
-      last.n == static_cast<std::uint64_t>(n) && last.u == static_cast<std::uint64_t>(u) &&
-      last.t == t) {
-    std::memcpy(p, last.state, 16);
-  } else {
-    const std::uint8_t head[8] = {1,
-                                  2,
-                                  1,
-                                  static_cast<std::uint8_t>(radix >> 16),
-                                  static_cast<std::uint8_t>(radix >> 8),
-                                  static_cast<std::uint8_t>(radix),
-                                  10,
-                                  static_cast<std::uint8_t>(u % 256)};
-    std::memcpy(p, head, 8);
-    for (int i = 0; i < 4; ++i) {
-      p[8 + i] = static_cast<std::uint8_t>(static_cast<std::uint32_t>(n) >> (24 - 8 * i));
-      p[12 + i] = static_cast<std::uint8_t>(static_cast<std::uint64_t>(t) >> (24 - 8 * i));
-    }
-    Block(p);
-    last.instance = instance_;
-    last.radix = radix;
-    last.n = static_cast<std::uint64_t>(n);
-    last.u = static_cast<std::uint64_t>(u);
-    last.t = t;
-    std::memcpy(last.state, p, 16);
+  std::uint8_t p[16] = {1,
+                        2,
+                        1,
+                        static_cast<std::uint8_t>(radix >> 16),
+                        static_cast<std::uint8_t>(radix >> 8),
+                        static_cast<std::uint8_t>(radix),
+                        10,
+                        static_cast<std::uint8_t>(u % 256)};
+  for (int i = 0; i < 4; ++i) {
+    p[8 + i] = static_cast<std::uint8_t>(static_cast<std::uint32_t>(n) >> (24 - 8 * i));
+    p[12 + i] = static_cast<std::uint8_t>(static_cast<std::uint64_t>(t) >> (24 - 8 * i));
   }
+  Block(p);
   // Q = T || [0]^((-t - b - 1) mod 16) || [i]^1 || [NUM(B)]^b: a whole number of blocks.
   const std::size_t pad = (16 - (t + static_cast<std::size_t>(b_bytes) + 1) % 16) % 16;
   const std::size_t q_len = t + pad + 1 + static_cast<std::size_t>(b_bytes);
