@@ -19,9 +19,9 @@ constexpr std::string_view kMagic = "sekka-state 1";
 std::string LayoutFingerprint(const Layout& l) {
   return fmt::format(
       "time_bits={} datacenter_bits={} worker_bits={} sequence_bits={} tick_ms={} "
-      "epoch_ms={} order={}",
+      "epoch_ms={} order={}{}",
       l.time_bits(), l.datacenter_bits(), l.worker_bits(), l.sequence_bits(), l.tick_millis(),
-      l.epoch_millis(), l.OrderName());
+      l.epoch_millis(), l.OrderName(), l.ExtraOptions());
 }
 
 std::string FormatState(const StoredState& state) {

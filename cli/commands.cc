@@ -4,12 +4,15 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <charconv>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <thread>
 
 #include "backends/local_worker_lease.h"
@@ -17,6 +20,7 @@
 #include "sekka/codec.h"
 #include "sekka/layout.h"
 #include "sekka/opaque.h"
+#include "sekka/random_id.h"
 #include "sekka/snowflake.h"
 #include "sekka/uuid.h"
 
@@ -55,13 +59,77 @@ std::string FormatThousands(double value) {
   return out;
 }
 
-Json DecodedJson(const DecodedId& d) {
-  return Json{{"id", std::to_string(d.id)},
-              {"time", FormatUtcMillis(d.timestamp_ms)},
-              {"timestamp_ms", d.timestamp_ms},
-              {"datacenter", d.datacenter},
-              {"worker", d.worker},
-              {"sequence", d.sequence}};
+std::string FormatRate(double rate) {
+  return rate >= 1000 ? FormatThousands(rate) : fmt::format("{:.4g}", rate);
+}
+
+// A probability: "1.19e-07", "0.0312", or "> 0.9999" where it is a certainty in practice.
+std::string FormatOdds(double p) {
+  if (p > 0.9999) return "> 0.9999";
+  return fmt::format("{:.3g}", p);
+}
+
+// A span of time in the unit that reads best: "42 s", "3.5 hours", "1.2e+04 years".
+std::string FormatSpan(double seconds) {
+  if (seconds < 120) return fmt::format("{:.3g} s", seconds);
+  if (seconds < 7200) return fmt::format("{:.3g} minutes", seconds / 60);
+  if (seconds < 172800) return fmt::format("{:.3g} hours", seconds / 3600);
+  if (seconds < 86400 * 730.5) return fmt::format("{:.3g} days", seconds / 86400);
+  return fmt::format("{:.3g} years", seconds / (86400 * 365.25));
+}
+
+Json DecodedJson(const DecodedId& d, const Layout& layout) {
+  Json j{{"id", std::to_string(d.id)},
+         {"time", FormatUtcMillis(d.timestamp_ms)},
+         {"timestamp_ms", d.timestamp_ms}};
+  if (layout.is_random()) {
+    j["random"] = d.random;
+  } else {
+    j["datacenter"] = d.datacenter;
+    j["worker"] = d.worker;
+    j["sequence"] = d.sequence;
+  }
+  if (layout.shard_bits() > 0) j["shard"] = d.shard;
+  return j;
+}
+
+// The fields of a decoded id after its time, as "key=value" pairs.
+std::string DecodedFields(const DecodedId& d, const Layout& layout) {
+  std::string out = layout.is_random() ? fmt::format("random={}", d.random)
+                                       : fmt::format("datacenter={} worker={} sequence={}",
+                                                     d.datacenter, d.worker, d.sequence);
+  if (layout.shard_bits() > 0) out += fmt::format(" shard={}", d.shard);
+  return out;
+}
+
+// Random ids (a random layout): nothing to lease, nothing to store.
+int GenRandom(const GenFlags& flags, const Layout& layout, OpaqueCodec* opaque, IdFormat format) {
+  Result<std::unique_ptr<RandomIdGenerator>> made =
+      RandomIdGenerator::Create(layout, SystemClock());
+  if (!made.ok()) return ExitFor(made.error(), true);
+  RandomIdGenerator& g = **made;
+  std::vector<Id> ids(1024);
+  std::string out;
+  for (std::int64_t left = flags.count; left > 0;) {
+    // One id a call: a batch would share one tick and be kept distinct, which single ids
+    // from many processes are not; the printed odds are for those.
+    const auto n = static_cast<std::size_t>(std::min<std::int64_t>(left, 1024));
+    for (std::size_t i = 0; i < n; ++i) {
+      Result<Id> id = g.Next();
+      if (!id.ok()) {
+        std::fwrite(out.data(), 1, out.size(), stdout);
+        std::fflush(stdout);
+        return ExitFor(id.error(), false);
+      }
+      out += opaque ? *opaque->EncodeText(*id) : FormatId(*id, format, layout);
+      out += '\n';
+    }
+    std::fwrite(out.data(), 1, out.size(), stdout);
+    out.clear();
+    left -= static_cast<std::int64_t>(n);
+  }
+  if (std::fflush(stdout) != 0) return Fail(kExitFailure, "writing the ids to stdout failed");
+  return kExitOk;
 }
 
 }  // namespace
@@ -132,6 +200,7 @@ int RunGen(const GenFlags& flags) {
   if (!format.ok()) {
     return Fail(kExitUsage, format.error().message + ", or opaque (with --key-file)");
   }
+  if (layout->is_random()) return GenRandom(flags, *layout, opaque.get(), *format);
   Result<SequenceStart> start = ParseSequenceStart(flags.sequence_start);
   if (!start.ok()) return ExitFor(start.error(), true);
 
@@ -277,11 +346,11 @@ int RunDecode(const DecodeFlags& flags) {
     }
     const DecodedId& d = *decoded;
     if (flags.json) {
-      std::cout << DecodedJson(d).dump() << '\n';
+      std::cout << DecodedJson(d, *layout).dump() << '\n';
     } else {
-      std::cout << fmt::format("{} time={} timestamp_ms={} datacenter={} worker={} sequence={}\n",
-                               d.id, FormatUtcMillis(d.timestamp_ms), d.timestamp_ms, d.datacenter,
-                               d.worker, d.sequence);
+      std::cout << fmt::format("{} time={} timestamp_ms={} {}\n", d.id,
+                               FormatUtcMillis(d.timestamp_ms), d.timestamp_ms,
+                               DecodedFields(d, *layout));
     }
   };
   if (!flags.ids.empty()) {
@@ -294,6 +363,47 @@ int RunDecode(const DecodeFlags& flags) {
   return exit_code;
 }
 
+Result<double> ParseRate(std::string_view text) {
+  auto bad = [&] {
+    return InvalidArgument(fmt::format(
+        "--rate \"{}\" is not a rate: allowed a number with an optional k or M and an optional "
+        "/s, /min, /h or /d, e.g. 5000/s, 20k/s, 1.5M/min",
+        text));
+  };
+  std::string_view unit = "/s";
+  if (const std::size_t slash = text.find('/'); slash != std::string_view::npos) {
+    unit = text.substr(slash);
+    text = text.substr(0, slash);
+  }
+  double scale = 1;
+  if (!text.empty() && (text.back() == 'k' || text.back() == 'K')) {
+    scale = 1e3;
+    text.remove_suffix(1);
+  } else if (!text.empty() && text.back() == 'M') {
+    scale = 1e6;
+    text.remove_suffix(1);
+  }
+  double value = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (text.empty() || ec != std::errc() || end != text.data() + text.size() ||
+      !std::isfinite(value) || value < 0 || value > 1e12) {
+    return bad();
+  }
+  double per = 0;
+  if (unit == "/s") {
+    per = 1;
+  } else if (unit == "/min") {
+    per = 60;
+  } else if (unit == "/h") {
+    per = 3600;
+  } else if (unit == "/d") {
+    per = 86400;
+  } else {
+    return bad();
+  }
+  return value * scale / per;
+}
+
 int RunLayout(const LayoutFlags& flags) {
   if (flags.list) {
     for (std::string_view name : Layout::PresetNames()) std::cout << name << '\n';
@@ -301,50 +411,109 @@ int RunLayout(const LayoutFlags& flags) {
   }
   Result<Layout> layout = ResolveLayout(flags.layout);
   if (!layout.ok()) return ExitFor(layout.error(), true);
+  std::optional<double> rate;
+  if (!flags.rate.empty()) {
+    Result<double> parsed = ParseRate(flags.rate);
+    if (!parsed.ok()) return ExitFor(parsed.error(), true);
+    rate = *parsed;
+  }
   const Layout& l = *layout;
   const std::int64_t now = SystemClock().NowMillis();
   const bool expired = l.end_millis() <= now;
+  // Random layouts: the odds of a clash at the rate. Snowflake layouts: the worker ids the rate
+  // keeps busy (each makes at most ids_per_second()).
+  std::optional<ClashOdds> odds;
+  std::int64_t workers_needed = 0;
+  if (rate && l.is_random()) odds = RandomClashOdds(l, *rate);
+  if (rate && !l.is_random()) {
+    workers_needed = static_cast<std::int64_t>(std::ceil(*rate / l.ids_per_second()));
+  }
   if (flags.json) {
     Json j{{"name", l.name()},
-           {"time_bits", l.time_bits()},
-           {"datacenter_bits", l.datacenter_bits()},
-           {"worker_bits", l.worker_bits()},
-           {"sequence_bits", l.sequence_bits()},
-           {"order", l.OrderName()},
-           {"tick_ms", l.tick_millis()},
-           {"epoch", FormatUtcMillis(l.epoch_millis())},
-           {"epoch_ms", l.epoch_millis()},
-           {"js_safe", l.options().js_safe},
-           {"ids_per_tick", l.ids_per_tick()},
-           {"ids_per_second", l.ids_per_second()},
-           {"worker_ids", l.worker_ids()},
-           {"datacenter_ids", l.datacenter_ids()},
-           {"max_id", std::to_string(l.max_id())},
-           {"runs_out", FormatUtcMillis(l.end_millis())},
-           {"runs_out_ms", l.end_millis()},
-           {"expired", expired}};
+           {"kind", l.is_random() ? "random" : "snowflake"},
+           {"time_bits", l.time_bits()}};
+    if (l.is_random()) {
+      j["random_bits"] = l.random_bits();
+    } else {
+      j["datacenter_bits"] = l.datacenter_bits();
+      j["worker_bits"] = l.worker_bits();
+      j["sequence_bits"] = l.sequence_bits();
+      j["shard_bits"] = l.shard_bits();
+    }
+    j["reverse_time"] = l.reverse_time();
+    j["order"] = l.OrderName();
+    j["ordering"] = l.OrderingNote();
+    j["tick_ms"] = l.tick_millis();
+    j["epoch"] = FormatUtcMillis(l.epoch_millis());
+    j["epoch_ms"] = l.epoch_millis();
+    j["js_safe"] = l.options().js_safe;
+    if (!l.is_random()) {
+      j["ids_per_tick"] = l.ids_per_tick();
+      j["ids_per_second"] = l.ids_per_second();
+      j["worker_ids"] = l.worker_ids();
+      j["datacenter_ids"] = l.datacenter_ids();
+    }
+    j["max_id"] = std::to_string(l.max_id());
+    j["runs_out"] = FormatUtcMillis(l.end_millis());
+    j["runs_out_ms"] = l.end_millis();
+    j["expired"] = expired;
+    if (odds) {
+      j["rate"] = {{"ids_per_second", *rate},
+                   {"ids_per_tick", odds->ids_per_tick},
+                   {"clash_per_tick", odds->per_tick},
+                   {"clash_per_day", odds->per_day},
+                   {"expected_clashes_per_day", odds->expected_per_day}};
+    } else if (rate) {
+      j["rate"] = {{"ids_per_second", *rate}, {"worker_ids_needed", workers_needed}};
+    }
     std::cout << j.dump(2) << '\n';
     return kExitOk;
   }
-  std::string workers = FormatThousands(static_cast<double>(l.worker_ids()));
-  if (l.datacenter_bits() > 0) {
-    workers += fmt::format(" ({} datacenters x {} workers)", l.datacenter_ids(),
-                           l.worker_ids_per_datacenter());
+  std::string bits, capacity;
+  if (l.is_random()) {
+    bits = fmt::format("time {} | random {}", l.time_bits(), l.random_bits());
+    capacity =
+        fmt::format("2^{} random values per tick, no worker ids (clashes are possible: see --rate)",
+                    l.random_bits());
+  } else {
+    bits = fmt::format("{}time {} | datacenter {} | worker {} | sequence {}",
+                       l.shard_bits() > 0 ? fmt::format("shard {} | ", l.shard_bits()) : "",
+                       l.time_bits(), l.datacenter_bits(), l.worker_bits(), l.sequence_bits());
+    std::string workers = FormatThousands(static_cast<double>(l.worker_ids()));
+    if (l.datacenter_bits() > 0) {
+      workers += fmt::format(" ({} datacenters x {} workers)", l.datacenter_ids(),
+                             l.worker_ids_per_datacenter());
+    }
+    capacity = fmt::format("{} ids per tick per worker, {} ids/s per worker, {} worker ids",
+                           FormatThousands(static_cast<double>(l.ids_per_tick())),
+                           FormatThousands(l.ids_per_second()), workers);
   }
   std::cout << fmt::format(
       "layout     {}\n"
-      "bits       time {} | datacenter {} | worker {} | sequence {}  (order {}{})\n"
+      "bits       {}  (order {}{}{})\n"
       "tick       {} ms\n"
       "epoch      {} ({} ms)\n"
-      "capacity   {} ids per tick per worker, {} ids/s per worker, {} worker ids\n"
+      "capacity   {}\n"
+      "ordering   {}\n"
       "max id     {}\n"
       "runs out   {}{}\n",
-      l.name(), l.time_bits(), l.datacenter_bits(), l.worker_bits(), l.sequence_bits(),
-      l.OrderName(), l.options().js_safe ? ", js-safe" : "", l.tick_millis(),
-      FormatUtcMillis(l.epoch_millis()), l.epoch_millis(),
-      FormatThousands(static_cast<double>(l.ids_per_tick())), FormatThousands(l.ids_per_second()),
-      workers, l.max_id(), FormatUtcMillis(l.end_millis()),
+      l.name(), bits, l.OrderName(), l.reverse_time() ? ", time bit-reversed" : "",
+      l.options().js_safe ? ", js-safe" : "", l.tick_millis(), FormatUtcMillis(l.epoch_millis()),
+      l.epoch_millis(), capacity, l.OrderingNote(), l.max_id(), FormatUtcMillis(l.end_millis()),
       expired ? "  (expired: generation fails, decoding works)" : "");
+  if (odds) {
+    std::cout << fmt::format(
+        "rate       {} ids/s: {:.4g} ids per tick on average\n"
+        "clash      odds of at least one: {} per tick, {} per day; {:.3g} a day on average{}\n",
+        FormatRate(*rate), odds->ids_per_tick, FormatOdds(odds->per_tick),
+        FormatOdds(odds->per_day), odds->expected_per_day,
+        odds->expected_per_day > 0 ? ", one every " + FormatSpan(86400.0 / odds->expected_per_day)
+                                   : "");
+  } else if (rate) {
+    std::cout << fmt::format("rate       {} ids/s: keeps at least {} worker id{} busy{}\n",
+                             FormatRate(*rate), workers_needed, workers_needed == 1 ? "" : "s",
+                             workers_needed > l.worker_ids() ? " (more than the layout has)" : "");
+  }
   return kExitOk;
 }
 

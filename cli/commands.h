@@ -9,8 +9,11 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
+
+#include "sekka/status.h"
 
 namespace sekka::cli {
 
@@ -62,7 +65,12 @@ struct LayoutFlags {
   std::string layout = "sekka";
   bool json = false;
   bool list = false;
+  std::string rate;  // "" = no rate; "5000/s", "20k/s", "1M/min", ...
 };
+// Parses a rate: a number (decimal point allowed) with an optional k or M, and an optional unit
+// /s (the default), /min, /h or /d. Returns ids per second. Errors: kInvalidArgument naming the
+// form.
+sekka::Result<double> ParseRate(std::string_view text);
 int RunLayout(const LayoutFlags& flags);
 
 struct BenchFlags {

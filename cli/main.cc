@@ -29,7 +29,8 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.fallthrough(false);
   const std::string layouts = "layout: a preset (" + Join(sekka::Layout::PresetNames()) +
-                              ") or key=value pairs, e.g. time_bits=40,worker_bits=11,tick=2ms";
+                              ") or key=value pairs, e.g. time_bits=40,worker_bits=11,tick=2ms, "
+                              "shard_bits=4,time_bits=37 or kind=random,time_bits=41";
 
   GenFlags gen;
   CLI::App* gen_cmd = app.add_subcommand("gen", "Print new ids, one a line");
@@ -68,6 +69,9 @@ int main(int argc, char** argv) {
   layout_cmd->add_option("layout", layout.layout, layouts)->capture_default_str();
   layout_cmd->add_flag("--json", layout.json, "As JSON");
   layout_cmd->add_flag("--list", layout.list, "List the preset names");
+  layout_cmd->add_option("--rate", layout.rate,
+                         "Ids per second across all generators (e.g. 5000/s, 20k/s, 1M/min): "
+                         "the odds of a clash (random layouts) or the worker ids it needs");
 
   BenchFlags bench;
   CLI::App* bench_cmd =

@@ -211,6 +211,7 @@ std::string FormatId(Id id, IdFormat format, const Layout& layout) {
       for (char c : time) {
         if (c >= '0' && c <= '9') compact += c;
       }
+      if (layout.is_random()) return fmt::format("{}-{}", compact, d->random);
       if (layout.datacenter_bits() > 0) {
         return fmt::format("{}-{}-{}-{}", compact, d->datacenter, d->worker, d->sequence);
       }
@@ -242,8 +243,10 @@ Result<Id> ParseId(std::string_view text, IdFormat format, const Layout& layout)
       return ParseFixedWidth(text, "base62", kBase62Values, 62, kBase62Width, "0-9A-Za-z");
     case IdFormat::kFriendly: {
       const bool with_dc = layout.datacenter_bits() > 0;
-      const std::string form = with_dc ? "yyyyMMddHHmmssSSS-<datacenter>-<worker>-<sequence>"
-                                       : "yyyyMMddHHmmssSSS-<worker>-<sequence>";
+      const bool random = layout.is_random();
+      const std::string form = random    ? "yyyyMMddHHmmssSSS-<random>"
+                               : with_dc ? "yyyyMMddHHmmssSSS-<datacenter>-<worker>-<sequence>"
+                                         : "yyyyMMddHHmmssSSS-<worker>-<sequence>";
       auto bad = [&](std::string_view why) {
         return InvalidArgument(fmt::format("friendly id \"{}\" {}: allowed {} for layout {}",
                                            Printable(text), why, form, layout.name()));
@@ -265,12 +268,12 @@ Result<Id> ParseId(std::string_view text, IdFormat format, const Layout& layout)
               60'000 +
           s * 1000 + ms;
       std::int64_t parts[3] = {0, 0, 0};
-      const int want = with_dc ? 3 : 2;
+      const int want = random ? 1 : with_dc ? 3 : 2;
       for (int i = 0; i < want; ++i) {
         if (rest.empty() || rest[0] != '-') return bad("has too few parts");
         rest.remove_prefix(1);
         std::size_t n = 0;
-        while (n < rest.size() && rest[n] >= '0' && rest[n] <= '9' && n < 12) ++n;
+        while (n < rest.size() && rest[n] >= '0' && rest[n] <= '9' && n < 15) ++n;
         if (n == 0) return bad("has a part that is not a number");
         std::string_view digits = rest.substr(0, n);
         parts[i] = Digits(digits, n);
@@ -283,9 +286,13 @@ Result<Id> ParseId(std::string_view text, IdFormat format, const Layout& layout)
       }
       IdFields f;
       f.tick = tick;
-      f.datacenter = with_dc ? parts[0] : 0;
-      f.worker = with_dc ? parts[1] : parts[0];
-      f.sequence = with_dc ? parts[2] : parts[1];
+      if (random) {
+        f.random = parts[0];
+      } else {
+        f.datacenter = with_dc ? parts[0] : 0;
+        f.worker = with_dc ? parts[1] : parts[0];
+        f.sequence = with_dc ? parts[2] : parts[1];
+      }
       Result<Id> id = layout.Compose(f);
       if (!id.ok()) return bad(id.error().message);
       return id;
@@ -303,6 +310,11 @@ Result<DecodedId> DecodeId(Id id, const Layout& layout) {
   d.datacenter = f->datacenter;
   d.worker = f->worker;
   d.sequence = f->sequence;
+  d.random = f->random;
+  d.shard = layout.shard_bits() > 0
+                ? static_cast<std::int64_t>(static_cast<std::uint64_t>(id) >>
+                                            (layout.time_shift() + layout.time_bits()))
+                : 0;
   return d;
 }
 

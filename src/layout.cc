@@ -5,7 +5,9 @@
 #include <algorithm>
 #include <array>
 #include <charconv>
+#include <cmath>
 #include <limits>
+#include <utility>
 
 #include "sekka/codec.h"
 
@@ -34,6 +36,14 @@ LayoutOptions Row(std::string_view name, int time_bits, std::int64_t tick, std::
   return o;
 }
 
+LayoutOptions RandomRow(std::string_view name, int time_bits, int random_bits) {
+  LayoutOptions o =
+      Row(name, time_bits, 1, kSekkaEpochMillis, 0, 0, 0, FieldOrder::kTimeWorkerSequence);
+  o.kind = LayoutKind::kRandom;
+  o.random_bits = random_bits;
+  return o;
+}
+
 // docs/contract.md section 2. The discord and instagram rows use 64 bits as their owners define
 // them; the top time bit is then the sign bit, which Layout::max_tick() keeps clear.
 const std::vector<PresetRow>& Presets() {
@@ -49,6 +59,8 @@ const std::vector<PresetRow>& Presets() {
       {"baidu", Row("baidu", 28, 1000, 1463673600000, 0, 22, 13, kStd)},
       // 38 bits of 10 ms ticks last 87 years (to 2112); 64 worker ids; 51,200 ids/s each.
       {"js53", Row("js53", 38, 10, kSekkaEpochMillis, 0, 6, 9, kStd, /*js_safe=*/true)},
+      // 41 bits of ms (to 2094) and 22 random bits: no worker id (docs/design.md "Random ids").
+      {"random", RandomRow("random", 41, 22)},
   };
   return rows;
 }
@@ -82,7 +94,8 @@ std::string_view FieldOrderName(FieldOrder order) {
 
 Result<Layout> ParseLayout(std::string_view text) {
   if (text.find('=') == std::string_view::npos) return Layout::Preset(text);
-  LayoutOptions o;
+  std::vector<std::pair<std::string_view, std::string_view>> items;
+  bool random = false;
   while (!text.empty()) {
     const std::size_t comma = text.find(',');
     const std::string_view item = text.substr(0, comma);
@@ -92,6 +105,33 @@ Result<Layout> ParseLayout(std::string_view text) {
       return InvalidArgument(fmt::format("layout item \"{}\" is not key=value", item));
     }
     const std::string_view key = item.substr(0, eq), value = item.substr(eq + 1);
+    if (key == "kind") {
+      if (value != "snowflake" && value != "random") {
+        return InvalidArgument(
+            fmt::format("layout.kind = \"{}\": allowed snowflake or random", value));
+      }
+      random = value == "random";
+    } else {
+      items.emplace_back(key, value);
+    }
+  }
+  // A random layout starts from the random preset, a snowflake one from the sekka preset.
+  LayoutOptions o;
+  if (random) {
+    o = RandomRow("custom", 41, 0);
+  }
+  bool random_bits_set = false;
+  for (const auto& [key, value] : items) {
+    if (random && (key == "datacenter_bits" || key == "worker_bits" || key == "sequence_bits" ||
+                   key == "order" || key == "shard_bits")) {
+      return InvalidArgument(fmt::format(
+          "layout key \"{}\" is not for kind=random (no worker id, no sequence): allowed "
+          "time_bits, random_bits, tick, epoch, js_safe, reverse_time, name",
+          key));
+    }
+    if (!random && key == "random_bits") {
+      return InvalidArgument("layout key \"random_bits\" needs kind=random");
+    }
     auto bits = [&](int& field) -> Status {
       int v = 0;
       const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
@@ -111,6 +151,11 @@ Result<Layout> ParseLayout(std::string_view text) {
       status = bits(o.worker_bits);
     } else if (key == "sequence_bits") {
       status = bits(o.sequence_bits);
+    } else if (key == "random_bits") {
+      status = bits(o.random_bits);
+      random_bits_set = true;
+    } else if (key == "shard_bits") {
+      status = bits(o.shard_bits);
     } else if (key == "tick") {
       Result<std::int64_t> ms = ParseDurationMillis(value);
       if (!ms.ok()) return InvalidArgument("layout.tick: " + ms.error().message);
@@ -129,20 +174,29 @@ Result<Layout> ParseLayout(std::string_view text) {
             fmt::format("layout.js_safe = \"{}\": allowed true or false", value));
       }
       o.js_safe = value == "true";
+    } else if (key == "reverse_time") {
+      if (value != "true" && value != "false") {
+        return InvalidArgument(
+            fmt::format("layout.reverse_time = \"{}\": allowed true or false", value));
+      }
+      o.reverse_time = value == "true";
     } else if (key == "name") {
       o.name = std::string(value);
     } else {
       return InvalidArgument(fmt::format(
-          "layout key \"{}\" is not known: allowed time_bits, datacenter_bits, worker_bits, "
-          "sequence_bits, tick, epoch, order, js_safe, name",
+          "layout key \"{}\" is not known: allowed kind, time_bits, datacenter_bits, "
+          "worker_bits, sequence_bits, random_bits, shard_bits, tick, epoch, order, js_safe, "
+          "reverse_time, name",
           key));
     }
     if (!status.ok()) return std::move(status).error();
   }
+  if (random && !random_bits_set) o.random_bits = (o.js_safe ? 53 : 63) - o.time_bits;
   return Layout::Create(o);
 }
 
 std::string Layout::OrderName() const {
+  if (is_random()) return "time,random";
   const bool dc = options_.datacenter_bits > 0;
   if (options_.order == FieldOrder::kTimeSequenceWorker) {
     return dc ? "time,sequence,datacenter,worker" : "time,sequence,worker";
@@ -161,8 +215,9 @@ Layout::Layout(const LayoutOptions& options) : options_(options) {
     worker_shift_ = s;
     datacenter_shift_ = s + w;
   }
-  time_shift_ = d + w + s;
-  const int total = time_shift_ + options_.time_bits;
+  time_shift_ = d + w + s + options_.random_bits;
+  shard_shift_ = time_shift_ + options_.time_bits;
+  const int total = shard_shift_ + options_.shard_bits;
   max_id_ = total >= 63 ? kMaxInt64 : (std::int64_t{1} << total) - 1;
   const std::int64_t field_max =
       options_.time_bits >= 63 ? kMaxInt64 : (std::int64_t{1} << options_.time_bits) - 1;
@@ -185,6 +240,25 @@ Result<Layout> Layout::Create(const LayoutOptions& o) {
   if (o.sequence_bits < 0 || o.sequence_bits > 31) {
     return OutOfRange("sequence_bits", o.sequence_bits, 0, 31);
   }
+  if (o.kind == LayoutKind::kRandom) {
+    if (o.random_bits < 1 || o.random_bits > 47) {
+      return OutOfRange("random_bits", o.random_bits, 1, 47);
+    }
+    if (o.datacenter_bits != 0 || o.worker_bits != 0 || o.sequence_bits != 0 || o.shard_bits != 0 ||
+        o.order != FieldOrder::kTimeWorkerSequence) {
+      return InvalidArgument(
+          "a random layout has only time and random bits: datacenter_bits, worker_bits, "
+          "sequence_bits and shard_bits must be 0 (spread its ids with reverse_time)");
+    }
+  } else {
+    if (o.random_bits != 0) {
+      return InvalidArgument(
+          fmt::format("layout.random_bits = {} needs kind=random: allowed 0", o.random_bits));
+    }
+    if (o.shard_bits < 0 || o.shard_bits > 15) {
+      return OutOfRange("shard_bits", o.shard_bits, 0, 15);
+    }
+  }
   if (o.tick_millis < 1 || o.tick_millis > 1000) {
     return InvalidArgument(fmt::format(
         "layout.tick = {}ms is out of range: allowed 1ms to 1000ms in whole milliseconds",
@@ -195,18 +269,22 @@ Result<Layout> Layout::Create(const LayoutOptions& o) {
         fmt::format("layout.epoch = {} is before 1970-01-01T00:00:00Z: allowed from then to now",
                     o.epoch_millis));
   }
-  const int total = o.time_bits + o.datacenter_bits + o.worker_bits + o.sequence_bits;
+  const int total = o.time_bits + o.datacenter_bits + o.worker_bits + o.sequence_bits +
+                    o.random_bits + o.shard_bits;
+  const std::string parts =
+      o.kind == LayoutKind::kRandom
+          ? fmt::format("time {} + random {}", o.time_bits, o.random_bits)
+          : fmt::format("time {} + datacenter {} + worker {} + sequence {}{}", o.time_bits,
+                        o.datacenter_bits, o.worker_bits, o.sequence_bits,
+                        o.shard_bits > 0 ? fmt::format(" + shard {}", o.shard_bits) : "");
   if (o.js_safe && total > 53) {
     return InvalidArgument(fmt::format(
-        "layout bits sum to {} (time {} + datacenter {} + worker {} + sequence {}): a js-safe "
-        "layout allows at most 53",
-        total, o.time_bits, o.datacenter_bits, o.worker_bits, o.sequence_bits));
+        "layout bits sum to {} ({}): a js-safe layout allows at most 53", total, parts));
   }
   if (!o.js_safe && total != 63) {
-    return InvalidArgument(fmt::format(
-        "layout bits sum to {} (time {} + datacenter {} + worker {} + sequence {}): they must "
-        "sum to 63 (or at most 53 with js_safe)",
-        total, o.time_bits, o.datacenter_bits, o.worker_bits, o.sequence_bits));
+    return InvalidArgument(
+        fmt::format("layout bits sum to {} ({}): they must sum to 63 (or at most 53 with js_safe)",
+                    total, parts));
   }
   return Layout(o);
 }
@@ -261,8 +339,13 @@ Result<Id> Layout::Compose(const IdFields& f) const {
   if (Status s = check("sequence", f.sequence, options_.sequence_bits); !s.ok()) {
     return std::move(s).error();
   }
-  return (f.tick << time_shift_) | (f.datacenter << datacenter_shift_) |
-         (f.worker << worker_shift_) | (f.sequence << sequence_shift_);
+  if (Status s = check("random", f.random, options_.random_bits); !s.ok()) {
+    return std::move(s).error();
+  }
+  const auto plain = static_cast<std::uint64_t>(
+      (f.tick << time_shift_) | (f.datacenter << datacenter_shift_) | (f.worker << worker_shift_) |
+      (f.sequence << sequence_shift_) | f.random);
+  return static_cast<Id>(Spread(plain));
 }
 
 Result<IdFields> Layout::Decompose(Id id) const {
@@ -270,15 +353,69 @@ Result<IdFields> Layout::Decompose(Id id) const {
     return InvalidArgument(
         fmt::format("id {} is outside layout {}: allowed 0 to {}", id, options_.name, max_id_));
   }
-  auto field = [id](int shift, int bits) {
-    return (id >> shift) & ((std::int64_t{1} << bits) - 1);
+  auto field = [](std::int64_t value, int shift, int bits) {
+    return (value >> shift) & ((std::int64_t{1} << bits) - 1);
   };
+  std::int64_t plain = id;
+  if (options_.shard_bits > 0) {
+    plain = field(id, 0, shard_shift_);
+    const std::uint64_t shard = static_cast<std::uint64_t>(id) >> shard_shift_;
+    if (ShardOf(static_cast<std::uint64_t>(plain)) != shard) {
+      return InvalidArgument(fmt::format(
+          "id {} is not an id of layout {}: its shard bits are {}, its other fields give {}", id,
+          options_.name, shard, ShardOf(static_cast<std::uint64_t>(plain))));
+    }
+  }
   IdFields f;
-  f.tick = id >> time_shift_;
-  f.datacenter = field(datacenter_shift_, options_.datacenter_bits);
-  f.worker = field(worker_shift_, options_.worker_bits);
-  f.sequence = field(sequence_shift_, options_.sequence_bits);
+  f.tick = plain >> time_shift_;
+  if (options_.reverse_time) {
+    f.tick = static_cast<std::int64_t>(
+        ReverseBits(static_cast<std::uint64_t>(f.tick), options_.time_bits));
+  }
+  f.datacenter = field(plain, datacenter_shift_, options_.datacenter_bits);
+  f.worker = field(plain, worker_shift_, options_.worker_bits);
+  f.sequence = field(plain, sequence_shift_, options_.sequence_bits);
+  f.random = field(plain, 0, options_.random_bits);
   return f;
+}
+
+std::string Layout::OrderingNote() const {
+  if (options_.reverse_time) {
+    return "none: the time field is bit-reversed, so ids spread over the whole key space and "
+           "sort in no time order (decode them to sort by time)";
+  }
+  if (options_.shard_bits > 0) {
+    return fmt::format(
+        "by time only within each of {} shards (the top {} bits, a hash of the other fields): "
+        "ids spread over {} key ranges; across shards they do not sort by time",
+        std::int64_t{1} << options_.shard_bits, options_.shard_bits,
+        std::int64_t{1} << options_.shard_bits);
+  }
+  if (is_random()) return "by tick: ids of one tick sort at random among themselves";
+  return "by time: ids of one worker increase; all workers' ids sort by tick";
+}
+
+std::string Layout::ExtraOptions() const {
+  std::string out;
+  if (is_random()) out += fmt::format(" kind=random random_bits={}", options_.random_bits);
+  if (options_.shard_bits > 0) out += fmt::format(" shard_bits={}", options_.shard_bits);
+  if (options_.reverse_time) out += " reverse_time=true";
+  return out;
+}
+
+ClashOdds RandomClashOdds(const Layout& layout, double ids_per_second) {
+  ClashOdds odds;
+  const double tick_seconds = static_cast<double>(layout.tick_millis()) / 1000.0;
+  const double ticks_per_day = 86400.0 / tick_seconds;
+  odds.ids_per_tick = ids_per_second * tick_seconds;
+  odds.ids_per_day = ids_per_second * 86400.0;
+  // Expected alike pairs in a tick: λ²/2 pairs, each alike with odds 2^-random_bits.
+  const double pairs = odds.ids_per_tick * odds.ids_per_tick / 2.0;
+  const double mean = pairs / std::ldexp(1.0, layout.random_bits());
+  odds.per_tick = -std::expm1(-mean);
+  odds.expected_per_day = mean * ticks_per_day;
+  odds.per_day = -std::expm1(-odds.expected_per_day);
+  return odds;
 }
 
 }  // namespace sekka

@@ -2,7 +2,11 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <cstdlib>
+#include <limits>
 #include <ostream>
+#include <set>
 #include <string>
 
 #include "sekka/codec.h"
@@ -60,7 +64,7 @@ INSTANTIATE_TEST_SUITE_P(
 TEST(LayoutTest, DefaultIsTheSekkaPreset) {
   EXPECT_EQ(Layout::Default().name(), "sekka");
   EXPECT_EQ(Layout::PresetNames().front(), "sekka");
-  EXPECT_EQ(Layout::PresetNames().size(), 7u);
+  EXPECT_EQ(Layout::PresetNames().size(), 8u);
 }
 
 TEST(LayoutTest, ReportsCapacityOfTheSekkaLayout) {
@@ -318,6 +322,132 @@ TEST(LayoutTest, ALongTimeFieldWithSecondTicksNeverOverflowsTheTime) {
   Result<DecodedId> d = DecodeId(std::numeric_limits<std::int64_t>::max(), *l);
   ASSERT_TRUE(d.ok());
   EXPECT_EQ(d->timestamp_ms, std::numeric_limits<std::int64_t>::max());
+}
+
+}  // namespace
+}  // namespace sekka
+
+namespace sekka {
+namespace {
+
+TEST(RandomLayoutTest, ThePresetAndTheKeysGiveTimeAndRandomBits) {
+  const Layout preset = *Layout::Preset("random");
+  EXPECT_TRUE(preset.is_random());
+  EXPECT_EQ(preset.time_bits(), 41);
+  EXPECT_EQ(preset.random_bits(), 22);
+  EXPECT_EQ(preset.worker_ids(), 1);
+  EXPECT_EQ(preset.OrderName(), "time,random");
+  EXPECT_EQ(FormatUtcMillis(preset.end_millis()).substr(0, 10), "2094-09-07");
+
+  Result<Layout> custom = ParseLayout("time_bits=38,kind=random,tick=10ms");
+  ASSERT_TRUE(custom.ok()) << custom.error().message;
+  EXPECT_EQ(custom->random_bits(), 25);  // the rest of 63
+  Result<Layout> js = ParseLayout("kind=random,js_safe=true,time_bits=38,tick=10ms");
+  ASSERT_TRUE(js.ok()) << js.error().message;
+  EXPECT_EQ(js->random_bits(), 15);
+  EXPECT_EQ(js->max_id(), (Id{1} << 53) - 1);
+
+  const IdFields f{.tick = 123456, .random = 0x2abcde};
+  Result<Id> id = preset.Compose(f);
+  ASSERT_TRUE(id.ok());
+  EXPECT_EQ(*id, (Id{123456} << 22) | 0x2abcde);
+  EXPECT_EQ(*preset.Decompose(*id), f);
+}
+
+TEST(RandomLayoutTest, BadRandomLayoutsNameTheKeyAndWhatIsAllowed) {
+  struct Case {
+    const char* text;
+    const char* says;
+  };
+  for (const Case& c : {
+           Case{"kind=random,worker_bits=4", "not for kind=random"},
+           Case{"kind=random,shard_bits=2", "not for kind=random"},
+           Case{"random_bits=22", "needs kind=random"},
+           Case{"kind=random,random_bits=48,time_bits=15", "time_bits = 15"},
+           Case{"kind=random,time_bits=16,random_bits=48", "random_bits = 48"},
+           Case{"kind=random,time_bits=41,random_bits=20", "sum to 61 (time 41 + random 20)"},
+           Case{"kind=uuid", "allowed snowflake or random"},
+       }) {
+    Result<Layout> l = ParseLayout(c.text);
+    ASSERT_FALSE(l.ok()) << c.text;
+    EXPECT_EQ(l.error().code, ErrorCode::kInvalidArgument) << c.text;
+    EXPECT_NE(l.error().message.find(c.says), std::string::npos)
+        << c.text << ": " << l.error().message;
+  }
+}
+
+// Birthday bound: at 1,000 ids/s over 22 random bits of 1 ms ticks, a tick holds one id on
+// average, 1/2 a pair, alike with odds 2^-22: about 1.19e-7 a tick and 10.3 clashes a day.
+TEST(RandomLayoutTest, ClashOddsFollowTheBirthdayBound) {
+  const Layout l = *Layout::Preset("random");
+  const ClashOdds odds = RandomClashOdds(l, 1000);
+  EXPECT_DOUBLE_EQ(odds.ids_per_tick, 1.0);
+  EXPECT_NEAR(odds.per_tick, 0.5 / 4194304.0, 1e-12);
+  EXPECT_NEAR(odds.expected_per_day, 86'400'000 * 0.5 / 4194304.0, 1e-6);
+  EXPECT_NEAR(odds.per_day, 1 - std::exp(-odds.expected_per_day), 1e-12);
+  EXPECT_GT(odds.per_day, 0.9999);
+  // Ten times the rate, a hundred times the pairs.
+  EXPECT_NEAR(RandomClashOdds(l, 10'000).expected_per_day, 100 * odds.expected_per_day, 1e-3);
+  EXPECT_EQ(RandomClashOdds(l, 0).per_day, 0);
+}
+
+TEST(SpreadLayoutTest, ShardBitsAreAHashOfTheFieldsAndDecodingChecksThem) {
+  Result<Layout> parsed = ParseLayout("time_bits=41,worker_bits=6,sequence_bits=12,shard_bits=4");
+  ASSERT_TRUE(parsed.ok()) << parsed.error().message;
+  const Layout& l = *parsed;
+  EXPECT_FALSE(l.ordered());
+  EXPECT_EQ(l.max_id(), std::numeric_limits<Id>::max());
+  std::set<std::int64_t> shards;
+  Id last_in_shard[16] = {};
+  for (std::int64_t seq = 0; seq < 1000; ++seq) {
+    const IdFields f{.tick = 5'000'000 + seq / 100, .worker = 33, .sequence = seq % 100};
+    Result<Id> id = l.Compose(f);
+    ASSERT_TRUE(id.ok());
+    const std::int64_t shard = *id >> 59;
+    shards.insert(shard);
+    // Within a shard, ids still increase with (tick, sequence).
+    EXPECT_GT(*id, last_in_shard[shard]);
+    last_in_shard[shard] = *id;
+    Result<IdFields> back = l.Decompose(*id);
+    ASSERT_TRUE(back.ok());
+    EXPECT_EQ(*back, f);
+    EXPECT_EQ(DecodeId(*id, l)->shard, shard);
+    // Any other shard bits are not an id of this layout.
+    const Id forged = *id ^ (Id{1} << 60);
+    Result<IdFields> bad = l.Decompose(forged);
+    ASSERT_FALSE(bad.ok());
+    EXPECT_NE(bad.error().message.find("shard bits"), std::string::npos);
+  }
+  EXPECT_EQ(shards.size(), 16u);  // consecutive ids of one worker use every shard
+  EXPECT_NE(l.OrderingNote().find("within each of 16 shards"), std::string::npos);
+  Result<Layout> too_many = ParseLayout("time_bits=41,worker_bits=6,sequence_bits=12,shard_bits=5");
+  ASSERT_FALSE(too_many.ok());
+  EXPECT_NE(too_many.error().message.find("+ shard 5"), std::string::npos);
+  EXPECT_NE(ParseLayout("shard_bits=16,time_bits=35").error().message.find("0 to 15"),
+            std::string::npos);
+}
+
+TEST(SpreadLayoutTest, AReversedTimeFieldSpreadsConsecutiveTicksAndDecodes) {
+  Result<Layout> parsed = ParseLayout("reverse_time=true");
+  ASSERT_TRUE(parsed.ok()) << parsed.error().message;
+  const Layout& l = *parsed;
+  EXPECT_EQ(Layout::ReverseBits(0b0011, 4), 0b1100u);
+  EXPECT_EQ(Layout::ReverseBits(1, 41), std::uint64_t{1} << 40);
+  for (std::int64_t tick = 1'000'000; tick < 1'000'100; ++tick) {
+    const IdFields f{.tick = tick, .worker = 7, .sequence = 9};
+    const Id id = *l.Compose(f);
+    const Id next = *l.Compose(IdFields{.tick = tick + 1, .worker = 7, .sequence = 9});
+    // Neighbouring ticks differ in the low time bits, which are now the top ones.
+    EXPECT_GE(std::llabs(next - id), Id{1} << 40) << tick;
+    EXPECT_EQ(*l.Decompose(id), f);
+  }
+  // The last tick still fits, and the random kind may be reversed too.
+  EXPECT_EQ(l.Decompose(*l.Compose(IdFields{.tick = l.max_tick()}))->tick, l.max_tick());
+  Result<Layout> random = ParseLayout("kind=random,reverse_time=true");
+  ASSERT_TRUE(random.ok());
+  const IdFields rf{.tick = 99, .random = 5};
+  EXPECT_EQ(*random->Decompose(*random->Compose(rf)), rf);
+  EXPECT_NE(l.OrderingNote().find("bit-reversed"), std::string::npos);
 }
 
 }  // namespace

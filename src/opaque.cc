@@ -117,10 +117,11 @@ Result<std::unique_ptr<OpaqueCodec>> OpaqueCodec::Create(const std::vector<Opaqu
   while (bits < 63 && (layout.max_id() >> bits) != 0) ++bits;
   // The tweak names what gives an id its meaning, so one key maps each layout's ids to
   // unrelated opaque ids.
-  std::string tweak =
-      fmt::format("sekka-opaque/{}/{}/{}/{}/{}/{}/{}", layout.time_bits(), layout.datacenter_bits(),
-                  layout.worker_bits(), layout.sequence_bits(), layout.tick_millis(),
-                  layout.epoch_millis(), layout.OrderName());
+  // Classic layouts keep the tweak they had before the kinds and spreads existed.
+  std::string tweak = fmt::format("sekka-opaque/{}/{}/{}/{}/{}/{}/{}{}", layout.time_bits(),
+                                  layout.datacenter_bits(), layout.worker_bits(),
+                                  layout.sequence_bits(), layout.tick_millis(),
+                                  layout.epoch_millis(), layout.OrderName(), layout.ExtraOptions());
   return std::unique_ptr<OpaqueCodec>(new OpaqueCodec(std::move(made), bits, std::move(tweak)));
 }
 

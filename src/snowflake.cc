@@ -104,6 +104,18 @@ Result<std::unique_ptr<Snowflake>> Snowflake::Create(const SnowflakeOptions& opt
           options.datacenter_id, layout.name(), layout.datacenter_bits(), max));
     }
   }
+  if (layout.is_random()) {
+    return InvalidArgument(fmt::format(
+        "layout {} is a random layout (no worker id, no sequence): its ids come from a random "
+        "generator (sekka gen, /v1/random, RANDOM.NEXT), not a snowflake",
+        layout.name()));
+  }
+  if (options.descending && !layout.ordered()) {
+    return InvalidArgument(
+        fmt::format("generator.descending needs an ordered layout: layout {} has shard_bits or "
+                    "reverse_time, so its ids have no order to reverse",
+                    layout.name()));
+  }
   const std::int64_t max_worker = layout.worker_ids_per_datacenter() - 1;
   if (options.worker_id < 0 || options.worker_id > max_worker) {
     return InvalidArgument(
@@ -147,6 +159,7 @@ Snowflake::Snowflake(const SnowflakeOptions& options, Clock& clock)
           (static_cast<std::uint64_t>(options_.datacenter_id) << layout_.datacenter_shift()) |
           (static_cast<std::uint64_t>(options_.worker_id) << layout_.worker_shift())),
       descending_(options_.descending),
+      spread_(!layout_.ordered()),
       descend_base_(static_cast<std::uint64_t>(layout_.max_id())),
       max_drift_ticks_(options_.max_drift.count() / layout_.tick_millis()) {
   reserved_tick_.store(options_.reserve_ticks ? options_.start_after_tick

@@ -4,6 +4,8 @@
 
 #include <set>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "testing/fake_clock.h"
 
@@ -98,6 +100,43 @@ TEST(SnowflakeTest, IdsCarryTimeWorkerAndSequence) {
   EXPECT_EQ(Fields(*s, a), (IdFields{TickOf(*s, kT), 0, 613, 0}));
   EXPECT_EQ(Fields(*s, b), (IdFields{TickOf(*s, kT), 0, 613, 1}));
   EXPECT_EQ(Fields(*s, c), (IdFields{TickOf(*s, kT + 3), 0, 613, 0}));
+}
+
+// Shard bits and a reversed time field change only where ids land: the generator's ids are
+// still distinct and, decoded, still run in (tick, sequence) order, from NextId and NextIds.
+TEST(SnowflakeTest, SpreadLayoutsKeepEveryIdDistinctAndDecodable) {
+  for (const char* spec : {"time_bits=41,worker_bits=6,sequence_bits=12,shard_bits=4",
+                           "reverse_time=true", "order=sonyflake,shard_bits=3,time_bits=38"}) {
+    FakeClock clock(kT);
+    SnowflakeOptions o;
+    o.layout = *ParseLayout(spec);
+    o.worker_id = 5;
+    auto s = Make(clock, o);
+    ASSERT_NE(s, nullptr) << spec;
+    std::vector<Id> ids;
+    for (int i = 0; i < 3000; ++i) {
+      ids.push_back(Next(*s));
+      if (i % 700 == 0) clock.AdvanceMillis(1);
+    }
+    std::vector<Id> batch(5000);
+    ASSERT_TRUE(s->NextIds(batch).ok());
+    ids.insert(ids.end(), batch.begin(), batch.end());
+    EXPECT_EQ(std::set<Id>(ids.begin(), ids.end()).size(), ids.size()) << spec;
+    IdFields last{-1, 0, 0, 0};
+    bool increasing = true;
+    for (Id id : ids) {
+      const IdFields f = Fields(*s, id);
+      EXPECT_EQ(f.worker, 5);
+      EXPECT_GT(std::pair(f.tick, f.sequence), std::pair(last.tick, last.sequence)) << spec;
+      increasing &= id > ids.front();
+      last = f;
+    }
+    EXPECT_FALSE(increasing) << spec << ": the ids should not sort in generation order";
+    o.descending = true;
+    Result<std::unique_ptr<Snowflake>> descending = Snowflake::Create(o, clock);
+    ASSERT_FALSE(descending.ok());
+    EXPECT_NE(descending.error().message.find("needs an ordered layout"), std::string::npos);
+  }
 }
 
 TEST(SnowflakeTest, WaitsForTheNextTickWhenTheSequenceRunsOut) {

@@ -3,7 +3,6 @@
 #include "sekka/uuid.h"
 
 #include <fmt/format.h>
-#include <openssl/rand.h>
 
 #include <cstring>
 
@@ -98,19 +97,6 @@ Result<Uuid> ParseUlid(std::string_view text) {
   return Split(v);
 }
 
-Status TimeOrderedGenerator::Random(std::uint8_t* out, std::size_t n) {
-  for (std::size_t i = 0; i < n; ++i) {
-    if (pool_used_ == pool_.size()) {
-      if (RAND_bytes(pool_.data(), static_cast<int>(pool_.size())) != 1) {
-        return Internal("OpenSSL's RAND_bytes failed");
-      }
-      pool_used_ = 0;
-    }
-    out[i] = pool_[pool_used_++];
-  }
-  return Status::Ok();
-}
-
 Status TimeOrderedGenerator::NextLocked(Uuid& out) {
   const std::int64_t now = clock_.NowMillis();
   std::uint8_t r[10];
@@ -134,10 +120,10 @@ Status TimeOrderedGenerator::NextLocked(Uuid& out) {
   }
   if (kind_ == TimeOrderedKind::kUuidV7) {
     if (fresh) {
-      if (Status s = Random(r, 2); !s.ok()) return s;
+      if (Status s = pool_.Fill(r, 2); !s.ok()) return s;
       counter_ = ((std::uint64_t{r[0]} << 8) | r[1]) & 0x7ff;  // top bit clear: room to count
     }
-    if (Status s = Random(r, 8); !s.ok()) return s;
+    if (Status s = pool_.Fill(r, 8); !s.ok()) return s;
     std::uint64_t rand_b = 0;
     for (int i = 0; i < 8; ++i) rand_b = (rand_b << 8) | r[i];
     out.hi = (static_cast<std::uint64_t>(last_ms_) << 16) | (std::uint64_t{7} << 12) | counter_;
@@ -145,7 +131,7 @@ Status TimeOrderedGenerator::NextLocked(Uuid& out) {
     return Status::Ok();
   }
   if (fresh) {
-    if (Status s = Random(r, 10); !s.ok()) return s;
+    if (Status s = pool_.Fill(r, 10); !s.ok()) return s;
     rand_hi_ = (std::uint64_t{r[0]} << 8) | r[1];
     rand_lo_ = 0;
     for (int i = 2; i < 10; ++i) rand_lo_ = (rand_lo_ << 8) | r[i];

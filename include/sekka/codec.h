@@ -8,7 +8,7 @@
 //   base62    11 characters of 0-9A-Za-z, zero-padded; text order = numeric order
 //   friendly  yyyyMMddHHmmssSSS-<worker>-<sequence> in UTC, or
 //             yyyyMMddHHmmssSSS-<datacenter>-<worker>-<sequence> when the layout has
-//             datacenter bits
+//             datacenter bits, or yyyyMMddHHmmssSSS-<random> for a random layout
 // Parsing is strict: every error names what was wrong and what is allowed.
 //
 // Thread-safety: pure functions.
@@ -57,8 +57,11 @@ struct DecodedId {
   std::int64_t datacenter = 0;
   std::int64_t worker = 0;
   std::int64_t sequence = 0;
+  std::int64_t random = 0;  // random layouts
+  std::int64_t shard = 0;   // layouts with shard bits
 };
-// Errors: kInvalidArgument if the id is outside the layout (negative or above max_id()).
+// Errors: kInvalidArgument if the id is outside the layout (negative, above max_id(), or with
+// shard bits its other fields do not give).
 Result<DecodedId> DecodeId(Id id, const Layout& layout);
 
 // "2026-01-02T03:04:05.678Z" for a time in ms since the Unix epoch (UTC, ms precision).

@@ -6,6 +6,17 @@
 // (Layout::Preset) or from LayoutOptions validated by Layout::Create. A Layout composes fields
 // into an id and decomposes an id into its fields, and reports its capacity.
 //
+// Two kinds: snowflake (time, worker id, sequence: unique by construction) and random (time and
+// random bits, no worker id: unique only with the odds RandomClashOdds states, for stores that
+// enforce uniqueness on insert).
+//
+// Two options spread ids over a range-partitioned key space (no hot last range):
+//   shard_bits=N    N bits on top, a hash of the other fields (TiDB's AUTO_RANDOM shard bits);
+//                   ids of one worker increase only within each of the 2^N shards
+//   reverse_time    the time field's bits reversed (Spanner's bit-reversed sequences): ids have
+//                   no time order at all
+// Both are functions of the fields, so decoding recovers every field (and checks the shard).
+//
 // Thread-safety: a Layout is an immutable value.
 
 #ifndef SEKKA_LAYOUT_H_
@@ -23,6 +34,12 @@ namespace sekka {
 
 // An id: a non-negative int64 below 2^63.
 using Id = std::int64_t;
+
+// What the bits below the time field are.
+enum class LayoutKind {
+  kSnowflake,  // datacenter, worker, sequence
+  kRandom,     // random bits only
+};
 
 // The order of the fields below the time field.
 enum class FieldOrder {
@@ -59,6 +76,14 @@ struct LayoutOptions {
   // When true every id stays below 2^53 (exact in JavaScript numbers): the bits may sum to at
   // most 53. When false they sum to exactly 63.
   bool js_safe = false;
+  LayoutKind kind = LayoutKind::kSnowflake;
+  // Random layouts: bits of randomness below the time field [1, 47]; the datacenter, worker
+  // and sequence bits are then 0.
+  int random_bits = 0;
+  // Snowflake layouts: bits on top derived from the other fields [0, 15].
+  int shard_bits = 0;
+  // The time field's bits reversed.
+  bool reverse_time = false;
 };
 
 // The fields of one id. `tick` counts ticks since the layout's epoch.
@@ -67,6 +92,7 @@ struct IdFields {
   std::int64_t datacenter = 0;
   std::int64_t worker = 0;
   std::int64_t sequence = 0;
+  std::int64_t random = 0;  // random layouts
 
   bool operator==(const IdFields&) const = default;
 };
@@ -76,16 +102,34 @@ class Layout;
 // Parses a layout from text: a preset name ("twitter"), or a comma-separated list of
 // key=value pairs over the sekka preset's values, with keys time_bits, datacenter_bits,
 // worker_bits, sequence_bits, tick ("10ms", "1s"), epoch (ms or ISO 8601), order, js_safe
-// (true/false) and name; e.g. "time_bits=40,worker_bits=11,tick=2ms".
+// (true/false), shard_bits, reverse_time (true/false) and name; e.g.
+// "time_bits=40,worker_bits=11,tick=2ms". With kind=random the keys are time_bits, random_bits
+// (default: the rest of 63 bits, or of 53 with js_safe), tick, epoch, js_safe, reverse_time and
+// name; e.g. "kind=random,time_bits=41".
 // Errors: kNotFound for an unknown preset; kInvalidArgument naming a bad key or value.
 Result<Layout> ParseLayout(std::string_view text);
+
+// The odds that random ids clash (kind random), for ids made at `ids_per_second` across all
+// generators of the layout, arriving at random (a Poisson process): with λ ids per tick on
+// average, a tick holds λ²/2 pairs on average, each alike with odds 2^-random_bits (the
+// birthday bound), so
+//   per_tick = 1 - exp(-λ² / 2^(random_bits+1)),  per_day = 1 - (1 - per_tick)^(ticks a day).
+struct ClashOdds {
+  double ids_per_tick = 0;      // λ
+  double per_tick = 0;          // at least one clash in a tick
+  double per_day = 0;           // at least one clash in a day
+  double expected_per_day = 0;  // clashes a day on average
+  double ids_per_day = 0;
+};
+ClashOdds RandomClashOdds(const Layout& layout, double ids_per_second);
 
 class Layout {
  public:
   // Validates `options`. Errors: kInvalidArgument naming the field and its allowed range.
   static Result<Layout> Create(const LayoutOptions& options);
 
-  // A named preset: sekka (default), twitter, discord, instagram, sonyflake, baidu, js53.
+  // A named preset: sekka (default), twitter, discord, instagram, sonyflake, baidu, js53,
+  // random (41 bits of ms and 22 random bits).
   // Errors: kNotFound naming the presets.
   static Result<Layout> Preset(std::string_view name);
   // The default preset, "sekka".
@@ -101,6 +145,18 @@ class Layout {
   std::int64_t tick_millis() const { return options_.tick_millis; }
   std::int64_t epoch_millis() const { return options_.epoch_millis; }
   FieldOrder order() const { return options_.order; }
+  LayoutKind kind() const { return options_.kind; }
+  bool is_random() const { return options_.kind == LayoutKind::kRandom; }
+  int random_bits() const { return options_.random_bits; }
+  int shard_bits() const { return options_.shard_bits; }
+  bool reverse_time() const { return options_.reverse_time; }
+  // Whether ids keep their time order (no shard bits, time not reversed).
+  bool ordered() const { return options_.shard_bits == 0 && !options_.reverse_time; }
+  // One line on the order its ids keep and lose.
+  std::string OrderingNote() const;
+  // The options beyond the classic fields, as " key=value" pairs ("" for a classic snowflake
+  // layout): appended to fingerprints so that those of classic layouts never change.
+  std::string ExtraOptions() const;
   // The field order as text, naming the datacenter only where the layout has datacenter bits:
   // "time,worker,sequence", "time,datacenter,worker,sequence", "time,sequence,worker", ...
   std::string OrderName() const;
@@ -148,6 +204,36 @@ class Layout {
   // Errors: kInvalidArgument if `id` is negative or above max_id().
   Result<IdFields> Decompose(Id id) const;
 
+  // From the plain value of the fields at their positions (the time field not reversed, no
+  // shard bits) to the id: reverses the time field and adds the shard bits as the layout asks.
+  // The identity for an ordered() layout.
+  std::uint64_t Spread(std::uint64_t plain) const {
+    if (options_.reverse_time) {
+      const std::uint64_t low = plain & ((std::uint64_t{1} << time_shift_) - 1);
+      plain = (ReverseBits(plain >> time_shift_, options_.time_bits) << time_shift_) | low;
+    }
+    if (options_.shard_bits > 0) plain |= ShardOf(plain) << shard_shift_;
+    return plain;
+  }
+  // The shard bits of the id whose other bits are `plain` (0 without shard bits).
+  std::uint64_t ShardOf(std::uint64_t plain) const {
+    if (options_.shard_bits == 0) return 0;
+    // splitmix64's finalizer: every bit of the fields moves the shard.
+    std::uint64_t z = plain + 0x9e3779b97f4a7c15ULL;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return (z ^ (z >> 31)) >> (64 - options_.shard_bits);
+  }
+  // The lowest `bits` bits of `value` in reverse order.
+  static std::uint64_t ReverseBits(std::uint64_t value, int bits) {
+    std::uint64_t v = value;
+    v = ((v >> 1) & 0x5555555555555555ULL) | ((v & 0x5555555555555555ULL) << 1);
+    v = ((v >> 2) & 0x3333333333333333ULL) | ((v & 0x3333333333333333ULL) << 2);
+    v = ((v >> 4) & 0x0f0f0f0f0f0f0f0fULL) | ((v & 0x0f0f0f0f0f0f0f0fULL) << 4);
+    v = __builtin_bswap64(v);
+    return bits == 0 ? 0 : v >> (64 - bits);
+  }
+
   // Bit positions of each field, for fast composition (see Snowflake).
   int time_shift() const { return time_shift_; }
   int datacenter_shift() const { return datacenter_shift_; }
@@ -162,6 +248,7 @@ class Layout {
   int datacenter_shift_ = 0;
   int worker_shift_ = 0;
   int sequence_shift_ = 0;
+  int shard_shift_ = 0;
   std::int64_t max_tick_ = 0;
   Id max_id_ = 0;
 };

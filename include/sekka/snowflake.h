@@ -170,6 +170,7 @@ class Snowflake {
     } else {
       raw = ((slot >> sequence_bits_) << time_shift_) | (slot & sequence_mask_) | fixed_bits_;
     }
+    if (spread_) raw = layout_.Spread(raw);
     return static_cast<Id>(descending_ ? descend_base_ - raw : raw);
   }
 
@@ -194,6 +195,7 @@ class Snowflake {
   const std::uint64_t sequence_mask_;
   const std::uint64_t fixed_bits_;
   const bool descending_;
+  const bool spread_;  // shard bits or a reversed time field (never with descending_)
   const std::uint64_t descend_base_;
   const std::int64_t max_drift_ticks_;
   std::uint64_t random_seed_ = 0;

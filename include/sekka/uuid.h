@@ -28,6 +28,7 @@
 #include <string_view>
 
 #include "sekka/clock.h"
+#include "sekka/random_id.h"
 #include "sekka/status.h"
 
 namespace sekka {
@@ -66,18 +67,16 @@ class TimeOrderedGenerator {
   TimeOrderedKind kind() const { return kind_; }
 
  private:
-  Status NextLocked(Uuid& out);                     // REQUIRES: mu_ held
-  Status Random(std::uint8_t* out, std::size_t n);  // REQUIRES: mu_ held
+  Status NextLocked(Uuid& out);  // REQUIRES: mu_ held
 
   Clock& clock_;
   const TimeOrderedKind kind_;
   std::mutex mu_;
-  std::int64_t last_ms_ = -1;            // guarded by mu_
-  std::uint64_t counter_ = 0;            // guarded by mu_: rand_a (UUIDv7)
-  std::uint64_t rand_hi_ = 0;            // guarded by mu_: the ULID's 80 random bits,
-  std::uint64_t rand_lo_ = 0;            //   16 above and 64 below
-  std::array<std::uint8_t, 4096> pool_;  // guarded by mu_: random bytes not used yet
-  std::size_t pool_used_ = 4096;         // guarded by mu_
+  std::int64_t last_ms_ = -1;  // guarded by mu_
+  std::uint64_t counter_ = 0;  // guarded by mu_: rand_a (UUIDv7)
+  std::uint64_t rand_hi_ = 0;  // guarded by mu_: the ULID's 80 random bits,
+  std::uint64_t rand_lo_ = 0;  //   16 above and 64 below
+  RandomPool pool_;            // guarded by mu_
 };
 
 }  // namespace sekka

@@ -1,0 +1,117 @@
+#include "sekka/random_id.h"
+
+#include <fmt/format.h>
+#include <openssl/rand.h>
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "sekka/codec.h"
+
+namespace sekka {
+
+Status RandomPool::Fill(std::uint8_t* out, std::size_t n) {
+  while (n > 0) {
+    if (used_ == pool_.size()) {
+      if (RAND_bytes(pool_.data(), static_cast<int>(pool_.size())) != 1) {
+        return Internal("OpenSSL's RAND_bytes failed");
+      }
+      used_ = 0;
+    }
+    const std::size_t take = std::min(n, pool_.size() - used_);
+    std::memcpy(out, pool_.data() + used_, take);
+    used_ += take;
+    out += take;
+    n -= take;
+  }
+  return Status::Ok();
+}
+
+Result<std::uint64_t> RandomPool::Next64() {
+  std::uint64_t v = 0;
+  if (Status s = Fill(reinterpret_cast<std::uint8_t*>(&v), sizeof v); !s.ok()) {
+    return std::move(s).error();
+  }
+  return v;
+}
+
+Result<std::unique_ptr<RandomIdGenerator>> RandomIdGenerator::Create(const Layout& layout,
+                                                                     Clock& clock) {
+  if (!layout.is_random()) {
+    return InvalidArgument(fmt::format(
+        "layout {} is a snowflake layout: random ids need a random layout (the random preset, "
+        "or kind=random,...)",
+        layout.name()));
+  }
+  const std::int64_t now = clock.NowMillis();
+  if (layout.epoch_millis() > now) {
+    return InvalidArgument(
+        fmt::format("layout.epoch {} is in the future (the clock reads {}): allowed up to now",
+                    FormatUtcMillis(layout.epoch_millis()), FormatUtcMillis(now)));
+  }
+  return std::unique_ptr<RandomIdGenerator>(new RandomIdGenerator(layout, clock));
+}
+
+Result<std::int64_t> RandomIdGenerator::Tick() const {
+  const std::int64_t now = clock_.NowMillis();
+  const std::int64_t tick = layout_.MillisToTick(now);
+  if (tick < 0) {
+    return InvalidArgument(fmt::format("the clock reads {}, before layout {}'s epoch {}",
+                                       FormatUtcMillis(now), layout_.name(),
+                                       FormatUtcMillis(layout_.epoch_millis())));
+  }
+  if (tick > layout_.max_tick()) {
+    return Exhausted(fmt::format("layout {} exhausted on {}", layout_.name(),
+                                 FormatUtcMillis(layout_.end_millis())));
+  }
+  return tick;
+}
+
+Result<Id> RandomIdGenerator::Next() {
+  Id id = 0;
+  if (Status s = NextIds(std::span<Id>(&id, 1)); !s.ok()) return std::move(s).error();
+  return id;
+}
+
+Status RandomIdGenerator::NextIds(std::span<Id> out) {
+  if (out.empty()) return Status::Ok();
+  Result<std::int64_t> tick = Tick();
+  if (!tick.ok()) return std::move(tick).error();
+  const std::uint64_t time = static_cast<std::uint64_t>(*tick) << layout_.time_shift();
+  const std::uint64_t mask = (std::uint64_t{1} << layout_.random_bits()) - 1;
+  std::lock_guard lock(mu_);
+  auto draw = [&](Id& id) -> Status {
+    Result<std::uint64_t> r = pool_.Next64();
+    if (!r.ok()) return std::move(r).error();
+    id = static_cast<Id>(layout_.Spread(time | (*r & mask)));
+    return Status::Ok();
+  };
+  for (Id& id : out) {
+    if (Status s = draw(id); !s.ok()) return s;
+  }
+  if (out.size() == 1) return Status::Ok();
+  // Distinct within the batch: draw the later of two alike ids again until none are alike. A
+  // batch larger than the tick's random space cannot be distinct.
+  if (out.size() > mask + 1) {
+    return InvalidArgument(fmt::format(
+        "a batch of {} random ids cannot be distinct in {} random bits: allowed at most {}",
+        out.size(), layout_.random_bits(), mask + 1));
+  }
+  std::vector<std::pair<Id, std::size_t>> sorted;
+  for (;;) {
+    sorted.clear();
+    for (std::size_t i = 0; i < out.size(); ++i) sorted.emplace_back(out[i], i);
+    std::sort(sorted.begin(), sorted.end());
+    bool redrawn = false;
+    for (std::size_t i = 1; i < sorted.size(); ++i) {
+      if (sorted[i].first == sorted[i - 1].first) {
+        if (Status s = draw(out[sorted[i].second]); !s.ok()) return s;
+        redrawn = true;
+      }
+    }
+    if (!redrawn) return Status::Ok();
+  }
+}
+
+}  // namespace sekka
