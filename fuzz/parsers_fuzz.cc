@@ -57,9 +57,15 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       Result<Layout> l = ParseLayout(text);
       if (l.ok()) {
         Check(l->max_tick() >= 0);
-        Result<Id> last = l->Compose({l->max_tick(), l->datacenter_ids() - 1,
-                                      l->worker_ids_per_datacenter() - 1, l->max_sequence()});
-        Check(last.ok() && *last <= l->max_id());
+        const IdFields fields{l->max_tick(), l->datacenter_ids() - 1,
+                              l->worker_ids_per_datacenter() - 1, l->max_sequence(),
+                              (std::int64_t{1} << l->random_bits()) - 1};
+        Result<Id> last = l->Compose(fields);
+        Check(last.ok() && *last >= 0 && *last <= l->max_id());
+        // Shard bits and a reversed time field decode back to the same fields.
+        Result<IdFields> back = l->Decompose(*last);
+        Check(back.ok() && *back == fields);
+        Check(!l->OrderingNote().empty());
         Check(!l->OrderName().empty());
         (void)FormatUtcMillis(l->end_millis());
       }

@@ -203,7 +203,21 @@ Result<Reply> TimeOrderedCommand(Service& service, Args args) {
   return Reply(std::move(out));
 }
 
-constexpr std::array<CommandSpec, 16> kCommands = {{
+// RANDOM.NEXT: one random id; RANDOM.BATCH <n>: n distinct ones (random.layout).
+Result<Reply> RandomCommand(Service& service, Args args) {
+  if (args.empty()) {
+    Result<Id> id = service.randoms().Next();
+    if (!id.ok()) return std::move(id).error();
+    return Reply(*id);
+  }
+  Result<std::int64_t> n = ParseCount("count", args[0], service.config().max_batch);
+  if (!n.ok()) return std::move(n).error();
+  std::vector<Id> ids(static_cast<std::size_t>(*n));
+  if (Status s = service.randoms().NextIds(ids); !s.ok()) return std::move(s).error();
+  return Reply(std::move(ids));
+}
+
+constexpr std::array<CommandSpec, 18> kCommands = {{
     // name, arguments (min, max), auth, may block, handler
     {Command::kId, "ID.NEXT", 0, 0, true, nullptr, NextIdCommand},
     {Command::kIds, "ID.BATCH", 1, 1, true, nullptr, NextIdsCommand},     // <count>
@@ -233,6 +247,9 @@ constexpr std::array<CommandSpec, 16> kCommands = {{
     {Command::kUlid, "ULID.NEXT", 0, 0, true, nullptr, TimeOrderedCommand<TimeOrderedKind::kUlid>},
     {Command::kUlid, "ULID.BATCH", 1, 1, true, nullptr,
      TimeOrderedCommand<TimeOrderedKind::kUlid>},  // <count>
+    // Random ids (random.layout): no worker id, odds of a clash as `sekka layout --rate` says.
+    {Command::kRandom, "RANDOM.NEXT", 0, 0, true, nullptr, RandomCommand},
+    {Command::kRandom, "RANDOM.BATCH", 1, 1, true, nullptr, RandomCommand},  // <count>
 }};
 
 std::string Lower(std::string_view s) {

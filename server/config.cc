@@ -48,6 +48,9 @@ const std::vector<Key>& Keys() {
       {"layout.epoch", Type::kString, "", "custom layout: ISO 8601 or ms since 1970"},
       {"layout.order", Type::kString, "",
        "custom layout: time,worker,sequence | time,sequence,worker"},
+      {"layout.shard_bits", Type::kInt, "", "custom layout: 0 to 15 bits on top against hotspots"},
+      {"layout.reverse_time", Type::kString, "",
+       "custom layout: true = the time field bit-reversed (no hotspot, no order)"},
       {"generator.on_clock_backwards", Type::kString, "wait", "wait | fail | continue"},
       {"generator.max_backwards_wait", Type::kDuration, "1s", ""},
       {"generator.on_sequence_exhausted", Type::kString, "wait", "wait | borrow"},
@@ -72,6 +75,8 @@ const std::vector<Key>& Keys() {
       {"segment.max_tags", Type::kInt, "10000", "tags served at most, auto-created ones included"},
       {"opaque.key_file", Type::kString, "",
        "opaque ids' key file (sekka opaque keygen); \"\" = no opaque ids"},
+      {"random.layout", Type::kString, "random",
+       "random ids' layout (/v1/random, RANDOM.NEXT): random, or kind=random,..."},
   };
   return keys;
 }
@@ -277,7 +282,8 @@ Result<ServerConfig> BuildConfig(const std::vector<ConfigValues>& sources) {
   for (auto [key, field] : {std::pair{"layout.time_bits", &lo.time_bits},
                             std::pair{"layout.datacenter_bits", &lo.datacenter_bits},
                             std::pair{"layout.worker_bits", &lo.worker_bits},
-                            std::pair{"layout.sequence_bits", &lo.sequence_bits}}) {
+                            std::pair{"layout.sequence_bits", &lo.sequence_bits},
+                            std::pair{"layout.shard_bits", &lo.shard_bits}}) {
     if (Status s = custom_bits(key, *field); !s.ok()) return s.error();
   }
   if (!get("layout.tick").empty()) {
@@ -296,9 +302,31 @@ Result<ServerConfig> BuildConfig(const std::vector<ConfigValues>& sources) {
     if (!order.ok()) return InvalidArgument("config " + order.error().message);
     lo.order = *order;
   }
+  if (const std::string reverse = get("layout.reverse_time"); !reverse.empty()) {
+    custom = true;
+    if (reverse != "true" && reverse != "false") {
+      return BadValue("layout.reverse_time", reverse, "true or false");
+    }
+    lo.reverse_time = reverse == "true";
+  }
   if (custom) lo.name = "custom";
   Result<Layout> layout = Layout::Create(lo);
   if (!layout.ok()) return InvalidArgument("config " + layout.error().message);
+  if (layout->is_random()) {
+    return InvalidArgument(
+        "config layout.preset: a random layout has no worker id, so it cannot be the snowflake "
+        "layout of /v1/id and ID.NEXT: set random.layout instead (ids from /v1/random, "
+        "RANDOM.NEXT)");
+  }
+  Result<Layout> random_layout = ParseLayout(get("random.layout"));
+  if (!random_layout.ok()) {
+    return InvalidArgument("config random.layout: " + random_layout.error().message);
+  }
+  if (!random_layout->is_random()) {
+    return BadValue("random.layout", get("random.layout"),
+                    "a random layout: random, or kind=random,time_bits=..,random_bits=..");
+  }
+  c.random_layout = *random_layout;
 
   SnowflakeOptions& g = c.generator;
   g.layout = *layout;

@@ -56,6 +56,8 @@ struct ServerConfig {
   std::int64_t segment_max_tags = 10'000;        // tags served at most (auto-created included)
   // [opaque]
   std::string opaque_key_file;  // "" = no opaque ids
+  // [random]: the layout of /v1/random, RANDOM.NEXT (a random layout: time and random bits)
+  Layout random_layout = *Layout::Preset("random");
 };
 
 // Raw "section.key" -> text values, as given by one source.

@@ -117,16 +117,19 @@ struct TextForm {
   const OpaqueCodec* opaque = nullptr;
 };
 
+// kRandom: for random ids (/v1/random), with the random layout's opaque codec.
+template <bool kRandom = false>
 Result<TextForm> FormatParam(Service& service, std::string_view query) {
   std::optional<std::string> f = http::QueryParam(query, "format");
   if (!f) return TextForm{};
   if (*f == "opaque") {
-    if (service.opaque() == nullptr) {
+    const OpaqueCodec* codec = kRandom ? service.random_opaque() : service.opaque();
+    if (codec == nullptr) {
       return InvalidArgument(
           "format opaque is off: set opaque.key_file (sekka opaque keygen); allowed dec, hex, "
           "base32, base62, friendly");
     }
-    return TextForm{IdFormat::kDec, service.opaque()};
+    return TextForm{IdFormat::kDec, codec};
   }
   Result<IdFormat> format = ParseIdFormat(*f);
   if (!format.ok()) {
@@ -136,14 +139,16 @@ Result<TextForm> FormatParam(Service& service, std::string_view query) {
 }
 
 // /v1/id: no arguments; ?format= is checked before an id is taken.
+template <bool kRandom = false>
 Status FormatArg(Service& service, const RouteInput& in, ArgList&) {
-  Result<TextForm> form = FormatParam(service, in.query);
+  Result<TextForm> form = FormatParam<kRandom>(service, in.query);
   return form.ok() ? Status::Ok() : Status(form.error());
 }
 
 // /v1/ids: ?count=, and ?format= as /v1/id.
+template <bool kRandom = false>
 Status CountArg(Service& service, const RouteInput& in, ArgList& out) {
-  if (Status s = FormatArg(service, in, out); !s.ok()) return s;
+  if (Status s = FormatArg<kRandom>(service, in, out); !s.ok()) return s;
   std::optional<std::string> c = http::QueryParam(in.query, "count");
   if (!c) {
     return InvalidArgument(
@@ -162,10 +167,14 @@ Status TagAndCountArgs(Service& service, const RouteInput& in, ArgList& out) {
 }
 
 // /v1/id and /v1/ids: {"id":"..."} / {"ids":[...]} (strings: JavaScript keeps every digit),
-// or one id per line with Accept: text/plain; ?format= picks the id format.
+// or one id per line with Accept: text/plain; ?format= picks the id format. The same for
+// /v1/random and /v1/randoms (kRandom: the random layout).
+template <bool kRandom = false>
 HttpReply IdsReply(Service& service, const RouteInput& in, Result<Reply>& reply) {
   if (!reply.ok()) return FromError(reply.error());
-  const Result<TextForm> form = FormatParam(service, in.query);  // checked by the route's args
+  const Result<TextForm> form =
+      FormatParam<kRandom>(service, in.query);  // checked by the route's args
+  const Layout& layout = kRandom ? service.random_layout() : service.layout();
   const bool single = std::holds_alternative<std::int64_t>(*reply);
   std::span<const std::int64_t> ids = single
                                           ? std::span(&std::get<std::int64_t>(*reply), 1)
@@ -177,7 +186,7 @@ HttpReply IdsReply(Service& service, const RouteInput& in, Result<Reply>& reply)
     } else if (form->format == IdFormat::kDec) {
       AppendDec(r.body, id);
     } else {
-      r.body += FormatId(id, form->format, service.layout());
+      r.body += FormatId(id, form->format, layout);
     }
   };
   if (WantsText(in)) {
@@ -583,6 +592,8 @@ const CommandSpec* const kUuidBatch = FindCommand("UUID.BATCH");
 const CommandSpec* const kUlidNext = FindCommand("ULID.NEXT");
 const CommandSpec* const kUlidBatch = FindCommand("ULID.BATCH");
 const CommandSpec* const kOpaqueDecode = FindCommand("OPAQUE.DECODE");
+const CommandSpec* const kRandomNext = FindCommand("RANDOM.NEXT");
+const CommandSpec* const kRandomBatch = FindCommand("RANDOM.BATCH");
 const CommandSpec* const kSegRange = FindCommand("SEG.RANGE");
 const CommandSpec* const kSegCreate = FindCommand("SEG.CREATE");
 const CommandSpec* const kMachineDistribute = FindCommand("MACHINE.DISTRIBUTE");
@@ -610,6 +621,10 @@ const std::vector<HttpRoute>& Routes() {
        TimeOrderedReply<true>},
       {"GET", "/v1/ulids", false, Auth::kCommand, kUlidBatch, Command::kUlid, CountArg,
        TimeOrderedReply<true>},
+      {"GET", "/v1/random", false, Auth::kCommand, kRandomNext, Command::kRandom, FormatArg<true>,
+       IdsReply<true>},
+      {"GET", "/v1/randoms", false, Auth::kCommand, kRandomBatch, Command::kRandom, CountArg<true>,
+       IdsReply<true>},
       {"GET", "/v1/opaque/encode/", true, Auth::kCommand, kOpaqueEncode, Command::kOpaque, PathArg,
        OpaqueReply},
       {"GET", "/v1/opaque/decode/", true, Auth::kCommand, kOpaqueDecode, Command::kOpaque, PathArg,

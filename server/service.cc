@@ -78,7 +78,7 @@ std::string_view CommandName(Command command) {
       "leaf_decode", "ping",    "echo",    "auth",           "hello",
       "command",     "client",  "quit",    "segment_range",  "segment_create",
       "worker",      "machine", "opaque",  "uuid",           "ulid",
-      "other"};
+      "random",      "other"};
   static_assert(std::size(kNames) == static_cast<std::size_t>(Command::kCount_));
   return kNames[static_cast<int>(command)];
 }
@@ -180,7 +180,15 @@ Result<std::unique_ptr<Service>> Service::Start(const ServerConfig& config, Serv
     Result<std::unique_ptr<OpaqueCodec>> codec = OpaqueCodec::Create(*keys, layout);
     if (!codec.ok()) return InvalidArgument("opaque.key_file: " + codec.error().message);
     s.opaque_ = std::move(codec).value();
+    codec = OpaqueCodec::Create(*keys, config.random_layout);
+    if (!codec.ok()) return InvalidArgument("opaque.key_file: " + codec.error().message);
+    s.random_opaque_ = std::move(codec).value();
   }
+  // Random ids: nothing to lease or store; only the layout's epoch is checked.
+  Result<std::unique_ptr<RandomIdGenerator>> randoms =
+      RandomIdGenerator::Create(config.random_layout, clock);
+  if (!randoms.ok()) return InvalidArgument("random.layout: " + randoms.error().message);
+  s.randoms_ = std::move(randoms).value();
 
   // Machine ids for CosId clients: a store that cannot be read fails those requests only.
   s.machine_store_ = parts.machine_store ? std::move(parts.machine_store)

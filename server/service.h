@@ -24,6 +24,7 @@
 #include "sekka/codec.h"
 #include "sekka/machines.h"
 #include "sekka/opaque.h"
+#include "sekka/random_id.h"
 #include "sekka/segment.h"
 #include "sekka/snowflake.h"
 #include "sekka/uuid.h"
@@ -71,6 +72,7 @@ enum class Command {
   kOpaque,   // OPAQUE.ENCODE, OPAQUE.DECODE, /v1/opaque/...
   kUuid,     // UUID.NEXT, UUID.BATCH, /v1/uuid(s)
   kUlid,     // ULID.NEXT, ULID.BATCH, /v1/ulid(s)
+  kRandom,   // RANDOM.NEXT, RANDOM.BATCH, /v1/random(s)
   kOther,
   kCount_
 };
@@ -138,6 +140,10 @@ class Service {
   TimeOrderedGenerator& ulids() { return ulids_; }
   // Opaque ids (opaque.key_file); null when none is configured.
   const OpaqueCodec* opaque() const { return opaque_.get(); }
+  // Random ids (random.layout), and their opaque codec (null without opaque.key_file).
+  RandomIdGenerator& randoms() { return *randoms_; }
+  const Layout& random_layout() const { return randoms_->layout(); }
+  const OpaqueCodec* random_opaque() const { return random_opaque_.get(); }
   // The machine ids handed to CosId clients. Errors: kUnavailable when the store could not be
   // read at start.
   Result<MachineRegistry*> machines();
@@ -243,6 +249,8 @@ class Service {
   std::unique_ptr<SegmentStore> segment_store_;
   std::unique_ptr<SegmentAllocator> segments_;  // destroyed before segment_store_
   std::unique_ptr<OpaqueCodec> opaque_;
+  std::unique_ptr<OpaqueCodec> random_opaque_;
+  std::unique_ptr<RandomIdGenerator> randoms_;
   TimeOrderedGenerator uuids_{clock_, TimeOrderedKind::kUuidV7};
   TimeOrderedGenerator ulids_{clock_, TimeOrderedKind::kUlid};
   std::unique_ptr<MachineStore> machine_store_;

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 #include <openssl/evp.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 
@@ -69,6 +70,41 @@ void Ff1::Block(std::uint8_t block[16]) const {
   EVP_EncryptUpdate(cipher.ctx, block, &len, block, 16);
 }
 
+void Ff1::PrefixState(const std::uint8_t p[16], std::span<const std::uint8_t> tweak,
+                      std::size_t prefix_len, std::uint8_t out[16]) const {
+  // One entry per thread: this key, P and the tweak of the last call, and the state.
+  struct Cached {
+    std::uint64_t instance = 0;
+    std::uint8_t p[16] = {};
+    std::vector<std::uint8_t> tweak;
+    std::size_t prefix_len = 0;
+    std::uint8_t state[16] = {};
+  };
+  thread_local Cached cached;
+  if (cached.instance == instance_ && cached.prefix_len == prefix_len &&
+      std::memcmp(cached.p, p, 16) == 0 && cached.tweak.size() == tweak.size() &&
+      std::equal(tweak.begin(), tweak.end(), cached.tweak.begin())) {
+    std::memcpy(out, cached.state, 16);
+    return;
+  }
+  std::uint8_t state[16];
+  std::memcpy(state, p, 16);
+  Block(state);  // CBC-MAC of P
+  for (std::size_t off = 0; off < prefix_len; off += 16) {
+    for (std::size_t k = 0; k < 16; ++k) {
+      const std::size_t at = off + k;  // Q's bytes here are the tweak, then zeros
+      state[k] ^= at < tweak.size() ? tweak[at] : 0;
+    }
+    Block(state);
+  }
+  cached.instance = instance_;
+  std::memcpy(cached.p, p, 16);
+  cached.tweak.assign(tweak.begin(), tweak.end());
+  cached.prefix_len = prefix_len;
+  std::memcpy(cached.state, state, 16);
+  std::memcpy(out, state, 16);
+}
+
 void Ff1::Rounds(std::uint64_t& a, std::uint64_t& b, std::uint32_t radix, int u, int v,
                  std::span<const std::uint8_t> tweak, bool encrypt) const {
   const int n = u + v;
@@ -78,8 +114,7 @@ void Ff1::Rounds(std::uint64_t& a, std::uint64_t& b, std::uint32_t radix, int u,
   // radix^v - 1. 4. d = 4 * ceil(b / 4) + 4 (at most 12 here, so S is the first d bytes of R).
   const int b_bytes = (BitLength(mod_v - 1) + 7) / 8;
   const int d = 4 * ((b_bytes + 3) / 4) + 4;
-  // 5. P = [1]^1 || [2]^1 || [1]^1 || [radix]^3 || [10]^1 || [u mod 256]^1 || [n]^4 || [t]^4,
-  // whose CBC-MAC state after the first block is the same in every round.
+  // 5. P = [1]^1 || [2]^1 || [1]^1 || [radix]^3 || [10]^1 || [u mod 256]^1 || [n]^4 || [t]^4.
   std::uint8_t p[16] = {1,
                         2,
                         1,
@@ -92,35 +127,35 @@ void Ff1::Rounds(std::uint64_t& a, std::uint64_t& b, std::uint32_t radix, int u,
     p[8 + i] = static_cast<std::uint8_t>(static_cast<std::uint32_t>(n) >> (24 - 8 * i));
     p[12 + i] = static_cast<std::uint8_t>(static_cast<std::uint64_t>(t) >> (24 - 8 * i));
   }
-  Block(p);
-  // Q = T || [0]^((-t - b - 1) mod 16) || [i]^1 || [NUM(B)]^b: a whole number of blocks.
+  // Q = T || [0]^((-t - b - 1) mod 16) || [i]^1 || [NUM(B)]^b: a whole number of blocks. Only
+  // the last block holds [i] and NUM(B) (1 + b <= 9 bytes); the blocks before it are the tweak
+  // and padding, the same in every round, so the CBC-MAC state after P and them is computed
+  // once (and kept per thread for the last tweak used: an OpaqueCodec always uses one).
   const std::size_t pad = (16 - (t + static_cast<std::size_t>(b_bytes) + 1) % 16) % 16;
   const std::size_t q_len = t + pad + 1 + static_cast<std::size_t>(b_bytes);
-  std::uint8_t q_small[64];
-  std::vector<std::uint8_t> q_big;
-  std::uint8_t* q = q_small;
-  if (q_len > sizeof q_small) {
-    q_big.resize(q_len);
-    q = q_big.data();
+  std::uint8_t prefix[16];
+  PrefixState(p, tweak, q_len - 16, prefix);
+  // The last block of Q: its tweak and padding bytes, then [i] and NUM(B) set in each round.
+  std::uint8_t q[16] = {};
+  const std::size_t head = 16 - 1 - static_cast<std::size_t>(b_bytes);  // tweak/pad bytes in it
+  for (std::size_t k = 0; k < head; ++k) {
+    const std::size_t at = q_len - 16 + k;  // position in Q
+    q[k] = at < t ? tweak[at] : 0;
   }
-  if (t > 0) std::memcpy(q, tweak.data(), t);
-  std::memset(q + t, 0, pad);
   for (int step = 0; step < 10; ++step) {
     const int i = encrypt ? step : 9 - step;
     // 6.v. m = u in even rounds, v in odd ones: the modulus is radix^m.
     const std::uint64_t modulus = i % 2 == 0 ? mod_u : mod_v;
     const std::uint64_t num = encrypt ? b : a;  // NUM(B) encrypting, NUM(A) decrypting
-    q[t + pad] = static_cast<std::uint8_t>(i);
+    q[head] = static_cast<std::uint8_t>(i);
     for (int k = 0; k < b_bytes; ++k) {
-      q[t + pad + 1 + k] = static_cast<std::uint8_t>(num >> (8 * (b_bytes - 1 - k)));
+      q[head + 1 + static_cast<std::size_t>(k)] =
+          static_cast<std::uint8_t>(num >> (8 * (b_bytes - 1 - k)));
     }
-    // 6.ii. R = PRF(P || Q): CBC-MAC from P's state.
+    // 6.ii. R = PRF(P || Q): CBC-MAC, from the state after P and Q's constant blocks.
     std::uint8_t r[16];
-    std::memcpy(r, p, 16);
-    for (std::size_t off = 0; off < q_len; off += 16) {
-      for (int k = 0; k < 16; ++k) r[k] ^= q[off + static_cast<std::size_t>(k)];
-      Block(r);
-    }
+    for (int k = 0; k < 16; ++k) r[k] = prefix[k] ^ q[k];
+    Block(r);
     // 6.iii-iv. y = NUM(S), S the first d bytes of R; only y mod radix^m is needed. With a
     // power-of-two modulus (radix 2) that is the low bits of S's last 8 bytes (d >= 8).
     u128 y = 0;

@@ -274,10 +274,13 @@ class LayoutTest(CliTestCase):
     def test_every_preset_reports_capacity_and_end_date(self):
         names = self.ok("layout", "--list").split()
         self.assertEqual(names, ["sekka", "twitter", "discord", "instagram", "sonyflake", "baidu",
-                                 "js53"])
+                                 "js53", "random"])
         for name in names:
             j = json.loads(self.ok("layout", name, "--json"))
             self.assertEqual(j["name"], name)
+            if j["kind"] == "random":
+                self.assertEqual(j["time_bits"] + j["random_bits"], 63)
+                continue
             self.assertEqual(j["ids_per_tick"], 2 ** j["sequence_bits"])
             self.assertAlmostEqual(j["ids_per_second"],
                                    j["ids_per_tick"] * 1000 / j["tick_ms"])
@@ -301,6 +304,101 @@ class LayoutTest(CliTestCase):
 
     def test_bad_layout(self):
         self.fails(2, "layout", "nope", expect="allowed sekka, twitter")
+
+
+class RandomAndSpreadLayoutTest(CliTestCase):
+    """Random layouts (time + random bits, no worker id) and the spread orderings (shard bits,
+    a bit-reversed time field) from the command line."""
+
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(prefix="sekka-random-")
+
+    def tearDown(self):
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def test_random_ids_decode_to_now_and_need_no_data_dir(self):
+        ids = self.ok("gen", "-n", "3000", "--layout", "random").split()
+        self.assertGreaterEqual(len(set(ids)), 2990)  # 22 bits a ms: a rare alike pair at most
+        now_ms = datetime.datetime.now(datetime.timezone.utc).timestamp() * 1000
+        out = self.ok("decode", "--layout", "random", "--json", *ids[:50]).splitlines()
+        randoms = set()
+        for line in out:
+            d = json.loads(line)
+            self.assertLess(abs(d["timestamp_ms"] - now_ms), 60_000)
+            self.assertNotIn("worker", d)
+            self.assertLess(d["random"], 2 ** 22)
+            randoms.add(d["random"])
+            self.assertEqual(int(d["id"]) >> 22, (d["timestamp_ms"] - 1735689600000))
+        self.assertGreater(len(randoms), 45)
+        # A js-safe random layout stays below 2^53; friendly text round-trips.
+        small = self.ok("gen", "-n", "200", "--layout",
+                        "kind=random,js_safe=true,time_bits=38,tick=10ms").split()
+        self.assertTrue(all(int(i) < 2 ** 53 for i in small))
+        friendly = self.ok("gen", "-n", "1", "--layout", "random", "--format", "friendly").strip()
+        self.assertRegex(friendly, r"^\d{17}-\d+$")
+        line = self.ok("decode", "--layout", "random", "--format", "friendly", friendly)
+        self.assertIn("random=" + friendly.split("-")[1], line)
+
+    def test_random_ids_round_trip_through_opaque_ids(self):
+        keys = os.path.join(self.dir, "keys")
+        with open(keys, "w") as f:
+            f.write(self.ok("opaque", "keygen", "--version", "r"))
+        texts = self.ok("gen", "-n", "100", "--layout", "random", "--format", "opaque",
+                        "--key-file", keys).split()
+        self.assertTrue(all(len(t) == 12 and t[0] == "r" for t in texts))
+        ids = self.ok("opaque", "decode", "--layout", "random", "--key-file", keys,
+                      *texts).split()
+        again = self.ok("opaque", "encode", "--layout", "random", "--key-file", keys, *ids).split()
+        self.assertEqual(again, texts)
+
+    def test_layout_rate_gives_the_birthday_odds(self):
+        out = self.ok("layout", "random", "--rate", "1000/s")
+        self.assertIn("1 ids per tick on average", out)
+        self.assertIn("1.19e-07 per tick", out)
+        self.assertIn("10.3 a day on average, one every 2.33 hours", out)
+        j = json.loads(self.ok("layout", "kind=random,time_bits=36,tick=10ms", "--rate", "1.2M/min",
+                               "--json"))
+        self.assertEqual(j["random_bits"], 27)
+        self.assertAlmostEqual(j["rate"]["ids_per_tick"], 200)
+        self.assertAlmostEqual(j["rate"]["expected_clashes_per_day"],
+                               200 * 200 / 2 / 2 ** 27 * 8_640_000, places=6)
+        # A snowflake layout: the worker ids the rate keeps busy.
+        self.assertIn("keeps at least 3 worker ids busy", self.ok("layout", "--rate", "10M/s"))
+        self.fails(2, "layout", "random", "--rate", "fast", expect="allowed a number with")
+        self.fails(2, "layout", "random", "--rate", "5/week", expect="/min, /h or /d")
+        self.fails(2, "layout", "kind=random,worker_bits=3", expect="not for kind=random")
+        self.fails(2, "layout", "kind=random,time_bits=41,random_bits=30",
+                   expect="sum to 71 (time 41 + random 30)")
+
+    def test_shard_bits_spread_ids_and_decode_back(self):
+        layout = "shard_bits=4,time_bits=37"
+        ids = [int(i) for i in self.ok("gen", "-n", "5000", "--layout", layout, "--worker-id", "9",
+                                       "--data-dir", self.dir).split()]
+        self.assertEqual(len(set(ids)), 5000)
+        self.assertNotEqual(ids, sorted(ids))
+        self.assertEqual(len({i >> 59 for i in ids}), 16)  # every shard used
+        out = self.ok("decode", "--layout", layout, "--json", *map(str, ids[:300])).splitlines()
+        decoded = [json.loads(line) for line in out]
+        self.assertTrue(all(d["worker"] == 9 for d in decoded))
+        self.assertEqual([d["shard"] for d in decoded], [i >> 59 for i in ids[:300]])
+        order = [(d["timestamp_ms"], d["sequence"]) for d in decoded]
+        self.assertEqual(order, sorted(set(order)))  # generation order, recovered by decoding
+        self.assertIn("within each of 16 shards", self.ok("layout", layout))
+        forged = str(ids[0] ^ (1 << 60))
+        self.fails(2, "decode", "--layout", layout, forged, expect="shard bits")
+
+    def test_reversed_time_spreads_consecutive_ticks(self):
+        layout = "reverse_time=true"
+        ids = [int(i) for i in self.ok("gen", "-n", "20000", "--layout", layout,
+                                       "--data-dir", self.dir).split()]
+        self.assertEqual(len(set(ids)), 20000)
+        self.assertGreater(len({i >> 60 for i in ids}), 1)  # ticks land far apart
+        out = self.ok("decode", "--layout", layout, "--json", str(ids[0]), str(ids[-1]))
+        first, last = [json.loads(line) for line in out.splitlines()]
+        self.assertLessEqual(first["timestamp_ms"], last["timestamp_ms"])
+        self.assertIn("bit-reversed", self.ok("layout", layout))
+        self.fails(2, "gen", "--layout", layout, "--descending", "--data-dir", self.dir,
+                   expect="needs an ordered layout")
 
 
 class BenchAndHelpTest(CliTestCase):

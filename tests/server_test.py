@@ -364,6 +364,92 @@ class OpaqueServerTest(ServerTestCase):
         bad.stop()
 
 
+class RandomAndSpreadServerTest(ServerTestCase):
+    """Random ids (random.layout) from /v1/random(s) and RANDOM.*, and a snowflake layout with
+    shard bits served as usual; decoded by the CLI."""
+
+    def decode(self, layout, ids):
+        p = subprocess.run([SEKKA, "decode", "--layout", layout, "--json", *map(str, ids)],
+                           capture_output=True, text=True, check=True)
+        return [json.loads(line) for line in p.stdout.splitlines()]
+
+    def test_random_ids_from_http_and_resp(self):
+        keys = self.dirs.path("keys")
+        with open(keys, "w") as f:
+            f.write(subprocess.run([SEKKA, "opaque", "keygen", "--version", "r"],
+                                   capture_output=True, text=True, check=True).stdout)
+        s = self.start("data", "--opaque-key-file", keys)
+        ids = [int(s.get_json("/v1/random")[1]["id"])]
+        batch = [int(i) for i in s.get_json("/v1/randoms?count=2000")[1]["ids"]]
+        self.assertEqual(len(set(batch)), 2000)  # a batch is distinct
+        r = redis.Redis(host="127.0.0.1", port=s.resp_port)
+        ids.append(r.execute_command("RANDOM.NEXT"))
+        resp_batch = r.execute_command("RANDOM.BATCH", 2000)
+        self.assertEqual(len(set(resp_batch)), 2000)
+        now = time.time() * 1000
+        decoded = self.decode("random", ids + batch[:100] + resp_batch[:100])
+        for d in decoded:
+            self.assertLess(abs(d["timestamp_ms"] - now), 60_000)
+            self.assertLess(d["random"], 2 ** 22)
+        self.assertGreater(len({d["random"] for d in decoded}), 190)
+        # Text forms, and opaque ids the CLI maps back with the random layout.
+        texts = s.get_json("/v1/randoms?count=20&format=opaque")[1]["ids"]
+        p = subprocess.run([SEKKA, "opaque", "decode", "--layout", "random", "--key-file", keys,
+                            *texts], capture_output=True, text=True, check=True)
+        back = [int(i) for i in p.stdout.split()]
+        self.assertTrue(all(abs(d["timestamp_ms"] - now) < 60_000
+                            for d in self.decode("random", back)))
+        friendly = s.get_json("/v1/random?format=friendly")[1]["id"]
+        self.assertRegex(friendly, r"^\d{17}-\d+$")
+        status, body = s.get_json("/v1/randoms?count=0")
+        self.assertJsonError(status, body, 400, "invalid_argument")
+        with self.assertRaises(redis.exceptions.ResponseError) as e:
+            r.execute_command("RANDOM.BATCH", "many")
+        self.assertIn("count", str(e.exception))
+
+    def test_a_custom_random_layout_and_a_random_snowflake_layout_refused(self):
+        s = self.start("data", env={"SEKKA_RANDOM_LAYOUT":
+                                    "kind=random,js_safe=true,time_bits=38,tick=10ms"})
+        ids = [int(i) for i in s.get_json("/v1/randoms?count=500")[1]["ids"]]
+        self.assertTrue(all(0 <= i < 2 ** 53 for i in ids))
+        for flags, env, says in [(("--layout", "random"), None, "set random.layout instead"),
+                                 ((), {"SEKKA_RANDOM_LAYOUT": "sekka"}, "a random layout"),
+                                 ((), {"SEKKA_RANDOM_LAYOUT": "kind=random,worker_bits=2"},
+                                  "not for kind=random")]:
+            bad = Server(self.dirs.path("bad"), *flags, env=env, wait=False)
+            self.assertFalse(bad.wait_listening())
+            self.assertEqual(bad.proc.returncode, 2)
+            self.assertIn(says, bad.stderr_text())
+            bad.stop()
+
+    def test_a_layout_with_shard_bits_is_served_and_decodes(self):
+        layout = "shard_bits=4,time_bits=37"
+        s = self.start("data", "--layout", layout)
+        r = redis.Redis(host="127.0.0.1", port=s.resp_port)
+        ids = []
+        for _ in range(5):
+            ids += r.execute_command("ID.BATCH", 1000)
+            ids += [int(i) for i in s.get_json("/v1/ids?count=500")[1]["ids"]]
+        self.assertEqual(len(set(ids)), len(ids))
+        self.assertEqual(len({i >> 59 for i in ids}), 16)
+        self.assertNotEqual(ids, sorted(ids))
+        _, d = s.get_json(f"/v1/decode/{ids[-1]}")
+        self.assertEqual(d["worker"], s.worker_id)
+        order = [(d["timestamp_ms"], d["sequence"]) for d in self.decode(layout, ids[:1500])]
+        self.assertEqual(order, sorted(set(order)))
+        status, body = s.get_json(f"/v1/decode/{ids[0] ^ (1 << 60)}")
+        self.assertJsonError(status, body, 400, "invalid_argument")
+        self.assertIn("shard bits", body["error"]["message"])
+        # The stored state names the shard bits: the same data dir under the plain layout is
+        # another id space, refused at start.
+        s.stop()
+        again = Server(self.dirs.path("data"), "--layout", "time_bits=37,worker_bits=14",
+                       wait=False)
+        self.assertFalse(again.wait_listening())
+        self.assertIn("layout", again.stderr_text())
+        again.stop()
+
+
 def ulid_millis(text):
     """The ULID spec's time: the first 10 Crockford base32 characters (written here, apart from
     sekka's parser)."""

@@ -67,6 +67,10 @@ class Ff1 {
   // The ten Feistel rounds over the halves' values a (u numerals) and b (v numerals).
   void Rounds(std::uint64_t& a, std::uint64_t& b, std::uint32_t radix, int u, int v,
               std::span<const std::uint8_t> tweak, bool encrypt) const;
+  // The CBC-MAC state after P and the first `prefix_len` bytes of Q (the tweak, then zeros),
+  // which no round changes; cached per thread for the last (key, P, tweak).
+  void PrefixState(const std::uint8_t p[16], std::span<const std::uint8_t> tweak,
+                   std::size_t prefix_len, std::uint8_t out[16]) const;
   // One AES block, in place, with this thread's context for this key.
   void Block(std::uint8_t block[16]) const;
 
