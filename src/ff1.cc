@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <bit>
 #include <cstring>
 
 namespace sekka {
@@ -19,6 +20,7 @@ std::atomic<std::uint64_t> next_instance{1};
 
 // radix^e, or 0 when it does not fit 64 bits.
 std::uint64_t Power(std::uint64_t radix, int e) {
+  if (radix == 2) return e < 64 ? std::uint64_t{1} << e : 0;  // opaque ids: no loop
   u128 p = 1;
   for (int i = 0; i < e; ++i) {
     p *= radix;
@@ -28,6 +30,22 @@ std::uint64_t Power(std::uint64_t radix, int e) {
 }
 
 int BitLength(std::uint64_t x) { return x == 0 ? 0 : 64 - __builtin_clzll(x); }
+
+static_assert(std::endian::native == std::endian::little, "the byte swaps assume little-endian");
+
+u128 LoadBigEndian128(const std::uint8_t in[16]) {
+  std::uint64_t hi = 0, lo = 0;
+  std::memcpy(&hi, in, 8);
+  std::memcpy(&lo, in + 8, 8);
+  return (static_cast<u128>(__builtin_bswap64(hi)) << 64) | __builtin_bswap64(lo);
+}
+
+void StoreBigEndian128(u128 v, std::uint8_t out[16]) {
+  const std::uint64_t hi = __builtin_bswap64(static_cast<std::uint64_t>(v >> 64));
+  const std::uint64_t lo = __builtin_bswap64(static_cast<std::uint64_t>(v));
+  std::memcpy(out, &hi, 8);
+  std::memcpy(out + 8, &lo, 8);
+}
 
 // This thread's AES context, set to the key of the Ff1 that used it last.
 struct ThreadCipher {
@@ -135,35 +153,34 @@ void Ff1::Rounds(std::uint64_t& a, std::uint64_t& b, std::uint32_t radix, int u,
   const std::size_t q_len = t + pad + 1 + static_cast<std::size_t>(b_bytes);
   std::uint8_t prefix[16];
   PrefixState(p, tweak, q_len - 16, prefix);
-  // The last block of Q: its tweak and padding bytes, then [i] and NUM(B) set in each round.
-  std::uint8_t q[16] = {};
+  // The last block of Q as a 128-bit big-endian number: its tweak and padding bytes, with
+  // [i] || NUM(B) (the low 1 + b bytes) added in each round. Whole words, not bytes: the
+  // prefix XOR then needs no byte stores that a 16-byte load would wait on.
+  u128 q_const = 0;
   const std::size_t head = 16 - 1 - static_cast<std::size_t>(b_bytes);  // tweak/pad bytes in it
   for (std::size_t k = 0; k < head; ++k) {
     const std::size_t at = q_len - 16 + k;  // position in Q
-    q[k] = at < t ? tweak[at] : 0;
+    q_const |= static_cast<u128>(at < t ? tweak[at] : 0) << (8 * (15 - k));
   }
+  const u128 prefix_value = LoadBigEndian128(prefix);
   for (int step = 0; step < 10; ++step) {
     const int i = encrypt ? step : 9 - step;
     // 6.v. m = u in even rounds, v in odd ones: the modulus is radix^m.
     const std::uint64_t modulus = i % 2 == 0 ? mod_u : mod_v;
     const std::uint64_t num = encrypt ? b : a;  // NUM(B) encrypting, NUM(A) decrypting
-    q[head] = static_cast<std::uint8_t>(i);
-    for (int k = 0; k < b_bytes; ++k) {
-      q[head + 1 + static_cast<std::size_t>(k)] =
-          static_cast<std::uint8_t>(num >> (8 * (b_bytes - 1 - k)));
-    }
+    const u128 q_last = q_const | (static_cast<u128>(i) << (8 * b_bytes)) | num;
     // 6.ii. R = PRF(P || Q): CBC-MAC, from the state after P and Q's constant blocks.
     std::uint8_t r[16];
-    for (int k = 0; k < 16; ++k) r[k] = prefix[k] ^ q[k];
+    StoreBigEndian128(prefix_value ^ q_last, r);
     Block(r);
     // 6.iii-iv. y = NUM(S), S the first d bytes of R; only y mod radix^m is needed. With a
     // power-of-two modulus (radix 2) that is the low bits of S's last 8 bytes (d >= 8).
     u128 y = 0;
     const bool pow2 = (modulus & (modulus - 1)) == 0;
     if (pow2) {
-      std::uint64_t low = 0;
-      for (int k = d - 8; k < d; ++k) low = (low << 8) | r[k];
-      y = low & (modulus - 1);
+      std::uint64_t low = 0;  // bytes d-8 .. d-1 of R, big-endian
+      std::memcpy(&low, r + d - 8, 8);
+      y = __builtin_bswap64(low) & (modulus - 1);
     } else {
       for (int k = 0; k < d; ++k) y = (y * 256 + r[k]) % modulus;
     }

@@ -46,6 +46,16 @@ TEST(OpaqueTest, RoundTripsInEveryPresetAndStaysInsideTheLayout) {
   }
 }
 
+// Known answers, from the first release of opaque ids: a change to FF1, the tweak or the text
+// form that would break links already handed out fails here.
+TEST(OpaqueTest, KnownAnswersDoNotChange) {
+  auto c = Codec(Layout::Default(), "a 000102030405060708090a0b0c0d0e0f\n");
+  EXPECT_EQ(*c->EncodeText(123456789), "a0KWecidf9xW");
+  EXPECT_EQ(*c->EncodeText(249780180292206592), "a6nMoPmlxzmk");
+  auto js = Codec(*Layout::Preset("js53"), "a 000102030405060708090a0b0c0d0e0f\n");
+  EXPECT_EQ(*js->Encode(5), 4600072292469881);
+}
+
 TEST(OpaqueTest, OldLinksStillDecodeAfterARotation) {
   const Layout layout = Layout::Default();
   auto before = Codec(layout, "a 000102030405060708090a0b0c0d0e0f\n");
