@@ -81,37 +81,41 @@ Status RandomIdGenerator::NextIds(std::span<Id> out) {
   const std::uint64_t time = static_cast<std::uint64_t>(*tick) << layout_.time_shift();
   const std::uint64_t mask = (std::uint64_t{1} << layout_.random_bits()) - 1;
   std::lock_guard lock(mu_);
-  auto draw = [&](Id& id) -> Status {
+  auto draw = [&](Id& id) -> Status {  // REQUIRES: mu_ held
     Result<std::uint64_t> r = pool_.Next64();
     if (!r.ok()) return std::move(r).error();
     id = static_cast<Id>(layout_.Spread(time | (*r & mask)));
     return Status::Ok();
   };
-  for (Id& id : out) {
-    if (Status s = draw(id); !s.ok()) return s;
-  }
-  if (out.size() == 1) return Status::Ok();
-  // Distinct within the batch: draw the later of two alike ids again until none are alike. A
-  // batch larger than the tick's random space cannot be distinct.
+  if (out.size() == 1) return draw(out[0]);
+  // Distinct within the batch: each id goes into an open-addressing set (twice the batch's
+  // size, linear probing) and is drawn again while it is already there. A batch larger than
+  // the tick's random space cannot be distinct.
   if (out.size() > mask + 1) {
     return InvalidArgument(fmt::format(
         "a batch of {} random ids cannot be distinct in {} random bits: allowed at most {}",
         out.size(), layout_.random_bits(), mask + 1));
   }
-  std::vector<std::pair<Id, std::size_t>> sorted;
-  for (;;) {
-    sorted.clear();
-    for (std::size_t i = 0; i < out.size(); ++i) sorted.emplace_back(out[i], i);
-    std::sort(sorted.begin(), sorted.end());
-    bool redrawn = false;
-    for (std::size_t i = 1; i < sorted.size(); ++i) {
-      if (sorted[i].first == sorted[i - 1].first) {
-        if (Status s = draw(out[sorted[i].second]); !s.ok()) return s;
-        redrawn = true;
+  int slot_bits = 4;
+  while ((std::size_t{1} << slot_bits) < 2 * out.size()) ++slot_bits;
+  const std::size_t slots = std::size_t{1} << slot_bits;
+  constexpr std::uint64_t kEmpty = ~std::uint64_t{0};  // no id is 2^64 - 1
+  std::vector<std::uint64_t> table(slots, kEmpty);
+  for (Id& id : out) {
+    for (;;) {
+      if (Status s = draw(id); !s.ok()) return s;
+      const auto value = static_cast<std::uint64_t>(id);
+      // Fibonacci hashing: the top bits of the product.
+      std::size_t at =
+          static_cast<std::size_t>((value * 0x9e3779b97f4a7c15ULL) >> (64 - slot_bits));
+      while (table[at] != kEmpty && table[at] != value) at = (at + 1) & (slots - 1);
+      if (table[at] == kEmpty) {
+        table[at] = value;
+        break;
       }
     }
-    if (!redrawn) return Status::Ok();
   }
+  return Status::Ok();
 }
 
 }  // namespace sekka
