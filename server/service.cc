@@ -658,14 +658,20 @@ std::string Service::InfoJson() {
   return fmt::format(
       "{{\"version\":\"{}\",\"uptime_s\":{},\"layout\":{{\"name\":{},\"time_bits\":{},"
       "\"datacenter_bits\":{},\"worker_bits\":{},\"sequence_bits\":{},\"tick_ms\":{},"
-      "\"epoch\":\"{}\",\"order\":\"{}\",\"runs_out\":\"{}\"}},\"worker\":{{\"source\":\"{}\","
+      "\"epoch\":\"{}\",\"order\":\"{}\",\"shard_bits\":{},\"reverse_time\":{},"
+      "\"runs_out\":\"{}\"}},\"random_layout\":{{\"name\":{},\"time_bits\":{},\"random_bits\":{},"
+      "\"tick_ms\":{},\"runs_out\":\"{}\"}},\"worker\":{{\"source\":\"{}\","
       "\"datacenter_id\":{},\"worker_id\":{}}},\"lease\":{},"
       "\"hwm\":\"{}\",\"hwm_ms\":{},\"ready\":{},\"reason\":{}}}",
       kVersion, (clock_.NowMillis() - started_ms_) / 1000, JsonString(l.name()), l.time_bits(),
       l.datacenter_bits(), l.worker_bits(), l.sequence_bits(), l.tick_millis(),
-      FormatUtcMillis(l.epoch_millis()), l.OrderName(), FormatUtcMillis(l.end_millis()), w.source,
-      w.datacenter_id, w.worker_id, LeaseJson(), FormatUtcMillis(hwm_millis()), hwm_millis(),
-      ready ? "true" : "false", JsonString(reason));
+      FormatUtcMillis(l.epoch_millis()), l.OrderName(), l.shard_bits(),
+      l.reverse_time() ? "true" : "false", FormatUtcMillis(l.end_millis()),
+      JsonString(random_layout().name()), random_layout().time_bits(),
+      random_layout().random_bits(), random_layout().tick_millis(),
+      FormatUtcMillis(random_layout().end_millis()), w.source, w.datacenter_id, w.worker_id,
+      LeaseJson(), FormatUtcMillis(hwm_millis()), hwm_millis(), ready ? "true" : "false",
+      JsonString(reason));
 }
 
 std::string Service::MetricsText() {

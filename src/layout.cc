@@ -121,7 +121,9 @@ Result<Layout> ParseLayout(std::string_view text) {
     o = RandomRow("custom", 41, 0);
   }
   bool random_bits_set = false;
-  for (const auto& [key, value] : items) {
+  for (const auto& item : items) {
+    // Plain names, not a structured binding: clang before 16 cannot capture one in a lambda.
+    const std::string_view key = item.first, value = item.second;
     if (random && (key == "datacenter_bits" || key == "worker_bits" || key == "sequence_bits" ||
                    key == "order" || key == "shard_bits")) {
       return InvalidArgument(fmt::format(

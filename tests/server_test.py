@@ -412,6 +412,9 @@ class RandomAndSpreadServerTest(ServerTestCase):
                                     "kind=random,js_safe=true,time_bits=38,tick=10ms"})
         ids = [int(i) for i in s.get_json("/v1/randoms?count=500")[1]["ids"]]
         self.assertTrue(all(0 <= i < 2 ** 53 for i in ids))
+        info = s.get_json("/v1/info")[1]
+        self.assertEqual((info["random_layout"]["time_bits"], info["random_layout"]["random_bits"],
+                          info["random_layout"]["tick_ms"]), (38, 15, 10))
         for flags, env, says in [(("--layout", "random"), None, "set random.layout instead"),
                                  ((), {"SEKKA_RANDOM_LAYOUT": "sekka"}, "a random layout"),
                                  ((), {"SEKKA_RANDOM_LAYOUT": "kind=random,worker_bits=2"},
@@ -435,6 +438,7 @@ class RandomAndSpreadServerTest(ServerTestCase):
         self.assertNotEqual(ids, sorted(ids))
         _, d = s.get_json(f"/v1/decode/{ids[-1]}")
         self.assertEqual(d["worker"], s.worker_id)
+        self.assertEqual(s.get_json("/v1/info")[1]["layout"]["shard_bits"], 4)
         order = [(d["timestamp_ms"], d["sequence"]) for d in self.decode(layout, ids[:1500])]
         self.assertEqual(order, sorted(set(order)))
         status, body = s.get_json(f"/v1/decode/{ids[0] ^ (1 << 60)}")
