@@ -17,6 +17,8 @@ PACKAGES=(
   clang libclang-rt-14-dev
   # end-to-end test and benchmark tools: real clients and peers
   python3 python3-redis python3-thrift thrift-compiler curl procps redis-server redis-tools prometheus hyperfine faketime wrk nginx-light
+  # the Java client (clients/java): Debian's JDK and JUnit 5's console launcher
+  default-jdk-headless junit5
 )
 
 missing=()
@@ -31,15 +33,17 @@ if ! command -v node > /dev/null || ! command -v npm > /dev/null; then
   missing+=(nodejs npm)
 fi
 
-# The npm packages, exactly as the committed lock file says (npm ci), when they are not there
-# yet or the lock file changed.
+# The npm packages, exactly as the committed lock files say (npm ci), when they are not there
+# yet or a lock file changed: the independent checkers (tests/js) and the Node client's test
+# dependencies, ioredis and node-redis (clients/node).
 npm_packages() {
   local dir
-  dir="$(dirname "$0")/../tests/js"
-  if [ ! -f "$dir/node_modules/.package-lock.json" ] ||
-    [ "$dir/package-lock.json" -nt "$dir/node_modules/.package-lock.json" ]; then
-    (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error > /dev/null)
-  fi
+  for dir in "$(dirname "$0")/../tests/js" "$(dirname "$0")/../clients/node"; do
+    if [ ! -f "$dir/node_modules/.package-lock.json" ] ||
+      [ "$dir/package-lock.json" -nt "$dir/node_modules/.package-lock.json" ]; then
+      (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error > /dev/null)
+    fi
+  done
 }
 
 if [ ${#missing[@]} -eq 0 ]; then

@@ -43,14 +43,15 @@ atexit.register(_cleanup)
 class Server:
     """One `sekka serve` process."""
 
-    def __init__(self, data_dir, *flags, env=None, faketime_file=None, wait=True):
+    def __init__(self, data_dir, *flags, env=None, faketime_file=None, wait=True,
+                 resp="127.0.0.1:0"):
         self.data_dir = data_dir
         self.env = dict(os.environ)
         if env:
             self.env.update(env)
         if faketime_file:
             self.env.update(faketime_env(faketime_file))
-        args = [SEKKA, "serve", "--http", "127.0.0.1:0", "--resp", "127.0.0.1:0",
+        args = [SEKKA, "serve", "--http", "127.0.0.1:0", "--resp", resp,
                 "--data-dir", data_dir, *flags]
         self.stderr_path = os.path.join(data_dir + ".log")
         self.stderr = open(self.stderr_path, "ab")

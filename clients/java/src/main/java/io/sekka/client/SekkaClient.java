@@ -1,0 +1,478 @@
+package io.sekka.client;
+
+import java.io.IOException;
+import java.util.ArrayDeque;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Objects;
+import java.util.Set;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.locks.Condition;
+import java.util.concurrent.locks.ReentrantLock;
+
+/**
+ * Ids from a local buffer that a background thread refills from a list of sekka servers over the
+ * Redis protocol, with failover. Thread-safe; no dependencies beyond the JDK.
+ *
+ * <pre>{@code
+ * try (SekkaClient c = SekkaClient.builder("127.0.0.1:6380,127.0.0.1:6381").build()) {
+ *   long orderId = c.nextId();        // from the buffer: no network in steady state
+ *   long[] ids = c.nextIds(100);
+ *   long invoiceNo = c.next("invoice"); // a segment tag: increasing within this client
+ * }
+ * }</pre>
+ *
+ * <p>Options and failures: docs/clients.md.
+ */
+public final class SekkaClient implements AutoCloseable {
+  private static final Set<String> FAILOVER = Set.of("LEASELOST", "CLOCKBACKWARDS", "UNAVAILABLE");
+  private static final Set<String> AUTH = Set.of("NOAUTH", "WRONGPASS");
+
+  /** Options, with their defaults (times in milliseconds). */
+  public static final class Builder {
+    private final List<String> servers = new ArrayList<>();
+    private String token;
+    private int connectTimeoutMs = 1000;
+    private int timeoutMs = 1000;
+    private int batch = 1000;
+    private int minBatch = 100;
+    private int maxBatch = 100_000;
+    private long targetRefillMs = 1000;
+    private double lowWater = 0.5;
+    private long validityMs = 10_000;
+    private long backoffMinMs = 100;
+    private long backoffMaxMs = 5000;
+
+    private Builder(String servers) {
+      for (String s : servers.split(",")) this.servers.add(s.trim());
+    }
+
+    /** The servers' {@code server.auth_token}, sent with AUTH on each connection. */
+    public Builder token(String token) {
+      this.token = token;
+      return this;
+    }
+
+    public Builder connectTimeoutMs(int ms) {
+      this.connectTimeoutMs = ms;
+      return this;
+    }
+
+    public Builder timeoutMs(int ms) {
+      this.timeoutMs = ms;
+      return this;
+    }
+
+    /** First batch size (1000), adapting within [min (100), max (100000)]. */
+    public Builder batch(int first, int min, int max) {
+      this.batch = first;
+      this.minBatch = min;
+      this.maxBatch = max;
+      return this;
+    }
+
+    /** A batch should last about this long (1000 ms): shorter doubles it, over twice halves it. */
+    public Builder targetRefillMs(long ms) {
+      this.targetRefillMs = ms;
+      return this;
+    }
+
+    /** Refill when less than this share of a batch is left (0.5). */
+    public Builder lowWater(double share) {
+      this.lowWater = share;
+      return this;
+    }
+
+    /** Buffered ids older than this are dropped (10000 ms). */
+    public Builder validityMs(long ms) {
+      this.validityMs = ms;
+      return this;
+    }
+
+    /** A failed server is skipped for min (100 ms), doubling up to max (5000 ms). */
+    public Builder backoffMs(long min, long max) {
+      this.backoffMinMs = min;
+      this.backoffMaxMs = max;
+      return this;
+    }
+
+    public SekkaClient build() {
+      return new SekkaClient(this);
+    }
+  }
+
+  /** Counters since the client was made. */
+  public record Stats(long served, long refills, long failovers, long buffered, long dropped) {}
+
+  private static final class Server {
+    final String host;
+    final int port;
+    final String name;
+    RespConnection conn;
+    long downUntil;
+    long backoff;
+
+    Server(String hostPort) {
+      int colon = hostPort.lastIndexOf(':');
+      int p = -1;
+      try {
+        p = colon > 0 ? Integer.parseInt(hostPort.substring(colon + 1)) : -1;
+      } catch (NumberFormatException e) {
+        p = -1;
+      }
+      if (p < 1 || p > 65535) {
+        throw new IllegalArgumentException("server \"" + hostPort + "\" is not host:port");
+      }
+      host = hostPort.substring(0, colon);
+      port = p;
+      name = hostPort;
+    }
+
+    void drop() {
+      if (conn != null) conn.close();
+      conn = null;
+    }
+  }
+
+  private static final class Batch {
+    final long[] ids;
+    final long expires; // System.nanoTime()
+    int pos;
+
+    Batch(long[] ids, long expires) {
+      this.ids = ids;
+      this.expires = expires;
+    }
+  }
+
+  private static final class Stream {
+    final String tag; // null: snowflake ids
+    final ArrayDeque<Batch> batches = new ArrayDeque<>();
+    int size;
+    boolean wanted;
+    boolean busy;
+    long attempts;
+    RuntimeException error;
+    long retryAt;
+    long high = -1;
+    long lastRefill = -1;
+
+    Stream(String tag, int size) {
+      this.tag = tag;
+      this.size = size;
+    }
+  }
+
+  private final Builder o;
+  private final List<Server> servers = new ArrayList<>();
+  private int current;
+  private final ReentrantLock lock = new ReentrantLock();
+  private final Condition changed = lock.newCondition();
+  private final Map<String, Stream> streams = new HashMap<>();
+  private final Stream ids; // snowflake ids
+  private boolean closed;
+  private long served;
+  private long refills;
+  private long failovers;
+  private long dropped;
+  private final long maxWaitNanos;
+  private final Thread refiller;
+
+  private SekkaClient(Builder b) {
+    if (b.servers.isEmpty() || b.servers.get(0).isEmpty()) {
+      throw new IllegalArgumentException("servers is empty: give at least one host:port");
+    }
+    if (!(1 <= b.minBatch && b.minBatch <= b.batch && b.batch <= b.maxBatch)) {
+      throw new IllegalArgumentException("batch sizes must satisfy 1 <= min <= first <= max");
+    }
+    if (!(b.lowWater > 0 && b.lowWater < 1)) {
+      throw new IllegalArgumentException("lowWater must be between 0 and 1");
+    }
+    this.o = b;
+    for (String s : b.servers) servers.add(new Server(s));
+    this.ids = new Stream(null, b.batch);
+    this.maxWaitNanos =
+        TimeUnit.MILLISECONDS.toNanos(2L * (b.connectTimeoutMs + b.timeoutMs) * servers.size() + 1000);
+    this.refiller = new Thread(this::refillLoop, "sekka-refill");
+    refiller.setDaemon(true);
+    refiller.start();
+  }
+
+  /** A builder for {@code servers}: "host:port,host:port". */
+  public static Builder builder(String servers) {
+    return new Builder(Objects.requireNonNull(servers, "servers"));
+  }
+
+  /** The next snowflake id. @throws SekkaException (NoServerException, AuthException) */
+  public long nextId() {
+    return take(ids);
+  }
+
+  /** {@code n} snowflake ids, in the order they were served. */
+  public long[] nextIds(int n) {
+    if (n < 0) throw new IllegalArgumentException("n must be 0 or more");
+    long[] out = new long[n];
+    for (int i = 0; i < n; i++) out[i] = take(ids);
+    return out;
+  }
+
+  /** The next id of segment tag {@code tag}, above every id this client gave for it. */
+  public long next(String tag) {
+    if (tag == null || tag.isEmpty()) throw new IllegalArgumentException("tag is empty");
+    Stream s;
+    lock.lock();
+    try {
+      s = streams.computeIfAbsent(tag, t -> new Stream(t, o.batch));
+    } finally {
+      lock.unlock();
+    }
+    return take(s);
+  }
+
+  public Stats stats() {
+    lock.lock();
+    try {
+      long buffered = 0;
+      for (Stream s : allStreams()) for (Batch b : s.batches) buffered += b.ids.length - b.pos;
+      return new Stats(served, refills, failovers, buffered, dropped);
+    } finally {
+      lock.unlock();
+    }
+  }
+
+  @Override
+  public void close() {
+    lock.lock();
+    try {
+      closed = true;
+      changed.signalAll();
+    } finally {
+      lock.unlock();
+    }
+    try {
+      refiller.join(5000);
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+    }
+    for (Server s : servers) s.drop();
+  }
+
+  private List<Stream> allStreams() {
+    List<Stream> all = new ArrayList<>(streams.values());
+    all.add(ids);
+    return all;
+  }
+
+  /** An id from the buffer or -1, asking for a refill at the low-water mark. Lock held. */
+  private long pop(Stream s) {
+    long now = System.nanoTime();
+    while (!s.batches.isEmpty()) {
+      Batch b = s.batches.peekFirst();
+      if (b.pos < b.ids.length && now - b.expires < 0) break;
+      s.batches.pollFirst();
+      dropped += b.ids.length - b.pos;
+    }
+    long left = 0;
+    for (Batch b : s.batches) left += b.ids.length - b.pos;
+    if (left < o.lowWater * s.size && !s.wanted && !s.busy && now - s.retryAt >= 0) {
+      s.wanted = true;
+      changed.signalAll();
+    }
+    Batch b = s.batches.peekFirst();
+    if (b == null) return -1;
+    served++;
+    return b.ids[b.pos++];
+  }
+
+  private long take(Stream s) {
+    lock.lock();
+    try {
+      if (closed) throw new SekkaException("the client is closed");
+      long v = pop(s);
+      if (v >= 0) return v;
+      long start = s.attempts;
+      long deadline = System.nanoTime() + maxWaitNanos;
+      while (true) {
+        if (!s.wanted && !s.busy) {
+          s.wanted = true;
+          changed.signalAll();
+        }
+        long left = deadline - System.nanoTime();
+        if (left <= 0) {
+          throw new NoServerException(
+              "no ids within " + TimeUnit.NANOSECONDS.toMillis(maxWaitNanos) + " ms from " + names());
+        }
+        try {
+          changed.awaitNanos(left);
+        } catch (InterruptedException e) {
+          Thread.currentThread().interrupt();
+          throw new SekkaException("interrupted while waiting for ids");
+        }
+        if (closed) throw new SekkaException("the client is closed");
+        v = pop(s);
+        if (v >= 0) return v;
+        if (s.attempts > start) {
+          if (s.error != null) throw s.error;
+          start = s.attempts; // a refill with nothing usable: ask again
+        }
+      }
+    } finally {
+      lock.unlock();
+    }
+  }
+
+  private void refillLoop() {
+    while (true) {
+      Stream s = null;
+      int n;
+      lock.lock();
+      try {
+        while (!closed && (s = wantedStream()) == null) changed.awaitUninterruptibly();
+        if (closed) return;
+        s.wanted = false;
+        s.busy = true;
+        long now = System.nanoTime();
+        if (s.lastRefill >= 0) { // adapt: how long did the last batch last?
+          long lasted = TimeUnit.NANOSECONDS.toMillis(now - s.lastRefill);
+          if (lasted < o.targetRefillMs / 2) {
+            s.size = Math.min(o.maxBatch, s.size * 2);
+          } else if (lasted > o.targetRefillMs * 2) {
+            s.size = Math.max(o.minBatch, s.size / 2);
+          }
+        }
+        n = s.size;
+      } finally {
+        lock.unlock();
+      }
+      long[] got = null;
+      RuntimeException error = null;
+      try {
+        Object reply =
+            s.tag == null
+                ? call("ID.BATCH", Integer.toString(n))
+                : call("SEG.NEXT", s.tag, Integer.toString(n));
+        got = toLongs(reply);
+      } catch (RuntimeException e) {
+        error = e;
+      }
+      lock.lock();
+      try {
+        s.busy = false;
+        s.attempts++;
+        s.error = error;
+        if (error == null) {
+          refills++;
+          s.lastRefill = System.nanoTime();
+          if (s.tag != null) { // a tag's ids stay increasing within the client
+            int keep = 0;
+            for (long id : got) if (id > s.high) got[keep++] = id;
+            dropped += got.length - keep;
+            got = java.util.Arrays.copyOf(got, keep);
+          }
+          if (got.length > 0) {
+            s.high = Math.max(s.high, got[got.length - 1]);
+            s.batches.addLast(
+                new Batch(got, s.lastRefill + TimeUnit.MILLISECONDS.toNanos(o.validityMs)));
+          }
+        } else {
+          s.retryAt = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(o.backoffMinMs);
+        }
+        changed.signalAll();
+      } finally {
+        lock.unlock();
+      }
+    }
+  }
+
+  private Stream wantedStream() {
+    if (ids.wanted) return ids;
+    for (Stream s : streams.values()) if (s.wanted) return s;
+    return null;
+  }
+
+  private static long[] toLongs(Object reply) {
+    if (!(reply instanceof List<?> list)) {
+      throw new SekkaException("unexpected reply: " + reply);
+    }
+    long[] out = new long[list.size()];
+    for (int i = 0; i < out.length; i++) {
+      Object x = list.get(i);
+      out[i] = x instanceof Long l ? l : Long.parseLong(String.valueOf(x));
+    }
+    return out;
+  }
+
+  private String names() {
+    StringBuilder sb = new StringBuilder();
+    for (Server s : servers) sb.append(sb.length() > 0 ? ", " : "").append(s.name);
+    return sb.toString();
+  }
+
+  private RespConnection connect(Server s) throws IOException {
+    RespConnection conn = new RespConnection(s.host, s.port, o.connectTimeoutMs, o.timeoutMs);
+    if (o.token != null) {
+      try {
+        conn.call("AUTH", o.token);
+      } catch (RespConnection.ErrorReply e) {
+        conn.close();
+        throw new AuthException("sekka server " + s.name + " refused the token: " + e.getMessage());
+      } catch (IOException e) {
+        conn.close();
+        throw e;
+      }
+    }
+    return conn;
+  }
+
+  /** The reply of the first server that answers, from the current one (refill thread only). */
+  private Object call(String... args) {
+    long now = System.nanoTime();
+    int n = servers.size();
+    List<Integer> up = new ArrayList<>();
+    int soonest = current;
+    for (int k = 0; k < n; k++) {
+      int i = (current + k) % n;
+      if (now - servers.get(i).downUntil >= 0) up.add(i);
+      if (servers.get(i).downUntil - servers.get(soonest).downUntil < 0) soonest = i;
+    }
+    if (up.isEmpty()) up.add(soonest); // all backing off: the one that comes back first
+    List<String> tried = new ArrayList<>();
+    for (int i : up) {
+      Server s = servers.get(i);
+      try {
+        if (s.conn == null) s.conn = connect(s);
+        Object reply = s.conn.call(args);
+        s.backoff = 0;
+        s.downUntil = 0;
+        if (i != current) {
+          lock.lock();
+          try {
+            failovers++;
+          } finally {
+            lock.unlock();
+          }
+          current = i;
+        }
+        return reply;
+      } catch (RespConnection.ErrorReply e) {
+        if (AUTH.contains(e.prefix)) {
+          s.drop();
+          throw new AuthException("sekka server " + s.name + ": " + e.getMessage());
+        }
+        if (!FAILOVER.contains(e.prefix)) {
+          throw new SekkaException("sekka server " + s.name + ": " + e.getMessage());
+        }
+        tried.add(s.name + " (" + e.getMessage() + ")");
+      } catch (IOException | NumberFormatException e) {
+        tried.add(s.name + " (" + e.getClass().getSimpleName() + ": " + e.getMessage() + ")");
+      }
+      s.drop();
+      s.backoff = Math.min(o.backoffMaxMs, Math.max(o.backoffMinMs, s.backoff * 2));
+      s.downUntil = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(s.backoff);
+    }
+    throw new NoServerException(
+        "no sekka server could serve " + String.join(" ", args) + ": tried " + String.join(", ", tried));
+  }
+}

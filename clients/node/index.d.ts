@@ -1,0 +1,47 @@
+// Types of sekka-client (index.js). Ids are BigInt or decimal strings, never Number.
+
+export interface ClientOptions {
+  /** sekka servers' RESP addresses: "host:port,host:port" or a list. */
+  servers: string | string[];
+  /** The servers' server.auth_token, sent with AUTH on each connection. */
+  token?: string | null;
+  /** Per connection attempt, ms (1000). */
+  connectTimeout?: number;
+  /** Per command, ms (1000). */
+  timeout?: number;
+  /** First batch size (1000); adapts within [minBatch (100), maxBatch (100000)]. */
+  batch?: number;
+  minBatch?: number;
+  maxBatch?: number;
+  /** A batch should last about this long, ms (1000): shorter doubles it, over twice halves it. */
+  targetRefill?: number;
+  /** Refill when less than this share of a batch is left (0.5). */
+  lowWater?: number;
+  /** Buffered ids older than this are dropped, ms (10000). */
+  validity?: number;
+  /** A failed server is skipped for backoffMin (100) doubling to backoffMax (5000) ms. */
+  backoffMin?: number;
+  backoffMax?: number;
+}
+
+export interface ClientStats {
+  served: number;
+  refills: number;
+  failovers: number;
+  dropped: number;
+  buffered: number;
+}
+
+export class SekkaError extends Error {}
+export class AuthError extends SekkaError {}
+export class NoServerError extends SekkaError {}
+
+export class Client {
+  constructor(options: ClientOptions);
+  nextId(): Promise<bigint>;
+  nextIdString(): Promise<string>;
+  nextIds(n: number): Promise<bigint[]>;
+  next(tag: string): Promise<bigint>;
+  stats(): ClientStats;
+  close(): Promise<void>;
+}

@@ -1,0 +1,423 @@
+// sekka's Node.js client: ids from a local buffer that a background task refills from a list
+// of sekka servers over the Redis protocol (RESP2), with failover. Ids are BigInt (or decimal
+// strings), never Number: a 64-bit id loses its low bits in a double. No dependencies.
+//
+//   import { Client } from 'sekka-client';
+//   const c = new Client({ servers: ['127.0.0.1:6380', '127.0.0.1:6381'] });
+//   const id = await c.nextId();            // 250447712346773872n
+//   const text = await c.nextIdString();    // '250447712346773873'
+//   const invoice = await c.next('invoice');
+//   await c.close();
+//
+// Options and failures: docs/clients.md.
+
+import net from 'node:net';
+
+const FAILOVER_PREFIXES = new Set(['LEASELOST', 'CLOCKBACKWARDS', 'UNAVAILABLE']);
+const AUTH_PREFIXES = new Set(['NOAUTH', 'WRONGPASS']);
+
+export class SekkaError extends Error {
+  constructor(message) {
+    super(message);
+    this.name = 'SekkaError';
+  }
+}
+export class AuthError extends SekkaError {
+  constructor(message) {
+    super(message);
+    this.name = 'AuthError';
+  }
+}
+export class NoServerError extends SekkaError {
+  constructor(message) {
+    super(message);
+    this.name = 'NoServerError';
+  }
+}
+
+class RespError extends Error {
+  constructor(message) {
+    super(message);
+    this.prefix = message.split(' ', 1)[0];
+  }
+}
+
+// One connection, one command at a time. Integers are parsed as BigInt, bulk strings as text.
+class Connection {
+  static open(host, port, connectTimeout, timeout) {
+    return new Promise((resolve, reject) => {
+      const socket = net.connect({ host, port });
+      const timer = setTimeout(() => {
+        socket.destroy();
+        reject(new Error(`connect timed out after ${connectTimeout} ms`));
+      }, connectTimeout);
+      socket.once('error', (e) => {
+        clearTimeout(timer);
+        reject(e);
+      });
+      socket.once('connect', () => {
+        clearTimeout(timer);
+        socket.setNoDelay(true);
+        resolve(new Connection(socket, timeout));
+      });
+    });
+  }
+
+  constructor(socket, timeout) {
+    this.socket = socket;
+    this.timeout = timeout;
+    this.buf = Buffer.alloc(0);
+    this.pending = null; // {resolve, reject, timer}
+    this.dead = null;
+    socket.removeAllListeners('error');
+    socket.on('data', (chunk) => {
+      this.buf = this.buf.length ? Buffer.concat([this.buf, chunk]) : chunk;
+      this.tryParse();
+    });
+    const fail = (e) => {
+      this.dead = e;
+      if (this.pending) this.finish(null, e);
+    };
+    socket.on('error', fail);
+    socket.on('close', () => fail(new Error('the server closed the connection')));
+  }
+
+  close() {
+    this.socket.destroy();
+  }
+
+  call(...args) {
+    if (this.dead) return Promise.reject(this.dead);
+    let out = `*${args.length}\r\n`;
+    for (const a of args) {
+      const s = String(a);
+      out += `$${Buffer.byteLength(s)}\r\n${s}\r\n`;
+    }
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => {
+        this.dead = new Error(`no reply within ${this.timeout} ms`);
+        this.socket.destroy();
+        this.finish(null, this.dead);
+      }, this.timeout);
+      this.pending = { resolve, reject, timer };
+      this.socket.write(out);
+    });
+  }
+
+  finish(value, error) {
+    const p = this.pending;
+    this.pending = null;
+    clearTimeout(p.timer);
+    if (error) p.reject(error);
+    else p.resolve(value);
+  }
+
+  tryParse() {
+    if (!this.pending) return;
+    let result;
+    try {
+      result = parse(this.buf, 0);
+    } catch (e) {
+      this.dead = e;
+      this.socket.destroy();
+      this.finish(null, e);
+      return;
+    }
+    if (result === null) return; // incomplete
+    this.buf = this.buf.subarray(result.end);
+    if (result.value instanceof RespError) this.finish(null, result.value);
+    else this.finish(result.value, null);
+  }
+}
+
+// Parses one reply at `at`: {value, end}, or null when more bytes are needed.
+function parse(buf, at) {
+  const eol = buf.indexOf('\r\n', at);
+  if (eol < 0) {
+    if (buf.length - at > 1 << 20) throw new Error('a reply line over 1 MiB');
+    return null;
+  }
+  const kind = String.fromCharCode(buf[at]);
+  const line = buf.toString('latin1', at + 1, eol);
+  const next = eol + 2;
+  switch (kind) {
+    case ':':
+      return { value: BigInt(line), end: next };
+    case '+':
+      return { value: line, end: next };
+    case '-':
+      return { value: new RespError(line), end: next };
+    case '$': {
+      const n = Number(line);
+      if (n < 0) return { value: null, end: next };
+      if (buf.length < next + n + 2) return null;
+      return { value: buf.toString('utf8', next, next + n), end: next + n + 2 };
+    }
+    case '*': {
+      const n = Number(line);
+      if (n < 0) return { value: null, end: next };
+      const items = [];
+      let pos = next;
+      for (let i = 0; i < n; i++) {
+        const r = parse(buf, pos);
+        if (r === null) return null;
+        items.push(r.value);
+        pos = r.end;
+      }
+      return { value: items, end: pos };
+    }
+    default:
+      throw new Error(`a reply starting with ${JSON.stringify(kind)}`);
+  }
+}
+
+function parseServers(servers) {
+  const items = typeof servers === 'string' ? servers.split(',') : [...(servers ?? [])];
+  const out = items.map((item) => {
+    const text = String(item).trim();
+    const colon = text.lastIndexOf(':');
+    const port = Number(text.slice(colon + 1));
+    if (colon <= 0 || !Number.isInteger(port) || port < 1 || port > 65535) {
+      throw new TypeError(`server ${JSON.stringify(item)} is not host:port`);
+    }
+    return { host: text.slice(0, colon), port, name: text, conn: null, downUntil: 0, backoff: 0 };
+  });
+  if (out.length === 0) throw new TypeError('servers is empty: give at least one host:port');
+  return out;
+}
+
+const now = () => performance.now();
+
+export class Client {
+  // Options (times in ms): servers (required), token, connectTimeout 1000, timeout 1000,
+  // batch 1000, minBatch 100, maxBatch 100000, targetRefill 1000, lowWater 0.5,
+  // validity 10000, backoffMin 100, backoffMax 5000.
+  constructor(options = {}) {
+    const o = {
+      token: null,
+      connectTimeout: 1000,
+      timeout: 1000,
+      batch: 1000,
+      minBatch: 100,
+      maxBatch: 100000,
+      targetRefill: 1000,
+      lowWater: 0.5,
+      validity: 10000,
+      backoffMin: 100,
+      backoffMax: 5000,
+      ...options,
+    };
+    if (!(1 <= o.minBatch && o.minBatch <= o.batch && o.batch <= o.maxBatch)) {
+      throw new RangeError('batch sizes must satisfy 1 <= minBatch <= batch <= maxBatch');
+    }
+    if (!(o.lowWater > 0 && o.lowWater < 1)) throw new RangeError('lowWater must be in (0, 1)');
+    this.options = o;
+    this.servers = parseServers(o.servers);
+    this.current = 0;
+    this.streams = new Map(); // key: null (snowflake) or a tag
+    this.closed = false;
+    this.counters = { served: 0, refills: 0, failovers: 0, dropped: 0 };
+    this.maxWait = 2 * (o.connectTimeout + o.timeout) * this.servers.length + 1000;
+  }
+
+  // The next snowflake id, a BigInt.
+  async nextId() {
+    return this.take(null);
+  }
+
+  // The next snowflake id as decimal text.
+  async nextIdString() {
+    return String(await this.take(null));
+  }
+
+  // `n` ids (BigInt), in the order they were served.
+  async nextIds(n) {
+    if (!Number.isInteger(n) || n < 0) throw new RangeError('n must be a whole number >= 0');
+    const out = [];
+    for (let i = 0; i < n; i++) out.push(await this.take(null));
+    return out;
+  }
+
+  // The next id of segment tag `tag` (BigInt), above every id this client gave for it.
+  async next(tag) {
+    if (typeof tag !== 'string' || tag === '') throw new TypeError('tag must be a non-empty string');
+    return this.take(tag);
+  }
+
+  stats() {
+    let buffered = 0;
+    for (const s of this.streams.values()) buffered += s.ids.length - s.pos;
+    return { ...this.counters, buffered };
+  }
+
+  async close() {
+    this.closed = true;
+    for (const s of this.servers) {
+      if (s.conn) s.conn.close();
+      s.conn = null;
+    }
+    for (const st of this.streams.values()) {
+      for (const w of st.waiters.splice(0)) w.reject(new SekkaError('the client is closed'));
+    }
+  }
+
+  stream(key) {
+    let s = this.streams.get(key);
+    if (!s) {
+      s = {
+        key,
+        size: this.options.batch,
+        batches: [], // [{ids, pos, expires}]
+        ids: [],
+        pos: 0,
+        refilling: null, // the running refill's promise
+        retryAt: 0,
+        high: -1n,
+        lastRefill: null,
+        waiters: [],
+      };
+      this.streams.set(key, s);
+    }
+    return s;
+  }
+
+  // An id from the buffer, refilling at the low-water mark; waits only when it is empty.
+  take(key) {
+    if (this.closed) return Promise.reject(new SekkaError('the client is closed'));
+    const s = this.stream(key);
+    const value = this.pop(s);
+    if (value !== undefined) return value; // an async caller awaits a plain value at no cost
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => {
+        const i = s.waiters.indexOf(w);
+        if (i >= 0) s.waiters.splice(i, 1);
+        reject(new NoServerError(`no ids within ${this.maxWait} ms from ${this.names()}`));
+      }, this.maxWait);
+      const w = {
+        resolve: (v) => {
+          clearTimeout(timer);
+          resolve(v);
+        },
+        reject: (e) => {
+          clearTimeout(timer);
+          reject(e);
+        },
+      };
+      s.waiters.push(w);
+      this.refill(s, true);
+    });
+  }
+
+  pop(s) {
+    const t = now();
+    while (s.batches.length && (s.batches[0].expires <= t || s.batches[0].pos === s.batches[0].ids.length)) {
+      const b = s.batches.shift();
+      this.counters.dropped += b.ids.length - b.pos;
+    }
+    let left = 0;
+    for (const b of s.batches) left += b.ids.length - b.pos;
+    if (left < this.options.lowWater * s.size && t >= s.retryAt) this.refill(s, false);
+    if (!s.batches.length) return undefined;
+    const b = s.batches[0];
+    this.counters.served++;
+    return b.ids[b.pos++];
+  }
+
+  refill(s, waiting) {
+    if (s.refilling || this.closed) return;
+    s.refilling = this.fetch(s, waiting).finally(() => {
+      s.refilling = null;
+      // Waiters left (ids dropped as too low, or expired): ask again.
+      if (s.waiters.length && !this.closed) this.refill(s, true);
+    });
+  }
+
+  async fetch(s, waiting) {
+    const t = now();
+    if (s.lastRefill !== null) {
+      const lasted = t - s.lastRefill;
+      if (lasted < this.options.targetRefill / 2) s.size = Math.min(this.options.maxBatch, s.size * 2);
+      else if (lasted > this.options.targetRefill * 2) s.size = Math.max(this.options.minBatch, Math.floor(s.size / 2));
+    }
+    let reply;
+    try {
+      reply = s.key === null ? await this.call('ID.BATCH', s.size) : await this.call('SEG.NEXT', s.key, s.size);
+    } catch (e) {
+      s.retryAt = now() + this.options.backoffMin;
+      for (const w of s.waiters.splice(0)) w.reject(e);
+      return;
+    }
+    this.counters.refills++;
+    s.lastRefill = now();
+    let ids = reply.map((x) => BigInt(x));
+    if (s.key !== null) {
+      // A tag's ids stay increasing within the client (another server's range may be lower).
+      const fresh = ids.filter((x) => x > s.high);
+      this.counters.dropped += ids.length - fresh.length;
+      ids = fresh;
+      if (ids.length) s.high = ids[ids.length - 1];
+    }
+    if (ids.length) s.batches.push({ ids, pos: 0, expires: s.lastRefill + this.options.validity });
+    while (s.waiters.length) {
+      const value = this.pop(s);
+      if (value === undefined) break;
+      s.waiters.shift().resolve(value);
+    }
+  }
+
+  names() {
+    return this.servers.map((s) => s.name).join(', ');
+  }
+
+  async connect(s) {
+    const conn = await Connection.open(s.host, s.port, this.options.connectTimeout, this.options.timeout);
+    try {
+      if (this.options.token !== null) await conn.call('AUTH', this.options.token);
+      await conn.call('ID.REPLY', 'STRING'); // ids as decimal bulk strings: never a double
+    } catch (e) {
+      conn.close();
+      if (e instanceof RespError && (AUTH_PREFIXES.has(e.prefix) || e.prefix === 'ERR') && this.options.token !== null) {
+        throw new AuthError(`sekka server ${s.name} refused the token: ${e.message}`);
+      }
+      throw e;
+    }
+    return conn;
+  }
+
+  // The reply of the first server that answers, from the current one; failover on connection
+  // errors, timeouts and -LEASELOST/-CLOCKBACKWARDS/-UNAVAILABLE.
+  async call(...args) {
+    const t = now();
+    const n = this.servers.length;
+    const order = Array.from({ length: n }, (_, i) => (this.current + i) % n);
+    let up = order.filter((i) => this.servers[i].downUntil <= t);
+    if (!up.length) up = [order.reduce((a, b) => (this.servers[b].downUntil < this.servers[a].downUntil ? b : a))];
+    const tried = [];
+    for (const i of up) {
+      const s = this.servers[i];
+      try {
+        if (!s.conn) s.conn = await this.connect(s);
+        const reply = await s.conn.call(...args);
+        s.backoff = 0;
+        s.downUntil = 0;
+        if (i !== this.current) {
+          this.counters.failovers++;
+          this.current = i;
+        }
+        return reply;
+      } catch (e) {
+        if (e instanceof AuthError) throw e;
+        if (e instanceof RespError) {
+          if (AUTH_PREFIXES.has(e.prefix)) throw new AuthError(`sekka server ${s.name}: ${e.message}`);
+          if (!FAILOVER_PREFIXES.has(e.prefix)) throw new SekkaError(`sekka server ${s.name}: ${e.message}`);
+        }
+        tried.push(`${s.name} (${e.message})`);
+        if (s.conn) s.conn.close();
+        s.conn = null;
+        s.backoff = Math.min(this.options.backoffMax, Math.max(this.options.backoffMin, s.backoff * 2));
+        s.downUntil = now() + s.backoff;
+      }
+    }
+    throw new NoServerError(`no sekka server could serve ${args.join(' ')}: tried ${tried.join(', ')}`);
+  }
+}

@@ -1,0 +1,168 @@
+// sekka-client against real `sekka serve` processes: uniqueness across clients and servers,
+// kill -9 while drawing, all servers down and back, a wrong token, tags across a failover.
+
+import { test, after } from 'node:test';
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import net from 'node:net';
+import path from 'node:path';
+
+import { AuthError, Client, NoServerError, SekkaError } from '../index.js';
+import { createTag, startServer, tempDir, workerOf } from './servers.js';
+
+const dirs = [];
+const servers = [];
+const clients = [];
+after(async () => {
+  for (const c of clients) await c.close();
+  for (const s of servers) await s.stop('SIGKILL');
+  for (const d of dirs) fs.rmSync(d, { recursive: true, force: true });
+});
+
+async function server(workerId, flags = [], opts = {}) {
+  const dir = opts.dir ?? tempDir();
+  if (!opts.dir) dirs.push(dir);
+  const s = await startServer(dir, ['--worker-source', 'static', '--worker-id', String(workerId), ...flags], opts);
+  s.dir = dir;
+  servers.push(s);
+  return s;
+}
+
+function client(options) {
+  const c = new Client(options);
+  clients.push(c);
+  return c;
+}
+
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+function freePort() {
+  return new Promise((resolve) => {
+    const srv = net.createServer().listen(0, '127.0.0.1', () => {
+      const { port } = srv.address();
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
+test('8 tasks x 100,000 ids through two clients and two servers are distinct', async () => {
+  const a = await server(1);
+  const b = await server(2);
+  const cs = [client({ servers: [a.resp, b.resp] }), client({ servers: `${b.resp},${a.resp}` })];
+  const perTask = await Promise.all(
+    Array.from({ length: 8 }, async (_, k) => {
+      const out = [];
+      for (let i = 0; i < 100000; i++) out.push(await cs[k % 2].nextId());
+      return out;
+    }),
+  );
+  const all = new Set();
+  for (const ids of perTask) {
+    for (let i = 1; i < ids.length; i++) assert.ok(ids[i - 1] < ids[i], 'ids from one client increase');
+    for (const id of ids) {
+      assert.equal(typeof id, 'bigint');
+      all.add(id);
+    }
+  }
+  assert.equal(all.size, 800000);
+  assert.deepEqual(new Set(perTask[0].map(workerOf)), new Set([1]));
+  assert.deepEqual(new Set(perTask[1].map(workerOf)), new Set([2]));
+  const text = await cs[0].nextIdString();
+  assert.match(text, /^\d{18,19}$/);
+  assert.ok(BigInt(text) > perTask[0].at(-1));
+  assert.equal(cs[0].stats().failovers, 0);
+  assert.ok(cs[0].stats().served >= 400000);
+});
+
+test('kill -9 of a server while drawing: no error, no repeat, none of its ids after the validity', async () => {
+  const a = await server(1);
+  const b = await server(2);
+  const validity = 1000;
+  // Fixed batches that last ~2.5 s at ~400 ids/s: the dead server's ids would still be buffered
+  // after the validity period if the client did not drop them.
+  const c = client({ servers: [a.resp, b.resp], validity, timeout: 500, batch: 1000, minBatch: 1000, maxBatch: 1000 });
+  const got = []; // [time, id]
+  let stop = false;
+  const tasks = Array.from({ length: 4 }, async () => {
+    while (!stop) {
+      got.push([performance.now(), await c.nextId()]);
+      await sleep(10);
+    }
+  });
+  await sleep(500);
+  const killedAt = performance.now();
+  await a.stop('SIGKILL');
+  await sleep(validity + 1500);
+  stop = true;
+  await Promise.all(tasks);
+  const ids = got.map(([, id]) => id);
+  assert.equal(new Set(ids).size, ids.length);
+  assert.ok(got.some(([t, id]) => t < killedAt && workerOf(id) === 1));
+  const late = got.filter(([t]) => t > killedAt + validity + 200).map(([, id]) => workerOf(id));
+  assert.ok(late.length > 0);
+  assert.deepEqual(new Set(late), new Set([2]));
+  assert.ok(c.stats().failovers >= 1);
+});
+
+test('all servers down: the buffer drains, then a clear error; back: it recovers', async () => {
+  const portA = await freePort();
+  const portB = await freePort();
+  const a = await server(1, [], { resp: `127.0.0.1:${portA}` });
+  const b = await server(2, [], { resp: `127.0.0.1:${portB}` });
+  const c = client({ servers: [a.resp, b.resp], batch: 100, minBatch: 100, maxBatch: 100, validity: 60000, backoffMax: 500, timeout: 500, connectTimeout: 500 });
+  const drawn = [await c.nextId()];
+  await a.stop('SIGKILL');
+  await b.stop('SIGKILL');
+  let error = null;
+  try {
+    for (let i = 0; i < 10000; i++) drawn.push(await c.nextId());
+  } catch (e) {
+    error = e;
+  }
+  assert.ok(error instanceof NoServerError, String(error));
+  assert.match(error.message, new RegExp(`127.0.0.1:${portA}`));
+  assert.match(error.message, new RegExp(`127.0.0.1:${portB}`));
+  assert.ok(drawn.length <= 201);
+  await server(1, [], { resp: `127.0.0.1:${portA}`, dir: a.dir });
+  const deadline = performance.now() + 10000;
+  let more;
+  for (;;) {
+    try {
+      more = await c.nextId();
+      break;
+    } catch (e) {
+      assert.ok(e instanceof NoServerError);
+      assert.ok(performance.now() < deadline, 'the client did not recover');
+      await sleep(100);
+    }
+  }
+  assert.ok(!drawn.includes(more));
+  assert.ok(more > drawn.reduce((x, y) => (x > y ? x : y)));
+});
+
+test('a wrong token fails at the first call, not a hang', async () => {
+  const a = await server(1, ['--auth-token', 'right']);
+  assert.ok((await client({ servers: [a.resp], token: 'right' }).nextId()) > 0n);
+  const t0 = performance.now();
+  await assert.rejects(client({ servers: [a.resp], token: 'wrong' }).nextId(), AuthError);
+  assert.ok(performance.now() - t0 < 2000);
+  await assert.rejects(client({ servers: [a.resp] }).nextId(), AuthError);
+});
+
+test("a tag's ids increase across a failover", async () => {
+  const dir = tempDir();
+  dirs.push(dir);
+  const store = `sqlite:${path.join(dir, 'segments.db')}`;
+  createTag(store, 'order', 50);
+  const a = await server(1, ['--segment-store', store]);
+  const b = await server(2, ['--segment-store', store]);
+  const c = client({ servers: [a.resp, b.resp], batch: 20, minBatch: 20, maxBatch: 20 });
+  const other = client({ servers: [b.resp], batch: 20, minBatch: 20, maxBatch: 20 });
+  assert.ok((await other.next('order')) > 0n);
+  const ids = [];
+  for (let i = 0; i < 300; i++) ids.push(await c.next('order'));
+  await a.stop('SIGKILL');
+  for (let i = 0; i < 300; i++) ids.push(await c.next('order'));
+  for (let i = 1; i < ids.length; i++) assert.ok(ids[i - 1] < ids[i]);
+  await assert.rejects(c.next('no-such-tag'), (e) => e instanceof SekkaError && /no-such-tag/.test(e.message));
+});

@@ -1,0 +1,367 @@
+"""sekka's Python client: ids from a local buffer that a background thread refills from a list
+of sekka servers over the Redis protocol (RESP2), with failover. Standard library only.
+
+    from sekka_client import Client
+    with Client(servers=["127.0.0.1:6380", "127.0.0.1:6381"]) as c:
+        order_id = c.next_id()          # from the buffer: no network in steady state
+        ids = c.next_ids(100)
+        invoice_no = c.next("invoice")  # a segment tag: increasing within this client
+
+See docs/clients.md for the options and what each failure looks like.
+"""
+
+from __future__ import annotations
+
+import collections
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Deque, Dict, List, Optional, Sequence, Tuple, Union
+
+from ._resp import Connection, ProtocolError, RespError
+
+# Error replies after which another server is tried (the server cannot issue ids now).
+FAILOVER_PREFIXES = ("LEASELOST", "CLOCKBACKWARDS", "UNAVAILABLE")
+AUTH_PREFIXES = ("NOAUTH", "WRONGPASS")
+
+
+class SekkaError(Exception):
+    """A request the servers refused (an unknown tag, a bad argument): not retried."""
+
+
+class AuthError(SekkaError):
+    """The servers refused the token (or one is needed)."""
+
+
+class NoServerError(SekkaError):
+    """No server could serve and the buffer is empty; the message names each server tried."""
+
+
+def _parse_servers(servers: Union[str, Sequence[str]]) -> List[Tuple[str, int]]:
+    items = servers.split(",") if isinstance(servers, str) else list(servers)
+    out = []
+    for item in items:
+        host, sep, port = item.strip().rpartition(":")
+        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ValueError(f"server {item!r} is not host:port")
+        out.append((host, int(port)))
+    if not out:
+        raise ValueError("servers is empty: give at least one host:port")
+    return out
+
+
+class _Server:
+    def __init__(self, host: str, port: int) -> None:
+        self.host, self.port = host, port
+        self.conn: Optional[Connection] = None
+        self.down_until = 0.0  # monotonic
+        self.backoff = 0.0
+
+    @property
+    def name(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    def drop(self) -> None:
+        if self.conn is not None:
+            self.conn.close()
+            self.conn = None
+
+
+class _Pool:
+    """The servers, used by the refill thread only. A failed server is skipped until its
+    backoff (doubling from `backoff_min` to `backoff_max`) runs out."""
+
+    def __init__(self, servers, token, connect_timeout, timeout, backoff_min, backoff_max):
+        self.servers = [_Server(h, p) for h, p in servers]
+        self.token = token
+        self.connect_timeout, self.timeout = connect_timeout, timeout
+        self.backoff_min, self.backoff_max = backoff_min, backoff_max
+        self.current = 0
+        self.failovers = 0
+
+    def close(self) -> None:
+        for s in self.servers:
+            s.drop()
+
+    def names(self) -> str:
+        return ", ".join(s.name for s in self.servers)
+
+    def _connect(self, s: _Server) -> Connection:
+        conn = Connection(s.host, s.port, self.connect_timeout, self.timeout)
+        if self.token is not None:
+            try:
+                conn.call("AUTH", self.token)
+            except RespError as e:
+                conn.close()
+                if e.prefix in AUTH_PREFIXES or e.prefix == "ERR":
+                    raise AuthError(f"sekka server {s.name} refused the token: {e}") from None
+                raise
+        return conn
+
+    def call(self, *args) -> list:
+        """The reply of the first server that answers, trying each once from the current one.
+        Raises NoServerError naming each server tried; AuthError and SekkaError at once."""
+        now = time.monotonic()
+        n = len(self.servers)
+        order = [(self.current + i) % n for i in range(n)]
+        up = [i for i in order if self.servers[i].down_until <= now]
+        if not up:  # all backing off: try the one that comes back first
+            up = [min(order, key=lambda i: self.servers[i].down_until)]
+        tried = []
+        for i in up:
+            s = self.servers[i]
+            try:
+                if s.conn is None:
+                    s.conn = self._connect(s)
+                reply = s.conn.call(*args)
+            except RespError as e:
+                if e.prefix in AUTH_PREFIXES:
+                    s.drop()
+                    raise AuthError(f"sekka server {s.name}: {e}") from None
+                if e.prefix not in FAILOVER_PREFIXES:
+                    raise SekkaError(f"sekka server {s.name}: {e}") from None
+                tried.append(f"{s.name} ({e})")
+            except (OSError, ProtocolError, ValueError) as e:
+                tried.append(f"{s.name} ({type(e).__name__}: {e})")
+            else:
+                s.backoff = 0.0
+                s.down_until = 0.0
+                if i != self.current:
+                    self.failovers += 1
+                    self.current = i
+                return reply
+            s.drop()
+            s.backoff = min(self.backoff_max, max(self.backoff_min, s.backoff * 2))
+            s.down_until = time.monotonic() + s.backoff
+        cmd = " ".join(str(a) for a in args)
+        raise NoServerError(f"no sekka server could serve {cmd}: tried " + ", ".join(tried))
+
+
+@dataclass
+class _Batch:
+    ids: List[int]
+    expires: float  # monotonic
+    pos: int = 0
+
+
+@dataclass
+class _Stream:
+    """The buffer of one id source: snowflake ids (key None) or one segment tag."""
+
+    key: Optional[str]
+    size: int
+    batches: Deque[_Batch] = field(default_factory=collections.deque)
+    wanted: bool = False  # a refill is asked for
+    busy: bool = False  # the refill thread is fetching for it
+    attempts: int = 0  # refills finished (either way)
+    error: Optional[Exception] = None  # the last refill's failure, None after a success
+    retry_at: float = 0.0  # no refill asked by the low-water mark before this (after a failure)
+    high: int = -1  # tags: the highest id queued or handed out; later ones must be above it
+    last_refill: Optional[float] = None
+    left: int = 0  # ids in `batches` not handed out yet
+
+
+class Client:
+    """Ids from a local buffer, refilled in the background from `servers` (``"host:port,..."``
+    or a list). Thread-safe. Options (seconds where a time):
+
+    - ``token``: the servers' ``server.auth_token`` (sent with AUTH on each connection)
+    - ``connect_timeout`` (1.0), ``timeout`` (1.0): per connection attempt and per command
+    - ``batch`` (1000): the first batch size; it adapts between ``min_batch`` (100) and
+      ``max_batch`` (100000) so that a batch lasts about ``target_refill`` (1.0): shorter, it
+      doubles; over twice as long, it halves (Leaf's rule)
+    - ``low_water`` (0.5): a refill starts when fewer than this share of a batch is left
+    - ``validity`` (10.0): ids buffered longer are dropped, so ids stay roughly time-ordered
+      and a dead server's ids are not handed out after it
+    - ``backoff_min`` (0.1), ``backoff_max`` (5.0): how long a failed server is skipped
+    """
+
+    def __init__(self, servers: Union[str, Sequence[str]], token: Optional[str] = None, *,
+                 connect_timeout: float = 1.0, timeout: float = 1.0, batch: int = 1000,
+                 min_batch: int = 100, max_batch: int = 100_000, target_refill: float = 1.0,
+                 low_water: float = 0.5, validity: float = 10.0, backoff_min: float = 0.1,
+                 backoff_max: float = 5.0) -> None:
+        if not 1 <= min_batch <= batch <= max_batch:
+            raise ValueError("batch sizes must satisfy 1 <= min_batch <= batch <= max_batch")
+        if not 0 < low_water < 1:
+            raise ValueError("low_water must be between 0 and 1")
+        if validity <= 0 or timeout <= 0 or connect_timeout <= 0 or target_refill <= 0:
+            raise ValueError("validity, timeouts and target_refill must be positive")
+        self._pool = _Pool(_parse_servers(servers), token, connect_timeout, timeout,
+                           backoff_min, backoff_max)
+        self._batch, self._min, self._max = batch, min_batch, max_batch
+        self._target, self._low_water, self._validity = target_refill, low_water, validity
+        # A caller with an empty buffer waits at most this long: every server tried twice.
+        self._max_wait = 2 * (connect_timeout + timeout) * len(self._pool.servers) + 1
+        self._lock = threading.Lock()
+        self._cond = threading.Condition(self._lock)
+        self._streams: Dict[Optional[str], _Stream] = {}
+        self._snowflake = self._stream(None)
+        self._closed = False
+        self._served = self._refills = self._dropped = 0
+        self._thread = threading.Thread(target=self._refill_loop, name="sekka-refill",
+                                         daemon=True)
+        self._thread.start()
+
+    # The API.
+
+    def next_id(self) -> int:
+        """The next snowflake id. Raises NoServerError, AuthError, SekkaError."""
+        # The fast path, inline: the first batch has an id and has not expired.
+        with self._lock:
+            s = self._snowflake
+            if s.batches:
+                b = s.batches[0]
+                if b.pos < len(b.ids) and b.expires > time.monotonic():
+                    value = b.ids[b.pos]
+                    b.pos += 1
+                    s.left -= 1
+                    self._served += 1
+                    if s.left < self._low_water * s.size and not (s.wanted or s.busy):
+                        self._want(s)
+                    return value
+        return self._next(None)
+
+    def next_ids(self, n: int) -> List[int]:
+        """`n` snowflake ids, increasing."""
+        if n < 0:
+            raise ValueError("n must be 0 or more")
+        return [self._next(None) for _ in range(n)]
+
+    def next(self, tag: str) -> int:
+        """The next id of segment tag `tag`, above every id this client gave for it."""
+        if not tag:
+            raise ValueError("tag is empty")
+        return self._next(tag)
+
+    def stats(self) -> Dict[str, int]:
+        """Counters: ids served locally, refills, failovers, ids buffered now, ids dropped
+        (expired, or not above ids already given)."""
+        with self._lock:
+            buffered = sum(s.left for s in self._streams.values())
+            return {"served": self._served, "refills": self._refills,
+                    "failovers": self._pool.failovers, "buffered": buffered,
+                    "dropped": self._dropped}
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            self._cond.notify_all()
+        self._thread.join(timeout=5)
+        self._pool.close()
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # The buffer.
+
+    def _stream(self, key: Optional[str]) -> _Stream:
+        s = self._streams.get(key)
+        if s is None:
+            s = self._streams[key] = _Stream(key, self._batch)
+        return s
+
+    def _want(self, s: _Stream) -> None:
+        """Asks for a refill by the low-water mark, unless one just failed. REQUIRES: the lock."""
+        if time.monotonic() >= s.retry_at:
+            s.wanted = True
+            self._cond.notify_all()
+
+    def _take(self, s: _Stream) -> Optional[int]:
+        """An id from the buffer, or None. REQUIRES: the lock."""
+        now = time.monotonic()
+        while s.batches and (s.batches[0].expires <= now or
+                             s.batches[0].pos == len(s.batches[0].ids)):
+            b = s.batches.popleft()
+            s.left -= len(b.ids) - b.pos
+            self._dropped += len(b.ids) - b.pos
+        if s.left < self._low_water * s.size and not s.wanted and not s.busy:
+            self._want(s)
+        if not s.batches:
+            return None
+        b = s.batches[0]
+        value = b.ids[b.pos]
+        b.pos += 1
+        s.left -= 1
+        self._served += 1
+        return value
+
+    def _next(self, key: Optional[str]) -> int:
+        with self._lock:
+            if self._closed:
+                raise SekkaError("the client is closed")
+            s = self._stream(key)
+            value = self._take(s)
+            if value is not None:
+                return value
+            # Wait for refills: raise the first failure that ends after this call began, or
+            # give up when none brought an id within the wait bound.
+            start = s.attempts
+            deadline = time.monotonic() + self._max_wait
+            while True:
+                if not s.wanted and not s.busy:
+                    s.wanted = True
+                    self._cond.notify_all()
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise NoServerError(
+                        f"no ids within {self._max_wait:.1f}s from {self._pool.names()}")
+                self._cond.wait(left)
+                if self._closed:
+                    raise SekkaError("the client is closed")
+                value = self._take(s)
+                if value is not None:
+                    return value
+                if s.attempts > start:
+                    if s.error is not None:
+                        raise s.error
+                    start = s.attempts  # a refill with nothing usable: ask again
+
+    def _refill_loop(self) -> None:
+        while True:
+            with self._lock:
+                while not self._closed and not any(s.wanted for s in self._streams.values()):
+                    self._cond.wait()
+                if self._closed:
+                    return
+                s = next(s for s in self._streams.values() if s.wanted)
+                s.wanted, s.busy = False, True
+                now = time.monotonic()
+                if s.last_refill is not None:  # adapt: how long did the last batch last?
+                    lasted = now - s.last_refill
+                    if lasted < self._target / 2:
+                        s.size = min(self._max, s.size * 2)
+                    elif lasted > self._target * 2:
+                        s.size = max(self._min, s.size // 2)
+                n = s.size
+            try:
+                if s.key is None:
+                    reply = self._pool.call("ID.BATCH", n)
+                else:
+                    reply = self._pool.call("SEG.NEXT", s.key, n)
+                ids = [int(x) for x in reply]
+                error = None
+            except (SekkaError, ValueError, TypeError) as e:
+                ids, error = [], e
+            with self._lock:
+                s.busy = False
+                s.attempts += 1
+                s.error = error
+                if error is None:
+                    self._refills += 1
+                    s.last_refill = time.monotonic()
+                    # A tag's ids stay increasing within the client: after a failover another
+                    # server's buffered range may be below ids already given. Snowflake ids
+                    # are kept as served (a spread layout has no order to keep).
+                    fresh = ids if s.key is None else [i for i in ids if i > s.high]
+                    self._dropped += len(ids) - len(fresh)
+                    if fresh:
+                        s.high = max(s.high, fresh[-1])
+                        s.batches.append(_Batch(fresh, s.last_refill + self._validity))
+                        s.left += len(fresh)
+                else:
+                    s.retry_at = time.monotonic() + self._pool.backoff_min
+                self._cond.notify_all()
