@@ -36,6 +36,8 @@ const std::vector<Key>& Keys() {
       {"server.busy_poll_us", Type::kInt, "0",
        "event loops poll this long (us) before sleeping; 0 = never"},
       {"server.log_level", Type::kString, "info", "debug | info | warn | error"},
+      {"server.resp_ids", Type::kString, "integer",
+       "RESP ids as integer, or string (decimal bulk strings, for JavaScript clients)"},
       {"data.dir", Type::kString, "./sekka-data", "data directory"},
       {"layout.preset", Type::kString, "sekka",
        "sekka | twitter | discord | instagram | sonyflake | baidu | js53, or key=value,... "
@@ -262,6 +264,10 @@ Result<ServerConfig> BuildConfig(const std::vector<ConfigValues>& sources) {
       c.log_level != "error") {
     return BadValue("server.log_level", c.log_level, "debug, info, warn or error");
   }
+  if (get("server.resp_ids") != "integer" && get("server.resp_ids") != "string") {
+    return BadValue("server.resp_ids", get("server.resp_ids"), "integer or string");
+  }
+  c.resp_string_ids = get("server.resp_ids") == "string";
   c.data_dir = get("data.dir");
   if (c.data_dir.empty()) return BadValue("data.dir", "", "a directory path");
 

@@ -33,6 +33,7 @@ struct ServerConfig {
   std::int64_t max_batch = 100'000;            // ids per batch request
   std::int64_t busy_poll_us = 0;               // loops poll this long before sleeping; 0 = never
   std::string log_level = "info";              // debug | info | warn | error
+  bool resp_string_ids = false;  // server.resp_ids = "string": RESP ids as decimal bulk strings
   // [data]
   std::string data_dir = "./sekka-data";
   // [generator] and [layout], ready for Snowflake::Create (worker ids are set at start-up)

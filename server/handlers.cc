@@ -798,13 +798,26 @@ const CommandSpec* RespCommand(const std::vector<std::string_view>& args,
   return spec;
 }
 
-void AppendReply(std::string& out, const Reply& reply) {
+// An id as a RESP integer, or as a decimal bulk string (ID.REPLY STRING).
+void AppendId(std::string& out, std::int64_t id, bool as_string) {
+  if (!as_string) {
+    resp::AppendInteger(out, id);
+    return;
+  }
+  char buf[24];
+  const auto [end, ec] = std::to_chars(buf, buf + sizeof buf, id);
+  resp::AppendBulk(out, std::string_view(buf, static_cast<std::size_t>(end - buf)));
+}
+
+// `string_ids`: ids (an integer or a list of integers: ID.NEXT, ID.BATCH, SEG.NEXT, INCR,
+// RANDOM.*, OPAQUE.DECODE) as decimal bulk strings.
+void AppendReply(std::string& out, const Reply& reply, bool string_ids) {
   if (const auto* id = std::get_if<std::int64_t>(&reply)) {
-    resp::AppendInteger(out, *id);
+    AppendId(out, *id, string_ids);
   } else if (const auto* ids = std::get_if<std::vector<std::int64_t>>(&reply)) {
-    out.reserve(out.size() + ids->size() * 23 + 16);
+    out.reserve(out.size() + ids->size() * 27 + 16);
     resp::AppendArrayHeader(out, ids->size());
-    for (std::int64_t v : *ids) resp::AppendInteger(out, v);
+    for (std::int64_t v : *ids) AppendId(out, v, string_ids);
   } else if (const auto* d = std::get_if<DecodedId>(&reply)) {
     resp::AppendArrayHeader(out, 10);
     resp::AppendBulk(out, "time");
@@ -888,13 +901,16 @@ void HandleResp(Service& service, RespSession& session, const std::vector<std::s
     ok = false;
   };
   const bool needs_auth = !service.config().auth_token.empty() && !session.authenticated;
+  const bool string_ids = session.id_reply == IdReply::kServerDefault
+                              ? service.config().resp_string_ids
+                              : session.id_reply == IdReply::kString;
 
   // The hot command first, so that it skips the comparisons below.
   static const CommandSpec* const id_next = FindCommand("ID.NEXT");
   if (!needs_auth && argc == 1 && Is(name, "ID.NEXT")) {
     const Result<Reply> reply = Execute(service, *id_next, {});
     if (reply.ok()) {
-      resp::AppendInteger(out, std::get<std::int64_t>(*reply));
+      AppendId(out, std::get<std::int64_t>(*reply), string_ids);
     } else {
       RespError(out, reply.error());
     }
@@ -983,7 +999,7 @@ void HandleResp(Service& service, RespSession& session, const std::vector<std::s
       resp::AppendError(out, "NOAUTH Authentication required.");
       ok = false;
     } else if (const Result<Reply> reply = Execute(service, *spec, command_args); reply.ok()) {
-      AppendReply(out, *reply);
+      AppendReply(out, *reply, string_ids);
     } else {
       fail(reply.error());
     }
@@ -1038,6 +1054,23 @@ void HandleResp(Service& service, RespSession& session, const std::vector<std::s
       resp::AppendBulk(out, Is(args[2], "save") ? "" : "no");
     } else {
       resp::AppendArrayHeader(out, 0);
+    }
+  } else if (Is(name, "ID.REPLY")) {
+    // ID.REPLY STRING | INTEGER: how this connection gets ids (server.resp_ids by default).
+    command = Command::kClient;
+    if (argc != 2) {
+      WrongArgs(out, name);
+      ok = false;
+    } else if (Is(args[1], "STRING") || Is(args[1], "INTEGER")) {
+      session.id_reply = Is(args[1], "STRING") ? IdReply::kString : IdReply::kInteger;
+      resp::AppendSimple(out, "OK");
+    } else {
+      std::string shown(args[1].substr(0, 40));
+      for (char& c : shown) {
+        if (c < 0x20 || c > 0x7e) c = '?';  // one line, whatever the client sent
+      }
+      resp::AppendError(out, fmt::format("ERR ID.REPLY {}: allowed STRING or INTEGER", shown));
+      ok = false;
     }
   } else if (Is(name, "CLIENT")) {
     command = Command::kClient;

@@ -31,10 +31,19 @@ std::string HttpParseError(int status, std::string_view message);
 bool MayBlock(Service& service, const http::Request& request);
 bool MayBlock(Service& service, const std::vector<std::string_view>& args);
 
+// How a connection gets ids: RESP integers, or decimal bulk strings (a JavaScript client turns
+// an integer into a double and loses a 64-bit id's low bits).
+enum class IdReply {
+  kServerDefault,  // server.resp_ids
+  kInteger,        // ID.REPLY INTEGER
+  kString,         // ID.REPLY STRING
+};
+
 // Per-connection RESP state.
 struct RespSession {
   bool authenticated = false;
   std::string name;  // CLIENT SETNAME
+  IdReply id_reply = IdReply::kServerDefault;
 };
 
 // Appends the reply to one command to `out`. Sets `close` for QUIT.

@@ -68,6 +68,7 @@ class Connection {
     this.timeout = timeout;
     this.buf = Buffer.alloc(0);
     this.pending = null; // {resolve, reject, timer}
+    this.array = null; // a top-level array being parsed: {n, items}
     this.dead = null;
     socket.removeAllListeners('error');
     socket.on('data', (chunk) => {
@@ -112,18 +113,50 @@ class Connection {
     else p.resolve(value);
   }
 
+  // Parses what has arrived. A top-level array (ID.BATCH's reply: up to 100,000 ids in many
+  // packets) is parsed element by element as bytes come, keeping its progress, so a large
+  // reply costs one pass rather than one per packet.
   tryParse() {
     if (!this.pending) return;
     let result;
     try {
-      result = parse(this.buf, 0);
+      let at = 0;
+      if (!this.array) {
+        if (this.buf.length && this.buf[0] === 0x2a /* '*' */) {
+          const eol = this.buf.indexOf('\r\n');
+          if (eol < 0) return;
+          const n = Number(this.buf.toString('latin1', 1, eol));
+          at = eol + 2;
+          if (n < 0) {
+            result = { value: null, end: at };
+          } else {
+            this.array = { n, items: [] };
+          }
+        } else {
+          result = parse(this.buf, 0);
+          if (result === null) return;
+        }
+      }
+      if (this.array) {
+        const a = this.array;
+        while (a.items.length < a.n) {
+          const r = parse(this.buf, at);
+          if (r === null) break;
+          a.items.push(r.value);
+          at = r.end;
+        }
+        this.buf = this.buf.subarray(at);
+        if (a.items.length < a.n) return;
+        this.array = null;
+        const failed = a.items.find((x) => x instanceof RespError);
+        result = { value: failed ?? a.items, end: 0 };
+      }
     } catch (e) {
       this.dead = e;
       this.socket.destroy();
       this.finish(null, e);
       return;
     }
-    if (result === null) return; // incomplete
     this.buf = this.buf.subarray(result.end);
     if (result.value instanceof RespError) this.finish(null, result.value);
     else this.finish(result.value, null);

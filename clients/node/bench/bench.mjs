@@ -9,11 +9,21 @@ import { Client } from '../index.js';
 const address = process.argv[2];
 const [host, port] = [address.slice(0, address.lastIndexOf(':')), Number(address.split(':').pop())];
 
-async function perIdFromBuffer(c, n = 2_000_000) {
-  for (let i = 0; i < 200_000; i++) await c.nextId(); // warm up: the batch grows
-  const t0 = process.hrtime.bigint();
-  for (let i = 0; i < n; i++) await c.nextId();
-  return Number(process.hrtime.bigint() - t0) / n;
+// Rounds of draws, each after a pause in which the refill completes, so that no timed call
+// waits for the server (whose own ceiling would be measured instead).
+async function perIdFromBuffer(c, rounds = 60, perRound = 40_000) {
+  let timed = 0n;
+  let n = 0;
+  for (let r = 0; r < rounds + 20; r++) {
+    await new Promise((res) => setTimeout(res, 30));
+    const t0 = process.hrtime.bigint();
+    for (let i = 0; i < perRound; i++) await c.nextId();
+    if (r >= 20) {
+      timed += process.hrtime.bigint() - t0;
+      n += perRound;
+    }
+  }
+  return Number(timed) / n;
 }
 
 async function perIdRoundTrip(n = 20_000) {

@@ -158,10 +158,13 @@ public final class SekkaClient implements AutoCloseable {
     long retryAt;
     long high = -1;
     long lastRefill = -1;
+    long left; // ids in batches not handed out yet
+    long lowMark; // refill below this many: lowWater * size
 
-    Stream(String tag, int size) {
+    Stream(String tag, int size, double lowWater) {
       this.tag = tag;
       this.size = size;
+      this.lowMark = (long) (lowWater * size);
     }
   }
 
@@ -192,7 +195,7 @@ public final class SekkaClient implements AutoCloseable {
     }
     this.o = b;
     for (String s : b.servers) servers.add(new Server(s));
-    this.ids = new Stream(null, b.batch);
+    this.ids = new Stream(null, b.batch, b.lowWater);
     this.maxWaitNanos =
         TimeUnit.MILLISECONDS.toNanos(2L * (b.connectTimeoutMs + b.timeoutMs) * servers.size() + 1000);
     this.refiller = new Thread(this::refillLoop, "sekka-refill");
@@ -224,7 +227,7 @@ public final class SekkaClient implements AutoCloseable {
     Stream s;
     lock.lock();
     try {
-      s = streams.computeIfAbsent(tag, t -> new Stream(t, o.batch));
+      s = streams.computeIfAbsent(tag, t -> new Stream(t, o.batch, o.lowWater));
     } finally {
       lock.unlock();
     }
@@ -235,7 +238,7 @@ public final class SekkaClient implements AutoCloseable {
     lock.lock();
     try {
       long buffered = 0;
-      for (Stream s : allStreams()) for (Batch b : s.batches) buffered += b.ids.length - b.pos;
+      for (Stream s : allStreams()) buffered += s.left;
       return new Stats(served, refills, failovers, buffered, dropped);
     } finally {
       lock.unlock();
@@ -268,21 +271,20 @@ public final class SekkaClient implements AutoCloseable {
   /** An id from the buffer or -1, asking for a refill at the low-water mark. Lock held. */
   private long pop(Stream s) {
     long now = System.nanoTime();
-    while (!s.batches.isEmpty()) {
-      Batch b = s.batches.peekFirst();
-      if (b.pos < b.ids.length && now - b.expires < 0) break;
+    Batch b = s.batches.peekFirst();
+    while (b != null && (b.pos == b.ids.length || now - b.expires >= 0)) {
       s.batches.pollFirst();
+      s.left -= b.ids.length - b.pos;
       dropped += b.ids.length - b.pos;
+      b = s.batches.peekFirst();
     }
-    long left = 0;
-    for (Batch b : s.batches) left += b.ids.length - b.pos;
-    if (left < o.lowWater * s.size && !s.wanted && !s.busy && now - s.retryAt >= 0) {
+    if (s.left < s.lowMark && !s.wanted && !s.busy && now - s.retryAt >= 0) {
       s.wanted = true;
       changed.signalAll();
     }
-    Batch b = s.batches.peekFirst();
     if (b == null) return -1;
     served++;
+    s.left--;
     return b.ids[b.pos++];
   }
 
@@ -343,6 +345,7 @@ public final class SekkaClient implements AutoCloseable {
           }
         }
         n = s.size;
+        s.lowMark = (long) (o.lowWater * n);
       } finally {
         lock.unlock();
       }
@@ -375,6 +378,7 @@ public final class SekkaClient implements AutoCloseable {
             s.high = Math.max(s.high, got[got.length - 1]);
             s.batches.addLast(
                 new Batch(got, s.lastRefill + TimeUnit.MILLISECONDS.toNanos(o.validityMs)));
+            s.left += got.length;
           }
         } else {
           s.retryAt = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(o.backoffMinMs);

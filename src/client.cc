@@ -1,0 +1,575 @@
+// sekka::Client (include/sekka/client.h): the buffer, the refill thread, and a small blocking
+// RESP2 connection over POSIX sockets with poll() timeouts.
+
+#include "sekka/client.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <thread>
+
+namespace sekka {
+namespace {
+
+using SteadyClock = std::chrono::steady_clock;
+using TimePoint = SteadyClock::time_point;
+using std::chrono::milliseconds;
+
+// A server's error reply, "-PREFIX message", and what the client does with it.
+struct ServerError {
+  std::string prefix;
+  std::string message;
+  bool failover() const {
+    return prefix == "LEASELOST" || prefix == "CLOCKBACKWARDS" || prefix == "UNAVAILABLE";
+  }
+  bool auth() const { return prefix == "NOAUTH" || prefix == "WRONGPASS"; }
+};
+
+// A transport failure (connect, send, receive, a timeout, bytes that are not RESP).
+struct TransportError {
+  std::string message;
+};
+
+// One connection, used by the refill thread only.
+class Connection {
+ public:
+  ~Connection() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+
+  static std::optional<TransportError> Open(const std::string& host, int port, milliseconds timeout,
+                                            std::unique_ptr<Connection>& out) {
+    addrinfo hints{};
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    addrinfo* found = nullptr;
+    const std::string service = std::to_string(port);
+    if (int rc = ::getaddrinfo(host.c_str(), service.c_str(), &hints, &found); rc != 0) {
+      return TransportError{fmt::format("cannot resolve {}: {}", host, ::gai_strerror(rc))};
+    }
+    std::unique_ptr<addrinfo, decltype(&::freeaddrinfo)> guard(found, ::freeaddrinfo);
+    std::string last = "no address";
+    for (addrinfo* a = found; a != nullptr; a = a->ai_next) {
+      const int fd = ::socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+      if (fd < 0) {
+        last = std::strerror(errno);
+        continue;
+      }
+      auto conn = std::unique_ptr<Connection>(new Connection(fd));
+      if (::connect(fd, a->ai_addr, a->ai_addrlen) != 0 && errno != EINPROGRESS) {
+        last = std::strerror(errno);
+        continue;
+      }
+      pollfd p{fd, POLLOUT, 0};
+      const int ready = ::poll(&p, 1, static_cast<int>(timeout.count()));
+      int error = 0;
+      socklen_t len = sizeof error;
+      if (ready <= 0) {
+        last = ready == 0 ? fmt::format("connect timed out after {} ms", timeout.count())
+                          : std::strerror(errno);
+        continue;
+      }
+      ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &len);
+      if (error != 0) {
+        last = std::strerror(error);
+        continue;
+      }
+      const int one = 1;
+      ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+      out = std::move(conn);
+      return std::nullopt;
+    }
+    return TransportError{last};
+  }
+
+  // Sends a command and reads its reply. An array of integers (or of decimal bulk strings) is
+  // returned in `ids`; a simple or bulk string in `text`.
+  std::optional<TransportError> Call(const std::vector<std::string>& args, milliseconds timeout,
+                                     std::vector<std::int64_t>* ids, std::string* text,
+                                     std::optional<ServerError>* error) {
+    std::string out = fmt::format("*{}\r\n", args.size());
+    for (const std::string& a : args) {
+      out += fmt::format("${}\r\n", a.size());
+      out += a;
+      out += "\r\n";
+    }
+    deadline_ = SteadyClock::now() + timeout;
+    for (std::size_t sent = 0; sent < out.size();) {
+      const ssize_t n = ::send(fd_, out.data() + sent, out.size() - sent, MSG_NOSIGNAL);
+      if (n > 0) {
+        sent += static_cast<std::size_t>(n);
+        continue;
+      }
+      if (n < 0 && errno != EAGAIN && errno != EINTR) return TransportError{std::strerror(errno)};
+      if (auto e = Wait(POLLOUT)) return e;
+    }
+    std::string line;
+    if (auto e = Line(line)) return e;
+    if (line.empty()) return TransportError{"an empty reply line"};
+    const char kind = line[0];
+    const std::string_view rest = std::string_view(line).substr(1);
+    if (kind == '-') {
+      const std::size_t space = rest.find(' ');
+      *error = ServerError{std::string(rest.substr(0, space)), std::string(rest)};
+      return std::nullopt;
+    }
+    if (kind == '+') {
+      if (text) *text = std::string(rest);
+      return std::nullopt;
+    }
+    if (kind == '$') {
+      std::string bulk;
+      if (auto e = Bulk(rest, bulk)) return e;
+      if (text) *text = std::move(bulk);
+      return std::nullopt;
+    }
+    if (kind == ':') {
+      std::int64_t v = 0;
+      if (!Number(rest, v)) return TransportError{"a bad integer reply"};
+      if (ids) ids->assign(1, v);
+      return std::nullopt;
+    }
+    if (kind != '*') return TransportError{fmt::format("a reply starting with '{}'", kind)};
+    std::int64_t n = 0;
+    if (!Number(rest, n) || n < 0 || n > 10'000'000) return TransportError{"a bad array length"};
+    if (ids) ids->clear();
+    for (std::int64_t i = 0; i < n; ++i) {
+      if (auto e = Line(line)) return e;
+      std::int64_t v = 0;
+      if (!line.empty() && line[0] == ':' && Number(std::string_view(line).substr(1), v)) {
+      } else if (!line.empty() && line[0] == '$') {
+        std::string bulk;
+        if (auto e = Bulk(std::string_view(line).substr(1), bulk)) return e;
+        if (!Number(bulk, v)) return TransportError{"an array element that is not an id"};
+      } else {
+        return TransportError{"an array element that is not an id"};
+      }
+      if (ids) ids->push_back(v);
+    }
+    return std::nullopt;
+  }
+
+ private:
+  explicit Connection(int fd) : fd_(fd) {}
+
+  static bool Number(std::string_view s, std::int64_t& v) {
+    const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+    return ec == std::errc() && end == s.data() + s.size() && !s.empty();
+  }
+
+  std::optional<TransportError> Wait(short events) {
+    const auto left = std::chrono::duration_cast<milliseconds>(deadline_ - SteadyClock::now());
+    if (left.count() <= 0) return TransportError{"no reply within the timeout"};
+    pollfd p{fd_, events, 0};
+    const int ready = ::poll(&p, 1, static_cast<int>(left.count()) + 1);
+    if (ready < 0 && errno != EINTR) return TransportError{std::strerror(errno)};
+    if (ready == 0) return TransportError{"no reply within the timeout"};
+    return std::nullopt;
+  }
+
+  std::optional<TransportError> Fill() {
+    char chunk[65536];
+    for (;;) {
+      const ssize_t n = ::recv(fd_, chunk, sizeof chunk, 0);
+      if (n > 0) {
+        in_.append(chunk, static_cast<std::size_t>(n));
+        return std::nullopt;
+      }
+      if (n == 0) return TransportError{"the server closed the connection"};
+      if (errno != EAGAIN && errno != EINTR) return TransportError{std::strerror(errno)};
+      if (auto e = Wait(POLLIN)) return e;
+    }
+  }
+
+  std::optional<TransportError> Line(std::string& line) {
+    for (;;) {
+      const std::size_t end = in_.find("\r\n", start_);
+      if (end != std::string::npos) {
+        line.assign(in_, start_, end - start_);
+        start_ = end + 2;
+        if (start_ == in_.size()) {
+          in_.clear();
+          start_ = 0;
+        }
+        return std::nullopt;
+      }
+      if (in_.size() - start_ > (1 << 20)) return TransportError{"a reply line over 1 MiB"};
+      if (start_ > 0) {
+        in_.erase(0, start_);
+        start_ = 0;
+      }
+      if (auto e = Fill()) return e;
+    }
+  }
+
+  std::optional<TransportError> Bulk(std::string_view length, std::string& out) {
+    std::int64_t n = 0;
+    if (!Number(length, n) || n < -1 || n > (64 << 20)) return TransportError{"a bad bulk length"};
+    if (n < 0) {
+      out.clear();
+      return std::nullopt;
+    }
+    const auto size = static_cast<std::size_t>(n);
+    while (in_.size() - start_ < size + 2) {
+      if (auto e = Fill()) return e;
+    }
+    out.assign(in_, start_, size);
+    start_ += size + 2;
+    return std::nullopt;
+  }
+
+  int fd_;
+  std::string in_;
+  std::size_t start_ = 0;
+  TimePoint deadline_;
+};
+
+struct Server {
+  std::string host;
+  int port = 0;
+  std::string name;
+  std::unique_ptr<Connection> conn;
+  TimePoint down_until{};
+  milliseconds backoff{0};
+};
+
+struct Batch {
+  std::vector<std::int64_t> ids;
+  std::size_t pos = 0;
+  TimePoint expires;
+};
+
+struct Stream {
+  std::optional<std::string> tag;  // none: snowflake ids
+  std::deque<Batch> batches;
+  std::size_t size = 0;
+  std::size_t left = 0;  // ids in batches not handed out yet
+  bool wanted = false;
+  bool busy = false;
+  std::uint64_t attempts = 0;
+  std::optional<Error> error;  // the last refill's failure
+  TimePoint retry_at{};
+  std::int64_t high = -1;  // tags: the highest id queued or handed out
+  std::optional<TimePoint> last_refill;
+};
+
+Result<std::pair<std::string, int>> ParseServer(std::string_view text, std::size_t index) {
+  const std::size_t colon = text.rfind(':');
+  int port = 0;
+  if (colon != std::string_view::npos && colon > 0) {
+    const std::string_view p = text.substr(colon + 1);
+    const auto [end, ec] = std::from_chars(p.data(), p.data() + p.size(), port);
+    if (ec != std::errc() || end != p.data() + p.size()) port = 0;
+  }
+  if (port < 1 || port > 65535) {
+    return InvalidArgument(
+        fmt::format("servers[{}] = \"{}\" is not host:port (a port from 1 to 65535)", index, text));
+  }
+  std::string host(text.substr(0, colon));
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  return std::pair(host, port);
+}
+
+}  // namespace
+
+struct Client::Impl {
+  ClientOptions o;
+  std::vector<Server> servers;  // the refill thread's
+  std::size_t current = 0;      // the refill thread's
+
+  mutable std::mutex mu;
+  std::condition_variable changed;
+  Stream ids;                                       // guarded by mu
+  std::map<std::string, Stream, std::less<>> tags;  // guarded by mu
+  bool closed = false;                              // guarded by mu
+  ClientStats counters;                             // guarded by mu (buffered: computed)
+  milliseconds max_wait{0};
+  std::thread refiller;
+
+  // An id from the buffer, asking for a refill at the low-water mark. REQUIRES: mu held.
+  std::optional<std::int64_t> Pop(Stream& s) {
+    const TimePoint now = SteadyClock::now();
+    while (!s.batches.empty() && (s.batches.front().pos == s.batches.front().ids.size() ||
+                                  s.batches.front().expires <= now)) {
+      const Batch& b = s.batches.front();
+      s.left -= b.ids.size() - b.pos;
+      counters.dropped += b.ids.size() - b.pos;
+      s.batches.pop_front();
+    }
+    if (static_cast<double>(s.left) < o.low_water * static_cast<double>(s.size) && !s.wanted &&
+        !s.busy && now >= s.retry_at) {
+      s.wanted = true;
+      changed.notify_all();
+    }
+    if (s.batches.empty()) return std::nullopt;
+    Batch& b = s.batches.front();
+    --s.left;
+    ++counters.served;
+    return b.ids[b.pos++];
+  }
+
+  Result<std::int64_t> Take(Stream& s, std::unique_lock<std::mutex>& lock) {
+    if (closed) return Unavailable("the client is closed");
+    if (std::optional<std::int64_t> v = Pop(s)) return *v;
+    std::uint64_t start = s.attempts;
+    const TimePoint deadline = SteadyClock::now() + max_wait;
+    for (;;) {
+      if (!s.wanted && !s.busy) {
+        s.wanted = true;
+        changed.notify_all();
+      }
+      if (changed.wait_until(lock, deadline) == std::cv_status::timeout &&
+          SteadyClock::now() >= deadline) {
+        return Unavailable(fmt::format("no ids within {} ms from {}", max_wait.count(),
+                                       fmt::join(o.servers, ", ")));
+      }
+      if (closed) return Unavailable("the client is closed");
+      if (std::optional<std::int64_t> v = Pop(s)) return *v;
+      if (s.attempts > start) {
+        if (s.error) return *s.error;
+        start = s.attempts;  // a refill with nothing usable: ask again
+      }
+    }
+  }
+
+  Stream* Wanted() {
+    if (ids.wanted) return &ids;
+    for (auto& [name, s] : tags) {
+      if (s.wanted) return &s;
+    }
+    return nullptr;
+  }
+
+  void RefillLoop() {
+    for (;;) {
+      Stream* s = nullptr;
+      std::size_t n = 0;
+      std::vector<std::string> args;
+      {
+        std::unique_lock lock(mu);
+        changed.wait(lock, [&] { return closed || (s = Wanted()) != nullptr; });
+        if (closed) return;
+        s->wanted = false;
+        s->busy = true;
+        const TimePoint now = SteadyClock::now();
+        if (s->last_refill) {  // adapt: how long did the last batch last?
+          const auto lasted = now - *s->last_refill;
+          if (lasted < o.target_refill / 2) {
+            s->size = std::min(o.max_batch, s->size * 2);
+          } else if (lasted > o.target_refill * 2) {
+            s->size = std::max(o.min_batch, s->size / 2);
+          }
+        }
+        n = s->size;
+        if (s->tag) {
+          args = {"SEG.NEXT", *s->tag, std::to_string(n)};
+        } else {
+          args = {"ID.BATCH", std::to_string(n)};
+        }
+      }
+      std::vector<std::int64_t> got;
+      Status status = Call(args, got);
+      std::lock_guard lock(mu);
+      s->busy = false;
+      ++s->attempts;
+      if (status.ok()) {
+        s->error.reset();
+        ++counters.refills;
+        s->last_refill = SteadyClock::now();
+        if (s->tag) {  // a tag's ids stay increasing within the client
+          const std::size_t before = got.size();
+          std::erase_if(got, [&](std::int64_t id) { return id <= s->high; });
+          counters.dropped += before - got.size();
+        }
+        if (!got.empty()) {
+          s->high = std::max(s->high, got.back());
+          s->left += got.size();
+          s->batches.push_back({std::move(got), 0, *s->last_refill + o.validity});
+        }
+      } else {
+        s->error = status.error();
+        s->retry_at = SteadyClock::now() + o.backoff_min;
+      }
+      changed.notify_all();
+    }
+  }
+
+  // The reply of the first server that answers, from the current one (refill thread only).
+  Status Call(const std::vector<std::string>& args, std::vector<std::int64_t>& out) {
+    const TimePoint now = SteadyClock::now();
+    const std::size_t n = servers.size();
+    std::vector<std::size_t> up;
+    std::size_t soonest = current;
+    for (std::size_t k = 0; k < n; ++k) {
+      const std::size_t i = (current + k) % n;
+      if (servers[i].down_until <= now) up.push_back(i);
+      if (servers[i].down_until < servers[soonest].down_until) soonest = i;
+    }
+    if (up.empty()) up.push_back(soonest);  // all backing off: the one back first
+    std::vector<std::string> tried;
+    for (std::size_t i : up) {
+      Server& s = servers[i];
+      std::optional<ServerError> error;
+      std::optional<TransportError> transport;
+      if (!s.conn) {
+        transport = Connection::Open(s.host, s.port, o.connect_timeout, s.conn);
+        if (!transport && !o.token.empty()) {
+          transport = s.conn->Call({"AUTH", o.token}, o.timeout, nullptr, nullptr, &error);
+          if (!transport && error) {
+            s.conn.reset();
+            return Unauthenticated(
+                fmt::format("sekka server {} refused the token: {}", s.name, error->message));
+          }
+        }
+      }
+      if (!transport) transport = s.conn->Call(args, o.timeout, &out, nullptr, &error);
+      if (!transport && !error) {
+        s.backoff = milliseconds(0);
+        s.down_until = TimePoint{};
+        if (i != current) {
+          std::lock_guard lock(mu);
+          ++counters.failovers;
+          current = i;
+        }
+        return Status::Ok();
+      }
+      if (error && error->auth()) {
+        s.conn.reset();
+        return Unauthenticated(fmt::format("sekka server {}: {}", s.name, error->message));
+      }
+      if (error && !error->failover()) {
+        return InvalidArgument(fmt::format("sekka server {}: {}", s.name, error->message));
+      }
+      tried.push_back(fmt::format("{} ({})", s.name, error ? error->message : transport->message));
+      s.conn.reset();
+      s.backoff = std::min(o.backoff_max, std::max(o.backoff_min, s.backoff * 2));
+      s.down_until = SteadyClock::now() + s.backoff;
+    }
+    return Unavailable(fmt::format("no sekka server could serve {}: tried {}", fmt::join(args, " "),
+                                   fmt::join(tried, ", ")));
+  }
+};
+
+Result<std::unique_ptr<Client>> Client::Create(const ClientOptions& options) {
+  auto impl = std::make_unique<Impl>();
+  impl->o = options;
+  if (options.servers.empty())
+    return InvalidArgument("servers is empty: give at least one host:port");
+  for (std::size_t i = 0; i < options.servers.size(); ++i) {
+    Result<std::pair<std::string, int>> hp = ParseServer(options.servers[i], i);
+    if (!hp.ok()) return std::move(hp).error();
+    Server s;
+    s.host = hp->first;
+    s.port = hp->second;
+    s.name = options.servers[i];
+    impl->servers.push_back(std::move(s));
+  }
+  if (!(1 <= options.min_batch && options.min_batch <= options.batch &&
+        options.batch <= options.max_batch)) {
+    return InvalidArgument(fmt::format(
+        "batch sizes min_batch {}, batch {}, max_batch {}: allowed 1 <= min_batch <= batch <= "
+        "max_batch",
+        options.min_batch, options.batch, options.max_batch));
+  }
+  if (!(options.low_water > 0 && options.low_water < 1)) {
+    return InvalidArgument(
+        fmt::format("low_water = {}: allowed above 0 and below 1", options.low_water));
+  }
+  if (options.connect_timeout.count() <= 0 || options.timeout.count() <= 0 ||
+      options.validity.count() <= 0 || options.target_refill.count() <= 0 ||
+      options.backoff_min.count() <= 0 || options.backoff_max < options.backoff_min) {
+    return InvalidArgument(
+        "connect_timeout, timeout, validity, target_refill and backoff_min must be positive, and "
+        "backoff_max at least backoff_min");
+  }
+  impl->ids.size = options.batch;
+  impl->max_wait =
+      2 * (options.connect_timeout + options.timeout) * static_cast<int>(options.servers.size()) +
+      milliseconds(1000);
+  Impl* raw = impl.get();
+  impl->refiller = std::thread([raw] { raw->RefillLoop(); });
+  return std::unique_ptr<Client>(new Client(std::move(impl)));
+}
+
+Result<std::unique_ptr<Client>> Client::Create(std::string_view servers) {
+  ClientOptions o;
+  while (!servers.empty()) {
+    const std::size_t comma = servers.find(',');
+    o.servers.emplace_back(servers.substr(0, comma));
+    servers = comma == std::string_view::npos ? std::string_view() : servers.substr(comma + 1);
+  }
+  return Create(o);
+}
+
+Client::Client(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+Client::~Client() {
+  {
+    std::lock_guard lock(impl_->mu);
+    impl_->closed = true;
+  }
+  impl_->changed.notify_all();
+  impl_->refiller.join();
+}
+
+Result<Id> Client::NextId() {
+  std::unique_lock lock(impl_->mu);
+  return impl_->Take(impl_->ids, lock);
+}
+
+Status Client::NextIds(std::span<Id> out) {
+  std::unique_lock lock(impl_->mu);
+  for (Id& id : out) {
+    Result<std::int64_t> v = impl_->Take(impl_->ids, lock);
+    if (!v.ok()) return std::move(v).error();
+    id = *v;
+  }
+  return Status::Ok();
+}
+
+Result<std::vector<Id>> Client::NextIds(std::size_t n) {
+  std::vector<Id> out(n);
+  if (Status s = NextIds(std::span<Id>(out)); !s.ok()) return std::move(s).error();
+  return out;
+}
+
+Result<std::int64_t> Client::Next(std::string_view tag) {
+  if (tag.empty()) return InvalidArgument("tag is empty");
+  std::unique_lock lock(impl_->mu);
+  auto it = impl_->tags.find(tag);
+  if (it == impl_->tags.end()) {
+    Stream s;
+    s.tag = std::string(tag);
+    s.size = impl_->o.batch;
+    it = impl_->tags.emplace(std::string(tag), std::move(s)).first;
+  }
+  return impl_->Take(it->second, lock);
+}
+
+ClientStats Client::stats() const {
+  std::lock_guard lock(impl_->mu);
+  ClientStats st = impl_->counters;
+  st.buffered = impl_->ids.left;
+  for (const auto& [name, s] : impl_->tags) st.buffered += s.left;
+  return st;
+}
+
+}  // namespace sekka
