@@ -10,6 +10,8 @@ cd "$(dirname "$0")/.."
 source bench/lib.sh
 bash scripts/setup.sh
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release > /dev/null && cmake --build build -j2 > /dev/null
+cmake -S . -B build-bench -DCMAKE_BUILD_TYPE=Release -DSEKKA_BUILD_BENCH=ON -DSEKKA_BUILD_TESTS=OFF \
+  -DSEKKA_BUILD_CLI=OFF > /dev/null && cmake --build build-bench -j2 --target client_bench > /dev/null
 start_work clients
 PORT=$(free_port)
 taskset -c 0 build/cli/sekka serve --http "" --resp "127.0.0.1:$PORT" --data-dir "$WORK/data" \
@@ -23,6 +25,4 @@ mkdir -p "$WORK/java"
 javac --release 17 -d "$WORK/java" clients/java/src/main/java/io/sekka/client/*.java \
   clients/java/bench/io/sekka/client/Bench.java
 taskset -c 1 timeout 300 java -cp "$WORK/java" io.sekka.client.Bench "$ADDRESS"
-if [ -x build/bench/client_bench ]; then
-  taskset -c 1 timeout 300 build/bench/client_bench "$ADDRESS"
-fi
+taskset -c 1 timeout 300 build-bench/bench/client_bench "$ADDRESS"

@@ -279,7 +279,7 @@ export class Client {
 
   stats() {
     let buffered = 0;
-    for (const s of this.streams.values()) buffered += s.ids.length - s.pos;
+    for (const s of this.streams.values()) for (const b of s.batches) buffered += b.ids.length - b.pos;
     return { ...this.counters, buffered };
   }
 
@@ -301,8 +301,6 @@ export class Client {
         key,
         size: this.options.batch,
         batches: [], // [{ids, pos, expires}]
-        ids: [],
-        pos: 0,
         refilling: null, // the running refill's promise
         retryAt: 0,
         high: -1n,

@@ -75,14 +75,15 @@ class Client {
   Client& operator=(const Client&) = delete;
 
   // The next snowflake id. Errors: kUnavailable (no server could serve and the buffer is
-  // empty), kUnauthenticated (the token), or the server's error for a refused request.
+  // empty), kUnauthenticated (the token), kInvalidArgument with the server's message for a
+  // request it refused.
   Result<Id> NextId();
   // Fills `out` with ids in the order they were served. Errors: as NextId (`out` then holds
   // no usable ids).
   Status NextIds(std::span<Id> out);
   Result<std::vector<Id>> NextIds(std::size_t n);
   // The next id of segment tag `tag`, above every id this client gave for it. Errors: as
-  // NextId, kNotFound for an unknown tag.
+  // NextId (an unknown tag is the server's refusal, naming the tag).
   Result<std::int64_t> Next(std::string_view tag);
 
   ClientStats stats() const;
