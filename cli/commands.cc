@@ -102,34 +102,43 @@ std::string DecodedFields(const DecodedId& d, const Layout& layout) {
   return out;
 }
 
-// Random ids (a random layout): nothing to lease, nothing to store.
+// Prints `count` ids, `chunk` at a time: `make(n, out)` appends n lines to `out`, which is
+// written after each chunk (and, on an error, what was made before it).
+int PrintInChunks(std::int64_t count, std::size_t chunk,
+                  const std::function<Status(std::size_t, std::string&)>& make) {
+  std::string out;
+  for (std::int64_t left = count; left > 0;) {
+    const auto n = static_cast<std::size_t>(std::min<std::int64_t>(left, chunk));
+    const Status made = make(n, out);
+    std::fwrite(out.data(), 1, out.size(), stdout);
+    out.clear();
+    if (!made.ok()) {
+      std::fflush(stdout);
+      return ExitFor(made.error(), false);
+    }
+    left -= static_cast<std::int64_t>(n);
+  }
+  if (std::fflush(stdout) != 0) return Fail(kExitFailure, "writing the ids to stdout failed");
+  return kExitOk;
+}
+
+// Random ids (a random layout): nothing to lease, nothing to store. One id a call: a batch
+// would share one tick and be kept distinct, which single ids from many processes are not;
+// the odds `sekka layout --rate` prints are for those.
 int GenRandom(const GenFlags& flags, const Layout& layout, OpaqueCodec* opaque, IdFormat format) {
   Result<std::unique_ptr<RandomIdGenerator>> made =
       RandomIdGenerator::Create(layout, SystemClock());
   if (!made.ok()) return ExitFor(made.error(), true);
   RandomIdGenerator& g = **made;
-  std::vector<Id> ids(1024);
-  std::string out;
-  for (std::int64_t left = flags.count; left > 0;) {
-    // One id a call: a batch would share one tick and be kept distinct, which single ids
-    // from many processes are not; the printed odds are for those.
-    const auto n = static_cast<std::size_t>(std::min<std::int64_t>(left, 1024));
+  return PrintInChunks(flags.count, 1024, [&](std::size_t n, std::string& out) -> Status {
     for (std::size_t i = 0; i < n; ++i) {
       Result<Id> id = g.Next();
-      if (!id.ok()) {
-        std::fwrite(out.data(), 1, out.size(), stdout);
-        std::fflush(stdout);
-        return ExitFor(id.error(), false);
-      }
+      if (!id.ok()) return std::move(id).error();
       out += opaque ? *opaque->EncodeText(*id) : FormatId(*id, format, layout);
       out += '\n';
     }
-    std::fwrite(out.data(), 1, out.size(), stdout);
-    out.clear();
-    left -= static_cast<std::int64_t>(n);
-  }
-  if (std::fflush(stdout) != 0) return Fail(kExitFailure, "writing the ids to stdout failed");
-  return kExitOk;
+    return Status::Ok();
+  });
 }
 
 }  // namespace
@@ -161,22 +170,15 @@ int RunGen(const GenFlags& flags) {
     // Random bits instead of a worker id: nothing to lease, nothing to store.
     const bool uuid = flags.kind == "uuidv7";
     TimeOrderedGenerator g(SystemClock(), uuid ? TimeOrderedKind::kUuidV7 : TimeOrderedKind::kUlid);
-    std::string out;
     std::vector<Uuid> batch(4096);
-    for (std::int64_t left = flags.count; left > 0;) {
-      const auto n = static_cast<std::size_t>(std::min<std::int64_t>(left, 4096));
-      if (Status s = g.NextBatch(std::span(batch.data(), n)); !s.ok())
-        return ExitFor(s.error(), false);
+    return PrintInChunks(flags.count, batch.size(), [&](std::size_t n, std::string& out) {
+      if (Status s = g.NextBatch(std::span(batch.data(), n)); !s.ok()) return s;
       for (std::size_t i = 0; i < n; ++i) {
         out += uuid ? FormatUuid(batch[i]) : FormatUlid(batch[i]);
         out += '\n';
       }
-      std::fwrite(out.data(), 1, out.size(), stdout);
-      out.clear();
-      left -= static_cast<std::int64_t>(n);
-    }
-    if (std::fflush(stdout) != 0) return Fail(kExitFailure, "writing the ids to stdout failed");
-    return kExitOk;
+      return Status::Ok();
+    });
   }
   if (flags.kind != "snowflake") {
     return Fail(kExitUsage,

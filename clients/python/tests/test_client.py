@@ -39,9 +39,9 @@ class ClientTestCase(unittest.TestCase):
             s.stop()
         self.dirs.cleanup()
 
-    def start(self, name, worker_id, *flags, resp="127.0.0.1:0"):
+    def start(self, name, worker_id, *flags, resp="127.0.0.1:0", **kw):
         s = Server(self.dirs.path(name), "--worker-source", "static", "--worker-id",
-                   str(worker_id), *flags, resp=resp)
+                   str(worker_id), *flags, resp=resp, **kw)
         self.servers.append(s)
         return s
 
@@ -126,6 +126,29 @@ class FailoverTest(ClientTestCase):
         self.assertTrue(late)
         self.assertEqual({worker_of(i) for i in late}, {2})  # none of the dead server's
         self.assertGreaterEqual(c.stats()["failovers"], 1)
+
+    def test_an_error_reply_moves_to_the_next_server(self):
+        """A real server whose clock (libfaketime) steps back 5 s under on_clock_backwards =
+        fail answers -CLOCKBACKWARDS: the client goes on with the other server and no error
+        reaches the caller."""
+        clock = self.dirs.path("clock")
+        with open(clock, "w") as f:
+            f.write("+0\n")
+        a = self.start("a", 1, faketime_file=clock,
+                       env={"SEKKA_GENERATOR_ON_CLOCK_BACKWARDS": "fail"})
+        b = self.start("b", 2)
+        c = self.client([a, b], batch=100, min_batch=100, max_batch=100)
+        first = [c.next_id() for _ in range(300)]
+        self.assertEqual({worker_of(i) for i in first}, {1})
+        with open(clock + ".tmp", "w") as f:
+            f.write("-5\n")
+        os.replace(clock + ".tmp", clock)
+        time.sleep(0.2)
+        later = [c.next_id() for _ in range(1000)]
+        self.assertEqual({worker_of(i) for i in later[-500:]}, {2})
+        self.assertGreaterEqual(c.stats()["failovers"], 1)
+        every = first + later
+        self.assertEqual(len(every), len(set(every)))
 
     def test_all_down_then_back(self):
         port_a, port_b = free_port(), free_port()
