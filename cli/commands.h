@@ -73,6 +73,19 @@ struct LayoutFlags {
 sekka::Result<double> ParseRate(std::string_view text);
 int RunLayout(const LayoutFlags& flags);
 
+// sekka check: repeated ids and other signs of trouble in ids read from files, stdin or a
+// database query (include/sekka/id_check.h). Exit 1 when an id repeats.
+struct CheckFlags {
+  std::string layout = "sekka";
+  std::vector<std::string> files;  // none (and no db): stdin; "-" is stdin
+  std::string db;                  // sqlite:PATH or postgres://...
+  std::string query;               // with db
+  bool json = false;
+  int examples = 10;
+  std::string future_tolerance = "60s";
+};
+int RunCheck(const CheckFlags& flags);
+
 struct BenchFlags {
   std::string layout = "sekka";
   int max_threads = 2;

@@ -63,6 +63,21 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   decode_cmd->add_flag("--json", decode.json, "One JSON object a line");
 
+  CheckFlags check;
+  CLI::App* check_cmd = app.add_subcommand(
+      "check", "Find repeated ids, ids from the future, ids outside the layout, order breaks");
+  check_cmd->add_option("files", check.files, "Files of ids (default: stdin; - is stdin)");
+  check_cmd->add_option("--layout", check.layout, layouts)->capture_default_str();
+  check_cmd->add_option("--db", check.db, "A database to query: sqlite:PATH or postgres://...");
+  check_cmd->add_option("--query", check.query, "With --db: SQL whose first column is the id");
+  check_cmd->add_flag("--json", check.json, "As JSON");
+  check_cmd->add_option("--examples", check.examples, "Examples kept of each finding")
+      ->capture_default_str();
+  check_cmd
+      ->add_option("--future-tolerance", check.future_tolerance,
+                   "Ids this far past now are not yet from the future")
+      ->capture_default_str();
+
   LayoutFlags layout;
   CLI::App* layout_cmd = app.add_subcommand(
       "layout", "Show a layout's bits, tick, epoch, capacity and the date it runs out");
@@ -167,7 +182,7 @@ int main(int argc, char** argv) {
   bool serve_force = false;
   serve_cmd->add_flag("--force", serve_force, "Start despite a stored state of another layout");
 
-  const std::string kCommands = "allowed gen, decode, layout, bench, serve, segment, opaque";
+  const std::string kCommands = "allowed gen, decode, layout, check, bench, serve, segment, opaque";
   if (argc < 2) return Fail(kExitUsage, "no command given: " + kCommands);
   const std::string first = argv[1];
   bool known = false;
@@ -189,6 +204,7 @@ int main(int argc, char** argv) {
   }
   if (decode_cmd->parsed()) return RunDecode(decode);
   if (layout_cmd->parsed()) return RunLayout(layout);
+  if (check_cmd->parsed()) return RunCheck(check);
   if (bench_cmd->parsed()) return RunBench(bench);
   if (opaque_cmd->parsed()) {
     opaque.action = op_keygen->parsed() ? "keygen" : op_encode->parsed() ? "encode" : "decode";

@@ -13,6 +13,7 @@
 #include <string_view>
 
 #include "sekka/codec.h"
+#include "sekka/id_check.h"
 #include "sekka/layout.h"
 #include "sekka/machines.h"
 #include "sekka/opaque.h"
@@ -54,6 +55,29 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       break;
     }
     case 5: {
+      if ((selector >> 3) & 1) {
+        // The id scanner of `sekka check`: any split of the text gives the same ids and the
+        // same count of tokens that are not ids; the ids written back scan to themselves.
+        auto scan = [](std::string_view a, std::string_view b, std::uint64_t& bad) {
+          IdTextScanner s;
+          std::vector<Id> ids;
+          auto add = [&](Id id) { ids.push_back(id); };
+          s.Feed(a, add);
+          s.Feed(b, add);
+          s.Finish(add);
+          bad = s.bad_count();
+          return ids;
+        };
+        std::uint64_t bad_whole = 0, bad_split = 0, bad_again = 0;
+        const std::vector<Id> whole = scan(text, {}, bad_whole);
+        const std::size_t cut = text.empty() ? 0 : (selector * 7919u) % (text.size() + 1);
+        Check(scan(text.substr(0, cut), text.substr(cut), bad_split) == whole);
+        Check(bad_split == bad_whole);
+        std::string again;
+        for (Id id : whole) again += std::to_string(id) + "\n";
+        Check(scan(again, {}, bad_again) == whole && bad_again == 0);
+        break;
+      }
       Result<Layout> l = ParseLayout(text);
       if (l.ok()) {
         Check(l->max_tick() >= 0);

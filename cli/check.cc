@@ -1,0 +1,195 @@
+// sekka check: reads ids (files, stdin, or a database query), checks them with IdChecker and
+// prints what it found. Thin I/O around include/sekka/id_check.h and backends/id_query.h.
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "backends/id_query.h"
+#include "cli/commands.h"
+#include "sekka/clock.h"
+#include "sekka/codec.h"
+#include "sekka/id_check.h"
+
+namespace sekka::cli {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+// Reads a file (or stdin for "-") through the scanner. Errors: kUnavailable naming the file.
+Status ScanFile(const std::string& path, IdTextScanner& scanner, IdChecker& checker) {
+  const bool is_stdin = path == "-";
+  const int fd = is_stdin ? 0 : ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return Unavailable(fmt::format("cannot read {}: {}", path, std::strerror(errno)));
+  std::vector<char> buf(1 << 20);
+  auto add = [&](Id id) { checker.Add(id); };
+  scanner.Begin(is_stdin ? "stdin" : path, add);
+  Status status = Status::Ok();
+  for (;;) {
+    const ssize_t n = ::read(fd, buf.data(), buf.size());
+    if (n == 0) break;
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      status = Unavailable(
+          fmt::format("cannot read {}: {}", is_stdin ? "stdin" : path, std::strerror(errno)));
+      break;
+    }
+    scanner.Feed(std::string_view(buf.data(), static_cast<std::size_t>(n)), add);
+  }
+  scanner.Finish(add);  // a file's last token ends with the file
+  if (!is_stdin) ::close(fd);
+  return status;
+}
+
+Json ExamplesJson(const std::vector<CheckReport::Example>& examples, bool with_previous) {
+  Json out = Json::array();
+  for (const auto& e : examples) {
+    Json j{{"position", e.position}, {"id", std::to_string(e.id)}};
+    if (with_previous) {
+      j["worker"] = e.worker;
+      j["previous"] = std::to_string(e.previous);
+    }
+    out.push_back(std::move(j));
+  }
+  return out;
+}
+
+std::string Thousands(std::uint64_t v) {
+  std::string digits = std::to_string(v), out;
+  for (std::size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return out;
+}
+
+}  // namespace
+
+int RunCheck(const CheckFlags& flags) {
+  Result<Layout> layout = ParseLayout(flags.layout);
+  if (!layout.ok()) return Fail(kExitUsage, layout.error().message);
+  if (flags.examples < 0 || flags.examples > 1000) {
+    return Fail(kExitUsage,
+                fmt::format("--examples {} is out of range: allowed 0 to 1000", flags.examples));
+  }
+  Result<std::int64_t> tolerance = ParseDurationMillis(flags.future_tolerance);
+  if (!tolerance.ok()) return Fail(kExitUsage, "--future-tolerance: " + tolerance.error().message);
+  if (flags.db.empty() != flags.query.empty()) {
+    return Fail(kExitUsage,
+                "--db and --query go together: --db URI --query \"SELECT id FROM ...\"");
+  }
+  if (!flags.db.empty() && !flags.files.empty()) {
+    return Fail(kExitUsage, "give files or --db, not both");
+  }
+  CheckOptions options;
+  options.layout = *layout;
+  options.now_ms = SystemClock().NowMillis();
+  options.future_tolerance_ms = *tolerance;
+  options.examples = static_cast<std::size_t>(flags.examples);
+  IdChecker checker(options);
+  IdTextScanner scanner;
+  auto add = [&](Id id) { checker.Add(id); };
+  if (!flags.db.empty()) {
+    IdQuerySink sink;
+    sink.id = add;
+    scanner.Begin("query", add);
+    sink.text = [&](std::string_view text) {  // one row: a line of its own
+      if (text.empty()) scanner.CountBad("NULL or empty");
+      scanner.Feed(text, add);
+      scanner.Feed("\n", add);
+    };
+    if (Status s = QueryIds(flags.db, flags.query, sink); !s.ok()) {
+      return Fail(s.error().code == ErrorCode::kInvalidArgument ? kExitUsage : kExitFailure,
+                  s.error().message);
+    }
+  } else {
+    const std::vector<std::string> files =
+        flags.files.empty() ? std::vector<std::string>{"-"} : flags.files;
+    for (const std::string& f : files) {
+      if (Status s = ScanFile(f, scanner, checker); !s.ok()) {
+        return Fail(kExitFailure, s.error().message);
+      }
+    }
+  }
+  const CheckReport r = checker.Finish();
+  const Layout& l = *layout;
+  if (flags.json) {
+    Json repeats = Json::array();
+    for (const auto& e : r.repeat_examples) {
+      repeats.push_back({{"id", std::to_string(e.id)},
+                         {"occurrences", e.occurrences},
+                         {"positions", e.positions}});
+    }
+    Json bad = Json::array();
+    for (const auto& b : scanner.bad_examples())
+      bad.push_back({{"source", b.source}, {"line", b.line}, {"text", b.text}});
+    Json j{{"layout", l.name()},
+           {"ids", r.ids},
+           {"distinct", r.distinct},
+           {"repeated_values", r.repeated_values},
+           {"repeats", r.repeats},
+           {"repeat_examples", repeats},
+           {"future", r.future},
+           {"future_examples", ExamplesJson(r.future_examples, false)},
+           {"before_epoch", r.before_epoch},
+           {"before_epoch_examples", ExamplesJson(r.before_epoch_examples, false)},
+           {"outside", r.outside},
+           {"outside_examples", ExamplesJson(r.outside_examples, false)},
+           {"order_breaks", r.order_breaks},
+           {"order_break_examples", ExamplesJson(r.order_break_examples, true)},
+           {"workers", r.workers},
+           {"not_ids", scanner.bad_count()},
+           {"not_id_examples", bad},
+           {"first", r.ids > 0 ? FormatUtcMillis(r.first_ms) : ""},
+           {"last", r.ids > 0 ? FormatUtcMillis(r.last_ms) : ""}};
+    std::cout << j.dump(2) << '\n';
+  } else {
+    std::string out = fmt::format("layout        {}\nids           {} ({} distinct)\n", l.name(),
+                                  Thousands(r.ids), Thousands(r.distinct));
+    out += fmt::format("repeated      {} ids repeat, {} extra occurrences{}\n",
+                       Thousands(r.repeated_values), Thousands(r.repeats),
+                       r.repeats > 0 ? "  <- ids repeat" : "");
+    for (const auto& e : r.repeat_examples) {
+      out += fmt::format("  {} x{} at positions {}{}\n", e.id, e.occurrences,
+                         fmt::join(e.positions, ", "),
+                         e.positions.size() < e.occurrences ? ", ..." : "");
+    }
+    auto section = [&](std::string_view name, std::uint64_t count, std::string_view what,
+                       const std::vector<CheckReport::Example>& examples) {
+      out += fmt::format("{:<13} {} {}\n", name, Thousands(count), what);
+      for (const auto& e : examples) {
+        if (name == "order breaks") {
+          out += fmt::format("  position {}: worker {}: {} after {}\n", e.position, e.worker, e.id,
+                             e.previous);
+        } else {
+          out += fmt::format("  position {}: {}\n", e.position, e.id);
+        }
+      }
+    };
+    section("future", r.future, fmt::format("(time past now + {} ms)", options.future_tolerance_ms),
+            r.future_examples);
+    section("before epoch", r.before_epoch, "(negative)", r.before_epoch_examples);
+    section("outside", r.outside, fmt::format("(not ids of layout {})", l.name()),
+            r.outside_examples);
+    section("order breaks", r.order_breaks,
+            fmt::format("(a worker's id below its previous one; {} workers)", r.workers),
+            r.order_break_examples);
+    out += fmt::format("not ids       {}\n", Thousands(scanner.bad_count()));
+    for (const auto& b : scanner.bad_examples())
+      out += fmt::format("  {} line {}: \"{}\"\n", b.source, b.line, b.text);
+    if (r.ids > r.before_epoch + r.outside) {
+      out += fmt::format("time range    {} to {}\n", FormatUtcMillis(r.first_ms),
+                         FormatUtcMillis(r.last_ms));
+    }
+    std::cout << out;
+  }
+  std::cout.flush();
+  return r.repeats > 0 ? kExitFailure : kExitOk;
+}
+
+}  // namespace sekka::cli
