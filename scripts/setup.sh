@@ -16,7 +16,7 @@ PACKAGES=(
   # sanitizers and fuzzing (clang + its runtimes)
   clang libclang-rt-14-dev
   # end-to-end test and benchmark tools: real clients and peers
-  python3 python3-redis python3-thrift thrift-compiler curl procps redis-server redis-tools prometheus hyperfine faketime wrk nginx-light
+  python3 python3-redis python3-thrift thrift-compiler curl procps redis-server redis-tools prometheus hyperfine faketime wrk nginx-light time
   # the Java client (clients/java): Debian's JDK and JUnit 5's console launcher
   default-jdk-headless junit5
 )

@@ -715,6 +715,10 @@ std::string Service::MetricsText() {
     family("sekka_leases_lost_total", "counter", "Times the worker id lease was lost.");
     out += fmt::format("sekka_leases_lost_total {}\n", leases_lost_.load());
   }
+  family("sekka_layout_remaining_seconds", "gauge",
+         "Time left until the layout's time field runs out (negative: it has).");
+  out += fmt::format("sekka_layout_remaining_seconds{{layout=\"{}\"}} {:.0f}\n", layout().name(),
+                     static_cast<double>(layout().end_millis() - clock_.NowMillis()) / 1000.0);
   family("sekka_hwm_timestamp_seconds", "gauge", "The persisted high-water mark (Unix time).");
   out += fmt::format("sekka_hwm_timestamp_seconds {:.3f}\n",
                      static_cast<double>(hwm_millis()) / 1000.0);

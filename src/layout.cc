@@ -183,6 +183,16 @@ Result<Layout> ParseLayout(std::string_view text) {
       }
       o.reverse_time = value == "true";
     } else if (key == "name") {
+      // Names go into messages and metric labels: plain characters only.
+      const bool plain = !value.empty() && value.size() <= 64 &&
+                         std::all_of(value.begin(), value.end(), [](char c) {
+                           return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+                                  (c >= '0' && c <= '9') || c == '_' || c == '-' || c == '.';
+                         });
+      if (!plain) {
+        return InvalidArgument(fmt::format(
+            "layout.name \"{}\": allowed 1 to 64 of A-Z a-z 0-9 _ - .", value.substr(0, 64)));
+      }
       o.name = std::string(value);
     } else {
       return InvalidArgument(fmt::format(

@@ -7,6 +7,7 @@ import concurrent.futures
 import http.client
 import json
 import os
+import re
 import resource
 import socket
 import subprocess
@@ -452,6 +453,37 @@ class RandomAndSpreadServerTest(ServerTestCase):
         self.assertFalse(again.wait_listening())
         self.assertIn("layout", again.stderr_text())
         again.stop()
+
+
+class MonitoringTest(ServerTestCase):
+    """monitoring/sekka-rules.yml and the dashboard use metrics the server exposes."""
+
+    ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "monitoring")
+    COORDINATED_ONLY = {"sekka_leases_lost_total"}  # only with worker.source etcd | zookeeper
+
+    def test_every_metric_the_rules_and_dashboard_use_is_exposed(self):
+        store = "sqlite:" + self.dirs.path("segments.db")
+        subprocess.run([SEKKA, "segment", "create", "order", "--segment-store", store],
+                       check=True, capture_output=True)
+        s = self.start("data", "--segment-store", store)
+        self.assertEqual(s.get_json("/v1/segment/order")[0], 200)
+        _, _, text = s.get("/metrics")
+        families = set(re.findall(r"^# TYPE (\S+)", text, re.M))
+        exposed = families | {f + suffix for f in families for suffix in ("_bucket", "_sum",
+                                                                          "_count")}
+        m = re.search(r'^sekka_layout_remaining_seconds\{layout="sekka"\} (\d+)$', text, re.M)
+        self.assertIsNotNone(m)
+        remaining = int(m.group(1))
+        # The sekka layout ends at 2^41 ms after 2025-01-01: 2094-09-07T15:47:35.552Z.
+        self.assertLess(abs(remaining - (3_934_712_855.552 - time.time())), 60)
+        for name in ("sekka-rules.yml", "grafana-dashboard.json"):
+            with open(os.path.join(self.ROOT, name)) as f:
+                used = set(re.findall(r"\bsekka_[a-z_]+", f.read()))
+            self.assertTrue(used, name)
+            self.assertEqual(used - exposed - self.COORDINATED_ONLY, set(), name)
+        p = subprocess.run(["promtool", "check", "metrics"], input=text, capture_output=True,
+                           text=True)
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
 
 
 def ulid_millis(text):
