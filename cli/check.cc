@@ -1,17 +1,13 @@
 // sekka check: reads ids (files, stdin, or a database query), checks them with IdChecker and
 // prints what it found. Thin I/O around include/sekka/id_check.h and backends/id_query.h.
 
-#include <fcntl.h>
 #include <fmt/format.h>
-#include <unistd.h>
 
-#include <cerrno>
-#include <cstring>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
-#include "backends/id_query.h"
 #include "cli/commands.h"
+#include "cli/id_input.h"
 #include "sekka/clock.h"
 #include "sekka/codec.h"
 #include "sekka/id_check.h"
@@ -20,31 +16,6 @@ namespace sekka::cli {
 namespace {
 
 using Json = nlohmann::ordered_json;
-
-// Reads a file (or stdin for "-") through the scanner. Errors: kUnavailable naming the file.
-Status ScanFile(const std::string& path, IdTextScanner& scanner, IdChecker& checker) {
-  const bool is_stdin = path == "-";
-  const int fd = is_stdin ? 0 : ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return Unavailable(fmt::format("cannot read {}: {}", path, std::strerror(errno)));
-  std::vector<char> buf(1 << 20);
-  auto add = [&](Id id) { checker.Add(id); };
-  scanner.Begin(is_stdin ? "stdin" : path, add);
-  Status status = Status::Ok();
-  for (;;) {
-    const ssize_t n = ::read(fd, buf.data(), buf.size());
-    if (n == 0) break;
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      status = Unavailable(
-          fmt::format("cannot read {}: {}", is_stdin ? "stdin" : path, std::strerror(errno)));
-      break;
-    }
-    scanner.Feed(std::string_view(buf.data(), static_cast<std::size_t>(n)), add);
-  }
-  scanner.Finish(add);  // a file's last token ends with the file
-  if (!is_stdin) ::close(fd);
-  return status;
-}
 
 Json ExamplesJson(const std::vector<CheckReport::Example>& examples, bool with_previous) {
   Json out = Json::array();
@@ -79,13 +50,8 @@ int RunCheck(const CheckFlags& flags) {
   }
   Result<std::int64_t> tolerance = ParseDurationMillis(flags.future_tolerance);
   if (!tolerance.ok()) return Fail(kExitUsage, "--future-tolerance: " + tolerance.error().message);
-  if (flags.db.empty() != flags.query.empty()) {
-    return Fail(kExitUsage,
-                "--db and --query go together: --db URI --query \"SELECT id FROM ...\"");
-  }
-  if (!flags.db.empty() && !flags.files.empty()) {
-    return Fail(kExitUsage, "give files or --db, not both");
-  }
+  const IdInput input{flags.files, flags.db, flags.query};
+  if (Status s = CheckIdInput(input); !s.ok()) return Fail(kExitUsage, s.error().message);
   CheckOptions options;
   options.layout = *layout;
   options.now_ms = SystemClock().NowMillis();
@@ -93,28 +59,9 @@ int RunCheck(const CheckFlags& flags) {
   options.examples = static_cast<std::size_t>(flags.examples);
   IdChecker checker(options);
   IdTextScanner scanner;
-  auto add = [&](Id id) { checker.Add(id); };
-  if (!flags.db.empty()) {
-    IdQuerySink sink;
-    sink.id = add;
-    scanner.Begin("query", add);
-    sink.text = [&](std::string_view text) {  // one row: a line of its own
-      if (text.empty()) scanner.CountBad("NULL or empty");
-      scanner.Feed(text, add);
-      scanner.Feed("\n", add);
-    };
-    if (Status s = QueryIds(flags.db, flags.query, sink); !s.ok()) {
-      return Fail(s.error().code == ErrorCode::kInvalidArgument ? kExitUsage : kExitFailure,
-                  s.error().message);
-    }
-  } else {
-    const std::vector<std::string> files =
-        flags.files.empty() ? std::vector<std::string>{"-"} : flags.files;
-    for (const std::string& f : files) {
-      if (Status s = ScanFile(f, scanner, checker); !s.ok()) {
-        return Fail(kExitFailure, s.error().message);
-      }
-    }
+  if (Status s = ReadIds(input, scanner, [&](Id id) { checker.Add(id); }); !s.ok()) {
+    return Fail(s.error().code == ErrorCode::kInvalidArgument ? kExitUsage : kExitFailure,
+                s.error().message);
   }
   const CheckReport r = checker.Finish();
   const Layout& l = *layout;

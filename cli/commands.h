@@ -86,6 +86,21 @@ struct CheckFlags {
 };
 int RunCheck(const CheckFlags& flags);
 
+// sekka stats: the busy curve of ids (include/sekka/id_stats.h) as text, CSV, JSON or a
+// self-contained HTML page with charts.
+struct StatsFlags {
+  std::string layout = "sekka";
+  std::vector<std::string> files;
+  std::string db;
+  std::string query;
+  std::string interval = "auto";  // or a duration: "1s", "5m"
+  int top = 10;
+  bool json = false;
+  bool csv = false;
+  std::string html;  // a file to write
+};
+int RunStats(const StatsFlags& flags);
+
 struct BenchFlags {
   std::string layout = "sekka";
   int max_threads = 2;

@@ -78,6 +78,21 @@ int main(int argc, char** argv) {
                    "Ids this far past now are not yet from the future")
       ->capture_default_str();
 
+  StatsFlags stats;
+  CLI::App* stats_cmd = app.add_subcommand(
+      "stats", "The busy curve of ids: per interval, per worker, peaks, gaps, sequence use");
+  stats_cmd->add_option("files", stats.files, "Files of ids (default: stdin; - is stdin)");
+  stats_cmd->add_option("--layout", stats.layout, layouts)->capture_default_str();
+  stats_cmd->add_option("--db", stats.db, "A database to query: sqlite:PATH or postgres://...");
+  stats_cmd->add_option("--query", stats.query, "With --db: SQL whose first column is the id");
+  stats_cmd->add_option("--interval", stats.interval, "auto, or a duration: 100ms, 1s, 5m, 1h")
+      ->capture_default_str();
+  stats_cmd->add_option("--top", stats.top, "Workers with a series of their own")
+      ->capture_default_str();
+  stats_cmd->add_flag("--json", stats.json, "As JSON");
+  stats_cmd->add_flag("--csv", stats.csv, "As CSV: start,worker,ids");
+  stats_cmd->add_option("--html", stats.html, "Also write a self-contained HTML page with charts");
+
   LayoutFlags layout;
   CLI::App* layout_cmd = app.add_subcommand(
       "layout", "Show a layout's bits, tick, epoch, capacity and the date it runs out");
@@ -182,7 +197,8 @@ int main(int argc, char** argv) {
   bool serve_force = false;
   serve_cmd->add_flag("--force", serve_force, "Start despite a stored state of another layout");
 
-  const std::string kCommands = "allowed gen, decode, layout, check, bench, serve, segment, opaque";
+  const std::string kCommands =
+      "allowed gen, decode, layout, check, stats, bench, serve, segment, opaque";
   if (argc < 2) return Fail(kExitUsage, "no command given: " + kCommands);
   const std::string first = argv[1];
   bool known = false;
@@ -205,6 +221,7 @@ int main(int argc, char** argv) {
   if (decode_cmd->parsed()) return RunDecode(decode);
   if (layout_cmd->parsed()) return RunLayout(layout);
   if (check_cmd->parsed()) return RunCheck(check);
+  if (stats_cmd->parsed()) return RunStats(stats);
   if (bench_cmd->parsed()) return RunBench(bench);
   if (opaque_cmd->parsed()) {
     opaque.action = op_keygen->parsed() ? "keygen" : op_encode->parsed() ? "encode" : "decode";

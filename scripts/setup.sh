@@ -17,6 +17,8 @@ PACKAGES=(
   clang libclang-rt-14-dev
   # end-to-end test and benchmark tools: real clients and peers
   python3 python3-redis python3-thrift thrift-compiler curl procps redis-server redis-tools prometheus hyperfine faketime wrk nginx-light time
+  # charts in `sekka stats --html` and the /ui page (inlined at build time)
+  libjs-chart.js
   # the Java client (clients/java): Debian's JDK and JUnit 5's console launcher
   default-jdk-headless junit5
 )

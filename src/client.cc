@@ -247,6 +247,7 @@ struct Server {
   std::unique_ptr<Connection> conn;
   TimePoint down_until{};
   milliseconds backoff{0};
+  std::string last_error;
 };
 
 struct Batch {
@@ -424,7 +425,7 @@ struct Client::Impl {
       if (servers[i].down_until < servers[soonest].down_until) soonest = i;
     }
     if (up.empty()) up.push_back(soonest);  // all backing off: the one back first
-    std::vector<std::string> tried;
+    std::vector<std::size_t> tried;
     for (std::size_t i : up) {
       Server& s = servers[i];
       std::optional<ServerError> error;
@@ -458,13 +459,21 @@ struct Client::Impl {
       if (error && !error->failover()) {
         return InvalidArgument(fmt::format("sekka server {}: {}", s.name, error->message));
       }
-      tried.push_back(fmt::format("{} ({})", s.name, error ? error->message : transport->message));
+      s.last_error = error ? error->message : transport->message;
+      tried.push_back(i);
       s.conn.reset();
       s.backoff = std::min(o.backoff_max, std::max(o.backoff_min, s.backoff * 2));
       s.down_until = SteadyClock::now() + s.backoff;
     }
-    return Unavailable(fmt::format("no sekka server could serve {}: tried {}", fmt::join(args, " "),
-                                   fmt::join(tried, ", ")));
+    // Every server, with its last error (those backing off were not tried this time).
+    std::vector<std::string> each;
+    for (std::size_t i = 0; i < n; ++i) {
+      const bool now_tried = std::find(tried.begin(), tried.end(), i) != tried.end();
+      each.push_back(fmt::format("{} ({}{})", servers[i].name, servers[i].last_error,
+                                 now_tried ? "" : "; backing off"));
+    }
+    return Unavailable(fmt::format("no sekka server could serve {}: {}", fmt::join(args, " "),
+                                   fmt::join(each, ", ")));
   }
 };
 

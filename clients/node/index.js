@@ -213,7 +213,7 @@ function parseServers(servers) {
     if (colon <= 0 || !Number.isInteger(port) || port < 1 || port > 65535) {
       throw new TypeError(`server ${JSON.stringify(item)} is not host:port`);
     }
-    return { host: text.slice(0, colon), port, name: text, conn: null, downUntil: 0, backoff: 0 };
+    return { host: text.slice(0, colon), port, name: text, conn: null, downUntil: 0, backoff: 0, lastError: '' };
   });
   if (out.length === 0) throw new TypeError('servers is empty: give at least one host:port');
   return out;
@@ -442,13 +442,16 @@ export class Client {
           if (AUTH_PREFIXES.has(e.prefix)) throw new AuthError(`sekka server ${s.name}: ${e.message}`);
           if (!FAILOVER_PREFIXES.has(e.prefix)) throw new SekkaError(`sekka server ${s.name}: ${e.message}`);
         }
-        tried.push(`${s.name} (${e.message})`);
+        s.lastError = e.message;
+        tried.push(i);
         if (s.conn) s.conn.close();
         s.conn = null;
         s.backoff = Math.min(this.options.backoffMax, Math.max(this.options.backoffMin, s.backoff * 2));
         s.downUntil = now() + s.backoff;
       }
     }
-    throw new NoServerError(`no sekka server could serve ${args.join(' ')}: tried ${tried.join(', ')}`);
+    // Every server, with its last error (those backing off were not tried this time).
+    const each = this.servers.map((s, i) => `${s.name} (${s.lastError}${tried.includes(i) ? '' : '; backing off'})`);
+    throw new NoServerError(`no sekka server could serve ${args.join(' ')}: ${each.join(', ')}`);
   }
 }

@@ -56,6 +56,7 @@ class _Server:
         self.conn: Optional[Connection] = None
         self.down_until = 0.0  # monotonic
         self.backoff = 0.0
+        self.last_error = ""
 
     @property
     def name(self) -> str:
@@ -120,9 +121,9 @@ class _Pool:
                     raise AuthError(f"sekka server {s.name}: {e}") from None
                 if e.prefix not in FAILOVER_PREFIXES:
                     raise SekkaError(f"sekka server {s.name}: {e}") from None
-                tried.append(f"{s.name} ({e})")
+                s.last_error = str(e)
             except (OSError, ProtocolError, ValueError) as e:
-                tried.append(f"{s.name} ({type(e).__name__}: {e})")
+                s.last_error = f"{type(e).__name__}: {e}"
             else:
                 s.backoff = 0.0
                 s.down_until = 0.0
@@ -130,11 +131,15 @@ class _Pool:
                     self.failovers += 1
                     self.current = i
                 return reply
+            tried.append(i)
             s.drop()
             s.backoff = min(self.backoff_max, max(self.backoff_min, s.backoff * 2))
             s.down_until = time.monotonic() + s.backoff
+        # Every server, with its last error (those backing off were not tried this time).
         cmd = " ".join(str(a) for a in args)
-        raise NoServerError(f"no sekka server could serve {cmd}: tried " + ", ".join(tried))
+        each = [f"{s.name} ({s.last_error}{'' if i in tried else '; backing off'})"
+                for i, s in enumerate(self.servers)]
+        raise NoServerError(f"no sekka server could serve {cmd}: " + ", ".join(each))
 
 
 @dataclass

@@ -113,6 +113,7 @@ public final class SekkaClient implements AutoCloseable {
     RespConnection conn;
     long downUntil;
     long backoff;
+    String lastError = "";
 
     Server(String hostPort) {
       int colon = hostPort.lastIndexOf(':');
@@ -442,7 +443,7 @@ public final class SekkaClient implements AutoCloseable {
       if (servers.get(i).downUntil - servers.get(soonest).downUntil < 0) soonest = i;
     }
     if (up.isEmpty()) up.add(soonest); // all backing off: the one that comes back first
-    List<String> tried = new ArrayList<>();
+    List<Integer> tried = new ArrayList<>();
     for (int i : up) {
       Server s = servers.get(i);
       try {
@@ -468,15 +469,22 @@ public final class SekkaClient implements AutoCloseable {
         if (!FAILOVER.contains(e.prefix)) {
           throw new SekkaException("sekka server " + s.name + ": " + e.getMessage());
         }
-        tried.add(s.name + " (" + e.getMessage() + ")");
+        s.lastError = e.getMessage();
       } catch (IOException | NumberFormatException e) {
-        tried.add(s.name + " (" + e.getClass().getSimpleName() + ": " + e.getMessage() + ")");
+        s.lastError = e.getClass().getSimpleName() + ": " + e.getMessage();
       }
+      tried.add(i);
       s.drop();
       s.backoff = Math.min(o.backoffMaxMs, Math.max(o.backoffMinMs, s.backoff * 2));
       s.downUntil = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(s.backoff);
     }
+    // Every server, with its last error (those backing off were not tried this time).
+    List<String> each = new ArrayList<>();
+    for (int i = 0; i < n; i++) {
+      Server s = servers.get(i);
+      each.add(s.name + " (" + s.lastError + (tried.contains(i) ? "" : "; backing off") + ")");
+    }
     throw new NoServerException(
-        "no sekka server could serve " + String.join(" ", args) + ": tried " + String.join(", ", tried));
+        "no sekka server could serve " + String.join(" ", args) + ": " + String.join(", ", each));
   }
 }

@@ -1,0 +1,71 @@
+#include "cli/id_input.h"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "backends/id_query.h"
+
+namespace sekka::cli {
+namespace {
+
+Status ScanFile(const std::string& path, IdTextScanner& scanner,
+                const std::function<void(Id)>& sink) {
+  const bool is_stdin = path == "-";
+  const int fd = is_stdin ? 0 : ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return Unavailable(fmt::format("cannot read {}: {}", path, std::strerror(errno)));
+  std::vector<char> buf(1 << 20);
+  scanner.Begin(is_stdin ? "stdin" : path, sink);
+  Status status = Status::Ok();
+  for (;;) {
+    const ssize_t n = ::read(fd, buf.data(), buf.size());
+    if (n == 0) break;
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      status = Unavailable(
+          fmt::format("cannot read {}: {}", is_stdin ? "stdin" : path, std::strerror(errno)));
+      break;
+    }
+    scanner.Feed(std::string_view(buf.data(), static_cast<std::size_t>(n)), sink);
+  }
+  scanner.Finish(sink);  // a file's last token ends with the file
+  if (!is_stdin) ::close(fd);
+  return status;
+}
+
+}  // namespace
+
+Status CheckIdInput(const IdInput& input) {
+  if (input.db.empty() != input.query.empty()) {
+    return InvalidArgument("--db and --query go together: --db URI --query \"SELECT id FROM ...\"");
+  }
+  if (!input.db.empty() && !input.files.empty()) {
+    return InvalidArgument("give files or --db, not both");
+  }
+  return Status::Ok();
+}
+
+Status ReadIds(const IdInput& input, IdTextScanner& scanner, const std::function<void(Id)>& sink) {
+  if (!input.db.empty()) {
+    scanner.Begin("query", sink);
+    IdQuerySink rows;
+    rows.id = sink;
+    rows.text = [&](std::string_view text) {  // one row: a line of its own
+      if (text.empty()) scanner.CountBad("NULL or empty");
+      scanner.Feed(text, sink);
+      scanner.Feed("\n", sink);
+    };
+    return QueryIds(input.db, input.query, rows);
+  }
+  const std::vector<std::string> files =
+      input.files.empty() ? std::vector<std::string>{"-"} : input.files;
+  for (const std::string& f : files) {
+    if (Status s = ScanFile(f, scanner, sink); !s.ok()) return s;
+  }
+  return Status::Ok();
+}
+
+}  // namespace sekka::cli
