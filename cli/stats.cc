@@ -150,6 +150,13 @@ if (report.ids > 0) {
     }));
   }
 }
+// For a reader and for tests: how many charts there are, and how many have pixels drawn.
+document.body.dataset.charts = String(window.sekkaCharts.length);
+document.body.dataset.drawn = String(window.sekkaCharts.filter(c => {
+  const d = c.ctx.getImageData(0, 0, c.width, c.height).data;
+  for (let i = 3; i < d.length; i += 4 * 53) if (d[i] !== 0) return true;
+  return false;
+}).length);
 </script></body></html>
 )";
   return page;

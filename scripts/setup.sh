@@ -19,6 +19,8 @@ PACKAGES=(
   python3 python3-redis python3-thrift thrift-compiler curl procps redis-server redis-tools prometheus hyperfine faketime wrk nginx-light time
   # charts in `sekka stats --html` and the /ui page (inlined at build time)
   libjs-chart.js
+  # headless Chromium loads those pages in the tests (console errors, charts drawn, screenshots)
+  chromium
   # the Java client (clients/java): Debian's JDK and JUnit 5's console launcher
   default-jdk-headless junit5
 )

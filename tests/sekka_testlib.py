@@ -151,6 +151,29 @@ class Server:
             return data
 
 
+# Headless Chromium that can reach nothing but 127.0.0.1: every other name resolves to nothing
+# and any other fetch goes to a dead proxy; background services (updates, sync, metrics, safe
+# browsing) are off.
+CHROMIUM_FLAGS = [
+    "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+    "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-default-apps",
+    "--disable-domain-reliability", "--disable-breakpad", "--no-pings",
+    "--disable-client-side-phishing-detection", "--metrics-recording-only",
+    "--proxy-server=http://127.0.0.1:9",
+    "--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE localhost, EXCLUDE 127.0.0.1",
+    "--enable-logging=stderr", "--v=0",
+]
+
+
+def chromium(url, profile_dir, *args, timeout=90):
+    """Runs headless Chromium on `url` with `args` (--dump-dom, --screenshot=...). Returns
+    (stdout, the page's console lines)."""
+    p = subprocess.run(["chromium", *CHROMIUM_FLAGS, f"--user-data-dir={profile_dir}", *args, url],
+                       capture_output=True, text=True, timeout=timeout)
+    console = [line for line in p.stderr.splitlines() if "CONSOLE" in line]
+    return p.stdout, console
+
+
 def redis_cli(server, *args, extra=()):
     p = subprocess.run(["redis-cli", "-h", "127.0.0.1", "-p", str(server.resp_port), *extra, *args],
                        capture_output=True, text=True, timeout=30)
