@@ -10,6 +10,7 @@
 
 #include "server/commands.h"
 #include "server/resp.h"
+#include "server/ui_page.h"
 
 namespace sekka::server {
 namespace {
@@ -80,6 +81,8 @@ enum class Auth {
   kNone,     // health, readiness, metrics, Leaf's decode
   kCommand,  // as the command says (CommandSpec::needs_auth), with Authorization: Bearer
   kTinyid,   // as kCommand, and tinyid's ?token= is as good as the bearer header
+  kBrowser,  // the status page: the bearer header, or Basic with the token as the password
+             // (a browser asks for it and sends it with the page's own requests)
 };
 
 // Routes of peers whose servers took any method (Spring's @RequestMapping).
@@ -259,6 +262,31 @@ HttpReply MetricsReply(Service& service, const RouteInput&, Result<Reply>&) {
   HttpReply r;
   r.content_type = "text/plain; version=0.0.4; charset=utf-8";
   r.body = service.MetricsText();
+  return r;
+}
+
+// /ui: the status page; /ui/data: what it shows, refreshed every second.
+HttpReply UiReply(Service&, const RouteInput&, Result<Reply>& reply) {
+  if (!reply.ok()) {
+    HttpReply r = FromError(reply.error());
+    if (r.status == 401) r.extra_headers = "WWW-Authenticate: Basic realm=\"sekka\"\r\n";
+    return r;
+  }
+  HttpReply r;
+  r.content_type = "text/html; charset=utf-8";
+  r.body = UiPage();
+  r.extra_headers = "Cache-Control: no-store\r\n";
+  return r;
+}
+
+HttpReply UiDataReply(Service& service, const RouteInput&, Result<Reply>& reply) {
+  if (!reply.ok()) {
+    HttpReply r = FromError(reply.error());
+    if (r.status == 401) r.extra_headers = "WWW-Authenticate: Basic realm=\"sekka\"\r\n";
+    return r;
+  }
+  HttpReply r = Json(service.UiJson());
+  r.extra_headers = "Cache-Control: no-store\r\n";
   return r;
 }
 
@@ -611,6 +639,8 @@ const std::vector<HttpRoute>& Routes() {
       {"GET", "/v1/decode/", true, Auth::kCommand, kIdDecode, Command::kDecode, PathArg,
        DecodeReply},
       {"GET", "/v1/info", false, Auth::kCommand, nullptr, Command::kInfo, NoArgs, InfoReply},
+      {"GET", "/ui", false, Auth::kBrowser, nullptr, Command::kInfo, NoArgs, UiReply},
+      {"GET", "/ui/data", false, Auth::kBrowser, nullptr, Command::kInfo, NoArgs, UiDataReply},
       {"GET", "/v1/segment/", true, Auth::kCommand, kSegNext, Command::kSegment, TagAndCountArgs,
        SegmentReply},
       {"GET", "/v1/uuid", false, Auth::kCommand, kUuidNext, Command::kUuid, NoArgs,
@@ -693,10 +723,46 @@ std::vector<std::string_view> Views(const ArgList& args) {
   return std::vector<std::string_view>(args.begin(), args.end());
 }
 
+// "Basic base64(user:password)" with the token as the password (any user).
+bool BasicAuthorized(Service& service, const http::Request& request) {
+  const std::string& h = request.authorization;
+  if (h.size() < 6 || strncasecmp(h.c_str(), "basic ", 6) != 0) return false;
+  std::string decoded;
+  std::uint32_t bits = 0;
+  int n = 0;
+  for (char c : std::string_view(h).substr(6)) {
+    int v;
+    if (c >= 'A' && c <= 'Z') {
+      v = c - 'A';
+    } else if (c >= 'a' && c <= 'z') {
+      v = c - 'a' + 26;
+    } else if (c >= '0' && c <= '9') {
+      v = c - '0' + 52;
+    } else if (c == '+') {
+      v = 62;
+    } else if (c == '/') {
+      v = 63;
+    } else if (c == '=') {
+      break;
+    } else {
+      return false;
+    }
+    bits = (bits << 6) | static_cast<std::uint32_t>(v);
+    if ((n += 6) >= 8) {
+      n -= 8;
+      decoded += static_cast<char>((bits >> n) & 0xff);
+    }
+  }
+  const std::size_t colon = decoded.find(':');
+  return colon != std::string::npos &&
+         TokenEquals(std::string_view(decoded).substr(colon + 1), service.config().auth_token);
+}
+
 bool RouteAuthorized(Service& service, const HttpRoute& route, const RouteInput& in) {
   const bool needs_auth =
       route.auth != Auth::kNone && (route.command == nullptr || route.command->needs_auth);
   if (!needs_auth || Authorized(service, in.request)) return true;
+  if (route.auth == Auth::kBrowser) return BasicAuthorized(service, in.request);
   if (route.auth != Auth::kTinyid) return false;
   const std::optional<std::string> token = http::QueryParam(in.query, "token");
   return token && TokenEquals(*token, service.config().auth_token);
@@ -708,6 +774,9 @@ HttpReply RunRoute(Service& service, const HttpRoute& route, const RouteInput& i
   if (!RouteAuthorized(service, route, in)) {
     reply = Unauthenticated(route.auth == Auth::kTinyid
                                 ? "token is error: send ?token=<server.auth_token>"
+                            : route.auth == Auth::kBrowser
+                                ? "the status page needs the token: as the password (any user), "
+                                  "or Authorization: Bearer <token>"
                                 : "missing or wrong bearer token: send Authorization: Bearer "
                                   "<token>");
   } else if (Status s = route.args(service, in, args); !s.ok()) {

@@ -13,6 +13,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <span>
@@ -157,6 +158,12 @@ class Service {
   Status Ready();
   std::string InfoJson();
   std::string MetricsText();
+  // The status page's data (/ui/data): the state now and, per second over the last ten
+  // minutes, ids issued by engine and tag, requests and connections.
+  std::string UiJson();
+  // Records a sample for UiJson when a second has passed since the last (the background
+  // thread calls it; tests may too).
+  void SampleUi();
 
   void CountRequest(Protocol protocol, Command command, bool ok) {
     counters_[static_cast<int>(protocol)][static_cast<int>(command)][ok ? 0 : 1].fetch_add(
@@ -273,6 +280,18 @@ class Service {
       counters_{};
   std::array<std::atomic<std::int64_t>, kProtocols> open_{};
   std::array<std::atomic<std::uint64_t>, kProtocols> rejected_{};
+
+  // The status page's history (SampleUi), a sample a second for ten minutes.
+  struct UiSample {
+    std::int64_t t_ms = 0;
+    std::uint64_t snowflake = 0;  // ids issued, cumulative
+    std::uint64_t requests = 0;   // requests, cumulative
+    std::int64_t connections = 0;
+    std::vector<std::pair<std::string, std::uint64_t>> tags;  // segment ids issued, cumulative
+  };
+  std::mutex ui_mu_;
+  std::deque<UiSample> ui_history_;  // guarded by ui_mu_
+  std::int64_t ui_last_mono_ = -1;   // guarded by ui_mu_
 
   std::mutex mu_;
   std::condition_variable wake_;

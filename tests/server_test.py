@@ -3,12 +3,14 @@
 http.client, redis-cli and Debian's python3-redis, with clock faults from libfaketime.
 Run with Debian's /usr/bin/python3 (python3-redis); SEKKA_BIN names the binary."""
 
+import base64
 import concurrent.futures
 import http.client
 import json
 import os
 import re
 import resource
+import shutil
 import socket
 import subprocess
 import sys
@@ -21,7 +23,8 @@ import uuid
 import redis
 
 sys.path.insert(0, os.path.dirname(__file__))
-from sekka_testlib import SEKKA, Server, TempDirs, exchange, js_check_ids, redis_cli  # noqa: E402
+from sekka_testlib import (SEKKA, Server, TempDirs, chromium, exchange, js_check_ids,  # noqa: E402
+                           redis_cli)
 
 MAX_ID = 2 ** 63 - 1
 
@@ -453,6 +456,79 @@ class RandomAndSpreadServerTest(ServerTestCase):
         self.assertFalse(again.wait_listening())
         self.assertIn("layout", again.stderr_text())
         again.stop()
+
+
+class UiTest(ServerTestCase):
+    """The status page /ui and its data /ui/data, behind the token when one is set, in
+    headless Chromium: no console lines, both charts drawn, figures that change as ids are
+    issued."""
+
+    def test_the_page_updates_as_ids_are_issued(self):
+        store = "sqlite:" + self.dirs.path("segments.db")
+        subprocess.run([SEKKA, "segment", "create", "order", "--segment-store", store],
+                       check=True, capture_output=True)
+        s = self.start("data", "--segment-store", store)
+        status, headers, body = s.get("/ui")
+        self.assertEqual(status, 200)
+        headers = {k.lower(): v for k, v in headers.items()}
+        self.assertIn("text/html", headers.get("content-type", ""))
+        self.assertIn("Chart.js v3", body)
+        stop = threading.Event()
+
+        def issue():
+            conn = http.client.HTTPConnection("127.0.0.1", s.http_port, timeout=5)
+            while not stop.is_set():
+                s.get("/v1/ids?count=100", conn=conn)
+                s.get("/v1/segment/order?count=10", conn=conn)
+                time.sleep(0.01)
+            conn.close()
+
+        t = threading.Thread(target=issue)
+        t.start()
+        try:
+            time.sleep(1.5)
+            _, data = s.get_json("/ui/data")
+            self.assertEqual(data["worker"]["worker_id"], s.worker_id)
+            self.assertTrue(data["worker"]["lease_held"])
+            self.assertGreater(data["hwm_ahead_ms"], 0)
+            self.assertEqual([g["tag"] for g in data["segments"]], ["order"])
+            self.assertTrue(data["history"])
+            self.assertGreater(max(p["snowflake"] for p in data["history"]), 0)
+            dom, console = chromium(f"http://127.0.0.1:{s.http_port}/ui",
+                                    self.dirs.path("profile"), "--virtual-time-budget=4000",
+                                    "--dump-dom")
+            shot = self.dirs.path("ui.png")
+            chromium(f"http://127.0.0.1:{s.http_port}/ui", self.dirs.path("profile"),
+                     "--virtual-time-budget=4000", "--window-size=1280,560",
+                     f"--screenshot={shot}")
+        finally:
+            stop.set()
+            t.join()
+        self.assertEqual(console, [])
+        updates = int(re.search(r'data-updates="(\d+)"', dom).group(1))
+        first = int(re.search(r'data-first-issued="(\d+)"', dom).group(1))
+        last = int(re.search(r'data-last-issued="(\d+)"', dom).group(1))
+        self.assertGreaterEqual(updates, 2)
+        self.assertGreater(last, first)
+        self.assertIn('data-drawn="2"', dom)
+        self.assertIn('id="lease">held<', dom.replace('class="v good" ', ''))
+        self.assertGreater(os.path.getsize(shot), 20_000)
+        if os.environ.get("SCREENSHOTS_DIR"):
+            shutil.copy(shot, os.path.join(os.environ["SCREENSHOTS_DIR"], "ui.png"))
+
+    def test_behind_the_token(self):
+        s = self.start("data", "--auth-token", "s3cret")
+        status, headers, _ = s.get("/ui")
+        self.assertEqual(status, 401)
+        headers = {k.lower(): v for k, v in headers.items()}
+        self.assertIn("Basic", headers.get("www-authenticate", ""))
+        basic = "Basic " + base64.b64encode(b"anyone:s3cret").decode()
+        self.assertEqual(s.get("/ui", headers={"Authorization": basic})[0], 200)
+        self.assertEqual(s.get("/ui/data", headers={"Authorization": basic})[0], 200)
+        self.assertEqual(s.get("/ui/data", headers={"Authorization": "Bearer s3cret"})[0], 200)
+        wrong = "Basic " + base64.b64encode(b"anyone:nope").decode()
+        self.assertEqual(s.get("/ui/data", headers={"Authorization": wrong})[0], 401)
+        self.assertEqual(s.get("/ui/data", headers={"Authorization": "Basic %%%"})[0], 401)
 
 
 class MonitoringTest(ServerTestCase):

@@ -117,8 +117,8 @@ class StatsTest(unittest.TestCase):
         chromium(url, self.dirs.path("profile"), "--virtual-time-budget=5000",
                  "--window-size=1280,1000", f"--screenshot={shot}")
         self.assertGreater(os.path.getsize(shot), 20_000)
-        if os.environ.get("SEKKA_SCREENSHOTS"):  # scripts/screenshots.sh keeps docs/ current
-            shutil.copy(shot, os.path.join(os.environ["SEKKA_SCREENSHOTS"], "stats.png"))
+        if os.environ.get("SCREENSHOTS_DIR"):  # scripts/screenshots.sh keeps docs/ current
+            shutil.copy(shot, os.path.join(os.environ["SCREENSHOTS_DIR"], "stats.png"))
 
     def test_bad_usage_is_one_line(self):
         for args, says in [(["--interval", "0ms"], "--interval"),
