@@ -58,6 +58,7 @@ int RunCheck(const CheckFlags& flags) {
   options.future_tolerance_ms = *tolerance;
   options.examples = static_cast<std::size_t>(flags.examples);
   IdChecker checker(options);
+  checker.Reserve(EstimateIds(input));
   IdTextScanner scanner;
   if (Status s = ReadIds(input, scanner, [&](Id id) { checker.Add(id); }); !s.ok()) {
     return Fail(s.error().code == ErrorCode::kInvalidArgument ? kExitUsage : kExitFailure,

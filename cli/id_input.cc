@@ -6,6 +6,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 
 #include "backends/id_query.h"
 
@@ -37,6 +38,16 @@ Status ScanFile(const std::string& path, IdTextScanner& scanner,
 }
 
 }  // namespace
+
+std::size_t EstimateIds(const IdInput& input) {
+  if (!input.db.empty()) return 0;
+  std::uintmax_t bytes = 0;
+  for (const std::string& f : input.files) {
+    std::error_code ec;
+    if (f != "-") bytes += std::filesystem::file_size(f, ec) * (ec ? 0 : 1);
+  }
+  return static_cast<std::size_t>(bytes / 19);
+}
 
 Status CheckIdInput(const IdInput& input) {
   if (input.db.empty() != input.query.empty()) {

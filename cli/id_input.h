@@ -23,6 +23,9 @@ struct IdInput {
 
 // Checks the combination. Errors: kInvalidArgument naming what goes together.
 Status CheckIdInput(const IdInput& input);
+// About how many ids the files hold (their size over 19 bytes, a 64-bit id and a newline); 0
+// for stdin or a database.
+std::size_t EstimateIds(const IdInput& input);
 // Reads every id, in order, into `sink`. Errors: kUnavailable (a file or database that cannot
 // be read), kInvalidArgument (a query the database refuses).
 Status ReadIds(const IdInput& input, IdTextScanner& scanner, const std::function<void(Id)>& sink);

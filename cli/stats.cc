@@ -20,7 +20,12 @@ namespace {
 
 using Json = nlohmann::ordered_json;
 
+// Worker ids combine the datacenter and the worker part (datacenter << worker_bits | worker).
 std::string WorkerName(std::int64_t worker, const Layout& layout) {
+  if (worker >= 0 && layout.datacenter_bits() > 0) {
+    return fmt::format("dc {} worker {}", worker >> layout.worker_bits(),
+                       worker & ((std::int64_t{1} << layout.worker_bits()) - 1));
+  }
   if (worker >= 0) return fmt::format("worker {}", worker);
   return layout.is_random() ? "all ids" : "other workers";
 }
@@ -48,10 +53,15 @@ Json ReportJson(const StatsReport& r, const Layout& l, std::uint64_t not_ids) {
   }
   Json workers = Json::array();
   for (const auto& w : r.workers) {
-    workers.push_back({{"worker", w.worker},
-                       {"ids", w.ids},
-                       {"share", w.share},
-                       {"max_sequence_use", w.max_sequence_use}});
+    Json one{{"worker", w.worker}, {"name", WorkerName(w.worker, l)}};
+    if (l.datacenter_bits() > 0 && w.worker >= 0) {
+      one["datacenter"] = w.worker >> l.worker_bits();
+      one["worker_in_datacenter"] = w.worker & ((std::int64_t{1} << l.worker_bits()) - 1);
+    }
+    one["ids"] = w.ids;
+    one["share"] = w.share;
+    one["max_sequence_use"] = w.max_sequence_use;
+    workers.push_back(std::move(one));
   }
   Json j{{"layout", l.name()}, {"ids", r.ids}, {"skipped", r.skipped}, {"not_ids", not_ids}};
   if (r.ids == 0) return j;
@@ -246,9 +256,9 @@ int RunStats(const StatsFlags& flags) {
       if (!l.is_random()) {
         for (std::size_t i = 0; i < r.workers.size() && i < 10; ++i) {
           const auto& w = r.workers[i];
-          out += fmt::format("  worker {:<8} {:>12} ids {:6.2f}%   fullest tick {:.1f}% of {}\n",
-                             w.worker, w.ids, 100 * w.share, 100 * w.max_sequence_use,
-                             l.ids_per_tick());
+          out += fmt::format("  {:<20} {:>12} ids {:6.2f}%   fullest tick {:.1f}% of {}\n",
+                             WorkerName(w.worker, l), w.ids, 100 * w.share,
+                             100 * w.max_sequence_use, l.ids_per_tick());
         }
         if (r.workers.size() > 10) out += fmt::format("  ... {} more\n", r.workers.size() - 10);
         out += fmt::format(

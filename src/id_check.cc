@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <limits>
+#include <thread>
 
 namespace sekka {
 namespace {
@@ -11,7 +13,7 @@ namespace {
 // 23 or more worker bits) are not tracked for order breaks.
 constexpr std::int64_t kMaxTrackedWorkers = std::int64_t{1} << 22;
 
-void SortRange(std::uint64_t* a, std::size_t n, int shift) {
+void SortRange(std::uint64_t* a, std::size_t n, int shift, int threads = 1) {
   while (true) {
     if (n < 128) {
       std::sort(a, a + n);
@@ -42,9 +44,24 @@ void SortRange(std::uint64_t* a, std::size_t n, int shift) {
       }
     }
     if (shift == 0) return;
-    for (std::size_t b = 0; b < 256; ++b) {
-      if (count[b] > 1) SortRange(a + start[b], count[b], shift - 8);
+    if (threads <= 1 || n < (1u << 20)) {
+      for (std::size_t b = 0; b < 256; ++b) {
+        if (count[b] > 1) SortRange(a + start[b], count[b], shift - 8);
+      }
+      return;
     }
+    // The buckets are independent: each thread takes whole buckets, the next one that is
+    // left, so that big and small buckets even out.
+    std::atomic<std::size_t> next_bucket{0};
+    auto work = [&] {
+      for (std::size_t b; (b = next_bucket.fetch_add(1)) < 256;) {
+        if (count[b] > 1) SortRange(a + start[b], count[b], shift - 8);
+      }
+    };
+    std::vector<std::thread> pool;
+    for (int t = 1; t < threads; ++t) pool.emplace_back(work);
+    work();
+    for (std::thread& t : pool) t.join();
     return;
   }
 }
@@ -71,7 +88,9 @@ bool IdTextScanner::Parse(std::int64_t& value) const {
   return true;
 }
 
-void RadixSortInPlace(std::span<std::uint64_t> keys) { SortRange(keys.data(), keys.size(), 56); }
+void RadixSortInPlace(std::span<std::uint64_t> keys, int threads) {
+  SortRange(keys.data(), keys.size(), 56, std::max(1, threads));
+}
 
 IdChecker::IdChecker(const CheckOptions& options) : options_(options) {
   const Layout& l = options_.layout;
@@ -134,7 +153,7 @@ CheckReport IdChecker::Finish() {
   CheckReport r = report_;
   if (r.ids == 0) r.first_ms = r.last_ms = 0;
   std::vector<std::uint64_t> sorted(ids_.begin(), ids_.end());
-  RadixSortInPlace(sorted);
+  RadixSortInPlace(sorted, static_cast<int>(std::min(4u, std::thread::hardware_concurrency())));
   std::vector<Id> examples;  // the first repeated values, in order
   for (std::size_t i = 0; i < sorted.size();) {
     std::size_t j = i + 1;

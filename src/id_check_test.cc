@@ -62,6 +62,13 @@ TEST(RadixSortTest, SortsLikeStdSort) {
     RadixSortInPlace(keys);
     EXPECT_EQ(keys, want) << n;
   }
+  // Big enough for the buckets to be shared among threads.
+  std::vector<std::uint64_t> keys(3'000'000);
+  for (auto& k : keys) k = 0x0379'0000'0000'0000ULL | (rng() & 0xff'ffff'ffffULL);
+  std::vector<std::uint64_t> want = keys;
+  std::sort(want.begin(), want.end());
+  RadixSortInPlace(keys, 3);
+  EXPECT_EQ(keys, want);
 }
 
 // Two workers at known rates over 10 s of ticks, with planted findings of each kind.

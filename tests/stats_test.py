@@ -84,6 +84,13 @@ class StatsTest(unittest.TestCase):
         self.assertIn("peak          6595 ids at 2026-06-01T00:00:09.000Z (6595 ids/s)", out)
         self.assertIn("quiet         3 empty intervals; longest 3 s from 2026-06-01T00:00:04", out)
         self.assertIn("worker 3", out)
+        twitter = subprocess.run([SEKKA, "gen", "-n", "100", "--layout", "twitter",
+                                  "--datacenter-id", "3", "--worker-id", "5", "--data-dir",
+                                  self.dirs.path("gen")], capture_output=True, text=True,
+                                 check=True).stdout
+        j = json.loads(self.stats("--json", "--layout", "twitter", stdin=twitter))
+        self.assertEqual((j["workers"][0]["datacenter"], j["workers"][0]["worker_in_datacenter"],
+                          j["workers"][0]["name"]), (3, 5, "dc 3 worker 5"))
         csv = self.stats("--csv", stdin=text).splitlines()
         self.assertEqual(csv[0], "start,worker,ids")
         self.assertIn("2026-06-01T00:00:00.000Z,3,2000", csv)

@@ -68,6 +68,8 @@ struct CheckReport {
 class IdChecker {
  public:
   explicit IdChecker(const CheckOptions& options);
+  // Room for `n` ids (a guess from the input's size), to spare the vector's regrowth.
+  void Reserve(std::size_t n) { ids_.reserve(n); }
 
   // Adds the next id of the stream (its position is the number added before it).
   void Add(Id id);
@@ -188,8 +190,9 @@ class IdTextScanner {
   std::vector<Bad> bad_;
 };
 
-// Sorts `keys` in place (MSD radix sort on bytes, no extra memory beyond a few counters).
-void RadixSortInPlace(std::span<std::uint64_t> keys);
+// Sorts `keys` in place (MSD radix sort on bytes, no extra memory beyond a few counters),
+// the buckets of the first byte that differs shared among `threads` threads.
+void RadixSortInPlace(std::span<std::uint64_t> keys, int threads = 1);
 
 }  // namespace sekka
 
