@@ -63,13 +63,18 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   decode_cmd->add_flag("--json", decode.json, "One JSON object a line");
 
+  // check and stats read ids the same way.
+  auto id_input = [&](CLI::App* cmd, std::vector<std::string>& files, std::string& layout,
+                      std::string& db, std::string& query) {
+    cmd->add_option("files", files, "Files of ids (default: stdin; - is stdin)");
+    cmd->add_option("--layout", layout, layouts)->capture_default_str();
+    cmd->add_option("--db", db, "A database to query: sqlite:PATH or postgres://...");
+    cmd->add_option("--query", query, "With --db: SQL whose first column is the id");
+  };
   CheckFlags check;
   CLI::App* check_cmd = app.add_subcommand(
       "check", "Find repeated ids, ids from the future, ids outside the layout, order breaks");
-  check_cmd->add_option("files", check.files, "Files of ids (default: stdin; - is stdin)");
-  check_cmd->add_option("--layout", check.layout, layouts)->capture_default_str();
-  check_cmd->add_option("--db", check.db, "A database to query: sqlite:PATH or postgres://...");
-  check_cmd->add_option("--query", check.query, "With --db: SQL whose first column is the id");
+  id_input(check_cmd, check.files, check.layout, check.db, check.query);
   check_cmd->add_flag("--json", check.json, "As JSON");
   check_cmd->add_option("--examples", check.examples, "Examples kept of each finding")
       ->capture_default_str();
@@ -81,10 +86,7 @@ int main(int argc, char** argv) {
   StatsFlags stats;
   CLI::App* stats_cmd = app.add_subcommand(
       "stats", "The busy curve of ids: per interval, per worker, peaks, gaps, sequence use");
-  stats_cmd->add_option("files", stats.files, "Files of ids (default: stdin; - is stdin)");
-  stats_cmd->add_option("--layout", stats.layout, layouts)->capture_default_str();
-  stats_cmd->add_option("--db", stats.db, "A database to query: sqlite:PATH or postgres://...");
-  stats_cmd->add_option("--query", stats.query, "With --db: SQL whose first column is the id");
+  id_input(stats_cmd, stats.files, stats.layout, stats.db, stats.query);
   stats_cmd->add_option("--interval", stats.interval, "auto, or a duration: 100ms, 1s, 5m, 1h")
       ->capture_default_str();
   stats_cmd->add_option("--top", stats.top, "Workers with a series of their own")

@@ -13,7 +13,7 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from sekka_testlib import SEKKA, Postgres, TempDirs  # noqa: E402
+from sekka_testlib import SEKKA, Postgres, TempDirs, load_ids_into_postgres  # noqa: E402
 
 EPOCH_MS = 1735689600000  # the sekka preset
 
@@ -139,15 +139,9 @@ class CheckPostgresTest(unittest.TestCase):
 
     def test_postgres_query(self):
         ids, expected, repeated = known_stream()
-        copy = "\n".join(f"{n}\t{i}" for n, i in enumerate(ids)) + "\n\\.\n"
-        subprocess.run(["psql", self.pg.uri, "-q", "-v", "ON_ERROR_STOP=1", "-c",
-                        "CREATE TABLE orders (seq bigint PRIMARY KEY, id bigint)"],
-                       check=True, capture_output=True)
-        subprocess.run(["psql", self.pg.uri, "-q", "-v", "ON_ERROR_STOP=1", "-c",
-                        "COPY orders FROM STDIN"], input=copy, text=True, check=True,
-                       capture_output=True)
+        load_ids_into_postgres(self.pg, ids)
         p = subprocess.run([SEKKA, "check", "--json", "--db", self.pg.uri, "--query",
-                            "SELECT id FROM orders ORDER BY seq"], capture_output=True, text=True,
+                            "SELECT id FROM t ORDER BY n"], capture_output=True, text=True,
                            timeout=120)
         self.assertEqual(p.returncode, 1, p.stderr)
         got = json.loads(p.stdout)

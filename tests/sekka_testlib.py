@@ -279,6 +279,15 @@ class Postgres:
         subprocess.run(["bash", self.SCRIPT, "stop", self.path], timeout=120)
 
 
+def load_ids_into_postgres(pg, ids):
+    """Table t (n bigint PRIMARY KEY, id bigint) with `ids` in order, loaded by psql's COPY."""
+    psql = ["psql", pg.uri, "-q", "-v", "ON_ERROR_STOP=1", "-c"]
+    subprocess.run(psql + ["CREATE TABLE t (n bigint PRIMARY KEY, id bigint)"], check=True,
+                   capture_output=True)
+    subprocess.run(psql + ["COPY t FROM STDIN"], check=True, capture_output=True, text=True,
+                   input="".join(f"{n}\t{i}\n" for n, i in enumerate(ids)) + "\\.\n")
+
+
 def _post_json(address, path, body, timeout=2):
     conn = http.client.HTTPConnection(*address.split(":"), timeout=timeout)
     try:

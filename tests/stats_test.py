@@ -13,7 +13,7 @@ import sys
 import unittest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from sekka_testlib import SEKKA, Postgres, TempDirs, chromium  # noqa: E402
+from sekka_testlib import SEKKA, Postgres, TempDirs, chromium, load_ids_into_postgres  # noqa: E402
 
 EPOCH_MS = 1735689600000
 START_MS = 1780272000000  # 2026-06-01T00:00:00Z
@@ -150,12 +150,7 @@ class StatsPostgresTest(unittest.TestCase):
 
     def test_postgres(self):
         ids = known_ids()
-        subprocess.run(["psql", self.pg.uri, "-q", "-v", "ON_ERROR_STOP=1", "-c",
-                        "CREATE TABLE t (n bigint PRIMARY KEY, id bigint)"], check=True,
-                       capture_output=True)
-        subprocess.run(["psql", self.pg.uri, "-q", "-v", "ON_ERROR_STOP=1", "-c",
-                        "COPY t FROM STDIN"], check=True, capture_output=True, text=True,
-                       input="\n".join(f"{n}\t{i}" for n, i in enumerate(ids)) + "\n\\.\n")
+        load_ids_into_postgres(self.pg, ids)
         p = subprocess.run([SEKKA, "stats", "--json", "--interval", "1s", "--db", self.pg.uri,
                             "--query", "SELECT id FROM t ORDER BY n"], capture_output=True,
                            text=True, timeout=120)
