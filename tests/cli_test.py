@@ -93,7 +93,7 @@ class GenTest(CliTestCase):
         self.fails(2, "gen", "--format", "base64", expect="allowed dec, hex, base32")
         self.fails(2, "gen", "--sequence-start", "middle", expect="allowed zero | random")
         self.fails(2, "frobnicate",
-                   expect="unknown command 'frobnicate': allowed gen, decode, layout, bench")
+                   expect="unknown command 'frobnicate': allowed gen, decode, layout, check, stats, bench")
         self.fails(2, expect="no command given")
 
     def test_bad_layouts_are_usage_errors_naming_the_field(self):
