@@ -694,6 +694,13 @@ void Service::SampleUi() {
   for (const SegmentSequence* q : segments_->Sequences()) {
     sample.tags.emplace_back(q->tag(), q->stats().issued);
   }
+  // Bounded: the history keeps the busiest tags only (segment.max_tags may be 10,000).
+  constexpr std::size_t kUiTags = 20;
+  if (sample.tags.size() > kUiTags) {
+    std::partial_sort(sample.tags.begin(), sample.tags.begin() + kUiTags, sample.tags.end(),
+                      [](const auto& a, const auto& b) { return a.second > b.second; });
+    sample.tags.resize(kUiTags);
+  }
   std::lock_guard lock(ui_mu_);
   ui_history_.push_back(std::move(sample));
   while (ui_history_.size() > 601) ui_history_.pop_front();
@@ -731,9 +738,17 @@ std::string Service::UiJson() {
         b.connections);
   }
   points += ']';
+  // The tags whose buffers are lowest first, at most 50 (segment.max_tags may be 10,000).
+  std::vector<std::pair<const SegmentSequence*, SegmentStats>> tags;
+  for (const SegmentSequence* q : segments_->Sequences()) tags.emplace_back(q, q->stats());
+  auto fill = [](const SegmentStats& st) {
+    return st.step > 0 ? static_cast<double>(st.remaining) / static_cast<double>(st.step) : 0.0;
+  };
+  std::stable_sort(tags.begin(), tags.end(),
+                   [&](const auto& a, const auto& b) { return fill(a.second) < fill(b.second); });
+  if (tags.size() > 50) tags.resize(50);
   std::string segments = "[";
-  for (const SegmentSequence* q : segments_->Sequences()) {
-    const SegmentStats st = q->stats();
+  for (const auto& [q, st] : tags) {
     if (segments.size() > 1) segments += ',';
     segments += fmt::format(
         "{{\"tag\":{},\"remaining\":{},\"step\":{},\"issued\":{},\"waits\":{},"
