@@ -5,10 +5,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
-cmake -S . -B build-package -DCMAKE_BUILD_TYPE=Release -DSEKKA_PACKAGE=ON -DSEKKA_BUILD_TESTS=OFF \
-  > /dev/null
-cmake --build build-package -j2 > /dev/null
-(cd build-package && cpack -G DEB > /dev/null)
-mkdir -p build
-cp build-package/sekka_*.deb build/
+# The Release tree the other scripts build (no second compile); packaging adds only its files.
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DSEKKA_PACKAGE=ON > /dev/null
+cmake --build build -j2 > /dev/null
+rm -f build/sekka_*.deb
+(cd build && cpack -G DEB > /dev/null)
 ls build/sekka_*.deb

@@ -22,7 +22,7 @@ PACKAGES=(
   # headless Chromium loads those pages in the tests (console errors, charts drawn, screenshots)
   chromium
   # the Debian package (scripts/package.sh): the man page from --help, and its checker
-  help2man lintian
+  help2man lintian man-db systemd
   # the Java client (clients/java): Debian's JDK and JUnit 5's console launcher
   default-jdk-headless junit5
 )

@@ -3,6 +3,7 @@
 #   0. formatting (clang-format --dry-run on every C++ file);
 #   1. Release build: unit tests, end-to-end tests, the simulation (10,000 seeds) and a 2-minute
 #      fault campaign per coordinator (tests/faults, docs/reliability.md) (ctest);
+#   1b. the Debian package (scripts/package_test.sh: lintian, dpkg -i, checks, purge);
 #   2. AddressSanitizer + UndefinedBehaviorSanitizer build: the same tests;
 #   3. ThreadSanitizer build: the unit tests (the concurrency tests among them) and the server's
 #      end-to-end tests (its event loops and background thread);
@@ -27,6 +28,9 @@ rm -f /tmp/sekka-format.$$
 
 step "Release: unit, end-to-end and simulation tests, fault campaigns"
 ctest --test-dir build --output-on-failure -j2
+
+step "Debian package: build, lintian, install, check, purge"
+bash scripts/package_test.sh
 
 step "AddressSanitizer + UndefinedBehaviorSanitizer"
 cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSEKKA_SANITIZE=address,undefined \

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# The Debian package, checked as an operator would use it (issue 15; scripts/test.sh runs this
+# as root on the CI machine): build it, lintian (no errors), install it with dpkg -i, run the
+# installed binary, find the man page, print the configuration from the conffile, verify the
+# systemd unit, then remove and purge it and check that nothing is left.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+if [ "$(id -u)" -ne 0 ]; then
+  echo "package test: needs root (dpkg -i); skipped" >&2
+  exit 0
+fi
+deb=$(bash scripts/package.sh | tail -n 1)
+echo "package: $deb"
+# lintian: errors fail; each warning left would need a reason here (there are none now).
+report=$(mktemp)
+if ! lintian --tag-display-limit 0 --fail-on error "$deb" > "$report" 2>&1; then
+  cat "$report"
+  rm -f "$report"
+  echo "package test: lintian found errors" >&2
+  exit 1
+fi
+grep -v 'root privileges' "$report" || true
+rm -f "$report"
+dpkg -i "$deb" > /dev/null
+trap 'dpkg -P sekka > /dev/null 2>&1 || true' EXIT
+test "$(/usr/bin/sekka --version)" = "$(sed -n 's/^project(sekka VERSION \([0-9.]*\).*/\1/p' CMakeLists.txt)"
+man -w sekka > /dev/null
+config=$(/usr/bin/sekka serve --config /etc/sekka/sekka.toml --print-config)
+grep -qx 'dir = "/var/lib/sekka"' <<< "$config"
+grep -qx 'http_listen = "127.0.0.1:8080"' <<< "$config"   # loopback unless configured
+grep -qx 'resp_listen = "127.0.0.1:6380"' <<< "$config"
+systemd-analyze verify /lib/systemd/system/sekka.service
+getent passwd sekka > /dev/null
+dpkg -r sekka > /dev/null
+test ! -e /usr/bin/sekka
+test -e /etc/sekka/sekka.toml   # a conffile stays until purge
+dpkg -P sekka > /dev/null
+test ! -e /etc/sekka && test ! -e /var/lib/sekka
+! getent passwd sekka > /dev/null
+trap - EXIT
+echo "package test: passed"
