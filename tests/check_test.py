@@ -13,7 +13,7 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from sekka_testlib import SEKKA, Postgres, TempDirs, load_ids_into_postgres  # noqa: E402
+from sekka_testlib import SEKKA, PostgresTestCase, TempDirs, load_ids_into_postgres  # noqa: E402
 
 EPOCH_MS = 1735689600000  # the sekka preset
 
@@ -128,15 +128,7 @@ class CheckTest(unittest.TestCase):
             self.assertIn(says, p.stderr)
 
 
-class CheckPostgresTest(unittest.TestCase):
-    def setUp(self):
-        self.dirs = TempDirs()
-        self.pg = Postgres(self.dirs.path("pg"))
-
-    def tearDown(self):
-        self.pg.stop()
-        self.dirs.cleanup()
-
+class CheckPostgresTest(PostgresTestCase):
     def test_postgres_query(self):
         ids, expected, repeated = known_stream()
         load_ids_into_postgres(self.pg, ids)

@@ -13,6 +13,7 @@ import socket
 import subprocess
 import tempfile
 import time
+import unittest
 
 SEKKA = os.environ.get("SEKKA_BIN", "build/cli/sekka")
 FAKETIME_LIB = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1"
@@ -277,6 +278,18 @@ class Postgres:
     def stop(self):
         self.signal(signal.SIGCONT)
         subprocess.run(["bash", self.SCRIPT, "stop", self.path], timeout=120)
+
+
+class PostgresTestCase(unittest.TestCase):
+    """A test case with its own throwaway PostgreSQL (self.pg) and temp dirs (self.dirs)."""
+
+    def setUp(self):
+        self.dirs = TempDirs()
+        self.pg = Postgres(self.dirs.path("pg"))
+
+    def tearDown(self):
+        self.pg.stop()
+        self.dirs.cleanup()
 
 
 def load_ids_into_postgres(pg, ids):

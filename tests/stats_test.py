@@ -13,7 +13,8 @@ import sys
 import unittest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from sekka_testlib import SEKKA, Postgres, TempDirs, chromium, load_ids_into_postgres  # noqa: E402
+from sekka_testlib import (SEKKA, PostgresTestCase, TempDirs, chromium,  # noqa: E402
+                           load_ids_into_postgres)
 
 EPOCH_MS = 1735689600000
 START_MS = 1780272000000  # 2026-06-01T00:00:00Z
@@ -139,15 +140,7 @@ class StatsTest(unittest.TestCase):
             self.assertIn(says, p.stderr)
 
 
-class StatsPostgresTest(unittest.TestCase):
-    def setUp(self):
-        self.dirs = TempDirs()
-        self.pg = Postgres(self.dirs.path("pg"))
-
-    def tearDown(self):
-        self.pg.stop()
-        self.dirs.cleanup()
-
+class StatsPostgresTest(PostgresTestCase):
     def test_postgres(self):
         ids = known_ids()
         load_ids_into_postgres(self.pg, ids)
