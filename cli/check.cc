@@ -30,15 +30,6 @@ Json ExamplesJson(const std::vector<CheckReport::Example>& examples, bool with_p
   return out;
 }
 
-std::string Thousands(std::uint64_t v) {
-  std::string digits = std::to_string(v), out;
-  for (std::size_t i = 0; i < digits.size(); ++i) {
-    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
-    out += digits[i];
-  }
-  return out;
-}
-
 }  // namespace
 
 int RunCheck(const CheckFlags& flags) {
@@ -98,9 +89,11 @@ int RunCheck(const CheckFlags& flags) {
     std::cout << j.dump(2) << '\n';
   } else {
     std::string out = fmt::format("layout        {}\nids           {} ({} distinct)\n", l.name(),
-                                  Thousands(r.ids), Thousands(r.distinct));
+                                  FormatThousands(static_cast<double>(r.ids)),
+                                  FormatThousands(static_cast<double>(r.distinct)));
     out += fmt::format("repeated      {} ids repeat, {} extra occurrences{}\n",
-                       Thousands(r.repeated_values), Thousands(r.repeats),
+                       FormatThousands(static_cast<double>(r.repeated_values)),
+                       FormatThousands(static_cast<double>(r.repeats)),
                        r.repeats > 0 ? "  <- ids repeat" : "");
     for (const auto& e : r.repeat_examples) {
       out += fmt::format("  {} x{} at positions {}{}\n", e.id, e.occurrences,
@@ -109,7 +102,7 @@ int RunCheck(const CheckFlags& flags) {
     }
     auto section = [&](std::string_view name, std::uint64_t count, std::string_view what,
                        const std::vector<CheckReport::Example>& examples) {
-      out += fmt::format("{:<13} {} {}\n", name, Thousands(count), what);
+      out += fmt::format("{:<13} {} {}\n", name, FormatThousands(static_cast<double>(count)), what);
       for (const auto& e : examples) {
         if (name == "order breaks") {
           out += fmt::format("  position {}: worker {}: {} after {}\n", e.position, e.worker, e.id,
@@ -127,7 +120,8 @@ int RunCheck(const CheckFlags& flags) {
     section("order breaks", r.order_breaks,
             fmt::format("(a worker's id below its previous one; {} workers)", r.workers),
             r.order_break_examples);
-    out += fmt::format("not ids       {}\n", Thousands(scanner.bad_count()));
+    out += fmt::format("not ids       {}\n",
+                       FormatThousands(static_cast<double>(scanner.bad_count())));
     for (const auto& b : scanner.bad_examples())
       out += fmt::format("  {} line {}: \"{}\"\n", b.source, b.line, b.text);
     if (r.ids > r.before_epoch + r.outside) {

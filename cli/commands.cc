@@ -33,11 +33,8 @@ using Json = nlohmann::ordered_json;
 Result<Layout> ResolveLayout(const std::string& text) {
   Result<Layout> layout = ParseLayout(text);
   if (!layout.ok()) return layout;
-  const std::int64_t now = SystemClock().NowMillis();
-  if (layout->epoch_millis() > now) {
-    return InvalidArgument(fmt::format("layout.epoch {} is in the future: allowed up to now ({})",
-                                       FormatUtcMillis(layout->epoch_millis()),
-                                       FormatUtcMillis(now)));
+  if (Status s = CheckEpochNotInFuture(*layout, SystemClock().NowMillis()); !s.ok()) {
+    return std::move(s).error();
   }
   return layout;
 }
@@ -47,16 +44,6 @@ int ExitFor(const Error& error, bool during_setup) {
   const bool usage =
       error.code == ErrorCode::kInvalidArgument || error.code == ErrorCode::kNotFound;
   return Fail(usage && during_setup ? kExitUsage : kExitFailure, error.message);
-}
-
-std::string FormatThousands(double value) {
-  std::string digits = fmt::format("{:.0f}", value);
-  std::string out;
-  for (std::size_t i = 0; i < digits.size(); ++i) {
-    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
-    out += digits[i];
-  }
-  return out;
 }
 
 std::string FormatRate(double rate) {
@@ -142,6 +129,16 @@ int GenRandom(const GenFlags& flags, const Layout& layout, OpaqueCodec* opaque, 
 }
 
 }  // namespace
+
+std::string FormatThousands(double value) {
+  std::string digits = fmt::format("{:.0f}", value);
+  std::string out;
+  for (std::size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return out;
+}
 
 int Fail(int exit_code, const std::string& message) {
   std::string line = message;

@@ -23,6 +23,8 @@ inline constexpr int kExitUsage = 2;
 
 // Prints "sekka: <message>" on stderr, folded to one line, and returns `exit_code`.
 int Fail(int exit_code, const std::string& message);
+// "1,234,567" for 1234567.4 (rounded, commas every three digits).
+std::string FormatThousands(double value);
 
 struct GenFlags {
   std::int64_t count = 1;

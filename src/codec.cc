@@ -312,8 +312,7 @@ Result<DecodedId> DecodeId(Id id, const Layout& layout) {
   d.sequence = f->sequence;
   d.random = f->random;
   d.shard = layout.shard_bits() > 0
-                ? static_cast<std::int64_t>(static_cast<std::uint64_t>(id) >>
-                                            (layout.time_shift() + layout.time_bits()))
+                ? static_cast<std::int64_t>(static_cast<std::uint64_t>(id) >> layout.shard_shift())
                 : 0;
   return d;
 }

@@ -415,6 +415,13 @@ std::string Layout::ExtraOptions() const {
   return out;
 }
 
+Status CheckEpochNotInFuture(const Layout& layout, std::int64_t now_ms) {
+  if (layout.epoch_millis() <= now_ms) return Status::Ok();
+  return InvalidArgument(
+      fmt::format("layout.epoch {} is in the future (the clock reads {}): allowed up to now",
+                  FormatUtcMillis(layout.epoch_millis()), FormatUtcMillis(now_ms)));
+}
+
 ClashOdds RandomClashOdds(const Layout& layout, double ids_per_second) {
   ClashOdds odds;
   const double tick_seconds = static_cast<double>(layout.tick_millis()) / 1000.0;

@@ -44,11 +44,8 @@ Result<std::unique_ptr<RandomIdGenerator>> RandomIdGenerator::Create(const Layou
         "or kind=random,...)",
         layout.name()));
   }
-  const std::int64_t now = clock.NowMillis();
-  if (layout.epoch_millis() > now) {
-    return InvalidArgument(
-        fmt::format("layout.epoch {} is in the future (the clock reads {}): allowed up to now",
-                    FormatUtcMillis(layout.epoch_millis()), FormatUtcMillis(now)));
+  if (Status s = CheckEpochNotInFuture(layout, clock.NowMillis()); !s.ok()) {
+    return std::move(s).error();
   }
   return std::unique_ptr<RandomIdGenerator>(new RandomIdGenerator(layout, clock));
 }

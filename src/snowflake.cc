@@ -137,11 +137,8 @@ Result<std::unique_ptr<Snowflake>> Snowflake::Create(const SnowflakeOptions& opt
     return InvalidArgument(fmt::format(
         "generator.thread_block = {} is out of range: allowed 1 to 4096", options.thread_block));
   }
-  const std::int64_t now = clock.NowMillis();
-  if (layout.epoch_millis() > now) {
-    return InvalidArgument(
-        fmt::format("layout.epoch {} is in the future (the clock reads {}): allowed up to now",
-                    FormatUtcMillis(layout.epoch_millis()), FormatUtcMillis(now)));
+  if (Status s = CheckEpochNotInFuture(layout, clock.NowMillis()); !s.ok()) {
+    return std::move(s).error();
   }
   return std::unique_ptr<Snowflake>(new Snowflake(options, clock));
 }

@@ -335,7 +335,7 @@ export class Client {
         },
       };
       s.waiters.push(w);
-      this.refill(s, true);
+      this.refill(s);
     });
   }
 
@@ -347,23 +347,23 @@ export class Client {
     }
     let left = 0;
     for (const b of s.batches) left += b.ids.length - b.pos;
-    if (left < this.options.lowWater * s.size && t >= s.retryAt) this.refill(s, false);
+    if (left < this.options.lowWater * s.size && t >= s.retryAt) this.refill(s);
     if (!s.batches.length) return undefined;
     const b = s.batches[0];
     this.counters.served++;
     return b.ids[b.pos++];
   }
 
-  refill(s, waiting) {
+  refill(s) {
     if (s.refilling || this.closed) return;
-    s.refilling = this.fetch(s, waiting).finally(() => {
+    s.refilling = this.fetch(s).finally(() => {
       s.refilling = null;
       // Waiters left (ids dropped as too low, or expired): ask again.
-      if (s.waiters.length && !this.closed) this.refill(s, true);
+      if (s.waiters.length && !this.closed) this.refill(s);
     });
   }
 
-  async fetch(s, waiting) {
+  async fetch(s) {
     const t = now();
     if (s.lastRefill !== null) {
       const lasted = t - s.lastRefill;

@@ -123,6 +123,10 @@ struct ClashOdds {
 };
 ClashOdds RandomClashOdds(const Layout& layout, double ids_per_second);
 
+// Checks that `layout`'s epoch is not after `now_ms` (a generator cannot issue ids before it).
+// Errors: kInvalidArgument naming the epoch and the clock's reading.
+Status CheckEpochNotInFuture(const Layout& layout, std::int64_t now_ms);
+
 class Layout {
  public:
   // Validates `options`. Errors: kInvalidArgument naming the field and its allowed range.
@@ -236,6 +240,7 @@ class Layout {
 
   // Bit positions of each field, for fast composition (see Snowflake).
   int time_shift() const { return time_shift_; }
+  int shard_shift() const { return shard_shift_; }
   int datacenter_shift() const { return datacenter_shift_; }
   int worker_shift() const { return worker_shift_; }
   int sequence_shift() const { return sequence_shift_; }
