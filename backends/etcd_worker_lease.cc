@@ -1,7 +1,9 @@
 #include "backends/etcd_worker_lease.h"
 
 #include <fmt/format.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <charconv>
 #include <cstring>
 #include <map>
@@ -102,6 +104,23 @@ json FirstKv(const json& answer, std::size_t index) {
   return kvs.empty() ? json() : kvs[0];
 }
 
+// etcd's answer as a JSON object. Errors: kUnavailable, quoting the start of what came instead.
+Result<json> ParseAnswer(const HostPort& from, const HttpResponse& r) {
+  json answer = json::parse(r.body, nullptr, /*allow_exceptions=*/false);
+  if (!answer.is_discarded() && answer.is_object()) return answer;
+  std::string text = r.body.substr(0, 200);
+  for (char& c : text) {
+    if (c == '\n' || c == '\r') c = ' ';
+  }
+  // etcd 3.4.10+ refuses, on its JSON gateway, client certificates with a Common Name.
+  const char* hint = r.body.find("CommonName") != std::string::npos
+                         ? " (issue sekka's client certificate without a Common Name, and "
+                           "authenticate with worker.username)"
+                         : "";
+  return Unavailable(fmt::format("{}: HTTP {} with a body that is not a JSON object: \"{}\"{}",
+                                 from.Text(), r.status, text, hint));
+}
+
 struct Owner {
   std::string identity;
   std::int64_t mod_revision = 0;
@@ -110,19 +129,23 @@ struct Owner {
 
 class EtcdLease final : public WorkerLease {
  public:
-  EtcdLease(std::vector<HostPort> endpoints, std::string cluster, WorkerLeaseOptions options)
+  EtcdLease(std::vector<HostPort> endpoints, std::string cluster, WorkerLeaseOptions options,
+            EtcdAccess access)
       : endpoints_(std::move(endpoints)),
         cluster_(std::move(cluster)),
         options_(std::move(options)),
-        prefix_(fmt::format("sekka/{}/", cluster_)) {}
+        access_(std::move(access)),
+        prefix_(fmt::format("sekka/{}/", cluster_)),
+        http_(access_.tls) {}
 
   Result<LeaseGrant> Acquire() override;
   Status Renew() override;
   Status StoreHwm(std::int64_t hwm_millis) override;
   Status Release() override;
   std::string Describe() const override {
-    return fmt::format("etcd lease {:x} on {} (cluster {})", static_cast<std::uint64_t>(lease_),
-                       endpoints_[current_].Text(), cluster_);
+    return fmt::format("etcd lease {:x} on {}{}{} (cluster {})", static_cast<std::uint64_t>(lease_),
+                       endpoints_[current_].Text(), access_.tls.enabled() ? " over TLS" : "",
+                       access_.username.empty() ? "" : " as user " + access_.username, cluster_);
   }
   std::string_view source() const override { return "etcd"; }
 
@@ -130,6 +153,16 @@ class EtcdLease final : public WorkerLease {
   // POSTs to the endpoints in turn, starting with the last that answered. An answer with an
   // "error" object is returned as it is (the caller decides); no answer is kUnavailable.
   Result<json> Call(std::string_view path, const json& request);
+  struct Answer {
+    long status = 0;
+    json body;
+  };
+  // One call to one endpoint, authenticated when a user is set (once more with a new token
+  // when etcd no longer knows the one sent). Errors: kUnavailable (no answer, an answer that
+  // is not JSON, authentication refused or needed but not configured).
+  Result<Answer> CallOne(const HostPort& to, std::string_view path, const std::string& body);
+  // Gets a token for access_.username from `to`. Errors: kUnavailable.
+  Status Authenticate(const HostPort& to);
   std::string OwnerKey(std::int64_t id) const {
     return fmt::format("{}workers/{}/{}", prefix_, options_.datacenter_id, id);
   }
@@ -145,7 +178,11 @@ class EtcdLease final : public WorkerLease {
   const std::vector<HostPort> endpoints_;
   const std::string cluster_;
   const WorkerLeaseOptions options_;
+  const EtcdAccess access_;
   const std::string prefix_;
+  HttpClient http_;
+  std::string token_;      // etcd's auth token for access_.username; "" = none yet
+  bool auth_off_ = false;  // etcd said authentication is not enabled: send no token
   std::size_t current_ = 0;
   std::int64_t lease_ = 0;           // 0: none granted
   std::int64_t held_ = -1;           // the worker id held
@@ -154,28 +191,86 @@ class EtcdLease final : public WorkerLease {
   std::int64_t hwm_revision_ = 0;    // the hwm key's mod_revision that goes with it (0: none)
 };
 
+Result<EtcdLease::Answer> EtcdLease::CallOne(const HostPort& to, std::string_view path,
+                                             const std::string& body) {
+  for (int attempt = 0;; ++attempt) {
+    if (!access_.username.empty() && token_.empty() && !auth_off_) {
+      if (Status s = Authenticate(to); !s.ok()) return std::move(s).error();
+    }
+    std::vector<std::string> headers;
+    if (!token_.empty()) headers.push_back("Authorization: " + token_);
+    Result<HttpResponse> r = http_.Post(to, path, body, headers, options_.call_timeout);
+    if (!r.ok()) return std::move(r).error();
+    Result<json> parsed = ParseAnswer(to, *r);
+    if (!parsed.ok()) return std::move(parsed).error();
+    json answer = std::move(parsed).value();
+    const std::string message = ErrorText(answer);
+    if (message.find("invalid auth token") != std::string::npos ||
+        message.find("user name is empty") != std::string::npos) {
+      // Refused before it was applied: the call may be sent again with a new token.
+      if (access_.username.empty()) {
+        return Unauthenticated(fmt::format(
+            "etcd at {} has authentication enabled: set worker.username and worker.password "
+            "(or worker.password_file)",
+            to.Text()));
+      }
+      if (attempt == 0) {
+        token_.clear();
+        auth_off_ = false;
+        continue;
+      }
+      return Unauthenticated(fmt::format("etcd at {} refused a new token of user \"{}\": {}",
+                                         to.Text(), access_.username, message));
+    }
+    if (message.find("permission denied") != std::string::npos) {
+      return Unauthenticated(fmt::format(
+          "etcd at {} denied {} to user \"{}\": grant it a role with readwrite permission on "
+          "the key prefix {}",
+          to.Text(), path, access_.username.empty() ? "(none)" : access_.username, prefix_));
+    }
+    return Answer{r->status, std::move(answer)};
+  }
+}
+
+Status EtcdLease::Authenticate(const HostPort& to) {
+  const std::string body = json{{"name", access_.username}, {"password", access_.password}}.dump();
+  Result<HttpResponse> r = http_.Post(to, "/v3/auth/authenticate", body, {}, options_.call_timeout);
+  if (!r.ok()) return std::move(r).error();
+  Result<json> answer = ParseAnswer(to, *r);
+  if (!answer.ok()) return std::move(answer).error();
+  const std::string message = ErrorText(*answer);
+  if (message.find("authentication is not enabled") != std::string::npos) {
+    auth_off_ = true;  // nothing to send; a later "user name is empty" authenticates again
+    return Status::Ok();
+  }
+  const std::string token = Str(*answer, "token");
+  if (token.empty() || token.find_first_of("\r\n") != std::string::npos) {
+    return Unauthenticated(fmt::format(
+        "etcd at {} refused user \"{}\": {}", to.Text(), access_.username,
+        message.empty() ? fmt::format("HTTP {}, no token in the answer", r->status) : message));
+  }
+  token_ = token;
+  return Status::Ok();
+}
+
 Result<json> EtcdLease::Call(std::string_view path, const json& request) {
   const std::string body = request.dump();
   std::string errors;
   for (std::size_t i = 0; i < endpoints_.size(); ++i) {
     const std::size_t at = (current_ + i) % endpoints_.size();
-    Result<HttpResponse> r = HttpPost(endpoints_[at], path, body, options_.call_timeout);
+    Result<Answer> r = CallOne(endpoints_[at], path, body);
+    // Every member answers alike about users and permissions: no use asking the others.
+    if (!r.ok() && r.error().code == ErrorCode::kUnauthenticated) return std::move(r).error();
     if (r.ok()) {
-      json answer = json::parse(r->body, nullptr, /*allow_exceptions=*/false);
-      if (answer.is_discarded() || !answer.is_object()) {
-        errors += fmt::format("{}{}: HTTP {} with a body that is not a JSON object",
-                              errors.empty() ? "" : "; ", endpoints_[at].Text(), r->status);
-        continue;
-      }
       // A member without a leader (or being stopped) cannot answer: try the next one.
-      const std::string message = ErrorText(answer);
+      const std::string message = ErrorText(r->body);
       if (r->status >= 500 && message.find("not found") == std::string::npos) {
         errors += fmt::format("{}{}: {}", errors.empty() ? "" : "; ", endpoints_[at].Text(),
                               message.empty() ? fmt::format("HTTP {}", r->status) : message);
         continue;
       }
       current_ = at;
-      return answer;
+      return std::move(r->body);
     }
     errors += fmt::format("{}{}", errors.empty() ? "" : "; ", r.error().message);
   }
@@ -403,12 +498,40 @@ Status EtcdLease::Release() {
 
 Result<std::unique_ptr<WorkerLease>> NewEtcdWorkerLease(std::string_view endpoints,
                                                         std::string_view cluster,
-                                                        const WorkerLeaseOptions& options) {
+                                                        const WorkerLeaseOptions& options,
+                                                        const EtcdAccess& access) {
   Result<std::vector<HostPort>> e = ParseHostPorts(endpoints, "etcd endpoints");
   if (!e.ok()) return std::move(e).error();
   if (Status s = ValidateClusterName(cluster); !s.ok()) return std::move(s).error();
+  const TlsSettings& tls = access.tls;
+  if (tls.cert_file.empty() != tls.key_file.empty()) {
+    return InvalidArgument(
+        "worker.tls_cert_file and worker.tls_key_file go together: set both or neither");
+  }
+  if (!tls.cert_file.empty() && !tls.enabled()) {
+    return InvalidArgument(
+        "worker.tls_cert_file needs worker.tls_ca_file (a CA file, or \"system\"): a client "
+        "certificate is sent over TLS only");
+  }
+  auto readable = [](const char* key, const std::string& file) -> Status {
+    if (file.empty() || ::access(file.c_str(), R_OK) == 0) return Status::Ok();
+    return InvalidArgument(
+        fmt::format("{} \"{}\" cannot be read: {}", key, file, std::strerror(errno)));
+  };
+  if (tls.ca_file != "system") {
+    if (Status s = readable("worker.tls_ca_file", tls.ca_file); !s.ok())
+      return std::move(s).error();
+  }
+  if (Status s = readable("worker.tls_cert_file", tls.cert_file); !s.ok()) {
+    return std::move(s).error();
+  }
+  if (Status s = readable("worker.tls_key_file", tls.key_file); !s.ok())
+    return std::move(s).error();
+  if (access.username.empty() && !access.password.empty()) {
+    return InvalidArgument("a worker.password without worker.username: set the etcd user too");
+  }
   return std::unique_ptr<WorkerLease>(
-      std::make_unique<EtcdLease>(std::move(e).value(), std::string(cluster), options));
+      std::make_unique<EtcdLease>(std::move(e).value(), std::string(cluster), options, access));
 }
 
 }  // namespace sekka

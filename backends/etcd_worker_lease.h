@@ -12,6 +12,12 @@
 // seen) that also reads the hwm. StoreHwm is a transaction conditioned on the owner key still
 // being at the revision this lease wrote: a lease that expired or was taken over can never
 // store again. Renew is a lease keep-alive. Several endpoints are tried in turn.
+//
+// Transport: libcurl (backends/http_client.h), HTTP or HTTPS with a CA file and an optional
+// client certificate. With a user name, sekka authenticates (POST /v3/auth/authenticate) and
+// sends the token on every call; a token etcd no longer knows (it expired, or the member
+// restarted) is replaced once per call. etcd's gateway refuses client certificates that carry a
+// Common Name (etcd 3.4.10+): give sekka's certificate none, and authenticate with a user.
 
 #ifndef SEKKA_BACKENDS_ETCD_WORKER_LEASE_H_
 #define SEKKA_BACKENDS_ETCD_WORKER_LEASE_H_
@@ -20,15 +26,25 @@
 #include <string>
 #include <string_view>
 
+#include "backends/http_client.h"
 #include "sekka/worker_lease.h"
 
 namespace sekka {
 
+struct EtcdAccess {
+  TlsSettings tls;       // no CA file: plain HTTP
+  std::string username;  // "" = no authentication
+  std::string password;
+};
+
 // `endpoints`: "127.0.0.1:2379[,host:port...]"; `cluster`: the key namespace ([A-Za-z0-9._-],
-// 1 to 64 characters). Errors: kInvalidArgument. Connects lazily (no call is made here).
+// 1 to 64 characters). The files `access` names must be readable. Errors: kInvalidArgument,
+// naming the setting (worker.coordinator, worker.tls_*, worker.username). Connects lazily (no
+// call is made here).
 Result<std::unique_ptr<WorkerLease>> NewEtcdWorkerLease(std::string_view endpoints,
                                                         std::string_view cluster,
-                                                        const WorkerLeaseOptions& options);
+                                                        const WorkerLeaseOptions& options,
+                                                        const EtcdAccess& access = {});
 
 }  // namespace sekka
 

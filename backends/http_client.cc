@@ -1,237 +1,117 @@
 #include "backends/http_client.h"
 
-#include <arpa/inet.h>
-#include <fcntl.h>
+#include <curl/curl.h>
 #include <fmt/format.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <poll.h>
-#include <strings.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
-#include <cerrno>
-#include <charconv>
-#include <cstring>
+#include <mutex>
 
 namespace sekka {
 namespace {
 
 constexpr std::size_t kMaxResponse = 16 * 1024 * 1024;
 
-using SteadyClock = std::chrono::steady_clock;
-
-bool ParseInt(std::string_view text, int base, std::size_t& out) {
-  if (text.empty()) return false;
-  const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), out, base);
-  return ec == std::errc() && ptr == text.data() + text.size();
-}
-
-std::string_view Trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r'))
-    s.remove_suffix(1);
-  return s;
-}
-
-class Fd {
- public:
-  explicit Fd(int fd) : fd_(fd) {}
-  ~Fd() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  int get() const { return fd_; }
-
- private:
-  int fd_;
+struct Sink {
+  std::string* body;
+  bool too_large = false;
 };
 
-// Waits for `events` on fd until `deadline`; false on timeout or error.
-bool WaitFor(int fd, short events, SteadyClock::time_point deadline) {
-  for (;;) {
-    const auto left =
-        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - SteadyClock::now());
-    if (left.count() <= 0) return false;
-    pollfd p{fd, events, 0};
-    const int n = ::poll(&p, 1, static_cast<int>(left.count()));
-    if (n > 0) return true;
-    if (n < 0 && errno != EINTR) return false;
+std::size_t Write(char* data, std::size_t size, std::size_t count, void* user) {
+  auto* sink = static_cast<Sink*>(user);
+  const std::size_t n = size * count;
+  if (sink->body->size() + n > kMaxResponse) {
+    sink->too_large = true;
+    return 0;  // libcurl stops with CURLE_WRITE_ERROR
   }
+  sink->body->append(data, n);
+  return n;
 }
+
+struct HeaderList {
+  curl_slist* list = nullptr;
+  ~HeaderList() { curl_slist_free_all(list); }
+  bool Add(const std::string& line) {
+    curl_slist* next = curl_slist_append(list, line.c_str());
+    if (next == nullptr) return false;
+    list = next;
+    return true;
+  }
+};
 
 }  // namespace
 
-std::string HostPort::Text() const {
-  if (host.find(':') != std::string::npos) return fmt::format("[{}]:{}", host, port);
-  return fmt::format("{}:{}", host, port);
+HttpClient::HttpClient(TlsSettings tls) : tls_(std::move(tls)) {
+  // Once per process, before the first handle; thread-safe in this libcurl ("threadsafe").
+  static std::once_flag once;
+  std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
 }
 
-Result<std::vector<HostPort>> ParseHostPorts(std::string_view list, std::string_view what) {
-  std::vector<HostPort> out;
-  std::size_t start = 0;
-  while (start <= list.size()) {
-    std::size_t comma = list.find(',', start);
-    if (comma == std::string_view::npos) comma = list.size();
-    const std::string_view item = Trim(list.substr(start, comma - start));
-    auto bad = [&] {
-      return InvalidArgument(fmt::format(
-          "{}: \"{}\" is not valid: allowed host:port with a numeric IP address or localhost, "
-          "several separated by commas, such as \"127.0.0.1:2379,127.0.0.1:22379\"",
-          what, item.substr(0, 100)));
-    };
-    const std::size_t colon = item.rfind(':');
-    if (item.empty() || colon == std::string_view::npos || colon == 0) return bad();
-    std::string host(item.substr(0, colon));
-    if (host.size() > 2 && host.front() == '[' && host.back() == ']')
-      host = host.substr(1, host.size() - 2);
-    if (host == "localhost") host = "127.0.0.1";
-    in6_addr a6{};
-    in_addr a4{};
-    if (inet_pton(AF_INET, host.c_str(), &a4) != 1 && inet_pton(AF_INET6, host.c_str(), &a6) != 1) {
-      return bad();
-    }
-    std::size_t port = 0;
-    if (!ParseInt(item.substr(colon + 1), 10, port) || port == 0 || port > 65535) return bad();
-    out.push_back({host, static_cast<int>(port)});
-    start = comma + 1;
-  }
-  return out;
+HttpClient::~HttpClient() {
+  if (curl_ != nullptr) curl_easy_cleanup(static_cast<CURL*>(curl_));
 }
 
-Result<HttpResponse> ParseHttpResponse(std::string_view raw) {
-  auto bad = [](std::string_view what) {
-    return InvalidArgument(fmt::format("malformed HTTP response: {}", what));
-  };
-  const std::size_t head_end = raw.find("\r\n\r\n");
-  if (head_end == std::string_view::npos) return bad("no end of headers");
-  std::string_view head = raw.substr(0, head_end);
-  std::string_view rest = raw.substr(head_end + 4);
-  const std::size_t line_end = head.find("\r\n");
-  const std::string_view status_line = head.substr(0, line_end);
-  if (status_line.size() < 12 || status_line.substr(0, 7) != "HTTP/1." || status_line[8] != ' ') {
-    return bad("no status line");
+Result<HttpResponse> HttpClient::Post(const HostPort& to, std::string_view path,
+                                      std::string_view body,
+                                      const std::vector<std::string>& headers,
+                                      std::chrono::milliseconds timeout) {
+  const std::string url =
+      fmt::format("{}://{}{}", tls_.enabled() ? "https" : "http", to.Text(), path);
+  auto fail = [&](std::string_view what) { return Unavailable(fmt::format("{}: {}", url, what)); };
+  if (curl_ == nullptr) {
+    curl_ = curl_easy_init();
+    if (curl_ == nullptr) return fail("libcurl could not make a handle");
   }
-  std::size_t status = 0;
-  if (!ParseInt(status_line.substr(9, 3), 10, status) || status < 100 || status > 599) {
-    return bad("bad status code");
-  }
-  bool chunked = false;
-  std::size_t content_length = 0;
-  bool has_length = false;
-  std::string_view headers =
-      line_end == std::string_view::npos ? std::string_view() : head.substr(line_end + 2);
-  while (!headers.empty()) {
-    std::size_t e = headers.find("\r\n");
-    const std::string_view line = headers.substr(0, e);
-    headers = e == std::string_view::npos ? std::string_view() : headers.substr(e + 2);
-    const std::size_t colon = line.find(':');
-    if (colon == std::string_view::npos) return bad("a header without a colon");
-    const std::string_view name = line.substr(0, colon);
-    const std::string_view value = Trim(line.substr(colon + 1));
-    if (name.size() == 17 && strncasecmp(name.data(), "transfer-encoding", 17) == 0) {
-      chunked =
-          value.size() >= 7 && strncasecmp(value.data() + value.size() - 7, "chunked", 7) == 0;
-    } else if (name.size() == 14 && strncasecmp(name.data(), "content-length", 14) == 0) {
-      if (!ParseInt(value, 10, content_length)) return bad("bad Content-Length");
-      has_length = true;
-    }
-  }
-  HttpResponse r;
-  r.status = static_cast<int>(status);
-  if (chunked) {
-    for (;;) {
-      const std::size_t e = rest.find("\r\n");
-      if (e == std::string_view::npos) return bad("a chunk without a size line");
-      std::string_view size_text = rest.substr(0, e);
-      size_text = size_text.substr(0, size_text.find(';'));
-      std::size_t size = 0;
-      if (!ParseInt(Trim(size_text), 16, size)) return bad("bad chunk size");
-      rest.remove_prefix(e + 2);
-      if (size == 0) break;
-      if (size > rest.size() || rest.size() - size < 2) return bad("a truncated chunk");
-      r.body.append(rest.substr(0, size));
-      rest.remove_prefix(size + 2);
-    }
-  } else if (has_length) {
-    if (content_length > rest.size()) return bad("a truncated body");
-    r.body.assign(rest.substr(0, content_length));
-  } else {
-    r.body.assign(rest);
-  }
-  return r;
-}
+  CURL* curl = static_cast<CURL*>(curl_);
+  curl_easy_reset(curl);  // keeps the connection cache, forgets the last call's options
 
-Result<HttpResponse> HttpPost(const HostPort& to, std::string_view path, std::string_view body,
-                              std::chrono::milliseconds timeout) {
-  const auto deadline = SteadyClock::now() + timeout;
-  auto fail = [&](std::string_view what) {
-    return Unavailable(fmt::format("{} {}: {}", to.Text(), path, what));
-  };
-  sockaddr_storage addr{};
-  socklen_t len = 0;
-  int family = AF_INET;
-  if (auto* a4 = reinterpret_cast<sockaddr_in*>(&addr);
-      inet_pton(AF_INET, to.host.c_str(), &a4->sin_addr) == 1) {
-    a4->sin_family = AF_INET;
-    a4->sin_port = htons(static_cast<std::uint16_t>(to.port));
-    len = sizeof(sockaddr_in);
-  } else if (auto* a6 = reinterpret_cast<sockaddr_in6*>(&addr);
-             inet_pton(AF_INET6, to.host.c_str(), &a6->sin6_addr) == 1) {
-    a6->sin6_family = AF_INET6;
-    a6->sin6_port = htons(static_cast<std::uint16_t>(to.port));
-    len = sizeof(sockaddr_in6);
-    family = AF_INET6;
-  } else {
-    return fail("not a numeric address");
-  }
-  Fd fd(::socket(family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
-  if (fd.get() < 0) return fail(std::strerror(errno));
-  if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), len) != 0) {
-    if (errno != EINPROGRESS) return fail(fmt::format("cannot connect: {}", std::strerror(errno)));
-    if (!WaitFor(fd.get(), POLLOUT, deadline)) return fail("connect timed out");
-    int err = 0;
-    socklen_t err_len = sizeof(err);
-    ::getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &err, &err_len);
-    if (err != 0) return fail(fmt::format("cannot connect: {}", std::strerror(err)));
-  }
-  const int one = 1;
-  ::setsockopt(fd.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-  std::string request = fmt::format(
-      "POST {} HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n"
-      "Connection: close\r\n\r\n",
-      path, to.Text(), body.size());
-  request.append(body);
-  std::size_t sent = 0;
-  while (sent < request.size()) {
-    const ssize_t n = ::send(fd.get(), request.data() + sent, request.size() - sent, MSG_NOSIGNAL);
-    if (n > 0) {
-      sent += static_cast<std::size_t>(n);
-    } else if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
-      if (!WaitFor(fd.get(), POLLOUT, deadline)) return fail("send timed out");
-    } else {
-      return fail(fmt::format("send failed: {}", std::strerror(errno)));
+  HeaderList list;
+  bool ok = list.Add("Content-Type: application/json") && list.Add("Expect:");
+  for (const std::string& h : headers) ok = ok && list.Add(h);
+  if (!ok) return fail("out of memory for the request headers");
+
+  HttpResponse response;
+  Sink sink{&response.body};
+  char error[CURL_ERROR_SIZE] = {};
+  const long timeout_ms = std::max<long>(1, static_cast<long>(timeout.count()));
+  curl_easy_setopt(curl, CURLOPT_URL, url.c_str());
+  curl_easy_setopt(curl, CURLOPT_PROTOCOLS_STR, "http,https");
+  curl_easy_setopt(curl, CURLOPT_PROXY, "");  // never a proxy from http_proxy and the like
+  curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, timeout_ms);
+  curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT_MS, timeout_ms);
+  curl_easy_setopt(curl, CURLOPT_TCP_NODELAY, 1L);
+  curl_easy_setopt(curl, CURLOPT_HTTPHEADER, list.list);
+  curl_easy_setopt(curl, CURLOPT_POSTFIELDS, body.empty() ? "" : body.data());
+  curl_easy_setopt(curl, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(body.size()));
+  curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, &Write);
+  curl_easy_setopt(curl, CURLOPT_WRITEDATA, &sink);
+  curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, error);
+  if (tls_.enabled()) {
+    curl_easy_setopt(curl, CURLOPT_SSL_VERIFYPEER, 1L);
+    curl_easy_setopt(curl, CURLOPT_SSL_VERIFYHOST, 2L);
+    if (tls_.ca_file != "system") curl_easy_setopt(curl, CURLOPT_CAINFO, tls_.ca_file.c_str());
+    if (!tls_.cert_file.empty()) {
+      curl_easy_setopt(curl, CURLOPT_SSLCERT, tls_.cert_file.c_str());
+      curl_easy_setopt(curl, CURLOPT_SSLKEY, tls_.key_file.c_str());
     }
   }
-  std::string raw;
-  char buf[16 * 1024];
-  for (;;) {
-    const ssize_t n = ::recv(fd.get(), buf, sizeof(buf), 0);
-    if (n > 0) {
-      raw.append(buf, static_cast<std::size_t>(n));
-      if (raw.size() > kMaxResponse) return fail("the answer is larger than 16 MiB");
-    } else if (n == 0) {
-      break;
-    } else if (errno == EAGAIN || errno == EINTR) {
-      if (!WaitFor(fd.get(), POLLIN, deadline)) return fail("no answer in time");
-    } else {
-      return fail(fmt::format("receive failed: {}", std::strerror(errno)));
+  const CURLcode code = curl_easy_perform(curl);
+  // The handle keeps pointers to these locals: drop them before they go.
+  curl_easy_setopt(curl, CURLOPT_HTTPHEADER, nullptr);
+  curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, nullptr);
+  if (sink.too_large) return fail("the answer is larger than 16 MiB");
+  if (code != CURLE_OK) {
+    std::string what = error[0] != '\0' ? std::string(error) : curl_easy_strerror(code);
+    if (code == CURLE_GOT_NOTHING && !tls_.enabled()) {
+      what += " (the server may speak HTTPS only: give a CA file)";
+    } else if (tls_.enabled() && tls_.cert_file.empty() &&
+               (code == CURLE_RECV_ERROR || code == CURLE_SEND_ERROR ||
+                code == CURLE_SSL_CONNECT_ERROR || code == CURLE_GOT_NOTHING)) {
+      what += " (the server may require a client certificate)";
     }
+    return fail(what);
   }
-  Result<HttpResponse> r = ParseHttpResponse(raw);
-  if (!r.ok()) return fail(r.error().message);
-  return r;
+  curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &response.status);
+  return response;
 }
 
 }  // namespace sekka

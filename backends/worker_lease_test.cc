@@ -1,6 +1,7 @@
-// The worker-lease contract on real coordinators: etcd and ZooKeeper, started by the ctest
-// fixture `coordinators` (scripts/coord.sh), whose addresses the tests read from
-// $SEKKA_TEST_COORDINATORS/test-etcd/endpoints and .../test-zookeeper/endpoints.
+// The worker-lease contract on real coordinators: etcd, etcd over TLS with authentication, and
+// ZooKeeper, started by the ctest fixture `coordinators` (scripts/coord.sh), whose addresses the
+// tests read from $SEKKA_TEST_COORDINATORS/test-<backend>/endpoints (and, for etcd-tls, the CA,
+// client certificate, key, user and password from .../test-etcd-tls/access).
 //
 // A holder that dies without releasing is a real process: this binary run again with
 // --hold-lease, which acquires an id, prints it, and kills itself with SIGKILL.
@@ -10,34 +11,45 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include "backends/etcd_worker_lease.h"
+#include "backends/host_ports.h"
 #include "backends/worker_lease_uri.h"
 #include "testing/worker_lease_contract.h"
 
 namespace sekka {
 namespace {
 
-std::string ReadAddress(const char* name) {
+// The lines of the fixture's file `file` for `backend`.
+std::vector<std::string> ReadFixture(const std::string& backend, const char* file) {
   const char* dir = std::getenv("SEKKA_TEST_COORDINATORS");
-  if (dir == nullptr) return "";
-  std::ifstream in(fmt::format("{}/{}/endpoints", dir, name));
-  std::string address;
-  std::getline(in, address);
-  return address;
+  std::vector<std::string> lines;
+  if (dir == nullptr) return lines;
+  std::ifstream in(fmt::format("{}/test-{}/{}", dir, backend, file));
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
 }
 
-// `backend` is a worker.source ("etcd", "zookeeper"); the fixture's server of that kind.
+// `backend`: "etcd", "etcd-tls" or "zookeeper"; the fixture's server of that kind.
 Result<std::unique_ptr<WorkerLease>> OpenBackend(const std::string& backend,
                                                  const std::string& cluster,
                                                  const WorkerLeaseOptions& options) {
-  return OpenWorkerLease(backend, ReadAddress(backend == "etcd" ? "test-etcd" : "test-zookeeper"),
-                         cluster, options);
+  const std::vector<std::string> address = ReadFixture(backend, "endpoints");
+  EtcdAccess access;
+  if (backend == "etcd-tls") {
+    const std::vector<std::string> a = ReadFixture(backend, "access");
+    if (a.size() != 5) return Internal("the etcd-tls fixture wrote no access file");
+    access = {{a[0], a[1], a[2]}, a[3], a[4]};
+  }
+  return OpenWorkerLease(backend == "zookeeper" ? "zookeeper" : "etcd",
+                         address.empty() ? "" : address[0], cluster, options, access);
 }
 
 std::string FreshCluster() {
@@ -76,18 +88,58 @@ LeaseFactory Factory(const std::string& backend) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Coordinators, WorkerLeaseContractTest,
-                         ::testing::Values(Factory("etcd"), Factory("zookeeper")),
-                         [](const auto& info) { return info.param.name; });
+                         ::testing::Values(Factory("etcd"), Factory("etcd-tls"),
+                                           Factory("zookeeper")),
+                         [](const auto& info) {
+                           std::string name = info.param.name;
+                           std::replace(name.begin(), name.end(), '-', '_');
+                           return name;
+                         });
 
 TEST(EtcdWorkerLease, BadEndpointsAndClusterNamesAreClearErrors) {
   WorkerLeaseOptions o;
   o.identity = "x";
-  Result<std::unique_ptr<WorkerLease>> a = NewEtcdWorkerLease("etcd.example:2379", "c", o);
-  ASSERT_FALSE(a.ok());
-  EXPECT_NE(a.error().message.find("allowed host:port"), std::string::npos) << a.error().message;
+  for (const char* bad : {"etcd_1.example:2379", "127.0.0.1", "[::1:2379", "h:0", "h:65536", "-h:1",
+                          "a..b:1", "127.0.0.1:2379,"}) {
+    Result<std::unique_ptr<WorkerLease>> a = NewEtcdWorkerLease(bad, "c", o);
+    ASSERT_FALSE(a.ok()) << bad;
+    EXPECT_NE(a.error().message.find("allowed host:port"), std::string::npos) << a.error().message;
+  }
   Result<std::unique_ptr<WorkerLease>> b = NewEtcdWorkerLease("127.0.0.1:2379", "a/b", o);
   ASSERT_FALSE(b.ok());
   EXPECT_NE(b.error().message.find("cluster name"), std::string::npos) << b.error().message;
+}
+
+TEST(HostPorts, NamesAndAddressesParse) {
+  Result<std::vector<HostPort>> h =
+      ParseHostPorts("etcd-0.etcd.svc:2379, 127.0.0.1:22379,[::1]:1,localhost:65535", "x");
+  ASSERT_TRUE(h.ok()) << h.error().message;
+  ASSERT_EQ(h->size(), 4u);
+  EXPECT_EQ((*h)[0].host, "etcd-0.etcd.svc");
+  EXPECT_EQ((*h)[1].Text(), "127.0.0.1:22379");
+  EXPECT_EQ((*h)[2].host, "::1");
+  EXPECT_EQ((*h)[2].Text(), "[::1]:1");
+  EXPECT_EQ((*h)[3].port, 65535);
+}
+
+TEST(EtcdWorkerLease, InconsistentTlsAndUserSettingsAreClearErrors) {
+  WorkerLeaseOptions o;
+  o.identity = "x";
+  auto error = [&](const EtcdAccess& access) {
+    Result<std::unique_ptr<WorkerLease>> l = NewEtcdWorkerLease("127.0.0.1:2379", "c", o, access);
+    EXPECT_FALSE(l.ok());
+    return l.ok() ? std::string() : l.error().message;
+  };
+  EXPECT_NE(error({{"system", "/etc/hostname", ""}, "", ""}).find("go together"),
+            std::string::npos);
+  EXPECT_NE(error({{"", "/etc/hostname", "/etc/hostname"}, "", ""}).find("worker.tls_ca_file"),
+            std::string::npos);
+  EXPECT_NE(error({{"/nonexistent/ca.pem", "", ""}, "", ""}).find("cannot be read"),
+            std::string::npos);
+  EXPECT_NE(error({{}, "", "secret"}).find("worker.username"), std::string::npos);
+  Result<std::unique_ptr<WorkerLease>> ok =
+      NewEtcdWorkerLease("127.0.0.1:2379", "c", o, {{"system", "", ""}, "u", "p"});
+  EXPECT_TRUE(ok.ok()) << ok.error().message;
 }
 
 TEST(WorkerLeaseBackends, AnUnreachableCoordinatorIsUnavailable) {

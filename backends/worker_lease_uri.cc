@@ -2,7 +2,6 @@
 
 #include <fmt/format.h>
 
-#include "backends/etcd_worker_lease.h"
 #include "backends/zookeeper_worker_lease.h"
 
 namespace sekka {
@@ -10,7 +9,8 @@ namespace sekka {
 Result<std::unique_ptr<WorkerLease>> OpenWorkerLease(std::string_view source,
                                                      std::string_view coordinator,
                                                      std::string_view cluster,
-                                                     const WorkerLeaseOptions& options) {
+                                                     const WorkerLeaseOptions& options,
+                                                     const EtcdAccess& access) {
   if (source != "etcd" && source != "zookeeper") {
     return InvalidArgument(
         fmt::format("worker.source \"{}\" has no coordinator: allowed etcd or zookeeper", source));
@@ -31,7 +31,12 @@ Result<std::unique_ptr<WorkerLease>> OpenWorkerLease(std::string_view source,
                     "{}://host:port[,host:port...]",
                     source, source));
   }
-  if (source == "etcd") return NewEtcdWorkerLease(addresses, cluster, options);
+  if (source == "etcd") return NewEtcdWorkerLease(addresses, cluster, options, access);
+  if (!access.tls.ca_file.empty() || !access.tls.cert_file.empty() || !access.username.empty()) {
+    return InvalidArgument(
+        "worker.tls_ca_file, worker.tls_cert_file and worker.username apply to worker.source = "
+        "\"etcd\" only: sekka's ZooKeeper client has neither TLS nor authentication");
+  }
   return NewZooKeeperWorkerLease(addresses, cluster, options);
 }
 

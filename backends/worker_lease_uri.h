@@ -10,16 +10,19 @@
 #include <memory>
 #include <string_view>
 
+#include "backends/etcd_worker_lease.h"
 #include "sekka/worker_lease.h"
 
 namespace sekka {
 
-// Errors: kInvalidArgument (an unknown source, a scheme that is not the source's, bad
-// addresses or cluster name), naming the setting and what is allowed.
+// `access` (TLS and a user) is etcd's only. Errors: kInvalidArgument (an unknown source, a
+// scheme that is not the source's, bad addresses or cluster name, TLS or a user for ZooKeeper,
+// unreadable certificate files), naming the setting and what is allowed.
 Result<std::unique_ptr<WorkerLease>> OpenWorkerLease(std::string_view source,
                                                      std::string_view coordinator,
                                                      std::string_view cluster,
-                                                     const WorkerLeaseOptions& options);
+                                                     const WorkerLeaseOptions& options,
+                                                     const EtcdAccess& access = {});
 
 }  // namespace sekka
 

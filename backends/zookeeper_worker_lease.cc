@@ -12,7 +12,7 @@
 #include <string_view>
 #include <vector>
 
-#include "backends/http_client.h"  // ParseHostPorts
+#include "backends/host_ports.h"
 
 namespace sekka {
 namespace {

@@ -2,9 +2,12 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <csignal>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
+#include <fstream>
 
 #include "backends/local_worker_lease.h"
 #include "backends/worker_id.h"
@@ -20,6 +23,33 @@ extern char** environ;
 namespace sekka::cli {
 
 namespace {
+
+// etcd's TLS files and user from [worker]; the password from worker.password_file if given.
+// Errors: kInvalidArgument naming the file and what is wrong.
+Result<EtcdAccess> EtcdAccessOf(const server::ServerConfig& config) {
+  EtcdAccess access;
+  access.tls = {config.tls_ca_file, config.tls_cert_file, config.tls_key_file};
+  access.username = config.username;
+  access.password = config.password;
+  if (config.password_file.empty()) return access;
+  std::ifstream in(config.password_file, std::ios::binary);
+  if (!in) {
+    return InvalidArgument(fmt::format("worker.password_file \"{}\" cannot be read: {}",
+                                       config.password_file, std::strerror(errno)));
+  }
+  std::string text(4097, '\0');
+  in.read(text.data(), static_cast<std::streamsize>(text.size()));
+  text.resize(static_cast<std::size_t>(in.gcount()));
+  while (!text.empty() && (text.back() == '\n' || text.back() == '\r')) text.pop_back();
+  if (text.empty() || text.size() > 4096 || text.find_first_of("\n\r") != std::string::npos) {
+    return InvalidArgument(
+        fmt::format("worker.password_file \"{}\" is not valid: allowed one line of 1 to 4096 "
+                    "bytes (the password)",
+                    config.password_file));
+  }
+  access.password = std::move(text);
+  return access;
+}
 
 // The real parts of a service: the system clock and the worker-id lease: the data dir's lock
 // files for static, local and hostname; a coordinator's for etcd and zookeeper (with an
@@ -62,8 +92,10 @@ Result<server::ServiceParts> OpenServiceParts(const server::ServerConfig& config
   lo.preferred = parts.data_dir->ReadPreferred();
   lo.call_timeout =
       std::chrono::milliseconds(std::min<std::int64_t>(2000, config.lease_ttl_ms / 4));
+  Result<EtcdAccess> access = EtcdAccessOf(config);
+  if (!access.ok()) return std::move(access).error();
   Result<std::unique_ptr<WorkerLease>> lease =
-      OpenWorkerLease(config.worker_source, config.coordinator, config.cluster, lo);
+      OpenWorkerLease(config.worker_source, config.coordinator, config.cluster, lo, *access);
   if (!lease.ok()) return std::move(lease).error();
   parts.lease = std::move(lease).value();
   return parts;

@@ -1,27 +1,55 @@
 #!/usr/bin/env bash
 # Throwaway coordinators on 127.0.0.1 for tests (ctest fixtures `etcd` and `zookeeper`).
 #   scripts/coord.sh etcd DIR   one etcd member on free ports; its client address -> DIR/endpoints
+#   scripts/coord.sh etcd-tls DIR   the same over TLS with client certificates required and
+#                               authentication on (user sekka, role readwrite on sekka/); its
+#                               address -> DIR/endpoints, and DIR/access holds five lines: CA
+#                               file, client certificate, its key, user, password
 #   scripts/coord.sh zk DIR     one ZooKeeper server on a free port; its address -> DIR/endpoints
 #   scripts/coord.sh stop DIR   stops what DIR/pid names (SIGTERM, then SIGKILL) and removes DIR
 set -euo pipefail
-cmd=${1:?etcd, zk or stop}
+cmd=${1:?etcd, etcd-tls, zk or stop}
 dir=${2:?directory}
 free_port() { /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 case "$cmd" in
-  etcd)
+  etcd | etcd-tls)
     "$0" stop "$dir" 2> /dev/null || true
     mkdir -p "$dir"
     client=$(free_port); peer=$(free_port)
-    etcd --name m0 --data-dir "$dir/data" --logger=zap --log-level=warn \
-      --listen-client-urls "http://127.0.0.1:$client" --advertise-client-urls "http://127.0.0.1:$client" \
+    scheme=http; tls=()
+    if [ "$cmd" = etcd-tls ]; then
+      "$(dirname "$0")/test_certs.sh" "$dir/tls"
+      scheme=https
+      tls=(--cert-file "$dir/tls/server.crt" --key-file "$dir/tls/server.key"
+        --trusted-ca-file "$dir/tls/ca.crt" --client-cert-auth --auth-token simple)
+    fi
+    etcd --name m0 --data-dir "$dir/data" --logger=zap --log-level=warn "${tls[@]}" \
+      --listen-client-urls "$scheme://127.0.0.1:$client" --advertise-client-urls "$scheme://127.0.0.1:$client" \
       --listen-peer-urls "http://127.0.0.1:$peer" --initial-advertise-peer-urls "http://127.0.0.1:$peer" \
       --initial-cluster "m0=http://127.0.0.1:$peer" > "$dir/log" 2>&1 &
     echo $! > "$dir/pid"
+    health=(curl -s "$scheme://127.0.0.1:$client/health")
+    [ "$cmd" = etcd-tls ] && health+=(--cacert "$dir/tls/ca.crt" --cert "$dir/tls/client.crt" --key "$dir/tls/client.key")
     for _ in $(seq 200); do
-      curl -s "http://127.0.0.1:$client/health" 2> /dev/null | grep -q '"health":"true"' && break
+      "${health[@]}" 2> /dev/null | grep -q '"health":"true"' && break
       sleep 0.05
     done
-    curl -s "http://127.0.0.1:$client/health" | grep -q '"health":"true"' || { cat "$dir/log" >&2; exit 1; }
+    "${health[@]}" | grep -q '"health":"true"' || { cat "$dir/log" >&2; exit 1; }
+    if [ "$cmd" = etcd-tls ]; then
+      ctl() {
+        etcdctl --endpoints "https://127.0.0.1:$client" --cacert "$dir/tls/ca.crt" \
+          --cert "$dir/tls/client.crt" --key "$dir/tls/client.key" "$@" > /dev/null
+      }
+      ctl user add root:root-secret
+      ctl user grant-role root root
+      ctl user add sekka:sekka-secret
+      ctl role add sekka
+      ctl role grant-permission sekka --prefix=true readwrite sekka/
+      ctl user grant-role sekka sekka
+      ctl auth enable
+      printf '%s\n' "$dir/tls/ca.crt" "$dir/tls/client.crt" "$dir/tls/client.key" sekka sekka-secret \
+        > "$dir/access"
+    fi
     echo "127.0.0.1:$client" > "$dir/endpoints"
     ;;
   zk)
@@ -55,5 +83,5 @@ CFG
     fi
     rm -rf "$dir"
     ;;
-  *) echo "coord.sh: unknown command $cmd: allowed etcd, zk, stop" >&2; exit 2 ;;
+  *) echo "coord.sh: unknown command $cmd: allowed etcd, etcd-tls, zk, stop" >&2; exit 2 ;;
 esac

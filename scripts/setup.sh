@@ -8,9 +8,11 @@ PACKAGES=(
   build-essential cmake pkg-config git clang-format
   # libraries (each one is justified in docs/design.md)
   libfmt-dev libcli11-dev nlohmann-json3-dev libasio-dev node-llhttp libtomlplusplus-dev
-  libsqlite3-dev libpq-dev postgresql libzookeeper-mt-dev libssl-dev
+  libsqlite3-dev libpq-dev postgresql libzookeeper-mt-dev libssl-dev libcurl4-openssl-dev
   # coordinators the worker-id lease tests start (etcd 3.4, ZooKeeper 3.8)
   etcd-server etcd-client zookeeper
+  # the TLS tests make their CA and certificates with the openssl command
+  openssl
   # tests and benchmarks
   libgtest-dev libgmock-dev librapidcheck-dev libbenchmark-dev
   # sanitizers and fuzzing (clang + its runtimes)

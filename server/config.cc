@@ -68,6 +68,16 @@ const std::vector<Key>& Keys() {
       {"worker.cluster", Type::kString, "default", "key prefix at the coordinator"},
       {"worker.lease_ttl", Type::kDuration, "10s", ""},
       {"worker.name", Type::kString, "", "identity for source local; \"\" = the listen addresses"},
+      {"worker.tls_ca_file", Type::kString, "",
+       "etcd over HTTPS, verified with this CA file (PEM), or \"system\" (the system's CAs); "
+       "\"\" = plain HTTP"},
+      {"worker.tls_cert_file", Type::kString, "",
+       "etcd: client certificate (PEM), with tls_key_file"},
+      {"worker.tls_key_file", Type::kString, "", "etcd: the client certificate's key (PEM)"},
+      {"worker.username", Type::kString, "", "etcd user; \"\" = no authentication"},
+      {"worker.password", Type::kString, "", "the etcd user's password (or password_file)"},
+      {"worker.password_file", Type::kString, "",
+       "a file holding the etcd user's password (a trailing newline is ignored)"},
       {"segment.store", Type::kString, "",
        "\"\" = sqlite in the data dir; sqlite:PATH; postgres://..."},
       {"segment.auto_create", Type::kBool, "false", "create unknown tags on first use"},
@@ -383,6 +393,40 @@ Result<ServerConfig> BuildConfig(const std::vector<ConfigValues>& sources) {
     }
   }
   c.worker_name = get("worker.name");
+  c.tls_ca_file = get("worker.tls_ca_file");
+  c.tls_cert_file = get("worker.tls_cert_file");
+  c.tls_key_file = get("worker.tls_key_file");
+  c.username = get("worker.username");
+  c.password = get("worker.password");
+  c.password_file = get("worker.password_file");
+  const bool etcd_access = !c.tls_ca_file.empty() || !c.tls_cert_file.empty() ||
+                           !c.tls_key_file.empty() || !c.username.empty() || !c.password.empty() ||
+                           !c.password_file.empty();
+  if (etcd_access && c.worker_source != "etcd") {
+    return BadValue("worker.source", c.worker_source,
+                    "etcd when worker.tls_*, worker.username or worker.password* are set (they "
+                    "are the etcd client's)");
+  }
+  if (c.tls_cert_file.empty() != c.tls_key_file.empty()) {
+    return BadValue(c.tls_cert_file.empty() ? "worker.tls_cert_file" : "worker.tls_key_file", "",
+                    "a file: worker.tls_cert_file and worker.tls_key_file go together");
+  }
+  if (!c.tls_cert_file.empty() && c.tls_ca_file.empty()) {
+    return BadValue("worker.tls_ca_file", "",
+                    "a CA file or \"system\" when worker.tls_cert_file is set (a client "
+                    "certificate is sent over TLS only)");
+  }
+  if (!c.password.empty() && !c.password_file.empty()) {
+    return BadValue("worker.password_file", c.password_file,
+                    "\"\" when worker.password is set: one or the other");
+  }
+  if (c.username.empty() && (!c.password.empty() || !c.password_file.empty())) {
+    return BadValue("worker.username", "", "the etcd user whose password is given");
+  }
+  if (!c.username.empty() && c.password.empty() && c.password_file.empty()) {
+    return BadValue("worker.password", "",
+                    "the etcd user's password, here or in worker.password_file");
+  }
   c.segment_store = get("segment.store");
   SEKKA_ASSIGN(c.segment_auto_create, boolean("segment.auto_create"));
   SEKKA_ASSIGN(c.segment_step, IntValue("segment.step", get("segment.step"), 1, 1'000'000'000));
@@ -410,7 +454,9 @@ std::string PrintConfig(const std::vector<ConfigValues>& sources) {
       section = std::string(sec);
     }
     std::string value = v.at(k.name);
-    if (name == "server.auth_token" && !value.empty()) value = "(hidden)";  // never print secrets
+    if ((name == "server.auth_token" || name == "worker.password") && !value.empty()) {
+      value = "(hidden)";  // never print secrets
+    }
     if (value.empty() && k.type != Type::kString) {
       out += fmt::format("# {} = <not set>  # {}\n", key, k.help);
       continue;

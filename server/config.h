@@ -48,6 +48,13 @@ struct ServerConfig {
   std::string cluster = "default";
   std::int64_t lease_ttl_ms = 10'000;
   std::string worker_name;  // identity for `local`; "" = the listen addresses
+  // etcd's transport and user (backends/etcd_worker_lease.h): "" = plain HTTP, no user
+  std::string tls_ca_file;  // a PEM file, or "system"
+  std::string tls_cert_file;
+  std::string tls_key_file;
+  std::string username;
+  std::string password;
+  std::string password_file;
   // [segment]
   std::string segment_store;                     // "" = sqlite in the data dir
   bool segment_auto_create = false;              // create unknown tags on first use

@@ -374,25 +374,142 @@ class ZooKeeperClockTest(CoordinatorTestCase):
         self.clock_step_back_and_pause_past_the_ttl()
 
 
+class EtcdTlsTest(unittest.TestCase):
+    """etcd over TLS with client certificates required and authentication on, made with a CA
+    and certificates from openssl (scripts/test_certs.sh)."""
+
+    def setUp(self):
+        self.dirs = TempDirs()
+        self.servers = []
+        self.etcd = Etcd(self.dirs.path("etcd"), tls=True)
+        self.etcd.enable_auth()
+        self.certs = self.etcd.certs
+
+    def tearDown(self):
+        for s in self.servers:
+            s.stop()
+        self.etcd.stop()
+        self.dirs.cleanup()
+
+    def config(self, name, **worker):
+        """A config file for etcd with the test CA and client certificate; `worker` overrides
+        [worker] keys (None drops one)."""
+        keys = {"source": "etcd", "coordinator": f"etcd://{self.etcd.endpoints}",
+                "lease_ttl": "4s", "tls_ca_file": self.certs["ca.crt"],
+                "tls_cert_file": self.certs["client.crt"],
+                "tls_key_file": self.certs["client.key"], "username": Etcd.USER,
+                "password": Etcd.PASSWORD}
+        keys.update(worker)
+        path = self.dirs.path(name + ".toml")
+        with open(path, "w") as f:
+            f.write("[worker]\n")
+            for k, v in keys.items():
+                if v is not None:
+                    f.write(f'{k} = "{v}"\n')
+        return path
+
+    def start(self, name, config, env=None, wait=True):
+        s = Server(self.dirs.path(name), "--config", config, env=env, wait=wait)
+        self.servers.append(s)
+        return s
+
+    def test_ids_over_tls_with_a_user_and_a_new_token_after_etcd_restarts(self):
+        password_file = self.dirs.path("password")
+        with open(password_file, "w") as f:
+            f.write(Etcd.PASSWORD + "\n")
+        a = self.start("a", self.config("a", password=None, password_file=password_file))
+        # The other takes its password from the environment.
+        b = self.start("b", self.config("b", password=None),
+                       env={"SEKKA_WORKER_PASSWORD": Etcd.PASSWORD})
+        self.assertEqual(sorted((a.worker_id, b.worker_id)), [0, 1])
+        printed = subprocess.run([SEKKA, "serve", "--config", self.config("p", password="pw"),
+                                  "--print-config"], capture_output=True, text=True, timeout=30)
+        self.assertIn('password = "(hidden)"', printed.stdout)
+        self.assertNotIn('"pw"', printed.stdout)
+
+        def draw(rounds):
+            ids = []
+            for _ in range(rounds):
+                for s in (a, b):
+                    ids += CoordinatorTestCase.batch(s)
+            return ids
+
+        ids = draw(50)
+        for s in (a, b):
+            _, body = s.get_json("/v1/info")
+            self.assertEqual(body["lease"]["state"], "held")
+            self.assertIn("over TLS as user sekka", body["lease"]["lease"])
+        # A restarted member has forgotten every token (simple tokens live in memory): each
+        # server must authenticate again, or its renewals fail and it loses its lease.
+        self.etcd.stop_member(0, signal.SIGTERM)
+        self.etcd.start_member(0)
+        time.sleep(3 * 4)  # three lease TTLs
+        ids += draw(50)
+        self.assertEqual(len(ids), 200_000)
+        self.assertEqual(len(set(ids)), 200_000)
+        for s in (a, b):
+            metrics = s.get("/metrics")[2]
+            self.assertIn("sekka_lease_held 1", metrics)
+            self.assertIn("sekka_leases_lost_total 0", metrics)
+            self.assertEqual(s.get("/readyz")[0], 200)
+
+    def test_each_wrong_access_setting_is_a_one_line_error(self):
+        self.etcd.etcdctl("user", "add", "nobody:nobody-secret", user="root:root-secret")
+        c = self.certs
+        cases = [
+            ("plain", dict(tls_ca_file=None, tls_cert_file=None, tls_key_file=None),
+             "HTTPS only"),
+            ("nocert", dict(tls_cert_file=None, tls_key_file=None), "client certificate"),
+            ("otherca", dict(tls_ca_file=c["other-ca.crt"]), "SSL certificate problem"),
+            ("cn", dict(tls_cert_file=c["client-cn.crt"], tls_key_file=c["client-cn.key"]),
+             "without a Common Name"),
+            ("nouser", dict(username=None, password=None), "has authentication enabled"),
+            ("badpassword", dict(password="wrong"), "refused user \"sekka\""),
+            ("nobody", dict(username="nobody", password="nobody-secret"),
+             "readwrite permission on the key prefix sekka/default/"),
+            ("nofile", dict(password=None, password_file=self.dirs.path("missing")),
+             "worker.password_file"),
+        ]
+        for name, worker, want in cases:
+            with self.subTest(name):
+                s = self.start(name, self.config(name, **worker), wait=False)
+                self.assertFalse(s.wait_listening(), "started with a wrong setting")
+                self.assertIn(s.proc.returncode, (1, 2))
+                lines = s.stderr_text().strip().splitlines()
+                self.assertEqual(len(lines), 1, lines)
+                self.assertIn(want, lines[0])
+                self.assertNotIn("nobody-secret", lines[0])
+                self.assertNotIn(Etcd.PASSWORD, lines[0])
+
+
 class CoordinatorConfigTest(unittest.TestCase):
     def test_bad_coordinator_settings_are_one_line_usage_errors(self):
         dirs = TempDirs()
         try:
-            for flags, want in [
-                (["--worker-source", "etcd"], "worker.coordinator"),
-                (["--worker-source", "etcd", "--coordinator", "zookeeper://127.0.0.1:2181"],
+            etcd = ["--worker-source", "etcd", "--coordinator", "etcd://127.0.0.1:2379"]
+            for flags, env, want in [
+                (["--worker-source", "etcd"], {}, "worker.coordinator"),
+                (["--worker-source", "etcd", "--coordinator", "zookeeper://127.0.0.1:2181"], {},
                  "does not match worker.source"),
-                (["--worker-source", "zookeeper", "--coordinator", "db.example:2181"],
+                (["--worker-source", "zookeeper", "--coordinator", "db_example:2181"], {},
                  "allowed host:port"),
-                (["--worker-source", "etcd", "--coordinator", "etcd://127.0.0.1:2379",
-                  "--cluster", "a/b"], "cluster name"),
-                (["--worker-source", "etcd", "--coordinator", "etcd://127.0.0.1:2379",
-                  "--lease-ttl", "1s"], "worker.lease_ttl"),
+                (etcd + ["--cluster", "a/b"], {}, "cluster name"),
+                (etcd + ["--lease-ttl", "1s"], {}, "worker.lease_ttl"),
+                (["--worker-source", "zookeeper", "--coordinator", "127.0.0.1:2181"],
+                 {"SEKKA_WORKER_TLS_CA_FILE": "system"}, "worker.source"),
+                (etcd, {"SEKKA_WORKER_TLS_CERT_FILE": "/etc/hostname"}, "go together"),
+                (etcd, {"SEKKA_WORKER_TLS_CERT_FILE": "/etc/hostname",
+                        "SEKKA_WORKER_TLS_KEY_FILE": "/etc/hostname"}, "worker.tls_ca_file"),
+                (etcd, {"SEKKA_WORKER_TLS_CA_FILE": dirs.path("none.pem")},
+                 "worker.tls_ca_file"),
+                (etcd, {"SEKKA_WORKER_USERNAME": "u"}, "worker.password"),
+                (etcd, {"SEKKA_WORKER_PASSWORD": "p"}, "worker.username"),
             ]:
                 p = subprocess.run([SEKKA, "serve", "--data-dir", dirs.path("d"), "--http",
                                     "127.0.0.1:0", "--resp", "127.0.0.1:0", *flags],
-                                   capture_output=True, text=True, timeout=30)
-                self.assertEqual(p.returncode, 2, (flags, p.stderr))
+                                   capture_output=True, text=True, timeout=30,
+                                   env={**os.environ, **env})
+                self.assertEqual(p.returncode, 2, (flags, env, p.stderr))
                 lines = p.stderr.strip().splitlines()
                 self.assertEqual(len(lines), 1, p.stderr)
                 self.assertIn(want, lines[0])

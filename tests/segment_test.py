@@ -6,6 +6,7 @@ uniqueness across servers, kill -9 crash safety, and a database outage under loa
 import concurrent.futures
 import http.client
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -15,7 +16,7 @@ import unittest
 import redis
 
 sys.path.insert(0, os.path.dirname(__file__))
-from sekka_testlib import SEKKA, Postgres, Server, TempDirs  # noqa: E402
+from sekka_testlib import REPO, SEKKA, Postgres, Server, TempDirs  # noqa: E402
 
 def sekka(*args):
     return subprocess.run([SEKKA, *args], capture_output=True, text=True, timeout=60)
@@ -196,6 +197,38 @@ class PostgresSegmentTest(SegmentTestCase):
         ids = [i for p in parts for i in p]
         self.assertEqual(len(ids), 200_000)
         self.assertEqual(len(set(ids)), 200_000)
+
+    def test_tls_settings_pass_through_the_uri(self):
+        """PostgreSQL with ssl on, its certificate from a CA made by openssl: sslmode=verify-full
+        with that CA gives ids over TLS; with another CA, a one-line error naming the cause."""
+        certs = self.dirs.path("certs")
+        subprocess.run([os.path.join(REPO, "scripts", "test_certs.sh"), certs], check=True)
+        data = os.path.join(self.pg.path, "data")
+        for name in ("server.crt", "server.key"):
+            shutil.copy(os.path.join(certs, name), os.path.join(data, name))
+            if os.getuid() == 0:
+                shutil.chown(os.path.join(data, name), "postgres")
+            os.chmod(os.path.join(data, name), 0o600)
+        subprocess.run(["psql", self.pg.uri, "-q", "-c", "ALTER SYSTEM SET ssl = on", "-c",
+                        "SELECT pg_reload_conf()"], check=True, capture_output=True, timeout=30)
+        tls_uri = f"{self.pg.uri}?sslmode=verify-full&sslrootcert={certs}/ca.crt"
+        self.create("secure", "--segment-store", tls_uri)
+        s = self.start("tls", "--segment-store", tls_uri)
+        r = redis.Redis(host="127.0.0.1", port=s.resp_port)
+        self.assertEqual(r.execute_command("SEG.NEXT", "secure", 3), [1, 2, 3])
+        # Counted from a connection without TLS: the server's own connection is the TLS one.
+        count = subprocess.run(
+            ["psql", self.pg.uri + "?sslmode=disable", "-Atc",
+             "SELECT count(*) FROM pg_stat_ssl s JOIN pg_stat_activity a USING (pid) "
+             "WHERE s.ssl AND a.datname IS NOT NULL"],
+            check=True, capture_output=True, text=True, timeout=30).stdout
+        self.assertGreaterEqual(int(count), 1)
+        wrong = f"{self.pg.uri}?sslmode=verify-full&sslrootcert={certs}/other-ca.crt"
+        p = sekka("segment", "list", "--segment-store", wrong)
+        self.assertNotEqual(p.returncode, 0)
+        lines = p.stderr.strip().splitlines()
+        self.assertEqual(len(lines), 1, p.stderr)
+        self.assertIn("certificate verify failed", lines[0])
 
     def test_kill_9_never_repeats_an_id(self):
         self.create("orders", "--step", "500", "--segment-store", self.pg.uri)

@@ -10,12 +10,14 @@ import re
 import shutil
 import signal
 import socket
+import ssl
 import subprocess
 import tempfile
 import time
 import unittest
 
 SEKKA = os.environ.get("SEKKA_BIN", "build/cli/sekka")
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FAKETIME_LIB = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1"
 LISTEN_RE = re.compile(r"HTTP on http://(\S+), Redis protocol on (\S+?)(?:, Thrift on (\S+))? "
                        r"\(worker id (\d+)")
@@ -311,11 +313,24 @@ def _post_json(address, path, body, timeout=2):
 
 
 class Etcd:
-    """etcd members on loopback (Debian's etcd-server), each stopped and restarted by PID."""
+    """etcd members on loopback (Debian's etcd-server), each stopped and restarted by PID.
 
-    def __init__(self, base_dir, members=1):
+    With tls=True: certificates from scripts/test_certs.sh in base_dir/tls (the `certs`
+    attribute names them), clients served over HTTPS and required to show a certificate of
+    that CA; enable_auth() then adds the users root and sekka (role readwrite on sekka/)."""
+
+    USER, PASSWORD = "sekka", "sekka-secret"
+
+    def __init__(self, base_dir, members=1, tls=False):
         self.dir = base_dir
         os.makedirs(base_dir, exist_ok=True)
+        self.tls = tls
+        self.certs = None
+        if tls:
+            tls_dir = os.path.join(base_dir, "tls")
+            subprocess.run([os.path.join(REPO, "scripts", "test_certs.sh"), tls_dir], check=True)
+            self.certs = {name: os.path.join(tls_dir, name) for name in os.listdir(tls_dir)}
+        self.scheme = "https" if tls else "http"
         self.clients = [free_port() for _ in range(members)]
         self.peers = [free_port() for _ in range(members)]
         self.procs = [None] * members
@@ -330,12 +345,17 @@ class Etcd:
 
     def start_member(self, i, wait=True):
         cluster = ",".join(f"m{j}=http://127.0.0.1:{p}" for j, p in enumerate(self.peers))
+        url = f"{self.scheme}://127.0.0.1:{self.clients[i]}"
+        tls = []
+        if self.tls:
+            tls = ["--cert-file", self.certs["server.crt"], "--key-file", self.certs["server.key"],
+                   "--trusted-ca-file", self.certs["ca.crt"], "--client-cert-auth",
+                   "--auth-token", "simple"]
         log = open(os.path.join(self.dir, f"etcd-m{i}.log"), "ab")
         self.procs[i] = subprocess.Popen(
             ["etcd", "--name", f"m{i}", "--data-dir", os.path.join(self.dir, f"etcd-m{i}"),
-             "--logger=zap", "--log-level=warn",
-             "--listen-client-urls", f"http://127.0.0.1:{self.clients[i]}",
-             "--advertise-client-urls", f"http://127.0.0.1:{self.clients[i]}",
+             "--logger=zap", "--log-level=warn", *tls,
+             "--listen-client-urls", url, "--advertise-client-urls", url,
              "--listen-peer-urls", f"http://127.0.0.1:{self.peers[i]}",
              "--initial-advertise-peer-urls", f"http://127.0.0.1:{self.peers[i]}",
              "--initial-cluster", cluster, "--initial-cluster-state", "new"],
@@ -345,15 +365,40 @@ class Etcd:
         if wait:
             _wait(lambda: self.healthy(i), 20, f"etcd member {i}")
 
+    def _connection(self, port, timeout):
+        if not self.tls:
+            return http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+        context = ssl.create_default_context(cafile=self.certs["ca.crt"])
+        context.load_cert_chain(self.certs["client.crt"], self.certs["client.key"])
+        return http.client.HTTPSConnection("127.0.0.1", port, timeout=timeout, context=context)
+
     def healthy(self, i):
         try:
-            conn = http.client.HTTPConnection("127.0.0.1", self.clients[i], timeout=1)
+            conn = self._connection(self.clients[i], 1)
             conn.request("GET", "/health")
             ok = b'"health":"true"' in conn.getresponse().read()
             conn.close()
             return ok
         except OSError:
             return False
+
+    def etcdctl(self, *args, user=None):
+        command = ["etcdctl", "--endpoints", ",".join(f"{self.scheme}://127.0.0.1:{p}"
+                                                      for p in self.clients)]
+        if self.tls:
+            command += ["--cacert", self.certs["ca.crt"], "--cert", self.certs["client.crt"],
+                        "--key", self.certs["client.key"]]
+        if user:
+            command += ["--user", user]
+        return subprocess.run(command + list(args), check=True, capture_output=True, text=True,
+                              timeout=30).stdout
+
+    def enable_auth(self):
+        for args in (["user", "add", "root:root-secret"], ["user", "grant-role", "root", "root"],
+                     ["user", "add", f"{self.USER}:{self.PASSWORD}"], ["role", "add", "sekka"],
+                     ["role", "grant-permission", "sekka", "--prefix=true", "readwrite", "sekka/"],
+                     ["user", "grant-role", self.USER, "sekka"], ["auth", "enable"]):
+            self.etcdctl(*args)
 
     def leader(self):
         """The index of the member that is leader now."""
