@@ -9,10 +9,10 @@
 #      end-to-end tests (its event loops and background thread);
 #   4. libFuzzer (clang, ASan + UBSan): each fuzz target for a bounded time.
 # Each build has its own tree (build, build-asan, build-tsan, build-fuzz); re-runs are
-# incremental. FUZZ_SECONDS (default 20) bounds each fuzz target.
+# incremental. FUZZ_SECONDS (default 15) bounds each fuzz target.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-FUZZ_SECONDS="${FUZZ_SECONDS:-20}"
+FUZZ_SECONDS="${FUZZ_SECONDS:-15}"
 step() { printf '\n=== %s\n' "$*"; }
 
 step "setup and Release build"
