@@ -51,7 +51,8 @@ int RunCheck(const CheckFlags& flags) {
   IdChecker checker(options);
   checker.Reserve(EstimateIds(input));
   IdTextScanner scanner;
-  if (Status s = ReadIds(input, scanner, [&](Id id) { checker.Add(id); }); !s.ok()) {
+  if (Status s = ReadIds(input, scanner, [&](std::span<const Id> ids) { checker.Add(ids); });
+      !s.ok()) {
     return Fail(s.error().code == ErrorCode::kInvalidArgument ? kExitUsage : kExitFailure,
                 s.error().message);
   }

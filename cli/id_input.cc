@@ -5,8 +5,12 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <condition_variable>
 #include <cstring>
+#include <deque>
 #include <filesystem>
+#include <mutex>
+#include <thread>
 
 #include "backends/id_query.h"
 
@@ -59,7 +63,10 @@ Status CheckIdInput(const IdInput& input) {
   return Status::Ok();
 }
 
-Status ReadIds(const IdInput& input, IdTextScanner& scanner, const std::function<void(Id)>& sink) {
+namespace {
+
+Status ReadEachId(const IdInput& input, IdTextScanner& scanner,
+                  const std::function<void(Id)>& sink) {
   if (!input.db.empty()) {
     scanner.Begin("query", sink);
     IdQuerySink rows;
@@ -77,6 +84,61 @@ Status ReadIds(const IdInput& input, IdTextScanner& scanner, const std::function
     if (Status s = ScanFile(f, scanner, sink); !s.ok()) return s;
   }
   return Status::Ok();
+}
+
+}  // namespace
+
+Status ReadIds(const IdInput& input, IdTextScanner& scanner,
+               const std::function<void(std::span<const Id>)>& sink) {
+  constexpr std::size_t kBlock = std::size_t{1} << 16;
+  constexpr std::size_t kAhead = 4;  // blocks read but not yet taken: bounds the memory
+  std::mutex mu;
+  std::condition_variable changed;
+  std::deque<std::vector<Id>> full;
+  std::vector<std::vector<Id>> spare;
+  bool done = false;
+  Status status = Status::Ok();
+  std::thread reader([&] {
+    std::vector<Id> block;
+    block.reserve(kBlock);
+    auto hand_over = [&] {
+      std::unique_lock lock(mu);
+      changed.wait(lock, [&] { return full.size() < kAhead; });
+      full.push_back(std::move(block));
+      block = std::vector<Id>();
+      if (!spare.empty()) {
+        block = std::move(spare.back());
+        spare.pop_back();
+      }
+      changed.notify_all();
+      lock.unlock();
+      block.clear();
+      block.reserve(kBlock);
+    };
+    Status s = ReadEachId(input, scanner, [&](Id id) {
+      block.push_back(id);
+      if (block.size() == kBlock) hand_over();
+    });
+    if (!block.empty()) hand_over();
+    std::lock_guard lock(mu);
+    status = std::move(s);
+    done = true;
+    changed.notify_all();
+  });
+  for (;;) {
+    std::unique_lock lock(mu);
+    changed.wait(lock, [&] { return !full.empty() || done; });
+    if (full.empty()) break;
+    std::vector<Id> block = std::move(full.front());
+    full.pop_front();
+    changed.notify_all();
+    lock.unlock();
+    sink(block);
+    lock.lock();
+    spare.push_back(std::move(block));
+  }
+  reader.join();
+  return status;
 }
 
 }  // namespace sekka::cli

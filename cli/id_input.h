@@ -7,6 +7,7 @@
 #define SEKKA_CLI_ID_INPUT_H_
 
 #include <functional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -26,9 +27,12 @@ Status CheckIdInput(const IdInput& input);
 // About how many ids the files hold (their size over 19 bytes, a 64-bit id and a newline); 0
 // for stdin or a database.
 std::size_t EstimateIds(const IdInput& input);
-// Reads every id, in order, into `sink`. Errors: kUnavailable (a file or database that cannot
-// be read), kInvalidArgument (a query the database refuses).
-Status ReadIds(const IdInput& input, IdTextScanner& scanner, const std::function<void(Id)>& sink);
+// Reads every id, in order, into `sink`, in blocks (of up to 64 Ki ids). The reading and parsing
+// run on a second thread, a few blocks ahead of `sink`, which runs on the calling thread; the
+// scanner belongs to the reader until ReadIds returns. Errors: kUnavailable (a file or database
+// that cannot be read), kInvalidArgument (a query the database refuses).
+Status ReadIds(const IdInput& input, IdTextScanner& scanner,
+               const std::function<void(std::span<const Id>)>& sink);
 
 }  // namespace sekka::cli
 

@@ -199,7 +199,8 @@ int RunStats(const StatsFlags& flags) {
   }
   IdStats stats(options);
   IdTextScanner scanner;
-  if (Status s = ReadIds(input, scanner, [&](Id id) { stats.Add(id); }); !s.ok()) {
+  if (Status s = ReadIds(input, scanner, [&](std::span<const Id> ids) { stats.Add(ids); });
+      !s.ok()) {
     return Fail(s.error().code == ErrorCode::kInvalidArgument ? kExitUsage : kExitFailure,
                 s.error().message);
   }

@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <bit>
 #include <limits>
+#include <memory>
 #include <thread>
 
 namespace sekka {
@@ -92,6 +94,77 @@ void RadixSortInPlace(std::span<std::uint64_t> keys, int threads) {
   SortRange(keys.data(), keys.size(), 56, std::max(1, threads));
 }
 
+void RadixSortCopy(std::span<const std::uint64_t> in, std::span<std::uint64_t> out, int threads) {
+  const std::size_t n = in.size();
+  if (n < (1u << 16)) {
+    std::copy(in.begin(), in.end(), out.begin());
+    SortRange(out.data(), n, 56);
+    return;
+  }
+  const std::size_t workers = static_cast<std::size_t>(std::clamp(threads, 1, 16));
+  // Runs f(t) for t in [0, workers) on that many threads (the caller's being one).
+  auto parallel = [workers](const auto& f) {
+    std::vector<std::thread> pool;
+    for (std::size_t t = 1; t < workers; ++t) pool.emplace_back(f, t);
+    f(std::size_t{0});
+    for (std::thread& t : pool) t.join();
+  };
+  auto share = [n, workers](std::size_t t) {
+    return std::pair<std::size_t, std::size_t>{n * t / workers, n * (t + 1) / workers};
+  };
+  // The highest bit in which any key differs from the first.
+  std::vector<std::uint64_t> differ(workers, 0);
+  parallel([&](std::size_t t) {
+    std::uint64_t x = 0;
+    for (auto [i, end] = share(t); i < end; ++i) x |= in[i] ^ in[0];
+    differ[t] = x;
+  });
+  std::uint64_t x = 0;
+  for (std::uint64_t d : differ) x |= d;
+  if (x == 0) {  // all equal
+    std::copy(in.begin(), in.end(), out.begin());
+    return;
+  }
+  const int top = 64 - std::countl_zero(x);  // bits [0, top) differ somewhere
+  // The digit is bits [shift, top): 9 to 16 bits, ending on a byte boundary so that the
+  // buckets continue byte by byte.
+  const int shift = top <= 9 ? 0 : (top - 9) / 8 * 8;
+  const std::size_t buckets = std::size_t{1} << (top - shift);
+  const std::uint64_t mask = buckets - 1;
+  std::vector<std::vector<std::size_t>> count(workers, std::vector<std::size_t>(buckets, 0));
+  parallel([&](std::size_t t) {
+    std::vector<std::size_t>& c = count[t];
+    for (auto [i, end] = share(t); i < end; ++i) ++c[(in[i] >> shift) & mask];
+  });
+  // Each thread's place in each bucket: the buckets in order, the threads in order within one.
+  std::vector<std::size_t> start(buckets + 1, 0);
+  std::size_t at = 0;
+  for (std::size_t b = 0; b < buckets; ++b) {
+    start[b] = at;
+    for (std::size_t t = 0; t < workers; ++t) {
+      const std::size_t c = count[t][b];
+      count[t][b] = at;
+      at += c;
+    }
+  }
+  start[buckets] = n;
+  parallel([&](std::size_t t) {
+    std::vector<std::size_t>& next = count[t];
+    for (auto [i, end] = share(t); i < end; ++i) out[next[(in[i] >> shift) & mask]++] = in[i];
+  });
+  if (shift == 0) return;  // a bucket holds equal keys
+  std::atomic<std::size_t> next_bucket{0};
+  parallel([&](std::size_t) {
+    constexpr std::size_t kGrab = 64;  // buckets taken at a time
+    for (std::size_t b0; (b0 = next_bucket.fetch_add(kGrab)) < buckets;) {
+      for (std::size_t b = b0; b < std::min(buckets, b0 + kGrab); ++b) {
+        const std::size_t size = start[b + 1] - start[b];
+        if (size > 1) SortRange(out.data() + start[b], size, shift - 8);
+      }
+    }
+  });
+}
+
 IdChecker::IdChecker(const CheckOptions& options) : options_(options) {
   const Layout& l = options_.layout;
   if (!l.is_random() && l.worker_ids() <= kMaxTrackedWorkers) {
@@ -152,8 +225,12 @@ void IdChecker::Add(Id id) {
 CheckReport IdChecker::Finish() {
   CheckReport r = report_;
   if (r.ids == 0) r.first_ms = r.last_ms = 0;
-  std::vector<std::uint64_t> sorted(ids_.begin(), ids_.end());
-  RadixSortInPlace(sorted, static_cast<int>(std::min(4u, std::thread::hardware_concurrency())));
+  // Not zeroed: the sort writes every element.
+  std::unique_ptr<std::uint64_t[]> buffer =
+      std::make_unique_for_overwrite<std::uint64_t[]>(ids_.size());
+  const std::span<std::uint64_t> sorted(buffer.get(), ids_.size());
+  RadixSortCopy({reinterpret_cast<const std::uint64_t*>(ids_.data()), ids_.size()}, sorted,
+                static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, 4u)));
   std::vector<Id> examples;  // the first repeated values, in order
   for (std::size_t i = 0; i < sorted.size();) {
     std::size_t j = i + 1;
@@ -169,8 +246,7 @@ CheckReport IdChecker::Finish() {
     }
     i = j;
   }
-  sorted.clear();
-  sorted.shrink_to_fit();
+  buffer.reset();
   // Positions of the examples: one more pass over the stream. (Sorted as unsigned, a negative
   // id came last; as Id it comes first.)
   auto by_id = [](const CheckReport::Repeat& x, const CheckReport::Repeat& y) {

@@ -71,6 +71,36 @@ TEST(RadixSortTest, SortsLikeStdSort) {
   EXPECT_EQ(keys, want);
 }
 
+TEST(RadixSortTest, SortCopyAgreesWithStdSortOnEveryKeyShape) {
+  std::mt19937_64 rng(11);
+  auto check = [](std::vector<std::uint64_t> keys, int threads) {
+    std::vector<std::uint64_t> out(keys.size(), 0xdead);
+    RadixSortCopy(keys, out, threads);
+    std::sort(keys.begin(), keys.end());
+    EXPECT_EQ(out, keys) << keys.size() << " keys, " << threads << " threads";
+  };
+  for (int threads : {1, 2, 3}) {
+    for (std::size_t n : {0, 1, 100, 70'000, 300'000}) {
+      std::vector<std::uint64_t> keys(n);
+      // Time-ordered-looking keys over a few hundred thousand ticks, with repeats.
+      for (auto& k : keys) k = 0x0379'0000'0000'0000ULL + (rng() & 0xff'ffff'ffffULL);
+      for (std::size_t i = 0; i + 7 < n; i += 7) keys[i] = keys[i + 3];
+      check(keys, threads);
+      for (auto& k : keys) k = rng();  // the whole range, sign bit included
+      check(keys, threads);
+      for (auto& k : keys) k = 0x0379'0000'0000'0000ULL | (rng() & 0x1ff);  // 9 bits differ
+      check(keys, threads);
+      for (auto& k : keys) k = 0x0379'0000'0000'0000ULL | (rng() & 0x7);  // 3 bits differ
+      check(keys, threads);
+      for (auto& k : keys) k = 42;  // all equal
+      check(keys, threads);
+      // One huge bucket: most keys share their top 16 differing bits.
+      for (auto& k : keys) k = rng() % 4 == 0 ? rng() : 0x7000'0000'0000'0000ULL + (rng() & 0xffff);
+      check(keys, threads);
+    }
+  }
+}
+
 // Two workers at known rates over 10 s of ticks, with planted findings of each kind.
 TEST(IdCheckerTest, KnownAnswersForTwoWorkersAndPlantedFaults) {
   const Layout layout = Layout::Default();

@@ -19,6 +19,7 @@
 
 #include <array>
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "sekka/layout.h"
@@ -72,6 +73,7 @@ class IdStats {
  public:
   explicit IdStats(const StatsOptions& options) : options_(options) {}
   void Add(Id id) { ids_.push_back(id); }
+  void Add(std::span<const Id> ids) { ids_.insert(ids_.end(), ids.begin(), ids.end()); }
   StatsReport Finish();
 
  private:
