@@ -12,54 +12,19 @@
 #include <set>
 
 #include "backends/http_client.h"
+#include "sekka/codec.h"
 
 namespace sekka {
 namespace {
 
 using nlohmann::json;
 
-constexpr char kBase64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-
-std::string Base64(std::string_view in) {
-  std::string out;
-  out.reserve((in.size() + 2) / 3 * 4);
-  std::size_t i = 0;
-  for (; i + 2 < in.size(); i += 3) {
-    const std::uint32_t v = (static_cast<std::uint8_t>(in[i]) << 16) |
-                            (static_cast<std::uint8_t>(in[i + 1]) << 8) |
-                            static_cast<std::uint8_t>(in[i + 2]);
-    out += kBase64[(v >> 18) & 63];
-    out += kBase64[(v >> 12) & 63];
-    out += kBase64[(v >> 6) & 63];
-    out += kBase64[v & 63];
-  }
-  if (i < in.size()) {
-    std::uint32_t v = static_cast<std::uint8_t>(in[i]) << 16;
-    if (i + 1 < in.size()) v |= static_cast<std::uint8_t>(in[i + 1]) << 8;
-    out += kBase64[(v >> 18) & 63];
-    out += kBase64[(v >> 12) & 63];
-    out += i + 1 < in.size() ? kBase64[(v >> 6) & 63] : '=';
-    out += '=';
-  }
-  return out;
-}
+std::string Base64(std::string_view in) { return Base64Encode(in); }
 
 std::optional<std::string> Unbase64(std::string_view in) {
-  std::string out;
-  std::uint32_t acc = 0;
-  int bits = 0;
-  for (char c : in) {
-    if (c == '=') break;
-    const char* p = std::strchr(kBase64, c);
-    if (p == nullptr || c == '\0') return std::nullopt;
-    acc = (acc << 6) | static_cast<std::uint32_t>(p - kBase64);
-    bits += 6;
-    if (bits >= 8) {
-      bits -= 8;
-      out += static_cast<char>((acc >> bits) & 0xff);
-    }
-  }
-  return out;
+  Result<std::string> out = Base64Decode(in);
+  if (!out.ok()) return std::nullopt;
+  return std::move(out).value();
 }
 
 // etcd's gateway writes int64 fields as strings and leaves out fields that are zero.

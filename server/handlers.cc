@@ -727,32 +727,9 @@ std::vector<std::string_view> Views(const ArgList& args) {
 bool BasicAuthorized(Service& service, const http::Request& request) {
   const std::string& h = request.authorization;
   if (h.size() < 6 || strncasecmp(h.c_str(), "basic ", 6) != 0) return false;
-  std::string decoded;
-  std::uint32_t bits = 0;
-  int n = 0;
-  for (char c : std::string_view(h).substr(6)) {
-    int v;
-    if (c >= 'A' && c <= 'Z') {
-      v = c - 'A';
-    } else if (c >= 'a' && c <= 'z') {
-      v = c - 'a' + 26;
-    } else if (c >= '0' && c <= '9') {
-      v = c - '0' + 52;
-    } else if (c == '+') {
-      v = 62;
-    } else if (c == '/') {
-      v = 63;
-    } else if (c == '=') {
-      break;
-    } else {
-      return false;
-    }
-    bits = (bits << 6) | static_cast<std::uint32_t>(v);
-    if ((n += 6) >= 8) {
-      n -= 8;
-      decoded += static_cast<char>((bits >> n) & 0xff);
-    }
-  }
+  const Result<std::string> credentials = Base64Decode(std::string_view(h).substr(6));
+  if (!credentials.ok()) return false;
+  const std::string& decoded = *credentials;
   const std::size_t colon = decoded.find(':');
   return colon != std::string::npos &&
          TokenEquals(std::string_view(decoded).substr(colon + 1), service.config().auth_token);

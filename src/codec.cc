@@ -1,6 +1,7 @@
 #include "sekka/codec.h"
 
 #include <fmt/format.h>
+#include <openssl/evp.h>
 
 #include <array>
 #include <chrono>
@@ -477,6 +478,46 @@ Result<std::int64_t> ParseIsoDurationMillis(std::string_view text) {
   }
   if (!any) return bad();
   return total;
+}
+
+std::string Base64Encode(std::string_view bytes) {
+  std::string out((bytes.size() + 2) / 3 * 4 + 1, '\0');  // EVP_EncodeBlock adds a NUL
+  const int n = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()),
+                                reinterpret_cast<const unsigned char*>(bytes.data()),
+                                static_cast<int>(bytes.size()));
+  out.resize(static_cast<std::size_t>(n));
+  return out;
+}
+
+Result<std::string> Base64Decode(std::string_view text) {
+  auto bad = [&](std::string_view why) {
+    return InvalidArgument(
+        fmt::format("\"{}\" is not base64: {}; allowed A-Z a-z 0-9 + / in "
+                    "groups of 4, the last padded with = or ==",
+                    text.substr(0, 40), why));
+  };
+  if (text.size() % 4 != 0) return bad("its length is not a multiple of 4");
+  // EVP_DecodeBlock skips blanks and decodes '=' anywhere: check the form first.
+  std::size_t padding = 0;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (c == '=') {
+      if (i + 2 < text.size()) return bad("'=' before the end");
+      ++padding;
+    } else if (padding > 0) {
+      return bad("'=' before the end");
+    } else if (!((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+                 c == '+' || c == '/')) {
+      return bad("a character outside the alphabet");
+    }
+  }
+  std::string out(text.size() / 4 * 3, '\0');
+  const int n = EVP_DecodeBlock(reinterpret_cast<unsigned char*>(out.data()),
+                                reinterpret_cast<const unsigned char*>(text.data()),
+                                static_cast<int>(text.size()));
+  if (n < 0) return bad("OpenSSL refused it");
+  out.resize(static_cast<std::size_t>(n) - padding);  // EVP_DecodeBlock counts the padding
+  return out;
 }
 
 }  // namespace sekka

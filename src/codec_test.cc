@@ -194,5 +194,28 @@ TEST(CodecTest, IsoDurationsAsJavaWritesThem) {
   }
 }
 
+TEST(Base64Test, Rfc4648VectorsAndStrictDecoding) {
+  const std::pair<const char*, const char*> vectors[] = {{"", ""},
+                                                         {"f", "Zg=="},
+                                                         {"fo", "Zm8="},
+                                                         {"foo", "Zm9v"},
+                                                         {"foob", "Zm9vYg=="},
+                                                         {"fooba", "Zm9vYmE="},
+                                                         {"foobar", "Zm9vYmFy"}};
+  for (const auto& [plain, coded] : vectors) {
+    EXPECT_EQ(Base64Encode(plain), coded);
+    Result<std::string> back = Base64Decode(coded);
+    ASSERT_TRUE(back.ok()) << coded;
+    EXPECT_EQ(*back, plain);
+  }
+  const std::string bytes("\0\xff\x10:x", 5);
+  EXPECT_EQ(*Base64Decode(Base64Encode(bytes)), bytes);
+  for (const char* bad : {"Zg=", "Zg", "Z===", "Zg==Zg==", "Zm9v YmFy", "Zm9\n", "Zm9-"}) {
+    Result<std::string> r = Base64Decode(bad);
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_NE(r.error().message.find("is not base64"), std::string::npos) << r.error().message;
+  }
+}
+
 }  // namespace
 }  // namespace sekka

@@ -80,6 +80,14 @@ Result<std::int64_t> ParseDurationMillis(std::string_view text);
 // Errors: kInvalidArgument naming the accepted form.
 Result<std::int64_t> ParseIsoDurationMillis(std::string_view text);
 
+// Standard base64 (RFC 4648 section 4, padded), by OpenSSL's EVP_EncodeBlock and
+// EVP_DecodeBlock: for the protocols around ids (etcd's JSON gateway, HTTP Basic
+// authentication).
+std::string Base64Encode(std::string_view bytes);
+// Errors: kInvalidArgument (a length that is not a multiple of 4, a character outside the
+// alphabet, padding other than one or two '=' at the end).
+Result<std::string> Base64Decode(std::string_view text);
+
 }  // namespace sekka
 
 #endif  // SEKKA_CODEC_H_
