@@ -54,11 +54,13 @@ step "libFuzzer, ${FUZZ_SECONDS}s per target"
 CC=clang CXX=clang++ cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSEKKA_FUZZ=ON \
   -DSEKKA_BUILD_TESTS=OFF -DSEKKA_BUILD_CLI=OFF > /dev/null
 cmake --build build-fuzz -j2
-for target in build-fuzz/fuzz/*_fuzz; do
-  name=$(basename "$target" _fuzz)
+# One target per corpus directory (a stale binary of a removed target in the tree is skipped).
+for seeds in fuzz/corpus/*/; do
+  name=$(basename "$seeds")
+  target=build-fuzz/fuzz/${name}_fuzz
   corpus=$(mktemp -d)
   trap 'rm -rf "$corpus"' EXIT
-  cp fuzz/corpus/"$name"/* "$corpus"/
+  cp "$seeds"* "$corpus"/
   "$target" -max_total_time="$FUZZ_SECONDS" -max_len=256 -print_final_stats=1 "$corpus" \
     2>&1 | tail -n 3
   rm -rf "$corpus"
