@@ -153,16 +153,25 @@ void RadixSortCopy(std::span<const std::uint64_t> in, std::span<std::uint64_t> o
     for (auto [i, end] = share(t); i < end; ++i) out[next[(in[i] >> shift) & mask]++] = in[i];
   });
   if (shift == 0) return;  // a bucket holds equal keys
+  // A bucket with a large share of the keys (one outlier key far from the rest puts all the
+  // others in one bucket) is sorted afterwards with every thread, not by one thread alone.
+  const std::size_t large = std::max<std::size_t>(n / 8, std::size_t{1} << 20);
   std::atomic<std::size_t> next_bucket{0};
   parallel([&](std::size_t) {
     constexpr std::size_t kGrab = 64;  // buckets taken at a time
     for (std::size_t b0; (b0 = next_bucket.fetch_add(kGrab)) < buckets;) {
       for (std::size_t b = b0; b < std::min(buckets, b0 + kGrab); ++b) {
         const std::size_t size = start[b + 1] - start[b];
-        if (size > 1) SortRange(out.data() + start[b], size, shift - 8);
+        if (size > 1 && size < large) SortRange(out.data() + start[b], size, shift - 8);
       }
     }
   });
+  for (std::size_t b = 0; b < buckets; ++b) {
+    const std::size_t size = start[b + 1] - start[b];
+    if (size >= large) {
+      SortRange(out.data() + start[b], size, shift - 8, static_cast<int>(workers));
+    }
+  }
 }
 
 IdChecker::IdChecker(const CheckOptions& options) : options_(options) {

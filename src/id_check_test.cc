@@ -97,8 +97,17 @@ TEST(RadixSortTest, SortCopyAgreesWithStdSortOnEveryKeyShape) {
       // One huge bucket: most keys share their top 16 differing bits.
       for (auto& k : keys) k = rng() % 4 == 0 ? rng() : 0x7000'0000'0000'0000ULL + (rng() & 0xffff);
       check(keys, threads);
+      // One outlier (a negative id) far above the rest: all others share one bucket.
+      for (auto& k : keys) k = 0x0379'0000'0000'0000ULL + (rng() & 0xff'ffff'ffffULL);
+      if (!keys.empty()) keys[n / 2] = 0xffff'ffff'ffff'fff0ULL;
+      check(keys, threads);
     }
   }
+  // The same at a size where that bucket is sorted by all threads.
+  std::vector<std::uint64_t> keys(2'500'000);
+  for (auto& k : keys) k = 0x0379'0000'0000'0000ULL + (rng() & 0xff'ffff'ffffULL);
+  keys[7] = 0xffff'ffff'ffff'fff0ULL;
+  check(keys, 2);
 }
 
 // Two workers at known rates over 10 s of ticks, with planted findings of each kind.
