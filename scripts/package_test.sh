@@ -25,10 +25,15 @@ dpkg -i "$deb" > /dev/null
 trap 'dpkg -P sekka > /dev/null 2>&1 || true' EXIT
 test "$(/usr/bin/sekka --version)" = "$(sed -n 's/^project(sekka VERSION \([0-9.]*\).*/\1/p' CMakeLists.txt)"
 man -w sekka > /dev/null
+# The page holds every subcommand's help and every configuration key, not only the top help.
+page=$(zcat "$(man -w sekka)")
+grep -q '^\.SS "sekka serve"' <<< "$page"
+grep -q '^\.SH CONFIGURATION' <<< "$page"
+grep -q '^tls_ca_file = ' <<< "$page"
 config=$(/usr/bin/sekka serve --config /etc/sekka/sekka.toml --print-config)
-grep -qx 'dir = "/var/lib/sekka"' <<< "$config"
-grep -qx 'http_listen = "127.0.0.1:8080"' <<< "$config"   # loopback unless configured
-grep -qx 'resp_listen = "127.0.0.1:6380"' <<< "$config"
+grep -q '^dir = "/var/lib/sekka"' <<< "$config"
+grep -q '^http_listen = "127.0.0.1:8080"' <<< "$config"   # loopback unless configured
+grep -q '^resp_listen = "127.0.0.1:6380"' <<< "$config"
 systemd-analyze verify /lib/systemd/system/sekka.service
 # The hardening, scored offline (no systemd as PID 1 needed); the unit's comment says why each
 # remaining item is left.

@@ -472,7 +472,11 @@ std::string PrintConfig(const std::vector<ConfigValues>& sources) {
     } else {
       shown = value;
     }
-    out += fmt::format("{} = {}\n", key, shown);
+    if (k.help[0] == '\0') {
+      out += fmt::format("{} = {}\n", key, shown);
+    } else {
+      out += fmt::format("{} = {}  # {}\n", key, shown, k.help);
+    }
   }
   return out;
 }
