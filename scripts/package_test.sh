@@ -35,6 +35,17 @@ grep -q '^dir = "/var/lib/sekka"' <<< "$config"
 grep -q '^http_listen = "127.0.0.1:8080"' <<< "$config"   # loopback unless configured
 grep -q '^resp_listen = "127.0.0.1:6380"' <<< "$config"
 systemd-analyze verify /lib/systemd/system/sekka.service
+# Tab completion as installed: subcommands, a subcommand's flags from its --help, layouts.
+complete_words() {  # the words typed so far (the last one being completed) -> COMPREPLY
+  bash -c 'source /usr/share/bash-completion/bash_completion
+    source /usr/share/bash-completion/completions/sekka
+    COMP_WORDS=("$@"); COMP_CWORD=$(($# - 1)); COMP_LINE="$*"; COMP_POINT=${#COMP_LINE}
+    _sekka sekka "${COMP_WORDS[COMP_CWORD]}" "${COMP_WORDS[COMP_CWORD - 1]}"
+    printf "%s\n" "${COMPREPLY[@]}"' _ "$@"
+}
+test "$(complete_words sekka se | sort)" = "$(printf 'segment\nserve')"
+complete_words sekka serve --pri | grep -qx -- --print-config
+complete_words sekka gen --layout twi | grep -qx twitter
 # The hardening, scored offline (no systemd as PID 1 needed); the unit's comment says why each
 # remaining item is left.
 systemd-analyze security --offline=true --threshold=15 /lib/systemd/system/sekka.service > /dev/null

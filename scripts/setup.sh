@@ -23,8 +23,9 @@ PACKAGES=(
   libjs-chart.js
   # headless Chromium loads those pages in the tests (console errors, charts drawn, screenshots)
   chromium
-  # the Debian package (scripts/package.sh): the man page from --help, and its checker
-  help2man lintian man-db systemd
+  # the Debian package (scripts/package.sh): the man page from --help, its checker, and
+  # bash-completion to try the completion it installs
+  help2man lintian man-db systemd bash-completion
   # the Java client (clients/java): Debian's JDK and JUnit 5's console launcher
   default-jdk-headless junit5
 )
