@@ -37,7 +37,7 @@ Result<EtcdAccess> EtcdAccessOf(const server::ServerConfig& config) {
     return InvalidArgument(fmt::format("worker.password_file \"{}\" cannot be read: {}",
                                        config.password_file, std::strerror(errno)));
   }
-  std::string text(4097, '\0');
+  std::string text(4098, '\0');  // enough to see a line over 4096 bytes, or a second line
   in.read(text.data(), static_cast<std::streamsize>(text.size()));
   text.resize(static_cast<std::size_t>(in.gcount()));
   while (!text.empty() && (text.back() == '\n' || text.back() == '\r')) text.pop_back();
