@@ -32,12 +32,12 @@ Result<std::unique_ptr<WorkerLease>> OpenWorkerLease(std::string_view source,
                     source, source));
   }
   if (source == "etcd") return NewEtcdWorkerLease(addresses, cluster, options, access);
-  if (!access.tls.ca_file.empty() || !access.tls.cert_file.empty() || !access.username.empty()) {
+  if (!access.tls.ca_file.empty() || !access.tls.cert_file.empty()) {
     return InvalidArgument(
-        "worker.tls_ca_file, worker.tls_cert_file and worker.username apply to worker.source = "
-        "\"etcd\" only: sekka's ZooKeeper client has neither TLS nor authentication");
+        "worker.tls_ca_file and worker.tls_cert_file apply to worker.source = \"etcd\" only: "
+        "Debian's ZooKeeper C client has no TLS");
   }
-  return NewZooKeeperWorkerLease(addresses, cluster, options);
+  return NewZooKeeperWorkerLease(addresses, cluster, options, access.username, access.password);
 }
 
 }  // namespace sekka

@@ -15,9 +15,10 @@
 
 namespace sekka {
 
-// `access` (TLS and a user) is etcd's only. Errors: kInvalidArgument (an unknown source, a
-// scheme that is not the source's, bad addresses or cluster name, TLS or a user for ZooKeeper,
-// unreadable certificate files), naming the setting and what is allowed.
+// `access`: TLS (etcd only) and a user (etcd's users; ZooKeeper's digest authentication).
+// Errors: kInvalidArgument (an unknown source, a scheme that is not the source's, bad addresses
+// or cluster name, TLS for ZooKeeper, unreadable certificate files), naming the setting and
+// what is allowed.
 Result<std::unique_ptr<WorkerLease>> OpenWorkerLease(std::string_view source,
                                                      std::string_view coordinator,
                                                      std::string_view cluster,

@@ -64,13 +64,36 @@ bool IsSessionGone(int rc) {
   return rc == ZSESSIONEXPIRED || rc == ZINVALIDSTATE || rc == ZAUTHFAILED;
 }
 
+// The answer to zoo_add_auth, from the client's thread.
+struct AuthState {
+  std::mutex mu;
+  std::condition_variable changed;
+  bool answered = false;
+  int rc = 0;
+};
+
+void AuthAnswered(int rc, const void* data) {
+  auto* a = static_cast<AuthState*>(const_cast<void*>(data));
+  {
+    std::lock_guard lock(a->mu);
+    a->answered = true;
+    a->rc = rc;
+  }
+  a->changed.notify_all();
+}
+
 class ZooKeeperLease final : public WorkerLease {
  public:
-  ZooKeeperLease(std::string servers, std::string cluster, WorkerLeaseOptions options)
+  ZooKeeperLease(std::string servers, std::string cluster, WorkerLeaseOptions options,
+                 std::string username, std::string password)
       : servers_(std::move(servers)),
         cluster_(std::move(cluster)),
         options_(std::move(options)),
-        root_(fmt::format("/sekka/{}", cluster_)) {}
+        username_(std::move(username)),
+        password_(std::move(password)),
+        root_(fmt::format("/sekka/{}", cluster_)),
+        // With a user, the cluster's nodes are that user's alone (digest ACL of the creator).
+        acl_(username_.empty() ? &ZOO_OPEN_ACL_UNSAFE : &ZOO_CREATOR_ALL_ACL) {}
   ~ZooKeeperLease() override { Close(); }
 
   Result<LeaseGrant> Acquire() override;
@@ -78,7 +101,8 @@ class ZooKeeperLease final : public WorkerLease {
   Status StoreHwm(std::int64_t hwm_millis) override;
   Status Release() override;
   std::string Describe() const override {
-    return fmt::format("zookeeper session {:x} on {} (cluster {})", session_, servers_, cluster_);
+    return fmt::format("zookeeper session {:x} on {}{} (cluster {})", session_, servers_,
+                       username_.empty() ? "" : " as digest user " + username_, cluster_);
   }
   std::string_view source() const override { return "zookeeper"; }
 
@@ -98,8 +122,13 @@ class ZooKeeperLease final : public WorkerLease {
   const std::string servers_;
   const std::string cluster_;
   const WorkerLeaseOptions options_;
+  const std::string username_;  // "" = no authentication, open ACLs
+  const std::string password_;
   const std::string root_;
+  ACL_vector* const acl_;  // the ACL of every node under root_ (root_ included)
   SessionState session_state_;
+  AuthState auth_state_;  // outlives the client (Close ends it first), so late answers are safe
+  bool authenticated_ = false;  // zoo_add_auth answered OK for this client
   zhandle_t* zh_ = nullptr;
   std::int64_t session_ = 0;
   std::int64_t held_ = -1;
@@ -108,6 +137,12 @@ class ZooKeeperLease final : public WorkerLease {
 };
 
 Error ZooKeeperLease::FromRc(int rc, std::string_view what) const {
+  if (rc == ZNOAUTH) {
+    return Unauthenticated(fmt::format(
+        "zookeeper {} ({}): not allowed: the nodes under {} belong to {} (their ACL); set "
+        "worker.username and worker.password to the user that created them",
+        what, servers_, root_, username_.empty() ? "a digest user" : "another digest user"));
+  }
   const std::string message = fmt::format("zookeeper {} ({}): {}", what, servers_, zerror(rc));
   return IsSessionGone(rc) ? LeaseLost(message) : Unavailable(message);
 }
@@ -115,7 +150,9 @@ Error ZooKeeperLease::FromRc(int rc, std::string_view what) const {
 Status ZooKeeperLease::Connect() {
   if (zh_ != nullptr) {
     const int state = zoo_state(zh_);
-    if (state == ZOO_CONNECTED_STATE) return Status::Ok();
+    if (state == ZOO_CONNECTED_STATE && (username_.empty() || authenticated_)) {
+      return Status::Ok();
+    }
     // A dead session is replaced; one still (re)connecting is waited for, as a new one is.
     if (state == ZOO_EXPIRED_SESSION_STATE || state == ZOO_AUTH_FAILED_STATE) Close();
   }
@@ -141,12 +178,38 @@ Status ZooKeeperLease::Connect() {
                                    options_.call_timeout.count()));
   }
   session_ = zoo_client_id(zh_)->client_id;
-  // The parent nodes (persistent; they may exist already).
+  if (!username_.empty() && !authenticated_) {
+    // Digest authentication, once per client: the client sends it again by itself after a
+    // reconnection. A wrong password is not refused here (it is another identity): the nodes'
+    // ACL refuses it (ZNOAUTH) at the first read.
+    {
+      std::lock_guard guard(auth_state_.mu);
+      auth_state_.answered = false;
+    }
+    const std::string credentials = username_ + ":" + password_;
+    int rc = zoo_add_auth(zh_, "digest", credentials.data(), static_cast<int>(credentials.size()),
+                          AuthAnswered, &auth_state_);
+    if (rc != ZOK) return FromRc(rc, "add_auth");
+    std::unique_lock wait(auth_state_.mu);
+    if (!auth_state_.changed.wait_for(wait, options_.call_timeout,
+                                      [&] { return auth_state_.answered; })) {
+      return Unavailable(fmt::format("zookeeper {}: no answer to the authentication within {} ms",
+                                     servers_, options_.call_timeout.count()));
+    }
+    rc = auth_state_.rc;
+    wait.unlock();
+    if (rc != ZOK) {
+      return Unauthenticated(fmt::format("zookeeper {} refused digest user \"{}\": {}", servers_,
+                                         username_, zerror(rc)));
+    }
+    authenticated_ = true;
+  }
+  // The parent nodes (persistent; they may exist already). /sekka is shared by all clusters.
   for (const std::string& path : {std::string("/sekka"), root_, root_ + "/workers", root_ + "/hwm",
                                   fmt::format("{}/workers/{}", root_, options_.datacenter_id),
                                   fmt::format("{}/hwm/{}", root_, options_.datacenter_id)}) {
-    const int rc = zoo_create(zh_, path.c_str(), nullptr, -1, &ZOO_OPEN_ACL_UNSAFE, ZOO_PERSISTENT,
-                              nullptr, 0);
+    ACL_vector* acl = path == "/sekka" ? &ZOO_OPEN_ACL_UNSAFE : acl_;
+    const int rc = zoo_create(zh_, path.c_str(), nullptr, -1, acl, ZOO_PERSISTENT, nullptr, 0);
     if (rc != ZOK && rc != ZNODEEXISTS) return FromRc(rc, "create " + path);
   }
   return Status::Ok();
@@ -157,6 +220,7 @@ void ZooKeeperLease::Close() {
   zh_ = nullptr;
   session_ = 0;
   held_ = -1;
+  authenticated_ = false;
 }
 
 Result<std::int64_t> ZooKeeperLease::FenceHwm(std::int64_t id) {
@@ -167,7 +231,7 @@ Result<std::int64_t> ZooKeeperLease::FenceHwm(std::int64_t id) {
     Stat stat{};
     int rc = zoo_get(zh_, path.c_str(), 0, buf, &len, &stat);
     if (rc == ZNONODE) {
-      rc = zoo_create(zh_, path.c_str(), "0", 1, &ZOO_OPEN_ACL_UNSAFE, ZOO_PERSISTENT, nullptr, 0);
+      rc = zoo_create(zh_, path.c_str(), "0", 1, acl_, ZOO_PERSISTENT, nullptr, 0);
       if (rc != ZOK && rc != ZNODEEXISTS) return FromRc(rc, "create " + path);
       continue;
     }
@@ -256,9 +320,9 @@ Result<LeaseGrant> ZooKeeperLease::Acquire() {
         }
       }
       if (it == holders.end() || it->second.owner_session != session_) {
-        rc = zoo_create(zh_, path.c_str(), options_.identity.data(),
-                        static_cast<int>(options_.identity.size()), &ZOO_OPEN_ACL_UNSAFE,
-                        ZOO_EPHEMERAL, nullptr, 0);
+        rc =
+            zoo_create(zh_, path.c_str(), options_.identity.data(),
+                       static_cast<int>(options_.identity.size()), acl_, ZOO_EPHEMERAL, nullptr, 0);
         if (rc == ZNODEEXISTS) continue;  // taken meanwhile: the next candidate
         if (rc != ZOK) return FromRc(rc, "create " + path);
       }
@@ -339,7 +403,9 @@ Status ZooKeeperLease::Release() {
 
 Result<std::unique_ptr<WorkerLease>> NewZooKeeperWorkerLease(std::string_view servers,
                                                              std::string_view cluster,
-                                                             const WorkerLeaseOptions& options) {
+                                                             const WorkerLeaseOptions& options,
+                                                             const std::string& username,
+                                                             const std::string& password) {
   Result<std::vector<HostPort>> s = ParseHostPorts(servers, "zookeeper servers");
   if (!s.ok()) return std::move(s).error();
   if (Status c = ValidateClusterName(cluster); !c.ok()) return std::move(c).error();
@@ -348,8 +414,16 @@ Result<std::unique_ptr<WorkerLease>> NewZooKeeperWorkerLease(std::string_view se
     if (!list.empty()) list += ',';
     list += hp.Text();
   }
-  return std::unique_ptr<WorkerLease>(
-      std::make_unique<ZooKeeperLease>(std::move(list), std::string(cluster), options));
+  if (username.empty() != password.empty()) {
+    return InvalidArgument(
+        "worker.username and worker.password go together for ZooKeeper's digest authentication");
+  }
+  if (username.find(':') != std::string::npos) {
+    return InvalidArgument(fmt::format(
+        "worker.username \"{}\" is not valid for ZooKeeper: allowed a name without ':'", username));
+  }
+  return std::unique_ptr<WorkerLease>(std::make_unique<ZooKeeperLease>(
+      std::move(list), std::string(cluster), options, username, password));
 }
 
 }  // namespace sekka

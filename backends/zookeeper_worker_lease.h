@@ -12,22 +12,32 @@
 // back at the version it read. From then on only this lease knows the hwm node's version, and
 // StoreHwm is a set at that version: a lease that was taken over fails with a bad version, one
 // whose session expired fails with the session.
+//
+// With a user, the client authenticates with ZooKeeper's digest scheme and creates every node
+// under /sekka/<cluster> with the creator's ACL: only that user (any process that has its
+// password) may read or change them, and a client without it is refused (ZNOAUTH) before it
+// takes an id. Nodes created before a user was set keep their open ACL. Debian's C client has
+// no TLS.
 
 #ifndef SEKKA_BACKENDS_ZOOKEEPER_WORKER_LEASE_H_
 #define SEKKA_BACKENDS_ZOOKEEPER_WORKER_LEASE_H_
 
 #include <memory>
+#include <string>
 #include <string_view>
 
 #include "sekka/worker_lease.h"
 
 namespace sekka {
 
-// `servers`: "127.0.0.1:2181[,host:port...]"; `cluster` as ValidateClusterName allows.
+// `servers`: "127.0.0.1:2181[,host:port...]"; `cluster` as ValidateClusterName allows;
+// `username` and `password` both or neither ("" = no authentication, open ACLs).
 // Errors: kInvalidArgument. Connects on the first Acquire.
 Result<std::unique_ptr<WorkerLease>> NewZooKeeperWorkerLease(std::string_view servers,
                                                              std::string_view cluster,
-                                                             const WorkerLeaseOptions& options);
+                                                             const WorkerLeaseOptions& options,
+                                                             const std::string& username = "",
+                                                             const std::string& password = "");
 
 }  // namespace sekka
 

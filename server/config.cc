@@ -74,10 +74,11 @@ const std::vector<Key>& Keys() {
       {"worker.tls_cert_file", Type::kString, "",
        "etcd: client certificate (PEM), with tls_key_file"},
       {"worker.tls_key_file", Type::kString, "", "etcd: the client certificate's key (PEM)"},
-      {"worker.username", Type::kString, "", "etcd user; \"\" = no authentication"},
-      {"worker.password", Type::kString, "", "the etcd user's password (or password_file)"},
+      {"worker.username", Type::kString, "",
+       "etcd user, or ZooKeeper digest user; \"\" = no authentication"},
+      {"worker.password", Type::kString, "", "the user's password (or password_file)"},
       {"worker.password_file", Type::kString, "",
-       "a file holding the etcd user's password (a trailing newline is ignored)"},
+       "a file holding the user's password (a trailing newline is ignored)"},
       {"segment.store", Type::kString, "",
        "\"\" = sqlite in the data dir; sqlite:PATH; postgres://..."},
       {"segment.auto_create", Type::kBool, "false", "create unknown tags on first use"},
@@ -399,13 +400,15 @@ Result<ServerConfig> BuildConfig(const std::vector<ConfigValues>& sources) {
   c.username = get("worker.username");
   c.password = get("worker.password");
   c.password_file = get("worker.password_file");
-  const bool etcd_access = !c.tls_ca_file.empty() || !c.tls_cert_file.empty() ||
-                           !c.tls_key_file.empty() || !c.username.empty() || !c.password.empty() ||
-                           !c.password_file.empty();
-  if (etcd_access && c.worker_source != "etcd") {
+  const bool tls = !c.tls_ca_file.empty() || !c.tls_cert_file.empty() || !c.tls_key_file.empty();
+  const bool user = !c.username.empty() || !c.password.empty() || !c.password_file.empty();
+  if (tls && c.worker_source != "etcd") {
     return BadValue("worker.source", c.worker_source,
-                    "etcd when worker.tls_*, worker.username or worker.password* are set (they "
-                    "are the etcd client's)");
+                    "etcd when worker.tls_* are set (Debian's ZooKeeper client has no TLS)");
+  }
+  if (user && c.worker_source != "etcd" && c.worker_source != "zookeeper") {
+    return BadValue("worker.source", c.worker_source,
+                    "etcd or zookeeper when worker.username or worker.password* are set");
   }
   if (c.tls_cert_file.empty() != c.tls_key_file.empty()) {
     return BadValue(c.tls_cert_file.empty() ? "worker.tls_cert_file" : "worker.tls_key_file", "",
@@ -421,11 +424,10 @@ Result<ServerConfig> BuildConfig(const std::vector<ConfigValues>& sources) {
                     "\"\" when worker.password is set: one or the other");
   }
   if (c.username.empty() && (!c.password.empty() || !c.password_file.empty())) {
-    return BadValue("worker.username", "", "the etcd user whose password is given");
+    return BadValue("worker.username", "", "the user whose password is given");
   }
   if (!c.username.empty() && c.password.empty() && c.password_file.empty()) {
-    return BadValue("worker.password", "",
-                    "the etcd user's password, here or in worker.password_file");
+    return BadValue("worker.password", "", "the user's password, here or in worker.password_file");
   }
   c.segment_store = get("segment.store");
   SEKKA_ASSIGN(c.segment_auto_create, boolean("segment.auto_create"));

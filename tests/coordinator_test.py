@@ -482,6 +482,33 @@ class EtcdTlsTest(unittest.TestCase):
                 self.assertNotIn(Etcd.PASSWORD, lines[0])
 
 
+class ZooKeeperAuthTest(CoordinatorTestCase):
+    """ZooKeeper's digest authentication: the cluster's nodes belong to the user that made them."""
+    source = "zookeeper"
+
+    def test_a_digest_user_owns_the_cluster_and_others_are_refused_in_one_line(self):
+        user = {"SEKKA_WORKER_USERNAME": "sekka", "SEKKA_WORKER_PASSWORD": "zk-secret"}
+        a = self.start("a", env=user)
+        ids = self.batch(a)
+        _, body = a.get_json("/v1/info")
+        self.assertIn("as digest user sekka", body["lease"]["lease"])
+        for name, env in [("none", {}), ("wrong", dict(user, SEKKA_WORKER_PASSWORD="nope"))]:
+            with self.subTest(name):
+                s = self.start(name, env=env, wait=False)
+                self.assertFalse(s.wait_listening(), "took a worker id without the user")
+                self.assertEqual(s.proc.returncode, 1)
+                lines = s.stderr_text().strip().splitlines()
+                self.assertEqual(len(lines), 1, lines)
+                self.assertIn("not allowed: the nodes under /sekka/default belong to", lines[0])
+                self.assertNotIn("zk-secret", lines[0])
+                self.servers.remove(s)
+                s.stop()
+        b = self.start("b", env=user)
+        self.assertEqual(sorted((a.worker_id, b.worker_id)), [0, 1])
+        more = self.batch(b) + self.batch(a)
+        self.assertEqual(len(set(ids + more)), len(ids) + len(more))
+
+
 class CoordinatorConfigTest(unittest.TestCase):
     def test_bad_coordinator_settings_are_one_line_usage_errors(self):
         dirs = TempDirs()
@@ -497,6 +524,8 @@ class CoordinatorConfigTest(unittest.TestCase):
                 (etcd + ["--lease-ttl", "1s"], {}, "worker.lease_ttl"),
                 (["--worker-source", "zookeeper", "--coordinator", "127.0.0.1:2181"],
                  {"SEKKA_WORKER_TLS_CA_FILE": "system"}, "worker.source"),
+                (["--worker-source", "local"], {"SEKKA_WORKER_USERNAME": "u",
+                                                "SEKKA_WORKER_PASSWORD": "p"}, "worker.source"),
                 (etcd, {"SEKKA_WORKER_TLS_CERT_FILE": "/etc/hostname"}, "go together"),
                 (etcd, {"SEKKA_WORKER_TLS_CERT_FILE": "/etc/hostname",
                         "SEKKA_WORKER_TLS_KEY_FILE": "/etc/hostname"}, "worker.tls_ca_file"),
