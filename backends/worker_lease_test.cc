@@ -37,19 +37,25 @@ std::vector<std::string> ReadFixture(const std::string& backend, const char* fil
   return lines;
 }
 
-// `backend`: "etcd", "etcd-tls" or "zookeeper"; the fixture's server of that kind.
+// `backend`: "etcd", "etcd-tls", "zookeeper" or "zookeeper-auth" (the same server, with a
+// digest user: every node the contract makes is that user's); the fixture's server of that kind.
 Result<std::unique_ptr<WorkerLease>> OpenBackend(const std::string& backend,
                                                  const std::string& cluster,
                                                  const WorkerLeaseOptions& options) {
-  const std::vector<std::string> address = ReadFixture(backend, "endpoints");
+  const bool zookeeper = backend.starts_with("zookeeper");
+  const std::vector<std::string> address =
+      ReadFixture(zookeeper ? "zookeeper" : backend, "endpoints");
   EtcdAccess access;
-  if (backend == "etcd-tls") {
+  if (backend == "zookeeper-auth") {
+    access.username = "contract";
+    access.password = "contract-secret";
+  } else if (backend == "etcd-tls") {
     const std::vector<std::string> a = ReadFixture(backend, "access");
     if (a.size() != 5) return Internal("the etcd-tls fixture wrote no access file");
     access = {{a[0], a[1], a[2]}, a[3], a[4]};
   }
-  return OpenWorkerLease(backend == "zookeeper" ? "zookeeper" : "etcd",
-                         address.empty() ? "" : address[0], cluster, options, access);
+  return OpenWorkerLease(zookeeper ? "zookeeper" : "etcd", address.empty() ? "" : address[0],
+                         cluster, options, access);
 }
 
 std::string FreshCluster() {
@@ -89,7 +95,7 @@ LeaseFactory Factory(const std::string& backend) {
 
 INSTANTIATE_TEST_SUITE_P(Coordinators, WorkerLeaseContractTest,
                          ::testing::Values(Factory("etcd"), Factory("etcd-tls"),
-                                           Factory("zookeeper")),
+                                           Factory("zookeeper"), Factory("zookeeper-auth")),
                          [](const auto& info) {
                            std::string name = info.param.name;
                            std::replace(name.begin(), name.end(), '-', '_');
@@ -108,6 +114,23 @@ TEST(EtcdWorkerLease, BadEndpointsAndClusterNamesAreClearErrors) {
   Result<std::unique_ptr<WorkerLease>> b = NewEtcdWorkerLease("127.0.0.1:2379", "a/b", o);
   ASSERT_FALSE(b.ok());
   EXPECT_NE(b.error().message.find("cluster name"), std::string::npos) << b.error().message;
+}
+
+TEST(ZooKeeperWorkerLease, AUserNeedsAPasswordAndNoColon) {
+  WorkerLeaseOptions o;
+  o.identity = "x";
+  Result<std::unique_ptr<WorkerLease>> a =
+      OpenWorkerLease("zookeeper", "127.0.0.1:2181", "c", o, {{}, "user", ""});
+  ASSERT_FALSE(a.ok());
+  EXPECT_NE(a.error().message.find("go together"), std::string::npos) << a.error().message;
+  Result<std::unique_ptr<WorkerLease>> b =
+      OpenWorkerLease("zookeeper", "127.0.0.1:2181", "c", o, {{}, "a:b", "p"});
+  ASSERT_FALSE(b.ok());
+  EXPECT_NE(b.error().message.find("without ':'"), std::string::npos) << b.error().message;
+  Result<std::unique_ptr<WorkerLease>> c =
+      OpenWorkerLease("zookeeper", "127.0.0.1:2181", "c", o, {{"system", "", ""}, "", ""});
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.error().message.find("no TLS"), std::string::npos) << c.error().message;
 }
 
 TEST(HostPorts, NamesAndAddressesParse) {
