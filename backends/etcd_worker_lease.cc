@@ -5,6 +5,7 @@
 
 #include <cerrno>
 #include <charconv>
+#include <chrono>
 #include <cstring>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -69,6 +70,13 @@ json FirstKv(const json& answer, std::size_t index) {
   return kvs.empty() ? json() : kvs[0];
 }
 
+// The time left until `deadline`, at least 1 ms (a call with none left fails at once).
+std::chrono::milliseconds Left(std::chrono::steady_clock::time_point deadline) {
+  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+      deadline - std::chrono::steady_clock::now());
+  return std::max(left, std::chrono::milliseconds(1));
+}
+
 // etcd's answer as a JSON object. Errors: kUnavailable, quoting the start of what came instead.
 Result<json> ParseAnswer(const HostPort& from, const HttpResponse& r) {
   json answer = json::parse(r.body, nullptr, /*allow_exceptions=*/false);
@@ -123,11 +131,13 @@ class EtcdLease final : public WorkerLease {
     json body;
   };
   // One call to one endpoint, authenticated when a user is set (once more with a new token
-  // when etcd no longer knows the one sent). Errors: kUnavailable (no answer, an answer that
-  // is not JSON, authentication refused or needed but not configured).
+  // when etcd no longer knows the one sent), all of it within options_.call_timeout. Errors:
+  // kUnavailable (no answer in time, an answer that is not JSON), kUnauthenticated
+  // (authentication refused, or needed but not configured; permission denied).
   Result<Answer> CallOne(const HostPort& to, std::string_view path, const std::string& body);
-  // Gets a token for access_.username from `to`. Errors: kUnavailable.
-  Status Authenticate(const HostPort& to);
+  // Gets a token for access_.username from `to`, by `deadline`. Errors: kUnavailable,
+  // kUnauthenticated.
+  Status Authenticate(const HostPort& to, std::chrono::steady_clock::time_point deadline);
   std::string OwnerKey(std::int64_t id) const {
     return fmt::format("{}workers/{}/{}", prefix_, options_.datacenter_id, id);
   }
@@ -158,13 +168,14 @@ class EtcdLease final : public WorkerLease {
 
 Result<EtcdLease::Answer> EtcdLease::CallOne(const HostPort& to, std::string_view path,
                                              const std::string& body) {
+  const auto deadline = std::chrono::steady_clock::now() + options_.call_timeout;
   for (int attempt = 0;; ++attempt) {
     if (!access_.username.empty() && token_.empty() && !auth_off_) {
-      if (Status s = Authenticate(to); !s.ok()) return std::move(s).error();
+      if (Status s = Authenticate(to, deadline); !s.ok()) return std::move(s).error();
     }
     std::vector<std::string> headers;
     if (!token_.empty()) headers.push_back("Authorization: " + token_);
-    Result<HttpResponse> r = http_.Post(to, path, body, headers, options_.call_timeout);
+    Result<HttpResponse> r = http_.Post(to, path, body, headers, Left(deadline));
     if (!r.ok()) return std::move(r).error();
     Result<json> parsed = ParseAnswer(to, *r);
     if (!parsed.ok()) return std::move(parsed).error();
@@ -197,9 +208,9 @@ Result<EtcdLease::Answer> EtcdLease::CallOne(const HostPort& to, std::string_vie
   }
 }
 
-Status EtcdLease::Authenticate(const HostPort& to) {
+Status EtcdLease::Authenticate(const HostPort& to, std::chrono::steady_clock::time_point deadline) {
   const std::string body = json{{"name", access_.username}, {"password", access_.password}}.dump();
-  Result<HttpResponse> r = http_.Post(to, "/v3/auth/authenticate", body, {}, options_.call_timeout);
+  Result<HttpResponse> r = http_.Post(to, "/v3/auth/authenticate", body, {}, Left(deadline));
   if (!r.ok()) return std::move(r).error();
   Result<json> answer = ParseAnswer(to, *r);
   if (!answer.ok()) return std::move(answer).error();
