@@ -90,10 +90,6 @@ bool IdTextScanner::Parse(std::int64_t& value) const {
   return true;
 }
 
-void RadixSortInPlace(std::span<std::uint64_t> keys, int threads) {
-  SortRange(keys.data(), keys.size(), 56, std::max(1, threads));
-}
-
 void RadixSortCopy(std::span<const std::uint64_t> in, std::span<std::uint64_t> out, int threads) {
   const std::size_t n = in.size();
   if (n < (1u << 16)) {

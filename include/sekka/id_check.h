@@ -190,9 +190,6 @@ class IdTextScanner {
   std::vector<Bad> bad_;
 };
 
-// Sorts `keys` in place (MSD radix sort on bytes, no extra memory beyond a few counters),
-// the buckets of the first byte that differs shared among `threads` threads.
-void RadixSortInPlace(std::span<std::uint64_t> keys, int threads = 1);
 // Writes `in` sorted into `out` (the same size): one counting pass and one scatter on the (9 to
 // 16) highest bits in which the keys differ, each by `threads` threads over their share of
 // `in`, then the buckets (small enough for the cache when the keys spread) sorted in place by
