@@ -9,7 +9,6 @@
 #include <cstring>
 #include <map>
 #include <nlohmann/json.hpp>
-#include <optional>
 #include <set>
 
 #include "backends/http_client.h"
@@ -19,14 +18,6 @@ namespace sekka {
 namespace {
 
 using nlohmann::json;
-
-std::string Base64(std::string_view in) { return Base64Encode(in); }
-
-std::optional<std::string> Unbase64(std::string_view in) {
-  Result<std::string> out = Base64Decode(in);
-  if (!out.ok()) return std::nullopt;
-  return std::move(out).value();
-}
 
 // etcd's gateway writes int64 fields as strings and leaves out fields that are zero.
 std::int64_t Int(const json& object, const char* field) {
@@ -257,16 +248,17 @@ Result<std::map<std::int64_t, Owner>> EtcdLease::ListOwners() {
   const std::string dir = fmt::format("{}workers/{}/", prefix_, options_.datacenter_id);
   std::string end = dir;
   end.back() = static_cast<char>(end.back() + 1);  // the prefix's range end: '/' + 1
-  Result<json> r = Call("/v3/kv/range", {{"key", Base64(dir)}, {"range_end", Base64(end)}});
+  Result<json> r =
+      Call("/v3/kv/range", {{"key", Base64Encode(dir)}, {"range_end", Base64Encode(end)}});
   if (!r.ok()) return std::move(r).error();
   if (r->contains("error")) {
     return Unavailable(fmt::format("etcd range failed: {}", ErrorText(*r)));
   }
   std::map<std::int64_t, Owner> owners;
   for (const json& kv : r->value("kvs", json::array())) {
-    std::optional<std::string> key = Unbase64(Str(kv, "key"));
-    std::optional<std::string> value = Unbase64(Str(kv, "value"));
-    if (!key || !value || key->size() <= dir.size()) continue;
+    Result<std::string> key = Base64Decode(Str(kv, "key"));
+    Result<std::string> value = Base64Decode(Str(kv, "value"));
+    if (!key.ok() || !value.ok() || key->size() <= dir.size()) continue;
     std::int64_t id = -1;
     try {
       id = std::stoll(key->substr(dir.size()));
@@ -326,12 +318,12 @@ Result<LeaseGrant> EtcdLease::Acquire() {
       auto it = owners->find(id);
       json compare = json::array();
       if (it == owners->end()) {
-        compare.push_back({{"key", Base64(OwnerKey(id))},
+        compare.push_back({{"key", Base64Encode(OwnerKey(id))},
                            {"result", "EQUAL"},
                            {"target", "CREATE"},
                            {"create_revision", "0"}});
       } else {
-        compare.push_back({{"key", Base64(OwnerKey(id))},
+        compare.push_back({{"key", Base64Encode(OwnerKey(id))},
                            {"result", "EQUAL"},
                            {"target", "MOD"},
                            {"mod_revision", std::to_string(it->second.mod_revision)}});
@@ -339,10 +331,10 @@ Result<LeaseGrant> EtcdLease::Acquire() {
       json txn = {{"compare", compare},
                   {"success",
                    {{{"request_put",
-                      {{"key", Base64(OwnerKey(id))},
-                       {"value", Base64(options_.identity)},
+                      {{"key", Base64Encode(OwnerKey(id))},
+                       {"value", Base64Encode(options_.identity)},
                        {"lease", std::to_string(lease_)}}}},
-                    {{"request_range", {{"key", Base64(HwmKey(id))}}}}}}};
+                    {{"request_range", {{"key", Base64Encode(HwmKey(id))}}}}}}};
       Result<json> r = Call("/v3/kv/txn", txn);
       if (!r.ok()) return std::move(r).error();
       if (r->contains("error")) {
@@ -400,22 +392,22 @@ Status EtcdLease::StoreHwm(std::int64_t hwm_millis) {
   // next try starts from what is really stored, so the stored value can only go up.
   for (int attempt = 0; attempt < 4; ++attempt) {
     if (hwm_millis <= hwm_known_) return Status::Ok();
-    json txn = {
-        {"compare",
-         {{{"key", Base64(OwnerKey(held_))},
-           {"result", "EQUAL"},
-           {"target", "MOD"},
-           {"mod_revision", std::to_string(owner_revision_)}},
-          {{"key", Base64(HwmKey(held_))},
-           {"result", "EQUAL"},
-           {"target", "MOD"},
-           {"mod_revision", std::to_string(hwm_revision_)}}}},
-        {"success",
-         {{{"request_put",
-            {{"key", Base64(HwmKey(held_))}, {"value", Base64(std::to_string(hwm_millis))}}}}}},
-        {"failure",
-         {{{"request_range", {{"key", Base64(OwnerKey(held_))}}}},
-          {{"request_range", {{"key", Base64(HwmKey(held_))}}}}}}};
+    json txn = {{"compare",
+                 {{{"key", Base64Encode(OwnerKey(held_))},
+                   {"result", "EQUAL"},
+                   {"target", "MOD"},
+                   {"mod_revision", std::to_string(owner_revision_)}},
+                  {{"key", Base64Encode(HwmKey(held_))},
+                   {"result", "EQUAL"},
+                   {"target", "MOD"},
+                   {"mod_revision", std::to_string(hwm_revision_)}}}},
+                {"success",
+                 {{{"request_put",
+                    {{"key", Base64Encode(HwmKey(held_))},
+                     {"value", Base64Encode(std::to_string(hwm_millis))}}}}}},
+                {"failure",
+                 {{{"request_range", {{"key", Base64Encode(OwnerKey(held_))}}}},
+                  {{"request_range", {{"key", Base64Encode(HwmKey(held_))}}}}}}};
     Result<json> r = Call("/v3/kv/txn", txn);
     if (!r.ok()) return std::move(r).error();
     if (r->contains("error")) return Unavailable(fmt::format("etcd txn failed: {}", ErrorText(*r)));
@@ -445,15 +437,15 @@ Status EtcdLease::StoreHwm(std::int64_t hwm_millis) {
 
 Result<std::int64_t> EtcdLease::ParseHwm(std::int64_t id, const std::string& base64) const {
   if (base64.empty()) return 0;
-  std::optional<std::string> v = Unbase64(base64);
+  Result<std::string> v = Base64Decode(base64);
   std::int64_t hwm = -1;
-  if (v) {
+  if (v.ok()) {
     const auto [ptr, ec] = std::from_chars(v->data(), v->data() + v->size(), hwm);
     if (ec != std::errc() || ptr != v->data() + v->size()) hwm = -1;
   }
   if (hwm < 0) {
     return Internal(fmt::format("etcd key {} holds \"{}\", not a number of ms", HwmKey(id),
-                                v ? v->substr(0, 40) : base64.substr(0, 40)));
+                                v.ok() ? v->substr(0, 40) : base64.substr(0, 40)));
   }
   return hwm;
 }
