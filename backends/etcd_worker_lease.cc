@@ -94,7 +94,7 @@ struct Owner {
 class EtcdLease final : public WorkerLease {
  public:
   EtcdLease(std::vector<HostPort> endpoints, std::string cluster, WorkerLeaseOptions options,
-            EtcdAccess access)
+            CoordinatorAccess access)
       : endpoints_(std::move(endpoints)),
         cluster_(std::move(cluster)),
         options_(std::move(options)),
@@ -144,7 +144,7 @@ class EtcdLease final : public WorkerLease {
   const std::vector<HostPort> endpoints_;
   const std::string cluster_;
   const WorkerLeaseOptions options_;
-  const EtcdAccess access_;
+  const CoordinatorAccess access_;
   const std::string prefix_;
   HttpClient http_;
   std::string token_;      // etcd's auth token for access_.username; "" = none yet
@@ -467,7 +467,7 @@ Status EtcdLease::Release() {
 Result<std::unique_ptr<WorkerLease>> NewEtcdWorkerLease(std::string_view endpoints,
                                                         std::string_view cluster,
                                                         const WorkerLeaseOptions& options,
-                                                        const EtcdAccess& access) {
+                                                        const CoordinatorAccess& access) {
   Result<std::vector<HostPort>> e = ParseHostPorts(endpoints, "etcd endpoints");
   if (!e.ok()) return std::move(e).error();
   if (Status s = ValidateClusterName(cluster); !s.ok()) return std::move(s).error();

@@ -26,16 +26,10 @@
 #include <string>
 #include <string_view>
 
-#include "backends/http_client.h"
+#include "backends/coordinator_access.h"
 #include "sekka/worker_lease.h"
 
 namespace sekka {
-
-struct EtcdAccess {
-  TlsSettings tls;       // no CA file: plain HTTP
-  std::string username;  // "" = no authentication
-  std::string password;
-};
 
 // `endpoints`: "127.0.0.1:2379[,host:port...]"; `cluster`: the key namespace ([A-Za-z0-9._-],
 // 1 to 64 characters). The files `access` names must be readable. Errors: kInvalidArgument,
@@ -44,7 +38,7 @@ struct EtcdAccess {
 Result<std::unique_ptr<WorkerLease>> NewEtcdWorkerLease(std::string_view endpoints,
                                                         std::string_view cluster,
                                                         const WorkerLeaseOptions& options,
-                                                        const EtcdAccess& access = {});
+                                                        const CoordinatorAccess& access = {});
 
 }  // namespace sekka
 

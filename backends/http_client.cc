@@ -95,6 +95,10 @@ Result<HttpResponse> HttpClient::Post(const HostPort& to, std::string_view path,
     }
   }
   const CURLcode code = curl_easy_perform(curl);
+  long opened = 0;
+  if (curl_easy_getinfo(curl, CURLINFO_NUM_CONNECTS, &opened) == CURLE_OK) {
+    connections_opened_ += opened;
+  }
   // The handle keeps pointers to these locals: drop them before they go.
   curl_easy_setopt(curl, CURLOPT_HTTPHEADER, nullptr);
   curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, nullptr);

@@ -12,6 +12,7 @@
 #define SEKKA_BACKENDS_HTTP_CLIENT_H_
 
 #include <chrono>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -53,8 +54,12 @@ class HttpClient {
                             const std::vector<std::string>& headers,
                             std::chrono::milliseconds timeout);
 
+  // How many connections (each with its TLS handshake, over HTTPS) the calls so far opened.
+  std::int64_t connections_opened() const { return connections_opened_; }
+
  private:
   const TlsSettings tls_;
+  std::int64_t connections_opened_ = 0;
   void* curl_ = nullptr;  // a CURL easy handle: its connection cache lives across calls
 };
 

@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -21,6 +22,7 @@
 
 #include "backends/etcd_worker_lease.h"
 #include "backends/host_ports.h"
+#include "backends/http_client.h"
 #include "backends/worker_lease_uri.h"
 #include "testing/worker_lease_contract.h"
 
@@ -45,7 +47,7 @@ Result<std::unique_ptr<WorkerLease>> OpenBackend(const std::string& backend,
   const bool zookeeper = backend.starts_with("zookeeper");
   const std::vector<std::string> address =
       ReadFixture(zookeeper ? "zookeeper" : backend, "endpoints");
-  EtcdAccess access;
+  CoordinatorAccess access;
   if (backend == "zookeeper-auth") {
     access.username = "contract";
     access.password = "contract-secret";
@@ -148,7 +150,7 @@ TEST(HostPorts, NamesAndAddressesParse) {
 TEST(EtcdWorkerLease, InconsistentTlsAndUserSettingsAreClearErrors) {
   WorkerLeaseOptions o;
   o.identity = "x";
-  auto error = [&](const EtcdAccess& access) {
+  auto error = [&](const CoordinatorAccess& access) {
     Result<std::unique_ptr<WorkerLease>> l = NewEtcdWorkerLease("127.0.0.1:2379", "c", o, access);
     EXPECT_FALSE(l.ok());
     return l.ok() ? std::string() : l.error().message;
@@ -163,6 +165,26 @@ TEST(EtcdWorkerLease, InconsistentTlsAndUserSettingsAreClearErrors) {
   Result<std::unique_ptr<WorkerLease>> ok =
       NewEtcdWorkerLease("127.0.0.1:2379", "c", o, {{"system", "", ""}, "u", "p"});
   EXPECT_TRUE(ok.ok()) << ok.error().message;
+}
+
+// The TLS handshake is paid once, not once a call: every call goes over the one connection.
+TEST(HttpClient, OneTlsConnectionServesManyCalls) {
+  const std::vector<std::string> endpoints = ReadFixture("etcd-tls", "endpoints");
+  const std::vector<std::string> a = ReadFixture("etcd-tls", "access");
+  ASSERT_FALSE(endpoints.empty());
+  ASSERT_EQ(a.size(), 5u) << "the etcd-tls fixture wrote no access file";
+  Result<std::vector<HostPort>> to = ParseHostPorts(endpoints[0], "endpoints");
+  ASSERT_TRUE(to.ok()) << to.error().message;
+  HttpClient client({a[0], a[1], a[2]});
+  const std::string login = fmt::format(R"({{"name":"{}","password":"{}"}})", a[3], a[4]);
+  for (int i = 0; i < 5; ++i) {
+    Result<HttpResponse> r =
+        client.Post(to->front(), "/v3/auth/authenticate", login, {}, std::chrono::seconds(10));
+    ASSERT_TRUE(r.ok()) << r.error().message;
+    EXPECT_EQ(r->status, 200) << r->body;
+    EXPECT_NE(r->body.find("\"token\""), std::string::npos) << r->body;
+  }
+  EXPECT_EQ(client.connections_opened(), 1);
 }
 
 TEST(WorkerLeaseBackends, AnUnreachableCoordinatorIsUnavailable) {

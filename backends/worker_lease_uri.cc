@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "backends/etcd_worker_lease.h"
 #include "backends/zookeeper_worker_lease.h"
 
 namespace sekka {
@@ -10,7 +11,7 @@ Result<std::unique_ptr<WorkerLease>> OpenWorkerLease(std::string_view source,
                                                      std::string_view coordinator,
                                                      std::string_view cluster,
                                                      const WorkerLeaseOptions& options,
-                                                     const EtcdAccess& access) {
+                                                     const CoordinatorAccess& access) {
   if (source != "etcd" && source != "zookeeper") {
     return InvalidArgument(
         fmt::format("worker.source \"{}\" has no coordinator: allowed etcd or zookeeper", source));

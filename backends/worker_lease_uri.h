@@ -10,7 +10,7 @@
 #include <memory>
 #include <string_view>
 
-#include "backends/etcd_worker_lease.h"
+#include "backends/coordinator_access.h"
 #include "sekka/worker_lease.h"
 
 namespace sekka {
@@ -23,7 +23,7 @@ Result<std::unique_ptr<WorkerLease>> OpenWorkerLease(std::string_view source,
                                                      std::string_view coordinator,
                                                      std::string_view cluster,
                                                      const WorkerLeaseOptions& options,
-                                                     const EtcdAccess& access = {});
+                                                     const CoordinatorAccess& access = {});
 
 }  // namespace sekka
 

@@ -26,8 +26,8 @@ namespace {
 
 // etcd's TLS files and user from [worker]; the password from worker.password_file if given.
 // Errors: kInvalidArgument naming the file and what is wrong.
-Result<EtcdAccess> EtcdAccessOf(const server::ServerConfig& config) {
-  EtcdAccess access;
+Result<CoordinatorAccess> CoordinatorAccessOf(const server::ServerConfig& config) {
+  CoordinatorAccess access;
   access.tls = {config.tls_ca_file, config.tls_cert_file, config.tls_key_file};
   access.username = config.username;
   access.password = config.password;
@@ -92,7 +92,7 @@ Result<server::ServiceParts> OpenServiceParts(const server::ServerConfig& config
   lo.preferred = parts.data_dir->ReadPreferred();
   lo.call_timeout =
       std::chrono::milliseconds(std::min<std::int64_t>(2000, config.lease_ttl_ms / 4));
-  Result<EtcdAccess> access = EtcdAccessOf(config);
+  Result<CoordinatorAccess> access = CoordinatorAccessOf(config);
   if (!access.ok()) return std::move(access).error();
   Result<std::unique_ptr<WorkerLease>> lease =
       OpenWorkerLease(config.worker_source, config.coordinator, config.cluster, lo, *access);
