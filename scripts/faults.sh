@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # The fault campaign on real processes (docs/reliability.md): set-up and build as the README's
 # commands do, then, per coordinator and seed, tests/faults/campaign.py: a 3-member etcd cluster
-# or ZooKeeper ensemble, PostgreSQL and 3 `sekka serve` on 127.0.0.1, 8 clients, a seeded
-# nemesis, and the checker. Exit status 1 if any run found a failure.
+# (etcd-tls: over TLS, with client certificates and users) or ZooKeeper ensemble, PostgreSQL and
+# 3 `sekka serve` on 127.0.0.1, 8 clients, a seeded nemesis, and the checker. Exit status 1 if
+# any run found a failure.
 #
-#   bash scripts/faults.sh [--coordinator etcd|zookeeper] [--minutes N] [--seed S]...
+#   bash scripts/faults.sh [--coordinator etcd|etcd-tls|zookeeper] [--minutes N] [--seed S]...
 #                          [--out DIR] [other campaign.py flags]
-# Without --coordinator both run; each --seed adds a run (default: seed 1). Results go to
+# Without --coordinator etcd and zookeeper run; each --seed adds a run (default: seed 1). Results go to
 # DIR/<coordinator>-seed<S>/result.json (DIR default: faults-out). Every run is bounded by
 # --minutes (default 20) plus at most a few minutes of set-up and recovery.
 set -euo pipefail

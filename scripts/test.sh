@@ -13,7 +13,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 FUZZ_SECONDS="${FUZZ_SECONDS:-15}"
-step() { printf '\n=== %s\n' "$*"; }
+# Each stage's heading says when it began (seconds since the start), to see where time goes.
+step() { printf '\n=== %s (at %d s)\n' "$*" "$SECONDS"; }
 
 step "setup and Release build"
 bash scripts/build.sh

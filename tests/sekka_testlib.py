@@ -406,8 +406,14 @@ class Etcd:
             if self.procs[i] is None or self.procs[i].poll() is not None:
                 continue
             try:
-                st = _post_json(f"127.0.0.1:{port}", "/v3/maintenance/status", {})
-            except OSError:
+                conn = self._connection(port, 2)
+                try:
+                    conn.request("POST", "/v3/maintenance/status", body="{}",
+                                 headers={"Content-Type": "application/json"})
+                    st = json.loads(conn.getresponse().read() or b"{}")
+                finally:
+                    conn.close()
+            except (OSError, ValueError):
                 continue
             if st.get("leader") and st.get("leader") == st.get("header", {}).get("member_id"):
                 return i

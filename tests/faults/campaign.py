@@ -2,8 +2,8 @@
 """A fault campaign (or, with --soak, a soak) against real `sekka serve` processes on
 127.0.0.1. Run it through scripts/faults.sh or scripts/soak.sh, which set up and build first.
 
-Starts a 3-member etcd cluster or ZooKeeper ensemble, a PostgreSQL with shared segment tags, and
---servers sekka nodes; runs --clients client processes for --minutes while the nemesis injects
+Starts a 3-member etcd cluster (etcd-tls: over TLS, with client certificates and users) or
+ZooKeeper ensemble, a PostgreSQL with shared segment tags, and --servers sekka nodes; runs --clients client processes for --minutes while the nemesis injects
 faults (none with --soak); then stops everything, judges the history (checker.py) and writes
 result.json (and soak.json) into --out. Exit status 1 when the checker finds a failure."""
 
@@ -128,16 +128,20 @@ def run(args):
     clients = []
     try:
         t_setup = time.monotonic()
-        coord = (cluster.EtcdCluster(os.path.join(base, "etcd")) if args.coordinator == "etcd"
-                 else cluster.ZooKeeperEnsemble(os.path.join(base, "zk")))
+        if args.coordinator == "zookeeper":
+            coord = cluster.ZooKeeperEnsemble(os.path.join(base, "zk"))
+        else:
+            coord = cluster.EtcdCluster(os.path.join(base, "etcd"),
+                                        tls=args.coordinator == "etcd-tls")
         pg = Postgres(os.path.join(base, "pg"))
         for tag in TAGS:
             subprocess.run([SEKKA, "segment", "create", tag, "--step", "200", "--segment-store",
                             pg.uri], check=True, capture_output=True)
-        flags = ["--worker-source", args.coordinator, "--coordinator", coord.uri,
+        source = args.coordinator.removesuffix("-tls")  # etcd-tls: etcd over TLS, with a user
+        flags = ["--worker-source", source, "--coordinator", coord.uri,
                  "--lease-ttl", f"{LEASE_TTL_S}s", "--segment-store", pg.uri,
                  "--log-level", "warn"]
-        nodes = [cluster.Node(i, base, flags) for i in range(args.servers)]
+        nodes = [cluster.Node(i, base, flags, env=coord.server_env) for i in range(args.servers)]
         supervisor = Supervisor(nodes, record)
         for n in nodes:
             supervisor.start(n)
@@ -247,7 +251,7 @@ def print_summary(r):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--coordinator", choices=["etcd", "zookeeper"], default="etcd")
+    p.add_argument("--coordinator", choices=["etcd", "etcd-tls", "zookeeper"], default="etcd")
     p.add_argument("--minutes", type=float, default=2.0)
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--servers", type=int, default=3, choices=range(3, 6))

@@ -35,9 +35,21 @@ class EtcdCluster:
 
     name = "etcd"
 
-    def __init__(self, base_dir, members=3):
-        self.etcd = Etcd(base_dir, members)
+    def __init__(self, base_dir, members=3, tls=False):
+        """With tls=True: members speak HTTPS only, want a client certificate of the test CA,
+        and have authentication on; server_env holds the settings a sekka server needs."""
+        self.etcd = Etcd(base_dir, members, tls=tls)
         self.size = members
+        self.server_env = {}
+        if tls:
+            self.name = "etcd-tls"
+            self.etcd.enable_auth()
+            c = self.etcd.certs
+            self.server_env = {"SEKKA_WORKER_TLS_CA_FILE": c["ca.crt"],
+                               "SEKKA_WORKER_TLS_CERT_FILE": c["client.crt"],
+                               "SEKKA_WORKER_TLS_KEY_FILE": c["client.key"],
+                               "SEKKA_WORKER_USERNAME": Etcd.USER,
+                               "SEKKA_WORKER_PASSWORD": Etcd.PASSWORD}
 
     @property
     def uri(self):
@@ -76,6 +88,7 @@ class ZooKeeperEnsemble:
     """Three ZooKeeper 3.8 servers in one ensemble on loopback ports (Debian's zookeeper)."""
 
     name = "zookeeper"
+    server_env = {}
 
     def __init__(self, base_dir, members=3):
         self.dir = base_dir
@@ -159,8 +172,9 @@ class Node:
     """One `sekka serve`: fixed ports (clients keep their addresses across restarts), a clock
     file libfaketime reads on every call, and a data directory on its own tmpfs when root."""
 
-    def __init__(self, index, base_dir, flags, tmpfs_bytes=4 << 20):
+    def __init__(self, index, base_dir, flags, tmpfs_bytes=4 << 20, env=None):
         self.index = index
+        self.env = env or {}
         self.dir = os.path.join(base_dir, f"sekka{index}")
         self.data = os.path.join(self.dir, "data")
         os.makedirs(self.data, exist_ok=True)
@@ -188,7 +202,7 @@ class Node:
         os.replace(tmp, self.clock_file)
 
     def start(self):
-        env = dict(os.environ, **faketime_env(self.clock_file))
+        env = dict(os.environ, **self.env, **faketime_env(self.clock_file))
         log = open(self.log_path, "ab")
         log.write(f"--- start {self.incarnation + 1} at offset {self.offset:+.3f} s\n".encode())
         log.flush()
