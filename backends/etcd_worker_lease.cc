@@ -241,7 +241,9 @@ Result<json> EtcdLease::Call(std::string_view path, const json& request) {
     }
     errors += fmt::format("{}{}", errors.empty() ? "" : "; ", r.error().message);
   }
-  return Unavailable(fmt::format("etcd cannot be reached: {}", errors));
+  // A member slower than the budget (a loaded machine, bcrypt on every login) counts as down.
+  return Unavailable(fmt::format("etcd cannot be reached within {} ms per member: {}",
+                                 options_.call_timeout.count(), errors));
 }
 
 Result<std::map<std::int64_t, Owner>> EtcdLease::ListOwners() {
