@@ -13,28 +13,24 @@ class LocalLease final : public WorkerLease {
   LocalLease(LocalLeaseOptions local, WorkerLeaseOptions options)
       : local_(std::move(local)),
         options_(std::move(options)),
-        fingerprint_(LayoutFingerprint(local_.layout)),
-        data_dir_(NewFileDataDir(local_.data_dir)) {}
+        fingerprint_(LayoutFingerprint(local_.layout)) {}
 
   Result<LeaseGrant> Acquire() override {
     if (options_.identity.empty()) return InvalidArgument("the lease identity must not be empty");
     if (claim_ == nullptr) {
       WorkerIdRequest request;
       request.source = local_.source;
-      request.data_dir = local_.data_dir;
+      request.lock_dir = local_.lock_dir;
       request.identity = options_.identity;
       request.worker_id = local_.worker_id;
       request.datacenter_id = options_.datacenter_id;
       request.hostname = local_.hostname;
       request.preferred = options_.preferred;
       request.worker_count = options_.worker_count;
+      request.accept = [this](std::int64_t worker, bool own) { return Accept(worker, own); };
       Result<std::unique_ptr<WorkerIdClaim>> claim = ClaimWorkerId(request, local_.layout);
       if (!claim.ok()) return std::move(claim).error();
-      Result<std::optional<StoredState>> stored =
-          data_dir_->ReadState((*claim)->datacenter_id(), (*claim)->worker_id());
-      if (!stored.ok()) return std::move(stored).error();
       claim_ = std::move(claim).value();
-      hwm_known_ = stored->has_value() ? (**stored).hwm_millis : 0;
     }
     return LeaseGrant{claim_->datacenter_id(), claim_->worker_id(), hwm_known_};
   }
@@ -46,13 +42,14 @@ class LocalLease final : public WorkerLease {
 
   Status StoreHwm(std::int64_t hwm_millis) override {
     if (claim_ == nullptr) return LeaseLost("no worker id is held");
-    if (hwm_millis <= hwm_known_) return Status::Ok();
-    Status written = data_dir_->WriteState(claim_->datacenter_id(), claim_->worker_id(),
-                                           {fingerprint_, hwm_millis});
+    if (hwm_millis <= hwm_known_ && stored_layout_ == fingerprint_) return Status::Ok();
+    const std::int64_t hwm = std::max(hwm_millis, hwm_known_);
+    Status written = WriteStateFile(StatePath(claim_->worker_id()), {fingerprint_, hwm});
     if (!written.ok()) {
       return Unavailable("cannot store the high-water mark: " + written.error().message);
     }
-    hwm_known_ = hwm_millis;
+    hwm_known_ = hwm;
+    stored_layout_ = fingerprint_;
     return Status::Ok();
   }
 
@@ -62,18 +59,41 @@ class LocalLease final : public WorkerLease {
   }
 
   std::string Describe() const override {
-    if (claim_ == nullptr) return fmt::format("no lock under {}", local_.data_dir);
-    return fmt::format("lock file {}/workers/{}.lock", local_.data_dir, claim_->Stem());
+    if (claim_ == nullptr) return fmt::format("no lock in {}", local_.lock_dir);
+    return fmt::format("lock file {}/{}.lock", local_.lock_dir, claim_->Stem());
   }
   std::string_view source() const override { return local_.source; }
 
  private:
+  std::string StatePath(std::int64_t worker) const {
+    return fmt::format("{}/{}-{}.state", local_.lock_dir, options_.datacenter_id, worker);
+  }
+
+  // Reads the worker id's state with its lock held. A state of another layout means the id's
+  // earlier ids belong to another id space: a free id that the search came upon is passed over;
+  // one this process was told to take (or held before) is refused unless forced, and then its
+  // hwm, a time, still bounds the start.
+  Result<bool> Accept(std::int64_t worker, bool own) {
+    const std::string path = StatePath(worker);
+    Result<std::optional<StoredState>> stored = ReadStateFile(path);
+    if (!stored.ok()) return std::move(stored).error();
+    hwm_known_ = stored->has_value() ? (**stored).hwm_millis : 0;
+    stored_layout_ = stored->has_value() ? (**stored).layout : fingerprint_;
+    if (stored_layout_ == fingerprint_ || local_.force) return true;
+    if (!own) return false;
+    return InvalidArgument(fmt::format(
+        "the state in {} was made with layout \"{}\", this configuration has \"{}\": refusing "
+        "to start, since ids of the two could collide (choose another worker id, or set "
+        "generator.force = true or --force to start anyway)",
+        path, stored_layout_, fingerprint_));
+  }
+
   const LocalLeaseOptions local_;
   const WorkerLeaseOptions options_;
   const std::string fingerprint_;
-  const std::unique_ptr<DataDir> data_dir_;
   std::unique_ptr<WorkerIdClaim> claim_;
   std::int64_t hwm_known_ = 0;  // the state file's hwm, as this lease last read or wrote it
+  std::string stored_layout_;   // the state file's layout, likewise
 };
 
 }  // namespace

@@ -3,10 +3,13 @@
 // The worker-id sources of one machine (docs/contract.md section 8) as a WorkerLease, so that the
 // service has one path for every source: `static` (the configured id), `hostname` (the trailing
 // number of the host name) and `local` (the preferred id when free, else one this identity held
-// before, else the lowest free one). The id is held by an exclusive lock file under the data dir
-// (backends/worker_id.h), which the kernel drops when the process dies: a dead holder's id is free
-// at once, and a live holder's id cannot be taken, by its own identity either. The hwm is the data
-// dir's state file, which StoreHwm never lowers.
+// before, else the lowest free one). The id is held by an exclusive lock file in the host's worker
+// lock dir (backends/worker_id.h), which the kernel drops when the process dies: a dead holder's
+// id is free at once, and a live holder's id cannot be taken, by its own identity either. The hwm
+// is the state file beside the lock, `<lock_dir>/<dc>-<worker>.state`, with the layout it was
+// made with; StoreHwm never lowers it. Every process of the host (serve with any data dir, gen,
+// any user) shares the lock dir, so none can take a worker id another holds, and each starts past
+// every earlier holder's hwm. A free id whose state belongs to another layout is passed over.
 //
 // Thread-safety: one thread at a time, like every WorkerLease.
 
@@ -22,17 +25,22 @@
 
 namespace sekka {
 
+// The default worker lock dir (worker.lock_dir): one per host.
+inline constexpr const char* kDefaultWorkerLockDir = "/var/lib/sekka/workers";
+
 struct LocalLeaseOptions {
-  std::string source = "local";       // static | local | hostname
-  std::string data_dir;               // where the lock and state files are
-  std::int64_t worker_id = 0;         // for `static`
-  std::string hostname;               // for `hostname`; "" = gethostname()
+  std::string source = "local";                  // static | local | hostname
+  std::string lock_dir = kDefaultWorkerLockDir;  // the host's locks and states
+  std::int64_t worker_id = 0;                    // for `static`
+  std::string hostname;                          // for `hostname`; "" = gethostname()
   Layout layout = Layout::Default();  // bounds the ids; its fingerprint goes into the state
+  // Take an id this process was told to take even when its state is of another layout.
+  bool force = false;
 };
 
 // Errors (of the lease's Acquire): kInvalidArgument (an id that does not fit, a host name without
-// a number, an empty identity), kExhausted ("no free worker id"), kUnavailable (a static id
-// held by another process), kInternal (the data dir).
+// a number, an empty identity, a state of another layout on an id it must take), kExhausted ("no
+// free worker id"), kUnavailable (a static id held by another process), kInternal (the lock dir).
 std::unique_ptr<WorkerLease> NewLocalWorkerLease(const LocalLeaseOptions& local,
                                                  const WorkerLeaseOptions& options);
 

@@ -51,7 +51,7 @@ std::string FreshDir() {
 std::unique_ptr<WorkerLease> Open(const std::string& dir, const WorkerLeaseOptions& options) {
   LocalLeaseOptions local;
   local.source = "local";
-  local.data_dir = dir;
+  local.lock_dir = dir;
   return NewLocalWorkerLease(local, options);
 }
 
@@ -101,7 +101,7 @@ TEST(LocalWorkerLease, StaticAndHostnameSourcesHoldTheirOwnIdOnly) {
   const WorkerLeaseOptions o = Identity("x");
   LocalLeaseOptions s;
   s.source.assign("static");
-  s.data_dir = dir;
+  s.lock_dir = dir;
   s.worker_id = 9;
   auto a = NewLocalWorkerLease(s, o);
   Result<LeaseGrant> g = a->Acquire();
@@ -112,12 +112,78 @@ TEST(LocalWorkerLease, StaticAndHostnameSourcesHoldTheirOwnIdOnly) {
   EXPECT_EQ(clash.error().code, ErrorCode::kUnavailable);
   LocalLeaseOptions h;
   h.source.assign("hostname");
-  h.data_dir = dir;
+  h.lock_dir = dir;
   h.hostname.assign("sekka-12.example");
   Result<LeaseGrant> byname = NewLocalWorkerLease(h, Identity("z"))->Acquire();
   ASSERT_TRUE(byname.ok()) << byname.error().message;
   EXPECT_EQ(byname->worker_id, 12);
   std::filesystem::remove_all(dir);
+}
+
+// Issue 22, finding 3: an id's state names the layout (direction included) that used it. A
+// free id whose earlier ids belong to another layout is passed over by `local`, so an upward and
+// a downward generator on one host never hold one worker id, at once or one after the other.
+TEST(LocalWorkerLease, LocalPassesOverAnIdWhoseStateIsOfAnotherLayout) {
+  const std::string dir = FreshDir();
+  LocalLeaseOptions up;
+  up.lock_dir = dir;
+  auto first = NewLocalWorkerLease(up, Identity("up"));
+  ASSERT_EQ(first->Acquire()->worker_id, 0);
+  ASSERT_TRUE(first->StoreHwm(1'000).ok());
+  ASSERT_TRUE(first->Release().ok());
+  LocalLeaseOptions down = up;
+  down.layout = *Layout::Default().WithDescending(true);
+  auto second = NewLocalWorkerLease(down, Identity("down"));
+  Result<LeaseGrant> g = second->Acquire();
+  ASSERT_TRUE(g.ok()) << g.error().message;
+  EXPECT_EQ(g->worker_id, 1);
+  EXPECT_EQ(g->hwm_millis, 0);
+  // The upward layout gets its own id back, with its hwm.
+  auto again = NewLocalWorkerLease(up, Identity("up"));
+  EXPECT_EQ(again->Acquire()->hwm_millis, 1'000);
+}
+
+TEST(LocalWorkerLease, AStaticIdOfAnotherLayoutIsRefusedUnlessForced) {
+  const std::string dir = FreshDir();
+  LocalLeaseOptions up;
+  up.source.assign("static");
+  up.lock_dir = dir;
+  up.worker_id = 4;
+  auto first = NewLocalWorkerLease(up, Identity("a"));
+  ASSERT_TRUE(first->Acquire().ok());
+  ASSERT_TRUE(first->StoreHwm(5'000).ok());
+  ASSERT_TRUE(first->Release().ok());
+  LocalLeaseOptions twitter = up;
+  twitter.layout = *Layout::Preset("twitter");
+  Result<LeaseGrant> refused = NewLocalWorkerLease(twitter, Identity("b"))->Acquire();
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.error().code, ErrorCode::kInvalidArgument);
+  EXPECT_NE(refused.error().message.find("was made with layout"), std::string::npos);
+  twitter.force = true;
+  auto forced = NewLocalWorkerLease(twitter, Identity("b"));
+  Result<LeaseGrant> g = forced->Acquire();
+  ASSERT_TRUE(g.ok()) << g.error().message;
+  EXPECT_EQ(g->hwm_millis, 5'000);  // the earlier holder's time still bounds the start
+  // A lower hwm never lowers the stored one, though the layout it names is now twitter's.
+  ASSERT_TRUE(forced->StoreHwm(10).ok());
+  ASSERT_TRUE(forced->Release().ok());
+  twitter.force = false;
+  EXPECT_EQ(NewLocalWorkerLease(twitter, Identity("b"))->Acquire()->hwm_millis, 5'000);
+}
+
+TEST(LocalWorkerLease, AnUnusableLockDirIsAnErrorSayingWhatToDo) {
+  const std::string dir = FreshDir();
+  LocalLeaseOptions o;
+  o.lock_dir = dir + "/file/locks";
+  {
+    std::FILE* f = std::fopen((dir + "/file").c_str(), "w");
+    ASSERT_NE(f, nullptr);
+    std::fclose(f);
+  }
+  Result<LeaseGrant> g = NewLocalWorkerLease(o, Identity("x"))->Acquire();
+  ASSERT_FALSE(g.ok());
+  EXPECT_EQ(g.error().code, ErrorCode::kInternal);
+  EXPECT_NE(g.error().message.find("worker.lock_dir"), std::string::npos) << g.error().message;
 }
 
 }  // namespace

@@ -17,7 +17,17 @@ namespace {
 namespace fs = std::filesystem;
 
 std::string LockPath(const std::string& dir, std::int64_t dc, std::int64_t worker) {
-  return fmt::format("{}/workers/{}-{}.lock", dir, dc, worker);
+  return fmt::format("{}/{}-{}.lock", dir, dc, worker);
+}
+
+// Why a lock dir cannot be used, and what to do, on one line.
+Error LockDirError(const std::string& dir, const std::string& why) {
+  return Internal(fmt::format(
+      "cannot use the worker lock dir {} ({}): every sekka process of this host locks its worker "
+      "id there; make it writable for this user (e.g. install -d -o $USER {}), or set "
+      "worker.lock_dir / SEKKA_WORKER_LOCK_DIR / gen --lock-dir to a directory that every sekka "
+      "process of this host shares",
+      dir, why, dir));
 }
 
 std::string ReadSmallFile(const std::string& path) {
@@ -32,7 +42,10 @@ std::string ReadSmallFile(const std::string& path) {
 }  // namespace
 
 Result<int> TryLockFile(const std::string& path, const std::string& identity) {
-  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  // Another user's lock file: a read-only descriptor holds a flock as well.
+  const bool read_only = fd < 0 && errno == EACCES;
+  if (read_only) fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
     return Internal(fmt::format("cannot open {}: {}", path, std::strerror(errno)));
   }
@@ -40,13 +53,24 @@ Result<int> TryLockFile(const std::string& path, const std::string& identity) {
     ::close(fd);
     return -1;
   }
-  // Record who holds it: the identity (to get it back after a restart) and the pid (for errors).
-  const std::string content = fmt::format("pid={}\nidentity={}\n", ::getpid(), identity);
-  if (::ftruncate(fd, 0) != 0 || ::pwrite(fd, content.data(), content.size(), 0) < 0) {
+  if (read_only || identity.empty()) return fd;
+  if (Status s = RecordLockHolder(fd, path, identity); !s.ok()) {
     ::close(fd);
-    return Internal(fmt::format("cannot write {}: {}", path, std::strerror(errno)));
+    return std::move(s).error();
   }
   return fd;
+}
+
+Status RecordLockHolder(int fd, const std::string& path, const std::string& identity) {
+  // The identity (to get the id back after a restart) and the pid (for errors).
+  const std::string content = fmt::format("pid={}\nidentity={}\n", ::getpid(), identity);
+  if (::ftruncate(fd, 0) != 0 || ::pwrite(fd, content.data(), content.size(), 0) < 0) {
+    // Another user's file (opened read-only) keeps its holder's words: only a restart's
+    // preference for its old id is lost.
+    if (errno == EBADF) return Status::Ok();
+    return Internal(fmt::format("cannot write {}: {}", path, std::strerror(errno)));
+  }
+  return Status::Ok();
 }
 
 Status CheckDatacenterId(const Layout& layout, std::int64_t datacenter_id) {
@@ -86,35 +110,48 @@ Result<std::unique_ptr<WorkerIdClaim>> ClaimWorkerId(const WorkerIdRequest& requ
   if (Status dc = CheckDatacenterId(layout, request.datacenter_id); !dc.ok())
     return std::move(dc).error();
   std::error_code ec;
-  fs::create_directories(fs::path(request.data_dir) / "workers", ec);
-  if (ec) {
-    return Internal(fmt::format("cannot create {}/workers: {}", request.data_dir, ec.message()));
+  fs::create_directories(request.lock_dir, ec);
+  if (ec) return LockDirError(request.lock_dir, ec.message());
+  if (::access(request.lock_dir.c_str(), W_OK | X_OK) != 0) {
+    return LockDirError(request.lock_dir, std::strerror(errno));
   }
   auto claim = std::unique_ptr<WorkerIdClaim>(new WorkerIdClaim());
   claim->datacenter_id_ = request.datacenter_id;
   claim->source_ = request.source;
 
-  auto take_one = [&](std::int64_t worker, bool must) -> Result<bool> {
+  // `must`: an id that this claim is for (static, hostname), so a held one is an error. `own`:
+  // see WorkerIdRequest::accept.
+  auto take_one = [&](std::int64_t worker, bool must, bool own) -> Result<bool> {
     if (worker < 0 || worker > layout_max) {
       return InvalidArgument(
           fmt::format("worker id {} does not fit layout {} ({} worker bits): allowed 0 to {}",
                       worker, layout.name(), layout.worker_bits(), layout_max));
     }
-    const std::string path = LockPath(request.data_dir, request.datacenter_id, worker);
-    Result<int> fd = TryLockFile(path, request.identity);
-    if (!fd.ok()) return std::move(fd).error();
+    const std::string path = LockPath(request.lock_dir, request.datacenter_id, worker);
+    // The holder is recorded only once the id is kept: an id passed over keeps its last
+    // holder's identity, which finds it again.
+    Result<int> fd = TryLockFile(path, "");
+    if (!fd.ok()) return LockDirError(request.lock_dir, fd.error().message);
     if (*fd < 0) {
       if (!must) return false;
       std::string holder = ReadSmallFile(path);
       for (char& c : holder) c = c == '\n' ? ' ' : c;
       return Unavailable(fmt::format(
-          "worker id {} (datacenter {}) is already held by another process on data dir {} "
-          "({}): choose another worker.id or data.dir",
-          worker, request.datacenter_id, request.data_dir, holder));
+          "worker id {} (datacenter {}) is already held by another process of this host (lock "
+          "{}: {}): choose another worker.id",
+          worker, request.datacenter_id, path, holder));
     }
     claim->fd_ = *fd;
     claim->worker_id_ = worker;
-    return true;
+    Result<bool> keep = request.accept ? request.accept(worker, own) : Result<bool>(true);
+    if (keep.ok() && *keep) {
+      if (Status s = RecordLockHolder(*fd, path, request.identity); !s.ok()) keep = s.error();
+    }
+    if (!keep.ok() || !*keep) {
+      ::close(claim->fd_);
+      claim->fd_ = -1;
+    }
+    return keep;
   };
 
   if (request.source == "static" || request.source == "hostname") {
@@ -130,8 +167,11 @@ Result<std::unique_ptr<WorkerIdClaim>> ClaimWorkerId(const WorkerIdRequest& requ
       if (!ordinal.ok()) return std::move(ordinal).error();
       worker = *ordinal;
     }
-    Result<bool> taken = take_one(worker, true);
+    Result<bool> taken = take_one(worker, true, true);
     if (!taken.ok()) return std::move(taken).error();
+    if (!*taken) {
+      return Internal(fmt::format("worker id {} was refused without a reason", worker));
+    }
     return claim;
   }
   if (request.source != "local") {
@@ -144,26 +184,27 @@ Result<std::unique_ptr<WorkerIdClaim>> ClaimWorkerId(const WorkerIdRequest& requ
   // first id without one, and the search never lists the whole worker-id space (2^31 ids for
   // a layout with 31 worker bits).
   if (request.preferred >= 0 && request.preferred <= max_worker) {
-    Result<bool> taken = take_one(request.preferred, false);
+    Result<bool> taken = take_one(request.preferred, false, true);
     if (!taken.ok()) return std::move(taken).error();
     if (*taken) return claim;
   }
   const std::string mine = fmt::format("identity={}\n", request.identity);
   for (std::int64_t w = 0; w <= max_worker; ++w) {
-    const std::string path = LockPath(request.data_dir, request.datacenter_id, w);
+    const std::string path = LockPath(request.lock_dir, request.datacenter_id, w);
     if (!fs::exists(path, ec)) break;
     if (ReadSmallFile(path).find(mine) == std::string::npos) continue;
-    Result<bool> taken = take_one(w, false);
+    Result<bool> taken = take_one(w, false, true);
     if (!taken.ok()) return std::move(taken).error();
     if (*taken) return claim;
   }
   for (std::int64_t w = 0; w <= max_worker; ++w) {
-    Result<bool> taken = take_one(w, false);
+    Result<bool> taken = take_one(w, false, false);
     if (!taken.ok()) return std::move(taken).error();
     if (*taken) return claim;
   }
-  return Exhausted(fmt::format("no free worker id: all {} ids of datacenter {} under {} are held",
-                               max_worker + 1, request.datacenter_id, request.data_dir));
+  return Exhausted(fmt::format(
+      "no free worker id: all {} ids of datacenter {} in {} are held or belong to another layout",
+      max_worker + 1, request.datacenter_id, request.lock_dir));
 }
 
 }  // namespace sekka

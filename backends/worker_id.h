@@ -2,10 +2,11 @@
 //
 // Worker ids on one machine (docs/contract.md section 8): `static` (from the configuration),
 // `hostname` (the trailing number of the host name, as a Kubernetes StatefulSet gives) and `local`
-// (the lowest free id under the data dir, preferring the one this identity held before). Every
-// source holds an exclusive lock file `<data>/workers/<dc>-<worker>.lock` for as long as the
-// process runs, so two processes on one data dir can never share a worker id; the kernel drops the
-// lock when a process dies.
+// (the lowest free id of the host, preferring the one this identity held before). Every source
+// holds an exclusive lock file `<lock_dir>/<dc>-<worker>.lock` for as long as the process runs.
+// The lock dir is one per host (worker.lock_dir, default /var/lib/sekka/workers), whatever the
+// data dir, user or command (`serve`, `gen`), so no two processes of a host can ever share a
+// worker id; the kernel drops the lock when a process dies.
 //
 // Thread-safety: a WorkerIdClaim is owned by one thread at a time.
 
@@ -13,6 +14,7 @@
 #define SEKKA_BACKENDS_WORKER_ID_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -23,13 +25,18 @@ namespace sekka {
 
 struct WorkerIdRequest {
   std::string source = "local";  // static | local | hostname
-  std::string data_dir;
-  std::string identity;        // who claims (for `local`: prefer what it held before)
-  std::int64_t worker_id = 0;  // static
+  std::string lock_dir;          // the host's worker lock dir
+  std::string identity;          // who claims (for `local`: prefer what it held before)
+  std::int64_t worker_id = 0;    // static
   std::int64_t datacenter_id = 0;
   std::string hostname;            // for `hostname`; "" = gethostname()
   std::int64_t preferred = -1;     // for `local`: tried first when free; -1 = none
   std::int64_t worker_count = -1;  // ids 0 .. worker_count - 1; -1 = all the layout has
+  // Asked with the lock held, before an id is kept: true keeps it, false gives it back and looks
+  // on (for `local`), an error ends the claim. `own` is true for an id this process was told
+  // to take or held before (static, hostname, preferred, this identity's), false for one that
+  // the search for a free id came upon. Null: every id is kept.
+  std::function<Result<bool>(std::int64_t worker, bool own)> accept;
 };
 
 // A held worker id. Releases its lock when destroyed.
@@ -54,14 +61,20 @@ class WorkerIdClaim {
 
 // Errors: kInvalidArgument (an id that does not fit the layout, a host name without a trailing
 // number), kExhausted ("no free worker id"), kUnavailable (a static id held by another process,
-// naming its pid), kInternal (the data dir cannot be used).
+// naming its pid), kInternal (the lock dir cannot be used: the message says what to do), and
+// what `accept` returns.
 Result<std::unique_ptr<WorkerIdClaim>> ClaimWorkerId(const WorkerIdRequest& request,
                                                      const Layout& layout);
 
 // Takes an exclusive flock on `path` (created if missing) and writes the holder's pid and
-// identity into it. Returns the fd, which holds the lock until closed, or -1 when another
-// process holds it. Errors: kInternal.
+// identity into it (not when `identity` is empty, nor into another user's file, which is
+// opened read-only).
+// Returns the fd, which holds the lock until closed, or -1 when another process holds it.
+// Errors: kInternal.
 Result<int> TryLockFile(const std::string& path, const std::string& identity);
+
+// Writes the holder's pid and identity into the lock file `fd` (of `path`). Errors: kInternal.
+Status RecordLockHolder(int fd, const std::string& path, const std::string& identity);
 
 // Errors: kInvalidArgument when `datacenter_id` does not fit the layout's datacenter bits.
 Status CheckDatacenterId(const Layout& layout, std::int64_t datacenter_id);

@@ -11,8 +11,8 @@ bash scripts/setup.sh
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release > /dev/null && cmake --build build -j2 > /dev/null
 start_work check
 # Two workers' ids interleaved in blocks, and 3 planted repeats.
-build/cli/sekka gen -n $((N / 2)) --worker-id 1 --data-dir "$WORK/gen" > "$WORK/a.txt" 2> /dev/null
-build/cli/sekka gen -n $((N / 2 - 3)) --worker-id 2 --data-dir "$WORK/gen" > "$WORK/b.txt" 2> /dev/null
+build/cli/sekka gen -n $((N / 2)) --worker-id 1 --lock-dir "$WORK/gen" > "$WORK/a.txt" 2> /dev/null
+build/cli/sekka gen -n $((N / 2 - 3)) --worker-id 2 --lock-dir "$WORK/gen" > "$WORK/b.txt" 2> /dev/null
 head -3 "$WORK/a.txt" >> "$WORK/b.txt"
 paste -d '\n' "$WORK/a.txt" "$WORK/b.txt" | grep -v '^$' > "$WORK/ids.txt"
 rm "$WORK/a.txt" "$WORK/b.txt"

@@ -70,4 +70,4 @@ done
 
 echo "== sekka gen -n 10000000 (ceiling 2.441 s): old against new"
 hyperfine --warmup 1 --runs 5 --style basic "$BASE gen -n 10000000 > /dev/null" \
-  "$NEW gen -n 10000000 --data-dir $WORK/gen > /dev/null 2>&1"
+  "$NEW gen -n 10000000 --lock-dir $WORK/gen > /dev/null 2>&1"

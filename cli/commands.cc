@@ -29,9 +29,12 @@ namespace {
 
 using Json = nlohmann::ordered_json;
 
-// A layout from a preset name or a custom spec, with the epoch checked against the clock.
-Result<Layout> ResolveLayout(const std::string& text) {
+// A layout from a preset name or a custom spec, with the epoch checked against the clock;
+// `descending` (a flag) sets the layout's direction as its key descending=true does.
+Result<Layout> ResolveLayout(const std::string& text, bool descending = false) {
   Result<Layout> layout = ParseLayout(text);
+  if (!layout.ok()) return layout;
+  if (descending) layout = layout->WithDescending(true);
   if (!layout.ok()) return layout;
   if (Status s = CheckEpochNotInFuture(*layout, SystemClock().NowMillis()); !s.ok()) {
     return std::move(s).error();
@@ -149,16 +152,6 @@ int Fail(int exit_code, const std::string& message) {
   return exit_code;
 }
 
-std::string DefaultGenDataDir() {
-  if (const char* state = std::getenv("XDG_STATE_HOME"); state != nullptr && *state == '/') {
-    return fmt::format("{}/sekka", state);
-  }
-  if (const char* home = std::getenv("HOME"); home != nullptr && *home == '/') {
-    return fmt::format("{}/.local/state/sekka", home);
-  }
-  return fmt::format("/tmp/sekka-{}", ::getuid());
-}
-
 int RunGen(const GenFlags& flags) {
   if (flags.count < 1) {
     return Fail(kExitUsage, fmt::format("-n {} is out of range: allowed 1 or more", flags.count));
@@ -181,7 +174,7 @@ int RunGen(const GenFlags& flags) {
     return Fail(kExitUsage,
                 fmt::format("--kind {} is not known: allowed snowflake, uuidv7, ulid", flags.kind));
   }
-  Result<Layout> layout = ResolveLayout(flags.layout);
+  Result<Layout> layout = ResolveLayout(flags.layout, flags.descending);
   if (!layout.ok()) return ExitFor(layout.error(), true);
   // --format opaque: the text form of opaque ids, with the key file's newest key.
   std::unique_ptr<OpaqueCodec> opaque;
@@ -208,28 +201,28 @@ int RunGen(const GenFlags& flags) {
   options.worker_id = flags.worker_id_set ? flags.worker_id : 0;
   options.datacenter_id = flags.datacenter_id;
   options.sequence_start = *start;
-  options.descending = flags.descending;
+
   Clock& clock = SystemClock();
   // Checks the options before anything is claimed (the errors name the flag's field).
   if (Result<std::unique_ptr<Snowflake>> check = Snowflake::Create(options, clock); !check.ok()) {
     return ExitFor(check.error(), true);
   }
 
-  // Every id gen prints is unique on this machine, like the server's (docs/contract.md section 11):
-  // the worker id is held by a lock file while it runs, and its hwm is stored before use. State is
-  // kept per layout, since another layout's ids are another space.
-  // The subdirectory is named by FNV-1a of the layout's fingerprint: the same for every build.
-  std::uint64_t fnv = 0xcbf29ce484222325ULL;
-  for (unsigned char c : LayoutFingerprint(*layout)) fnv = (fnv ^ c) * 0x100000001b3ULL;
-  const std::string dir = fmt::format(
-      "{}/gen-{:016x}", flags.data_dir.empty() ? DefaultGenDataDir() : flags.data_dir, fnv);
+  // Every id gen prints is unique on this host, like the server's (docs/contract.md section 11):
+  // the worker id is held by a lock file in the host's worker lock dir, shared with every
+  // `sekka serve` of the host, and its hwm is stored beside it before use.
+  const char* env_dir = std::getenv("SEKKA_WORKER_LOCK_DIR");
+  const std::string dir = !flags.lock_dir.empty()                  ? flags.lock_dir
+                          : env_dir != nullptr && *env_dir != '\0' ? env_dir
+                                                                   : kDefaultWorkerLockDir;
   LocalLeaseOptions local;
   local.source = flags.worker_id_set ? "static" : "local";
-  local.data_dir = dir;
+  local.lock_dir = dir;
   local.worker_id = options.worker_id;
   local.layout = *layout;
   WorkerLeaseOptions lo;
-  lo.identity = "sekka gen";
+  // One identity per layout: a gen of another layout does not take these ids for its own.
+  lo.identity = "sekka gen " + LayoutFingerprint(*layout);
   lo.datacenter_id = flags.datacenter_id;
   lo.worker_count = layout->worker_ids_per_datacenter();
   std::unique_ptr<WorkerLease> lease = NewLocalWorkerLease(local, lo);
@@ -296,13 +289,13 @@ int RunGen(const GenFlags& flags) {
   }
   std::fwrite(out.data(), 1, out.size(), stdout);
   if (std::fflush(stdout) != 0) return Fail(kExitFailure, "writing the ids to stdout failed");
-  std::fprintf(stderr, "sekka gen: worker id %lld (data dir %s)\n",
+  std::fprintf(stderr, "sekka gen: worker id %lld (lock dir %s)\n",
                static_cast<long long>(options.worker_id), dir.c_str());
   return kExitOk;
 }
 
 int RunDecode(const DecodeFlags& flags) {
-  Result<Layout> layout = ResolveLayout(flags.layout);
+  Result<Layout> layout = ResolveLayout(flags.layout, flags.descending);
   if (!layout.ok()) return ExitFor(layout.error(), true);
   Result<IdFormat> format = ParseIdFormat(flags.format);
   if (!format.ok()) return ExitFor(format.error(), true);

@@ -35,19 +35,17 @@ struct GenFlags {
   std::string sequence_start = "zero";
   bool descending = false;
   bool worker_id_set = false;      // --worker-id given: that id (static), else the lowest free
-  std::string data_dir;            // "" = the per-user state dir (DefaultGenDataDir)
+  std::string lock_dir;            // "" = $SEKKA_WORKER_LOCK_DIR, else kDefaultWorkerLockDir
   std::string key_file;            // --format opaque: the opaque key file
   std::string kind = "snowflake";  // snowflake | uuidv7 | ulid
 };
 int RunGen(const GenFlags& flags);
-// Where `sekka gen` keeps its worker-id locks and hwm: $XDG_STATE_HOME/sekka, else
-// ~/.local/state/sekka, else /tmp/sekka-<uid>.
-std::string DefaultGenDataDir();
 
 struct DecodeFlags {
   std::string layout = "sekka";
   std::string format = "dec";
   bool json = false;
+  bool descending = false;       // the ids are descending ones (layout key descending=true)
   std::vector<std::string> ids;  // empty: read ids from stdin
 };
 int RunDecode(const DecodeFlags& flags);

@@ -37,9 +37,10 @@ int main(int argc, char** argv) {
   gen_cmd->add_option("-n,--count", gen.count, "How many ids")->capture_default_str();
   gen_cmd->add_option("--layout", gen.layout, layouts)->capture_default_str();
   CLI::Option* gen_worker = gen_cmd->add_option(
-      "--worker-id", gen.worker_id, "Worker id (default: the lowest free one under the data dir)");
-  gen_cmd->add_option("--data-dir", gen.data_dir,
-                      "Worker-id locks and high-water marks (default: the per-user state dir)");
+      "--worker-id", gen.worker_id, "Worker id (default: the lowest free one of this host)");
+  gen_cmd->add_option("--lock-dir", gen.lock_dir,
+                      "The host's worker-id locks and high-water marks, shared with sekka serve "
+                      "(default: $SEKKA_WORKER_LOCK_DIR, else /var/lib/sekka/workers)");
   gen_cmd
       ->add_option("--datacenter-id", gen.datacenter_id,
                    "Datacenter id, for layouts with datacenter bits")
@@ -62,6 +63,8 @@ int main(int argc, char** argv) {
                    "Text form of the ids: dec, hex, base32, base62 or friendly")
       ->capture_default_str();
   decode_cmd->add_flag("--json", decode.json, "One JSON object a line");
+  decode_cmd->add_flag("--descending", decode.descending,
+                       "The ids are descending ones (as the layout key descending=true)");
 
   // check and stats read ids the same way.
   auto id_input = [&](CLI::App* cmd, std::vector<std::string>& files, std::string& layout,

@@ -51,8 +51,8 @@ Result<CoordinatorAccess> CoordinatorAccessOf(const server::ServerConfig& config
   return access;
 }
 
-// The real parts of a service: the system clock and the worker-id lease: the data dir's lock
-// files for static, local and hostname; a coordinator's for etcd and zookeeper (with an
+// The real parts of a service: the system clock and the worker-id lease: the host's worker lock
+// dir for static, local and hostname; a coordinator's for etcd and zookeeper (with an
 // exclusive lock on the data dir: its state files are per worker id, one process each).
 Result<server::ServiceParts> OpenServiceParts(const server::ServerConfig& config,
                                               const std::string& identity) {
@@ -66,9 +66,10 @@ Result<server::ServiceParts> OpenServiceParts(const server::ServerConfig& config
   if (config.worker_source != "etcd" && config.worker_source != "zookeeper") {
     LocalLeaseOptions local;
     local.source = config.worker_source;
-    local.data_dir = config.data_dir;
+    local.lock_dir = config.worker_lock_dir;
     local.worker_id = config.worker_id;
     local.layout = config.generator.layout;
+    local.force = config.force;
     parts.lease = NewLocalWorkerLease(local, lo);
     return parts;
   }
@@ -99,6 +100,26 @@ Result<server::ServiceParts> OpenServiceParts(const server::ServerConfig& config
   if (!lease.ok()) return std::move(lease).error();
   parts.lease = std::move(lease).value();
   return parts;
+}
+
+bool Loopback(const std::string& listen) {
+  return listen.empty() || listen.rfind("127.", 0) == 0 || listen.rfind("[::1]:", 0) == 0 ||
+         listen.rfind("localhost:", 0) == 0;
+}
+
+// A local worker id is unique on this host only: served to other hosts, the ids of two hosts
+// repeat each other unless a coordinator hands out the worker ids.
+void WarnOfLocalIdsOnTheNetwork(const server::ServerConfig& config) {
+  if (config.worker_source != "local") return;
+  if (Loopback(config.http_listen) && Loopback(config.resp_listen) &&
+      Loopback(config.thrift_listen)) {
+    return;
+  }
+  server::Log(server::LogLevel::kWarn,
+              "worker.source local picks worker ids unique on this host only; with more than one "
+              "host serving ids use worker.source etcd or zookeeper (or static ids you assign)",
+              fmt::format("http={} resp={} thrift={}", config.http_listen, config.resp_listen,
+                          config.thrift_listen));
 }
 
 }  // namespace
@@ -133,18 +154,15 @@ int RunServe(const ServeFlags& flags) {
     setrlimit(RLIMIT_NOFILE, &files);
   }
 
-  // Who this process is to the worker-id source: worker.name, else for a coordinator this host
-  // and data dir (unique among live processes: the data dir is locked), else the listeners.
+  // Who this process is to the worker-id source: worker.name, else this host and data dir (a
+  // restart of one slot finds the worker id it held before).
   std::string identity = config->worker_name;
-  if (identity.empty() &&
-      (config->worker_source == "etcd" || config->worker_source == "zookeeper")) {
+  if (identity.empty()) {
     char host[256] = {};
     ::gethostname(host, sizeof(host) - 1);
     std::error_code ec;
     const std::filesystem::path dir = std::filesystem::absolute(config->data_dir, ec);
     identity = fmt::format("{}:{}", host, ec ? config->data_dir : dir.lexically_normal().string());
-  } else if (identity.empty()) {
-    identity = fmt::format("http={},resp={}", config->http_listen, config->resp_listen);
   }
   Result<ServiceParts> parts = OpenServiceParts(*config, identity);
   if (!parts.ok()) {
@@ -176,6 +194,7 @@ int RunServe(const ServeFlags& flags) {
       s.layout().name(), config->data_dir);
   std::puts(where.c_str());
   std::fflush(stdout);
+  WarnOfLocalIdsOnTheNetwork(*config);
   Log(LogLevel::kInfo, "listening",
       fmt::format("http={} resp={} thrift={} worker_id={} datacenter_id={} source={} pid={}",
                   (*server)->http_address(), (*server)->resp_address(), (*server)->thrift_address(),

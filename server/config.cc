@@ -62,7 +62,12 @@ const std::vector<Key>& Keys() {
       {"generator.max_startup_wait", Type::kDuration, "10s", "wait out a stored hwm this close"},
       {"generator.force", Type::kBool, "false", "start despite stored state of another layout"},
       {"worker.source", Type::kString, "local", "static | local | hostname | etcd | zookeeper"},
-      {"worker.id", Type::kInt, "0", "for source static"},
+      {"worker.id", Type::kInt, "",
+       "source static: this process's worker id (required there, "
+       "refused with any other source)"},
+      {"worker.lock_dir", Type::kString, "/var/lib/sekka/workers",
+       "static, local, hostname: where every sekka process of this host locks its worker id and "
+       "keeps its hwm (shared by all of them)"},
       {"worker.datacenter_id", Type::kInt, "0", "where the layout has datacenter bits"},
       {"worker.coordinator", Type::kString, "", "etcd://h:p[,h:p] or zookeeper://h:p[,h:p]"},
       {"worker.cluster", Type::kString, "default", "key prefix at the coordinator"},
@@ -363,7 +368,14 @@ Result<ServerConfig> BuildConfig(const std::vector<ConfigValues>& sources) {
     if (get(key) == "false") return false;
     return BadValue(key, get(key), "true or false");
   };
-  SEKKA_ASSIGN(g.descending, boolean("generator.descending"));
+  // Direction is part of the layout: it changes what a slot maps to, so it is in the layout's
+  // fingerprint and in every decode.
+  bool descending = false;
+  SEKKA_ASSIGN(descending, boolean("generator.descending"));
+  Result<Layout> directed = g.layout.WithDescending(descending);
+  if (!directed.ok())
+    return InvalidArgument("config generator.descending: " + directed.error().message);
+  g.layout = *directed;
   SEKKA_ASSIGN(
       c.max_startup_wait_ms,
       DurationValue("generator.max_startup_wait", get("generator.max_startup_wait"), 0, 3'600'000));
@@ -374,8 +386,26 @@ Result<ServerConfig> BuildConfig(const std::vector<ConfigValues>& sources) {
       c.worker_source != "etcd" && c.worker_source != "zookeeper") {
     return BadValue("worker.source", c.worker_source, "static, local, hostname, etcd or zookeeper");
   }
-  SEKKA_ASSIGN(c.worker_id,
-               IntValue("worker.id", get("worker.id"), 0, (std::int64_t{1} << 31) - 1));
+  // A key that does not apply to the chosen source is refused, never ignored: a worker.id that
+  // `local` ignored ran two hosts told ids 1 and 2 both as worker 0.
+  if (!get("worker.id").empty() && c.worker_source != "static") {
+    return InvalidArgument(fmt::format(
+        "config worker.id applies to worker.source static only (the source is \"{}\"): set "
+        "worker.source = static (--worker-source static) to run as worker {}, or drop worker.id",
+        c.worker_source, get("worker.id")));
+  }
+  if (c.worker_source == "static") {
+    if (get("worker.id").empty()) {
+      return BadValue("worker.id", "", "this process's worker id with worker.source = static");
+    }
+    SEKKA_ASSIGN(c.worker_id,
+                 IntValue("worker.id", get("worker.id"), 0, (std::int64_t{1} << 31) - 1));
+  }
+  c.worker_lock_dir = get("worker.lock_dir");
+  if (c.worker_lock_dir.empty()) {
+    return BadValue("worker.lock_dir", "",
+                    "a directory that every sekka process of this host shares");
+  }
   SEKKA_ASSIGN(c.datacenter_id, IntValue("worker.datacenter_id", get("worker.datacenter_id"), 0,
                                          (std::int64_t{1} << 31) - 1));
   c.coordinator = get("worker.coordinator");

@@ -43,6 +43,8 @@ struct ServerConfig {
   // [worker]
   std::string worker_source = "local";  // static | local | hostname | etcd | zookeeper
   std::int64_t worker_id = 0;
+  // static, local, hostname: the host-wide directory of worker-id locks and hwm states.
+  std::string worker_lock_dir = "/var/lib/sekka/workers";
   std::int64_t datacenter_id = 0;
   std::string coordinator;
   std::string cluster = "default";

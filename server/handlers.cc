@@ -216,8 +216,9 @@ HttpReply DecodeReply(Service&, const RouteInput&, Result<Reply>& reply) {
   const DecodedId& d = std::get<DecodedId>(*reply);
   return Json(fmt::format(
       "{{\"id\":\"{}\",\"time\":\"{}\",\"timestamp_ms\":{},\"datacenter\":{},\"worker\":{},"
-      "\"sequence\":{}}}",
-      d.id, FormatUtcMillis(d.timestamp_ms), d.timestamp_ms, d.datacenter, d.worker, d.sequence));
+      "\"sequence\":{}{}}}",
+      d.id, FormatUtcMillis(d.timestamp_ms), d.timestamp_ms, d.datacenter, d.worker, d.sequence,
+      d.sharded ? fmt::format(",\"shard\":{}", d.shard) : ""));
 }
 
 // /v1/segment/<tag>: {"id":"..."}, with ?count= {"ids":[...]}; one per line for text/plain.
@@ -865,7 +866,7 @@ void AppendReply(std::string& out, const Reply& reply, bool string_ids) {
     resp::AppendArrayHeader(out, ids->size());
     for (std::int64_t v : *ids) AppendId(out, v, string_ids);
   } else if (const auto* d = std::get_if<DecodedId>(&reply)) {
-    resp::AppendArrayHeader(out, 10);
+    resp::AppendArrayHeader(out, d->sharded ? 12 : 10);
     resp::AppendBulk(out, "time");
     resp::AppendBulk(out, FormatUtcMillis(d->timestamp_ms));
     resp::AppendBulk(out, "timestamp_ms");
@@ -876,6 +877,10 @@ void AppendReply(std::string& out, const Reply& reply, bool string_ids) {
     resp::AppendInteger(out, d->worker);
     resp::AppendBulk(out, "sequence");
     resp::AppendInteger(out, d->sequence);
+    if (d->sharded) {
+      resp::AppendBulk(out, "shard");
+      resp::AppendInteger(out, d->shard);
+    }
   } else if (const auto* texts = std::get_if<std::vector<std::string>>(&reply)) {
     resp::AppendArrayHeader(out, texts->size());
     for (const std::string& t : *texts) resp::AppendBulk(out, t);

@@ -133,9 +133,7 @@ Result<std::unique_ptr<Service>> Service::Start(const ServerConfig& config, Serv
 
   // The clock must be past both stored high-water marks: this data dir's and the coordinator's.
   std::string hwm_where;
-  bool same_layout = true;
-  Result<std::int64_t> hwm =
-      s.HwmFloor(datacenter_id, worker_id, coordinator_hwm, &hwm_where, &same_layout);
+  Result<std::int64_t> hwm = s.HwmFloor(datacenter_id, worker_id, coordinator_hwm, &hwm_where);
   if (!hwm.ok()) return std::move(hwm).error();
   std::int64_t start_after_tick = -1;
   if (*hwm > 0) {
@@ -149,9 +147,7 @@ Result<std::unique_ptr<Service>> Service::Start(const ServerConfig& config, Serv
                       FormatUtcMillis(now), hwm_where));
       if (Status w = s.WaitPast(*hwm); !w.ok()) return std::move(w).error();
     }
-    // Ids start past the floor; with a state of another layout (forced) its ticks mean
-    // nothing, but its time still bounds the wait above.
-    if (same_layout) start_after_tick = layout.MillisToTick(*hwm);
+    start_after_tick = s.StartAfterTick(*hwm);
     s.hwm_millis_.store(*hwm);
   }
   if (Status g = s.NewGenerator(datacenter_id, worker_id, start_after_tick); !g.ok()) {
@@ -228,9 +224,15 @@ bool Service::stopping() {
   return stopping_;
 }
 
+std::int64_t Service::StartAfterTick(std::int64_t floor_ms) const {
+  // The floor is a time (ms), whatever layout stored it (a forced state of another layout
+  // included), so it stays a floor after the wait: a clock that steps back later is refused by
+  // the generator instead of reaching below an earlier holder's ids.
+  return floor_ms > 0 ? std::max<std::int64_t>(-1, layout().MillisToTick(floor_ms)) : -1;
+}
+
 Result<std::int64_t> Service::HwmFloor(std::int64_t dc, std::int64_t worker,
-                                       std::int64_t coordinator_hwm, std::string* where,
-                                       bool* same_layout) {
+                                       std::int64_t coordinator_hwm, std::string* where) {
   const std::string fingerprint = LayoutFingerprint(layout());
   Result<std::optional<StoredState>> stored = data_dir_->ReadState(dc, worker);
   if (!stored.ok()) return std::move(stored).error();
@@ -238,7 +240,6 @@ Result<std::int64_t> Service::HwmFloor(std::int64_t dc, std::int64_t worker,
   *where = coordinated_ ? fmt::format("the coordinator's high-water mark of worker id {}", worker)
                         : fmt::format("the stored high-water mark of worker id {} in {}", worker,
                                       data_dir_->StateName(dc, worker));
-  *same_layout = true;
   if (stored->has_value()) {
     const StoredState& st = **stored;
     if (st.layout != fingerprint && !config_.force) {
@@ -248,7 +249,6 @@ Result<std::int64_t> Service::HwmFloor(std::int64_t dc, std::int64_t worker,
           "to start anyway)",
           data_dir_->StateName(dc, worker), st.layout, fingerprint));
     }
-    *same_layout = st.layout == fingerprint;
     if (st.hwm_millis > hwm) {
       hwm = st.hwm_millis;
       *where = fmt::format("the stored high-water mark of worker id {} in {}", worker,
@@ -418,9 +418,8 @@ void Service::TryReacquire() {
   last_renew_ok_ms_ = last_renew_try_ms_ = clock_.MonotonicMillis();
   const Generator& current = generators_.back();
   std::string where;
-  bool same_layout = true;
   Result<std::int64_t> floor =
-      HwmFloor(grant->datacenter_id, grant->worker_id, grant->hwm_millis, &where, &same_layout);
+      HwmFloor(grant->datacenter_id, grant->worker_id, grant->hwm_millis, &where);
   if (!floor.ok()) {
     MarkLost(floor.error().message);
     return;
@@ -443,8 +442,7 @@ void Service::TryReacquire() {
       if (w.error().code == ErrorCode::kLeaseLost) MarkLost(w.error().message);
       return;
     }
-    if (Status g = NewGenerator(grant->datacenter_id, grant->worker_id,
-                                *floor > 0 && same_layout ? layout().MillisToTick(*floor) : -1);
+    if (Status g = NewGenerator(grant->datacenter_id, grant->worker_id, StartAfterTick(*floor));
         !g.ok()) {
       MarkLost(g.error().message);
       return;

@@ -206,10 +206,12 @@ class Service {
   };
 
   Service(const ServerConfig& config, Clock& clock);
-  // The floor for worker id (dc, worker): the largest of the coordinator's hwm and this data
-  // dir's. Errors: a state of another layout (unless forced), an unreadable state.
+  // The floor for worker id (dc, worker): the largest of the lease's hwm and this data dir's.
+  // Errors: a state of another layout (unless forced), an unreadable state.
   Result<std::int64_t> HwmFloor(std::int64_t dc, std::int64_t worker, std::int64_t coordinator_hwm,
-                                std::string* where, bool* same_layout);
+                                std::string* where);
+  // The generator's start_after_tick for a floor in ms (0: none).
+  std::int64_t StartAfterTick(std::int64_t floor_ms) const;
   // Errors: kUnavailable, naming both times and `where` the hwm comes from, when the clock is
   // further behind `hwm_ms` than generator.max_startup_wait: too long a wait to make.
   Status CheckWaitable(std::int64_t hwm_ms, const std::string& where);

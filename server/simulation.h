@@ -8,8 +8,8 @@
 // outages, processes paused past their TTL, request threads paused inside a call, crashes,
 // restarts (some with a lost data dir) and disk-full errors. A checker looks after every step:
 //  - no id is issued twice, across all servers and restarts;
-//  - the stored hwm of a worker id never decreases (the coordinator is modelled as a store that
-//    keeps what it is told, so only the service's own targets keep this);
+//  - the stored hwm of a worker id never decreases (the coordinator is the memory registry,
+//    which keeps the larger value, as the real ones do);
 //  - every issued id's tick is at or below a reservation its issuer stored, while it held that
 //    worker id.
 // The same seed replays the same run: `sekka_sim --seed S --verbose`.

@@ -57,6 +57,14 @@ class Server {
                                      "--data-dir",  dir.string(),  "--worker-source",
                                      "static",      "--worker-id", std::to_string(worker_id)};
     args.insert(args.end(), flags.begin(), flags.end());
+    // Each server is a host of its own (its own worker lock dir); built before fork.
+    std::vector<std::string> env = {"SEKKA_WORKER_LOCK_DIR=" + (dir / "host-locks").string()};
+    for (char** e = environ; *e != nullptr; ++e) {
+      if (std::string_view(*e).rfind("SEKKA_WORKER_LOCK_DIR=", 0) != 0) env.emplace_back(*e);
+    }
+    std::vector<char*> envp;
+    for (std::string& e : env) envp.push_back(e.data());
+    envp.push_back(nullptr);
     int out[2];
     EXPECT_EQ(::pipe(out), 0);
     pid_ = ::fork();
@@ -68,7 +76,7 @@ class Server {
       std::vector<char*> argv;
       for (std::string& a : args) argv.push_back(a.data());
       argv.push_back(nullptr);
-      ::execv(argv[0], argv.data());
+      ::execve(argv[0], argv.data(), envp.data());
       ::_exit(127);
     }
     ::close(out[1]);

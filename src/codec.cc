@@ -312,7 +312,8 @@ Result<DecodedId> DecodeId(Id id, const Layout& layout) {
   d.worker = f->worker;
   d.sequence = f->sequence;
   d.random = f->random;
-  d.shard = layout.shard_bits() > 0
+  d.sharded = layout.shard_bits() > 0;
+  d.shard = d.sharded
                 ? static_cast<std::int64_t>(static_cast<std::uint64_t>(id) >> layout.shard_shift())
                 : 0;
   return d;

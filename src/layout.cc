@@ -176,12 +176,12 @@ Result<Layout> ParseLayout(std::string_view text) {
             fmt::format("layout.js_safe = \"{}\": allowed true or false", value));
       }
       o.js_safe = value == "true";
-    } else if (key == "reverse_time") {
+    } else if (key == "reverse_time" || key == "descending") {
       if (value != "true" && value != "false") {
         return InvalidArgument(
-            fmt::format("layout.reverse_time = \"{}\": allowed true or false", value));
+            fmt::format("layout.{} = \"{}\": allowed true or false", key, value));
       }
-      o.reverse_time = value == "true";
+      (key == "reverse_time" ? o.reverse_time : o.descending) = value == "true";
     } else if (key == "name") {
       // Names go into messages and metric labels: plain characters only.
       const bool plain = !value.empty() && value.size() <= 64 &&
@@ -198,7 +198,7 @@ Result<Layout> ParseLayout(std::string_view text) {
       return InvalidArgument(fmt::format(
           "layout key \"{}\" is not known: allowed kind, time_bits, datacenter_bits, "
           "worker_bits, sequence_bits, random_bits, shard_bits, tick, epoch, order, js_safe, "
-          "reverse_time, name",
+          "reverse_time, descending, name",
           key));
     }
     if (!status.ok()) return std::move(status).error();
@@ -270,6 +270,11 @@ Result<Layout> Layout::Create(const LayoutOptions& o) {
     if (o.shard_bits < 0 || o.shard_bits > 15) {
       return OutOfRange("shard_bits", o.shard_bits, 0, 15);
     }
+  }
+  if (o.descending && (o.kind == LayoutKind::kRandom || o.shard_bits > 0 || o.reverse_time)) {
+    return InvalidArgument(
+        "descending=true needs an ordered layout: a random layout, shard_bits or reverse_time "
+        "leave its ids no order to reverse");
   }
   if (o.tick_millis < 1 || o.tick_millis > 1000) {
     return InvalidArgument(fmt::format(
@@ -354,6 +359,15 @@ Result<Id> Layout::Compose(const IdFields& f) const {
   if (Status s = check("random", f.random, options_.random_bits); !s.ok()) {
     return std::move(s).error();
   }
+  if (options_.descending) {
+    // The upward id of the mirrored datacenter and worker: subtracting it from max_id() flips
+    // every field, which turns those two back (Layout::Decompose undoes both).
+    const auto plain = static_cast<std::uint64_t>(
+        (f.tick << time_shift_) | ((datacenter_ids() - 1 - f.datacenter) << datacenter_shift_) |
+        ((worker_ids_per_datacenter() - 1 - f.worker) << worker_shift_) |
+        (f.sequence << sequence_shift_));
+    return max_id_ - static_cast<Id>(plain);
+  }
   const auto plain = static_cast<std::uint64_t>(
       (f.tick << time_shift_) | (f.datacenter << datacenter_shift_) | (f.worker << worker_shift_) |
       (f.sequence << sequence_shift_) | f.random);
@@ -368,7 +382,7 @@ Result<IdFields> Layout::Decompose(Id id) const {
   auto field = [](std::int64_t value, int shift, int bits) {
     return (value >> shift) & ((std::int64_t{1} << bits) - 1);
   };
-  std::int64_t plain = id;
+  std::int64_t plain = options_.descending ? max_id_ - id : id;
   if (options_.shard_bits > 0) {
     plain = field(id, 0, shard_shift_);
     const std::uint64_t shard = static_cast<std::uint64_t>(id) >> shard_shift_;
@@ -388,6 +402,10 @@ Result<IdFields> Layout::Decompose(Id id) const {
   f.worker = field(plain, worker_shift_, options_.worker_bits);
   f.sequence = field(plain, sequence_shift_, options_.sequence_bits);
   f.random = field(plain, 0, options_.random_bits);
+  if (options_.descending) {
+    f.datacenter = datacenter_ids() - 1 - f.datacenter;
+    f.worker = worker_ids_per_datacenter() - 1 - f.worker;
+  }
   return f;
 }
 
@@ -412,7 +430,14 @@ std::string Layout::ExtraOptions() const {
   if (is_random()) out += fmt::format(" kind=random random_bits={}", options_.random_bits);
   if (options_.shard_bits > 0) out += fmt::format(" shard_bits={}", options_.shard_bits);
   if (options_.reverse_time) out += " reverse_time=true";
+  if (options_.descending) out += " descending=true";
   return out;
+}
+
+Result<Layout> Layout::WithDescending(bool descending) const {
+  LayoutOptions o = options_;
+  o.descending = descending;
+  return Create(o);
 }
 
 Status CheckEpochNotInFuture(const Layout& layout, std::int64_t now_ms) {

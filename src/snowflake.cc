@@ -24,6 +24,17 @@ namespace {
 
 std::atomic<std::uint64_t> g_next_serial{1};
 
+// The worker id's bits of every raw id. A descending id is max_id() - raw, which flips every
+// field: the mirrored datacenter and worker flip back, so the id's fields name this worker.
+std::uint64_t FixedBits(const Layout& layout, std::int64_t datacenter_id, std::int64_t worker_id) {
+  if (layout.descending()) {
+    datacenter_id = layout.datacenter_ids() - 1 - datacenter_id;
+    worker_id = layout.worker_ids_per_datacenter() - 1 - worker_id;
+  }
+  return (static_cast<std::uint64_t>(datacenter_id) << layout.datacenter_shift()) |
+         (static_cast<std::uint64_t>(worker_id) << layout.worker_shift());
+}
+
 std::uint64_t Mix(std::uint64_t x) {  // splitmix64's finalizer
   x ^= x >> 30;
   x *= 0xbf58476d1ce4e5b9ULL;
@@ -110,12 +121,6 @@ Result<std::unique_ptr<Snowflake>> Snowflake::Create(const SnowflakeOptions& opt
         "generator (sekka gen, /v1/random, RANDOM.NEXT), not a snowflake",
         layout.name()));
   }
-  if (options.descending && !layout.ordered()) {
-    return InvalidArgument(
-        fmt::format("generator.descending needs an ordered layout: layout {} has shard_bits or "
-                    "reverse_time, so its ids have no order to reverse",
-                    layout.name()));
-  }
   const std::int64_t max_worker = layout.worker_ids_per_datacenter() - 1;
   if (options.worker_id < 0 || options.worker_id > max_worker) {
     return InvalidArgument(
@@ -152,10 +157,8 @@ Snowflake::Snowflake(const SnowflakeOptions& options, Clock& clock)
       time_shift_(layout_.time_shift()),
       slot_shift_(layout_.datacenter_bits() + layout_.worker_bits()),
       sequence_mask_((std::uint64_t{1} << layout_.sequence_bits()) - 1),
-      fixed_bits_(
-          (static_cast<std::uint64_t>(options_.datacenter_id) << layout_.datacenter_shift()) |
-          (static_cast<std::uint64_t>(options_.worker_id) << layout_.worker_shift())),
-      descending_(options_.descending),
+      fixed_bits_(FixedBits(layout_, options_.datacenter_id, options_.worker_id)),
+      descending_(layout_.descending()),
       spread_(!layout_.ordered()),
       descend_base_(static_cast<std::uint64_t>(layout_.max_id())),
       max_drift_ticks_(options_.max_drift.count() / layout_.tick_millis()) {

@@ -132,8 +132,7 @@ TEST(SnowflakeTest, SpreadLayoutsKeepEveryIdDistinctAndDecodable) {
       last = f;
     }
     EXPECT_FALSE(increasing) << spec << ": the ids should not sort in generation order";
-    o.descending = true;
-    Result<std::unique_ptr<Snowflake>> descending = Snowflake::Create(o, clock);
+    Result<Layout> descending = o.layout.WithDescending(true);
     ASSERT_FALSE(descending.ok());
     EXPECT_NE(descending.error().message.find("needs an ordered layout"), std::string::npos);
   }
@@ -333,10 +332,11 @@ TEST(SnowflakeTest, RandomSequenceStartSpreadsLowRateIdsOverShards) {
   }
 }
 
-TEST(SnowflakeTest, DescendingIdsDecrease) {
+TEST(SnowflakeTest, DescendingIdsDecreaseAndDecodeToTheirWorker) {
   FakeClock clock(kT);
   SnowflakeOptions o;
-  o.descending = true;
+  o.layout = *Layout::Default().WithDescending(true);
+  o.worker_id = 7;
   auto s = Make(clock, o);
   Id last = std::numeric_limits<Id>::max();
   for (int i = 0; i < 5000; ++i) {
@@ -345,8 +345,11 @@ TEST(SnowflakeTest, DescendingIdsDecrease) {
     last = id;
     if (i % 1000 == 0) clock.AdvanceMillis(1);
   }
-  const Id raw = std::numeric_limits<Id>::max() - last;
-  EXPECT_EQ(Fields(*s, raw).tick, TickOf(*s, clock.NowMillis()));
+  EXPECT_EQ(Fields(*s, last).tick, TickOf(*s, clock.NowMillis()));
+  EXPECT_EQ(Fields(*s, last).worker, 7);
+  // The worker field is kept, not mirrored: read as an upward id it still names worker 7, so
+  // no upward worker's id (another worker field) can equal it (issue 22, finding 3).
+  EXPECT_EQ(Layout::Default().Decompose(last)->worker, 7);
 }
 
 TEST(SnowflakeTest, NextIdsFillsInOrderAcrossTicks) {

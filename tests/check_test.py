@@ -79,7 +79,7 @@ class CheckTest(unittest.TestCase):
                                                    "text": "not-an-id"}])
 
     def test_clean_ids_exit_0_and_the_text_report(self):
-        ids = subprocess.run([SEKKA, "gen", "-n", "50000", "--data-dir", self.dirs.path("gen")],
+        ids = subprocess.run([SEKKA, "gen", "-n", "50000", "--lock-dir", self.dirs.path("gen")],
                              capture_output=True, text=True, check=True).stdout
         p = subprocess.run([SEKKA, "check"], input=ids, capture_output=True, text=True)
         self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
@@ -93,7 +93,7 @@ class CheckTest(unittest.TestCase):
 
     def test_spread_and_js53_layouts_and_ids_outside_them(self):
         shard = subprocess.run([SEKKA, "gen", "-n", "3000", "--layout", "shard_bits=4,time_bits=37",
-                                "--data-dir", self.dirs.path("gen")],
+                                "--lock-dir", self.dirs.path("gen")],
                                capture_output=True, text=True, check=True).stdout.split()
         forged = str(int(shard[0]) ^ (1 << 60))
         got = self.check("--layout", "shard_bits=4,time_bits=37",

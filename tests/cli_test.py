@@ -5,6 +5,7 @@ The binary comes from $SEKKA_BIN (ctest sets it). Each test checks exit codes, t
 one line on stderr naming what was wrong, and that output decodes back to what was asked for.
 """
 
+import atexit
 import datetime
 import json
 import os
@@ -17,6 +18,11 @@ import uuid
 
 sys.path.insert(0, os.path.dirname(__file__))
 from sekka_testlib import SEKKA, faketime_env  # noqa: E402
+
+
+# The tests' host: a worker lock dir of their own, not the machine's /var/lib/sekka/workers.
+os.environ.setdefault("SEKKA_WORKER_LOCK_DIR", tempfile.mkdtemp(prefix="sekka-cli-locks-"))
+atexit.register(shutil.rmtree, os.environ["SEKKA_WORKER_LOCK_DIR"], True)
 
 
 def run(*args, stdin=None, timeout=60):
@@ -112,7 +118,7 @@ class GenTest(CliTestCase):
         data = tempfile.mkdtemp(prefix="sekka-gen-")
         try:
             for _ in range(5):
-                procs = [subprocess.Popen([SEKKA, "gen", "-n", "200000", "--data-dir", data],
+                procs = [subprocess.Popen([SEKKA, "gen", "-n", "200000", "--lock-dir", data],
                                           stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                           text=True) for _ in range(2)]
                 outs = [p.communicate(timeout=60) for p in procs]
@@ -122,26 +128,26 @@ class GenTest(CliTestCase):
                 self.assertEqual(len(a) + len(b), 400_000)
                 self.assertFalse(a & b, "two runs at once printed the same id")
                 for o in outs:
-                    self.assertRegex(o[1], r"sekka gen: worker id \d+ \(data dir ")
+                    self.assertRegex(o[1], r"sekka gen: worker id \d+ \(lock dir ")
         finally:
             shutil.rmtree(data, ignore_errors=True)
 
     def test_a_run_after_the_clock_stepped_back_prints_later_ids(self):
         data = tempfile.mkdtemp(prefix="sekka-gen-")
         try:
-            first = [int(x) for x in self.ok("gen", "-n", "300000", "--data-dir", data).split()]
+            first = [int(x) for x in self.ok("gen", "-n", "300000", "--lock-dir", data).split()]
             clock = os.path.join(data, "clock")
             with open(clock, "w") as f:
                 f.write("-2")
             env = dict(os.environ, **faketime_env(clock))
-            p = subprocess.run([SEKKA, "gen", "-n", "300000", "--data-dir", data],
+            p = subprocess.run([SEKKA, "gen", "-n", "300000", "--lock-dir", data],
                                capture_output=True, text=True, env=env, timeout=60)
             self.assertEqual(p.returncode, 0, p.stderr)
             later = [int(x) for x in p.stdout.split()]
             self.assertGreater(min(later), max(first), "ids went back with the clock")
             with open(clock, "w") as f:
                 f.write("-60")
-            p = subprocess.run([SEKKA, "gen", "--data-dir", data], capture_output=True, text=True,
+            p = subprocess.run([SEKKA, "gen", "--lock-dir", data], capture_output=True, text=True,
                                env=env, timeout=60)
             self.assertEqual(p.returncode, 1, p.stdout)
             self.assertIn("behind the high-water mark", p.stderr)
@@ -225,7 +231,7 @@ class OpaqueTest(CliTestCase):
                         "--key-file", self.keys).split()
         self.assertLess(int(small[0]), 2 ** 53)
         generated = self.ok("gen", "-n", "100", "--format", "opaque", "--key-file", self.keys,
-                            "--data-dir", self.dir).split()
+                            "--lock-dir", self.dir).split()
         back = [int(i) for i in self.ok("opaque", "decode", *generated,
                                         "--key-file", self.keys).split()]
         self.assertEqual(back, sorted(set(back)))
@@ -251,7 +257,7 @@ class OpaqueTest(CliTestCase):
         with open(bad, "w") as f:
             f.write("a 1234\n")
         self.fails(2, "opaque", "encode", "5", "--key-file", bad, expect="key line 1")
-        self.fails(2, "gen", "--format", "opaque", "--data-dir", self.dir, expect="--key-file")
+        self.fails(2, "gen", "--format", "opaque", "--lock-dir", self.dir, expect="--key-file")
         self.fails(2, "opaque", "keygen", "--version", "ab", expect="one character")
 
 
@@ -373,7 +379,7 @@ class RandomAndSpreadLayoutTest(CliTestCase):
     def test_shard_bits_spread_ids_and_decode_back(self):
         layout = "shard_bits=4,time_bits=37"
         ids = [int(i) for i in self.ok("gen", "-n", "5000", "--layout", layout, "--worker-id", "9",
-                                       "--data-dir", self.dir).split()]
+                                       "--lock-dir", self.dir).split()]
         self.assertEqual(len(set(ids)), 5000)
         self.assertNotEqual(ids, sorted(ids))
         self.assertEqual(len({i >> 59 for i in ids}), 16)  # every shard used
@@ -390,14 +396,14 @@ class RandomAndSpreadLayoutTest(CliTestCase):
     def test_reversed_time_spreads_consecutive_ticks(self):
         layout = "reverse_time=true"
         ids = [int(i) for i in self.ok("gen", "-n", "20000", "--layout", layout,
-                                       "--data-dir", self.dir).split()]
+                                       "--lock-dir", self.dir).split()]
         self.assertEqual(len(set(ids)), 20000)
         self.assertGreater(len({i >> 60 for i in ids}), 1)  # ticks land far apart
         out = self.ok("decode", "--layout", layout, "--json", str(ids[0]), str(ids[-1]))
         first, last = [json.loads(line) for line in out.splitlines()]
         self.assertLessEqual(first["timestamp_ms"], last["timestamp_ms"])
         self.assertIn("bit-reversed", self.ok("layout", layout))
-        self.fails(2, "gen", "--layout", layout, "--descending", "--data-dir", self.dir,
+        self.fails(2, "gen", "--layout", layout, "--descending", "--lock-dir", self.dir,
                    expect="needs an ordered layout")
 
 

@@ -316,6 +316,36 @@ class EtcdClockTest(CoordinatorTestCase):
         self.assertEqual(b.get("/readyz")[0], 200)
         self.assertIn("sekka_leases_lost_total 0", b.get("/metrics")[2])
 
+    def test_force_keeps_the_coordinators_hwm_as_the_generators_floor(self):
+        """Issue 22, finding 5: --force with a data dir holding another layout's state set the
+        start floor to -1, so after the start-up wait a clock step back issued ids below the
+        coordinator's hwm: below ids the worker id's last holder issued."""
+        clock = self.dirs.path("clock")
+        with open(clock, "w") as f:
+            f.write("+0")
+        # A data dir with a twitter-layout state of worker id 0 (from a cluster of its own).
+        t = self.start("b", "--cluster", "other", "--layout", "twitter")
+        self.assertEqual(t.worker_id, 0)
+        self.assertEqual(t.stop(), 0)
+        self.servers.remove(t)
+        a = self.start("a", "--worker-name", "slot-a", faketime_file=clock)
+        last = max(self.batch(a))
+        self.assertEqual(a.stop(), 0)  # its reservation stays at etcd
+        self.servers.remove(a)
+        with open(clock, "w") as f:
+            f.write("-1")
+        c = self.start("b", "--worker-name", "slot-a", "--force", faketime_file=clock)
+        self.assertEqual(c.worker_id, a.worker_id)
+        with open(clock, "w") as f:
+            f.write("-12")  # now well behind the ids `a` issued
+        r = redis.Redis(host="127.0.0.1", port=c.resp_port)
+        try:
+            ids = r.execute_command("ID.BATCH", 1000)
+        except redis.exceptions.ResponseError as e:
+            self.assertTrue(str(e).startswith("CLOCKBACKWARDS"), str(e))
+        else:
+            self.assertGreater(min(ids), last, "ids went below the last holder's hwm")
+
     def test_restart_with_the_clock_behind_waits_past_the_coordinators_hwm(self):
         clock = self.dirs.path("clock")
         with open(clock, "w") as f:

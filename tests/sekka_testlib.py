@@ -50,6 +50,9 @@ class Server:
                  resp="127.0.0.1:0"):
         self.data_dir = data_dir
         self.env = dict(os.environ)
+        # Each data dir is a host of its own (its own worker lock dir) unless the test shares
+        # one among its processes, as the processes of one host share /var/lib/sekka/workers.
+        self.env["SEKKA_WORKER_LOCK_DIR"] = os.path.join(data_dir, "host-locks")
         if env:
             self.env.update(env)
         if faketime_file:

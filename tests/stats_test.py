@@ -86,7 +86,7 @@ class StatsTest(unittest.TestCase):
         self.assertIn("quiet         3 empty intervals; longest 3 s from 2026-06-01T00:00:04", out)
         self.assertIn("worker 3", out)
         twitter = subprocess.run([SEKKA, "gen", "-n", "100", "--layout", "twitter",
-                                  "--datacenter-id", "3", "--worker-id", "5", "--data-dir",
+                                  "--datacenter-id", "3", "--worker-id", "5", "--lock-dir",
                                   self.dirs.path("gen")], capture_output=True, text=True,
                                  check=True).stdout
         j = json.loads(self.stats("--json", "--layout", "twitter", stdin=twitter))

@@ -59,6 +59,7 @@ struct DecodedId {
   std::int64_t sequence = 0;
   std::int64_t random = 0;  // random layouts
   std::int64_t shard = 0;   // layouts with shard bits
+  bool sharded = false;     // whether the layout has shard bits (and `shard` means something)
 };
 // Errors: kInvalidArgument if the id is outside the layout (negative, above max_id(), or with
 // shard bits its other fields do not give).

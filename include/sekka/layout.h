@@ -84,6 +84,11 @@ struct LayoutOptions {
   int shard_bits = 0;
   // The time field's bits reversed.
   bool reverse_time = false;
+  // Newer ids are smaller: an id is max_id() minus the upward id of the same time and sequence,
+  // and its datacenter and worker fields are kept as they are, so that an id's worker field
+  // names its worker in either direction (docs/design.md, "Directions") [snowflake layouts
+  // without shard_bits or reverse_time].
+  bool descending = false;
 };
 
 // The fields of one id. `tick` counts ticks since the layout's epoch.
@@ -102,7 +107,7 @@ class Layout;
 // Parses a layout from text: a preset name ("twitter"), or a comma-separated list of
 // key=value pairs over the sekka preset's values, with keys time_bits, datacenter_bits,
 // worker_bits, sequence_bits, tick ("10ms", "1s"), epoch (ms or ISO 8601), order, js_safe
-// (true/false), shard_bits, reverse_time (true/false) and name; e.g.
+// (true/false), shard_bits, reverse_time (true/false), descending (true/false) and name; e.g.
 // "time_bits=40,worker_bits=11,tick=2ms". With kind=random the keys are time_bits, random_bits
 // (default: the rest of 63 bits, or of 53 with js_safe), tick, epoch, js_safe, reverse_time and
 // name; e.g. "kind=random,time_bits=41".
@@ -154,6 +159,10 @@ class Layout {
   int random_bits() const { return options_.random_bits; }
   int shard_bits() const { return options_.shard_bits; }
   bool reverse_time() const { return options_.reverse_time; }
+  bool descending() const { return options_.descending; }
+  // This layout with `descending` set as given. Errors: as Create (a descending layout must be
+  // an ordered snowflake layout).
+  Result<Layout> WithDescending(bool descending) const;
   // Whether ids keep their time order (no shard bits, time not reversed).
   bool ordered() const { return options_.shard_bits == 0 && !options_.reverse_time; }
   // One line on the order its ids keep and lose.

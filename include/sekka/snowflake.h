@@ -6,7 +6,7 @@
 //
 // Guarantees of one Snowflake:
 //  - no id is ever returned twice, from any number of threads;
-//  - the ids one thread receives strictly increase (strictly decrease with `descending`);
+//  - the ids one thread receives strictly increase (strictly decrease with a descending layout);
 //  - an id of a later tick is larger than every id of an earlier tick, whichever thread got it;
 //  - with thread_block = 1, every id is larger than all ids returned before the call began,
 //    in any thread (a single global order);
@@ -85,8 +85,6 @@ struct SnowflakeOptions {
   SequenceStart sequence_start = SequenceStart::kZero;
   // Seed for kRandom; 0 picks one from std::random_device.
   std::uint64_t random_seed = 0;
-  // When true, newer ids are smaller: id = 2^63 - 1 - raw (max_id() - raw for js-safe).
-  bool descending = false;
   // Sequence numbers one thread takes from the shared counter at a time [1, 4096]. A block is
   // only used within the tick it was taken in. 1 gives one global order across threads at the
   // price of one atomic operation per id; the default 16 lets threads scale (docs/design.md).
@@ -130,7 +128,7 @@ class Snowflake {
     return NextIdSlow(now);
   }
 
-  // Fills `out` with ids in increasing order (decreasing with `descending`), at a far lower
+  // Fills `out` with ids in increasing order (decreasing with a descending layout), at a far lower
   // cost per id than NextId(). On error, `out` holds no usable ids.
   // Errors: as NextId().
   Status NextIds(std::span<Id> out);
@@ -196,6 +194,7 @@ class Snowflake {
   const std::uint64_t fixed_bits_;
   const bool descending_;
   const bool spread_;  // shard bits or a reversed time field (never with descending_)
+  // max_id(): a descending id is this minus the raw id of the mirrored worker (Layout::Compose).
   const std::uint64_t descend_base_;
   const std::int64_t max_drift_ticks_;
   std::uint64_t random_seed_ = 0;

@@ -17,7 +17,8 @@ export function tempDir() {
 export async function startServer(dataDir, flags = [], { resp = '127.0.0.1:0', env = {} } = {}) {
   const proc = spawn(SEKKA, ['serve', '--http', '127.0.0.1:0', '--resp', resp, '--data-dir', dataDir, ...flags], {
     stdio: ['ignore', 'pipe', 'ignore'],
-    env: { ...process.env, ...env },
+    // Each server is a host of its own (its own worker lock dir).
+    env: { ...process.env, SEKKA_WORKER_LOCK_DIR: path.join(dataDir, 'host-locks'), ...env },
   });
   const lines = readline.createInterface({ input: proc.stdout });
   const first = await new Promise((resolve, reject) => {

@@ -28,7 +28,10 @@ final class SekkaServer implements AutoCloseable {
     List<String> args = new ArrayList<>(List.of(SEKKA, "serve", "--http", "127.0.0.1:0", "--resp",
         resp, "--data-dir", dir.toString()));
     args.addAll(List.of(flags));
-    process = new ProcessBuilder(args)
+    ProcessBuilder builder = new ProcessBuilder(args);
+    // Each server is a host of its own (its own worker lock dir).
+    builder.environment().put("SEKKA_WORKER_LOCK_DIR", dir.resolve("host-locks").toString());
+    process = builder
         .redirectError(dir.resolveSibling(dir.getFileName() + ".log").toFile())
         .start();
     BufferedReader out = new BufferedReader(

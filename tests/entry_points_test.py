@@ -1,0 +1,216 @@
+#!/usr/bin/python3
+"""Every way of starting sekka on one host keeps the promise of unique ids (issue 22).
+
+A review found ids repeated outside the coordinated server path: `sekka gen` beside `sekka serve`,
+two servers with two data dirs, ascending beside descending generators, a `--worker-id` that a
+`local` source ignored, and descending servers decoding their own ids wrongly. Each test here runs
+the real binary the way that review did. Every process of one test shares one worker lock dir,
+as every process of one host shares /var/lib/sekka/workers by default.
+"""
+
+import datetime
+import json
+import os
+import subprocess
+import sys
+import unittest
+
+sys.path.insert(0, os.path.dirname(__file__))
+from sekka_testlib import SEKKA, Server, TempDirs, redis_cli  # noqa: E402
+
+LAYOUT_WORKERS = 1024
+EPOCH_MS = 1735689600000  # the sekka preset's epoch, 2025-01-01
+TIME_SHIFT = 22           # 10 worker bits + 12 sequence bits
+
+
+class HostTestCase(unittest.TestCase):
+    """One simulated host: a lock dir that every process of the test shares."""
+
+    def setUp(self):
+        self.dirs = TempDirs()
+        self.servers = []
+        self.lock_dir = self.dirs.path("host-locks")
+        self.env = dict(os.environ, SEKKA_WORKER_LOCK_DIR=self.lock_dir)
+
+    def tearDown(self):
+        for s in self.servers:
+            s.stop()
+        self.dirs.cleanup()
+
+    def serve(self, name, *flags, wait=True, env=None):
+        s = Server(self.dirs.path(name), *flags, env=dict(env or {}, **{
+            "SEKKA_WORKER_LOCK_DIR": self.lock_dir}), wait=wait)
+        self.servers.append(s)
+        return s
+
+    def gen(self, *args, env=None, timeout=120):
+        return subprocess.Popen([SEKKA, "gen", *args], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, env=env or self.env)
+
+    def finish(self, proc, timeout=120):
+        out, err = proc.communicate(timeout=timeout)
+        self.assertEqual(proc.returncode, 0, err)
+        return [int(x) for x in out.split()]
+
+    def server_ids(self, s, requests, count):
+        ids = []
+        for _ in range(requests):
+            status, body = s.get_json(f"/v1/ids?count={count}")
+            self.assertEqual(status, 200, body)
+            ids += [int(x) for x in body["ids"]]
+        return ids
+
+
+class HostWorkerIdTest(HostTestCase):
+    def test_gen_beside_serve_never_prints_a_served_id(self):
+        """Finding 1: gen locked <dir>/gen-<hash>/workers, serve <dir>/workers: both worker 0."""
+        s = self.serve("served")
+        g = self.gen("-n", "3000000")
+        served = self.server_ids(s, 200, 2000)
+        printed = self.finish(g)
+        self.assertEqual(len(set(served)), len(served))
+        self.assertEqual(len(set(served) & set(printed)), 0, "gen printed ids the server issued")
+
+    def test_gens_of_two_users_on_one_host_print_different_ids(self):
+        """gen kept its state under each user's home: two users' gens both took worker 0."""
+        homes = [self.dirs.path("home-a"), self.dirs.path("home-b")]
+        for home in homes:
+            os.makedirs(home)
+        a, b = (self.gen("-n", "400000", env=dict(self.env, HOME=h, XDG_STATE_HOME=""))
+                for h in homes)
+        first, second = self.finish(a), self.finish(b)
+        self.assertEqual(len(set(first) & set(second)), 0,
+                         "two gens on one host printed the same ids")
+
+    def test_two_servers_with_two_data_dirs_take_two_worker_ids(self):
+        """Finding 2: two data dirs (say two servers sharing one segment store) took worker 0."""
+        a = self.serve("a")
+        b = self.serve("b")
+        self.assertNotEqual(a.worker_id, b.worker_id)
+        ia, ib = self.server_ids(a, 50, 2000), self.server_ids(b, 50, 2000)
+        self.assertEqual(len(set(ia) & set(ib)), 0)
+
+    def test_a_static_worker_id_held_by_gen_is_refused_to_serve(self):
+        g = self.gen("-n", "20000000", "--worker-id", "9")
+        try:
+            # gen has taken its lock once it has printed its first id.
+            self.assertTrue(g.stdout.readline().strip())
+            s = self.serve("s", "--worker-source", "static", "--worker-id", "9", wait=False)
+            self.assertFalse(s.wait_listening())
+            self.assertEqual(s.proc.returncode, 1)
+            err = s.stderr_text()
+            self.assertIn("worker id 9 (datacenter 0) is already held by another process", err)
+            self.assertIn(self.lock_dir, err)
+        finally:
+            g.kill()
+            g.communicate()
+
+    def test_worker_id_without_the_static_source_is_refused(self):
+        """Finding 8: `--worker-id 5` under source local ran as worker 0, silently."""
+        s = self.serve("s", "--worker-id", "5", wait=False)
+        self.assertFalse(s.wait_listening())
+        self.assertEqual(s.proc.returncode, 2)
+        err = s.stderr_text().strip().splitlines()
+        self.assertIn("worker.id applies to worker.source static only", err[-1])
+        env_set = self.serve("e", wait=False, env={"SEKKA_WORKER_ID": "5"})
+        self.assertFalse(env_set.wait_listening())
+        self.assertEqual(env_set.proc.returncode, 2)
+
+    def test_an_unusable_lock_dir_is_one_line_naming_what_to_do(self):
+        blocker = self.dirs.path("file")
+        with open(blocker, "w") as f:
+            f.write("not a directory")
+        env = dict(self.env, SEKKA_WORKER_LOCK_DIR=blocker + "/locks")
+        p = subprocess.run([SEKKA, "gen"], env=env,
+                           capture_output=True, text=True, timeout=60)
+        self.assertEqual(p.returncode, 1, p.stdout)
+        lines = p.stderr.splitlines()
+        self.assertEqual(len(lines), 1, p.stderr)
+        self.assertIn("worker lock dir", lines[0])
+        self.assertIn("SEKKA_WORKER_LOCK_DIR", lines[0])
+
+
+def fake_absolute(ms):
+    """A libfaketime environment whose clock starts at `ms` (Unix ms) and runs on."""
+    t = datetime.datetime.fromtimestamp(ms / 1000, datetime.timezone.utc)
+    return {"LD_PRELOAD": "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1",
+            "FAKETIME": "@" + t.strftime("%Y-%m-%d %H:%M:%S"), "FAKETIME_DONT_FAKE_MONOTONIC": "1",
+            "TZ": "UTC"}
+
+
+class DirectionTest(HostTestCase):
+    def test_ascending_and_descending_generators_never_meet(self):
+        """Finding 3: descending (tick T, worker w) was ascending (2^41-1-T, 1023-w): gen
+        --worker-id 0 and gen --worker-id 1023 --descending at the mirror date printed the same
+        ids. Now a descending id keeps its worker field, and worker ids are exclusive per host."""
+        up = self.finish(self.gen("-n", "400000", "--worker-id", "0"))
+        ticks = sorted({i >> TIME_SHIFT for i in up})
+        # The descending run starts 2 to 3 s before the mirror of the last tick (libfaketime takes
+        # whole seconds) and runs on past the mirror of the first, at 4,096 ids a ms.
+        max_tick = (1 << 41) - 1
+        start_ms = EPOCH_MS + max_tick - ticks[-1] - 2000
+        span = ticks[-1] - ticks[0] + 4500
+        env = dict(self.env, **fake_absolute(start_ms))
+        down = self.finish(self.gen("-n", str(4096 * span), "--worker-id", "1023",
+                                    "--descending", env=env), timeout=300)
+        self.assertLess(down[-1], down[0])
+        mirrored = {(max_tick - ((2 ** 63 - 1 - i) >> TIME_SHIFT)) for i in down}
+        # A loaded machine may skip a tick now and then; half of them show the test can see.
+        self.assertGreaterEqual(len(set(ticks) & mirrored), len(ticks) // 2,
+                                "the descending run missed the mirror ticks")
+        self.assertEqual(len(set(up) & set(down)), 0, "ascending and descending ids met")
+
+    def test_a_descending_server_decodes_its_own_ids(self):
+        """Finding 9: /v1/decode, ID.DECODE and /decodeSnowflakeId of a descending server's id
+        said 2092, worker 1023, sequence 4095."""
+        s = self.serve("down", "--worker-source", "static", "--worker-id", "3",
+                       env={"SEKKA_GENERATOR_DESCENDING": "true"})
+        status, body = s.get_json("/v1/id")
+        self.assertEqual(status, 200, body)
+        now = datetime.datetime.now(datetime.timezone.utc)
+        status, d = s.get_json(f"/v1/decode/{body['id']}")
+        self.assertEqual(status, 200, d)
+        self.assertEqual(d["worker"], 3)
+        self.assertLess(abs(d["timestamp_ms"] / 1000 - now.timestamp()), 60)
+        decoded = redis_cli(s, "ID.DECODE", body["id"]).split("\n")
+        fields = dict(zip(decoded[0::2], decoded[1::2]))
+        self.assertEqual(int(fields["worker"]), 3)
+        self.assertLess(abs(int(fields["timestamp_ms"]) / 1000 - now.timestamp()), 60)
+        status, leaf = s.get_json(f"/decodeSnowflakeId?snowflakeId={body['id']}")
+        self.assertEqual(status, 200, leaf)
+        self.assertEqual(int(leaf["workerId"]), 3)
+        p = subprocess.run([SEKKA, "decode", "--descending", "--json", body["id"]],
+                           capture_output=True, text=True, timeout=60)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        cli = json.loads(p.stdout.splitlines()[0])
+        self.assertEqual(cli["worker"], 3)
+        self.assertEqual(cli["timestamp_ms"], d["timestamp_ms"])
+
+    def test_a_state_of_the_other_direction_is_refused(self):
+        up = self.serve("data", "--worker-source", "static", "--worker-id", "4")
+        up.get("/v1/id")
+        up.stop()
+        self.servers.remove(up)
+        down = self.serve("data", "--worker-source", "static", "--worker-id", "4", wait=False,
+                          env={"SEKKA_GENERATOR_DESCENDING": "true"})
+        self.assertFalse(down.wait_listening())
+        self.assertEqual(down.proc.returncode, 2)
+        self.assertIn("descending=true", down.stderr_text())
+
+    def test_http_and_resp_decode_show_the_shard(self):
+        """Finding 9: HTTP and RESP decodes left out the shard that `sekka decode` shows."""
+        s = self.serve("sharded", "--layout", "shard_bits=4,time_bits=37")
+        status, body = s.get_json("/v1/id")
+        self.assertEqual(status, 200, body)
+        p = subprocess.run([SEKKA, "decode", "--layout", "shard_bits=4,time_bits=37", "--json", body["id"]],
+                           capture_output=True, text=True, timeout=60)
+        cli = json.loads(p.stdout.splitlines()[0])
+        status, d = s.get_json(f"/v1/decode/{body['id']}")
+        self.assertEqual(d["shard"], cli["shard"])
+        decoded = redis_cli(s, "ID.DECODE", body["id"]).split("\n")
+        fields = dict(zip(decoded[0::2], decoded[1::2]))
+        self.assertEqual(int(fields["shard"]), cli["shard"])
+
+
+if __name__ == "__main__":
+    unittest.main()
