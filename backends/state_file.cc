@@ -16,14 +16,6 @@ constexpr std::string_view kMagic = "sekka-state 1";
 
 }  // namespace
 
-std::string LayoutFingerprint(const Layout& l) {
-  return fmt::format(
-      "time_bits={} datacenter_bits={} worker_bits={} sequence_bits={} tick_ms={} "
-      "epoch_ms={} order={}{}",
-      l.time_bits(), l.datacenter_bits(), l.worker_bits(), l.sequence_bits(), l.tick_millis(),
-      l.epoch_millis(), l.OrderName(), l.ExtraOptions());
-}
-
 std::string FormatState(const StoredState& state) {
   return fmt::format("{}\nlayout {}\nhwm_ms {}\n", kMagic, state.layout, state.hwm_millis);
 }

@@ -10,6 +10,9 @@
 #include <fstream>
 
 #include "backends/local_worker_lease.h"
+#include "backends/machine_file_store.h"
+#include "backends/segment_store_uri.h"
+#include "backends/state_file.h"
 #include "backends/worker_id.h"
 #include "backends/worker_lease_uri.h"
 #include "cli/commands.h"
@@ -58,6 +61,14 @@ Result<server::ServiceParts> OpenServiceParts(const server::ServerConfig& config
                                               const std::string& identity) {
   server::ServiceParts parts;
   parts.clock = &SystemClock();
+  parts.data_dir = NewFileDataDir(config.data_dir);
+  // Segments: PostgreSQL connects lazily, so a database that is down does not stop the
+  // snowflake engine from serving.
+  Result<std::unique_ptr<SegmentStore>> store =
+      OpenSegmentStore(config.segment_store, config.data_dir);
+  if (!store.ok()) return std::move(store).error();
+  parts.segment_store = std::move(store).value();
+  parts.machine_store = NewFileMachineStore(config.data_dir + "/machines");
   WorkerLeaseOptions lo;
   lo.identity = identity;
   lo.datacenter_id = config.datacenter_id;
@@ -89,7 +100,6 @@ Result<server::ServiceParts> OpenServiceParts(const server::ServerConfig& config
         "own data.dir",
         config.data_dir, lock_path));
   }
-  parts.data_dir = NewFileDataDir(config.data_dir);
   lo.preferred = parts.data_dir->ReadPreferred();
   lo.call_timeout =
       std::chrono::milliseconds(std::min<std::int64_t>(2000, config.lease_ttl_ms / 4));

@@ -6,9 +6,6 @@
 #include <algorithm>
 #include <chrono>
 
-#include "backends/machine_file_store.h"
-#include "backends/segment_store_uri.h"
-#include "backends/state_file.h"
 #include "server/http.h"
 #include "server/log.h"
 
@@ -101,17 +98,17 @@ Service::Service(const ServerConfig& config, Clock& clock)
 Service::~Service() { Stop(); }
 
 Result<std::unique_ptr<Service>> Service::Start(const ServerConfig& config, ServiceParts parts) {
-  if (parts.clock == nullptr) return InvalidArgument("Service::Start needs a clock");
+  if (parts.clock == nullptr || parts.lease == nullptr || parts.data_dir == nullptr ||
+      parts.segment_store == nullptr || parts.machine_store == nullptr) {
+    return InvalidArgument(
+        "Service::Start needs every part: a clock, a lease, a data dir, a segment store and a "
+        "machine store");
+  }
   Clock& clock = *parts.clock;
   auto service = std::unique_ptr<Service>(new Service(config, clock));
   Service& s = *service;
   const Layout& layout = config.generator.layout;  // its epoch is checked by Snowflake::Create
-  s.data_dir_ = parts.data_dir ? std::move(parts.data_dir) : NewFileDataDir(config.data_dir);
-
-  // Every source is a lease: a coordinator's, or the data dir's lock files (cli/serve.cc).
-  if (parts.lease == nullptr) {
-    return InvalidArgument(fmt::format("worker.source {} needs a lease", config.worker_source));
-  }
+  s.data_dir_ = std::move(parts.data_dir);
   s.lease_ = std::move(parts.lease);
   Result<LeaseGrant> grant = s.lease_->Acquire();
   if (s.coordinated_) s.coordinator_calls_.fetch_add(1);
@@ -154,14 +151,6 @@ Result<std::unique_ptr<Service>> Service::Start(const ServerConfig& config, Serv
     return std::move(g).error();
   }
 
-  // Segments: the store is opened now (PostgreSQL connects lazily, so a database that is down
-  // does not stop the snowflake engine from serving).
-  if (parts.segment_store == nullptr) {
-    Result<std::unique_ptr<SegmentStore>> store =
-        OpenSegmentStore(config.segment_store, config.data_dir);
-    if (!store.ok()) return std::move(store).error();
-    parts.segment_store = std::move(store).value();
-  }
   s.segment_store_ = std::move(parts.segment_store);
   SegmentOptions segment_options;
   segment_options.wait_deadline = std::chrono::milliseconds(config.segment_wait_deadline_ms);
@@ -187,8 +176,7 @@ Result<std::unique_ptr<Service>> Service::Start(const ServerConfig& config, Serv
   s.randoms_ = std::move(randoms).value();
 
   // Machine ids for CosId clients: a store that cannot be read fails those requests only.
-  s.machine_store_ = parts.machine_store ? std::move(parts.machine_store)
-                                         : NewFileMachineStore(config.data_dir + "/machines");
+  s.machine_store_ = std::move(parts.machine_store);
   Result<std::unique_ptr<MachineRegistry>> machines =
       MachineRegistry::Open(*s.machine_store_, clock);
   if (machines.ok()) {

@@ -21,8 +21,8 @@
 #include <thread>
 #include <vector>
 
-#include "backends/state_file.h"
 #include "sekka/codec.h"
+#include "sekka/data_dir.h"
 #include "sekka/machines.h"
 #include "sekka/opaque.h"
 #include "sekka/random_id.h"
@@ -94,18 +94,19 @@ struct SegmentGrant {
   std::int64_t remainder = 0;
 };
 
-// The parts a service is built from. The command line opens the real ones (cli/serve.cc);
-// tests and the simulation pass memory ones and a FakeClock.
+// The parts a service is built from, every one required: the service opens nothing itself. The
+// command line opens the real ones (cli/serve.cc); tests and the simulation pass memory ones
+// and a FakeClock.
 struct ServiceParts {
-  Clock* clock = nullptr;  // required; must outlive the service
-  // Required: the worker-id lease of worker.source (backends/local_worker_lease.h for static,
-  // local and hostname; a coordinator's for etcd and zookeeper).
+  Clock* clock = nullptr;  // must outlive the service
+  // The worker-id lease of worker.source (backends/local_worker_lease.h for static, local and
+  // hostname; a coordinator's for etcd and zookeeper).
   std::unique_ptr<WorkerLease> lease;
-  // Null: the state files under config.data_dir.
+  // The data dir's states (backends/state_file.h: files under data.dir).
   std::unique_ptr<DataDir> data_dir;
-  // Null: opened from config.segment_store.
+  // segment.store (backends/segment_store_uri.h).
   std::unique_ptr<SegmentStore> segment_store;
-  // Null: the file `machines` in config.data_dir.
+  // The CosId machine ids (backends/machine_file_store.h: the file `machines` in data.dir).
   std::unique_ptr<MachineStore> machine_store;
   // False: no background thread; the caller calls RunBackgroundOnce() (tests, simulation).
   bool background_thread = true;

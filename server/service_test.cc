@@ -17,27 +17,6 @@ namespace {
 
 constexpr std::int64_t kNow = 1'800'000'000'000;
 
-class MemoryDataDir final : public DataDir {
- public:
-  Result<std::optional<StoredState>> ReadState(std::int64_t dc, std::int64_t worker) override {
-    auto it = states_.find({dc, worker});
-    if (it == states_.end()) return std::optional<StoredState>();
-    return std::optional<StoredState>(it->second);
-  }
-  Status WriteState(std::int64_t dc, std::int64_t worker, const StoredState& state) override {
-    states_[{dc, worker}] = state;
-    return Status::Ok();
-  }
-  std::string StateName(std::int64_t dc, std::int64_t worker) const override {
-    return fmt::format("memory/{}-{}", dc, worker);
-  }
-  std::int64_t ReadPreferred() override { return -1; }
-  void WritePreferred(std::int64_t) override {}
-
- private:
-  std::map<std::pair<std::int64_t, std::int64_t>, StoredState> states_;
-};
-
 // Passes calls through and records every hwm the service asks to store.
 class RecordingLease final : public WorkerLease {
  public:
@@ -81,8 +60,9 @@ class ServiceTest : public ::testing::Test {
     parts.clock = &clock_;
     parts.lease =
         std::make_unique<RecordingLease>(registry_->NewLease(LeaseOptions(identity)), stores_);
-    parts.data_dir = std::make_unique<MemoryDataDir>();
+    parts.data_dir = NewMemoryDataDir();
     parts.segment_store = NewMemorySegmentStore();
+    parts.machine_store = NewMemoryMachineStore();
     parts.background_thread = false;
     Result<std::unique_ptr<Service>> s = Service::Start(config, std::move(parts));
     EXPECT_TRUE(s.ok()) << s.error().message;

@@ -14,7 +14,6 @@
 #include <unordered_set>
 #include <vector>
 
-#include "backends/state_file.h"
 #include "sekka/codec.h"
 #include "sekka/worker_lease.h"
 #include "server/log.h"
@@ -222,6 +221,7 @@ class Simulation {
     parts.lease = std::move(lease);
     parts.data_dir = std::make_unique<SimDataDir>(slot.disk);
     parts.segment_store = NewMemorySegmentStore();
+    parts.machine_store = NewMemoryMachineStore();
     parts.background_thread = false;
     Result<std::unique_ptr<Service>> s = Service::Start(config, std::move(parts));
     if (!s.ok()) {

@@ -440,6 +440,14 @@ Result<Layout> Layout::WithDescending(bool descending) const {
   return Create(o);
 }
 
+std::string LayoutFingerprint(const Layout& l) {
+  return fmt::format(
+      "time_bits={} datacenter_bits={} worker_bits={} sequence_bits={} tick_ms={} "
+      "epoch_ms={} order={}{}",
+      l.time_bits(), l.datacenter_bits(), l.worker_bits(), l.sequence_bits(), l.tick_millis(),
+      l.epoch_millis(), l.OrderName(), l.ExtraOptions());
+}
+
 Status CheckEpochNotInFuture(const Layout& layout, std::int64_t now_ms) {
   if (layout.epoch_millis() <= now_ms) return Status::Ok();
   return InvalidArgument(

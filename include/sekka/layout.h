@@ -128,6 +128,11 @@ struct ClashOdds {
 };
 ClashOdds RandomClashOdds(const Layout& layout, double ids_per_second);
 
+// A one-line description of everything that maps a slot to an id: bits, tick, epoch, order,
+// and the options beyond them (shard_bits, reverse_time, descending). Stored with every hwm: a
+// state of another fingerprint belongs to another id space.
+std::string LayoutFingerprint(const Layout& layout);
+
 // Checks that `layout`'s epoch is not after `now_ms` (a generator cannot issue ids before it).
 // Errors: kInvalidArgument naming the epoch and the clock's reading.
 Status CheckEpochNotInFuture(const Layout& layout, std::int64_t now_ms);
