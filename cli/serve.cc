@@ -101,8 +101,7 @@ Result<server::ServiceParts> OpenServiceParts(const server::ServerConfig& config
         config.data_dir, lock_path));
   }
   lo.preferred = parts.data_dir->ReadPreferred();
-  lo.call_timeout =
-      std::chrono::milliseconds(std::min<std::int64_t>(2000, config.lease_ttl_ms / 4));
+  lo.call_timeout = std::chrono::milliseconds(server::CoordinatorCallTimeoutMs(config));
   Result<CoordinatorAccess> access = CoordinatorAccessOf(config);
   if (!access.ok()) return std::move(access).error();
   Result<std::unique_ptr<WorkerLease>> lease =

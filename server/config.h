@@ -9,6 +9,7 @@
 #ifndef SEKKA_SERVER_CONFIG_H_
 #define SEKKA_SERVER_CONFIG_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -82,6 +83,11 @@ Result<ConfigValues> ReadConfigEnvironment(const std::vector<std::string>& envir
 // Builds the configuration from the sources, in order (later wins).
 // Errors: kInvalidArgument naming the key and what is allowed.
 Result<ServerConfig> BuildConfig(const std::vector<ConfigValues>& sources);
+// How long one call to a coordinator may take: a quarter of the lease TTL, at most 2 s, so that
+// a member that does not answer leaves time for the others within a TTL.
+inline std::int64_t CoordinatorCallTimeoutMs(const ServerConfig& config) {
+  return std::min<std::int64_t>(2000, config.lease_ttl_ms / 4);
+}
 // The effective configuration as TOML.
 std::string PrintConfig(const std::vector<ConfigValues>& sources);
 // Every key, as "section.key".

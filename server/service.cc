@@ -110,8 +110,7 @@ Result<std::unique_ptr<Service>> Service::Start(const ServerConfig& config, Serv
   const Layout& layout = config.generator.layout;  // its epoch is checked by Snowflake::Create
   s.data_dir_ = std::move(parts.data_dir);
   s.lease_ = std::move(parts.lease);
-  Result<LeaseGrant> grant = s.lease_->Acquire();
-  if (s.coordinated_) s.coordinator_calls_.fetch_add(1);
+  Result<LeaseGrant> grant = s.FirstAcquire();
   if (!grant.ok()) return std::move(grant).error();
   s.last_renew_ok_ms_ = s.last_renew_try_ms_ = clock.MonotonicMillis();
   s.lease_acquired_ms_.store(clock.NowMillis());
@@ -201,6 +200,37 @@ Result<std::unique_ptr<Service>> Service::Start(const ServerConfig& config, Serv
     });
   }
   return service;
+}
+
+Result<LeaseGrant> Service::FirstAcquire() {
+  // A coordinator that did not answer in time (a fleet starting at once against a small etcd
+  // with TLS and users, say: an acquire that used at least half its call budget) is asked again
+  // with backoff, 100 ms doubling to 2 s, within generator.max_startup_wait. An answer that came
+  // at once (refused, TLS or credentials wrong: a configuration to fix) ends the start at once,
+  // as does every other error and every local source's.
+  const std::int64_t deadline = clock_.MonotonicMillis() + config_.max_startup_wait_ms;
+  std::int64_t backoff_ms = 100;
+  for (int attempt = 1;; ++attempt) {
+    const std::int64_t began = clock_.MonotonicMillis();
+    Result<LeaseGrant> grant = lease_->Acquire();
+    if (!coordinated_) return grant;
+    coordinator_calls_.fetch_add(1);
+    if (grant.ok() || grant.error().code != ErrorCode::kUnavailable) return grant;
+    coordinator_errors_.fetch_add(1);
+    const bool timed_out =
+        clock_.MonotonicMillis() - began >= CoordinatorCallTimeoutMs(config_) / 2;
+    if (!timed_out) return grant;
+    if (clock_.MonotonicMillis() + backoff_ms > deadline) {
+      return Unavailable(
+          fmt::format("no worker id after {} tries within generator.max_startup_wait ({} ms): {}",
+                      attempt, config_.max_startup_wait_ms, grant.error().message));
+    }
+    Log(LogLevel::kWarn, "the coordinator did not answer; asking again",
+        fmt::format("attempt={} retry_in_ms={} error=\"{}\"", attempt, backoff_ms,
+                    grant.error().message));
+    clock_.SleepUntilMillis(clock_.NowMillis() + backoff_ms);
+    backoff_ms = std::min<std::int64_t>(backoff_ms * 2, 2000);
+  }
 }
 
 WorkerInfo Service::worker() const {

@@ -207,6 +207,8 @@ class Service {
   };
 
   Service(const ServerConfig& config, Clock& clock);
+  // The first Acquire, retried while a coordinator is unavailable, within max_startup_wait.
+  Result<LeaseGrant> FirstAcquire();
   // The floor for worker id (dc, worker): the largest of the lease's hwm and this data dir's.
   // Errors: a state of another layout (unless forced), an unreadable state.
   Result<std::int64_t> HwmFloor(std::int64_t dc, std::int64_t worker, std::int64_t coordinator_hwm,

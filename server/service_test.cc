@@ -17,12 +17,25 @@ namespace {
 
 constexpr std::int64_t kNow = 1'800'000'000'000;
 
-// Passes calls through and records every hwm the service asks to store.
+// Passes calls through and records every hwm the service asks to store; its first
+// `unavailable_acquires` acquires fail as an overloaded coordinator's do.
 class RecordingLease final : public WorkerLease {
  public:
-  RecordingLease(std::unique_ptr<WorkerLease> inner, std::vector<std::int64_t>& stores)
-      : inner_(std::move(inner)), stores_(stores) {}
-  Result<LeaseGrant> Acquire() override { return inner_->Acquire(); }
+  RecordingLease(std::unique_ptr<WorkerLease> inner, std::vector<std::int64_t>& stores,
+                 int unavailable_acquires, FakeClock& clock, std::int64_t call_ms)
+      : inner_(std::move(inner)),
+        stores_(stores),
+        unavailable_acquires_(unavailable_acquires),
+        clock_(clock),
+        call_ms_(call_ms) {}
+  Result<LeaseGrant> Acquire() override {
+    if (unavailable_acquires_ > 0) {
+      --unavailable_acquires_;
+      clock_.AdvanceMillis(call_ms_);  // a call that times out takes its whole budget
+      return Unavailable("etcd cannot be reached within 2000 ms per member: timed out");
+    }
+    return inner_->Acquire();
+  }
   Status Renew() override { return inner_->Renew(); }
   Status StoreHwm(std::int64_t hwm) override {
     stores_.push_back(hwm);
@@ -35,6 +48,9 @@ class RecordingLease final : public WorkerLease {
  private:
   std::unique_ptr<WorkerLease> inner_;
   std::vector<std::int64_t>& stores_;
+  int unavailable_acquires_ = 0;
+  FakeClock& clock_;
+  const std::int64_t call_ms_;  // how long a failing acquire takes
 };
 
 class ServiceTest : public ::testing::Test {
@@ -50,7 +66,9 @@ class ServiceTest : public ::testing::Test {
     return o;
   }
 
-  std::unique_ptr<Service> Start(const std::string& identity) {
+  Result<std::unique_ptr<Service>> TryStart(const std::string& identity,
+                                            int unavailable_acquires = 0,
+                                            std::int64_t failing_call_ms = 2000) {
     ServerConfig config;
     config.worker_source = "etcd";
     config.lease_ttl_ms = ttl_ms_;
@@ -59,12 +77,17 @@ class ServiceTest : public ::testing::Test {
     ServiceParts parts;
     parts.clock = &clock_;
     parts.lease =
-        std::make_unique<RecordingLease>(registry_->NewLease(LeaseOptions(identity)), stores_);
+        std::make_unique<RecordingLease>(registry_->NewLease(LeaseOptions(identity)), stores_,
+                                         unavailable_acquires, clock_, failing_call_ms);
     parts.data_dir = NewMemoryDataDir();
     parts.segment_store = NewMemorySegmentStore();
     parts.machine_store = NewMemoryMachineStore();
     parts.background_thread = false;
-    Result<std::unique_ptr<Service>> s = Service::Start(config, std::move(parts));
+    return Service::Start(config, std::move(parts));
+  }
+
+  std::unique_ptr<Service> Start(const std::string& identity) {
+    Result<std::unique_ptr<Service>> s = TryStart(identity);
     EXPECT_TRUE(s.ok()) << s.error().message;
     return s.ok() ? std::move(s).value() : nullptr;
   }
@@ -108,6 +131,31 @@ TEST_F(ServiceTest, ALostLeaseFailsEveryRequestUntilTheSameIdIsHeldAgain) {
   ASSERT_TRUE(after.ok()) << after.error().message;
   EXPECT_GT(*after, *before);
   EXPECT_EQ(s->worker().worker_id, 0);
+}
+
+// Issue 22: a fleet starting at once against a small etcd with auth timed out its first
+// acquire and exited for its unit to restart it. It retries within max_startup_wait instead.
+TEST_F(ServiceTest, AnUnavailableCoordinatorAtStartIsRetriedWithinTheStartupBudget) {
+  const std::int64_t before = clock_.MonotonicMillis();
+  Result<std::unique_ptr<Service>> s = TryStart("a", 3);
+  ASSERT_TRUE(s.ok()) << s.error().message;
+  EXPECT_TRUE((*s)->NextId().ok());
+  EXPECT_LE(clock_.MonotonicMillis() - before, 10'000);
+  Result<std::unique_ptr<Service>> never = TryStart("b", 1'000);
+  ASSERT_FALSE(never.ok());
+  EXPECT_EQ(never.error().code, ErrorCode::kUnavailable);
+  EXPECT_NE(never.error().message.find("generator.max_startup_wait"), std::string::npos)
+      << never.error().message;
+}
+
+// A coordinator that answers at once with an error (refused, wrong TLS or credentials) has a
+// configuration to fix: the start ends at once, with its error.
+TEST_F(ServiceTest, AnAtOnceAnsweredCoordinatorErrorAtStartIsNotRetried) {
+  const std::int64_t before = clock_.MonotonicMillis();
+  Result<std::unique_ptr<Service>> s = TryStart("a", 1, 5);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.error().code, ErrorCode::kUnavailable);
+  EXPECT_EQ(clock_.MonotonicMillis() - before, 5);
 }
 
 TEST_F(ServiceTest, AnIdTakenMeanwhileIsLeftForAnotherAndTheOldGeneratorStopsAtItsReservation) {
