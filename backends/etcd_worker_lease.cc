@@ -292,29 +292,14 @@ Result<LeaseGrant> EtcdLease::Acquire() {
   for (int pass = 0; pass < 8; ++pass) {
     Result<std::map<std::int64_t, Owner>> owners = ListOwners();
     if (!owners.ok()) return std::move(owners).error();
-    // Candidates: the preferred id, ids of this identity's earlier run, then the free ones.
-    std::vector<std::int64_t> order;
-    std::set<std::int64_t> seen;
-    auto add = [&](std::int64_t id) {
-      if (id >= 0 && id < options_.worker_count && seen.insert(id).second) order.push_back(id);
-    };
-    auto usable = [&](std::int64_t id) {
-      auto it = owners->find(id);
-      return it == owners->end() || it->second.identity == options_.identity ||
-             it->second.lease == lease_;
-    };
-    if (options_.preferred >= 0 && usable(options_.preferred)) add(options_.preferred);
+    // The core's order (WorkerIdCandidates); a pass that finds them all taken meanwhile lists
+    // again.
+    std::map<std::int64_t, bool> holders;
     for (const auto& [id, owner] : *owners) {
-      if (owner.identity == options_.identity || owner.lease == lease_) add(id);
+      holders[id] = owner.identity == options_.identity || owner.lease == lease_;
     }
-    // The lowest free ids, a few at a time: never the whole worker-id space (2^31 ids for a
-    // layout with 31 worker bits); a pass that finds them all taken meanwhile lists again.
-    for (std::int64_t id = 0, free = 0; id < options_.worker_count && free < 16; ++id) {
-      if (owners->find(id) == owners->end()) {
-        add(id);
-        ++free;
-      }
-    }
+    const std::vector<std::int64_t> order =
+        WorkerIdCandidates(holders, options_.preferred, options_.worker_count);
     if (order.empty()) break;
     for (std::int64_t id : order) {
       auto it = owners->find(id);

@@ -286,27 +286,12 @@ Result<LeaseGrant> ZooKeeperLease::Acquire() {
                            stat.ephemeralOwner, stat.version};
     }
     deallocate_String_vector(&children);
-    std::vector<std::int64_t> order;
-    std::set<std::int64_t> seen;
-    auto add = [&](std::int64_t id) {
-      if (id >= 0 && id < options_.worker_count && seen.insert(id).second) order.push_back(id);
-    };
-    auto usable = [&](std::int64_t id) {
-      auto it = holders.find(id);
-      return it == holders.end() || it->second.identity == options_.identity;
-    };
-    if (options_.preferred >= 0 && usable(options_.preferred)) add(options_.preferred);
-    for (const auto& [id, h] : holders) {
-      if (h.identity == options_.identity) add(id);
-    }
-    // The lowest free ids, a few at a time: never the whole worker-id space (2^31 ids for a
-    // layout with 31 worker bits); a pass that finds them all taken meanwhile lists again.
-    for (std::int64_t id = 0, free = 0; id < options_.worker_count && free < 16; ++id) {
-      if (holders.find(id) == holders.end()) {
-        add(id);
-        ++free;
-      }
-    }
+    // The core's order (WorkerIdCandidates); a pass that finds them all taken meanwhile lists
+    // again.
+    std::map<std::int64_t, bool> mine;
+    for (const auto& [id, h] : holders) mine[id] = h.identity == options_.identity;
+    const std::vector<std::int64_t> order =
+        WorkerIdCandidates(mine, options_.preferred, options_.worker_count);
     if (order.empty()) break;
     for (std::int64_t id : order) {
       const std::string path = OwnerPath(id);

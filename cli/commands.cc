@@ -230,13 +230,14 @@ int RunGen(const GenFlags& flags) {
   if (!grant.ok()) return ExitFor(grant.error(), true);
   options.worker_id = grant->worker_id;
   if (const std::int64_t hwm = grant->hwm_millis; hwm > 0) {
-    const std::int64_t now = clock.NowMillis();
-    if (now <= hwm && hwm - now >= 10'000) {
-      return Fail(kExitFailure,
-                  fmt::format("the clock ({}) is {} ms behind the high-water mark of worker id {} "
-                              "({}): refusing, as ids could repeat; fix the clock",
-                              FormatUtcMillis(now), hwm - now + 1, options.worker_id,
-                              FormatUtcMillis(hwm)));
+    // The same rule as the server's start (CheckStartupWait), with its own limit.
+    Result<std::int64_t> max_wait = ParseDurationMillis(flags.max_startup_wait);
+    if (!max_wait.ok()) return Fail(kExitUsage, "--max-startup-wait: " + max_wait.error().message);
+    if (Status s = CheckStartupWait(
+            clock.NowMillis(), hwm, *max_wait,
+            fmt::format("the high-water mark of worker id {} in {}", options.worker_id, dir));
+        !s.ok()) {
+      return ExitFor(s.error(), false);
     }
     while (clock.NowMillis() <= hwm) clock.SleepUntilMillis(hwm + 1);
     options.start_after_tick = layout->MillisToTick(hwm);

@@ -34,10 +34,11 @@ struct GenFlags {
   std::string format = "dec";
   std::string sequence_start = "zero";
   bool descending = false;
-  bool worker_id_set = false;      // --worker-id given: that id (static), else the lowest free
-  std::string lock_dir;            // "" = $SEKKA_WORKER_LOCK_DIR, else kDefaultWorkerLockDir
-  std::string key_file;            // --format opaque: the opaque key file
-  std::string kind = "snowflake";  // snowflake | uuidv7 | ulid
+  bool worker_id_set = false;  // --worker-id given: that id (static), else the lowest free
+  std::string lock_dir;        // "" = $SEKKA_WORKER_LOCK_DIR, else kDefaultWorkerLockDir
+  std::string max_startup_wait = "10s";  // a stored hwm this close is waited out, else refused
+  std::string key_file;                  // --format opaque: the opaque key file
+  std::string kind = "snowflake";        // snowflake | uuidv7 | ulid
 };
 int RunGen(const GenFlags& flags);
 

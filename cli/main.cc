@@ -38,6 +38,10 @@ int main(int argc, char** argv) {
   gen_cmd->add_option("--layout", gen.layout, layouts)->capture_default_str();
   CLI::Option* gen_worker = gen_cmd->add_option(
       "--worker-id", gen.worker_id, "Worker id (default: the lowest free one of this host)");
+  gen_cmd
+      ->add_option("--max-startup-wait", gen.max_startup_wait,
+                   "Wait out a stored high-water mark this close, else refuse")
+      ->capture_default_str();
   gen_cmd->add_option("--lock-dir", gen.lock_dir,
                       "The host's worker-id locks and high-water marks, shared with sekka serve "
                       "(default: $SEKKA_WORKER_LOCK_DIR, else /var/lib/sekka/workers)");

@@ -277,13 +277,7 @@ Result<std::int64_t> Service::HwmFloor(std::int64_t dc, std::int64_t worker,
 }
 
 Status Service::CheckWaitable(std::int64_t hwm_ms, const std::string& where) {
-  const std::int64_t now = clock_.NowMillis();
-  const std::int64_t gap = hwm_ms - now + 1;
-  if (gap <= config_.max_startup_wait_ms) return Status::Ok();
-  return Unavailable(fmt::format(
-      "the clock ({}) is {} ms behind {} ({}), more than generator.max_startup_wait ({} ms): "
-      "refusing, as ids could repeat; fix the clock or raise max_startup_wait",
-      FormatUtcMillis(now), gap, where, FormatUtcMillis(hwm_ms), config_.max_startup_wait_ms));
+  return CheckStartupWait(clock_.NowMillis(), hwm_ms, config_.max_startup_wait_ms, where);
 }
 
 Status Service::WaitPast(std::int64_t hwm_ms) {

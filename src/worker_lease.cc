@@ -4,11 +4,13 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <map>
 #include <mutex>
 
 #include "sekka/clock.h"
+#include "sekka/codec.h"
 
 namespace sekka {
 namespace {
@@ -62,11 +64,6 @@ Result<LeaseGrant> MemoryLease::Acquire() {
   if (options_.identity.empty()) return InvalidArgument("the lease identity must not be empty");
   std::lock_guard lock(registry_.mu_);
   const auto now = registry_.Now();
-  auto usable = [&](std::int64_t id) {
-    const Slot& s = registry_.slots_[{options_.datacenter_id, id}];
-    return s.owner == 0 || s.expires <= now || s.owner == serial_ ||
-           s.identity == options_.identity;
-  };
   auto take = [&](std::int64_t id) {
     Slot& s = registry_.slots_[{options_.datacenter_id, id}];
     s.owner = serial_;
@@ -81,13 +78,14 @@ Result<LeaseGrant> MemoryLease::Acquire() {
       return LeaseGrant{options_.datacenter_id, held_, s.hwm_millis};
     held_ = -1;
   }
-  if (options_.preferred >= 0 && options_.preferred < options_.worker_count &&
-      usable(options_.preferred)) {
-    return take(options_.preferred);
+  std::map<std::int64_t, bool> holders;  // held now; true: by this identity or lease
+  for (const auto& [key, s] : registry_.slots_) {
+    if (key.first != options_.datacenter_id || s.owner == 0 || s.expires <= now) continue;
+    holders[key.second] = s.owner == serial_ || s.identity == options_.identity;
   }
-  for (std::int64_t id = 0; id < options_.worker_count; ++id) {
-    if (usable(id)) return take(id);
-  }
+  const std::vector<std::int64_t> order =
+      WorkerIdCandidates(holders, options_.preferred, options_.worker_count);
+  if (!order.empty()) return take(order.front());
   return Exhausted(fmt::format("no free worker id: all {} worker ids of datacenter {} are held",
                                options_.worker_count, options_.datacenter_id));
 }
@@ -130,6 +128,39 @@ Status MemoryLease::Release() {
 }
 
 }  // namespace
+
+std::vector<std::int64_t> WorkerIdCandidates(const std::map<std::int64_t, bool>& holders,
+                                             std::int64_t preferred, std::int64_t worker_count,
+                                             int max_free) {
+  std::vector<std::int64_t> order;
+  auto add = [&](std::int64_t id) {
+    if (id >= 0 && id < worker_count && std::find(order.begin(), order.end(), id) == order.end()) {
+      order.push_back(id);
+    }
+  };
+  auto it = holders.find(preferred);
+  if (it == holders.end() || it->second) add(preferred);
+  for (const auto& [id, mine] : holders) {
+    if (mine) add(id);
+  }
+  for (std::int64_t id = 0, free = 0; id < worker_count && free < max_free; ++id) {
+    if (holders.find(id) == holders.end()) {
+      add(id);
+      ++free;
+    }
+  }
+  return order;
+}
+
+Status CheckStartupWait(std::int64_t now_ms, std::int64_t hwm_ms, std::int64_t max_wait_ms,
+                        std::string_view where) {
+  const std::int64_t gap = hwm_ms - now_ms + 1;
+  if (gap <= max_wait_ms) return Status::Ok();
+  return Unavailable(fmt::format(
+      "the clock ({}) is {} ms behind {} ({}), more than generator.max_startup_wait ({} ms): "
+      "refusing, as ids could repeat; fix the clock or raise max_startup_wait",
+      FormatUtcMillis(now_ms), gap, where, FormatUtcMillis(hwm_ms), max_wait_ms));
+}
 
 Status ValidateClusterName(std::string_view cluster) {
   bool ok = !cluster.empty() && cluster.size() <= 64;

@@ -28,8 +28,10 @@
 
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "sekka/clock.h"
 #include "sekka/status.h"
@@ -84,6 +86,23 @@ class WorkerLease {
   // The source's name: "etcd", "zookeeper", "local", "static", "hostname", "memory".
   virtual std::string_view source() const = 0;
 };
+
+// The worker-id policy of every lease, written once: the order in which to try ids. `holders`
+// maps each id held now (expired holdings left out) to whether its holder is this identity (an
+// earlier run of this slot, or this lease itself). The order is: `preferred` when it is free or
+// this identity's; the ids this identity holds; the lowest free ids, at most `max_free` of them
+// (never the whole space: 31 worker bits make 2^31 ids). Each id once, all in [0, worker_count).
+// Empty: every id is held by others.
+std::vector<std::int64_t> WorkerIdCandidates(const std::map<std::int64_t, bool>& holders,
+                                             std::int64_t preferred, std::int64_t worker_count,
+                                             int max_free = 16);
+
+// The start-up rule of every holder of a worker id (`sekka serve`, `sekka gen`): ids may be
+// issued only once the clock is past the id's stored hwm (`hwm_ms`, from `where`). A wait of up
+// to `max_wait_ms` is made; a longer one is refused, as the clock is wrong or ids could repeat.
+// Errors: kUnavailable naming both times, where the hwm comes from and the limit.
+Status CheckStartupWait(std::int64_t now_ms, std::int64_t hwm_ms, std::int64_t max_wait_ms,
+                        std::string_view where);
 
 // Checks the name of a sekka cluster at a coordinator (its key prefix): 1 to 64 characters of
 // [A-Za-z0-9._-]. Errors: kInvalidArgument naming the name and what is allowed.
