@@ -13,7 +13,16 @@ namespace sekka {
 namespace {
 
 constexpr std::string_view kHeader =
+    "# sekka machine ids v2: ns, id, instance, stable, last_ms, lost_by, guard_ms";
+// Files written before holdings kept their own guard.
+constexpr std::string_view kHeaderV1 =
     "# sekka machine ids v1: ns, id, instance, stable, last_ms, lost_by";
+
+// The one expiry rule: a holding lapses when its holder, not stable, has not guarded it for its
+// own guard duration. Whoever asks, with whatever guard, cannot shorten it.
+bool Lapsed(const MachineRecord& r, std::int64_t now) {
+  return !r.instance.empty() && !r.stable && r.last_ms <= now - r.guard_ms;
+}
 
 Status ValidateNamespace(std::string_view ns) {
   auto allowed = [](char c) {
@@ -78,8 +87,8 @@ std::string FormatMachineRecords(const std::vector<MachineRecord>& records) {
   std::string out(kHeader);
   out += '\n';
   for (const MachineRecord& r : records) {
-    out += fmt::format("{}\t{}\t{}\t{}\t{}\t{}\n", r.ns, r.machine_id, r.instance, r.stable ? 1 : 0,
-                       r.last_ms, r.lost_by);
+    out += fmt::format("{}\t{}\t{}\t{}\t{}\t{}\t{}\n", r.ns, r.machine_id, r.instance,
+                       r.stable ? 1 : 0, r.last_ms, r.lost_by, r.guard_ms);
   }
   return out;
 }
@@ -88,6 +97,7 @@ Result<std::vector<MachineRecord>> ParseMachineRecords(std::string_view text) {
   std::vector<MachineRecord> out;
   std::set<std::pair<std::string, std::int64_t>> seen;
   std::size_t line_no = 0;
+  bool v1 = false;
   while (!text.empty()) {
     const std::size_t nl = text.find('\n');
     if (nl == std::string_view::npos) {
@@ -97,7 +107,8 @@ Result<std::vector<MachineRecord>> ParseMachineRecords(std::string_view text) {
     text.remove_prefix(nl + 1);
     ++line_no;
     if (line_no == 1) {
-      if (line != kHeader) return InvalidArgument("the first line is not sekka's header");
+      v1 = line == kHeaderV1;
+      if (line != kHeader && !v1) return InvalidArgument("the first line is not sekka's header");
       continue;
     }
     std::vector<std::string_view> f;
@@ -111,7 +122,8 @@ Result<std::vector<MachineRecord>> ParseMachineRecords(std::string_view text) {
     auto bad = [&](std::string_view what) {
       return InvalidArgument(fmt::format("line {}: {}", line_no, what));
     };
-    if (f.size() != 6) return bad("not 6 tab-separated fields");
+    if (f.size() != (v1 ? 6u : 7u))
+      return bad(v1 ? "not 6 tab-separated fields" : "not 7 tab-separated fields");
     MachineRecord r;
     r.ns = std::string(f[0]);
     r.instance = std::string(f[2]);
@@ -128,6 +140,8 @@ Result<std::vector<MachineRecord>> ParseMachineRecords(std::string_view text) {
         (!r.lost_by.empty() && !ValidateInstance(r.lost_by).ok())) {
       return bad("a bad instance");
     }
+    r.guard_ms = MachineLimits{}.max_guard_ms;
+    if (!v1 && (!ParseInt(f[6], r.guard_ms) || r.guard_ms < 0)) return bad("a bad guard_ms");
     if (!seen.emplace(r.ns, r.machine_id).second) return bad("a machine id listed twice");
     out.push_back(std::move(r));
   }
@@ -172,16 +186,18 @@ Result<MachineGrant> MachineRegistry::Distribute(std::string_view ns, int machin
       const MachineGrant grant{r.machine_id, r.last_ms};
       r.stable = stable;
       r.last_ms = std::max(r.last_ms, now);
+      r.guard_ms = guard_ms;
       if (Status s = Commit(std::move(next)); !s.ok()) return std::move(s).error();
       return grant;
     }
   }
-  // 2. The lowest id given back, or, for a non-stable instance, not guarded for guard_ms. The
-  // new holder waits past the last time the old one may have issued ids.
+  // 2. The lowest id given back, or, for a non-stable instance, one whose holder let it lapse
+  // (Lapsed: judged by the holder's own guard). The new holder waits past the last time the
+  // old one may have issued ids: its last guard plus its own guard duration.
   MachineRecord* reuse = nullptr;
   for (MachineRecord& r : next) {
     const bool free = r.instance.empty();
-    const bool expired = !stable && !r.stable && r.last_ms <= now - guard_ms;
+    const bool expired = !stable && Lapsed(r, now);
     if (in_ns(r) && (free || expired) && (reuse == nullptr || r.machine_id < reuse->machine_id)) {
       reuse = &r;
     }
@@ -189,11 +205,12 @@ Result<MachineGrant> MachineRegistry::Distribute(std::string_view ns, int machin
   if (reuse != nullptr) {
     const bool expired = !reuse->instance.empty();
     const MachineGrant grant{reuse->machine_id,
-                             expired ? reuse->last_ms + guard_ms : reuse->last_ms};
+                             expired ? reuse->last_ms + reuse->guard_ms : reuse->last_ms};
     reuse->lost_by = expired ? reuse->instance : std::string();
     reuse->instance = std::string(instance);
     reuse->stable = stable;
     reuse->last_ms = std::max(reuse->last_ms, now);
+    reuse->guard_ms = guard_ms;
     if (Status s = Commit(std::move(next)); !s.ok()) return std::move(s).error();
     return grant;
   }
@@ -214,19 +231,20 @@ Result<MachineGrant> MachineRegistry::Distribute(std::string_view ns, int machin
         "no free machine id in namespace \"{}\": this server keeps {} machine ids at most", ns,
         limits_.max_records));
   }
-  next.push_back({std::string(ns), id, std::string(instance), stable, now, ""});
+  next.push_back({std::string(ns), id, std::string(instance), stable, now, "", guard_ms});
   if (Status s = Commit(std::move(next)); !s.ok()) return std::move(s).error();
   return MachineGrant{id, now};
 }
 
 Status MachineRegistry::Touch(std::string_view ns, std::string_view instance, bool release,
-                              bool& found) {
+                              std::int64_t guard_ms, bool& found) {
   const std::int64_t now = clock_.NowMillis();
   std::vector<MachineRecord> next = records_;
   for (MachineRecord& r : next) {
     if (r.ns == ns && r.instance == instance) {
       found = true;
       r.last_ms = std::max(r.last_ms, now);
+      if (guard_ms > 0) r.guard_ms = guard_ms;
       if (release && !r.stable) r.instance.clear();
       return Commit(std::move(next));
     }
@@ -242,7 +260,7 @@ Status MachineRegistry::Guard(std::string_view ns, std::string_view instance,
   if (Status s = ValidateGuard(guard_ms, limits_); !s.ok()) return s;
   std::lock_guard lock(mu_);
   bool found = false;
-  if (Status s = Touch(ns, instance, false, found); found) return s;
+  if (Status s = Touch(ns, instance, false, guard_ms, found); found) return s;
   for (const MachineRecord& r : records_) {
     if (r.ns == ns && r.lost_by == instance) {
       return LeaseLost(fmt::format(
@@ -260,7 +278,7 @@ Status MachineRegistry::Revert(std::string_view ns, std::string_view instance) {
   if (Status s = ValidateInstance(instance); !s.ok()) return s;
   std::lock_guard lock(mu_);
   bool found = false;
-  return Touch(ns, instance, true, found);  // holding nothing is fine
+  return Touch(ns, instance, true, 0, found);  // holding nothing is fine
 }
 
 std::vector<MachineRecord> MachineRegistry::Records() const {

@@ -74,6 +74,35 @@ TEST(MachineRegistryTest, AnUnguardedIdGoesToTheNextInstanceWhichWaitsPastItsHol
   EXPECT_EQ(f.r->Guard("ns", "never", kGuard).error().code, ErrorCode::kNotFound);
 }
 
+// Issue 22, finding 4: expiry was judged by the asker's safeGuardDuration, so an instance asking
+// with PT0.001S took an id whose holder guarded it with PT5M 50 ms before.
+TEST(MachineRegistryTest, AHolderIsJudgedByItsOwnGuardNotTheAskers) {
+  Fixture f;
+  EXPECT_EQ(f.r->Distribute("ns", 1, "a", false, 300'000)->machine_id, 0);
+  f.clock.AdvanceMillis(50);
+  EXPECT_EQ(f.r->Distribute("ns", 1, "b", false, 1)->machine_id, 1);
+  EXPECT_EQ(f.r->Distribute("ns", 1, "c", false, 1).error().code, ErrorCode::kExhausted);
+  f.clock.AdvanceMillis(299'000);  // a's guard still holds; b's own 1 ms has long lapsed
+  Result<MachineGrant> c = f.r->Distribute("ns", 1, "c", false, 300'000);
+  ASSERT_TRUE(c.ok()) << c.error().message;
+  EXPECT_EQ(c->machine_id, 1);
+  f.clock.AdvanceMillis(2'000);  // now a's has lapsed too: past its last guard + 5 min
+  Result<MachineGrant> d = f.r->Distribute("ns", 1, "d", false, 1);
+  ASSERT_TRUE(d.ok()) << d.error().message;
+  EXPECT_EQ(d->machine_id, 0);
+  EXPECT_EQ(d->last_timestamp_ms, 1'700'000'000'000 + 300'000);  // a's last guard + its guard
+}
+
+TEST(MachineRegistryTest, AVersionOneFileReadsEveryHoldingAsGuardedTheLongest) {
+  Result<std::vector<MachineRecord>> old = ParseMachineRecords(
+      "# sekka machine ids v1: ns, id, instance, stable, last_ms, lost_by\nns\t0\ta\t0\t5\t\n");
+  ASSERT_TRUE(old.ok()) << old.error().message;
+  EXPECT_EQ((*old)[0].guard_ms, MachineLimits{}.max_guard_ms);
+  Result<std::vector<MachineRecord>> back = ParseMachineRecords(FormatMachineRecords(*old));
+  ASSERT_TRUE(back.ok()) << back.error().message;
+  EXPECT_EQ(*back, *old);
+}
+
 TEST(MachineRegistryTest, StableInstancesNeverExpireAndComeBackToTheirId) {
   Fixture f;
   ASSERT_EQ(f.r->Distribute("ns", 1, "pod-0", true, kGuard)->machine_id, 0);
@@ -134,8 +163,8 @@ TEST(MachineRegistryTest, BadArgumentsAreNamed) {
 }
 
 TEST(MachineRegistryTest, RecordsRoundTripAndCorruptFilesAreNamed) {
-  const std::vector<MachineRecord> records = {{"ns", 0, "10.0.0.1:80", false, 5, ""},
-                                              {"ns", 1, "", true, 7, "old one"}};
+  const std::vector<MachineRecord> records = {{"ns", 0, "10.0.0.1:80", false, 5, "", 60'000},
+                                              {"ns", 1, "", true, 7, "old one", 0}};
   EXPECT_EQ(*ParseMachineRecords(FormatMachineRecords(records)), records);
   EXPECT_EQ(ParseMachineRecords(FormatMachineRecords({}))->size(), 0u);
   const std::string text = FormatMachineRecords(records);
@@ -144,9 +173,11 @@ TEST(MachineRegistryTest, RecordsRoundTripAndCorruptFilesAreNamed) {
     out.append(line);
     return out;
   };
-  for (const std::string& bad : {std::string(), text.substr(0, text.size() - 1), std::string("x\n"),
-                                 with("ns\t0\ta\t0\t1\t\n"), with("ns\t-1\ta\t0\t1\t\n"),
-                                 with("ns\t2\ta\t2\t1\t\n"), with("ns\t2\ta\t0\t1\n")}) {
+  for (const std::string& bad :
+       {std::string(), text.substr(0, text.size() - 1), std::string("x\n"),
+        with("ns\t0\ta\t0\t1\t\n"), with("ns\t-1\ta\t0\t1\t\n"), with("ns\t2\ta\t2\t1\t\n"),
+        with("ns\t2\ta\t0\t1\n"), with("ns\t2\ta\t0\t1\t\t-5\n"), with("ns\t2\ta\t0\t1\t\tx\n"),
+        with("ns\t0\ta\t0\t1\t\t5\n")}) {
     EXPECT_FALSE(ParseMachineRecords(bad).ok()) << bad;
   }
 }

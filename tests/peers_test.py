@@ -312,6 +312,23 @@ class CosIdTest(unittest.TestCase):
         self.assertGreaterEqual(c["lastTimeStamp"], a["lastTimeStamp"] + 300)
         self.assertCosIdError(*self.c.guard("ns", "a", False, "PT0.3S"), 400, "M-03")
 
+    def test_a_holder_is_judged_by_its_own_guard_not_the_askers(self):
+        """Issue 22, finding 4: A guards with PT5M; 50 ms later B asked with PT0.001S and got
+        A's machine id, with lastTimeStamp A's last guard + 1 ms, while A went on issuing."""
+        status, a = self.c.distribute("ns", "a", False, 1, "PT5M")
+        self.assertEqual((status, a["machineId"]), (200, 0))
+        time.sleep(0.05)
+        status, b = self.c.distribute("ns", "b", False, 1, "PT0.001S")
+        self.assertEqual(status, 200, b)
+        self.assertEqual(b["machineId"], 1, "a machine id within its holder's guard was taken")
+        time.sleep(0.05)
+        # b's own guard (1 ms) has lapsed, a's (5 min) has not, whatever c asks with.
+        status, c = self.c.distribute("ns", "c", False, 1, "PT5M")
+        self.assertEqual((status, c["machineId"]), (200, 1))
+        self.assertGreaterEqual(c["lastTimeStamp"], b["lastTimeStamp"] + 1)
+        self.assertCosIdError(*self.c.distribute("ns", "d", False, 1, "PT0.001S"), 400, "M-01")
+        self.assertEqual(self.c.guard("ns", "a", False, "PT5M"), (200, None))
+
     def test_stable_instances_keep_their_id_and_it_survives_a_restart(self):
         self.assertEqual(self.c.distribute("ns", "pod-0", True, 4, "PT1S")[1]["machineId"], 0)
         self.assertEqual(self.c.distribute("ns", "pod-1", False, 4, "PT1S")[1]["machineId"], 1)
@@ -364,7 +381,7 @@ class CosIdTest(unittest.TestCase):
         self.assertEqual(self.c.distribute("ns", "a", False, 4, "PT1M")[0], 200)
         self.s.stop()
         with open(os.path.join(self.data, "machines"), "a") as f:
-            f.write("ns\t0\tb\t0\t1\t\n")  # the same id twice: corrupt
+            f.write("ns\t0\tb\t0\t1\t\t60000\n")  # the same id twice: corrupt
         self.s = Server(self.data, "--segment-auto-create", "true")
         self.c = CosIdProxyClient(self.s)
         status, body = self.c.distribute("ns", "a", False, 4, "PT1M")

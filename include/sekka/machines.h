@@ -43,6 +43,9 @@ struct MachineRecord {
   bool stable = false;       // the holder keeps it across restarts and it never expires
   std::int64_t last_ms = 0;  // the hwm: the last time its holders were known to issue ids
   std::string lost_by;       // the holder it was taken from after it expired, for Guard's answer
+  // The holder's own safeGuardDuration (ms), from its last Distribute or Guard: the holding
+  // expires only when the holder has not guarded it for this long, whoever asks.
+  std::int64_t guard_ms = 0;
   bool operator==(const MachineRecord&) const = default;
 };
 
@@ -58,7 +61,9 @@ class MachineStore {
 // A store in memory (tests, the simulation): nothing survives the process.
 std::unique_ptr<MachineStore> NewMemoryMachineStore();
 
-// The records as text (one tab-separated line each) and back; the file store's format.
+// The records as text (one tab-separated line each) and back; the file store's format. A file
+// of format v1 (no guard_ms) reads each holding as guarded for MachineLimits::max_guard_ms, the
+// longest allowed: never shorter than its holder asked for.
 std::string FormatMachineRecords(const std::vector<MachineRecord>& records);
 Result<std::vector<MachineRecord>> ParseMachineRecords(std::string_view text);
 
@@ -81,10 +86,11 @@ class MachineRegistry {
                                                        MachineLimits limits = {});
 
   // The id `instance` holds in `ns` (asking again is answered with the same id), else a free
-  // one: given back, or (for a non-stable instance) not guarded for `guard_ms`, else the lowest
-  // never used. Errors: kExhausted (every id of the namespace is held: CosId's M-01),
-  // kInvalidArgument (a bad namespace, instance, machine_bits or guard_ms), kUnavailable (the
-  // store; nothing changed).
+  // one: given back, or (for a non-stable instance) not guarded by its non-stable holder for the
+  // holder's own guard_ms (never the asker's), else the lowest never used. `guard_ms` is this
+  // instance's own, stored with its holding. Errors: kExhausted (every id of the namespace is held:
+  // CosId's M-01), kInvalidArgument (a bad namespace, instance, machine_bits or guard_ms),
+  // kUnavailable (the store; nothing changed).
   Result<MachineGrant> Distribute(std::string_view ns, int machine_bits, std::string_view instance,
                                   bool stable, std::int64_t guard_ms);
   // Marks the id of `instance` as in use now. Errors: kNotFound (the instance holds no id in
@@ -103,9 +109,11 @@ class MachineRegistry {
       : store_(store), clock_(clock), limits_(limits), records_(std::move(records)) {}
   // Stores `next` and makes it current. REQUIRES: mu_ held.
   Status Commit(std::vector<MachineRecord> next);
-  // Raises the hwm of the id `instance` holds in `ns` to now and stores it, giving the id back
-  // when `release` (a stable instance keeps it). `found`: whether it holds one. REQUIRES: mu_.
-  Status Touch(std::string_view ns, std::string_view instance, bool release, bool& found);
+  // Raises the hwm of the id `instance` holds in `ns` to now and stores it, with the holder's
+  // guard duration when `guard_ms` > 0, giving the id back when `release` (a stable instance
+  // keeps it). `found`: whether it holds one. REQUIRES: mu_.
+  Status Touch(std::string_view ns, std::string_view instance, bool release, std::int64_t guard_ms,
+               bool& found);
 
   MachineStore& store_;
   Clock& clock_;
