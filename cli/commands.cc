@@ -229,14 +229,23 @@ int RunGen(const GenFlags& flags) {
   Result<LeaseGrant> grant = lease->Acquire();
   if (!grant.ok()) return ExitFor(grant.error(), true);
   options.worker_id = grant->worker_id;
-  if (const std::int64_t hwm = grant->hwm_millis; hwm > 0) {
+  // The floor: the worker id's hwm, or --after-id's time when later (AfterIdFloorMillis).
+  std::int64_t hwm = grant->hwm_millis;
+  std::string where =
+      fmt::format("the high-water mark of worker id {} in {}", options.worker_id, dir);
+  if (flags.after_id >= 0) {
+    Result<std::int64_t> floor = AfterIdFloorMillis(*layout, flags.after_id);
+    if (!floor.ok()) return Fail(kExitUsage, "--after-id: " + floor.error().message);
+    if (*floor > hwm) {
+      hwm = *floor;
+      where = fmt::format("--after-id {} (ids above it start after that time)", flags.after_id);
+    }
+  }
+  if (hwm > 0) {
     // The same rule as the server's start (CheckStartupWait), with its own limit.
     Result<std::int64_t> max_wait = ParseDurationMillis(flags.max_startup_wait);
     if (!max_wait.ok()) return Fail(kExitUsage, "--max-startup-wait: " + max_wait.error().message);
-    if (Status s = CheckStartupWait(
-            clock.NowMillis(), hwm, *max_wait,
-            fmt::format("the high-water mark of worker id {} in {}", options.worker_id, dir));
-        !s.ok()) {
+    if (Status s = CheckStartupWait(clock.NowMillis(), hwm, *max_wait, where); !s.ok()) {
       return ExitFor(s.error(), false);
     }
     while (clock.NowMillis() <= hwm) clock.SleepUntilMillis(hwm + 1);
@@ -397,6 +406,37 @@ Result<double> ParseRate(std::string_view text) {
   return value * scale / per;
 }
 
+// sekka layout P --max-id N: whether layout P can follow a system whose largest id is N, issuing
+// only ids above it (so nothing repeats and the order holds), from when and until when.
+int PrintTakeOver(const Layout& l, Id max_id, std::int64_t now, bool json) {
+  Result<std::int64_t> floor = AfterIdFloorMillis(l, max_id);
+  if (!floor.ok()) return Fail(kExitFailure, floor.error().message);
+  const std::int64_t from = *floor + 1;
+  const bool now_ok = now >= from;
+  if (json) {
+    Json j{{"layout", l.name()},
+           {"max_id", std::to_string(max_id)},
+           {"above_from", FormatUtcMillis(from)},
+           {"above_from_ms", from},
+           {"now", now_ok},
+           {"until", FormatUtcMillis(l.end_millis())}};
+    std::cout << j.dump() << '\n';
+  } else if (now_ok) {
+    std::cout << fmt::format(
+        "layout {} can take over after id {}: its ids are above it from {} (now), until the "
+        "layout runs out on {}; start with --after-id {} (generator.after_id)\n",
+        l.name(), max_id, FormatUtcMillis(from), FormatUtcMillis(l.end_millis()), max_id);
+  } else {
+    std::cout << fmt::format(
+        "layout {} cannot take over after id {} now: its ids are above it only from {} ({:.1f} "
+        "days from now); before that they would sort below it, and could repeat ids it issued. "
+        "Use a layout whose ids are already above it (the old system's own, e.g. leaf or "
+        "sonyflake-v1, or an earlier epoch)\n",
+        l.name(), max_id, FormatUtcMillis(from), static_cast<double>(from - now) / 86'400'000.0);
+  }
+  return now_ok ? kExitOk : kExitFailure;
+}
+
 int RunLayout(const LayoutFlags& flags) {
   if (flags.list) {
     for (std::string_view name : Layout::PresetNames()) std::cout << name << '\n';
@@ -412,6 +452,7 @@ int RunLayout(const LayoutFlags& flags) {
   }
   const Layout& l = *layout;
   const std::int64_t now = SystemClock().NowMillis();
+  if (flags.max_id >= 0) return PrintTakeOver(l, flags.max_id, now, flags.json);
   const bool expired = l.end_millis() <= now;
   // Random layouts: the odds of a clash at the rate. Snowflake layouts: the worker ids the rate
   // keeps busy (each makes at most ids_per_second()).

@@ -42,6 +42,9 @@ int main(int argc, char** argv) {
       ->add_option("--max-startup-wait", gen.max_startup_wait,
                    "Wait out a stored high-water mark this close, else refuse")
       ->capture_default_str();
+  gen_cmd->add_option("--after-id", gen.after_id,
+                      "Print only ids above this one (the largest id of the system sekka takes "
+                      "over from)");
   gen_cmd->add_option("--lock-dir", gen.lock_dir,
                       "The host's worker-id locks and high-water marks, shared with sekka serve "
                       "(default: $SEKKA_WORKER_LOCK_DIR, else /var/lib/sekka/workers)");
@@ -108,6 +111,9 @@ int main(int argc, char** argv) {
   layout_cmd->add_option("layout", layout.layout, layouts)->capture_default_str();
   layout_cmd->add_flag("--json", layout.json, "As JSON");
   layout_cmd->add_flag("--list", layout.list, "List the preset names");
+  layout_cmd->add_option("--max-id", layout.max_id,
+                         "The largest id an existing system issued: whether and when this "
+                         "layout can take over without repeats or order breaks");
   layout_cmd->add_option("--rate", layout.rate,
                          "Ids per second across all generators (e.g. 5000/s, 20k/s, 1M/min): "
                          "the odds of a clash (random layouts) or the worker ids it needs");
@@ -187,6 +193,7 @@ int main(int argc, char** argv) {
       {"--layout", "layout.preset", "Layout preset"},
       {"--on-clock-backwards", "generator.on_clock_backwards", "wait, fail or continue"},
       {"--max-startup-wait", "generator.max_startup_wait", "Wait out a stored hwm this close"},
+      {"--after-id", "generator.after_id", "Issue only ids above this one (migration)"},
       {"--worker-source", "worker.source", "static, local, hostname, etcd or zookeeper"},
       {"--worker-id", "worker.id", "Worker id (source static)"},
       {"--datacenter-id", "worker.datacenter_id", "Datacenter id"},

@@ -40,7 +40,8 @@ const std::vector<Key>& Keys() {
        "RESP ids as integer, or string (decimal bulk strings, for JavaScript clients)"},
       {"data.dir", Type::kString, "./sekka-data", "data directory"},
       {"layout.preset", Type::kString, "sekka",
-       "sekka | twitter | discord | instagram | sonyflake | baidu | js53, or key=value,... "
+       "sekka | twitter | leaf | discord | instagram | sonyflake | sonyflake-v1 | baidu | js53, "
+       "or PRESET,key=value,... "
        "(docs/operations.md)"},
       {"layout.time_bits", Type::kInt, "", "custom layout: overrides the preset"},
       {"layout.datacenter_bits", Type::kInt, "", "custom layout"},
@@ -61,6 +62,8 @@ const std::vector<Key>& Keys() {
       {"generator.descending", Type::kBool, "false", ""},
       {"generator.max_startup_wait", Type::kDuration, "10s", "wait out a stored hwm this close"},
       {"generator.force", Type::kBool, "false", "start despite stored state of another layout"},
+      {"generator.after_id", Type::kInt, "",
+       "issue only ids above this one (the largest id of the system sekka takes over from)"},
       {"worker.source", Type::kString, "local", "static | local | hostname | etcd | zookeeper"},
       {"worker.id", Type::kInt, "",
        "source static: this process's worker id (required there, "
@@ -380,6 +383,13 @@ Result<ServerConfig> BuildConfig(const std::vector<ConfigValues>& sources) {
       c.max_startup_wait_ms,
       DurationValue("generator.max_startup_wait", get("generator.max_startup_wait"), 0, 3'600'000));
   SEKKA_ASSIGN(c.force, boolean("generator.force"));
+  if (!get("generator.after_id").empty()) {
+    SEKKA_ASSIGN(c.after_id, IntValue("generator.after_id", get("generator.after_id"), 0,
+                                      std::numeric_limits<std::int64_t>::max()));
+    Result<std::int64_t> floor = AfterIdFloorMillis(g.layout, c.after_id);
+    if (!floor.ok()) return InvalidArgument("config generator.after_id: " + floor.error().message);
+    c.after_floor_ms = *floor;
+  }
 
   c.worker_source = get("worker.source");
   if (c.worker_source != "static" && c.worker_source != "local" && c.worker_source != "hostname" &&

@@ -41,6 +41,10 @@ struct ServerConfig {
   SnowflakeOptions generator;
   std::int64_t max_startup_wait_ms = 10'000;  // wait out a stored hwm this close, else refuse
   bool force = false;                         // start despite a stored state of another layout
+  // generator.after_id: no id at or below it is issued (taking over from another system); -1:
+  // none. after_floor_ms: the time the clock must pass for that (AfterIdFloorMillis).
+  std::int64_t after_id = -1;
+  std::int64_t after_floor_ms = 0;
   // [worker]
   std::string worker_source = "local";  // static | local | hostname | etcd | zookeeper
   std::int64_t worker_id = 0;

@@ -258,6 +258,11 @@ Result<std::int64_t> Service::HwmFloor(std::int64_t dc, std::int64_t worker,
   *where = coordinated_ ? fmt::format("the coordinator's high-water mark of worker id {}", worker)
                         : fmt::format("the stored high-water mark of worker id {} in {}", worker,
                                       data_dir_->StateName(dc, worker));
+  if (config_.after_floor_ms > hwm) {
+    hwm = config_.after_floor_ms;
+    *where =
+        fmt::format("generator.after_id {} (ids above it start after that time)", config_.after_id);
+  }
   if (stored->has_value()) {
     const StoredState& st = **stored;
     if (st.layout != fingerprint && !config_.force) {

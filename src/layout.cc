@@ -7,6 +7,7 @@
 #include <charconv>
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <utility>
 
 #include "sekka/codec.h"
@@ -51,10 +52,15 @@ const std::vector<PresetRow>& Presets() {
   static const std::vector<PresetRow> rows = {
       {"sekka", Row("sekka", 41, 1, kSekkaEpochMillis, 0, 10, 12, kStd)},
       {"twitter", Row("twitter", 41, 1, 1288834974657, 5, 5, 12, kStd)},
+      // Meituan Leaf's snowflake mode: Twitter's epoch, 10 worker bits, 12 sequence bits.
+      {"leaf", Row("leaf", 41, 1, 1288834974657, 0, 10, 12, kStd)},
       {"discord", Row("discord", 42, 1, 1420070400000, 5, 5, 12, kStd)},
       {"instagram", Row("instagram", 41, 1, 1314220021721, 0, 13, 10, kStd)},
+      // sonyflake v2 (its default epoch 2025-01-01); v1 is sonyflake-v1 (epoch 2014-09-01).
       {"sonyflake",
        Row("sonyflake", 39, 10, kSekkaEpochMillis, 0, 16, 8, FieldOrder::kTimeSequenceWorker)},
+      {"sonyflake-v1",
+       Row("sonyflake-v1", 39, 10, 1409529600000, 0, 16, 8, FieldOrder::kTimeSequenceWorker)},
       // 2016-05-20T00:00:00+08:00.
       {"baidu", Row("baidu", 28, 1000, 1463673600000, 0, 22, 13, kStd)},
       // 38 bits of 10 ms ticks last 87 years (to 2112); 64 worker ids; 51,200 ids/s each.
@@ -94,15 +100,31 @@ std::string_view FieldOrderName(FieldOrder order) {
 
 Result<Layout> ParseLayout(std::string_view text) {
   if (text.find('=') == std::string_view::npos) return Layout::Preset(text);
-  std::vector<std::pair<std::string_view, std::string_view>> items;
+  std::vector<std::pair<std::string_view, std::string>> items;
+  std::optional<Layout> base;  // "PRESET,key=value,...": the preset, then the keys over it
   bool random = false;
-  while (!text.empty()) {
+  for (bool first = true; !text.empty(); first = false) {
     const std::size_t comma = text.find(',');
     const std::string_view item = text.substr(0, comma);
     text = comma == std::string_view::npos ? std::string_view() : text.substr(comma + 1);
     const std::size_t eq = item.find('=');
+    if (eq == std::string_view::npos && first) {
+      Result<Layout> preset = Layout::Preset(item);
+      if (!preset.ok()) return std::move(preset).error();
+      base = *preset;
+      random = preset->is_random();
+      continue;
+    }
+    if (eq == std::string_view::npos && !items.empty() && items.back().first == "order") {
+      items.back().second += ',';  // order=time,sequence,worker: the field names go on
+      items.back().second += item;
+      continue;
+    }
     if (eq == std::string_view::npos) {
-      return InvalidArgument(fmt::format("layout item \"{}\" is not key=value", item));
+      return InvalidArgument(fmt::format(
+          "layout item \"{}\" is not key=value: allowed a preset name first, then key=value "
+          "items (the field names of order= may follow it: order=time,sequence,worker)",
+          item));
     }
     const std::string_view key = item.substr(0, eq), value = item.substr(eq + 1);
     if (key == "kind") {
@@ -110,14 +132,21 @@ Result<Layout> ParseLayout(std::string_view text) {
         return InvalidArgument(
             fmt::format("layout.kind = \"{}\": allowed snowflake or random", value));
       }
+      if (base.has_value() && base->is_random() != (value == "random")) {
+        return InvalidArgument(
+            fmt::format("layout.kind = \"{}\" does not fit preset {}", value, base->name()));
+      }
       random = value == "random";
     } else {
-      items.emplace_back(key, value);
+      items.emplace_back(key, std::string(value));
     }
   }
-  // A random layout starts from the random preset, a snowflake one from the sekka preset.
+  // Over the preset given first; else a random layout starts from the random preset, a
+  // snowflake one from the sekka preset.
   LayoutOptions o;
-  if (random) {
+  if (base.has_value()) {
+    o = base->options();
+  } else if (random) {
     o = RandomRow("custom", 41, 0);
   }
   bool random_bits_set = false;
@@ -446,6 +475,30 @@ std::string LayoutFingerprint(const Layout& l) {
       "epoch_ms={} order={}{}",
       l.time_bits(), l.datacenter_bits(), l.worker_bits(), l.sequence_bits(), l.tick_millis(),
       l.epoch_millis(), l.OrderName(), l.ExtraOptions());
+}
+
+Result<std::int64_t> AfterIdFloorMillis(const Layout& l, Id after_id) {
+  if (!l.ordered() || l.descending() || l.is_random()) {
+    return InvalidArgument(
+        fmt::format("after_id needs a layout whose ids grow with time: layout {} has {}", l.name(),
+                    l.is_random()    ? "random bits"
+                    : l.descending() ? "descending ids"
+                                     : "shard_bits or "
+                                       "reverse_time"));
+  }
+  if (after_id < 0 || after_id > l.max_id()) {
+    return InvalidArgument(fmt::format("after_id {} is outside layout {}: allowed 0 to {}",
+                                       after_id, l.name(), l.max_id()));
+  }
+  const std::int64_t tick = after_id >> l.time_shift();
+  if (tick >= l.max_tick()) {
+    return InvalidArgument(fmt::format(
+        "layout {} cannot issue ids above {}: that id reads as {}, and the layout's time runs "
+        "out on {}; choose a layout with a later end or an earlier epoch",
+        l.name(), after_id, FormatUtcMillis(l.TickToMillis(tick)),
+        FormatUtcMillis(l.end_millis())));
+  }
+  return l.TickToMillis(tick + 1) - 1;
 }
 
 Status CheckEpochNotInFuture(const Layout& layout, std::int64_t now_ms) {

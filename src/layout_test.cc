@@ -51,20 +51,66 @@ INSTANTIATE_TEST_SUITE_P(
     Presets, LayoutPresetTest,
     ::testing::Values(PresetCase{"sekka", 41, 0, 10, 12, 1, 1735689600000, kStd, "2094-09-07"},
                       PresetCase{"twitter", 41, 5, 5, 12, 1, 1288834974657, kStd, "2080-07-10"},
+                      // Meituan Leaf's snowflake: Twitter's epoch, no datacenter bits.
+                      PresetCase{"leaf", 41, 0, 10, 12, 1, 1288834974657, kStd, "2080-07-10"},
                       // 42 time bits, but an id must stay below 2^63: 41 usable bits from 2015.
                       PresetCase{"discord", 42, 5, 5, 12, 1, 1420070400000, kStd, "2084-09-06"},
                       // 41 time bits shifted by 23 leave 40 usable bits below 2^63.
                       PresetCase{"instagram", 41, 0, 13, 10, 1, 1314220021721, kStd, "2046-06-27"},
                       PresetCase{"sonyflake", 39, 0, 16, 8, 10, 1735689600000,
                                  FieldOrder::kTimeSequenceWorker, "2199-03-19"},
+                      // sonyflake v1: epoch 2014-09-01T00:00:00Z.
+                      PresetCase{"sonyflake-v1", 39, 0, 16, 8, 10, 1409529600000,
+                                 FieldOrder::kTimeSequenceWorker, "2188-"},
                       PresetCase{"baidu", 28, 0, 22, 13, 1000, 1463673600000, kStd, "2024-11-20"},
                       PresetCase{"js53", 38, 0, 6, 9, 10, 1735689600000, kStd, "2112-02-09"}),
-    [](const auto& info) { return info.param.name; });
+    [](const auto& info) {
+      std::string name = info.param.name;  // gtest allows letters, digits and _ only
+      for (char& c : name) c = c == '-' ? '_' : c;
+      return name;
+    });
+
+// Issue 22, finding 6: a preset's keys could not be overridden and a field order could not be
+// typed inside the comma-separated text.
+TEST(LayoutTest, APresetFirstThenKeysOverItAndATypedOrder) {
+  Result<Layout> v1 = ParseLayout("sonyflake,epoch=2014-09-01");
+  ASSERT_TRUE(v1.ok()) << v1.error().message;
+  EXPECT_EQ(LayoutFingerprint(*v1), LayoutFingerprint(MustPreset("sonyflake-v1")));
+  Result<Layout> typed = ParseLayout(
+      "time_bits=39,tick=10ms,sequence_bits=8,worker_bits=16,epoch=2014-09-01,"
+      "order=time,sequence,worker");
+  ASSERT_TRUE(typed.ok()) << typed.error().message;
+  EXPECT_EQ(LayoutFingerprint(*typed), LayoutFingerprint(MustPreset("sonyflake-v1")));
+  Result<Layout> leaf8 = ParseLayout("leaf,worker_bits=8,sequence_bits=14");
+  ASSERT_TRUE(leaf8.ok()) << leaf8.error().message;
+  EXPECT_EQ(leaf8->epoch_millis(), 1288834974657);
+  EXPECT_EQ(leaf8->worker_bits(), 8);
+  EXPECT_FALSE(ParseLayout("time_bits=41,sekka").ok());  // a preset only first
+  EXPECT_FALSE(ParseLayout("random,worker_bits=3").ok());
+  EXPECT_FALSE(ParseLayout("sekka,kind=random").ok());
+}
+
+// The floor a layout takes over from: ids of later ticks are above the old system's max id.
+TEST(LayoutTest, AfterIdFloorIsTheLastMillisecondOfTheIdsTickOrAnErrorSayingWhy) {
+  const Layout leaf = MustPreset("leaf");
+  const Id n = *leaf.Compose({270512225343, 0, 5, 7});  // a Leaf id of 2019-06-01
+  Result<std::int64_t> floor = AfterIdFloorMillis(leaf, n);
+  ASSERT_TRUE(floor.ok()) << floor.error().message;
+  EXPECT_EQ(*floor, 1559347200000);
+  EXPECT_GT(*leaf.Compose({leaf.MillisToTick(*floor + 1), 0, 0, 0}), n);
+  // Read in the sekka preset (epoch 2025), the same bits lie in 2033.
+  EXPECT_EQ(FormatUtcMillis(*AfterIdFloorMillis(MustPreset("sekka"), n)).substr(0, 10),
+            "2033-07-28");
+  EXPECT_FALSE(AfterIdFloorMillis(leaf, -1).ok());
+  EXPECT_FALSE(AfterIdFloorMillis(leaf, leaf.max_id()).ok());  // its last tick: nothing above
+  EXPECT_FALSE(AfterIdFloorMillis(*leaf.WithDescending(true), n).ok());
+  EXPECT_FALSE(AfterIdFloorMillis(*ParseLayout("shard_bits=2,time_bits=39"), n).ok());
+}
 
 TEST(LayoutTest, DefaultIsTheSekkaPreset) {
   EXPECT_EQ(Layout::Default().name(), "sekka");
   EXPECT_EQ(Layout::PresetNames().front(), "sekka");
-  EXPECT_EQ(Layout::PresetNames().size(), 8u);
+  EXPECT_EQ(Layout::PresetNames().size(), 10u);
 }
 
 TEST(LayoutTest, ReportsCapacityOfTheSekkaLayout) {
@@ -281,8 +327,9 @@ TEST(ParseLayoutTest, ReadsACustomLayout) {
   Result<Layout> l = ParseLayout(
       "time_bits=40,datacenter_bits=2,worker_bits=9,sequence_bits=12,tick=2ms,"
       "epoch=2024-01-01T00:00:00Z,order=time,sequence,worker");
-  // "order=time,sequence,worker" contains commas: the order key must come as a single word.
-  EXPECT_FALSE(l.ok());
+  // The field names after order= go on through the commas (issue 22: this was refused).
+  ASSERT_TRUE(l.ok()) << l.error().message;
+  EXPECT_EQ(l->order(), FieldOrder::kTimeSequenceWorker);
   l = ParseLayout(
       "time_bits=40,datacenter_bits=2,worker_bits=9,sequence_bits=12,tick=2ms,"
       "epoch=2024-01-01T00:00:00Z,order=sonyflake,name=mine");

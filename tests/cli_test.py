@@ -312,6 +312,50 @@ class LayoutTest(CliTestCase):
         self.fails(2, "layout", "nope", expect="allowed sekka, twitter")
 
 
+class MigrationTest(CliTestCase):
+    """Issue 22, finding 6: taking over from Leaf or sonyflake v1 without repeating their ids."""
+    LEAF_EPOCH = 1288834974657
+    # A Leaf id of 2019-06-01T00:00:00Z, worker 5, sequence 7; a sonyflake v1 id of that time.
+    LEAF_2019 = ((1559347200000 - LEAF_EPOCH) << 22) | (5 << 12) | 7
+    SONY_V1_2019 = (((1559347200000 - 1409529600000) // 10) << 24) | (3 << 16) | 9
+
+    def decoded(self, layout, id_):
+        return json.loads(self.ok("decode", "--layout", layout, "--json", str(id_)))
+
+    def test_sonyflake_v1_ids_decode_to_their_time(self):
+        for layout in ["sonyflake-v1", "sonyflake,epoch=2014-09-01",
+                       "time_bits=39,tick=10ms,sequence_bits=8,worker_bits=16,"
+                       "epoch=2014-09-01,order=time,sequence,worker"]:
+            d = self.decoded(layout, self.SONY_V1_2019)
+            self.assertEqual((d["time"], d["worker"], d["sequence"]),
+                             ("2019-06-01T00:00:00.000Z", 9, 3), layout)
+
+    def test_leaf_ids_decode_and_gen_after_id_prints_only_ids_above_it(self):
+        d = self.decoded("leaf", self.LEAF_2019)
+        self.assertEqual((d["time"], d["worker"], d["sequence"]),
+                         ("2019-06-01T00:00:00.000Z", 5, 7))
+        # The largest id Leaf issued, a second from now: ids above it, after a short wait.
+        now_ms = int(datetime.datetime.now(datetime.timezone.utc).timestamp() * 1000)
+        top = ((now_ms + 1000 - self.LEAF_EPOCH) << 22) | (1023 << 12) | 4095
+        ids = [int(x) for x in self.ok("gen", "--layout", "leaf", "--after-id", str(top),
+                                       "-n", "20000").split()]
+        self.assertEqual(len(ids), 20000)
+        self.assertGreater(min(ids), top)
+        self.fails(2, "gen", "--layout", "shard_bits=2,time_bits=39", "--after-id", "5",
+                   expect="after_id needs a layout whose ids grow with time")
+        self.fails(1, "gen", "--layout", "leaf", "--after-id",
+                   str(((now_ms + 86_400_000 - self.LEAF_EPOCH) << 22)),
+                   expect="behind --after-id")
+
+    def test_layout_max_id_says_which_layout_can_take_over(self):
+        p = run("layout", "sekka", "--max-id", str(self.LEAF_2019))
+        self.assertEqual(p.returncode, 1, p.stdout)
+        self.assertIn("cannot take over", p.stdout)
+        self.assertIn("2033-07-28", p.stdout)  # the 2019 Leaf id read with sekka's 2025 epoch
+        j = json.loads(self.ok("layout", "leaf", "--max-id", str(self.LEAF_2019), "--json"))
+        self.assertEqual((j["now"], j["above_from"]), (True, "2019-06-01T00:00:00.001Z"))
+
+
 class RandomAndSpreadLayoutTest(CliTestCase):
     """Random layouts (time + random bits, no worker id) and the spread orderings (shard bits,
     a bit-reversed time field) from the command line."""

@@ -116,6 +116,16 @@ class HostWorkerIdTest(HostTestCase):
         self.assertFalse(env_set.wait_listening())
         self.assertEqual(env_set.proc.returncode, 2)
 
+    def test_serve_after_id_issues_only_ids_above_it(self):
+        """Issue 22, finding 6: a server that takes over from Leaf starts above Leaf's max id."""
+        epoch = 1288834974657
+        now_ms = int(datetime.datetime.now(datetime.timezone.utc).timestamp() * 1000)
+        top = ((now_ms + 1500 - epoch) << 22) | (1023 << 12) | 4095
+        s = self.serve("leaf", "--layout", "leaf", "--after-id", str(top))
+        ids = self.server_ids(s, 5, 1000)
+        self.assertGreater(min(ids), top)
+        self.assertIn("generator.after_id", s.stderr_text())  # it said why it waited
+
     def test_an_unusable_lock_dir_is_one_line_naming_what_to_do(self):
         blocker = self.dirs.path("file")
         with open(blocker, "w") as f:

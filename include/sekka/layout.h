@@ -133,6 +133,14 @@ ClashOdds RandomClashOdds(const Layout& layout, double ids_per_second);
 // state of another fingerprint belongs to another id space.
 std::string LayoutFingerprint(const Layout& layout);
 
+// The floor a layout takes over from after an earlier system's ids: every id of a tick later than
+// the one `after_id` reads as in this layout is greater than `after_id`. Returns the last ms of
+// that tick (generator.after_id, gen --after-id: ids are issued only once the clock is past it,
+// as past a stored hwm). Errors: kInvalidArgument naming why no id can be above `after_id`: a
+// layout whose ids keep no order (shard_bits, reverse_time, random) or descend, an id outside
+// the layout, or an id in the layout's last tick.
+Result<std::int64_t> AfterIdFloorMillis(const Layout& layout, Id after_id);
+
 // Checks that `layout`'s epoch is not after `now_ms` (a generator cannot issue ids before it).
 // Errors: kInvalidArgument naming the epoch and the clock's reading.
 Status CheckEpochNotInFuture(const Layout& layout, std::int64_t now_ms);
