@@ -279,8 +279,8 @@ class TimeOrderedKindTest(CliTestCase):
 class LayoutTest(CliTestCase):
     def test_every_preset_reports_capacity_and_end_date(self):
         names = self.ok("layout", "--list").split()
-        self.assertEqual(names, ["sekka", "twitter", "discord", "instagram", "sonyflake", "baidu",
-                                 "js53", "random"])
+        self.assertEqual(names, ["sekka", "twitter", "leaf", "discord", "instagram", "sonyflake",
+                                 "sonyflake-v1", "baidu", "js53", "random"])
         for name in names:
             j = json.loads(self.ok("layout", name, "--json"))
             self.assertEqual(j["name"], name)
