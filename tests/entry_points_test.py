@@ -115,6 +115,15 @@ class HostWorkerIdTest(HostTestCase):
         env_set = self.serve("e", wait=False, env={"SEKKA_WORKER_ID": "5"})
         self.assertFalse(env_set.wait_listening())
         self.assertEqual(env_set.proc.returncode, 2)
+        # The same for a coordinator named under a local source: each host would pick alone.
+        for name, flags, env, key in [
+                ("c1", ["--coordinator", "etcd://127.0.0.1:2379"], {}, "worker.coordinator"),
+                ("c2", [], {"SEKKA_WORKER_CLUSTER": "orders"}, "worker.cluster")]:
+            s = self.serve(name, *flags, wait=False, env=env)
+            self.assertFalse(s.wait_listening())
+            self.assertEqual(s.proc.returncode, 2)
+            last = s.stderr_text().strip().splitlines()[-1]
+            self.assertIn(f"{key} applies to worker.source etcd or zookeeper only", last)
 
     def test_serve_after_id_issues_only_ids_above_it(self):
         """Issue 22, finding 6: a server that takes over from Leaf starts above Leaf's max id."""
