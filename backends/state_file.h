@@ -2,8 +2,8 @@
 //
 // The high-water mark (docs/contract.md section 3): the highest time a worker id may have used,
 // stored with the layout it was made with in `<data>/workers/<dc>-<worker>.state`. It is written
-// (write, fsync, atomic rename, fsync of the directory) before any id of a later time is issued, in
-// reservations ahead of the clock, so the disk is touched about once a second.
+// (write, fsync, atomic rename, fsync of the directory) before any id of a later time is issued,
+// in steps ahead of the clock, so the disk is touched about once a second.
 //
 // Thread-safety: pure functions, and a file written by one process.
 

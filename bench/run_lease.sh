@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Worker-id leases in steady state (docs/benchmarks.md): coordinator calls per second of a
 # `sekka serve` on etcd and on ZooKeeper (from its sekka_coordinator_calls_total over WINDOW
-# seconds) and the mean latency of a stored reservation (a fenced etcd txn, plus the data dir),
+# seconds) and the mean latency of storing an hwm (a fenced etcd txn, plus the data dir),
 # on plain etcd and on etcd with TLS, client certificates and a user (scripts/coord.sh etcd-tls),
 # and id generation on each against a `local` server in the same run
 # (redis-benchmark ID.NEXT -P 16, ID.BATCH 1000). Everything runs on 127.0.0.1, is bounded, and is
@@ -58,7 +58,7 @@ echo "etcd: $((e1 - e0)) calls in $WINDOW s = $(echo "$e1 $e0 $WINDOW" | awk '{ 
 echo "etcd-tls: $((t1 - t0)) calls in $WINDOW s = $(echo "$t1 $t0 $WINDOW" | awk '{ printf "%.2f", ($1 - $2) / $3 }') calls/s"
 for kind in etcd etcd-tls; do
   sum=$(metric "$kind" sekka_hwm_persist_seconds_sum); count=$(metric "$kind" sekka_hwm_persist_seconds_count)
-  echo "$kind: $((count - PCOUNT[$kind])) reservations stored, mean $(echo "$sum ${PSUM[$kind]} $count ${PCOUNT[$kind]}" | awk '{ printf "%.2f", 1000 * ($1 - $2) / ($3 - $4) }') ms each (fenced txn + data dir)"
+  echo "$kind: $((count - PCOUNT[$kind])) hwms stored, mean $(echo "$sum ${PSUM[$kind]} $count ${PCOUNT[$kind]}" | awk '{ printf "%.2f", 1000 * ($1 - $2) / ($3 - $4) }') ms each (fenced txn + data dir)"
 done
 echo "zookeeper: $((z1 - z0)) calls in $WINDOW s = $(echo "$z1 $z0 $WINDOW" | awk '{ printf "%.2f", ($1 - $2) / $3 }') calls/s (the C client's own session pings come on top: one per TTL/3)"
 echo "== id generation: redis-benchmark -c 50 -P 16 -n 2000000 ID.NEXT, then ID.BATCH 1000 (rps), 3 rounds"

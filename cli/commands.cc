@@ -16,9 +16,9 @@
 #include <thread>
 
 #include "backends/local_worker_lease.h"
-#include "backends/state_file.h"
 #include "sekka/codec.h"
 #include "sekka/layout.h"
+#include "sekka/leased_generator.h"
 #include "sekka/opaque.h"
 #include "sekka/random_id.h"
 #include "sekka/snowflake.h"
@@ -196,75 +196,45 @@ int RunGen(const GenFlags& flags) {
   Result<SequenceStart> start = ParseSequenceStart(flags.sequence_start);
   if (!start.ok()) return ExitFor(start.error(), true);
 
-  SnowflakeOptions options;
-  options.layout = *layout;
-  options.worker_id = flags.worker_id_set ? flags.worker_id : 0;
-  options.datacenter_id = flags.datacenter_id;
-  options.sequence_start = *start;
-
-  Clock& clock = SystemClock();
-  // Checks the options before anything is claimed (the errors name the flag's field).
-  if (Result<std::unique_ptr<Snowflake>> check = Snowflake::Create(options, clock); !check.ok()) {
-    return ExitFor(check.error(), true);
-  }
-
   // Every id gen prints is unique on this host, like the server's (docs/contract.md section 11):
-  // the worker id is held by a lock file in the host's worker lock dir, shared with every
-  // `sekka serve` of the host, and its hwm is stored beside it before use.
+  // it issues through the same LeasedGenerator, its worker id held by a lock file in the host's
+  // worker lock dir (shared with every `sekka serve` of the host) and its hwm stored beside it.
   const char* env_dir = std::getenv("SEKKA_WORKER_LOCK_DIR");
   const std::string dir = !flags.lock_dir.empty()                  ? flags.lock_dir
                           : env_dir != nullptr && *env_dir != '\0' ? env_dir
                                                                    : kDefaultWorkerLockDir;
+  LeasedGeneratorOptions options;
+  options.generator.layout = *layout;
+  options.generator.sequence_start = *start;
+  options.generator.worker_id = flags.worker_id_set ? flags.worker_id : 0;
+  options.generator.datacenter_id = flags.datacenter_id;
+  options.hwm_ahead_ms = 100;  // capped by the ids left: the next run has little to wait out
+  options.inline_hwm = true;
+  Result<std::int64_t> max_wait = ParseDurationMillis(flags.max_startup_wait);
+  if (!max_wait.ok()) return Fail(kExitUsage, "--max-startup-wait: " + max_wait.error().message);
+  options.max_startup_wait_ms = *max_wait;
+  if (flags.after_id >= 0) {
+    Result<std::int64_t> floor = AfterIdFloorMillis(*layout, flags.after_id);
+    if (!floor.ok()) return Fail(kExitUsage, "--after-id: " + floor.error().message);
+    options.after_ms = *floor;
+    options.after_what = fmt::format("--after-id {}", flags.after_id);
+  }
   LocalLeaseOptions local;
   local.source = flags.worker_id_set ? "static" : "local";
   local.lock_dir = dir;
-  local.worker_id = options.worker_id;
+  local.worker_id = flags.worker_id_set ? flags.worker_id : 0;
   local.layout = *layout;
   WorkerLeaseOptions lo;
   // One identity per layout: a gen of another layout does not take these ids for its own.
   lo.identity = "sekka gen " + LayoutFingerprint(*layout);
   lo.datacenter_id = flags.datacenter_id;
   lo.worker_count = layout->worker_ids_per_datacenter();
-  std::unique_ptr<WorkerLease> lease = NewLocalWorkerLease(local, lo);
-  Result<LeaseGrant> grant = lease->Acquire();
-  if (!grant.ok()) return ExitFor(grant.error(), true);
-  options.worker_id = grant->worker_id;
-  // The floor: the worker id's hwm, or --after-id's time when later (AfterIdFloorMillis).
-  std::int64_t hwm = grant->hwm_millis;
-  std::string where =
-      fmt::format("the high-water mark of worker id {} in {}", options.worker_id, dir);
-  if (flags.after_id >= 0) {
-    Result<std::int64_t> floor = AfterIdFloorMillis(*layout, flags.after_id);
-    if (!floor.ok()) return Fail(kExitUsage, "--after-id: " + floor.error().message);
-    if (*floor > hwm) {
-      hwm = *floor;
-      where = fmt::format("--after-id {} (ids above it start after that time)", flags.after_id);
-    }
-  }
-  if (hwm > 0) {
-    // The same rule as the server's start (CheckStartupWait), with its own limit.
-    Result<std::int64_t> max_wait = ParseDurationMillis(flags.max_startup_wait);
-    if (!max_wait.ok()) return Fail(kExitUsage, "--max-startup-wait: " + max_wait.error().message);
-    if (Status s = CheckStartupWait(clock.NowMillis(), hwm, *max_wait, where); !s.ok()) {
-      return ExitFor(s.error(), false);
-    }
-    while (clock.NowMillis() <= hwm) clock.SleepUntilMillis(hwm + 1);
-    options.start_after_tick = layout->MillisToTick(hwm);
-  }
-  // Reserved durably before ids of those ticks are made: 100 ms at a time, but no further than
-  // the rest of the run needs, so that the next run has (almost) nothing to wait out.
+  Clock& clock = SystemClock();
+  Result<std::unique_ptr<LeasedGenerator>> leased =
+      LeasedGenerator::Start(options, clock, NewLocalWorkerLease(local, lo), nullptr);
+  if (!leased.ok()) return ExitFor(leased.error(), true);
+  LeasedGenerator& generator = **leased;
   std::int64_t left = flags.count;
-  options.reserve_ticks = [&](std::int64_t tick) -> Result<std::int64_t> {
-    const std::int64_t needed = left / layout->ids_per_tick() + 1;
-    const std::int64_t target =
-        std::max(tick, std::min(layout->MillisToTick(clock.NowMillis() + 100), tick + needed));
-    Status stored = lease->StoreHwm(layout->TickToMillis(target + 1) - 1);
-    if (!stored.ok()) return std::move(stored).error();
-    return target;
-  };
-  Result<std::unique_ptr<Snowflake>> generator = Snowflake::Create(options, clock);
-  if (!generator.ok()) return ExitFor(generator.error(), true);
-  Snowflake& snowflake = **generator;
 
   // Ids are made in runs of about one tick's worth and written through one large buffer, so
   // that the formatting of one run fits in the wait for the next tick.
@@ -275,7 +245,8 @@ int RunGen(const GenFlags& flags) {
   out.reserve(1 << 20);
   while (left > 0) {
     const auto n = static_cast<std::size_t>(std::min<std::int64_t>(left, chunk));
-    if (Status s = snowflake.NextIds(std::span<Id>(ids.data(), n)); !s.ok()) {
+    generator.SetIdsLeft(left);
+    if (Status s = generator.NextIds(std::span<Id>(ids.data(), n)); !s.ok()) {
       std::fwrite(out.data(), 1, out.size(), stdout);
       std::fflush(stdout);
       return ExitFor(s.error(), false);
@@ -300,7 +271,7 @@ int RunGen(const GenFlags& flags) {
   std::fwrite(out.data(), 1, out.size(), stdout);
   if (std::fflush(stdout) != 0) return Fail(kExitFailure, "writing the ids to stdout failed");
   std::fprintf(stderr, "sekka gen: worker id %lld (lock dir %s)\n",
-               static_cast<long long>(options.worker_id), dir.c_str());
+               static_cast<long long>(generator.generator().worker_id()), dir.c_str());
   return kExitOk;
 }
 

@@ -13,11 +13,6 @@ namespace sekka::server {
 namespace {
 
 constexpr const char* kVersion = SEKKA_VERSION;  // from CMakeLists.txt
-// The reservation runs this far ahead of the clock, and is renewed when less than half is left.
-constexpr std::int64_t kReserveAheadMs = 2000;
-// With a coordinator: further ahead, so that the coordinator is written every 2 s (with a renewal
-// every TTL / 3 that is under one call a second) and an outage of up to 2 s goes unnoticed.
-constexpr std::int64_t kCoordinatorAheadMs = 4000;
 
 std::string JsonString(std::string_view s) {
   std::string out = "\"";
@@ -90,9 +85,6 @@ Service::Service(const ServerConfig& config, Clock& clock)
     : config_(config),
       clock_(clock),
       coordinated_(config.worker_source == "etcd" || config.worker_source == "zookeeper"),
-      ttl_ms_(config.lease_ttl_ms),
-      ahead_ms_((coordinated_ ? kCoordinatorAheadMs : kReserveAheadMs) +
-                config.generator.max_drift.count()),
       started_ms_(clock.NowMillis()) {}
 
 Service::~Service() { Stop(); }
@@ -108,54 +100,6 @@ Result<std::unique_ptr<Service>> Service::Start(const ServerConfig& config, Serv
   auto service = std::unique_ptr<Service>(new Service(config, clock));
   Service& s = *service;
   const Layout& layout = config.generator.layout;  // its epoch is checked by Snowflake::Create
-  s.data_dir_ = std::move(parts.data_dir);
-  s.lease_ = std::move(parts.lease);
-  Result<LeaseGrant> grant = s.FirstAcquire();
-  if (!grant.ok()) return std::move(grant).error();
-  s.last_renew_ok_ms_ = s.last_renew_try_ms_ = clock.MonotonicMillis();
-  s.lease_acquired_ms_.store(clock.NowMillis());
-  if (s.coordinated_) s.data_dir_->WritePreferred(grant->worker_id);
-  const std::int64_t datacenter_id = grant->datacenter_id;
-  const std::int64_t worker_id = grant->worker_id;
-  const std::int64_t coordinator_hwm = grant->hwm_millis;
-  s.lease_description_ = s.lease_->Describe();
-  if (s.coordinated_) {
-    Log(LogLevel::kInfo, "worker id leased",
-        fmt::format("worker_id={} lease=\"{}\" coordinator_hwm={}", worker_id, s.lease_description_,
-                    coordinator_hwm > 0 ? FormatUtcMillis(coordinator_hwm) : "none"));
-  }
-  s.datacenter_id_.store(datacenter_id);
-  s.worker_id_.store(worker_id);
-
-  // The clock must be past both stored high-water marks: this data dir's and the coordinator's.
-  std::string hwm_where;
-  Result<std::int64_t> hwm = s.HwmFloor(datacenter_id, worker_id, coordinator_hwm, &hwm_where);
-  if (!hwm.ok()) return std::move(hwm).error();
-  std::int64_t start_after_tick = -1;
-  if (*hwm > 0) {
-    const std::int64_t now = clock.NowMillis();
-    if (now <= *hwm) {
-      if (Status too_far = s.CheckWaitable(*hwm, hwm_where); !too_far.ok()) {
-        return std::move(too_far).error();
-      }
-      Log(LogLevel::kWarn, "waiting for the clock to pass the stored high-water mark",
-          fmt::format("wait_ms={} hwm={} now={} from=\"{}\"", *hwm - now + 1, FormatUtcMillis(*hwm),
-                      FormatUtcMillis(now), hwm_where));
-      if (Status w = s.WaitPast(*hwm); !w.ok()) return std::move(w).error();
-    }
-    start_after_tick = s.StartAfterTick(*hwm);
-    s.hwm_millis_.store(*hwm);
-  }
-  if (Status g = s.NewGenerator(datacenter_id, worker_id, start_after_tick); !g.ok()) {
-    return std::move(g).error();
-  }
-
-  s.segment_store_ = std::move(parts.segment_store);
-  SegmentOptions segment_options;
-  segment_options.wait_deadline = std::chrono::milliseconds(config.segment_wait_deadline_ms);
-  segment_options.max_step = config.segment_max_step;
-  segment_options.max_tags = static_cast<std::size_t>(config.segment_max_tags);
-  s.segments_ = std::make_unique<SegmentAllocator>(*s.segment_store_, clock, segment_options);
 
   // Opaque ids: a key file that is configured but unusable stops the start (kInvalidArgument).
   if (!config.opaque_key_file.empty()) {
@@ -174,6 +118,34 @@ Result<std::unique_ptr<Service>> Service::Start(const ServerConfig& config, Serv
   if (!randoms.ok()) return InvalidArgument("random.layout: " + randoms.error().message);
   s.randoms_ = std::move(randoms).value();
 
+  // Snowflake ids: the worker id, the wait past the stored hwms and the first hwm stored, all
+  // before the server says it is ready.
+  s.data_dir_ = std::move(parts.data_dir);
+  LeasedGeneratorOptions lo;
+  lo.generator = config.generator;
+  lo.coordinated = s.coordinated_;
+  lo.ttl_ms = config.lease_ttl_ms;
+  lo.call_timeout_ms = CoordinatorCallTimeoutMs(config);
+  lo.hwm_ahead_ms = s.coordinated_ ? kCoordinatorHwmAheadMs : kLocalHwmAheadMs;
+  lo.max_startup_wait_ms = config.max_startup_wait_ms;
+  lo.after_ms = config.after_floor_ms;
+  lo.after_what = fmt::format("generator.after_id {}", config.after_id);
+  lo.force = config.force;
+  lo.log = [&s](LeaseLogLevel level, std::string_view message, const std::string& fields) {
+    s.LeaseLogLine(level, message, fields);
+  };
+  Result<std::unique_ptr<LeasedGenerator>> leased =
+      LeasedGenerator::Start(lo, clock, std::move(parts.lease), s.data_dir_.get());
+  if (!leased.ok()) return std::move(leased).error();
+  s.leased_ = std::move(leased).value();
+
+  s.segment_store_ = std::move(parts.segment_store);
+  SegmentOptions segment_options;
+  segment_options.wait_deadline = std::chrono::milliseconds(config.segment_wait_deadline_ms);
+  segment_options.max_step = config.segment_max_step;
+  segment_options.max_tags = static_cast<std::size_t>(config.segment_max_tags);
+  s.segments_ = std::make_unique<SegmentAllocator>(*s.segment_store_, clock, segment_options);
+
   // Machine ids for CosId clients: a store that cannot be read fails those requests only.
   s.machine_store_ = std::move(parts.machine_store);
   Result<std::unique_ptr<MachineRegistry>> machines =
@@ -186,8 +158,6 @@ Result<std::unique_ptr<Service>> Service::Start(const ServerConfig& config, Serv
         fmt::format("error=\"{}\"", s.machines_error_));
   }
 
-  // The first reservation is stored before the server says it is ready.
-  if (Status r = s.ExtendReservation(); !r.ok()) return std::move(r).error();
   if (parts.background_thread) {
     s.reserver_ = std::thread([&s] {
       std::unique_lock lock(s.mu_);
@@ -202,39 +172,31 @@ Result<std::unique_ptr<Service>> Service::Start(const ServerConfig& config, Serv
   return service;
 }
 
-Result<LeaseGrant> Service::FirstAcquire() {
-  // A coordinator that did not answer in time (a fleet starting at once against a small etcd
-  // with TLS and users, say: an acquire that used at least half its call budget) is asked again
-  // with backoff, 100 ms doubling to 2 s, within generator.max_startup_wait. An answer that came
-  // at once (refused, TLS or credentials wrong: a configuration to fix) ends the start at once,
-  // as does every other error and every local source's.
-  const std::int64_t deadline = clock_.MonotonicMillis() + config_.max_startup_wait_ms;
-  std::int64_t backoff_ms = 100;
-  for (int attempt = 1;; ++attempt) {
-    const std::int64_t began = clock_.MonotonicMillis();
-    Result<LeaseGrant> grant = lease_->Acquire();
-    if (!coordinated_) return grant;
-    coordinator_calls_.fetch_add(1);
-    if (grant.ok() || grant.error().code != ErrorCode::kUnavailable) return grant;
-    coordinator_errors_.fetch_add(1);
-    const bool timed_out =
-        clock_.MonotonicMillis() - began >= CoordinatorCallTimeoutMs(config_) / 2;
-    if (!timed_out) return grant;
-    if (clock_.MonotonicMillis() + backoff_ms > deadline) {
-      return Unavailable(
-          fmt::format("no worker id after {} tries within generator.max_startup_wait ({} ms): {}",
-                      attempt, config_.max_startup_wait_ms, grant.error().message));
-    }
-    Log(LogLevel::kWarn, "the coordinator did not answer; asking again",
-        fmt::format("attempt={} retry_in_ms={} error=\"{}\"", attempt, backoff_ms,
-                    grant.error().message));
-    clock_.SleepUntilMillis(clock_.NowMillis() + backoff_ms);
-    backoff_ms = std::min<std::int64_t>(backoff_ms * 2, 2000);
+void Service::LeaseLogLine(LeaseLogLevel level, std::string_view message,
+                           const std::string& fields) {
+  // A coordinator that stays down, or a disk that stays full, writes a line per 10 s.
+  const bool repeating = message == "coordinator call failed" ||
+                         message == "cannot store the high-water mark" ||
+                         message == "cannot copy the high-water mark into the data dir";
+  std::string line = fields;
+  if (repeating) {
+    std::lock_guard lock(log_mu_);
+    LogLimiter& limiter = message == "cannot copy the high-water mark into the data dir"
+                              ? persist_log_
+                              : coordinator_log_;
+    std::uint64_t held = 0;
+    if (!limiter.Allow(clock_.MonotonicMillis(), &held)) return;
+    line += fmt::format(" similar_lines_held_back={}", held);
   }
+  const LogLevel l = level == LeaseLogLevel::kError  ? LogLevel::kError
+                     : level == LeaseLogLevel::kWarn ? LogLevel::kWarn
+                                                     : LogLevel::kInfo;
+  Log(l, message, line);
 }
 
 WorkerInfo Service::worker() const {
-  return WorkerInfo{config_.worker_source, datacenter_id_.load(), worker_id_.load()};
+  const LeaseSnapshot snap = leased_->Snapshot();
+  return WorkerInfo{config_.worker_source, snap.datacenter_id, snap.worker_id};
 }
 
 bool Service::stopping() {
@@ -242,270 +204,9 @@ bool Service::stopping() {
   return stopping_;
 }
 
-std::int64_t Service::StartAfterTick(std::int64_t floor_ms) const {
-  // The floor is a time (ms), whatever layout stored it (a forced state of another layout
-  // included), so it stays a floor after the wait: a clock that steps back later is refused by
-  // the generator instead of reaching below an earlier holder's ids.
-  return floor_ms > 0 ? std::max<std::int64_t>(-1, layout().MillisToTick(floor_ms)) : -1;
-}
-
-Result<std::int64_t> Service::HwmFloor(std::int64_t dc, std::int64_t worker,
-                                       std::int64_t coordinator_hwm, std::string* where) {
-  const std::string fingerprint = LayoutFingerprint(layout());
-  Result<std::optional<StoredState>> stored = data_dir_->ReadState(dc, worker);
-  if (!stored.ok()) return std::move(stored).error();
-  std::int64_t hwm = coordinator_hwm;
-  *where = coordinated_ ? fmt::format("the coordinator's high-water mark of worker id {}", worker)
-                        : fmt::format("the stored high-water mark of worker id {} in {}", worker,
-                                      data_dir_->StateName(dc, worker));
-  if (config_.after_floor_ms > hwm) {
-    hwm = config_.after_floor_ms;
-    *where =
-        fmt::format("generator.after_id {} (ids above it start after that time)", config_.after_id);
-  }
-  if (stored->has_value()) {
-    const StoredState& st = **stored;
-    if (st.layout != fingerprint && !config_.force) {
-      return InvalidArgument(fmt::format(
-          "the state in {} was made with layout \"{}\", this configuration has \"{}\": refusing "
-          "to start, since ids of the two could collide (set generator.force = true or --force "
-          "to start anyway)",
-          data_dir_->StateName(dc, worker), st.layout, fingerprint));
-    }
-    if (st.hwm_millis > hwm) {
-      hwm = st.hwm_millis;
-      *where = fmt::format("the stored high-water mark of worker id {} in {}", worker,
-                           data_dir_->StateName(dc, worker));
-    }
-  }
-  return hwm;
-}
-
-Status Service::CheckWaitable(std::int64_t hwm_ms, const std::string& where) {
-  return CheckStartupWait(clock_.NowMillis(), hwm_ms, config_.max_startup_wait_ms, where);
-}
-
-Status Service::WaitPast(std::int64_t hwm_ms) {
-  while (clock_.NowMillis() <= hwm_ms) {
-    if (stopping()) return Unavailable("the server is stopping");
-    // A wait longer than the TTL must not let the lease expire under it.
-    if (clock_.MonotonicMillis() - last_renew_try_ms_ >= ttl_ms_ / 3) {
-      if (Status r = Renew(); !r.ok() && r.error().code == ErrorCode::kLeaseLost) return r;
-    }
-    clock_.SleepUntilMillis(std::min(hwm_ms + 1, clock_.NowMillis() + 100));
-  }
-  return Status::Ok();
-}
-
-Status Service::NewGenerator(std::int64_t datacenter_id, std::int64_t worker_id,
-                             std::int64_t start_after_tick) {
-  SnowflakeOptions options = config_.generator;
-  options.worker_id = worker_id;
-  options.datacenter_id = datacenter_id;
-  options.start_after_tick = start_after_tick;
-  auto confirmed = std::make_shared<std::atomic<std::int64_t>>(start_after_tick);
-  // The generator's own reservation, captured by value: never the current generator's.
-  options.reserve_ticks = [this, confirmed](std::int64_t tick) {
-    return CheckConfirmed(*confirmed, tick);
-  };
-  Result<std::unique_ptr<Snowflake>> g = Snowflake::Create(options, clock_);
-  if (!g.ok()) return std::move(g).error();
-  generators_.push_back(Generator{std::move(g).value(), confirmed, datacenter_id, worker_id});
-  generator_.store(generators_.back().snowflake.get(), std::memory_order_release);
-  datacenter_id_.store(datacenter_id);
-  worker_id_.store(worker_id);
-  return Status::Ok();
-}
-
-// ---------------------------------------------------------------------------------------------
-// Reservations. The reserver thread stores them ahead of the clock: at the coordinator (fenced:
-// only while this process owns its worker id) and in the data dir. A generator's reserve_ticks
-// only checks what was stored for it, so a request never waits on a disk or the network.
-
-Result<std::int64_t> Service::CheckConfirmed(const std::atomic<std::int64_t>& confirmed,
-                                             std::int64_t tick) {
-  const std::int64_t c = confirmed.load(std::memory_order_acquire);
-  // (A lost lease is refused before the generator is asked: NextId, NextIds.)
-  if (c >= tick) return c;
-  std::lock_guard lock(mu_);
-  const std::string until = FormatUtcMillis(layout().TickToMillis(c + 1) - 1);
-  if (!coordinated_) {
-    return Unavailable(fmt::format("the high-water mark cannot be persisted, so no ids after {}{}",
-                                   until,
-                                   store_error_.empty() ? std::string() : ": " + store_error_));
-  }
-  return LeaseLost(fmt::format(
-      "worker id {} cannot vouch for ids after {}: the coordinator has not confirmed a later "
-      "reservation{}",
-      worker_id_.load(), until, lease_error_.empty() ? std::string() : " (" + lease_error_ + ")"));
-}
-
-Status Service::CoordinatorCall(const char* what, Status status) {
-  if (coordinated_) coordinator_calls_.fetch_add(1);
-  std::string description = lease_->Describe();
-  std::lock_guard lock(mu_);
-  lease_description_ = std::move(description);
-  if (!status.ok()) {
-    if (coordinated_) coordinator_errors_.fetch_add(1);
-    std::uint64_t held = 0;
-    if (coordinator_log_.Allow(clock_.MonotonicMillis(), &held)) {
-      Log(LogLevel::kWarn,
-          coordinated_ ? "coordinator call failed" : "cannot store the high-water mark",
-          fmt::format("call={} error=\"{}\" similar_lines_held_back={}", what,
-                      status.error().message, held));
-    }
-    lease_error_ = status.error().message;
-  }
-  return status;
-}
-
-Status Service::ExtendReservation() {
-  const Layout& l = layout();
-  Generator& g = generators_.back();
-  // Never lower than anything stored or sent already: after a backward clock step the
-  // reservation stays where it was (the hwm never decreases, here or at any store).
-  const std::int64_t target = std::max({l.MillisToTick(clock_.NowMillis() + ahead_ms_),
-                                        g.confirmed->load(std::memory_order_acquire), g.attempted});
-  g.attempted = target;
-  const std::int64_t hwm = l.TickToMillis(target + 1) - 1;  // the last ms of the tick
-  // Durably stored by the lease: a coordinator's (then also copied into the data dir, which a
-  // restart on it checks even without the coordinator), or, for static, local and hostname, the
-  // data dir's own state file. The histogram times the whole store.
-  const auto begin = std::chrono::steady_clock::now();
-  Status stored = CoordinatorCall("store_hwm", lease_->StoreHwm(hwm));
-  Status copied = Status::Ok();
-  if (stored.ok() && coordinated_) {
-    copied = data_dir_->WriteState(g.datacenter_id, g.worker_id, {LayoutFingerprint(l), hwm});
-  }
-  const auto micros = std::chrono::duration_cast<std::chrono::microseconds>(
-                          std::chrono::steady_clock::now() - begin)
-                          .count();
-  persist_count_.fetch_add(1);
-  persist_micros_total_.fetch_add(static_cast<std::uint64_t>(micros));
-  std::size_t bucket = 0;
-  while (bucket < kPersistBucketsMicros.size() && micros > kPersistBucketsMicros[bucket]) ++bucket;
-  persist_buckets_[bucket].fetch_add(1);
-  if (!stored.ok() || !copied.ok()) {
-    persist_errors_.fetch_add(1);
-    std::lock_guard lock(mu_);
-    store_error_ = (stored.ok() ? copied : stored).error().message;
-  }
-  if (!stored.ok()) return stored;
-  if (!copied.ok()) {  // the second line only: the coordinator has the reservation
-    std::lock_guard lock(mu_);
-    std::uint64_t held = 0;
-    if (persist_log_.Allow(clock_.MonotonicMillis(), &held)) {
-      Log(LogLevel::kError, "cannot copy the high-water mark into the data dir",
-          fmt::format("error=\"{}\" similar_lines_held_back={}", copied.error().message, held));
-    }
-  }
-  // Only this thread writes these, and target >= confirmed by construction.
-  g.confirmed->store(target, std::memory_order_release);
-  hwm_millis_.store(std::max(hwm_millis_.load(), hwm));
-  return g.snowflake->ReserveTicks(target);
-}
-
-Status Service::Renew() {
-  const std::int64_t mono = clock_.MonotonicMillis();
-  last_renew_try_ms_ = mono;
-  const auto begin = std::chrono::steady_clock::now();
-  Status r = CoordinatorCall("renew", lease_->Renew());
-  renew_micros_.store(std::chrono::duration_cast<std::chrono::microseconds>(
-                          std::chrono::steady_clock::now() - begin)
-                          .count());
-  if (r.ok()) last_renew_ok_ms_ = mono;
-  return r;
-}
-
-void Service::MarkLost(const std::string& why) {
-  if (lease_lost_.exchange(true)) return;
-  leases_lost_.fetch_add(1);
-  {
-    std::lock_guard lock(mu_);
-    lease_error_ = why;
-  }
-  Log(LogLevel::kError, "worker id lease lost: not issuing ids until a lease is held again",
-      fmt::format("worker_id={} reason=\"{}\"", worker_id_.load(), why));
-  next_reacquire_ms_ = clock_.MonotonicMillis();
-}
-
-void Service::TryReacquire() {
-  Result<LeaseGrant> grant = lease_->Acquire();
-  if (!CoordinatorCall("acquire", grant.ok() ? Status::Ok() : Status(grant.error())).ok()) return;
-  last_renew_ok_ms_ = last_renew_try_ms_ = clock_.MonotonicMillis();
-  const Generator& current = generators_.back();
-  std::string where;
-  Result<std::int64_t> floor =
-      HwmFloor(grant->datacenter_id, grant->worker_id, grant->hwm_millis, &where);
-  if (!floor.ok()) {
-    MarkLost(floor.error().message);
-    return;
-  }
-  // The same generator may go on only if nobody stored past what it had confirmed itself.
-  const std::int64_t confirmed_ms = layout().TickToMillis(current.confirmed->load() + 1) - 1;
-  const bool same = grant->worker_id == current.worker_id &&
-                    grant->datacenter_id == current.datacenter_id && *floor <= confirmed_ms;
-  if (!same) {
-    // Another id, or one somebody else used meanwhile: a new generator, past that id's hwm. A
-    // clock too far behind it is refused as at start: the id is given back, not held for the
-    // length of the wait, and the next try is a second later.
-    if (Status too_far = CheckWaitable(*floor, where); !too_far.ok()) {
-      (void)CoordinatorCall("release", lease_->Release());
-      std::lock_guard lock(mu_);
-      lease_error_ = too_far.error().message;
-      return;
-    }
-    if (Status w = WaitPast(*floor); !w.ok()) {
-      if (w.error().code == ErrorCode::kLeaseLost) MarkLost(w.error().message);
-      return;
-    }
-    if (Status g = NewGenerator(grant->datacenter_id, grant->worker_id, StartAfterTick(*floor));
-        !g.ok()) {
-      MarkLost(g.error().message);
-      return;
-    }
-    data_dir_->WritePreferred(grant->worker_id);
-  }
-  if (Status s = ExtendReservation(); !s.ok()) {  // still lost; tried again in a second
-    Log(LogLevel::kWarn, "worker id lease acquired but its reservation failed",
-        fmt::format("error=\"{}\"", s.error().message));
-    return;
-  }
-  lease_acquired_ms_.store(clock_.NowMillis());
-  lease_lost_.store(false, std::memory_order_release);
-  Log(LogLevel::kInfo, "worker id lease held again",
-      fmt::format("worker_id={} lease=\"{}\" same_generator={}", grant->worker_id,
-                  lease_->Describe(), same));
-}
-
 void Service::RunBackgroundOnce() {
   SampleUi();
-  const std::int64_t mono = clock_.MonotonicMillis();
-  if (lease_lost_.load()) {
-    if (mono >= next_reacquire_ms_) {
-      next_reacquire_ms_ = mono + 1000;
-      TryReacquire();
-    }
-    return;
-  }
-  {
-    if (mono - last_renew_try_ms_ >= ttl_ms_ / 3) {
-      Status r = Renew();
-      if (!r.ok() && r.error().code == ErrorCode::kLeaseLost) MarkLost(r.error().message);
-    }
-    // Unconfirmed for a whole TTL: the coordinator may have given the id away.
-    if (!lease_lost_.load() && clock_.MonotonicMillis() - last_renew_ok_ms_ >= ttl_ms_) {
-      MarkLost(fmt::format("the lease could not be renewed for {} ms (the TTL)", ttl_ms_));
-    }
-    if (lease_lost_.load()) return;
-  }
-  const std::int64_t left =
-      layout().TickToMillis(generators_.back().confirmed->load() + 1) - clock_.NowMillis();
-  if (left < ahead_ms_ / 2 && mono >= next_extend_ms_) {
-    Status e = ExtendReservation();
-    if (!e.ok()) next_extend_ms_ = mono + 500;  // not 10 times a second
-    if (!e.ok() && e.error().code == ErrorCode::kLeaseLost) MarkLost(e.error().message);
-  }
+  leased_->RunBackgroundOnce([this] { return stopping(); });
 }
 
 void Service::Stop() {
@@ -516,36 +217,8 @@ void Service::Stop() {
   }
   wake_.notify_all();
   if (reserver_.joinable()) reserver_.join();
-  if (lease_ != nullptr) {
-    // The stored reservation covers every id issued; the id is free for others at once.
-    Status r = lease_->Release();
-    if (!r.ok()) {
-      Log(LogLevel::kWarn, "cannot release the worker id lease; it expires after its TTL",
-          fmt::format("error=\"{}\"", r.error().message));
-    }
-  }
-}
-
-Error Service::LeaseLostError() {
-  std::lock_guard lock(mu_);
-  return LeaseLost(fmt::format("worker id {} is not held by this process now: {}",
-                               worker_id_.load(), lease_error_));
-}
-
-Result<Id> Service::NextId() {
-  if (lease_lost_.load(std::memory_order_acquire)) [[unlikely]]
-    return LeaseLostError();
-  Result<Id> id = generator().NextId();
-  if (id.ok()) ids_issued_.fetch_add(1, std::memory_order_relaxed);
-  return id;
-}
-
-Status Service::NextIds(std::span<Id> out) {
-  if (lease_lost_.load(std::memory_order_acquire)) [[unlikely]]
-    return LeaseLostError();
-  Status s = generator().NextIds(out);
-  if (s.ok()) ids_issued_.fetch_add(out.size(), std::memory_order_relaxed);
-  return s;
+  // The stored hwm covers every id issued; the id is free for others at once.
+  if (leased_ != nullptr) (void)leased_->Stop();
 }
 
 Status Service::NextSegmentIds(std::string_view tag, std::span<std::int64_t> out) {
@@ -631,35 +304,19 @@ Status Service::Ready() {
                     behind_ms, FormatUtcMillis(l.TickToMillis(generator().newest_clock_tick())),
                     ClockBackwardsPolicyName(g.on_clock_backwards))};
   }
-  if (lease_lost_.load()) return LeaseLostError();
-  if (l.TickToMillis(generator().reserved_tick() + 1) <= now_ms) {
-    std::lock_guard lock(mu_);
-    if (coordinated_) {
-      return LeaseLost("the coordinator has not confirmed a reservation past now" +
-                       (lease_error_.empty() ? std::string() : ": " + lease_error_));
-    }
-    return Unavailable("the high-water mark cannot be persisted" +
-                       (store_error_.empty() ? std::string() : ": " + store_error_));
-  }
-  return Status::Ok();
+  return leased_->Ready();
 }
 
 std::string Service::LeaseJson() {
-  std::string error;
-  std::string description;
-  {
-    std::lock_guard lock(mu_);
-    error = lease_error_;
-    description = lease_description_;
-  }
+  const LeaseSnapshot snap = leased_->Snapshot();
   return fmt::format(
       "{{\"state\":\"{}\",\"coordinator\":{},\"cluster\":{},\"lease\":{},\"age_s\":{:.3f},"
       "\"renew_ms\":{:.3f},\"ttl_ms\":{},\"coordinator_calls\":{},\"last_error\":{}}}",
-      lease_lost_.load() ? "lost" : "held", JsonString(config_.coordinator),
-      JsonString(config_.cluster), JsonString(description),
-      static_cast<double>(clock_.NowMillis() - lease_acquired_ms_.load()) / 1000.0,
-      static_cast<double>(renew_micros_.load()) / 1000.0, config_.lease_ttl_ms,
-      coordinator_calls_.load(), JsonString(error));
+      snap.held ? "held" : "lost", JsonString(config_.coordinator), JsonString(config_.cluster),
+      JsonString(snap.description),
+      static_cast<double>(clock_.NowMillis() - snap.acquired_millis) / 1000.0,
+      static_cast<double>(snap.renew_micros) / 1000.0, config_.lease_ttl_ms, snap.coordinator_calls,
+      JsonString(snap.lease_error));
 }
 
 std::string Service::InfoJson() {
@@ -784,9 +441,9 @@ std::string Service::UiJson() {
       "\"sequence_waits\":{}}},\"connections\":{},\"segments\":{},\"history\":{}}}",
       FormatUtcMillis(now), kVersion, (now - started_ms_) / 1000, JsonString(layout().name()),
       FormatUtcMillis(layout().end_millis()), w.source, w.datacenter_id, w.worker_id,
-      lease_lost_.load() ? "false" : "true", FormatUtcMillis(hwm_millis()), hwm_millis() - now,
-      ids_issued_.load(), st.clock_backwards_events, st.max_backwards_millis, st.sequence_waits,
-      connections, segments, points);
+      leased_->Snapshot().held ? "true" : "false", FormatUtcMillis(hwm_millis()),
+      hwm_millis() - now, ids_issued_.load(), st.clock_backwards_events, st.max_backwards_millis,
+      st.sequence_waits, connections, segments, points);
 }
 
 std::string Service::MetricsText() {
@@ -812,23 +469,23 @@ std::string Service::MetricsText() {
   family("sekka_worker_id", "gauge", "The worker id this process holds.");
   out += fmt::format("sekka_worker_id{{source=\"{}\",datacenter=\"{}\"}} {}\n", w.source,
                      w.datacenter_id, w.worker_id);
+  const LeaseSnapshot snap = leased_->Snapshot();
   family("sekka_lease_held", "gauge", "1 while this process holds its worker id.");
-  out += fmt::format("sekka_lease_held {}\n", lease_lost_.load() ? 0 : 1);
+  out += fmt::format("sekka_lease_held {}\n", snap.held ? 1 : 0);
   if (coordinated_) {
     family("sekka_lease_age_seconds", "gauge", "Time since the worker id lease was acquired.");
-    out +=
-        fmt::format("sekka_lease_age_seconds {:.3f}\n",
-                    static_cast<double>(clock_.NowMillis() - lease_acquired_ms_.load()) / 1000.0);
+    out += fmt::format("sekka_lease_age_seconds {:.3f}\n",
+                       static_cast<double>(clock_.NowMillis() - snap.acquired_millis) / 1000.0);
     family("sekka_lease_renew_seconds", "gauge", "Latency of the last lease renewal.");
     out += fmt::format("sekka_lease_renew_seconds {:.6f}\n",
-                       static_cast<double>(renew_micros_.load()) / 1e6);
+                       static_cast<double>(snap.renew_micros) / 1e6);
     family("sekka_coordinator_calls_total", "counter",
            "Calls to the coordinator (etcd or ZooKeeper).");
-    out += fmt::format("sekka_coordinator_calls_total {}\n", coordinator_calls_.load());
+    out += fmt::format("sekka_coordinator_calls_total {}\n", snap.coordinator_calls);
     family("sekka_coordinator_errors_total", "counter", "Coordinator calls that failed.");
-    out += fmt::format("sekka_coordinator_errors_total {}\n", coordinator_errors_.load());
+    out += fmt::format("sekka_coordinator_errors_total {}\n", snap.coordinator_errors);
     family("sekka_leases_lost_total", "counter", "Times the worker id lease was lost.");
-    out += fmt::format("sekka_leases_lost_total {}\n", leases_lost_.load());
+    out += fmt::format("sekka_leases_lost_total {}\n", snap.leases_lost);
   }
   family("sekka_layout_remaining_seconds", "gauge",
          "Time left until the layout's time field runs out (negative: it has).");
@@ -836,23 +493,23 @@ std::string Service::MetricsText() {
                      static_cast<double>(layout().end_millis() - clock_.NowMillis()) / 1000.0);
   family("sekka_hwm_timestamp_seconds", "gauge", "The persisted high-water mark (Unix time).");
   out += fmt::format("sekka_hwm_timestamp_seconds {:.3f}\n",
-                     static_cast<double>(hwm_millis()) / 1000.0);
+                     static_cast<double>(snap.hwm_millis) / 1000.0);
   family("sekka_hwm_persist_seconds", "histogram",
-         "Time to store a high-water mark reservation (the lease, and the data dir's copy).");
+         "Time to store a high-water mark (the lease, and the data dir's copy).");
   std::uint64_t cumulative = 0;
-  for (std::size_t i = 0; i < kPersistBucketsMicros.size(); ++i) {
-    cumulative += persist_buckets_[i].load();
+  for (std::size_t i = 0; i < kHwmStoreBucketsMicros.size(); ++i) {
+    cumulative += snap.store_buckets[i];
     out += fmt::format("sekka_hwm_persist_seconds_bucket{{le=\"{}\"}} {}\n",
-                       static_cast<double>(kPersistBucketsMicros[i]) / 1e6, cumulative);
+                       static_cast<double>(kHwmStoreBucketsMicros[i]) / 1e6, cumulative);
   }
-  cumulative += persist_buckets_.back().load();
+  cumulative += snap.store_buckets.back();
   out += fmt::format("sekka_hwm_persist_seconds_bucket{{le=\"+Inf\"}} {}\n", cumulative);
   out += fmt::format("sekka_hwm_persist_seconds_sum {}\n",
-                     static_cast<double>(persist_micros_total_.load()) / 1e6);
-  out += fmt::format("sekka_hwm_persist_seconds_count {}\n", persist_count_.load());
+                     static_cast<double>(snap.store_micros) / 1e6);
+  out += fmt::format("sekka_hwm_persist_seconds_count {}\n", snap.stores);
   family("sekka_hwm_persist_errors_total", "counter",
-         "Reservations that could not be stored (or copied into the data dir).");
-  out += fmt::format("sekka_hwm_persist_errors_total {}\n", persist_errors_.load());
+         "High-water marks that could not be stored (or copied into the data dir).");
+  out += fmt::format("sekka_hwm_persist_errors_total {}\n", snap.store_errors);
   family("sekka_requests_total", "counter", "Requests, by protocol, command and result.");
   for (int p = 0; p < kProtocols; ++p) {
     for (int c = 0; c < static_cast<int>(Command::kCount_); ++c) {

@@ -23,6 +23,7 @@
 
 #include "sekka/codec.h"
 #include "sekka/data_dir.h"
+#include "sekka/leased_generator.h"
 #include "sekka/machines.h"
 #include "sekka/opaque.h"
 #include "sekka/random_id.h"
@@ -114,17 +115,25 @@ struct ServiceParts {
 
 class Service {
  public:
-  // Takes the worker id through `parts.lease` (every source is one), checks and waits out the
-  // stored high-water marks (the data dir's and the coordinator's), creates the generator and makes
-  // the first reservation. Errors: kInvalidArgument (configuration, a stored state of another
-  // layout), kUnavailable (worker id held, coordinator unreachable, the clock too far behind
-  // the high-water mark), kExhausted (no free worker id), kInternal (the data dir).
+  // Starts the snowflake engine (a LeasedGenerator over `parts.lease` and `parts.data_dir`: the
+  // worker id, the wait past the stored high-water marks, the first hwm) and the other engines.
+  // Errors: kInvalidArgument (configuration, a stored state of another layout), kUnavailable
+  // (worker id held, coordinator unreachable, the clock too far behind the high-water mark),
+  // kExhausted (no free worker id), kInternal (the data dir).
   static Result<std::unique_ptr<Service>> Start(const ServerConfig& config, ServiceParts parts);
   ~Service();
 
-  // Errors: kLeaseLost, kUnavailable (no reservation stored), kClockMovedBackwards, kExhausted.
-  Result<Id> NextId();
-  Status NextIds(std::span<Id> out);
+  // Errors: kLeaseLost, kUnavailable (no hwm stored), kClockMovedBackwards, kExhausted.
+  Result<Id> NextId() {
+    Result<Id> id = leased_->NextId();
+    if (id.ok()) ids_issued_.fetch_add(1, std::memory_order_relaxed);
+    return id;
+  }
+  Status NextIds(std::span<Id> out) {
+    Status s = leased_->NextIds(out);
+    if (s.ok()) ids_issued_.fetch_add(out.size(), std::memory_order_relaxed);
+    return s;
+  }
   Result<DecodedId> Decode(Id id) const { return DecodeId(id, layout()); }
   // Ids of a segment tag. Errors: kNotFound (unknown tag, unless segment.auto_create),
   // kInvalidArgument (bad tag name), kUnavailable (the store), kExhausted.
@@ -155,7 +164,7 @@ class Service {
   }
 
   // OK when ids can be issued now. Errors: kClockMovedBackwards, kLeaseLost, kUnavailable
-  // (the reservation could not be stored), kExhausted (the layout ran out).
+  // (the hwm could not be stored), kExhausted (the layout ran out).
   Status Ready();
   std::string InfoJson();
   std::string MetricsText();
@@ -179,85 +188,31 @@ class Service {
   WorkerInfo worker() const;
   // The wall clock, in Unix milliseconds (Thrift's get_timestamp).
   std::int64_t now_millis() const { return clock_.NowMillis(); }
-  std::int64_t hwm_millis() const { return hwm_millis_.load(); }
+  std::int64_t hwm_millis() const { return leased_->Snapshot().hwm_millis; }
   // The generator ids come from now. One that a lost lease replaced stays alive (and refuses
-  // ticks past what was stored for its worker id) until the service ends.
-  Snowflake& generator() const { return *generator_.load(std::memory_order_acquire); }
+  // ticks past the hwm stored for it) until the service ends.
+  Snowflake& generator() const { return leased_->generator(); }
 
-  // One round of the background work: renew the lease, notice a lost one, re-acquire, and
-  // store the next reservation when less than half of it is left. The background thread calls
-  // it every 100 ms; without one (ServiceParts::background_thread) the caller does.
+  // One round of the background work: the leased generator's (renew, re-acquire, store the
+  // next hwm) and the status page's sample. The background thread calls it every 100 ms;
+  // without one (ServiceParts::background_thread) the caller does.
   void RunBackgroundOnce();
 
-  // Persists the final reservation and stops the background thread.
+  // Stops the background thread and gives the worker id back.
   void Stop();
 
  private:
-  // A generator and the reservation stored for its worker id. The reservation belongs to this
-  // generator alone: another worker id's (or another generator's) confirmation never vouches
-  // for its ticks.
-  struct Generator {
-    std::unique_ptr<Snowflake> snowflake;
-    std::shared_ptr<std::atomic<std::int64_t>> confirmed;  // the last tick stored durably
-    // The largest tick ever sent to a store for it, stored or not (a call that timed out may
-    // still land): the next target is never below it. Reserver thread.
-    std::int64_t attempted = -1;
-    std::int64_t datacenter_id = 0;
-    std::int64_t worker_id = 0;
-  };
-
   Service(const ServerConfig& config, Clock& clock);
-  // The first Acquire, retried while a coordinator is unavailable, within max_startup_wait.
-  Result<LeaseGrant> FirstAcquire();
-  // The floor for worker id (dc, worker): the largest of the lease's hwm and this data dir's.
-  // Errors: a state of another layout (unless forced), an unreadable state.
-  Result<std::int64_t> HwmFloor(std::int64_t dc, std::int64_t worker, std::int64_t coordinator_hwm,
-                                std::string* where);
-  // The generator's start_after_tick for a floor in ms (0: none).
-  std::int64_t StartAfterTick(std::int64_t floor_ms) const;
-  // Errors: kUnavailable, naming both times and `where` the hwm comes from, when the clock is
-  // further behind `hwm_ms` than generator.max_startup_wait: too long a wait to make.
-  Status CheckWaitable(std::int64_t hwm_ms, const std::string& where);
-  // Waits until the clock is past `hwm_ms`, renewing the lease meanwhile. Errors: kLeaseLost,
-  // kUnavailable (stopping).
-  Status WaitPast(std::int64_t hwm_ms);
-  Status NewGenerator(std::int64_t datacenter_id, std::int64_t worker_id,
-                      std::int64_t start_after_tick);
-  Result<std::int64_t> CheckConfirmed(const std::atomic<std::int64_t>& confirmed,
-                                      std::int64_t tick);  // reserve_ticks: no I/O
-  // Stores the next reservation: at the coordinator (if any), then in the data dir.
-  Status ExtendReservation();
-  Error LeaseLostError();
+  // The leased generator's log lines, repeating failures limited to one per 10 s.
+  void LeaseLogLine(LeaseLogLevel level, std::string_view message, const std::string& fields);
   std::string LeaseJson();
-  // Counts a coordinator call; a failure is logged and kept for /readyz and /v1/info.
-  Status CoordinatorCall(const char* what, Status status);
-  void MarkLost(const std::string& why);
-  Status Renew();
-  void TryReacquire();
   bool stopping();
 
   ServerConfig config_;
   Clock& clock_;
-  const bool coordinated_;       // worker.source etcd or zookeeper (else the data dir's locks)
-  const std::int64_t ttl_ms_;    // the lease TTL; unbounded without a coordinator
-  const std::int64_t ahead_ms_;  // how far ahead of the clock reservations reach
-  std::unique_ptr<WorkerLease> lease_;  // etcd, zookeeper; reserver thread (after Start)
+  const bool coordinated_;  // worker.source etcd or zookeeper
   std::unique_ptr<DataDir> data_dir_;
-  std::atomic<Snowflake*> generator_{nullptr};
-  std::vector<Generator> generators_;  // every one made, the current one last; reserver thread
-  std::atomic<std::int64_t> datacenter_id_{0};
-  std::atomic<std::int64_t> worker_id_{0};
-  std::atomic<bool> lease_lost_{false};
-  std::atomic<std::int64_t> lease_acquired_ms_{0};
-  std::atomic<std::int64_t> renew_micros_{0};  // the last Renew's latency
-  std::atomic<std::uint64_t> coordinator_calls_{0};
-  std::atomic<std::uint64_t> coordinator_errors_{0};
-  std::atomic<std::uint64_t> leases_lost_{0};
-  // Reserver thread, on clock_.MonotonicMillis().
-  std::int64_t last_renew_ok_ms_ = 0;
-  std::int64_t last_renew_try_ms_ = 0;
-  std::int64_t next_reacquire_ms_ = 0;
-  std::int64_t next_extend_ms_ = 0;
+  std::unique_ptr<LeasedGenerator> leased_;  // the snowflake engine
   std::unique_ptr<SegmentStore> segment_store_;
   std::unique_ptr<SegmentAllocator> segments_;  // destroyed before segment_store_
   std::unique_ptr<OpaqueCodec> opaque_;
@@ -270,15 +225,8 @@ class Service {
   std::string machines_error_;
   const std::int64_t started_ms_;
 
-  std::atomic<std::int64_t> hwm_millis_{0};
   std::atomic<std::uint64_t> ids_issued_{0};
   std::atomic<std::int64_t> tags_created_{0};  // by clients (CreateSegmentTag)
-  std::atomic<std::uint64_t> persist_count_{0};
-  std::atomic<std::uint64_t> persist_errors_{0};
-  std::atomic<std::uint64_t> persist_micros_total_{0};
-  static constexpr std::array<std::int64_t, 8> kPersistBucketsMicros = {
-      100, 500, 1000, 5000, 10000, 50000, 100000, 1000000};
-  std::array<std::atomic<std::uint64_t>, 9> persist_buckets_{};
   std::array<
       std::array<std::array<std::atomic<std::uint64_t>, 2>, static_cast<int>(Command::kCount_)>,
       kProtocols>
@@ -300,12 +248,10 @@ class Service {
 
   std::mutex mu_;
   std::condition_variable wake_;
-  bool stopping_ = false;          // guarded by mu_
-  std::string lease_error_;        // guarded by mu_: why the lease was lost or not confirmed
-  std::string store_error_;        // guarded by mu_: why the last reservation was not stored
-  std::string lease_description_;  // guarded by mu_: lease_->Describe() as last seen
-  LogLimiter coordinator_log_;     // guarded by mu_
-  LogLimiter persist_log_;         // guarded by mu_
+  bool stopping_ = false;  // guarded by mu_
+  std::mutex log_mu_;
+  LogLimiter coordinator_log_;  // guarded by log_mu_
+  LogLimiter persist_log_;      // guarded by log_mu_
   std::thread reserver_;
 };
 

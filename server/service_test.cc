@@ -1,5 +1,5 @@
 // The service under a FakeClock with memory backends: lease loss and re-acquisition, the
-// reservation rules (defects 1, 2 and 7 of the safety review), without a thread or a sleep.
+// hwm rules (defects 1, 2 and 7 of the safety review), without a thread or a sleep.
 
 #include "server/service.h"
 
@@ -165,7 +165,7 @@ TEST_F(ServiceTest, AnIdTakenMeanwhileIsLeftForAnotherAndTheOldGeneratorStopsAtI
   Snowflake* old = &a->generator();  // a request thread that is inside the old generator
   ASSERT_TRUE(old->NextId().ok());
   Pause(ttl_ms_ + 500);
-  // Another process takes id 0 meanwhile and reserves far ahead.
+  // Another process takes id 0 meanwhile and stores an hwm far ahead.
   auto other = registry_->NewLease(LeaseOptions("b"));
   Result<LeaseGrant> g = other->Acquire();
   ASSERT_TRUE(g.ok());
@@ -179,10 +179,10 @@ TEST_F(ServiceTest, AnIdTakenMeanwhileIsLeftForAnotherAndTheOldGeneratorStopsAtI
   ASSERT_TRUE(id.ok());
   EXPECT_EQ(DecodeId(*id, a->layout())->worker, 1);
   // The paused thread resumes in the old generator of worker id 0, past what was stored for
-  // it: the new id's reservation must not vouch for it.
+  // it: the new id's hwm must not vouch for it.
   Run(*a, 10'000);
   Result<Id> stale = old->NextId();
-  ASSERT_FALSE(stale.ok()) << "worker id 0 issued an id past its own reservation";
+  ASSERT_FALSE(stale.ok()) << "worker id 0 issued an id past its own hwm";
   EXPECT_EQ(stale.error().code, ErrorCode::kLeaseLost);
 }
 
@@ -210,7 +210,7 @@ TEST_F(ServiceTest, AReacquiredIdFarAheadOfTheClockIsGivenBackNotWaitedFor) {
   ASSERT_NE(a, nullptr);
   ASSERT_EQ(a->worker().worker_id, 0);
   Pause(ttl_ms_ + 500);
-  // Meanwhile others hold 1..3 and reserved id 0 an hour ahead.
+  // Meanwhile others hold 1..3 and stored an hwm for id 0 an hour ahead.
   std::vector<std::unique_ptr<WorkerLease>> others;
   for (const char* who : {"b", "c", "d", "e"})
     others.push_back(registry_->NewLease(LeaseOptions(who)));

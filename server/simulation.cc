@@ -10,11 +10,13 @@
 #include <map>
 #include <memory>
 #include <random>
+#include <set>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
 #include "sekka/codec.h"
+#include "sekka/leased_generator.h"
 #include "sekka/worker_lease.h"
 #include "server/log.h"
 #include "server/service.h"
@@ -113,15 +115,19 @@ class FaultyLease final : public WorkerLease {
 };
 
 struct Slot {
+  bool gen = false;  // a `sekka gen` run: starts, prints some ids and exits
   std::string identity;
   std::unique_ptr<SimClock> clock;
   std::shared_ptr<Disk> disk;
   std::unique_ptr<Service> service;
-  FaultyLease* lease = nullptr;  // owned by service
+  FaultyLease* lease = nullptr;              // owned by service (or gen_run)
+  std::unique_ptr<LeasedGenerator> gen_run;  // a gen slot's current run
+  std::int64_t gen_left = 0;                 // the ids it has still to print
   int incarnation = 0;
   std::int64_t paused_until = 0;
   std::int64_t next_background = 0;
   std::vector<Snowflake*> stalled;  // request threads paused inside a call, with their generator
+  std::set<Snowflake*> generators;  // every generator of the process now, for the checker
 };
 
 class Simulation {
@@ -141,9 +147,10 @@ class Simulation {
         ClockBackwardsPolicy::kWait, ClockBackwardsPolicy::kFail, ClockBackwardsPolicy::kContinue};
     policy_ = policies[Uniform(0, 2)];
     borrow_ = Uniform(0, 1) == 1;
-    for (int i = 0; i < options.servers; ++i) {
+    for (int i = 0; i < options.servers + options.gens; ++i) {
       Slot slot;
-      slot.identity = fmt::format("sim-{}", i);
+      slot.gen = i >= options.servers;
+      slot.identity = fmt::format("{}-{}", slot.gen ? "gen" : "sim", i);
       slot.disk = std::make_shared<Disk>();
       slots_.push_back(std::move(slot));
     }
@@ -154,7 +161,7 @@ class Simulation {
           coordinator_.fail, coordinator_.late, ClockBackwardsPolicyName(policy_), borrow_);
     for (std::size_t i = 0; i < slots_.size(); ++i) StartServer(i, /*fresh_disk=*/false);
     for (step_ = 0; step_ < options_.steps && result_.ok; ++step_) Step();
-    for (Slot& slot : slots_) slot.service.reset();
+    for (std::size_t i = 0; i < slots_.size(); ++i) End(i, "ends with the run");
     return result_;
   }
 
@@ -190,13 +197,14 @@ class Simulation {
           fmt::format("the stored hwm of worker id {} decreased from {} to {}", worker, last, hwm));
     }
     last = hwm;
-    std::int64_t& mine = held_stores_[{incarnation, worker}];
-    mine = std::max(mine, hwm);
+    std::int64_t& pending = pending_[incarnation];
+    pending = std::max(pending, hwm);
   }
 
  private:
   void StartServer(std::size_t i, bool fresh_disk) {
     Slot& slot = slots_[i];
+    if (slot.gen) return StartGen(i);
     if (fresh_disk) slot.disk = std::make_shared<Disk>();
     slot.clock = slot.clock ? std::move(slot.clock) : std::make_unique<SimClock>(world_);
     ServerConfig config;
@@ -232,20 +240,92 @@ class Simulation {
     slot.lease = raw;
     slot.incarnation = incarnation;
     slot.next_background = world_.now + 100;
+    Attribute(slot);
     Trace("server {} started as incarnation {} with worker id {}", i, incarnation,
           slot.service->worker().worker_id);
   }
 
-  void Crash(std::size_t i) {
+  // A `sekka gen` run: sekka gen's LeasedGenerator (inline hwm, no data dir, no background
+  // work) on a lease of the servers' coordinator, printing up to 5,000 ids over several steps.
+  void StartGen(std::size_t i) {
     Slot& slot = slots_[i];
-    if (!slot.service) return;
-    Trace("server {} killed (-9)", i);
-    slot.lease->crashed_ = true;
-    slot.stalled.clear();
-    slot.service.reset();
+    slot.clock = slot.clock ? std::move(slot.clock) : std::make_unique<SimClock>(world_);
+    LeasedGeneratorOptions o;
+    o.generator.layout = layout_;
+    o.generator.on_clock_backwards = policy_;
+    o.generator.random_seed = options_.seed;
+    o.inline_hwm = true;
+    o.hwm_ahead_ms = 100;
+    o.ttl_ms = ttl_ms_;
+    WorkerLeaseOptions lo;
+    lo.identity = slot.identity;
+    lo.worker_count = layout_.worker_ids_per_datacenter();
+    lo.ttl = std::chrono::milliseconds(ttl_ms_);
+    const int incarnation = ++incarnations_;
+    auto lease =
+        std::make_unique<FaultyLease>(coordinator_.registry->NewLease(lo), *this, incarnation);
+    FaultyLease* raw = lease.get();
+    Result<std::unique_ptr<LeasedGenerator>> g =
+        LeasedGenerator::Start(o, *slot.clock, std::move(lease), nullptr);
+    if (!g.ok()) {
+      Trace("gen {} did not start: {}", i, g.error().message);
+      return;
+    }
+    slot.gen_run = std::move(g).value();
+    slot.lease = raw;
+    slot.incarnation = incarnation;
+    slot.gen_left = Uniform(1, 5000);
+    Attribute(slot);
+    Trace("gen {} started as incarnation {} with worker id {}", i, incarnation,
+          slot.gen_run->generator().worker_id());
   }
 
-  void Record(const Slot& slot, std::span<const Id> ids) {
+  // The process of slot i ends: its stalled requests and its generators with it.
+  void End(std::size_t i, const char* how) {
+    Slot& slot = slots_[i];
+    if (!Alive(slot)) return;
+    Trace("{} {} {}", slot.gen ? "gen" : "server", i, how);
+    Forget(slot);
+    slot.service.reset();
+    slot.gen_run.reset();
+  }
+
+  void Crash(std::size_t i) {
+    Slot& slot = slots_[i];
+    if (!Alive(slot)) return;
+    slot.lease->crashed_ = true;
+    End(i, "killed (-9)");
+  }
+
+  // The generator a process issues ids from now.
+  static Snowflake* Current(const Slot& slot) {
+    if (slot.service) return &slot.service->generator();
+    return slot.gen_run ? &slot.gen_run->generator() : nullptr;
+  }
+
+  // Every store is made for the generator that is current when the call that made it returns
+  // (LeasedGenerator stores only for its newest generator): the hwms stored since the last call
+  // are credited to it, and to no other generator of the process.
+  void Attribute(Slot& slot) {
+    auto it = pending_.find(slot.incarnation);
+    Snowflake* g = Current(slot);
+    if (it == pending_.end() || g == nullptr) return;
+    std::int64_t& covered = covered_[g];
+    covered = std::max(covered, it->second);
+    slot.generators.insert(g);
+    pending_.erase(it);
+  }
+
+  // A process ends: its generators are gone (an address may be reused by the next one).
+  void Forget(Slot& slot) {
+    for (Snowflake* g : slot.generators) covered_.erase(g);
+    slot.generators.clear();
+    slot.stalled.clear();
+  }
+
+  // Checks ids that generator `g` of `slot` issued: each once, each of g's worker id, and each
+  // tick at or below an hwm that g's lease stored for g while it held that worker id.
+  void Record(const Slot& slot, const Snowflake& g, std::span<const Id> ids) {
     for (Id id : ids) {
       ++result_.ids;
       Result<DecodedId> d = DecodeId(id, layout_);
@@ -258,14 +338,18 @@ class Simulation {
                          d->timestamp_ms - kStartMillis));
         return;
       }
-      // The last ms of the id's tick must be covered by what its issuer stored.
+      if (d->worker != g.worker_id()) {
+        Fail(fmt::format("id {} has worker {}, its generator worker {}", id, d->worker,
+                         g.worker_id()));
+        return;
+      }
       const std::int64_t tick_end = d->timestamp_ms + layout_.tick_millis() - 1;
-      auto it = held_stores_.find({slot.incarnation, d->worker});
-      const std::int64_t covered = it == held_stores_.end() ? -1 : it->second;
+      auto it = covered_.find(&g);
+      const std::int64_t covered = it == covered_.end() ? -1 : it->second;
       if (tick_end > covered) {
         Fail(fmt::format(
-            "id {} of worker {} at time {} is above every reservation its issuer (incarnation "
-            "{}) stored for that worker id ({})",
+            "id {} of worker {} at time {} is above every hwm its generator (incarnation {}) "
+            "stored while holding that worker id ({})",
             id, d->worker, tick_end - kStartMillis, slot.incarnation,
             covered < 0 ? -1 : covered - kStartMillis));
         return;
@@ -273,12 +357,31 @@ class Simulation {
     }
   }
 
-  bool Runnable(const Slot& slot) const {
-    return slot.service != nullptr && world_.now >= slot.paused_until;
+  static bool Alive(const Slot& slot) { return slot.service || slot.gen_run; }
+  bool Runnable(const Slot& slot) const { return Alive(slot) && world_.now >= slot.paused_until; }
+
+  // A gen prints its next ids (its hwm stored inline), and exits when done or on an error.
+  void GenPrints(std::size_t i) {
+    Slot& slot = slots_[i];
+    const std::int64_t n = std::min<std::int64_t>(slot.gen_left, Uniform(1, 2000));
+    std::vector<Id> ids(static_cast<std::size_t>(n));
+    Snowflake& g = slot.gen_run->generator();
+    slot.gen_run->SetIdsLeft(slot.gen_left);
+    Status s = slot.gen_run->NextIds(std::span<Id>(ids));
+    Attribute(slot);
+    if (!s.ok()) {
+      Trace("gen {}: {} ids failed: {}", i, n, s.error().message);
+      return End(i, "exits on the error");
+    }
+    Record(slot, g, ids);
+    slot.gen_left -= n;
+    if (slot.gen_left == 0) End(i, "printed every id and exits");
   }
 
   void Request(std::size_t i) {
     Slot& slot = slots_[i];
+    if (slot.gen) return GenPrints(i);
+    Snowflake& g = slot.service->generator();
     const std::size_t n = static_cast<std::size_t>(Chance(0.5) ? 1 : Uniform(2, 300));
     std::vector<Id> ids(n);
     Status s = n == 1 ? [&]() -> Status {
@@ -292,7 +395,7 @@ class Simulation {
       Trace("server {}: {} ids failed: {}", i, n, s.error().message);
       return;
     }
-    Record(slot, ids);
+    Record(slot, g, ids);
     // Sometimes a request thread stops inside a later call, holding the generator it found.
     if (Chance(0.05)) slot.stalled.push_back(&slot.service->generator());
   }
@@ -308,7 +411,7 @@ class Simulation {
     Status s = g->NextIds(std::span<Id>(ids));
     Trace("server {}: a stalled request (worker {}) resumes: {}", i, g->worker_id(),
           s.ok() ? "ok" : s.error().message);
-    if (s.ok()) Record(slot, ids);
+    if (s.ok()) Record(slot, *g, ids);
   }
 
   void Fault() {
@@ -340,15 +443,11 @@ class Simulation {
         Crash(i);
         break;
       case 5:
-        if (slot.service) {
-          Trace("server {} stopped (SIGTERM)", i);
-          slot.stalled.clear();
-          slot.service.reset();
-        }
+        End(i, "stopped (SIGTERM)");
         break;
       case 6:
       case 7:
-        if (!slot.service) {
+        if (!Alive(slot)) {
           ++result_.restarts;
           const bool fresh = Chance(0.25);
           Trace("server {} restarts{}", i, fresh ? " with a fresh data dir" : "");
@@ -367,8 +466,9 @@ class Simulation {
     // Background threads run every 100 ms in each live, unpaused process.
     for (std::size_t i = 0; i < slots_.size(); ++i) {
       Slot& slot = slots_[i];
-      if (Runnable(slot) && world_.now >= slot.next_background) {
+      if (slot.service && Runnable(slot) && world_.now >= slot.next_background) {
         slot.service->RunBackgroundOnce();
+        Attribute(slot);
         slot.next_background = world_.now + 100;
       }
     }
@@ -379,7 +479,7 @@ class Simulation {
       Fault();
     } else if (what < 15) {
       if (Runnable(slots_[i])) ResumeStalled(i);
-    } else if (!slots_[i].service) {
+    } else if (!Alive(slots_[i])) {
       if (Chance(0.2)) {
         ++result_.restarts;
         StartServer(i, false);
@@ -403,7 +503,8 @@ class Simulation {
   int step_ = 0;
   SimulationResult result_;
   std::unordered_map<std::int64_t, std::int64_t> stored_;  // worker id -> last stored hwm
-  std::map<std::pair<int, std::int64_t>, std::int64_t> held_stores_;
+  std::unordered_map<int, std::int64_t> pending_;          // incarnation -> hwm not yet credited
+  std::unordered_map<const Snowflake*, std::int64_t> covered_;  // generator -> its stored hwm
   std::unordered_set<Id> issued_;
 };
 

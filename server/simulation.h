@@ -10,8 +10,8 @@
 //  - no id is issued twice, across all servers and restarts;
 //  - the stored hwm of a worker id never decreases (the coordinator is the memory registry,
 //    which keeps the larger value, as the real ones do);
-//  - every issued id's tick is at or below a reservation its issuer stored, while it held that
-//    worker id.
+//  - every issued id's tick is at or below an hwm its issuer stored, while it held that worker
+//    id.
 // The same seed replays the same run: `sekka_sim --seed S --verbose`.
 //
 // Thread-safety: one simulation per thread.
@@ -27,7 +27,8 @@ namespace sekka::server {
 struct SimulationOptions {
   std::uint64_t seed = 1;
   int steps = 600;       // scheduler steps per run
-  int servers = 3;       // simulated sekka processes (sharing 4 worker ids)
+  int servers = 3;       // simulated sekka servers (sharing 4 worker ids with the gens)
+  int gens = 1;          // slots that run `sekka gen` again and again beside them
   bool verbose = false;  // print every event to stderr
 };
 

@@ -162,11 +162,11 @@ Snowflake::Snowflake(const SnowflakeOptions& options, Clock& clock)
       spread_(!layout_.ordered()),
       descend_base_(static_cast<std::uint64_t>(layout_.max_id())),
       max_drift_ticks_(options_.max_drift.count() / layout_.tick_millis()) {
-  reserved_tick_.store(options_.reserve_ticks ? options_.start_after_tick
-                                              : std::numeric_limits<std::int64_t>::max());
-  if (options_.start_after_tick >= 0) {
-    next_slot_.store(static_cast<std::uint64_t>(options_.start_after_tick + 1) << sequence_bits_);
-    newest_clock_tick_.store(options_.start_after_tick);
+  hwm_tick_.store(options_.store_hwm ? options_.start_hwm_tick
+                                     : std::numeric_limits<std::int64_t>::max());
+  if (options_.start_hwm_tick >= 0) {
+    next_slot_.store(static_cast<std::uint64_t>(options_.start_hwm_tick + 1) << sequence_bits_);
+    newest_clock_tick_.store(options_.start_hwm_tick);
   }
   random_seed_ = options_.random_seed;
   if (options_.sequence_start == SequenceStart::kRandom && random_seed_ == 0) {
@@ -284,12 +284,13 @@ Result<Snowflake::Slots> Snowflake::Reserve(std::uint64_t count, bool within_tic
     }
 
     // 2. The slots: from the next free one (or the start of a newer tick) up to the last tick
-    // the rules allow now, and never past the durably reserved tick.
+    // the rules allow now, and never past the durably stored hwm.
     std::int64_t last_tick = std::min(effective + ahead, layout_.max_tick());
-    if (last_tick > reserved_tick_.load(std::memory_order_acquire)) {
-      Status reserved = ReserveTicks(last_tick);
-      last_tick = std::min(last_tick, reserved_tick_.load(std::memory_order_acquire));
-      if (!reserved.ok() && last_tick < effective) return std::move(reserved).error();
+    Status hwm = Status::Ok();
+    if (last_tick > hwm_tick_.load(std::memory_order_acquire)) {
+      hwm = EnsureHwm(last_tick);
+      last_tick = std::min(last_tick, hwm_tick_.load(std::memory_order_acquire));
+      if (!hwm.ok() && last_tick < effective) return std::move(hwm).error();
     }
     const std::uint64_t limit = static_cast<std::uint64_t>(last_tick + 1) << sequence_bits_;
     std::uint64_t cur = next_slot_.load(std::memory_order_relaxed);
@@ -306,7 +307,11 @@ Result<Snowflake::Slots> Snowflake::Reserve(std::uint64_t count, bool within_tic
     }
 
     // 3. Nothing may be handed out now: the sequence of the allowed ticks is used up (or, under
-    // kContinue, borrowing reached max_drift while the clock is behind). Wait for the clock.
+    // kContinue, borrowing reached max_drift while the clock is behind). When the hwm, not the
+    // rules, ended them, the hwm's error is the answer: waiting for the clock cannot raise the
+    // hwm, and under kContinue the tick to wait for may already be behind the clock (a loop
+    // that never waits). Otherwise wait for the clock.
+    if (!hwm.ok()) return std::move(hwm).error();
     const auto first_tick = static_cast<std::int64_t>(first >> sequence_bits_);
     if (first_tick > layout_.max_tick()) {
       return ExhaustedError();
@@ -324,14 +329,14 @@ Result<Snowflake::Slots> Snowflake::Reserve(std::uint64_t count, bool within_tic
   }
 }
 
-Status Snowflake::ReserveTicks(std::int64_t tick) {
-  if (!options_.reserve_ticks) return Status::Ok();
-  std::lock_guard lock(reserve_mu_);
-  if (reserved_tick_.load(std::memory_order_acquire) >= tick) return Status::Ok();
-  Result<std::int64_t> reserved = options_.reserve_ticks(tick);
-  if (!reserved.ok()) return std::move(reserved).error();
-  if (*reserved > reserved_tick_.load(std::memory_order_relaxed)) {
-    reserved_tick_.store(*reserved, std::memory_order_release);
+Status Snowflake::EnsureHwm(std::int64_t tick) {
+  if (!options_.store_hwm) return Status::Ok();
+  std::lock_guard lock(hwm_mu_);
+  if (hwm_tick_.load(std::memory_order_acquire) >= tick) return Status::Ok();
+  Result<std::int64_t> stored = options_.store_hwm(tick);
+  if (!stored.ok()) return std::move(stored).error();
+  if (*stored > hwm_tick_.load(std::memory_order_relaxed)) {
+    hwm_tick_.store(*stored, std::memory_order_release);
   }
   return Status::Ok();
 }

@@ -442,18 +442,18 @@ TEST(SnowflakeReservationTest, IssuesNoIdPastTheReservedTickAndReservesAhead) {
   FakeClock clock(kT);
   std::vector<std::int64_t> asked;
   SnowflakeOptions o;
-  o.reserve_ticks = [&](std::int64_t tick) -> Result<std::int64_t> {
+  o.store_hwm = [&](std::int64_t tick) -> Result<std::int64_t> {
     asked.push_back(tick);
-    return tick + 2000;  // the server reserves about 2 s ahead
+    return tick + 2000;  // the server stores its hwm about 2 s ahead
   };
   auto s = Make(clock, o);
   const Id first = Next(*s);
   ASSERT_EQ(asked.size(), 1u);
   EXPECT_EQ(asked[0], TickOf(*s, kT));
-  EXPECT_EQ(s->reserved_tick(), TickOf(*s, kT) + 2000);
+  EXPECT_EQ(s->hwm_tick(), TickOf(*s, kT) + 2000);
   clock.AdvanceMillis(1500);
   EXPECT_GT(Next(*s), first);
-  EXPECT_EQ(asked.size(), 1u);  // still inside the reservation: no call
+  EXPECT_EQ(asked.size(), 1u);  // still below the hwm: no call
   clock.AdvanceMillis(1000);
   Next(*s);
   EXPECT_EQ(asked.size(), 2u);
@@ -462,7 +462,7 @@ TEST(SnowflakeReservationTest, IssuesNoIdPastTheReservedTickAndReservesAhead) {
 TEST(SnowflakeReservationTest, AFailedReservationFailsTheCallAndIssuesNothing) {
   FakeClock clock(kT);
   SnowflakeOptions o;
-  o.reserve_ticks = [](std::int64_t) -> Result<std::int64_t> { return Unavailable("disk full"); };
+  o.store_hwm = [](std::int64_t) -> Result<std::int64_t> { return Unavailable("disk full"); };
   auto s = Make(clock, o);
   Result<Id> id = s->NextId();
   ASSERT_FALSE(id.ok());
@@ -470,11 +470,34 @@ TEST(SnowflakeReservationTest, AFailedReservationFailsTheCallAndIssuesNothing) {
   EXPECT_EQ(id.error().message, "disk full");
 }
 
+TEST(SnowflakeReservationTest, AFailedHwmStoreUnderContinueWithTheClockBehindFailsAtOnce) {
+  // Found by the simulation's gen slot: with the clock a tick behind under kContinue, the ticks
+  // up to the hwm used up and the next store failing, the tick to wait for lay behind the
+  // clock, and the call looped forever, asking the store again and again.
+  FakeClock clock(kT);
+  int calls = 0;
+  SnowflakeOptions o;
+  o.on_clock_backwards = ClockBackwardsPolicy::kContinue;
+  o.max_drift = std::chrono::milliseconds(1000);
+  o.store_hwm = [&](std::int64_t tick) -> Result<std::int64_t> {
+    if (++calls == 1) return tick + 1;  // one tick past the first: then the store fails
+    if (calls > 100) return Internal("looped");
+    return Unavailable("disk full");
+  };
+  auto s = Make(clock, o);
+  Next(*s);
+  clock.SetMillis(kT - 1);
+  Result<std::vector<Id>> ids = s->NextIds(3 * 4096);
+  ASSERT_FALSE(ids.ok());
+  EXPECT_EQ(ids.error().message, "disk full");
+  EXPECT_LE(calls, 3);
+}
+
 TEST(SnowflakeReservationTest, StartsAboveTheStoredTick) {
   FakeClock clock(kT);
   SnowflakeOptions o;
   const std::int64_t stored = o.layout.MillisToTick(kT);  // ids were issued up to now
-  o.start_after_tick = stored;
+  o.start_hwm_tick = stored;
   auto s = Make(clock, o);
   const Id id = Next(*s);  // the clock is not past the stored tick: wait (1 ms)
   EXPECT_GT(Fields(*s, id).tick, stored);

@@ -201,7 +201,7 @@ TEST_P(WorkerLeaseContractTest, TheSameIdentityTakesItsIdBackAndTheOldLeaseLearn
   }
   EXPECT_EQ(g2->worker_id, 1);
   EXPECT_EQ(g2->hwm_millis, 1'700'000'000'000);
-  // The old lease is fenced off: it can neither store a reservation nor keep the lease.
+  // The old lease is fenced off: it can neither store an hwm nor keep the lease.
   Status s = first->StoreHwm(1'700'000'001'000);
   ASSERT_FALSE(s.ok());
   EXPECT_EQ(s.error().code, ErrorCode::kLeaseLost) << s.error().message;

@@ -150,7 +150,7 @@ class GenTest(CliTestCase):
             p = subprocess.run([SEKKA, "gen", "--lock-dir", data], capture_output=True, text=True,
                                env=env, timeout=60)
             self.assertEqual(p.returncode, 1, p.stdout)
-            self.assertIn("behind the high-water mark", p.stderr)
+            self.assertIn("behind the stored high-water mark of worker id 0", p.stderr)
         finally:
             shutil.rmtree(data, ignore_errors=True)
 

@@ -122,7 +122,7 @@ class CoordinatorTestCase(unittest.TestCase):
                 break
             self.assertLess(time.monotonic(), deadline, "the lease was not held again")
             time.sleep(0.1)
-        time.sleep(1)  # the reserver's next rounds
+        time.sleep(1)  # the next rounds of hwm stores
         for _ in range(20):
             try:
                 ids += self.batch(a)
@@ -235,12 +235,12 @@ class EtcdClockTest(CoordinatorTestCase):
     def test_clock_step_back_and_a_pause_past_the_ttl_never_lower_the_hwm(self):
         self.clock_step_back_and_pause_past_the_ttl()
 
-    def test_a_request_inside_a_replaced_generator_stops_at_its_own_reservation(self):
-        """The safety review's narrow race (defect 2): one confirmation vouched for every
+    def test_a_request_inside_a_replaced_generator_stops_at_its_own_hwm(self):
+        """The safety review's narrow race (defect 2): one stored hwm vouched for every
         generator. Here a batch waits out a clock step inside the generator of worker id 0; the
         lease is revoked meanwhile, another server takes id 0, and this one re-acquires id 1.
-        When the batch resumes it must stop where worker id 0's own reservation ends, not run on
-        under id 1's into the ticks the new holder of id 0 uses."""
+        When the batch resumes it must stop at worker id 0's own hwm, not run on under id 1's
+        into the ticks the new holder of id 0 uses."""
         # 16 ids per ms, so that a batch of 100,000 spans about 6 s of ticks.
         env = {"SEKKA_LAYOUT_WORKER_BITS": "18", "SEKKA_LAYOUT_SEQUENCE_BITS": "4",
                "SEKKA_GENERATOR_MAX_BACKWARDS_WAIT": "20s"}
@@ -289,7 +289,7 @@ class EtcdClockTest(CoordinatorTestCase):
         waiting.join(timeout=60)
         mine = outcome.get("ids", [])
         self.assertFalse(set(mine) & set(theirs), "an id was issued twice")
-        # The resumed batch either fails (LEASELOST) or stays within worker id 0's reservation.
+        # The resumed batch either fails (LEASELOST) or stays at or below worker id 0's hwm.
         if "error" in outcome:
             self.assertTrue(outcome["error"].startswith("LEASELOST"), outcome["error"])
         self.assertEqual(a.get("/readyz")[0], 200)
@@ -330,7 +330,7 @@ class EtcdClockTest(CoordinatorTestCase):
         self.servers.remove(t)
         a = self.start("a", "--worker-name", "slot-a", faketime_file=clock)
         last = max(self.batch(a))
-        self.assertEqual(a.stop(), 0)  # its reservation stays at etcd
+        self.assertEqual(a.stop(), 0)  # its hwm stays at etcd
         self.servers.remove(a)
         with open(clock, "w") as f:
             f.write("-1")
@@ -352,7 +352,7 @@ class EtcdClockTest(CoordinatorTestCase):
             f.write("+0")
         a = self.start("a", "--worker-name", "slot-a", faketime_file=clock)
         last = max(self.batch(a))
-        self.assertEqual(a.stop(), 0)  # releases the id; its reservation stays at etcd
+        self.assertEqual(a.stop(), 0)  # releases the id; its hwm stays at etcd
         self.servers.remove(a)
         with open(clock, "w") as f:
             f.write("-5")

@@ -89,12 +89,13 @@ struct SnowflakeOptions {
   // only used within the tick it was taken in. 1 gives one global order across threads at the
   // price of one atomic operation per id; the default 16 lets threads scale (docs/design.md).
   int thread_block = 16;
-  // Durable reservation of ticks (the server's high-water mark). When set, no id of a tick
-  // beyond the reserved one is issued before reserve_ticks(tick) has returned a reserved tick
-  // >= tick. It is called under a lock and rarely: callers reserve ahead (ReserveTicks).
-  std::function<Result<std::int64_t>(std::int64_t tick)> reserve_ticks;
-  // Ids start above this tick (the high-water mark of an earlier run); -1: no floor.
-  std::int64_t start_after_tick = -1;
+  // The durable high-water mark (hwm). When set, no id of a tick past the hwm is issued before
+  // store_hwm(tick) has returned a stored hwm (a tick) >= tick. It is called under a lock and
+  // rarely: callers store hwms ahead of the clock and say so with EnsureHwm
+  // (include/sekka/leased_generator.h).
+  std::function<Result<std::int64_t>(std::int64_t tick)> store_hwm;
+  // Ids start above this tick (the hwm of earlier holders of the worker id); -1: none.
+  std::int64_t start_hwm_tick = -1;
 };
 
 // Counters since creation, for metrics.
@@ -141,15 +142,15 @@ class Snowflake {
   std::int64_t worker_id() const { return options_.worker_id; }
   SnowflakeStats stats() const;
 
-  // Makes sure ticks up to `tick` are reserved, calling options().reserve_ticks if they are
-  // not. Errors: whatever reserve_ticks returns. Without reserve_ticks, always OK.
-  Status ReserveTicks(std::int64_t tick);
+  // Makes sure the hwm is at or past `tick`, calling options().store_hwm if it is not. Errors:
+  // whatever store_hwm returns. Without store_hwm, always OK.
+  Status EnsureHwm(std::int64_t tick);
   // The newest tick read from the clock (a clock reading behind it is a backward step).
   std::int64_t newest_clock_tick() const {
     return newest_clock_tick_.load(std::memory_order_acquire);
   }
-  // The last reserved tick (max int64 without reserve_ticks).
-  std::int64_t reserved_tick() const { return reserved_tick_.load(std::memory_order_acquire); }
+  // The hwm: the last tick ids may be issued in (max int64 without store_hwm).
+  std::int64_t hwm_tick() const { return hwm_tick_.load(std::memory_order_acquire); }
 
  private:
   using ThreadBlock = snowflake_internal::ThreadBlock;
@@ -204,8 +205,8 @@ class Snowflake {
   alignas(64) std::atomic<std::uint64_t> next_slot_{0};
   std::atomic<std::int64_t> newest_clock_tick_{0};
 
-  std::atomic<std::int64_t> reserved_tick_{0};
-  std::mutex reserve_mu_;  // serializes reserve_ticks calls
+  std::atomic<std::int64_t> hwm_tick_{0};
+  std::mutex hwm_mu_;  // serializes store_hwm calls
 
   alignas(64) std::atomic<std::uint64_t> sequence_waits_{0};
   std::atomic<std::uint64_t> clock_backwards_events_{0};

@@ -5,16 +5,16 @@
 // used.
 //
 //   Result<LeaseGrant> g = lease->Acquire();      // the preferred id if free, else the lowest
-//   // wait until the clock is past g->hwm_millis, then issue ids up to a reservation:
-//   lease->StoreHwm(reserved_ms);                  // before issuing any id up to reserved_ms
+//   // wait until the clock is past g->hwm_millis, then issue ids up to a stored hwm:
+//   lease->StoreHwm(hwm_ms);                       // before issuing any id up to hwm_ms
 //   lease->Renew();                                // every ttl / 3
 //   lease->Release();                              // frees the id at once
 //
 // Fencing: StoreHwm succeeds only while this lease still owns the id: it is a compare-and-set
 // on what Acquire wrote (etcd: the owner key's revision; ZooKeeper: the version of the hwm
 // node). A process that lost its id, even one that does not know it yet, can therefore never
-// store a reservation after the next holder has read the hwm, and the next holder waits past
-// it. Ids are never repeated as long as every id's time is at or below a stored reservation.
+// store an hwm after the next holder has read the stored one, and the next holder waits past
+// that. Ids are never repeated as long as every id's time is at or below a stored hwm.
 //
 // Backends: memory (tests: NewMemoryWorkerLeaseRegistry), the local ones in
 // backends/local_worker_lease.h
@@ -58,8 +58,8 @@ struct WorkerLeaseOptions {
 struct LeaseGrant {
   std::int64_t datacenter_id = 0;
   std::int64_t worker_id = 0;
-  // The highest time (ms since 1970) any holder of this id reserved; 0 when none did. Ids may
-  // be issued only once the clock is past it.
+  // The id's hwm: the highest time (ms since 1970) any holder of this id stored; 0 when none
+  // did. Ids may be issued only once the clock is past it.
   std::int64_t hwm_millis = 0;
 };
 
