@@ -35,13 +35,14 @@ class LocalLease final : public WorkerLease {
     return LeaseGrant{claim_->datacenter_id(), claim_->worker_id(), hwm_known_};
   }
 
-  // The lock cannot be lost while the process lives.
+  // The lock cannot be lost while the process lives, unless its file is removed or replaced.
   Status Renew() override {
-    return claim_ != nullptr ? Status::Ok() : Status(LeaseLost("no worker id is held"));
+    return claim_ != nullptr ? claim_->CheckHeld() : Status(LeaseLost("no worker id is held"));
   }
 
   Status StoreHwm(std::int64_t hwm_millis) override {
     if (claim_ == nullptr) return LeaseLost("no worker id is held");
+    if (Status held = claim_->CheckHeld(); !held.ok()) return held;
     if (hwm_millis <= hwm_known_ && stored_layout_ == fingerprint_) return Status::Ok();
     const std::int64_t hwm = std::max(hwm_millis, hwm_known_);
     Status written = WriteStateFile(StatePath(claim_->worker_id()), {fingerprint_, hwm});
@@ -79,8 +80,11 @@ class LocalLease final : public WorkerLease {
     if (!stored.ok()) return std::move(stored).error();
     hwm_known_ = stored->has_value() ? (**stored).hwm_millis : 0;
     stored_layout_ = stored->has_value() ? (**stored).layout : fingerprint_;
-    if (stored_layout_ == fingerprint_ || local_.force) return true;
+    if (stored_layout_ == fingerprint_) return true;
+    // --force covers only an id this process was told to take: a free id of another layout is
+    // passed over, forced or not (taking it would rewrite that id space's history).
     if (!own) return false;
+    if (local_.force) return true;
     return InvalidArgument(fmt::format(
         "the state in {} was made with layout \"{}\", this configuration has \"{}\": refusing "
         "to start, since ids of the two could collide (choose another worker id, or set "

@@ -58,7 +58,7 @@ Result<StoredState> ParseState(std::string_view text) {
 }
 
 Result<std::optional<StoredState>> ReadStateFile(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
   if (fd < 0) {
     if (errno == ENOENT) return std::optional<StoredState>();
     return Internal(fmt::format("cannot read {}: {}", path, std::strerror(errno)));
@@ -74,8 +74,11 @@ Result<std::optional<StoredState>> ReadStateFile(const std::string& path) {
 }
 
 Status WriteFileDurably(const std::string& path, std::string_view text) {
+  // A fresh file of this process's (O_EXCL, after removing what is there): never one that a
+  // symbolic link planted in a shared dir points to.
   const std::string tmp = path + ".tmp";
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  ::unlink(tmp.c_str());
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
   if (fd < 0) return Internal(fmt::format("cannot write {}: {}", tmp, std::strerror(errno)));
   const bool ok = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size()) &&
                   ::fsync(fd) == 0;

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -42,23 +43,41 @@ std::string ReadSmallFile(const std::string& path) {
 }  // namespace
 
 Result<int> TryLockFile(const std::string& path, const std::string& identity) {
-  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  // Another user's lock file: a read-only descriptor holds a flock as well.
-  const bool read_only = fd < 0 && errno == EACCES;
-  if (read_only) fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    return Internal(fmt::format("cannot open {}: {}", path, std::strerror(errno)));
+  // O_NOFOLLOW: a symbolic link planted in a shared lock dir must not make this process write
+  // through it. A lock file unlinked or replaced between open and flock is tried again: a flock
+  // on a file no longer at `path` excludes nobody.
+  for (int attempt = 0; attempt < 8; ++attempt) {
+    int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+    // Another user's lock file: a read-only descriptor holds a flock as well.
+    const bool read_only = fd < 0 && errno == EACCES;
+    if (read_only) fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0) {
+      return Internal(fmt::format("cannot open {}: {}{}", path, std::strerror(errno),
+                                  errno == ELOOP ? " (a symbolic link: remove it)" : ""));
+    }
+    if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+      ::close(fd);
+      return -1;
+    }
+    if (!LockFileIsAt(fd, path)) {
+      ::close(fd);
+      continue;
+    }
+    if (read_only || identity.empty()) return fd;
+    if (Status s = RecordLockHolder(fd, path, identity); !s.ok()) {
+      ::close(fd);
+      return std::move(s).error();
+    }
+    return fd;
   }
-  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
-    ::close(fd);
-    return -1;
-  }
-  if (read_only || identity.empty()) return fd;
-  if (Status s = RecordLockHolder(fd, path, identity); !s.ok()) {
-    ::close(fd);
-    return std::move(s).error();
-  }
-  return fd;
+  return Internal(fmt::format("cannot lock {}: it is replaced again and again", path));
+}
+
+bool LockFileIsAt(int fd, const std::string& path) {
+  struct stat held {};
+  struct stat named {};
+  return ::fstat(fd, &held) == 0 && ::lstat(path.c_str(), &named) == 0 &&
+         held.st_dev == named.st_dev && held.st_ino == named.st_ino;
 }
 
 Status RecordLockHolder(int fd, const std::string& path, const std::string& identity) {
@@ -83,6 +102,14 @@ Status CheckDatacenterId(const Layout& layout, std::int64_t datacenter_id) {
 
 WorkerIdClaim::~WorkerIdClaim() {
   if (fd_ >= 0) ::close(fd_);  // drops the flock
+}
+
+Status WorkerIdClaim::CheckHeld() const {
+  if (fd_ >= 0 && LockFileIsAt(fd_, path_)) return Status::Ok();
+  return LeaseLost(fmt::format(
+      "the lock file {} was removed or replaced while this process held it: another process may "
+      "hold worker id {} now (never delete lock files of running processes)",
+      path_, worker_id_));
 }
 
 std::string WorkerIdClaim::Stem() const { return fmt::format("{}-{}", datacenter_id_, worker_id_); }
@@ -143,6 +170,7 @@ Result<std::unique_ptr<WorkerIdClaim>> ClaimWorkerId(const WorkerIdRequest& requ
     }
     claim->fd_ = *fd;
     claim->worker_id_ = worker;
+    claim->path_ = path;
     Result<bool> keep = request.accept ? request.accept(worker, own) : Result<bool>(true);
     if (keep.ok() && *keep) {
       if (Status s = RecordLockHolder(*fd, path, request.identity); !s.ok()) keep = s.error();

@@ -48,6 +48,9 @@ class WorkerIdClaim {
   const std::string& source() const { return source_; }
   // The file stem used for this worker id's files: "<dc>-<worker>".
   std::string Stem() const;
+  // OK while the lock file this claim locked is still the one at its path. Errors: kLeaseLost
+  // (it was removed or replaced: another process may have locked a new file there).
+  Status CheckHeld() const;
 
  private:
   friend Result<std::unique_ptr<WorkerIdClaim>> ClaimWorkerId(const WorkerIdRequest&,
@@ -57,6 +60,7 @@ class WorkerIdClaim {
   std::int64_t datacenter_id_ = 0;
   std::int64_t worker_id_ = 0;
   std::string source_;
+  std::string path_;  // the lock file
 };
 
 // Errors: kInvalidArgument (an id that does not fit the layout, a host name without a trailing
@@ -72,6 +76,10 @@ Result<std::unique_ptr<WorkerIdClaim>> ClaimWorkerId(const WorkerIdRequest& requ
 // Returns the fd, which holds the lock until closed, or -1 when another process holds it.
 // Errors: kInternal.
 Result<int> TryLockFile(const std::string& path, const std::string& identity);
+
+// True when the file `fd` is open on is the one at `path` (not a link, not removed, not
+// replaced).
+bool LockFileIsAt(int fd, const std::string& path);
 
 // Writes the holder's pid and identity into the lock file `fd` (of `path`). Errors: kInternal.
 Status RecordLockHolder(int fd, const std::string& path, const std::string& identity);

@@ -49,6 +49,13 @@ int ExitFor(const Error& error, bool during_setup) {
   return Fail(usage && during_setup ? kExitUsage : kExitFailure, error.message);
 }
 
+// An id given on the command line: 0 or more.
+Status CheckIdFlag(std::string_view flag, std::int64_t id) {
+  if (id >= 0) return Status::Ok();
+  return InvalidArgument(fmt::format("{} {} is out of range: allowed 0 to {}", flag, id,
+                                     std::numeric_limits<std::int64_t>::max()));
+}
+
 std::string FormatRate(double rate) {
   return rate >= 1000 ? FormatThousands(rate) : fmt::format("{:.4g}", rate);
 }
@@ -213,7 +220,10 @@ int RunGen(const GenFlags& flags) {
   Result<std::int64_t> max_wait = ParseDurationMillis(flags.max_startup_wait);
   if (!max_wait.ok()) return Fail(kExitUsage, "--max-startup-wait: " + max_wait.error().message);
   options.max_startup_wait_ms = *max_wait;
-  if (flags.after_id >= 0) {
+  if (flags.after_id != kNoId) {
+    if (Status valid = CheckIdFlag("--after-id", flags.after_id); !valid.ok()) {
+      return Fail(kExitUsage, valid.error().message);
+    }
     Result<std::int64_t> floor = AfterIdFloorMillis(*layout, flags.after_id);
     if (!floor.ok()) return Fail(kExitUsage, "--after-id: " + floor.error().message);
     options.after_ms = *floor;
@@ -380,6 +390,11 @@ Result<double> ParseRate(std::string_view text) {
 // sekka layout P --max-id N: whether layout P can follow a system whose largest id is N, issuing
 // only ids above it (so nothing repeats and the order holds), from when and until when.
 int PrintTakeOver(const Layout& l, Id max_id, std::int64_t now, bool json) {
+  if (now > l.end_millis()) {
+    return Fail(kExitFailure, fmt::format("layout {} cannot take over after id {}: it ran out on "
+                                          "{} and issues no ids now",
+                                          l.name(), max_id, FormatUtcMillis(l.end_millis())));
+  }
   Result<std::int64_t> floor = AfterIdFloorMillis(l, max_id);
   if (!floor.ok()) return Fail(kExitFailure, floor.error().message);
   const std::int64_t from = *floor + 1;
@@ -423,7 +438,12 @@ int RunLayout(const LayoutFlags& flags) {
   }
   const Layout& l = *layout;
   const std::int64_t now = SystemClock().NowMillis();
-  if (flags.max_id >= 0) return PrintTakeOver(l, flags.max_id, now, flags.json);
+  if (flags.max_id != kNoId) {
+    if (Status valid = CheckIdFlag("--max-id", flags.max_id); !valid.ok()) {
+      return Fail(kExitUsage, valid.error().message);
+    }
+    return PrintTakeOver(l, flags.max_id, now, flags.json);
+  }
   const bool expired = l.end_millis() <= now;
   // Random layouts: the odds of a clash at the rate. Snowflake layouts: the worker ids the rate
   // keeps busy (each makes at most ids_per_second()).

@@ -55,8 +55,8 @@ Result<CoordinatorAccess> CoordinatorAccessOf(const server::ServerConfig& config
 }
 
 // The real parts of a service: the system clock and the worker-id lease: the host's worker lock
-// dir for static, local and hostname; a coordinator's for etcd and zookeeper (with an
-// exclusive lock on the data dir: its state files are per worker id, one process each).
+// dir for static, local and hostname; a coordinator's for etcd and zookeeper. Every source takes
+// an exclusive lock on the data dir: its files are one process's.
 Result<server::ServiceParts> OpenServiceParts(const server::ServerConfig& config,
                                               const std::string& identity) {
   server::ServiceParts parts;
@@ -69,6 +69,21 @@ Result<server::ServiceParts> OpenServiceParts(const server::ServerConfig& config
   if (!store.ok()) return std::move(store).error();
   parts.segment_store = std::move(store).value();
   parts.machine_store = NewFileMachineStore(config.data_dir + "/machines");
+  // One process per data dir, whatever the source: its state files and its CosId machines file
+  // are each read once and rewritten whole.
+  const std::string dir = config.data_dir + "/workers";
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return Internal(fmt::format("cannot create {}: {}", dir, ec.message()));
+  const std::string lock_path = dir + "/coordinator.lock";
+  Result<int> lock = TryLockFile(lock_path, identity);  // held until the process exits
+  if (!lock.ok()) return std::move(lock).error();
+  if (*lock < 0) {
+    return Unavailable(fmt::format(
+        "data dir {} is used by another sekka process (lock {} is held): give each process its "
+        "own data.dir",
+        config.data_dir, lock_path));
+  }
   WorkerLeaseOptions lo;
   lo.identity = identity;
   lo.datacenter_id = config.datacenter_id;
@@ -86,19 +101,6 @@ Result<server::ServiceParts> OpenServiceParts(const server::ServerConfig& config
   }
   if (Status dc = CheckDatacenterId(config.generator.layout, config.datacenter_id); !dc.ok()) {
     return std::move(dc).error();
-  }
-  const std::string dir = config.data_dir + "/workers";
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  if (ec) return Internal(fmt::format("cannot create {}: {}", dir, ec.message()));
-  const std::string lock_path = dir + "/coordinator.lock";
-  Result<int> lock = TryLockFile(lock_path, identity);  // held until the process exits
-  if (!lock.ok()) return std::move(lock).error();
-  if (*lock < 0) {
-    return Unavailable(fmt::format(
-        "data dir {} is used by another sekka process (lock {} is held): give each process its "
-        "own data.dir",
-        config.data_dir, lock_path));
   }
   lo.preferred = parts.data_dir->ReadPreferred();
   lo.call_timeout = std::chrono::milliseconds(server::CoordinatorCallTimeoutMs(config));

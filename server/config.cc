@@ -375,7 +375,8 @@ Result<ServerConfig> BuildConfig(const std::vector<ConfigValues>& sources) {
   // fingerprint and in every decode.
   bool descending = false;
   SEKKA_ASSIGN(descending, boolean("generator.descending"));
-  Result<Layout> directed = g.layout.WithDescending(descending);
+  // Either says so: the layout's own key (`--layout sekka,descending=true`) or the option.
+  Result<Layout> directed = g.layout.WithDescending(descending || g.layout.descending());
   if (!directed.ok())
     return InvalidArgument("config generator.descending: " + directed.error().message);
   g.layout = *directed;

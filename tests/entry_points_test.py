@@ -149,6 +149,84 @@ class HostWorkerIdTest(HostTestCase):
         self.assertIn("SEKKA_WORKER_LOCK_DIR", lines[0])
 
 
+class ReviewFindingsTest(HostTestCase):
+    """What the adversarial review of issue 22's change confirmed on the real binary."""
+
+    def test_force_never_takes_a_free_id_of_another_layout(self):
+        """--force under local took worker 0, whose state a descending gen had made, rewrote
+        its history as ascending, and a later ascending gen repeated the descending ids."""
+        self.finish(self.gen("-n", "1000", "--descending"))  # worker 0's state: descending
+        s = self.serve("forced", "--force")
+        self.assertEqual(s.worker_id, 1, s.stderr_text())
+
+    def test_two_servers_on_one_data_dir_are_refused_whatever_the_source(self):
+        """Two local-source servers on one data dir both ran and both handed CosId machine id 0
+        to different instances (the machines file is read once and rewritten whole)."""
+        self.serve("shared")
+        second = Server(self.dirs.path("shared"), env={"SEKKA_WORKER_LOCK_DIR": self.lock_dir},
+                        wait=False)
+        self.servers.append(second)
+        self.assertFalse(second.wait_listening())
+        self.assertEqual(second.proc.returncode, 1)
+        self.assertIn("is used by another sekka process", second.stderr_text())
+
+    def test_a_descending_layout_key_is_kept_by_serve(self):
+        """`serve --layout sekka,descending=true` served ascending ids."""
+        s = self.serve("down", "--layout", "sekka,descending=true")
+        status, body = s.get_json("/v1/ids?count=3")
+        self.assertEqual(status, 200, body)
+        ids = [int(x) for x in body["ids"]]
+        self.assertEqual(ids, sorted(ids, reverse=True))
+
+    def test_bad_take_over_questions_are_answered_clearly(self):
+        expired = subprocess.run([SEKKA, "layout", "baidu", "--max-id", "1000"],
+                                 capture_output=True, text=True, timeout=60, env=self.env)
+        self.assertEqual(expired.returncode, 1, expired.stdout)
+        self.assertIn("ran out on", expired.stderr)
+        for args in (["gen", "--after-id", "-5"], ["layout", "sekka", "--max-id", "-1"]):
+            p = subprocess.run([SEKKA, *args], capture_output=True, text=True, timeout=60,
+                               env=self.env)
+            self.assertEqual(p.returncode, 2, (args, p.stdout))
+            self.assertIn("is out of range: allowed 0 to", p.stderr)
+
+    def test_a_removed_lock_file_stops_its_holder_before_another_takes_the_id(self):
+        """Removing a held lock file let gen lock a new file at that path and print 2,000 ids
+        the server had issued. The holder now checks its lock file before every hwm store."""
+        s = self.serve("held")
+        self.assertEqual(s.worker_id, 0)
+        os.unlink(os.path.join(self.lock_dir, "0-0.lock"))
+        g = self.gen("-n", "300000")
+        served = []
+        for _ in range(160):
+            status, body = s.get_json("/v1/ids?count=1000")
+            if status == 200:
+                served += [int(x) for x in body["ids"]]
+        printed = self.finish(g)
+        self.assertEqual(len(set(served) & set(printed)), 0, "gen printed ids the server issued")
+        status, body = s.get_json("/readyz")
+        self.assertEqual(status, 503, body)
+
+    def test_a_planted_symbolic_link_is_never_written_through(self):
+        """A symbolic link 0-0.lock (or 0-0.state.tmp) in a shared lock dir made gen overwrite the
+        file it points to."""
+        os.makedirs(self.lock_dir)
+        victim = self.dirs.path("victim")
+        with open(victim, "w") as f:
+            f.write("SECRET\n")
+        os.symlink(victim, os.path.join(self.lock_dir, "0-0.lock"))
+        p = subprocess.run([SEKKA, "gen", "-n", "2"], capture_output=True, text=True, timeout=60,
+                           env=self.env)
+        self.assertIn("symbolic link", p.stderr)
+        os.unlink(os.path.join(self.lock_dir, "0-0.lock"))
+        os.symlink(victim, os.path.join(self.lock_dir, "0-0.state.tmp"))
+        p = subprocess.run([SEKKA, "gen", "-n", "2"], capture_output=True, text=True, timeout=60,
+                           env=self.env)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        with open(victim) as f:
+            self.assertEqual(f.read(), "SECRET\n")
+        self.assertFalse(os.path.islink(os.path.join(self.lock_dir, "0-0.state")))
+
+
 def fake_absolute(ms):
     """A libfaketime environment whose clock starts at `ms` (Unix ms) and runs on."""
     t = datetime.datetime.fromtimestamp(ms / 1000, datetime.timezone.utc)

@@ -1028,11 +1028,15 @@ class ConfigTest(ServerTestCase):
     def test_a_layout_with_31_worker_bits_starts(self):
         """The safety review's abort: the local worker-id search listed all 2^31 candidates
         (std::bad_alloc)."""
-        s = self.start("wide", "--layout", "time_bits=31,worker_bits=31,sequence_bits=1,tick=1s")
+        host = {"SEKKA_WORKER_LOCK_DIR": self.dirs.path("wide-locks")}
+        s = self.start("wide", "--layout", "time_bits=31,worker_bits=31,sequence_bits=1,tick=1s",
+                       env=host)
         self.assertEqual(s.worker_id, 0)
         status, body = s.get_json("/v1/id")
         self.assertEqual(status, 200, body)
-        t = self.start("wide", "--layout", "time_bits=31,worker_bits=31,sequence_bits=1,tick=1s")
+        # Another data dir (one holds a data dir's lock per process), the same host's lock dir.
+        t = self.start("wide2", "--layout", "time_bits=31,worker_bits=31,sequence_bits=1,tick=1s",
+                       env=host)
         self.assertEqual(t.worker_id, 1)
 
     def test_an_idle_timeout_of_a_second_keeps_a_busy_connection(self):
