@@ -137,6 +137,9 @@ class EtcdLease final : public WorkerLease {
   }
   Result<std::map<std::int64_t, Owner>> ListOwners();
   void Revoke(std::int64_t lease);
+  // Binds the cluster to options_.layout if nothing is bound yet, and checks the bound one
+  // (CheckClusterLayout). Errors: kInvalidArgument (another layout), kUnavailable.
+  Status BindLayout();
   // The stored hwm of worker id `id` (base64 of decimal ms; "" = none stored = 0).
   // Errors: kInternal.
   Result<std::int64_t> ParseHwm(std::int64_t id, const std::string& base64) const;
@@ -150,6 +153,7 @@ class EtcdLease final : public WorkerLease {
   std::string token_;      // etcd's auth token for access_.username; "" = none yet
   bool auth_off_ = false;  // etcd said authentication is not enabled: send no token
   std::size_t current_ = 0;
+  bool layout_bound_ = false;        // BindLayout succeeded once
   std::int64_t lease_ = 0;           // 0: none granted
   std::int64_t held_ = -1;           // the worker id held
   std::int64_t owner_revision_ = 0;  // the owner key's mod_revision, as this lease wrote it
@@ -277,9 +281,33 @@ void EtcdLease::Revoke(std::int64_t lease) {
   (void)Call("/v3/lease/revoke", {{"ID", std::to_string(lease)}});
 }
 
+Status EtcdLease::BindLayout() {
+  if (layout_bound_ || options_.layout.empty()) return Status::Ok();
+  const std::string key = Base64Encode(prefix_ + "layout");
+  json txn = {
+      {"compare",
+       {{{"key", key}, {"result", "EQUAL"}, {"target", "CREATE"}, {"create_revision", "0"}}}},
+      {"success", {{{"request_put", {{"key", key}, {"value", Base64Encode(options_.layout)}}}}}},
+      {"failure", {{{"request_range", {{"key", key}}}}}}};
+  Result<json> r = Call("/v3/kv/txn", txn);
+  if (!r.ok()) return std::move(r).error();
+  if (r->contains("error")) return Unavailable(fmt::format("etcd txn failed: {}", ErrorText(*r)));
+  std::string bound = options_.layout;
+  if (!r->value("succeeded", false)) {
+    const json kv = FirstKv(*r, 0);
+    Result<std::string> value = Base64Decode(kv.is_null() ? "" : Str(kv, "value"));
+    if (!value.ok()) return Internal("etcd key " + prefix_ + "layout: " + value.error().message);
+    bound = *value;
+  }
+  if (Status s = CheckClusterLayout(cluster_, bound, options_.layout); !s.ok()) return s;
+  layout_bound_ = true;
+  return Status::Ok();
+}
+
 Result<LeaseGrant> EtcdLease::Acquire() {
   if (options_.identity.empty()) return InvalidArgument("the lease identity must not be empty");
   if (held_ >= 0) return LeaseGrant{options_.datacenter_id, held_, hwm_known_};
+  if (Status s = BindLayout(); !s.ok()) return std::move(s).error();
   if (lease_ == 0) {
     const std::int64_t ttl_s = std::max<std::int64_t>(1, (options_.ttl.count() + 999) / 1000);
     Result<json> g = Call("/v3/lease/grant", {{"TTL", ttl_s}});

@@ -84,6 +84,7 @@ LeaseFactory LocalFactory() {
   };
   f.frees_at_death = true;
   f.same_identity_takes_over = false;
+  f.binds_layout = false;
   return f;
 }
 

@@ -10,7 +10,10 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <map>
 #include <vector>
+
+#include "sekka/worker_lease.h"
 
 namespace sekka {
 namespace {
@@ -207,28 +210,30 @@ Result<std::unique_ptr<WorkerIdClaim>> ClaimWorkerId(const WorkerIdRequest& requ
         fmt::format("worker.source \"{}\" is not available here: allowed static, local, hostname",
                     request.source));
   }
-  // `local`: first the ids whose lock file names this identity, then the lowest free one.
-  // Ids are taken lowest first, so lock files exist for 0..n-1 only: both passes stop at the
-  // first id without one, and the search never lists the whole worker-id space (2^31 ids for
-  // a layout with 31 worker bits).
-  if (request.preferred >= 0 && request.preferred <= max_worker) {
-    Result<bool> taken = take_one(request.preferred, false, true);
-    if (!taken.ok()) return std::move(taken).error();
-    if (*taken) return claim;
-  }
+  // `local`: the core's order (WorkerIdCandidates): the preferred id, the ids whose lock file
+  // names this identity (an earlier run's), then the lowest free ones. A lock file tells who held
+  // an id last, not who holds it now: an id found locked, or passed over by `accept`, joins the
+  // holders as another's, and the order is asked again. Ids are taken lowest first, so lock
+  // files exist for 0..n-1 only: the scan for this identity's stops at the first id without
+  // one, and no pass lists the whole worker-id space (2^31 ids for 31 worker bits).
+  std::map<std::int64_t, bool> holders;
   const std::string mine = fmt::format("identity={}\n", request.identity);
   for (std::int64_t w = 0; w <= max_worker; ++w) {
     const std::string path = LockPath(request.lock_dir, request.datacenter_id, w);
     if (!fs::exists(path, ec)) break;
-    if (ReadSmallFile(path).find(mine) == std::string::npos) continue;
-    Result<bool> taken = take_one(w, false, true);
-    if (!taken.ok()) return std::move(taken).error();
-    if (*taken) return claim;
+    if (ReadSmallFile(path).find(mine) != std::string::npos) holders[w] = true;
   }
-  for (std::int64_t w = 0; w <= max_worker; ++w) {
-    Result<bool> taken = take_one(w, false, false);
-    if (!taken.ok()) return std::move(taken).error();
-    if (*taken) return claim;
+  for (;;) {
+    const std::vector<std::int64_t> order =
+        WorkerIdCandidates(holders, request.preferred, max_worker + 1);
+    if (order.empty()) break;
+    for (std::int64_t w : order) {
+      const bool own = w == request.preferred || holders.contains(w);
+      Result<bool> taken = take_one(w, false, own);
+      if (!taken.ok()) return std::move(taken).error();
+      if (*taken) return claim;
+      holders[w] = false;
+    }
   }
   return Exhausted(fmt::format(
       "no free worker id: all {} ids of datacenter {} in {} are held or belong to another layout",

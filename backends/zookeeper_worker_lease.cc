@@ -118,6 +118,9 @@ class ZooKeeperLease final : public WorkerLease {
   }
   // Takes over the hwm node of `id`: returns its value. Errors: as FromRc.
   Result<std::int64_t> FenceHwm(std::int64_t id);
+  // Binds the cluster to options_.layout if nothing is bound yet (the node root_/layout), and
+  // checks the bound one (CheckClusterLayout). Errors: kInvalidArgument, as FromRc.
+  Status BindLayout();
 
   const std::string servers_;
   const std::string cluster_;
@@ -132,6 +135,7 @@ class ZooKeeperLease final : public WorkerLease {
   zhandle_t* zh_ = nullptr;
   std::int64_t session_ = 0;
   std::int64_t held_ = -1;
+  bool layout_bound_ = false;  // BindLayout succeeded once
   std::int32_t hwm_version_ = -1;
   std::int64_t hwm_known_ = 0;  // what the hwm node holds (this lease wrote it last)
 };
@@ -255,10 +259,28 @@ Result<std::int64_t> ZooKeeperLease::FenceHwm(std::int64_t id) {
   return Unavailable(fmt::format("zookeeper node {} keeps changing", path));
 }
 
+Status ZooKeeperLease::BindLayout() {
+  if (layout_bound_ || options_.layout.empty()) return Status::Ok();
+  const std::string path = root_ + "/layout";
+  int rc = zoo_create(zh_, path.c_str(), options_.layout.data(),
+                      static_cast<int>(options_.layout.size()), acl_, ZOO_PERSISTENT, nullptr, 0);
+  if (rc != ZOK && rc != ZNODEEXISTS) return FromRc(rc, "create " + path);
+  char buf[512];
+  int len = sizeof(buf);
+  Stat stat{};
+  rc = zoo_get(zh_, path.c_str(), 0, buf, &len, &stat);
+  if (rc != ZOK) return FromRc(rc, "get " + path);
+  const std::string bound(buf, static_cast<std::size_t>(std::max(len, 0)));
+  if (Status s = CheckClusterLayout(cluster_, bound, options_.layout); !s.ok()) return s;
+  layout_bound_ = true;
+  return Status::Ok();
+}
+
 Result<LeaseGrant> ZooKeeperLease::Acquire() {
   if (options_.identity.empty()) return InvalidArgument("the lease identity must not be empty");
   if (Status c = Connect(); !c.ok()) return std::move(c).error();
   if (held_ >= 0) return LeaseGrant{options_.datacenter_id, held_, hwm_known_};
+  if (Status s = BindLayout(); !s.ok()) return std::move(s).error();
   const std::string dir = fmt::format("{}/workers/{}", root_, options_.datacenter_id);
   for (int pass = 0; pass < 8; ++pass) {
     String_vector children{};

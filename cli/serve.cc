@@ -103,6 +103,7 @@ Result<server::ServiceParts> OpenServiceParts(const server::ServerConfig& config
     return std::move(dc).error();
   }
   lo.preferred = parts.data_dir->ReadPreferred();
+  lo.layout = LayoutFingerprint(config.generator.layout);  // one layout per cluster
   lo.call_timeout = std::chrono::milliseconds(server::CoordinatorCallTimeoutMs(config));
   Result<CoordinatorAccess> access = CoordinatorAccessOf(config);
   if (!access.ok()) return std::move(access).error();

@@ -218,6 +218,7 @@ class Simulation {
     WorkerLeaseOptions lo;
     lo.identity = slot.identity;
     lo.worker_count = layout_.worker_ids_per_datacenter();
+    lo.layout = LayoutFingerprint(layout_);
     lo.preferred = slot.disk->preferred;
     lo.ttl = std::chrono::milliseconds(ttl_ms_);
     const int incarnation = ++incarnations_;
@@ -260,6 +261,7 @@ class Simulation {
     WorkerLeaseOptions lo;
     lo.identity = slot.identity;
     lo.worker_count = layout_.worker_ids_per_datacenter();
+    lo.layout = LayoutFingerprint(layout_);
     lo.ttl = std::chrono::milliseconds(ttl_ms_);
     const int incarnation = ++incarnations_;
     auto lease =

@@ -56,6 +56,7 @@ class MemoryRegistry final : public WorkerLeaseRegistry {
   std::mutex mu_;
   std::uint64_t serials_ = 0;
   std::map<std::pair<std::int64_t, std::int64_t>, Slot> slots_;  // (dc, worker) -> slot
+  std::string layout_;  // the layout bound by the first lease that named one
 };
 
 MemoryLease::~MemoryLease() = default;  // a dropped lease is left to expire, like a dead process
@@ -63,6 +64,12 @@ MemoryLease::~MemoryLease() = default;  // a dropped lease is left to expire, li
 Result<LeaseGrant> MemoryLease::Acquire() {
   if (options_.identity.empty()) return InvalidArgument("the lease identity must not be empty");
   std::lock_guard lock(registry_.mu_);
+  if (!options_.layout.empty()) {
+    if (registry_.layout_.empty()) registry_.layout_ = options_.layout;
+    if (Status s = CheckClusterLayout("memory", registry_.layout_, options_.layout); !s.ok()) {
+      return std::move(s).error();
+    }
+  }
   const auto now = registry_.Now();
   auto take = [&](std::int64_t id) {
     Slot& s = registry_.slots_[{options_.datacenter_id, id}];
@@ -128,6 +135,15 @@ Status MemoryLease::Release() {
 }
 
 }  // namespace
+
+Status CheckClusterLayout(std::string_view cluster, std::string_view bound, std::string_view mine) {
+  if (bound == mine) return Status::Ok();
+  return InvalidArgument(fmt::format(
+      "cluster {} issues ids of layout \"{}\", this process's layout is \"{}\": ids of the two "
+      "could be equal, so one cluster serves one layout (direction included); give this "
+      "process another worker.cluster, or use the cluster's layout",
+      cluster, bound, mine));
+}
 
 std::vector<std::int64_t> WorkerIdCandidates(const std::map<std::int64_t, bool>& holders,
                                              std::int64_t preferred, std::int64_t worker_count,

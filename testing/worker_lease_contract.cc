@@ -243,6 +243,29 @@ TEST_P(WorkerLeaseContractTest, AnEmptyIdentityIsRefused) {
   EXPECT_EQ(g.error().code, ErrorCode::kInvalidArgument);
 }
 
+TEST_P(WorkerLeaseContractTest, AClusterServesTheLayoutItsFirstHolderBound) {
+  if (!GetParam().binds_layout) GTEST_SKIP() << "a local source keeps a layout per worker id";
+  const std::string where = GetParam().fresh();
+  auto with_layout = [](std::string identity, std::string layout) {
+    WorkerLeaseOptions o = Options(std::move(identity));
+    o.layout = std::move(layout);
+    return o;
+  };
+  auto a = GetParam().open(where, with_layout("a", "layout one"));
+  ASSERT_TRUE(a->Acquire().ok());
+  auto b = GetParam().open(where, with_layout("b", "layout two"));
+  Result<LeaseGrant> refused = b->Acquire();
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.error().code, ErrorCode::kInvalidArgument);
+  EXPECT_NE(refused.error().message.find("\"layout one\""), std::string::npos)
+      << refused.error().message;
+  // The binding outlives its first holder: ids of layout one stay in the cluster's history.
+  ASSERT_TRUE(a->Release().ok());
+  EXPECT_FALSE(b->Acquire().ok());
+  auto c = GetParam().open(where, with_layout("c", "layout one"));
+  EXPECT_TRUE(c->Acquire().ok());
+}
+
 }  // namespace
 
 LeaseFactory MemoryLeaseFactory() {

@@ -74,6 +74,23 @@ class CoordinatorTestCase(unittest.TestCase):
             self.assertIn("sekka_lease_held 1", metrics)
             self.assertIn("sekka_coordinator_calls_total", metrics)
 
+    def one_layout_per_cluster(self):
+        """The review of issue 22: an ascending and a descending host took worker id 0 of one
+        etcd cluster in turn (the hwm carries no layout) and repeated 46,848 ids at the mirror
+        date. A cluster now serves the layout its first holder bound."""
+        up = self.start("up")
+        self.assertEqual(up.worker_id, 0)
+        self.assertEqual(up.stop(), 0)
+        self.servers.remove(up)
+        down = self.start("down", env={"SEKKA_GENERATOR_DESCENDING": "true"}, wait=False)
+        self.assertFalse(down.wait_listening())
+        self.assertEqual(down.proc.returncode, 2)
+        err = down.stderr_text().strip().splitlines()[-1]
+        self.assertIn("cluster default issues ids of layout", err)
+        other = self.start("other", "--cluster", "descending",
+                           env={"SEKKA_GENERATOR_DESCENDING": "true"})
+        self.assertEqual(other.worker_id, 0)
+
     def dead_holders_id_after_the_ttl(self):
         a = self.start("a", ttl="2s")
         b = self.start("b", ttl="2s")
@@ -155,6 +172,9 @@ class CoordinatorTestCase(unittest.TestCase):
 
 class EtcdTest(CoordinatorTestCase):
     source = "etcd"
+
+    def test_a_cluster_serves_one_layout(self):
+        self.one_layout_per_cluster()
 
     def test_three_servers_get_different_worker_ids_and_300k_distinct_ids(self):
         self.three_servers_many_ids()
@@ -376,6 +396,9 @@ class EtcdClockTest(CoordinatorTestCase):
 
 class ZooKeeperTest(CoordinatorTestCase):
     source = "zookeeper"
+
+    def test_a_cluster_serves_one_layout(self):
+        self.one_layout_per_cluster()
 
     def test_three_servers_get_different_worker_ids_and_300k_distinct_ids(self):
         self.three_servers_many_ids()

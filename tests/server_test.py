@@ -286,15 +286,18 @@ class UniquenessTest(ServerTestCase):
 
 
 class WorkerIdTest(ServerTestCase):
-    def test_two_servers_on_one_data_dir_get_different_worker_ids(self):
-        a = self.start("shared")
-        b = self.start("shared")
+    def test_two_servers_of_one_host_get_different_worker_ids(self):
+        # One host: one lock dir; each process its own data dir (a second process on a data
+        # dir in use is refused: entry_points_test.py).
+        host = {"SEKKA_WORKER_LOCK_DIR": self.dirs.path("host-locks")}
+        a = self.start("a", env=host)
+        b = self.start("b", env=host)
         self.assertNotEqual(a.worker_id, b.worker_id)
         ia = int(a.get_json("/v1/id")[1]["id"])
         ib = int(b.get_json("/v1/id")[1]["id"])
         self.assertNotEqual((ia >> 12) & 1023, (ib >> 12) & 1023)
-        c = Server(self.dirs.path("shared"), "--worker-source", "static", "--worker-id",
-                   str(a.worker_id), wait=False)
+        c = Server(self.dirs.path("c"), "--worker-source", "static", "--worker-id",
+                   str(a.worker_id), env=host, wait=False)
         self.assertFalse(c.wait_listening())
         self.assertEqual(c.proc.returncode, 1)
         err = c.stderr_text()

@@ -53,6 +53,10 @@ struct WorkerLeaseOptions {
   std::chrono::milliseconds ttl{10'000};
   // How long one call to the coordinator may take.
   std::chrono::milliseconds call_timeout{2'000};
+  // The fingerprint of the layout ids are made with (LayoutFingerprint). A coordinator cluster
+  // serves one layout: the first holder binds it, and Acquire refuses any other (two layouts,
+  // or two directions, on one cluster's worker ids could make equal ids). "" = not checked.
+  std::string layout;
 };
 
 struct LeaseGrant {
@@ -103,6 +107,11 @@ std::vector<std::int64_t> WorkerIdCandidates(const std::map<std::int64_t, bool>&
 // Errors: kUnavailable naming both times, where the hwm comes from and the limit.
 Status CheckStartupWait(std::int64_t now_ms, std::int64_t hwm_ms, std::int64_t max_wait_ms,
                         std::string_view where);
+
+// The one-layout rule of a coordinator cluster: `bound` is the layout fingerprint the cluster's
+// first holder stored, `mine` this lease's (WorkerLeaseOptions::layout). Errors:
+// kInvalidArgument naming both and what to do.
+Status CheckClusterLayout(std::string_view cluster, std::string_view bound, std::string_view mine);
 
 // Checks the name of a sekka cluster at a coordinator (its key prefix): 1 to 64 characters of
 // [A-Za-z0-9._-]. Errors: kInvalidArgument naming the name and what is allowed.
