@@ -26,6 +26,7 @@ sys.path.insert(0, os.path.join(HERE, ".."))  # sekka_testlib
 
 import checker  # noqa: E402
 import cluster  # noqa: E402
+import proxy  # noqa: E402
 import soak as soak_report  # noqa: E402
 from nemesis import Nemesis  # noqa: E402
 from sekka_testlib import SEKKA, Postgres  # noqa: E402
@@ -123,6 +124,7 @@ def run(args):
     record = Recorder(os.path.join(history, "events.jsonl"))
     coord = pg = None
     nodes = []
+    links = None
     stopping = threading.Event()
     supervisor = None
     clients = []
@@ -141,7 +143,18 @@ def run(args):
         flags = ["--worker-source", source, "--coordinator", coord.uri,
                  "--lease-ttl", f"{LEASE_TTL_S}s", "--segment-store", pg.uri,
                  "--log-level", "warn"]
-        nodes = [cluster.Node(i, base, flags, env=coord.server_env) for i in range(args.servers)]
+        if args.transport:
+            # Each server reaches every member through its own proxies (proxy.py).
+            links = [proxy.Link(coord.client_ports, args.seed * 1000 + i)
+                     for i in range(args.servers)]
+            scheme = coord.uri.split("://", 1)[0]
+            nodes = [cluster.Node(i, base, [
+                f"{scheme}://" + ",".join(f"127.0.0.1:{p}" for p in links[i].ports)
+                if f == coord.uri else f for f in flags], env=coord.server_env)
+                for i in range(args.servers)]
+        else:
+            nodes = [cluster.Node(i, base, flags, env=coord.server_env)
+                     for i in range(args.servers)]
         supervisor = Supervisor(nodes, record)
         for n in nodes:
             supervisor.start(n)
@@ -150,6 +163,8 @@ def run(args):
                                "; ".join(n.last_log_line() for n in nodes))
         supervisor.thread.start()
         roles = {p: "coordinator" for p in coord.client_ports}
+        for link in links or []:
+            roles.update({p: "coordinator" for p in link.ports})
         roles[pg.port] = "postgres"
 
         def record_fds(when):
@@ -179,7 +194,7 @@ def run(args):
             c.start()
         if not args.soak:
             Nemesis(args.seed, nodes, coord, pg, record, LEASE_TTL_S, not args.short,
-                    supervisor).run(deadline - 10)
+                    supervisor, links).run(deadline - 10)
         for c in clients:
             c.join(timeout=max(1, deadline - time.monotonic() + 30))
             if c.is_alive():
@@ -196,6 +211,8 @@ def run(args):
                 supervisor.thread.join(timeout=10)
         for n in nodes:
             n.stop()
+        for link in links or []:
+            link.stop()
         if pg is not None:
             pg.stop()
         if coord is not None:
@@ -260,6 +277,9 @@ def main():
     p.add_argument("--short", action="store_true",
                    help="leave out the 1-minute clock steps (for the test suite)")
     p.add_argument("--soak", action="store_true", help="no faults: throughput and resources")
+    p.add_argument("--transport", action="store_true",
+                   help="each server reaches the coordinator through its own fault proxies "
+                        "(proxy.py), and the nemesis adds link faults")
     p.add_argument("--out", default="faults-out")
     p.add_argument("--keep", action="store_true", help="keep the processes' directories")
     args = p.parse_args()

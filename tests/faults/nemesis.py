@@ -33,13 +33,19 @@ KINDS = {
     "coordinator_pause_majority": (1, "snowflake", None),
     "postgres_pause": (2, "segment", None),
     "postgres_crash": (2, "segment", None),
+    # One server's link to the coordinator (proxy.py), with --transport only.
+    "link_delay": (3, "snowflake", "transport"),
+    "link_late": (3, "snowflake", "transport"),
+    "link_blackhole_past_ttl": (2, "snowflake", "transport"),
+    "link_partition_past_ttl": (2, "snowflake", "transport"),
+    "link_drop": (2, "snowflake", "transport"),
 }
 STEPS = {"100ms": 0.1, "5s": 5.0, "1min": 60.0}
 
 
 class Nemesis:
     def __init__(self, rng_seed, nodes, coordinator, postgres, record, lease_ttl_s, long_steps,
-                 supervisor):
+                 supervisor, links=None):
         self.rng = random.Random(rng_seed)
         self.nodes = nodes
         self.coord = coordinator
@@ -47,21 +53,24 @@ class Nemesis:
         self.record = record
         self.ttl = lease_ttl_s
         self.supervisor = supervisor
+        self.links = links  # proxy.Link per node, or None
         tmpfs = all(n.mounted for n in nodes)
         self.kinds = [k for k, (_, _, need) in KINDS.items()
                       if need is None or (need == "long" and long_steps) or
-                      (need == "tmpfs" and tmpfs)]
+                      (need == "tmpfs" and tmpfs) or (need == "transport" and links)]
         self.deck = []
 
     def next_kind(self):
         if not self.deck:
             self.deck = [k for k in self.kinds for _ in range(KINDS[k][0])]
             self.rng.shuffle(self.deck)
-            # Every kind once first, then the weighted rest.
+            # Every kind once first (the link faults first of all, when there are links: a
+            # short --transport campaign is for them), then the weighted rest.
             seen, head, tail = set(), [], []
             for k in self.deck:
                 (tail if k in seen else head).append(k)
                 seen.add(k)
+            head.sort(key=lambda k: not k.startswith("link_"))
             self.deck = head + tail
         return self.deck.pop(0)
 
@@ -100,7 +109,9 @@ class Nemesis:
             return None, t0, time.monotonic()
         node = rng.choice(self.nodes)
         t0 = time.monotonic()
-        if kind == "kill":
+        if kind.startswith("link_"):
+            self.link_fault(kind, self.links[node.index])
+        elif kind == "kill":
             self.supervisor.kill(node)
             self.hold(0, 1)
             self.supervisor.start(node)
@@ -144,6 +155,22 @@ class Nemesis:
         else:
             raise ValueError(f"unknown fault kind {kind}")
         return [node.index], t0, time.monotonic()
+
+    def link_fault(self, kind, link):
+        if kind == "link_delay":
+            lo = self.rng.uniform(0.02, 0.2)
+            link.set("delay", (lo, lo + self.rng.uniform(0.1, 1.0)))
+            self.hold(3, 6)
+        elif kind == "link_late":
+            link.set("late")
+            self.hold(3, 6)
+        elif kind == "link_drop":
+            link.set("drop")
+            self.hold(1, 4)
+        else:  # past the TTL: the server must notice it can no longer vouch for its ids
+            link.set("blackhole" if "blackhole" in kind else "partition")
+            self.hold(self.ttl + 1, self.ttl + 3)
+        link.heal()
 
     def coordinator_fault(self, kind):
         c = self.coord
