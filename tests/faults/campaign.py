@@ -33,7 +33,7 @@ from sekka_testlib import SEKKA, Postgres  # noqa: E402
 from workload import client_main  # noqa: E402
 
 TAGS = ["orders", "users", "messages"]
-LEASE_TTL_S = 3
+LEASE_TTL_S = 3  # short, so that pauses past the TTL are short (--lease-ttl)
 
 
 class Recorder:
@@ -141,7 +141,7 @@ def run(args):
                             pg.uri], check=True, capture_output=True)
         source = args.coordinator.removesuffix("-tls")  # etcd-tls: etcd over TLS, with a user
         flags = ["--worker-source", source, "--coordinator", coord.uri,
-                 "--lease-ttl", f"{LEASE_TTL_S}s", "--segment-store", pg.uri,
+                 "--lease-ttl", f"{args.lease_ttl}s", "--segment-store", pg.uri,
                  "--log-level", "warn"]
         if args.transport:
             # Each server reaches every member through its own proxies (proxy.py).
@@ -152,6 +152,8 @@ def run(args):
                 f"{scheme}://" + ",".join(f"127.0.0.1:{p}" for p in links[i].ports)
                 if f == coord.uri else f for f in flags], env=coord.server_env)
                 for i in range(args.servers)]
+            for n in nodes:  # named, so that the nemesis can lend one node another's name
+                n.worker_name = f"sekka-node-{n.index}"
         else:
             nodes = [cluster.Node(i, base, flags, env=coord.server_env)
                      for i in range(args.servers)]
@@ -193,8 +195,9 @@ def run(args):
         for c in clients:
             c.start()
         if not args.soak:
-            Nemesis(args.seed, nodes, coord, pg, record, LEASE_TTL_S, not args.short,
-                    supervisor, links).run(deadline - 10)
+            Nemesis(args.seed, nodes, coord, pg, record, args.lease_ttl, not args.short,
+                    supervisor, links, args.kinds.split(",") if args.kinds else None
+                    ).run(deadline - 10)
         for c in clients:
             c.join(timeout=max(1, deadline - time.monotonic() + 30))
             if c.is_alive():
@@ -277,6 +280,9 @@ def main():
     p.add_argument("--short", action="store_true",
                    help="leave out the 1-minute clock steps (for the test suite)")
     p.add_argument("--soak", action="store_true", help="no faults: throughput and resources")
+    p.add_argument("--lease-ttl", type=int, default=LEASE_TTL_S, help="seconds")
+    p.add_argument("--kinds", default="",
+                   help="only these fault kinds (comma-separated), for a targeted run")
     p.add_argument("--transport", action="store_true",
                    help="each server reaches the coordinator through its own fault proxies "
                         "(proxy.py), and the nemesis adds link faults")

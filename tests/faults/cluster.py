@@ -188,6 +188,9 @@ class Node:
         self.set_offset(0.0)
         self.http_port, self.resp_port = free_port(), free_port()
         self.flags = flags
+        # --worker-name (the lease identity); None: sekka's default (host and data dir). The
+        # nemesis lends one node another's to make it take that node's worker id over.
+        self.worker_name = None
         self.log_path = os.path.join(self.dir, "log")
         self.proc = None
         self.incarnation = 0
@@ -208,7 +211,8 @@ class Node:
         log.flush()
         self.proc = subprocess.Popen(
             [SEKKA, "serve", "--http", f"127.0.0.1:{self.http_port}", "--resp",
-             f"127.0.0.1:{self.resp_port}", "--data-dir", self.data, *self.flags],
+             f"127.0.0.1:{self.resp_port}", "--data-dir", self.data, *self.flags,
+             *(["--worker-name", self.worker_name] if self.worker_name else [])],
             stdout=log, stderr=log, env=env)
         log.close()
         self.incarnation += 1

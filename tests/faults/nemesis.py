@@ -39,13 +39,19 @@ KINDS = {
     "link_blackhole_past_ttl": (2, "snowflake", "transport"),
     "link_partition_past_ttl": (2, "snowflake", "transport"),
     "link_drop": (2, "snowflake", "transport"),
+    "same_identity_takeover": (3, "snowflake", "transport"),
 }
 STEPS = {"100ms": 0.1, "5s": 5.0, "1min": 60.0}
+# The order in which a --transport campaign deals its own kinds first: the takeover, which the
+# fences alone guard, leads.
+TRANSPORT_FIRST = {k: i for i, k in enumerate([
+    "same_identity_takeover", "link_delay", "link_late", "link_blackhole_past_ttl",
+    "link_partition_past_ttl", "link_drop"])}
 
 
 class Nemesis:
     def __init__(self, rng_seed, nodes, coordinator, postgres, record, lease_ttl_s, long_steps,
-                 supervisor, links=None):
+                 supervisor, links=None, only=None):
         self.rng = random.Random(rng_seed)
         self.nodes = nodes
         self.coord = coordinator
@@ -58,19 +64,21 @@ class Nemesis:
         self.kinds = [k for k, (_, _, need) in KINDS.items()
                       if need is None or (need == "long" and long_steps) or
                       (need == "tmpfs" and tmpfs) or (need == "transport" and links)]
+        if only:  # --kinds: a targeted run
+            self.kinds = [k for k in self.kinds if k in only]
         self.deck = []
 
     def next_kind(self):
         if not self.deck:
             self.deck = [k for k in self.kinds for _ in range(KINDS[k][0])]
             self.rng.shuffle(self.deck)
-            # Every kind once first (the link faults first of all, when there are links: a
+            # Every kind once first (the transport kinds first of all, when there are links: a
             # short --transport campaign is for them), then the weighted rest.
             seen, head, tail = set(), [], []
             for k in self.deck:
                 (tail if k in seen else head).append(k)
                 seen.add(k)
-            head.sort(key=lambda k: not k.startswith("link_"))
+            head.sort(key=lambda k: TRANSPORT_FIRST.get(k, len(TRANSPORT_FIRST)))
             self.deck = head + tail
         return self.deck.pop(0)
 
@@ -107,6 +115,8 @@ class Nemesis:
                 self.hold(1, 3)
                 self.pg.pg_ctl("start")
             return None, t0, time.monotonic()
+        if kind == "same_identity_takeover":
+            return self.same_identity_takeover()
         node = rng.choice(self.nodes)
         t0 = time.monotonic()
         if kind.startswith("link_"):
@@ -155,6 +165,27 @@ class Nemesis:
         else:
             raise ValueError(f"unknown fault kind {kind}")
         return [node.index], t0, time.monotonic()
+
+    def same_identity_takeover(self):
+        """Two processes with one worker.name (a configuration mistake): b restarts under a's
+        identity and takes a's worker id over at once, while a's link is slow enough that its
+        renewals time out now and then, so a may not know it lost the id when it next stores an
+        hwm. The stores are fenced (etcd: the owner key's revision; ZooKeeper: the hwm node's
+        version): without the fence, a would issue past what b waited out. The two then take
+        the id from each other until b gets its own name back."""
+        a, b = self.rng.sample(self.nodes, 2)
+        own = b.worker_name
+        t0 = time.monotonic()
+        self.links[a.index].set("delay", (0.3, 1.2))
+        self.supervisor.kill(b)
+        b.worker_name = a.worker_name
+        self.supervisor.start(b)
+        self.hold(self.ttl + 1, self.ttl + 3)
+        self.links[a.index].heal()
+        self.supervisor.kill(b)
+        b.worker_name = own
+        self.supervisor.start(b)
+        return [a.index, b.index], t0, time.monotonic()
 
     def link_fault(self, kind, link):
         if kind == "link_delay":
