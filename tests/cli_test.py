@@ -21,8 +21,10 @@ from sekka_testlib import SEKKA, faketime_env  # noqa: E402
 
 
 # The tests' host: a worker lock dir of their own, not the machine's /var/lib/sekka/workers.
-os.environ.setdefault("SEKKA_WORKER_LOCK_DIR", tempfile.mkdtemp(prefix="sekka-cli-locks-"))
-atexit.register(shutil.rmtree, os.environ["SEKKA_WORKER_LOCK_DIR"], True)
+# (Made only when none is given, and removed at exit: it was made, and left behind, on every run.)
+if not os.environ.get("SEKKA_WORKER_LOCK_DIR"):
+    os.environ["SEKKA_WORKER_LOCK_DIR"] = tempfile.mkdtemp(prefix="sekka-cli-locks-")
+    atexit.register(shutil.rmtree, os.environ["SEKKA_WORKER_LOCK_DIR"], True)
 
 
 def run(*args, stdin=None, timeout=60):
