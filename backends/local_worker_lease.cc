@@ -36,13 +36,10 @@ class LocalLease final : public WorkerLease {
   }
 
   // The lock cannot be lost while the process lives, unless its file is removed or replaced.
-  Status Renew() override {
-    return claim_ != nullptr ? claim_->CheckHeld() : Status(LeaseLost("no worker id is held"));
-  }
+  Status Renew() override { return CheckHeld(); }
 
   Status StoreHwm(std::int64_t hwm_millis) override {
-    if (claim_ == nullptr) return LeaseLost("no worker id is held");
-    if (Status held = claim_->CheckHeld(); !held.ok()) return held;
+    if (Status held = CheckHeld(); !held.ok()) return held;
     if (hwm_millis <= hwm_known_ && stored_layout_ == fingerprint_) return Status::Ok();
     const std::int64_t hwm = std::max(hwm_millis, hwm_known_);
     Status written = WriteStateFile(StatePath(claim_->worker_id()), {fingerprint_, hwm});
@@ -57,6 +54,15 @@ class LocalLease final : public WorkerLease {
   Status Release() override {
     claim_.reset();  // closes the lock file: the id is free at once
     return Status::Ok();
+  }
+
+  // OK while the claim's lock file is still at its path. A claim whose file was removed is
+  // dropped, so that the next Acquire locks anew (a new file, or another id).
+  Status CheckHeld() {
+    if (claim_ == nullptr) return LeaseLost("no worker id is held");
+    Status held = claim_->CheckHeld();
+    if (!held.ok()) claim_.reset();
+    return held;
   }
 
   std::string Describe() const override {

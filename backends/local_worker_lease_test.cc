@@ -121,6 +121,28 @@ TEST(LocalWorkerLease, StaticAndHostnameSourcesHoldTheirOwnIdOnly) {
   std::filesystem::remove_all(dir);
 }
 
+// A review found that a server whose lock file was removed never held an id again: Acquire
+// returned the claim on the removed file. The loss drops the claim; the next Acquire locks anew.
+TEST(LocalWorkerLease, ALeaseWhoseLockFileWasRemovedIsLostAndAcquiresAnew) {
+  const std::string dir = FreshDir();
+  LocalLeaseOptions l;
+  l.lock_dir = dir;
+  auto lease = NewLocalWorkerLease(l, Identity("x"));
+  ASSERT_TRUE(lease->Acquire().ok());
+  ASSERT_TRUE(lease->StoreHwm(1000).ok());
+  std::filesystem::remove(dir + "/0-0.lock");
+  Status renewed = lease->Renew();
+  ASSERT_FALSE(renewed.ok());
+  EXPECT_EQ(renewed.error().code, ErrorCode::kLeaseLost);
+  EXPECT_EQ(lease->StoreHwm(2000).error().code, ErrorCode::kLeaseLost);
+  Result<LeaseGrant> again = lease->Acquire();
+  ASSERT_TRUE(again.ok()) << again.error().message;
+  EXPECT_EQ(again->hwm_millis, 1000);  // past the hwm its first holding stored
+  EXPECT_TRUE(lease->Renew().ok());
+  EXPECT_TRUE(std::filesystem::exists(dir + "/0-0.lock"));
+  std::filesystem::remove_all(dir);
+}
+
 // Issue 22, finding 3: an id's state names the layout (direction included) that used it. A
 // free id whose earlier ids belong to another layout is passed over by `local`, so an upward and
 // a downward generator on one host never hold one worker id, at once or one after the other.

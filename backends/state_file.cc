@@ -74,9 +74,10 @@ Result<std::optional<StoredState>> ReadStateFile(const std::string& path) {
 }
 
 Status WriteFileDurably(const std::string& path, std::string_view text) {
-  // A fresh file of this process's (O_EXCL, after removing what is there): never one that a
-  // symbolic link planted in a shared dir points to.
-  const std::string tmp = path + ".tmp";
+  // A fresh file of this process's own (named by its pid, O_EXCL after removing a leftover of
+  // an earlier process with that pid): never one that a symbolic link planted in a shared dir
+  // points to, and never blocked by another user's leftover.
+  const std::string tmp = fmt::format("{}.tmp.{}", path, ::getpid());
   ::unlink(tmp.c_str());
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
   if (fd < 0) return Internal(fmt::format("cannot write {}: {}", tmp, std::strerror(errno)));

@@ -87,9 +87,9 @@ Status RecordLockHolder(int fd, const std::string& path, const std::string& iden
   // The identity (to get the id back after a restart) and the pid (for errors).
   const std::string content = fmt::format("pid={}\nidentity={}\n", ::getpid(), identity);
   if (::ftruncate(fd, 0) != 0 || ::pwrite(fd, content.data(), content.size(), 0) < 0) {
-    // Another user's file (opened read-only) keeps its holder's words: only a restart's
-    // preference for its old id is lost.
-    if (errno == EBADF) return Status::Ok();
+    // Another user's file (opened read-only: EBADF, or EINVAL from ftruncate) keeps its
+    // holder's words: only a restart's preference for its old id is lost.
+    if (errno == EBADF || errno == EINVAL) return Status::Ok();
     return Internal(fmt::format("cannot write {}: {}", path, std::strerror(errno)));
   }
   return Status::Ok();

@@ -177,6 +177,7 @@ void Service::LeaseLogLine(LeaseLogLevel level, std::string_view message,
   // A coordinator that stays down, or a disk that stays full, writes a line per 10 s.
   const bool repeating = message == "coordinator call failed" ||
                          message == "cannot store the high-water mark" ||
+                         message == "worker id lease acquired but its high-water mark failed" ||
                          message == "cannot copy the high-water mark into the data dir";
   std::string line = fields;
   if (repeating) {

@@ -384,10 +384,12 @@ void LeasedGenerator::RunBackgroundOnce(const std::function<bool()>& stopping) {
     MarkLost(fmt::format("the lease could not be renewed for {} ms (the TTL)", options_.ttl_ms));
   }
   if (lost_.load()) return;
+  // Stored again when less than max_drift + half of hwm_ahead is left: ids borrowed up to
+  // max_drift ahead of the clock stay below the stored hwm.
   Held& h = *held_.back();
   const std::int64_t left = layout().TickToMillis(h.stored.load() + 1) - clock_.NowMillis();
-  const std::int64_t ahead = options_.hwm_ahead_ms + options_.generator.max_drift.count();
-  if (left < ahead / 2 && mono >= next_store_ms_) {
+  const std::int64_t low = options_.generator.max_drift.count() + options_.hwm_ahead_ms / 2;
+  if (left < low && mono >= next_store_ms_) {
     Result<std::int64_t> s = StoreHwm(h, -1);
     if (!s.ok()) next_store_ms_ = mono + 500;  // not 10 times a second
     if (!s.ok() && s.error().code == ErrorCode::kLeaseLost) MarkLost(s.error().message);

@@ -146,6 +146,23 @@ TEST_F(LeasedGeneratorTest, ALostLeaseStopsIdsAndANewHolderStartsAboveIt) {
   EXPECT_EQ((*a)->Snapshot().leases_lost, 1u);
 }
 
+TEST_F(LeasedGeneratorTest, BorrowedTicksStayBelowTheStoredHwm) {
+  // A review found 503s from a healthy server with max_drift (10 s) above hwm_ahead (2 s): the
+  // hwm was stored again only when half of their sum was left, and borrowing reached it.
+  options_.coordinated = false;
+  options_.ttl_ms = 60'000;
+  options_.hwm_ahead_ms = kLocalHwmAheadMs;
+  options_.generator.on_sequence_exhausted = SequenceExhaustedPolicy::kBorrow;
+  options_.generator.max_drift = std::chrono::milliseconds(10'000);
+  auto g = Start("a");
+  ASSERT_TRUE(g.ok()) << g.error().message;
+  for (int round = 0; round < 40; ++round) {
+    clock_.AdvanceMillis(100);
+    (*g)->RunBackgroundOnce();
+    EXPECT_GE((*g)->Snapshot().hwm_millis, clock_.NowMillis() + 10'000) << "round " << round;
+  }
+}
+
 TEST_F(LeasedGeneratorTest, InlineHwmCoversOnlyTheIdsLeftAndIsStoredBeforeThem) {
   options_.coordinated = false;
   options_.inline_hwm = true;

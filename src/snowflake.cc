@@ -307,16 +307,17 @@ Result<Snowflake::Slots> Snowflake::Reserve(std::uint64_t count, bool within_tic
     }
 
     // 3. Nothing may be handed out now: the sequence of the allowed ticks is used up (or, under
-    // kContinue, borrowing reached max_drift while the clock is behind). When the hwm, not the
-    // rules, ended them, the hwm's error is the answer: waiting for the clock cannot raise the
-    // hwm, and under kContinue the tick to wait for may already be behind the clock (a loop
-    // that never waits). Otherwise wait for the clock.
-    if (!hwm.ok()) return std::move(hwm).error();
+    // kContinue, borrowing reached max_drift while the clock is behind). Wait for the clock,
+    // while the hwm is stored further meanwhile. When the hwm ended the slots and the tick to
+    // wait for is not ahead of the clock (borrowing or kContinue already reach past the hwm),
+    // waiting would not wait: the hwm's error is the answer, never a loop that asks the store
+    // again and again.
     const auto first_tick = static_cast<std::int64_t>(first >> sequence_bits_);
     if (first_tick > layout_.max_tick()) {
       return ExhaustedError();
     }
     const std::int64_t target = first_tick - ahead;
+    if (!hwm.ok() && target <= now) return std::move(hwm).error();
     if (now < newest) {  // kContinue with the clock behind
       if (waited_ticks + (target - now) > max_wait_ticks) {
         return BackwardsError(newest - now, now);
