@@ -4,6 +4,9 @@
 # more to do keep their own).
 start_work() {
   WORK=$(mktemp -d "/tmp/sekka-$1-XXXXXX")
+  # The run's own worker lock dir: never the machine's /var/lib/sekka/workers, where root-owned
+  # files would outlive the run (and the package test checks that every file there is sekka's).
+  export SEKKA_WORKER_LOCK_DIR="$WORK/locks"
   PIDS=()
   trap cleanup_work EXIT
 }

@@ -12,6 +12,7 @@ WINDOW="${WINDOW:-30}"
 bash scripts/build.sh > /dev/null
 SEKKA="$PWD/build/cli/sekka"
 WORK=$(mktemp -d /tmp/sekka-lease-bench-XXXXXX)
+export SEKKA_WORKER_LOCK_DIR="$WORK/locks"  # the run's own, not the machine's
 PIDS=()
 cleanup() {
   for p in "${PIDS[@]}"; do kill "$p" 2> /dev/null || true; done

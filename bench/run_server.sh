@@ -13,6 +13,7 @@ ROUNDS="${ROUNDS:-3}"
 bash scripts/build.sh > /dev/null
 SEKKA="$PWD/build/cli/sekka"
 WORK=$(mktemp -d /tmp/sekka-bench-XXXXXX)
+export SEKKA_WORKER_LOCK_DIR="$WORK/locks"  # the run's own, not the machine's
 chmod 755 "$WORK"
 PIDS=()
 cleanup() {
