@@ -210,10 +210,11 @@ int RunGen(const GenFlags& flags) {
   const std::string dir = !flags.lock_dir.empty()                  ? flags.lock_dir
                           : env_dir != nullptr && *env_dir != '\0' ? env_dir
                                                                    : kDefaultWorkerLockDir;
+  const std::int64_t worker_id = flags.worker_id_set ? flags.worker_id : 0;  // static's
   LeasedGeneratorOptions options;
   options.generator.layout = *layout;
   options.generator.sequence_start = *start;
-  options.generator.worker_id = flags.worker_id_set ? flags.worker_id : 0;
+  options.generator.worker_id = worker_id;
   options.generator.datacenter_id = flags.datacenter_id;
   options.hwm_ahead_ms = 100;  // capped by the ids left: the next run has little to wait out
   options.inline_hwm = true;
@@ -232,7 +233,7 @@ int RunGen(const GenFlags& flags) {
   LocalLeaseOptions local;
   local.source = flags.worker_id_set ? "static" : "local";
   local.lock_dir = dir;
-  local.worker_id = flags.worker_id_set ? flags.worker_id : 0;
+  local.worker_id = worker_id;
   local.layout = *layout;
   WorkerLeaseOptions lo;
   // One identity per layout: a gen of another layout does not take these ids for its own.

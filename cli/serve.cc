@@ -89,7 +89,7 @@ Result<server::ServiceParts> OpenServiceParts(const server::ServerConfig& config
   lo.datacenter_id = config.datacenter_id;
   lo.worker_count = config.generator.layout.worker_ids_per_datacenter();
   lo.ttl = std::chrono::milliseconds(config.lease_ttl_ms);
-  if (config.worker_source != "etcd" && config.worker_source != "zookeeper") {
+  if (!config.coordinated()) {
     LocalLeaseOptions local;
     local.source = config.worker_source;
     local.lock_dir = config.worker_lock_dir;

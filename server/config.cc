@@ -423,16 +423,15 @@ Result<ServerConfig> BuildConfig(const std::vector<ConfigValues>& sources) {
   c.cluster = get("worker.cluster");
   SEKKA_ASSIGN(c.lease_ttl_ms,
                DurationValue("worker.lease_ttl", get("worker.lease_ttl"), 1, 3'600'000));
-  const bool coordinated = c.worker_source == "etcd" || c.worker_source == "zookeeper";
   // A coordinator named under a local source would be ignored: each host would pick its worker
   // ids alone, and hosts would repeat each other's ids.
-  if (!coordinated && (!c.coordinator.empty() || c.cluster != "default")) {
+  if (!c.coordinated() && (!c.coordinator.empty() || c.cluster != "default")) {
     return InvalidArgument(fmt::format(
         "config {} applies to worker.source etcd or zookeeper only (the source is \"{}\"): set "
         "worker.source (--worker-source) to the coordinator's kind, or drop it",
         c.coordinator.empty() ? "worker.cluster" : "worker.coordinator", c.worker_source));
   }
-  if (coordinated) {
+  if (c.coordinated()) {
     if (c.coordinator.empty()) {
       return BadValue("worker.coordinator", "",
                       fmt::format("{}://host:port[,host:port...] with worker.source = \"{}\"",
@@ -456,7 +455,7 @@ Result<ServerConfig> BuildConfig(const std::vector<ConfigValues>& sources) {
     return BadValue("worker.source", c.worker_source,
                     "etcd when worker.tls_* are set (Debian's ZooKeeper client has no TLS)");
   }
-  if (user && c.worker_source != "etcd" && c.worker_source != "zookeeper") {
+  if (user && !c.coordinated()) {
     return BadValue("worker.source", c.worker_source,
                     "etcd or zookeeper when worker.username or worker.password* are set");
   }

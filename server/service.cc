@@ -84,7 +84,7 @@ std::string_view ProtocolName(Protocol protocol) {
 Service::Service(const ServerConfig& config, Clock& clock)
     : config_(config),
       clock_(clock),
-      coordinated_(config.worker_source == "etcd" || config.worker_source == "zookeeper"),
+      coordinated_(config.coordinated()),
       started_ms_(clock.NowMillis()) {}
 
 Service::~Service() { Stop(); }
@@ -131,9 +131,8 @@ Result<std::unique_ptr<Service>> Service::Start(const ServerConfig& config, Serv
   lo.after_ms = config.after_floor_ms;
   lo.after_what = fmt::format("generator.after_id {}", config.after_id);
   lo.force = config.force;
-  lo.log = [&s](LeaseLogLevel level, std::string_view message, const std::string& fields) {
-    s.LeaseLogLine(level, message, fields);
-  };
+  lo.log = [&s](LeaseLogLevel level, std::string_view message, const std::string& fields,
+                bool repeats) { s.LeaseLogLine(level, message, fields, repeats); };
   Result<std::unique_ptr<LeasedGenerator>> leased =
       LeasedGenerator::Start(lo, clock, std::move(parts.lease), s.data_dir_.get());
   if (!leased.ok()) return std::move(leased).error();
@@ -172,19 +171,15 @@ Result<std::unique_ptr<Service>> Service::Start(const ServerConfig& config, Serv
   return service;
 }
 
-void Service::LeaseLogLine(LeaseLogLevel level, std::string_view message,
-                           const std::string& fields) {
+void Service::LeaseLogLine(LeaseLogLevel level, std::string_view message, const std::string& fields,
+                           bool repeats) {
   // A coordinator that stays down, or a disk that stays full, writes a line per 10 s.
-  const bool repeating = message == "coordinator call failed" ||
-                         message == "cannot store the high-water mark" ||
-                         message == "worker id lease acquired but its high-water mark failed" ||
-                         message == "cannot copy the high-water mark into the data dir";
   std::string line = fields;
-  if (repeating) {
+  if (repeats) {
     std::lock_guard lock(log_mu_);
-    LogLimiter& limiter = message == "cannot copy the high-water mark into the data dir"
-                              ? persist_log_
-                              : coordinator_log_;
+    auto it = repeating_logs_.find(message);
+    if (it == repeating_logs_.end()) it = repeating_logs_.emplace(message, LogLimiter()).first;
+    LogLimiter& limiter = it->second;
     std::uint64_t held = 0;
     if (!limiter.Allow(clock_.MonotonicMillis(), &held)) return;
     line += fmt::format(" similar_lines_held_back={}", held);
@@ -196,8 +191,8 @@ void Service::LeaseLogLine(LeaseLogLevel level, std::string_view message,
 }
 
 WorkerInfo Service::worker() const {
-  const LeaseSnapshot snap = leased_->Snapshot();
-  return WorkerInfo{config_.worker_source, snap.datacenter_id, snap.worker_id};
+  const Snowflake& g = generator();
+  return WorkerInfo{config_.worker_source, g.datacenter_id(), g.worker_id()};
 }
 
 bool Service::stopping() {
@@ -431,6 +426,7 @@ std::string Service::UiJson() {
   segments += ']';
   const SnowflakeStats st = generator().stats();
   const WorkerInfo w = worker();
+  const LeaseSnapshot lease = leased_->Snapshot();
   const std::int64_t now = clock_.NowMillis();
   std::int64_t connections = 0;
   for (const auto& o : open_) connections += o.load();
@@ -442,9 +438,9 @@ std::string Service::UiJson() {
       "\"sequence_waits\":{}}},\"connections\":{},\"segments\":{},\"history\":{}}}",
       FormatUtcMillis(now), kVersion, (now - started_ms_) / 1000, JsonString(layout().name()),
       FormatUtcMillis(layout().end_millis()), w.source, w.datacenter_id, w.worker_id,
-      leased_->Snapshot().held ? "true" : "false", FormatUtcMillis(hwm_millis()),
-      hwm_millis() - now, ids_issued_.load(), st.clock_backwards_events, st.max_backwards_millis,
-      st.sequence_waits, connections, segments, points);
+      lease.held ? "true" : "false", FormatUtcMillis(lease.hwm_millis), lease.hwm_millis - now,
+      ids_issued_.load(), st.clock_backwards_events, st.max_backwards_millis, st.sequence_waits,
+      connections, segments, points);
 }
 
 std::string Service::MetricsText() {

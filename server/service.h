@@ -14,6 +14,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <span>
@@ -188,7 +189,7 @@ class Service {
   WorkerInfo worker() const;
   // The wall clock, in Unix milliseconds (Thrift's get_timestamp).
   std::int64_t now_millis() const { return clock_.NowMillis(); }
-  std::int64_t hwm_millis() const { return leased_->Snapshot().hwm_millis; }
+  std::int64_t hwm_millis() const { return leased_->hwm_millis(); }
   // The generator ids come from now. One that a lost lease replaced stays alive (and refuses
   // ticks past the hwm stored for it) until the service ends.
   Snowflake& generator() const { return leased_->generator(); }
@@ -204,7 +205,8 @@ class Service {
  private:
   Service(const ServerConfig& config, Clock& clock);
   // The leased generator's log lines, repeating failures limited to one per 10 s.
-  void LeaseLogLine(LeaseLogLevel level, std::string_view message, const std::string& fields);
+  void LeaseLogLine(LeaseLogLevel level, std::string_view message, const std::string& fields,
+                    bool repeats);
   std::string LeaseJson();
   bool stopping();
 
@@ -250,8 +252,8 @@ class Service {
   std::condition_variable wake_;
   bool stopping_ = false;  // guarded by mu_
   std::mutex log_mu_;
-  LogLimiter coordinator_log_;  // guarded by log_mu_
-  LogLimiter persist_log_;      // guarded by log_mu_
+  // One limiter per repeating lease message. Guarded by log_mu_.
+  std::map<std::string, LogLimiter, std::less<>> repeating_logs_;
   std::thread reserver_;
 };
 

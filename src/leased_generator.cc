@@ -12,9 +12,7 @@ namespace sekka {
 // A generator and the hwm stored for it. The hwm belongs to this generator alone: another
 // worker id's (or another generator's) stored hwm never vouches for its ticks.
 struct LeasedGenerator::Held {
-  std::unique_ptr<Snowflake> snowflake;
-  std::int64_t datacenter_id = 0;
-  std::int64_t worker_id = 0;
+  std::unique_ptr<Snowflake> snowflake;  // its worker id is this holding's
   std::atomic<std::int64_t> stored{-1};  // the last tick whose hwm was stored durably
   // The largest tick ever sent to a store, stored or not (a call that timed out may still
   // land): the next target is never below it. Owner thread.
@@ -23,9 +21,11 @@ struct LeasedGenerator::Held {
 
 LeasedGenerator::LeasedGenerator(const LeasedGeneratorOptions& options, Clock& clock,
                                  std::unique_ptr<WorkerLease> lease, DataDir* data_dir)
-    : options_(options), clock_(clock), lease_(std::move(lease)), data_dir_(data_dir) {
-  snap_.source = std::string(lease_->source());
-}
+    : options_(options),
+      fingerprint_(LayoutFingerprint(options.generator.layout)),
+      clock_(clock),
+      lease_(std::move(lease)),
+      data_dir_(data_dir) {}
 
 LeasedGenerator::~LeasedGenerator() { (void)Stop(); }
 
@@ -122,13 +122,12 @@ Result<std::int64_t> LeasedGenerator::Floor(const LeaseGrant& grant, std::string
   if (!stored.ok()) return std::move(stored).error();
   if (!stored->has_value()) return floor;
   const StoredState& st = **stored;
-  const std::string fingerprint = LayoutFingerprint(layout());
-  if (st.layout != fingerprint && !options_.force) {
+  if (st.layout != fingerprint_ && !options_.force) {
     return InvalidArgument(fmt::format(
         "the state in {} was made with layout \"{}\", this configuration has \"{}\": refusing "
         "to start, since ids of the two could collide (set generator.force = true or --force "
         "to start anyway)",
-        data_dir_->StateName(dc, worker), st.layout, fingerprint));
+        data_dir_->StateName(dc, worker), st.layout, fingerprint_));
   }
   // A forced state of another layout still counts: its hwm is a time, whatever layout stored it.
   if (st.hwm_millis > floor) {
@@ -160,8 +159,6 @@ Status LeasedGenerator::Begin(const LeaseGrant& grant, std::int64_t floor_ms) {
   o.start_hwm_tick =
       floor_ms > 0 ? std::max<std::int64_t>(-1, layout().MillisToTick(floor_ms)) : -1;
   auto held = std::make_unique<Held>();
-  held->datacenter_id = grant.datacenter_id;
-  held->worker_id = grant.worker_id;
   held->stored.store(o.start_hwm_tick);
   Held* h = held.get();
   // The generator asks about its own hwm, captured here: never the current generator's.
@@ -177,8 +174,6 @@ Status LeasedGenerator::Begin(const LeaseGrant& grant, std::int64_t floor_ms) {
   current_.store(h->snowflake.get(), std::memory_order_release);
   if (options_.coordinated && data_dir_ != nullptr) data_dir_->WritePreferred(grant.worker_id);
   std::lock_guard lock(mu_);
-  snap_.datacenter_id = grant.datacenter_id;
-  snap_.worker_id = grant.worker_id;
   snap_.acquired_millis = clock_.NowMillis();
   snap_.hwm_millis = std::max(snap_.hwm_millis, floor_ms);
   return Status::Ok();
@@ -204,7 +199,7 @@ Result<std::int64_t> LeasedGenerator::CheckStored(const Held& held, std::int64_t
   return LeaseLost(fmt::format(
       "worker id {} cannot vouch for ids after {}: the coordinator has not confirmed a later "
       "high-water mark{}",
-      held.worker_id, until,
+      held.snowflake->worker_id(), until,
       snap_.lease_error.empty() ? std::string() : " (" + snap_.lease_error + ")"));
 }
 
@@ -227,7 +222,8 @@ Result<std::int64_t> LeasedGenerator::StoreHwm(Held& held, std::int64_t at_least
   Status stored = Call("store_hwm", lease_->StoreHwm(hwm));
   Status copied = Status::Ok();
   if (stored.ok() && options_.coordinated && data_dir_ != nullptr) {
-    copied = data_dir_->WriteState(held.datacenter_id, held.worker_id, {LayoutFingerprint(l), hwm});
+    const Snowflake& g = *held.snowflake;
+    copied = data_dir_->WriteState(g.datacenter_id(), g.worker_id(), {fingerprint_, hwm});
   }
   const auto micros = std::chrono::duration_cast<std::chrono::microseconds>(
                           std::chrono::steady_clock::now() - begin)
@@ -250,7 +246,7 @@ Result<std::int64_t> LeasedGenerator::StoreHwm(Held& held, std::int64_t at_least
   if (!stored.ok()) return std::move(stored).error();
   if (!copied.ok()) {  // logged only: the coordinator has the hwm
     Emit(LeaseLogLevel::kError, "cannot copy the high-water mark into the data dir",
-         fmt::format("error=\"{}\"", copied.error().message));
+         fmt::format("error=\"{}\"", copied.error().message), /*repeats=*/true);
   }
   // 4. Only now may ids of ticks up to the target be issued.
   held.stored.store(target, std::memory_order_release);
@@ -280,7 +276,7 @@ Status LeasedGenerator::Call(const char* what, Status status, bool log) {
   if (!log) return status;
   Emit(LeaseLogLevel::kWarn,
        options_.coordinated ? "coordinator call failed" : "cannot store the high-water mark",
-       fmt::format("call={} error=\"{}\"", what, status.error().message));
+       fmt::format("call={} error=\"{}\"", what, status.error().message), /*repeats=*/true);
   return status;
 }
 
@@ -302,16 +298,13 @@ Status LeasedGenerator::Renew() {
 
 void LeasedGenerator::MarkLost(const std::string& why) {
   if (lost_.exchange(true)) return;
-  std::int64_t worker = 0;
   {
     std::lock_guard lock(mu_);
     snap_.leases_lost++;
-    snap_.held = false;
     snap_.lease_error = why;
-    worker = snap_.worker_id;
   }
   Emit(LeaseLogLevel::kError, "worker id lease lost: not issuing ids until a lease is held again",
-       fmt::format("worker_id={} reason=\"{}\"", worker, why));
+       fmt::format("worker_id={} reason=\"{}\"", generator().worker_id(), why));
   next_reacquire_ms_ = clock_.MonotonicMillis();
 }
 
@@ -329,8 +322,9 @@ void LeasedGenerator::TryReacquire(const std::function<bool()>& stopping) {
   }
   // The same generator may go on only if nobody stored past what it had stored itself.
   const std::int64_t stored_ms = layout().TickToMillis(current.stored.load() + 1) - 1;
-  const bool same = grant->worker_id == current.worker_id &&
-                    grant->datacenter_id == current.datacenter_id && *floor <= stored_ms;
+  const bool same = grant->worker_id == current.snowflake->worker_id() &&
+                    grant->datacenter_id == current.snowflake->datacenter_id() &&
+                    *floor <= stored_ms;
   if (!same) {
     // Another id, or one somebody else used meanwhile: a new generator, past that id's hwm. A
     // clock too far behind it is refused as at start: the id is given back, not held for the
@@ -352,13 +346,12 @@ void LeasedGenerator::TryReacquire(const std::function<bool()>& stopping) {
   }
   if (Result<std::int64_t> s = StoreHwm(*held_.back(), -1); !s.ok()) {  // tried again in 1 s
     Emit(LeaseLogLevel::kWarn, "worker id lease acquired but its high-water mark failed",
-         fmt::format("error=\"{}\"", s.error().message));
+         fmt::format("error=\"{}\"", s.error().message), /*repeats=*/true);
     return;
   }
   {
     std::lock_guard lock(mu_);
     snap_.acquired_millis = clock_.NowMillis();
-    snap_.held = true;
   }
   lost_.store(false, std::memory_order_release);
   Emit(LeaseLogLevel::kInfo, "worker id lease held again",
@@ -413,8 +406,8 @@ Status LeasedGenerator::Stop() {
 
 Error LeasedGenerator::LostError() const {
   std::lock_guard lock(mu_);
-  return LeaseLost(fmt::format("worker id {} is not held by this process now: {}", snap_.worker_id,
-                               snap_.lease_error));
+  return LeaseLost(fmt::format("worker id {} is not held by this process now: {}",
+                               generator().worker_id(), snap_.lease_error));
 }
 
 Status LeasedGenerator::Ready() const {
@@ -432,12 +425,19 @@ Status LeasedGenerator::Ready() const {
 
 LeaseSnapshot LeasedGenerator::Snapshot() const {
   std::lock_guard lock(mu_);
-  return snap_;
+  LeaseSnapshot snap = snap_;
+  snap.held = !lost_.load();
+  return snap;
 }
 
-void LeasedGenerator::Emit(LeaseLogLevel level, std::string_view message,
-                           const std::string& fields) const {
-  if (options_.log) options_.log(level, message, fields);
+std::int64_t LeasedGenerator::hwm_millis() const {
+  std::lock_guard lock(mu_);
+  return snap_.hwm_millis;
+}
+
+void LeasedGenerator::Emit(LeaseLogLevel level, std::string_view message, const std::string& fields,
+                           bool repeats) const {
+  if (options_.log) options_.log(level, message, fields, repeats);
 }
 
 }  // namespace sekka

@@ -125,7 +125,7 @@ TEST_F(LeasedGeneratorTest, ALostLeaseStopsIdsAndANewHolderStartsAboveIt) {
   clock_.AdvanceMillis(options_.ttl_ms + 1);
   auto b = Start("b");
   ASSERT_TRUE(b.ok()) << b.error().message;
-  EXPECT_EQ((*b)->Snapshot().worker_id, 0);
+  EXPECT_EQ((*b)->generator().worker_id(), 0);
   const Id from_b = *(*b)->NextId();
   EXPECT_GT(from_b, before);
   // a wakes: its renewal is refused, it is lost, and it issues nothing.
@@ -138,7 +138,7 @@ TEST_F(LeasedGeneratorTest, ALostLeaseStopsIdsAndANewHolderStartsAboveIt) {
   clock_.AdvanceMillis(1000);
   (*a)->RunBackgroundOnce();
   ASSERT_TRUE((*a)->Snapshot().held) << (*a)->Snapshot().lease_error;
-  EXPECT_NE((*a)->Snapshot().worker_id, 0);
+  EXPECT_NE((*a)->generator().worker_id(), 0);
   std::set<Id> seen;
   for (auto* g : {a->get(), b->get()}) {
     for (int i = 0; i < 1000; ++i) EXPECT_TRUE(seen.insert(*g->NextId()).second);

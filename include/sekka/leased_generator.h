@@ -52,9 +52,10 @@ namespace sekka {
 
 enum class LeaseLogLevel { kInfo, kWarn, kError };
 // Where the generator's events go: a message and "key=value ..." fields (server/log.h's shape).
-// Repeating failures (a coordinator down, a full disk) are limited by the receiver.
-using LeaseLog =
-    std::function<void(LeaseLogLevel level, std::string_view message, const std::string& fields)>;
+// `repeats` marks a failure that can come every round while it lasts (a coordinator down, a full
+// disk): the receiver limits those, by message.
+using LeaseLog = std::function<void(LeaseLogLevel level, std::string_view message,
+                                    const std::string& fields, bool repeats)>;
 
 struct LeasedGeneratorOptions {
   // The layout and clock rules. Its worker and datacenter ids are checked against the layout
@@ -69,8 +70,9 @@ struct LeasedGeneratorOptions {
   // One coordinator call's budget: a first acquire that failed kUnavailable after using at least
   // half of it timed out, and is asked again.
   std::int64_t call_timeout_ms = 2'000;
-  // How far ahead of the clock the stored hwm reaches; a new one is stored when less than half
-  // is left (the generator's max_drift is added: borrowed ticks are covered too).
+  // How far ahead of the clock the stored hwm reaches, plus the generator's max_drift; a new
+  // one is stored when less than max_drift + hwm_ahead_ms / 2 is left, so that borrowed ticks
+  // stay covered.
   std::int64_t hwm_ahead_ms = 2'000;
   // The longest wait past a stored hwm at start or re-acquire; a longer one is refused.
   std::int64_t max_startup_wait_ms = 10'000;
@@ -87,12 +89,9 @@ struct LeasedGeneratorOptions {
   LeaseLog log;
 };
 
-// What /v1/info, /ui and /metrics show.
+// What /v1/info, /ui and /metrics show (the worker id is the generator's: generator()).
 struct LeaseSnapshot {
-  std::string source;  // the lease's source()
-  std::int64_t datacenter_id = 0;
-  std::int64_t worker_id = 0;
-  bool held = true;
+  bool held = true;                  // false while the lease is lost
   std::int64_t hwm_millis = 0;       // the largest hwm stored by this process
   std::int64_t acquired_millis = 0;  // when the lease was last acquired (wall clock)
   std::int64_t renew_micros = 0;     // the last renewal's latency
@@ -142,12 +141,14 @@ class LeasedGenerator {
   // kUnavailable (the hwm could not be stored past now).
   Status Ready() const;
   LeaseSnapshot Snapshot() const;
+  // Snapshot().hwm_millis alone.
+  std::int64_t hwm_millis() const;
   // The generator ids come from now.
   Snowflake& generator() const { return *current_.load(std::memory_order_acquire); }
   const Layout& layout() const { return options_.generator.layout; }
 
   // One round of the background work: renew, notice a lost lease, re-acquire, and store the
-  // next hwm when less than half of hwm_ahead is left. `stopping` ends a wait early.
+  // next hwm when it runs low (hwm_ahead_ms). `stopping` ends a wait early.
   void RunBackgroundOnce(const std::function<bool()>& stopping = {});
   // Gives the worker id back (the hwm stays). Errors: the lease's Release.
   Status Stop();
@@ -158,7 +159,8 @@ class LeasedGenerator {
   LeasedGenerator(const LeasedGeneratorOptions& options, Clock& clock,
                   std::unique_ptr<WorkerLease> lease, DataDir* data_dir);
   Result<LeaseGrant> FirstAcquire();
-  // The floor of (dc, worker): the largest of `lease_hwm`, the data dir's and `after_ms`.
+  // The floor of the granted id: the largest of its hwm at the lease, the data dir's copy and
+  // after_ms; `where` names the one that won, for messages.
   Result<std::int64_t> Floor(const LeaseGrant& grant, std::string* where);
   Status WaitPast(std::int64_t floor_ms, const std::function<bool()>& stopping);
   Status Begin(const LeaseGrant& grant, std::int64_t floor_ms);
@@ -170,9 +172,11 @@ class LeasedGenerator {
   void MarkLost(const std::string& why);
   void TryReacquire(const std::function<bool()>& stopping);
   Error LostError() const;
-  void Emit(LeaseLogLevel level, std::string_view message, const std::string& fields) const;
+  void Emit(LeaseLogLevel level, std::string_view message, const std::string& fields,
+            bool repeats = false) const;
 
   const LeasedGeneratorOptions options_;
+  const std::string fingerprint_;  // LayoutFingerprint(layout()), for the data dir's states
   Clock& clock_;
   std::unique_ptr<WorkerLease> lease_;
   DataDir* const data_dir_;
