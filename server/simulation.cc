@@ -202,6 +202,17 @@ class Simulation {
   }
 
  private:
+  // A lease of slot's process at the simulated coordinator, with its faults.
+  std::unique_ptr<FaultyLease> NewLease(const Slot& slot, std::int64_t preferred, int incarnation) {
+    WorkerLeaseOptions lo;
+    lo.identity = slot.identity;
+    lo.worker_count = layout_.worker_ids_per_datacenter();
+    lo.layout = LayoutFingerprint(layout_);
+    lo.preferred = preferred;
+    lo.ttl = std::chrono::milliseconds(ttl_ms_);
+    return std::make_unique<FaultyLease>(coordinator_.registry->NewLease(lo), *this, incarnation);
+  }
+
   void StartServer(std::size_t i, bool fresh_disk) {
     Slot& slot = slots_[i];
     if (slot.gen) return StartGen(i);
@@ -215,15 +226,8 @@ class Simulation {
     config.generator.on_sequence_exhausted =
         borrow_ ? SequenceExhaustedPolicy::kBorrow : SequenceExhaustedPolicy::kWait;
     config.generator.random_seed = options_.seed;
-    WorkerLeaseOptions lo;
-    lo.identity = slot.identity;
-    lo.worker_count = layout_.worker_ids_per_datacenter();
-    lo.layout = LayoutFingerprint(layout_);
-    lo.preferred = slot.disk->preferred;
-    lo.ttl = std::chrono::milliseconds(ttl_ms_);
     const int incarnation = ++incarnations_;
-    auto lease =
-        std::make_unique<FaultyLease>(coordinator_.registry->NewLease(lo), *this, incarnation);
+    std::unique_ptr<FaultyLease> lease = NewLease(slot, slot.disk->preferred, incarnation);
     FaultyLease* raw = lease.get();
     ServiceParts parts;
     parts.clock = slot.clock.get();
@@ -258,14 +262,8 @@ class Simulation {
     o.inline_hwm = true;
     o.hwm_ahead_ms = 100;
     o.ttl_ms = ttl_ms_;
-    WorkerLeaseOptions lo;
-    lo.identity = slot.identity;
-    lo.worker_count = layout_.worker_ids_per_datacenter();
-    lo.layout = LayoutFingerprint(layout_);
-    lo.ttl = std::chrono::milliseconds(ttl_ms_);
     const int incarnation = ++incarnations_;
-    auto lease =
-        std::make_unique<FaultyLease>(coordinator_.registry->NewLease(lo), *this, incarnation);
+    std::unique_ptr<FaultyLease> lease = NewLease(slot, -1, incarnation);
     FaultyLease* raw = lease.get();
     Result<std::unique_ptr<LeasedGenerator>> g =
         LeasedGenerator::Start(o, *slot.clock, std::move(lease), nullptr);

@@ -11,6 +11,7 @@ as every process of one host shares /var/lib/sekka/workers by default.
 import datetime
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -44,6 +45,14 @@ class HostTestCase(unittest.TestCase):
             "SEKKA_WORKER_LOCK_DIR": self.lock_dir}), wait=wait)
         self.servers.append(s)
         return s
+
+    def refused(self, name, *flags, code, env=None):
+        """Starts `sekka serve` expecting it to stop before it listens, with exit status
+        `code`; returns what it wrote on stderr."""
+        s = self.serve(name, *flags, wait=False, env=env)
+        self.assertFalse(s.wait_listening())
+        self.assertEqual(s.proc.returncode, code)
+        return s.stderr_text()
 
     def gen(self, *args, env=None, timeout=120):
         return subprocess.Popen([SEKKA, "gen", *args], stdout=subprocess.PIPE,
@@ -97,10 +106,7 @@ class HostWorkerIdTest(HostTestCase):
         try:
             # gen has taken its lock once it has printed its first id.
             self.assertTrue(g.stdout.readline().strip())
-            s = self.serve("s", "--worker-source", "static", "--worker-id", "9", wait=False)
-            self.assertFalse(s.wait_listening())
-            self.assertEqual(s.proc.returncode, 1)
-            err = s.stderr_text()
+            err = self.refused("s", "--worker-source", "static", "--worker-id", "9", code=1)
             self.assertIn("worker id 9 (datacenter 0) is already held by another process", err)
             self.assertIn(self.lock_dir, err)
         finally:
@@ -109,22 +115,14 @@ class HostWorkerIdTest(HostTestCase):
 
     def test_worker_id_without_the_static_source_is_refused(self):
         """Finding 8: `--worker-id 5` under source local ran as worker 0, silently."""
-        s = self.serve("s", "--worker-id", "5", wait=False)
-        self.assertFalse(s.wait_listening())
-        self.assertEqual(s.proc.returncode, 2)
-        err = s.stderr_text().strip().splitlines()
+        err = self.refused("s", "--worker-id", "5", code=2).strip().splitlines()
         self.assertIn("worker.id applies to worker.source static only", err[-1])
-        env_set = self.serve("e", wait=False, env={"SEKKA_WORKER_ID": "5"})
-        self.assertFalse(env_set.wait_listening())
-        self.assertEqual(env_set.proc.returncode, 2)
+        self.refused("e", code=2, env={"SEKKA_WORKER_ID": "5"})
         # The same for a coordinator named under a local source: each host would pick alone.
         for name, flags, env, key in [
                 ("c1", ["--coordinator", "etcd://127.0.0.1:2379"], {}, "worker.coordinator"),
                 ("c2", [], {"SEKKA_WORKER_CLUSTER": "orders"}, "worker.cluster")]:
-            s = self.serve(name, *flags, wait=False, env=env)
-            self.assertFalse(s.wait_listening())
-            self.assertEqual(s.proc.returncode, 2)
-            last = s.stderr_text().strip().splitlines()[-1]
+            last = self.refused(name, *flags, code=2, env=env).strip().splitlines()[-1]
             self.assertIn(f"{key} applies to worker.source etcd or zookeeper only", last)
 
     def test_serve_after_id_issues_only_ids_above_it(self):
@@ -165,12 +163,7 @@ class ReviewFindingsTest(HostTestCase):
         """Two local-source servers on one data dir both ran and both handed CosId machine id 0
         to different instances (the machines file is read once and rewritten whole)."""
         self.serve("shared")
-        second = Server(self.dirs.path("shared"), env={"SEKKA_WORKER_LOCK_DIR": self.lock_dir},
-                        wait=False)
-        self.servers.append(second)
-        self.assertFalse(second.wait_listening())
-        self.assertEqual(second.proc.returncode, 1)
-        self.assertIn("is used by another sekka process", second.stderr_text())
+        self.assertIn("is used by another sekka process", self.refused("shared", code=1))
 
     def test_a_descending_layout_key_is_kept_by_serve(self):
         """`serve --layout sekka,descending=true` served ascending ids."""
@@ -214,32 +207,36 @@ class ReviewFindingsTest(HostTestCase):
         self.assertEqual(status, 200, body)
         self.assertEqual(len(set(int(x) for x in body["ids"]) & set(printed)), 0)
 
-    def test_a_planted_symbolic_link_is_never_written_through(self):
-        """A symbolic link 0-0.lock (or 0-0.state.tmp) in a shared lock dir made gen overwrite the
-        file it points to."""
+    def test_a_planted_symbolic_link_is_never_followed(self):
+        """A symbolic link 0-0.lock in a shared lock dir made gen overwrite the file it points
+        to; a link 0-0.state let its planter choose the hwm gen starts above."""
         os.makedirs(self.lock_dir)
         victim = self.dirs.path("victim")
         with open(victim, "w") as f:
             f.write("SECRET\n")
-        os.symlink(victim, os.path.join(self.lock_dir, "0-0.lock"))
+        lock = os.path.join(self.lock_dir, "0-0.lock")
+        os.symlink(victim, lock)
         p = subprocess.run([SEKKA, "gen", "-n", "2"], capture_output=True, text=True, timeout=60,
                            env=self.env)
         self.assertIn("symbolic link", p.stderr)
-        os.unlink(os.path.join(self.lock_dir, "0-0.lock"))
-        os.symlink(victim, os.path.join(self.lock_dir, "0-0.state.tmp"))
+        with open(victim) as f:
+            self.assertEqual(f.read(), "SECRET\n")
+        os.unlink(lock)
+        self.finish(self.gen("-n", "2"))
+        # The planter's copy of the state, with its hwm set back to 0, behind a link.
+        state = os.path.join(self.lock_dir, "0-0.state")
+        with open(state) as f:
+            planted_text = re.sub(r"hwm_ms \d+", "hwm_ms 0", f.read())
+        planted = self.dirs.path("planted")
+        with open(planted, "w") as f:
+            f.write(planted_text)
+        os.unlink(state)
+        os.symlink(planted, state)
         p = subprocess.run([SEKKA, "gen", "-n", "2"], capture_output=True, text=True, timeout=60,
                            env=self.env)
-        self.assertEqual(p.returncode, 0, p.stderr)
-        with open(victim) as f:
-            self.assertEqual(f.read(), "SECRET\n")
-        state = os.path.join(self.lock_dir, "0-0.state")
-        self.assertFalse(os.path.islink(state))
-        os.unlink(state)
-        os.symlink(victim, state)
-        subprocess.run([SEKKA, "gen", "-n", "2"], capture_output=True, text=True, timeout=60,
-                       env=self.env)
-        with open(victim) as f:
-            self.assertEqual(f.read(), "SECRET\n")
+        self.assertNotEqual(p.returncode, 0, p.stdout)
+        self.assertEqual(p.stdout, "")
+        self.assertIn("cannot read", p.stderr)
 
     def test_a_second_user_takes_an_id_a_first_user_used(self):
         """A second user's gen stopped on the first user's lock file: `cannot write
@@ -321,11 +318,9 @@ class DirectionTest(HostTestCase):
         up.get("/v1/id")
         up.stop()
         self.servers.remove(up)
-        down = self.serve("data", "--worker-source", "static", "--worker-id", "4", wait=False,
-                          env={"SEKKA_GENERATOR_DESCENDING": "true"})
-        self.assertFalse(down.wait_listening())
-        self.assertEqual(down.proc.returncode, 2)
-        self.assertIn("descending=true", down.stderr_text())
+        err = self.refused("data", "--worker-source", "static", "--worker-id", "4", code=2,
+                           env={"SEKKA_GENERATOR_DESCENDING": "true"})
+        self.assertIn("descending=true", err)
 
     def test_http_and_resp_decode_show_the_shard(self):
         """Finding 9: HTTP and RESP decodes left out the shard that `sekka decode` shows."""

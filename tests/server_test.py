@@ -909,7 +909,7 @@ class AbuseTest(ServerTestCase):
 class DiskFullTest(ServerTestCase):
     def test_a_full_data_dir_stops_ids_with_few_log_lines_and_recovers(self):
         """An hwm that cannot be persisted used to make requests retry the write and log a line
-        per try. Now the reserver thread alone writes, and logs once per 10 s."""
+        per try. Now the background round alone writes, and logs once per 10 s."""
         mnt = self.dirs.path("disk")
         os.makedirs(mnt)
         subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", mnt], check=True)
