@@ -221,14 +221,14 @@ int RunGen(const GenFlags& flags) {
   Result<std::int64_t> max_wait = ParseDurationMillis(flags.max_startup_wait);
   if (!max_wait.ok()) return Fail(kExitUsage, "--max-startup-wait: " + max_wait.error().message);
   options.max_startup_wait_ms = *max_wait;
-  if (flags.after_id != kNoId) {
-    if (Status valid = CheckIdFlag("--after-id", flags.after_id); !valid.ok()) {
+  if (flags.after_id.has_value()) {
+    if (Status valid = CheckIdFlag("--after-id", *flags.after_id); !valid.ok()) {
       return Fail(kExitUsage, valid.error().message);
     }
-    Result<std::int64_t> floor = AfterIdFloorMillis(*layout, flags.after_id);
+    Result<std::int64_t> floor = AfterIdFloorMillis(*layout, *flags.after_id);
     if (!floor.ok()) return Fail(kExitUsage, "--after-id: " + floor.error().message);
     options.after_ms = *floor;
-    options.after_what = fmt::format("--after-id {}", flags.after_id);
+    options.after_what = fmt::format("--after-id {}", *flags.after_id);
   }
   LocalLeaseOptions local;
   local.source = flags.worker_id_set ? "static" : "local";
@@ -439,11 +439,11 @@ int RunLayout(const LayoutFlags& flags) {
   }
   const Layout& l = *layout;
   const std::int64_t now = SystemClock().NowMillis();
-  if (flags.max_id != kNoId) {
-    if (Status valid = CheckIdFlag("--max-id", flags.max_id); !valid.ok()) {
+  if (flags.max_id.has_value()) {
+    if (Status valid = CheckIdFlag("--max-id", *flags.max_id); !valid.ok()) {
       return Fail(kExitUsage, valid.error().message);
     }
-    return PrintTakeOver(l, flags.max_id, now, flags.json);
+    return PrintTakeOver(l, *flags.max_id, now, flags.json);
   }
   const bool expired = l.end_millis() <= now;
   // Random layouts: the odds of a clash at the rate. Snowflake layouts: the worker ids the rate

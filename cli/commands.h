@@ -8,7 +8,7 @@
 #define SEKKA_CLI_COMMANDS_H_
 
 #include <cstdint>
-#include <limits>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -27,9 +27,6 @@ int Fail(int exit_code, const std::string& message);
 // "1,234,567" for 1234567.4 (rounded, commas every three digits).
 std::string FormatThousands(double value);
 
-// An id flag that was not given (any negative value given is refused).
-inline constexpr std::int64_t kNoId = std::numeric_limits<std::int64_t>::min();
-
 struct GenFlags {
   std::int64_t count = 1;
   std::string layout = "sekka";
@@ -41,7 +38,7 @@ struct GenFlags {
   bool worker_id_set = false;  // --worker-id given: that id (static), else the lowest free
   std::string lock_dir;        // "" = $SEKKA_WORKER_LOCK_DIR, else kDefaultWorkerLockDir
   std::string max_startup_wait = "10s";  // a stored hwm this close is waited out, else refused
-  std::int64_t after_id = kNoId;         // --after-id: only ids above it
+  std::optional<std::int64_t> after_id;  // --after-id: only ids above it
   std::string key_file;                  // --format opaque: the opaque key file
   std::string kind = "snowflake";        // snowflake | uuidv7 | ulid
 };
@@ -73,8 +70,8 @@ struct LayoutFlags {
   bool list = false;
   std::string rate;  // "" = no rate; "5000/s", "20k/s", "1M/min", ...
   // --max-id: the largest id an existing system issued; says whether and from when to until
-  // when the layout issues only ids above it (AfterIdFloorMillis). -1 = not asked.
-  std::int64_t max_id = kNoId;  // --max-id
+  // when the layout issues only ids above it (AfterIdFloorMillis).
+  std::optional<std::int64_t> max_id;  // --max-id
 };
 // Parses a rate: a number (decimal point allowed) with an optional k or M, and an optional unit
 // /s (the default), /min, /h or /d. Returns ids per second. Errors: kInvalidArgument naming the

@@ -178,7 +178,10 @@ class ReviewFindingsTest(HostTestCase):
                                  capture_output=True, text=True, timeout=60, env=self.env)
         self.assertEqual(expired.returncode, 1, expired.stdout)
         self.assertIn("ran out on", expired.stderr)
-        for args in (["gen", "--after-id", "-5"], ["layout", "sekka", "--max-id", "-1"]):
+        # The smallest int64 was the "not given" value, and was ignored.
+        smallest = str(-2 ** 63)
+        for args in (["gen", "--after-id", "-5"], ["layout", "sekka", "--max-id", "-1"],
+                     ["gen", "--after-id", smallest], ["layout", "sekka", "--max-id", smallest]):
             p = subprocess.run([SEKKA, *args], capture_output=True, text=True, timeout=60,
                                env=self.env)
             self.assertEqual(p.returncode, 2, (args, p.stdout))
