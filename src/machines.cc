@@ -180,8 +180,15 @@ Result<MachineGrant> MachineRegistry::Distribute(std::string_view ns, int machin
   const std::int64_t now = clock_.NowMillis();
   std::vector<MachineRecord> next = records_;
   auto in_ns = [&](const MachineRecord& r) { return r.ns == ns && r.machine_id < count; };
-  // 1. The id this instance holds already (asking again is idempotent).
+  // 1. The id this instance holds already (asking again is idempotent). One asking with fewer
+  // machine bits than its id needs gives that id back (its hwm stays): an instance holds one id.
   for (MachineRecord& r : next) {
+    if (r.ns == ns && r.instance == instance && !in_ns(r)) {
+      r.instance.clear();
+      r.lost_by.clear();
+      r.stable = false;
+      r.last_ms = std::max(r.last_ms, now);
+    }
     if (in_ns(r) && r.instance == instance) {
       const MachineGrant grant{r.machine_id, r.last_ms};
       r.stable = stable;

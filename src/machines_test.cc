@@ -44,6 +44,34 @@ TEST(MachineRegistryTest, InstancesGetTheLowestFreeIdsAndAskingAgainIsIdempotent
   EXPECT_EQ(again->last_timestamp_ms, 1'700'000'000'000);  // its own hwm
 }
 
+// Review 1 of issue 22: an instance holding id 5 that asked again with machineBit 2 was given id
+// 0 as well, and held two ids (guarding both) until it gave them back.
+TEST(MachineRegistryTest, AnInstanceAskingWithFewerBitsGivesItsOldIdBack) {
+  Fixture f;
+  for (const char* other : {"b0", "b1", "b2", "b3", "b4"}) {
+    ASSERT_TRUE(f.r->Distribute("ns", 4, other, false, kGuard).ok());
+  }
+  ASSERT_EQ(f.r->Distribute("ns", 4, "a", false, kGuard)->machine_id, 5);
+  ASSERT_TRUE(f.r->Revert("ns", "b1").ok());
+  f.clock.AdvanceMillis(1000);
+  Result<MachineGrant> narrower = f.r->Distribute("ns", 2, "a", false, kGuard);
+  ASSERT_TRUE(narrower.ok()) << narrower.error().message;
+  EXPECT_EQ(narrower->machine_id, 1);
+  int held = 0;
+  for (const MachineRecord& r : f.r->Records()) {
+    held += r.instance == "a";
+    if (r.machine_id == 5) {
+      EXPECT_EQ(r.last_ms, 1'700'000'001'000);  // given back at its hwm
+    }
+  }
+  EXPECT_EQ(held, 1);
+  // The id it gave back goes to the next asker, who waits past the time it was given back.
+  Result<MachineGrant> next = f.r->Distribute("ns", 4, "c", false, kGuard);
+  ASSERT_TRUE(next.ok());
+  EXPECT_EQ(next->machine_id, 5);
+  EXPECT_GE(next->last_timestamp_ms, 1'700'000'001'000);
+}
+
 TEST(MachineRegistryTest, AFullNamespaceIsExhausted) {
   Fixture f;
   ASSERT_TRUE(f.r->Distribute("ns", 1, "a", false, kGuard).ok());

@@ -88,9 +88,10 @@ class MachineRegistry {
   // The id `instance` holds in `ns` (asking again is answered with the same id), else a free
   // one: given back, or (for a non-stable instance) not guarded by its non-stable holder for the
   // holder's own guard_ms (never the asker's), else the lowest never used. `guard_ms` is this
-  // instance's own, stored with its holding. Errors: kExhausted (every id of the namespace is held:
-  // CosId's M-01), kInvalidArgument (a bad namespace, instance, machine_bits or guard_ms),
-  // kUnavailable (the store; nothing changed).
+  // instance's own, stored with its holding. An instance holds one id per namespace: asking
+  // with fewer machine bits than its id needs gives that id back (its hwm raised to now). Errors:
+  // kExhausted (every id of the namespace is held: CosId's M-01), kInvalidArgument (a bad
+  // namespace, instance, machine_bits or guard_ms), kUnavailable (the store; nothing changed).
   Result<MachineGrant> Distribute(std::string_view ns, int machine_bits, std::string_view instance,
                                   bool stable, std::int64_t guard_ms);
   // Marks the id of `instance` as in use now. Errors: kNotFound (the instance holds no id in
