@@ -100,7 +100,7 @@ class FaultyLease final : public WorkerLease {
   Status StoreHwm(std::int64_t hwm_millis) override;
   Status Release() override { return crashed_ ? Status::Ok() : inner_->Release(); }
   std::string Describe() const override { return inner_->Describe(); }
-  std::string_view source() const override { return "etcd"; }
+  std::string_view source() const override { return inner_->source(); }
 
   bool crashed_ = false;  // a killed process releases nothing
 
@@ -183,8 +183,12 @@ class Simulation {
   void Fail(const std::string& what) {
     if (!result_.ok) return;
     result_.ok = false;
-    result_.failure = fmt::format("{} (step {}; replay: sekka_sim --seed {} --steps {} --verbose)",
-                                  what, step_, options_.seed, options_.steps);
+    const std::string replay = options_.replay.empty()
+                                   ? "sekka_sim --seed {seed} --steps {steps} --verbose"
+                                   : options_.replay;
+    result_.failure = fmt::format("{} (step {}; replay: {})", what, step_,
+                                  fmt::format(fmt::runtime(replay), fmt::arg("seed", options_.seed),
+                                              fmt::arg("steps", options_.steps)));
   }
 
   // A store that took effect at the coordinator, for worker id `worker`.
@@ -210,7 +214,15 @@ class Simulation {
     lo.layout = LayoutFingerprint(layout_);
     lo.preferred = preferred;
     lo.ttl = std::chrono::milliseconds(ttl_ms_);
-    return std::make_unique<FaultyLease>(coordinator_.registry->NewLease(lo), *this, incarnation);
+    return std::make_unique<FaultyLease>(
+        options_.new_lease ? options_.new_lease(lo) : coordinator_.registry->NewLease(lo), *this,
+        incarnation);
+  }
+
+  // A lease of a coordinator (the memory registry, etcd, ZooKeeper), not of a lock file.
+  static bool Coordinated(const WorkerLease& lease) {
+    const std::string_view s = lease.source();
+    return s != "local" && s != "static" && s != "hostname";
   }
 
   void StartServer(std::size_t i, bool fresh_disk) {
@@ -218,16 +230,16 @@ class Simulation {
     if (slot.gen) return StartGen(i);
     if (fresh_disk) slot.disk = std::make_shared<Disk>();
     slot.clock = slot.clock ? std::move(slot.clock) : std::make_unique<SimClock>(world_);
+    const int incarnation = ++incarnations_;
+    std::unique_ptr<FaultyLease> lease = NewLease(slot, slot.disk->preferred, incarnation);
     ServerConfig config;
-    config.worker_source = "etcd";
+    config.worker_source = Coordinated(*lease) ? "etcd" : std::string(lease->source());
     config.lease_ttl_ms = ttl_ms_;
     config.generator.layout = layout_;
     config.generator.on_clock_backwards = policy_;
     config.generator.on_sequence_exhausted =
         borrow_ ? SequenceExhaustedPolicy::kBorrow : SequenceExhaustedPolicy::kWait;
     config.generator.random_seed = options_.seed;
-    const int incarnation = ++incarnations_;
-    std::unique_ptr<FaultyLease> lease = NewLease(slot, slot.disk->preferred, incarnation);
     FaultyLease* raw = lease.get();
     ServiceParts parts;
     parts.clock = slot.clock.get();
@@ -545,6 +557,31 @@ SimulationResult RunSimulation(const SimulationOptions& options) {
   SetLogLevel(options.verbose ? "info" : "off");
   Simulation sim(options);
   return sim.Run();
+}
+
+SimulationResult RunSimulations(SimulationOptions options, std::uint64_t first, std::uint64_t seeds,
+                                const std::function<void(std::uint64_t seed)>& before) {
+  SimulationResult total;
+  for (std::uint64_t seed = first; seed < first + seeds && total.ok; ++seed) {
+    if (before) before(seed);
+    options.seed = seed;
+    const SimulationResult r = RunSimulation(options);
+    total.ok = r.ok;
+    total.failure = r.failure;
+    total.ids += r.ids;
+    total.faults += r.faults;
+    total.restarts += r.restarts;
+  }
+  return total;
+}
+
+std::string Summary(const SimulationResult& total, std::uint64_t seeds) {
+  return fmt::format("{} seeds, {} ids checked, {} faults, {} restarts", seeds, total.ids,
+                     total.faults, total.restarts);
+}
+
+bool RanForReal(const SimulationResult& total, std::uint64_t seeds) {
+  return total.ids > seeds * 1000 && total.faults > seeds * 20 && total.restarts > seeds;
 }
 
 }  // namespace sekka::server

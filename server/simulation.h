@@ -12,7 +12,9 @@
 //    which keeps the larger value, as the real ones do);
 //  - every issued id's tick is at or below an hwm its issuer stored, while it held that worker
 //    id.
-// The same seed replays the same run: `sekka_sim --seed S --verbose`.
+// The same seed replays the same run: `sekka_sim --seed S --verbose`. A run may instead give
+// every process a lease of its own making (`new_lease`), e.g. the lock-file source of one host
+// on a temp dir (backends/local_simulation_test.cc), with the same faults at its calls.
 //
 // Thread-safety: one simulation per thread.
 
@@ -20,7 +22,11 @@
 #define SEKKA_SERVER_SIMULATION_H_
 
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <string>
+
+#include "sekka/worker_lease.h"
 
 namespace sekka::server {
 
@@ -30,6 +36,13 @@ struct SimulationOptions {
   int servers = 3;       // simulated sekka servers (sharing 4 worker ids with the gens)
   int gens = 1;          // slots that run `sekka gen` again and again beside them
   bool verbose = false;  // print every event to stderr
+  // Makes each process's lease (a new one per start). Null: a lease of the simulated
+  // coordinator (the memory registry, ids freed a TTL after their holder's last renewal).
+  // Called with a fresh WorkerLeaseOptions per start; its source() decides whether the servers
+  // run as coordinated ("etcd", "zookeeper", "memory") or as a lock-file source.
+  std::function<std::unique_ptr<WorkerLease>(const WorkerLeaseOptions&)> new_lease;
+  // How a failure says to replay it, with {seed} and {steps} for the run's; "" = sekka_sim.
+  std::string replay;
 };
 
 struct SimulationResult {
@@ -41,6 +54,18 @@ struct SimulationResult {
 };
 
 SimulationResult RunSimulation(const SimulationOptions& options);
+
+// Runs seeds `first` .. `first + seeds - 1` with `options` (its seed set for each), calling
+// `before(seed)` ahead of each run when given; stops at the first run that fails. Returns the
+// sums of ids, faults and restarts, and the failing run's `ok` and `failure`.
+SimulationResult RunSimulations(SimulationOptions options, std::uint64_t first, std::uint64_t seeds,
+                                const std::function<void(std::uint64_t seed)>& before = {});
+
+// "N seeds, I ids checked, F faults, R restarts".
+std::string Summary(const SimulationResult& total, std::uint64_t seeds);
+// True when the runs really issued ids and injected faults (a simulation that does neither
+// checks nothing): over 1,000 ids, 20 faults and one restart a seed.
+bool RanForReal(const SimulationResult& total, std::uint64_t seeds);
 
 }  // namespace sekka::server
 

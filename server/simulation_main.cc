@@ -34,20 +34,11 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  std::uint64_t ids = 0, faults = 0;
-  for (std::uint64_t seed = first; seed < first + seeds; ++seed) {
-    options.seed = seed;
-    const sekka::server::SimulationResult r = sekka::server::RunSimulation(options);
-    ids += r.ids;
-    faults += r.faults;
-    if (!r.ok) {
-      std::printf("FAILED seed %llu: %s\n", static_cast<unsigned long long>(seed),
-                  r.failure.c_str());
-      return 1;
-    }
+  const sekka::server::SimulationResult r = sekka::server::RunSimulations(options, first, seeds);
+  if (!r.ok) {
+    std::printf("FAILED: %s\n", r.failure.c_str());
+    return 1;
   }
-  std::printf("%llu seeds passed: %llu ids checked, %llu faults injected\n",
-              static_cast<unsigned long long>(seeds), static_cast<unsigned long long>(ids),
-              static_cast<unsigned long long>(faults));
+  std::printf("passed: %s\n", sekka::server::Summary(r, seeds).c_str());
   return 0;
 }
