@@ -13,11 +13,15 @@ class LocalLease final : public WorkerLease {
   LocalLease(LocalLeaseOptions local, WorkerLeaseOptions options)
       : local_(std::move(local)),
         options_(std::move(options)),
-        fingerprint_(LayoutFingerprint(local_.layout)) {}
+        fingerprint_(options_.layout.empty() ? LayoutFingerprint(local_.layout) : options_.layout) {
+  }
 
   Result<LeaseGrant> Acquire() override {
     if (options_.identity.empty()) return InvalidArgument("the lease identity must not be empty");
     if (claim_ == nullptr) {
+      if (Status bound = BindLockDir(local_.lock_dir, fingerprint_, kHostWorkers); !bound.ok()) {
+        return std::move(bound).error();
+      }
       WorkerIdRequest request;
       request.source = local_.source;
       request.lock_dir = local_.lock_dir;
@@ -106,7 +110,47 @@ class LocalLease final : public WorkerLease {
   std::string stored_layout_;   // the state file's layout, likewise
 };
 
+class HostBoundLease final : public WorkerLease {
+ public:
+  HostBoundLease(std::unique_ptr<WorkerLease> inner, std::string lock_dir, std::string layout,
+                 std::string workers)
+      : inner_(std::move(inner)),
+        lock_dir_(std::move(lock_dir)),
+        layout_(std::move(layout)),
+        workers_(std::move(workers)) {}
+
+  Result<LeaseGrant> Acquire() override {
+    Result<LeaseGrant> grant = inner_->Acquire();
+    if (!grant.ok() || bound_) return grant;
+    if (Status bound = BindLockDir(lock_dir_, layout_, workers_); !bound.ok()) {
+      (void)inner_->Release();
+      return std::move(bound).error();
+    }
+    bound_ = true;
+    return grant;
+  }
+  Status Renew() override { return inner_->Renew(); }
+  Status StoreHwm(std::int64_t hwm_millis) override { return inner_->StoreHwm(hwm_millis); }
+  Status Release() override { return inner_->Release(); }
+  std::string Describe() const override { return inner_->Describe(); }
+  std::string_view source() const override { return inner_->source(); }
+
+ private:
+  std::unique_ptr<WorkerLease> inner_;
+  const std::string lock_dir_;
+  const std::string layout_;
+  const std::string workers_;
+  bool bound_ = false;
+};
+
 }  // namespace
+
+std::unique_ptr<WorkerLease> NewHostBoundLease(std::unique_ptr<WorkerLease> inner,
+                                               std::string lock_dir, std::string layout,
+                                               std::string workers) {
+  return std::make_unique<HostBoundLease>(std::move(inner), std::move(lock_dir), std::move(layout),
+                                          std::move(workers));
+}
 
 std::unique_ptr<WorkerLease> NewLocalWorkerLease(const LocalLeaseOptions& local,
                                                  const WorkerLeaseOptions& options) {

@@ -9,7 +9,10 @@
 // is the state file beside the lock, `<lock_dir>/<dc>-<worker>.state`, with the layout it was
 // made with; StoreHwm never lowers it. Every process of the host (serve with any data dir, gen,
 // any user) shares the lock dir, so none can take a worker id another holds, and each starts past
-// every earlier holder's hwm. A free id whose state belongs to another layout is passed over.
+// every earlier holder's hwm. The lock dir serves one id space (BindLockDir: one layout, worker
+// ids from this host); a free id whose state belongs to another layout (from before the binding)
+// is passed over. The layout's fingerprint is WorkerLeaseOptions::layout, or, when that is empty,
+// LocalLeaseOptions::layout's.
 //
 // Thread-safety: one thread at a time, like every WorkerLease.
 
@@ -37,6 +40,15 @@ struct LocalLeaseOptions {
   // Take an id this process was told to take even when its state is of another layout.
   bool force = false;
 };
+
+// A coordinator's lease (etcd, ZooKeeper) that binds the host's lock dir to its id space
+// (BindLockDir: `layout`, "etcd cluster C") once it first holds a worker id, so that no `sekka
+// gen` or local server of the host can lock a worker id the cluster may have given out. Bound
+// only after a grant, so a configuration that never reached its cluster binds nothing. A
+// refused binding gives the id back and is Acquire's error.
+std::unique_ptr<WorkerLease> NewHostBoundLease(std::unique_ptr<WorkerLease> inner,
+                                               std::string lock_dir, std::string layout,
+                                               std::string workers);
 
 // Errors (of the lease's Acquire): kInvalidArgument (an id that does not fit, a host name without
 // a number, an empty identity, a state of another layout on an id it must take), kExhausted ("no

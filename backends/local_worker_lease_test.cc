@@ -16,6 +16,7 @@
 #include <system_error>
 #include <vector>
 
+#include "backends/worker_id.h"
 #include "testing/worker_lease_contract.h"
 
 namespace sekka {
@@ -84,7 +85,6 @@ LeaseFactory LocalFactory() {
   };
   f.frees_at_death = true;
   f.same_identity_takes_over = false;
-  f.binds_layout = false;
   return f;
 }
 
@@ -143,6 +143,10 @@ TEST(LocalWorkerLease, ALeaseWhoseLockFileWasRemovedIsLostAndAcquiresAnew) {
   std::filesystem::remove_all(dir);
 }
 
+// Removes the lock dir's id-space binding, as an operator does to change a host's layout: the
+// states of the old layout stay, and the per-id checks below keep their ids apart.
+void Unbind(const std::string& dir) { std::filesystem::remove(dir + "/id-space"); }
+
 // Issue 22, finding 3: an id's state names the layout (direction included) that used it. A
 // free id whose earlier ids belong to another layout is passed over by `local`, so an upward and
 // a downward generator on one host never hold one worker id, at once or one after the other.
@@ -154,6 +158,7 @@ TEST(LocalWorkerLease, LocalPassesOverAnIdWhoseStateIsOfAnotherLayout) {
   ASSERT_EQ(first->Acquire()->worker_id, 0);
   ASSERT_TRUE(first->StoreHwm(1'000).ok());
   ASSERT_TRUE(first->Release().ok());
+  Unbind(dir);
   LocalLeaseOptions down = up;
   down.layout = *Layout::Default().WithDescending(true);
   auto second = NewLocalWorkerLease(down, Identity("down"));
@@ -162,6 +167,7 @@ TEST(LocalWorkerLease, LocalPassesOverAnIdWhoseStateIsOfAnotherLayout) {
   EXPECT_EQ(g->worker_id, 1);
   EXPECT_EQ(g->hwm_millis, 0);
   // The upward layout gets its own id back, with its hwm.
+  Unbind(dir);
   auto again = NewLocalWorkerLease(up, Identity("up"));
   EXPECT_EQ(again->Acquire()->hwm_millis, 1'000);
 }
@@ -176,6 +182,7 @@ TEST(LocalWorkerLease, AStaticIdOfAnotherLayoutIsRefusedUnlessForced) {
   ASSERT_TRUE(first->Acquire().ok());
   ASSERT_TRUE(first->StoreHwm(5'000).ok());
   ASSERT_TRUE(first->Release().ok());
+  Unbind(dir);
   LocalLeaseOptions twitter = up;
   twitter.layout = *Layout::Preset("twitter");
   Result<LeaseGrant> refused = NewLocalWorkerLease(twitter, Identity("b"))->Acquire();
@@ -190,8 +197,95 @@ TEST(LocalWorkerLease, AStaticIdOfAnotherLayoutIsRefusedUnlessForced) {
   // A lower hwm never lowers the stored one, though the layout it names is now twitter's.
   ASSERT_TRUE(forced->StoreHwm(10).ok());
   ASSERT_TRUE(forced->Release().ok());
+  Unbind(dir);
   twitter.force = false;
   EXPECT_EQ(NewLocalWorkerLease(twitter, Identity("b"))->Acquire()->hwm_millis, 5'000);
+}
+
+// Locks and states are keyed by (datacenter, worker), not by the bits an id carries: `twitter`
+// datacenter 1 worker 0 and `leaf` worker 32 made 397,312 equal ids of 400,000 in one lock dir.
+TEST(LocalWorkerLease, TwoLayoutsWhoseBitsOverlapNeverShareALockDir) {
+  const std::string dir = FreshDir();
+  LocalLeaseOptions twitter;
+  twitter.lock_dir = dir;
+  twitter.layout = *Layout::Preset("twitter");
+  WorkerLeaseOptions dc1 = Identity("twitter");
+  dc1.datacenter_id = 1;
+  auto first = NewLocalWorkerLease(twitter, dc1);
+  ASSERT_TRUE(first->Acquire().ok());
+  LocalLeaseOptions leaf = twitter;
+  leaf.layout = *Layout::Preset("leaf");
+  auto second = NewLocalWorkerLease(leaf, Identity("leaf"));
+  Result<LeaseGrant> refused = second->Acquire();
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.error().code, ErrorCode::kInvalidArgument);
+  EXPECT_NE(refused.error().message.find(dir + "/id-space"), std::string::npos)
+      << refused.error().message;
+  ASSERT_TRUE(first->Release().ok());  // the binding outlives the holder
+  EXPECT_FALSE(second->Acquire().ok());
+}
+
+// A server that takes its worker id from a coordinator binds its host's lock dir to the
+// cluster: a `sekka gen` or local server of the host could otherwise lock a worker id that the
+// cluster gave to a server (review 2: 82,000 of 120,000 ids repeated).
+TEST(LocalWorkerLease, ALockDirBoundToAClusterIsRefusedToTheLocalSources) {
+  const std::string dir = FreshDir();
+  const std::string layout = LayoutFingerprint(Layout::Default());
+  ASSERT_TRUE(BindLockDir(dir, layout, "etcd cluster prod").ok());
+  EXPECT_TRUE(BindLockDir(dir, layout, "etcd cluster prod").ok());
+  EXPECT_FALSE(BindLockDir(dir, layout, "zookeeper cluster prod").ok());
+  LocalLeaseOptions l;
+  l.lock_dir = dir;
+  Result<LeaseGrant> refused = NewLocalWorkerLease(l, Identity("gen"))->Acquire();
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.error().code, ErrorCode::kInvalidArgument);
+  EXPECT_NE(refused.error().message.find("etcd cluster prod"), std::string::npos)
+      << refused.error().message;
+}
+
+// Many processes binding an empty lock dir at once agree on one id space.
+TEST(LocalWorkerLease, ProcessesBindingALockDirAtOnceAgreeOnOne) {
+  const std::string dir = FreshDir();
+  std::vector<pid_t> children;
+  for (int i = 0; i < 16; ++i) {
+    const pid_t child = ::fork();
+    if (child == 0) {
+      const std::string workers = fmt::format("etcd cluster c{}", i);
+      ::_exit(BindLockDir(dir, "layout", workers).ok() ? 0 : 1);
+    }
+    children.push_back(child);
+  }
+  int bound = 0;
+  for (pid_t child : children) {
+    int status = 0;
+    ::waitpid(child, &status, 0);
+    bound += WIFEXITED(status) && WEXITSTATUS(status) == 0;
+  }
+  EXPECT_EQ(bound, 1);
+  std::vector<std::string> left;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) left.push_back(e.path().string());
+  EXPECT_EQ(left, std::vector<std::string>{dir + "/id-space"});  // no temp file left behind
+}
+
+TEST(LocalWorkerLease, AnIdSpaceFileThatIsNotOneIsRefusedNeverFollowed) {
+  const std::string dir = FreshDir();
+  {
+    std::FILE* f = std::fopen((dir + "/id-space").c_str(), "w");
+    ASSERT_NE(f, nullptr);
+    std::fputs("layout=x\n", f);
+    std::fclose(f);
+  }
+  Status corrupt = BindLockDir(dir, "x", kHostWorkers);
+  ASSERT_FALSE(corrupt.ok());
+  EXPECT_EQ(corrupt.error().code, ErrorCode::kInvalidArgument);
+  EXPECT_NE(corrupt.error().message.find("not a sekka id-space file"), std::string::npos);
+  const std::string other = FreshDir();
+  ASSERT_TRUE(BindLockDir(other, "x", kHostWorkers).ok());
+  std::filesystem::remove(dir + "/id-space");
+  std::filesystem::create_symlink(other + "/id-space", dir + "/id-space");
+  Status linked = BindLockDir(dir, "x", kHostWorkers);
+  ASSERT_FALSE(linked.ok());
+  EXPECT_NE(linked.error().message.find("symbolic link"), std::string::npos);
 }
 
 TEST(LocalWorkerLease, AnUnusableLockDirIsAnErrorSayingWhatToDo) {

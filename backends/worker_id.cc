@@ -8,9 +8,11 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <vector>
 
 #include "sekka/worker_lease.h"
@@ -34,6 +36,89 @@ Error LockDirError(const std::string& dir, const std::string& why) {
       dir, why, dir));
 }
 
+// Creates the lock dir if missing and checks that this user can lock and write there.
+Status UsableLockDir(const std::string& dir) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) return LockDirError(dir, ec.message());
+  if (::access(dir.c_str(), W_OK | X_OK) != 0) return LockDirError(dir, std::strerror(errno));
+  return Status::Ok();
+}
+
+// An id space as BindLockDir names it, and its file's text.
+struct IdSpace {
+  std::string layout;
+  std::string workers;
+  std::string Text() const { return fmt::format("layout={}\nworkers={}\n", layout, workers); }
+  std::string Name() const {
+    return fmt::format("layout \"{}\" with worker ids from {}", layout, workers);
+  }
+};
+
+// The id space bound at `path`; nullopt when none is. Errors: kInvalidArgument (not an id-space
+// file), kInternal (unreadable, or a symbolic link).
+Result<std::optional<IdSpace>> ReadIdSpace(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0 && errno == ENOENT) return std::optional<IdSpace>();
+  if (fd < 0) {
+    return Internal(fmt::format("cannot read {}: {}{}", path, std::strerror(errno),
+                                errno == ELOOP ? " (a symbolic link: remove it)" : ""));
+  }
+  char buf[2048];
+  const ssize_t n = ::read(fd, buf, sizeof(buf));
+  ::close(fd);
+  const std::string_view text(buf, n > 0 ? static_cast<std::size_t>(n) : 0);
+  IdSpace space;
+  const std::size_t mid = text.find("\nworkers=");
+  if (text.starts_with("layout=") && mid != std::string_view::npos && text.ends_with('\n')) {
+    space.layout = text.substr(7, mid - 7);
+    space.workers = text.substr(mid + 9, text.size() - mid - 10);
+  }
+  if (space.layout.empty() || space.workers.empty() || space.Text() != text) {
+    return InvalidArgument(fmt::format(
+        "{} is not a sekka id-space file (it should say layout=... and workers=...): remove it "
+        "once no sekka process runs on this host",
+        path));
+  }
+  return std::optional<IdSpace>(std::move(space));
+}
+
+// Creates `path` with `space` unless it exists. The file appears whole or not at all (a link of
+// a complete temp file) and is readable by every user. Errors: kInternal.
+Status CreateIdSpace(const std::string& path, const IdSpace& space) {
+  // A name of its own (mkostemp: O_EXCL, so never through a planted link), for every thread.
+  std::string tmp = path + ".tmp.XXXXXX";
+  const int fd = ::mkostemp(tmp.data(), O_CLOEXEC);
+  if (fd < 0) return Internal(fmt::format("cannot create {}: {}", tmp, std::strerror(errno)));
+  const std::string text = space.Text();
+  const bool written = ::fchmod(fd, 0644) == 0 &&
+                       ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size()) &&
+                       ::fsync(fd) == 0;
+  const int write_errno = errno;
+  ::close(fd);
+  const bool linked = written && ::link(tmp.c_str(), path.c_str()) == 0;
+  const int link_errno = errno;
+  ::unlink(tmp.c_str());
+  if (!written)
+    return Internal(fmt::format("cannot write {}: {}", tmp, std::strerror(write_errno)));
+  if (!linked && link_errno != EEXIST) {
+    return Internal(fmt::format("cannot create {}: {}", path, std::strerror(link_errno)));
+  }
+  return Status::Ok();  // ours, or one a process racing this one created
+}
+
+// The id space bound at `path`, binding it to `space` when none is. Errors: as ReadIdSpace and
+// CreateIdSpace.
+Result<IdSpace> BindIdSpace(const std::string& path, const IdSpace& space) {
+  for (int attempt = 0; attempt < 8; ++attempt) {
+    Result<std::optional<IdSpace>> bound = ReadIdSpace(path);
+    if (!bound.ok()) return std::move(bound).error();
+    if (bound->has_value()) return **bound;
+    if (Status created = CreateIdSpace(path, space); !created.ok()) return created.error();
+  }
+  return Internal(fmt::format("cannot bind {}: it is removed again and again", path));
+}
+
 std::string ReadSmallFile(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return {};
@@ -44,6 +129,21 @@ std::string ReadSmallFile(const std::string& path) {
 }
 
 }  // namespace
+
+Status BindLockDir(const std::string& lock_dir, std::string_view layout, std::string_view workers) {
+  if (Status usable = UsableLockDir(lock_dir); !usable.ok()) return usable;
+  const std::string path = lock_dir + "/id-space";
+  const IdSpace mine{std::string(layout), std::string(workers)};
+  Result<IdSpace> bound = BindIdSpace(path, mine);
+  if (!bound.ok()) return std::move(bound).error();
+  if (bound->Text() == mine.Text()) return Status::Ok();
+  return InvalidArgument(fmt::format(
+      "the worker lock dir {} serves {}; this process has {}: ids of the two could be equal, so "
+      "a host's lock dir serves one id space (layout, direction and where worker ids come from); "
+      "use that one, or remove {} once no sekka process of it runs on this host and its ids "
+      "are behind the new layout's (sekka layout --max-id)",
+      lock_dir, bound->Name(), mine.Name(), path));
+}
 
 Result<int> TryLockFile(const std::string& path, const std::string& identity) {
   // O_NOFOLLOW: a symbolic link planted in a shared lock dir must not make this process write
@@ -139,12 +239,8 @@ Result<std::unique_ptr<WorkerIdClaim>> ClaimWorkerId(const WorkerIdRequest& requ
       request.worker_count > 0 ? std::min(layout_max, request.worker_count - 1) : layout_max;
   if (Status dc = CheckDatacenterId(layout, request.datacenter_id); !dc.ok())
     return std::move(dc).error();
+  if (Status usable = UsableLockDir(request.lock_dir); !usable.ok()) return usable.error();
   std::error_code ec;
-  fs::create_directories(request.lock_dir, ec);
-  if (ec) return LockDirError(request.lock_dir, ec.message());
-  if (::access(request.lock_dir.c_str(), W_OK | X_OK) != 0) {
-    return LockDirError(request.lock_dir, std::strerror(errno));
-  }
   auto claim = std::unique_ptr<WorkerIdClaim>(new WorkerIdClaim());
   claim->datacenter_id_ = request.datacenter_id;
   claim->source_ = request.source;

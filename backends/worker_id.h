@@ -17,6 +17,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "sekka/layout.h"
 #include "sekka/status.h"
@@ -69,6 +70,20 @@ class WorkerIdClaim {
 // what `accept` returns.
 Result<std::unique_ptr<WorkerIdClaim>> ClaimWorkerId(const WorkerIdRequest& request,
                                                      const Layout& layout);
+
+// Where the worker ids of the lock-file sources (static, local, hostname) come from, in an id
+// space's name (BindLockDir).
+inline constexpr std::string_view kHostWorkers = "this host";
+
+// The one-id-space rule of a host lock dir, as CheckClusterLayout is of a cluster. Locks and
+// states are keyed by (datacenter, worker), not by the bits an id carries, so ids of two layouts
+// whose bits overlap can be equal (`twitter` datacenter 1 = `leaf` worker 32), and a worker id
+// locked here can be one a coordinator gave a server. The first process that uses `lock_dir`
+// binds it (`<lock_dir>/id-space`: the layout fingerprint and where worker ids come from,
+// kHostWorkers or "etcd cluster C"); every later process must be of that id space. Errors:
+// kInvalidArgument naming both id spaces and what to do (also for a file that is not an id
+// space), kInternal (the lock dir cannot be used: one line saying what to do).
+Status BindLockDir(const std::string& lock_dir, std::string_view layout, std::string_view workers);
 
 // Takes an exclusive flock on `path` (created if missing) and writes the holder's pid and
 // identity into it (not when `identity` is empty, nor into another user's file, which is

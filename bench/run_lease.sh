@@ -36,8 +36,9 @@ for kind in local etcd etcd-tls zookeeper; do
   [ "$kind" = etcd-tls ] && flags=(--worker-source etcd --coordinator "etcd://$(cat "$WORK/etcd-tls/endpoints")")
   [ "$kind" = etcd ] && flags=(--worker-source etcd --coordinator "etcd://$(cat "$WORK/etcd/endpoints")")
   [ "$kind" = zookeeper ] && flags=(--worker-source zookeeper --coordinator "zookeeper://$(cat "$WORK/zk/endpoints")")
-  env=()
-  [ "$kind" = etcd-tls ] && env=(SEKKA_WORKER_TLS_CA_FILE="${ACCESS[0]}" SEKKA_WORKER_TLS_CERT_FILE="${ACCESS[1]}"
+  # Each server is a host of its own: a host's lock dir serves one source of worker ids.
+  env=(SEKKA_WORKER_LOCK_DIR="$WORK/$kind-locks")
+  [ "$kind" = etcd-tls ] && env+=(SEKKA_WORKER_TLS_CA_FILE="${ACCESS[0]}" SEKKA_WORKER_TLS_CERT_FILE="${ACCESS[1]}"
     SEKKA_WORKER_TLS_KEY_FILE="${ACCESS[2]}" SEKKA_WORKER_USERNAME="${ACCESS[3]}" SEKKA_WORKER_PASSWORD="${ACCESS[4]}")
   env "${env[@]}" "$SEKKA" serve --http "127.0.0.1:${HTTP[$kind]}" --resp "127.0.0.1:${RESP[$kind]}" \
     --data-dir "$WORK/$kind" --threads 1 --log-level warn "${flags[@]}" > /dev/null &

@@ -89,6 +89,7 @@ Result<server::ServiceParts> OpenServiceParts(const server::ServerConfig& config
   lo.datacenter_id = config.datacenter_id;
   lo.worker_count = config.generator.layout.worker_ids_per_datacenter();
   lo.ttl = std::chrono::milliseconds(config.lease_ttl_ms);
+  lo.layout = LayoutFingerprint(config.generator.layout);  // one layout per lock dir or cluster
   if (!config.coordinated()) {
     LocalLeaseOptions local;
     local.source = config.worker_source;
@@ -103,14 +104,16 @@ Result<server::ServiceParts> OpenServiceParts(const server::ServerConfig& config
     return std::move(dc).error();
   }
   lo.preferred = parts.data_dir->ReadPreferred();
-  lo.layout = LayoutFingerprint(config.generator.layout);  // one layout per cluster
   lo.call_timeout = std::chrono::milliseconds(server::CoordinatorCallTimeoutMs(config));
   Result<CoordinatorAccess> access = CoordinatorAccessOf(config);
   if (!access.ok()) return std::move(access).error();
   Result<std::unique_ptr<WorkerLease>> lease =
       OpenWorkerLease(config.worker_source, config.coordinator, config.cluster, lo, *access);
   if (!lease.ok()) return std::move(lease).error();
-  parts.lease = std::move(lease).value();
+  // The host's lock dir serves this cluster's id space once the lease holds an id.
+  parts.lease =
+      NewHostBoundLease(std::move(lease).value(), config.worker_lock_dir, lo.layout,
+                        fmt::format("{} cluster {}", config.worker_source, config.cluster));
   return parts;
 }
 

@@ -69,8 +69,9 @@ const std::vector<Key>& Keys() {
        "source static: this process's worker id (required there, "
        "refused with any other source)"},
       {"worker.lock_dir", Type::kString, "/var/lib/sekka/workers",
-       "static, local, hostname: where every sekka process of this host locks its worker id and "
-       "keeps its hwm (shared by all of them)"},
+       "the host's lock dir, shared by every sekka process of this host and bound to one id "
+       "space (layout, and where worker ids come from); static, local, hostname lock their "
+       "worker id and keep its hwm there"},
       {"worker.datacenter_id", Type::kInt, "0", "where the layout has datacenter bits"},
       {"worker.coordinator", Type::kString, "", "etcd://h:p[,h:p] or zookeeper://h:p[,h:p]"},
       {"worker.cluster", Type::kString, "default", "key prefix at the coordinator"},

@@ -243,8 +243,9 @@ TEST_P(WorkerLeaseContractTest, AnEmptyIdentityIsRefused) {
   EXPECT_EQ(g.error().code, ErrorCode::kInvalidArgument);
 }
 
+// A coordinator's cluster and a host's lock dir alike serve one layout
+// (WorkerLeaseOptions::layout).
 TEST_P(WorkerLeaseContractTest, AClusterServesTheLayoutItsFirstHolderBound) {
-  if (!GetParam().binds_layout) GTEST_SKIP() << "a local source keeps a layout per worker id";
   const std::string where = GetParam().fresh();
   auto with_layout = [](std::string identity, std::string layout) {
     WorkerLeaseOptions o = Options(std::move(identity));

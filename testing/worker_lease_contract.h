@@ -36,9 +36,6 @@ struct LeaseFactory {
   // A holder with the same identity takes over a live one's id (a coordinator, where the "live"
   // one is this slot's earlier run whose lease has not expired yet); a lock file cannot be.
   bool same_identity_takes_over = true;
-  // A coordinator binds its cluster to one layout (WorkerLeaseOptions::layout); the local
-  // sources keep a layout per worker id instead (backends/local_worker_lease.h).
-  bool binds_layout = true;
   friend void PrintTo(const LeaseFactory& f, std::ostream* os) { *os << f.name; }
 };
 

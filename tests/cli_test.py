@@ -9,6 +9,7 @@ import atexit
 import datetime
 import json
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -27,9 +28,20 @@ if not os.environ.get("SEKKA_WORKER_LOCK_DIR"):
     atexit.register(shutil.rmtree, os.environ["SEKKA_WORKER_LOCK_DIR"], True)
 
 
+def gen_host(args):
+    """The lock dir of a `gen` without --lock-dir: one per layout and direction, since a host's
+    lock dir serves one id space (these tests try many layouts, as many hosts would)."""
+    layout = args[args.index("--layout") + 1] if "--layout" in args else "sekka"
+    space = re.sub(r"[^A-Za-z0-9_.=-]", "_", layout) + ("-down" if "--descending" in args else "")
+    return {"SEKKA_WORKER_LOCK_DIR": os.path.join(os.environ["SEKKA_WORKER_LOCK_DIR"], space)}
+
+
 def run(*args, stdin=None, timeout=60):
+    env = None
+    if args and args[0] == "gen" and "--lock-dir" not in args:
+        env = dict(os.environ, **gen_host(args))
     return subprocess.run([SEKKA, *args], input=stdin, capture_output=True, text=True,
-                          timeout=timeout)
+                          timeout=timeout, env=env)
 
 
 class CliTestCase(unittest.TestCase):

@@ -91,6 +91,27 @@ class CoordinatorTestCase(unittest.TestCase):
                            env={"SEKKA_GENERATOR_DESCENDING": "true"})
         self.assertEqual(other.worker_id, 0)
 
+    def no_local_id_beside_a_server_of_the_cluster(self):
+        """The second review of issue 22: a server whose worker id came from the coordinator did
+        not lock its host's lock dir, and a `sekka gen` of the same layout there took the same
+        worker id: 82,000 of 120,000 ids repeated. The server binds the host's lock dir to its
+        cluster, so gen and local servers of that host are refused, also after it stopped."""
+        s = self.start("served")
+        host = s.env["SEKKA_WORKER_LOCK_DIR"]
+        for server_running in (True, False):
+            p = subprocess.run([SEKKA, "gen", "-n", "1000", "--lock-dir", host],
+                               capture_output=True, text=True, timeout=60)
+            self.assertEqual(p.returncode, 2, p.stderr)
+            self.assertEqual(p.stdout, "")
+            self.assertIn(f"with worker ids from {self.source} cluster default", p.stderr)
+            if server_running:
+                self.assertEqual(s.stop(), 0)
+        local = Server(self.dirs.path("local"), env={"SEKKA_WORKER_LOCK_DIR": host}, wait=False)
+        self.servers.append(local)
+        self.assertFalse(local.wait_listening())
+        self.assertEqual(local.proc.returncode, 2)
+        self.assertIn("id-space", local.stderr_text())
+
     def dead_holders_id_after_the_ttl(self):
         a = self.start("a", ttl="2s")
         b = self.start("b", ttl="2s")
@@ -175,6 +196,9 @@ class EtcdTest(CoordinatorTestCase):
 
     def test_a_cluster_serves_one_layout(self):
         self.one_layout_per_cluster()
+
+    def test_no_local_id_beside_a_server_of_the_cluster(self):
+        self.no_local_id_beside_a_server_of_the_cluster()
 
     def test_three_servers_get_different_worker_ids_and_300k_distinct_ids(self):
         self.three_servers_many_ids()
@@ -354,7 +378,10 @@ class EtcdClockTest(CoordinatorTestCase):
         self.servers.remove(a)
         with open(clock, "w") as f:
             f.write("-1")
-        c = self.start("b", "--worker-name", "slot-a", "--force", faketime_file=clock)
+        # The data dir moved to a host of this cluster (the old host's lock dir serves the other
+        # cluster and layout, and would refuse it).
+        c = self.start("b", "--worker-name", "slot-a", "--force", faketime_file=clock,
+                       env={"SEKKA_WORKER_LOCK_DIR": self.dirs.path("c-locks")})
         self.assertEqual(c.worker_id, a.worker_id)
         with open(clock, "w") as f:
             f.write("-12")  # now well behind the ids `a` issued
@@ -399,6 +426,9 @@ class ZooKeeperTest(CoordinatorTestCase):
 
     def test_a_cluster_serves_one_layout(self):
         self.one_layout_per_cluster()
+
+    def test_no_local_id_beside_a_server_of_the_cluster(self):
+        self.no_local_id_beside_a_server_of_the_cluster()
 
     def test_three_servers_get_different_worker_ids_and_300k_distinct_ids(self):
         self.three_servers_many_ids()

@@ -5,7 +5,8 @@ A review found ids repeated outside the coordinated server path: `sekka gen` bes
 two servers with two data dirs, ascending beside descending generators, a `--worker-id` that a
 `local` source ignored, and descending servers decoding their own ids wrongly. Each test here runs
 the real binary the way that review did. Every process of one test shares one worker lock dir,
-as every process of one host shares /var/lib/sekka/workers by default.
+as every process of one host shares /var/lib/sekka/workers by default, and that lock dir serves
+one id space (one layout and direction).
 """
 
 import datetime
@@ -53,6 +54,11 @@ class HostTestCase(unittest.TestCase):
         self.assertFalse(s.wait_listening())
         self.assertEqual(s.proc.returncode, code)
         return s.stderr_text()
+
+    def unbind(self):
+        """Removes the lock dir's id-space binding, as an operator does to change a host's
+        layout (or as a lock dir from before the binding is): the per-id states stay."""
+        os.unlink(os.path.join(self.lock_dir, "id-space"))
 
     def gen(self, *args, env=None, timeout=120):
         return subprocess.Popen([SEKKA, "gen", *args], stdout=subprocess.PIPE,
@@ -156,6 +162,7 @@ class ReviewFindingsTest(HostTestCase):
         """--force under local took worker 0, whose state a descending gen had made, rewrote
         its history as ascending, and a later ascending gen repeated the descending ids."""
         self.finish(self.gen("-n", "1000", "--descending"))  # worker 0's state: descending
+        self.unbind()
         s = self.serve("forced", "--force")
         self.assertEqual(s.worker_id, 1, s.stderr_text())
 
@@ -241,6 +248,22 @@ class ReviewFindingsTest(HostTestCase):
         self.assertEqual(p.stdout, "")
         self.assertIn("cannot read", p.stderr)
 
+    def test_two_layouts_whose_bits_overlap_never_share_a_host(self):
+        """Both reviews of issue 22: `twitter` datacenter 1 worker 0 and `leaf` worker 32 carry
+        the same bits, and in one lock dir they printed 397,312 equal ids of 400,000 (locks and
+        states are keyed by datacenter and worker). A host's lock dir serves one id space."""
+        self.finish(self.gen("-n", "1000", "--layout", "twitter", "--datacenter-id", "1"))
+        p = subprocess.run([SEKKA, "gen", "-n", "1000", "--layout", "leaf", "--worker-id", "32"],
+                           capture_output=True, text=True, env=self.env, timeout=60)
+        self.assertEqual(p.returncode, 2, p.stderr)
+        self.assertEqual(p.stdout, "")
+        self.assertEqual(len(p.stderr.strip().splitlines()), 1, p.stderr)
+        self.assertIn(os.path.join(self.lock_dir, "id-space"), p.stderr)
+        self.assertIn("order=time,datacenter,worker,sequence", p.stderr)  # what is bound
+        err = self.refused("leaf", "--layout", "leaf", "--worker-source", "static",
+                           "--worker-id", "32", code=2)
+        self.assertIn("id-space", err)
+
     def test_a_second_user_takes_an_id_a_first_user_used(self):
         """A second user's gen stopped on the first user's lock file: `cannot write
         0-0.lock: Invalid argument` (ftruncate on a read-only descriptor)."""
@@ -279,7 +302,10 @@ class DirectionTest(HostTestCase):
         max_tick = (1 << 41) - 1
         start_ms = EPOCH_MS + max_tick - ticks[-1] - 2000
         span = ticks[-1] - ticks[0] + 4500
-        env = dict(self.env, **fake_absolute(start_ms))
+        # Its own lock dir: a host's lock dir serves one direction, and the test is that the
+        # ids of the two never meet even where no lock keeps them apart.
+        env = dict(self.env, SEKKA_WORKER_LOCK_DIR=self.dirs.path("down-locks"),
+                   **fake_absolute(start_ms))
         down = self.finish(self.gen("-n", str(4096 * span), "--worker-id", "1023",
                                     "--descending", env=env), timeout=300)
         self.assertLess(down[-1], down[0])
@@ -321,6 +347,7 @@ class DirectionTest(HostTestCase):
         up.get("/v1/id")
         up.stop()
         self.servers.remove(up)
+        self.unbind()  # the lock dir's binding refuses it too; this is the id's own state
         err = self.refused("data", "--worker-source", "static", "--worker-id", "4", code=2,
                            env={"SEKKA_GENERATOR_DESCENDING": "true"})
         self.assertIn("descending=true", err)

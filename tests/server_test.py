@@ -726,6 +726,16 @@ class RestartStateTest(ServerTestCase):
         s.get("/v1/id")
         s.stop()
         self.servers.remove(s)
+        # The host's lock dir serves the sekka layout: another is refused, forced or not.
+        for flags in ((), ("--force",)):
+            t = Server(self.dirs.path("data"), "--layout", "twitter", *flags, wait=False)
+            self.assertFalse(t.wait_listening())
+            self.assertEqual(t.proc.returncode, 2)
+            self.assertIn("serves layout", t.stderr_text())
+            t.stop()
+        # Once an operator unbinds it, the worker id's state still names the layout it was made
+        # with: refused unless forced.
+        os.unlink(os.path.join(self.dirs.path("data"), "host-locks", "id-space"))
         t = Server(self.dirs.path("data"), "--layout", "twitter", wait=False)
         self.assertFalse(t.wait_listening())
         self.assertEqual(t.proc.returncode, 2)
@@ -918,11 +928,11 @@ class DiskFullTest(ServerTestCase):
             r = redis.Redis(host="127.0.0.1", port=s.resp_port)
             before = r.execute_command("ID.BATCH", 100)
             fill = os.path.join(mnt, "fill")
-            with open(fill, "wb") as f:
+            # Unbuffered: a buffered file's close would flush, and raise, outside the try.
+            with open(fill, "wb", buffering=0) as f:
                 try:
                     while True:
                         f.write(b"\0" * 65536)
-                        f.flush()
                 except OSError:
                     pass
             deadline = time.monotonic() + 10

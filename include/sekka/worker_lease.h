@@ -53,9 +53,10 @@ struct WorkerLeaseOptions {
   std::chrono::milliseconds ttl{10'000};
   // How long one call to the coordinator may take.
   std::chrono::milliseconds call_timeout{2'000};
-  // The fingerprint of the layout ids are made with (LayoutFingerprint). A coordinator cluster
-  // serves one layout: the first holder binds it, and Acquire refuses any other (two layouts,
-  // or two directions, on one cluster's worker ids could make equal ids). "" = not checked.
+  // The fingerprint of the layout ids are made with (LayoutFingerprint). A coordinator cluster,
+  // and a host's lock dir, serve one layout: the first holder binds it, and Acquire refuses any
+  // other (two layouts, or two directions, on one set of worker ids could make equal ids).
+  // "" = not checked (a local lease then takes its own layout's).
   std::string layout;
 };
 
