@@ -19,9 +19,6 @@ class LocalLease final : public WorkerLease {
   Result<LeaseGrant> Acquire() override {
     if (options_.identity.empty()) return InvalidArgument("the lease identity must not be empty");
     if (claim_ == nullptr) {
-      if (Status bound = BindLockDir(local_.lock_dir, fingerprint_, kHostWorkers); !bound.ok()) {
-        return std::move(bound).error();
-      }
       WorkerIdRequest request;
       request.source = local_.source;
       request.lock_dir = local_.lock_dir;
@@ -44,6 +41,14 @@ class LocalLease final : public WorkerLease {
 
   Status StoreHwm(std::int64_t hwm_millis) override {
     if (Status held = CheckHeld(); !held.ok()) return held;
+    // The lock dir's id space is bound by the first hwm stored, before any id is issued: a
+    // start that fails before it binds nothing.
+    if (!bound_) {
+      if (Status bound = BindLockDir(local_.lock_dir, fingerprint_, kHostWorkers); !bound.ok()) {
+        return bound;
+      }
+      bound_ = true;
+    }
     if (hwm_millis <= hwm_known_ && stored_layout_ == fingerprint_) return Status::Ok();
     const std::int64_t hwm = std::max(hwm_millis, hwm_known_);
     Status written = WriteStateFile(StatePath(claim_->worker_id()), {fingerprint_, hwm});
@@ -108,6 +113,7 @@ class LocalLease final : public WorkerLease {
   std::unique_ptr<WorkerIdClaim> claim_;
   std::int64_t hwm_known_ = 0;  // the state file's hwm, as this lease last read or wrote it
   std::string stored_layout_;   // the state file's layout, likewise
+  bool bound_ = false;          // the lock dir's id space is this lease's (BindLockDir)
 };
 
 class HostBoundLease final : public WorkerLease {
@@ -119,18 +125,15 @@ class HostBoundLease final : public WorkerLease {
         layout_(std::move(layout)),
         workers_(std::move(workers)) {}
 
-  Result<LeaseGrant> Acquire() override {
-    Result<LeaseGrant> grant = inner_->Acquire();
-    if (!grant.ok() || bound_) return grant;
-    if (Status bound = BindLockDir(lock_dir_, layout_, workers_); !bound.ok()) {
-      (void)inner_->Release();
-      return std::move(bound).error();
-    }
-    bound_ = true;
-    return grant;
-  }
+  Result<LeaseGrant> Acquire() override { return inner_->Acquire(); }
   Status Renew() override { return inner_->Renew(); }
-  Status StoreHwm(std::int64_t hwm_millis) override { return inner_->StoreHwm(hwm_millis); }
+  Status StoreHwm(std::int64_t hwm_millis) override {
+    if (!bound_) {
+      if (Status bound = BindLockDir(lock_dir_, layout_, workers_); !bound.ok()) return bound;
+      bound_ = true;
+    }
+    return inner_->StoreHwm(hwm_millis);
+  }
   Status Release() override { return inner_->Release(); }
   std::string Describe() const override { return inner_->Describe(); }
   std::string_view source() const override { return inner_->source(); }

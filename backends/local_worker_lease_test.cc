@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -213,16 +214,75 @@ TEST(LocalWorkerLease, TwoLayoutsWhoseBitsOverlapNeverShareALockDir) {
   dc1.datacenter_id = 1;
   auto first = NewLocalWorkerLease(twitter, dc1);
   ASSERT_TRUE(first->Acquire().ok());
+  ASSERT_TRUE(first->StoreHwm(1'000).ok());  // binds the lock dir, before any id is issued
   LocalLeaseOptions leaf = twitter;
   leaf.layout = *Layout::Preset("leaf");
   auto second = NewLocalWorkerLease(leaf, Identity("leaf"));
-  Result<LeaseGrant> refused = second->Acquire();
+  ASSERT_TRUE(second->Acquire().ok());
+  Status refused = second->StoreHwm(1'000);
   ASSERT_FALSE(refused.ok());
   EXPECT_EQ(refused.error().code, ErrorCode::kInvalidArgument);
   EXPECT_NE(refused.error().message.find(dir + "/id-space"), std::string::npos)
       << refused.error().message;
   ASSERT_TRUE(first->Release().ok());  // the binding outlives the holder
-  EXPECT_FALSE(second->Acquire().ok());
+  EXPECT_FALSE(second->StoreHwm(1'000).ok());
+}
+
+// A start that ends before its first hwm store (the clock too far behind, a layout run out)
+// issued nothing, and binds nothing: a mistaken `gen --layout baidu` left a host refusing
+// every later process of its real layout.
+TEST(LocalWorkerLease, AStartThatStoresNoHwmBindsNothing) {
+  const std::string dir = FreshDir();
+  LocalLeaseOptions twitter;
+  twitter.lock_dir = dir;
+  twitter.layout = *Layout::Preset("twitter");
+  auto tried = NewLocalWorkerLease(twitter, Identity("tried"));
+  ASSERT_TRUE(tried->Acquire().ok());
+  ASSERT_TRUE(tried->Release().ok());
+  EXPECT_FALSE(std::filesystem::exists(dir + "/id-space"));
+  LocalLeaseOptions sekka;
+  sekka.lock_dir = dir;
+  auto real = NewLocalWorkerLease(sekka, Identity("real"));
+  ASSERT_TRUE(real->Acquire().ok());
+  EXPECT_TRUE(real->StoreHwm(1'000).ok());
+}
+
+// A FIFO planted in a shared lock dir hung every start (a blocking open); a directory or a
+// link there is refused as well, in one line.
+TEST(LocalWorkerLease, AnythingButARegularFileInTheLockDirIsAnErrorNotAHang) {
+  for (const char* name : {"id-space", "0-0.lock", "0-0.state"}) {
+    const std::string dir = FreshDir();
+    ASSERT_EQ(::mkfifo((dir + "/" + name).c_str(), 0644), 0);
+    LocalLeaseOptions l;
+    l.lock_dir = dir;
+    auto lease = NewLocalWorkerLease(l, Identity("x"));
+    Result<LeaseGrant> g = lease->Acquire();
+    Status s = g.ok() ? lease->StoreHwm(1'000) : Status(g.error());
+    ASSERT_FALSE(s.ok()) << name;
+    EXPECT_NE(s.error().message.find("is not a regular file: remove it"), std::string::npos)
+        << s.error().message;
+  }
+}
+
+// Under umask 077 the lock dir was made 0700 and its files 0600, and a second user of the
+// host could not take an id there.
+TEST(LocalWorkerLease, FilesAreReadableByEveryUserWhateverTheUmask) {
+  const std::string dir = FreshDir() + "/locks";
+  const mode_t old = ::umask(077);
+  LocalLeaseOptions l;
+  l.lock_dir = dir;
+  auto lease = NewLocalWorkerLease(l, Identity("x"));
+  const bool stored = lease->Acquire().ok() && lease->StoreHwm(1'000).ok();
+  ::umask(old);
+  ASSERT_TRUE(stored);
+  auto mode = [](const std::string& path) {
+    return static_cast<int>(std::filesystem::status(path).permissions() &
+                            std::filesystem::perms::all);
+  };
+  EXPECT_EQ(mode(dir), 0755);
+  EXPECT_EQ(mode(dir + "/0-0.lock"), 0644);
+  EXPECT_EQ(mode(dir + "/0-0.state"), 0644);
+  EXPECT_EQ(mode(dir + "/id-space"), 0644);
 }
 
 // A server that takes its worker id from a coordinator binds its host's lock dir to the
@@ -236,7 +296,9 @@ TEST(LocalWorkerLease, ALockDirBoundToAClusterIsRefusedToTheLocalSources) {
   EXPECT_FALSE(BindLockDir(dir, layout, "zookeeper cluster prod").ok());
   LocalLeaseOptions l;
   l.lock_dir = dir;
-  Result<LeaseGrant> refused = NewLocalWorkerLease(l, Identity("gen"))->Acquire();
+  auto gen = NewLocalWorkerLease(l, Identity("gen"));
+  ASSERT_TRUE(gen->Acquire().ok());
+  Status refused = gen->StoreHwm(1'000);
   ASSERT_FALSE(refused.ok());
   EXPECT_EQ(refused.error().code, ErrorCode::kInvalidArgument);
   EXPECT_NE(refused.error().message.find("etcd cluster prod"), std::string::npos)

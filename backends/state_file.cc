@@ -2,10 +2,12 @@
 
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <charconv>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 
@@ -57,44 +59,90 @@ Result<StoredState> ParseState(std::string_view text) {
   return s;
 }
 
-Result<std::optional<StoredState>> ReadStateFile(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-  if (fd < 0) {
-    if (errno == ENOENT) return std::optional<StoredState>();
-    return Internal(fmt::format("cannot read {}: {}", path, std::strerror(errno)));
+Result<std::optional<std::string>> ReadRegularFile(const std::string& path, std::size_t max_bytes) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+  if (fd < 0 && errno == ENOENT) return std::optional<std::string>();
+  if (fd < 0 && errno == ELOOP) {
+    return InvalidArgument(fmt::format(
+        "{} is a symbolic link, which sekka never follows in its lock and data dirs: remove it",
+        path));
   }
-  std::string text(4096, '\0');
-  const ssize_t n = ::read(fd, text.data(), text.size());
+  if (fd < 0) {
+    return Internal(fmt::format("cannot read {}: {}{}", path, std::strerror(errno),
+                                errno == EACCES ? " (make it readable for this user: it must be "
+                                                  "mode 0644 when users share the dir)"
+                                                : ""));
+  }
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return InvalidArgument(fmt::format("{} is not a regular file: remove it", path));
+  }
+  std::string text(max_bytes + 1, '\0');
+  std::size_t got = 0;
+  while (got < text.size()) {
+    const ssize_t n = ::read(fd, text.data() + got, text.size() - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      const int saved = errno;
+      ::close(fd);
+      return Internal(fmt::format("cannot read {}: {}", path, std::strerror(saved)));
+    }
+    if (n == 0) break;
+    got += static_cast<std::size_t>(n);
+  }
   ::close(fd);
-  if (n < 0) return Internal(fmt::format("cannot read {}: {}", path, std::strerror(errno)));
-  text.resize(static_cast<std::size_t>(n));
-  Result<StoredState> s = ParseState(text);
+  if (got > max_bytes) {
+    return InvalidArgument(
+        fmt::format("{} is larger than {} bytes, so not sekka's: remove it", path, max_bytes));
+  }
+  text.resize(got);
+  return std::optional<std::string>(std::move(text));
+}
+
+Result<std::optional<StoredState>> ReadStateFile(const std::string& path) {
+  Result<std::optional<std::string>> text = ReadRegularFile(path, 4096);
+  if (!text.ok()) return std::move(text).error();
+  if (!text->has_value()) return std::optional<StoredState>();
+  Result<StoredState> s = ParseState(**text);
   if (!s.ok()) return InvalidArgument(fmt::format("{}: {}", path, s.error().message));
   return std::optional<StoredState>(*s);
 }
 
-Status WriteFileDurably(const std::string& path, std::string_view text) {
-  // A fresh file of this process's own (named by its pid, O_EXCL after removing a leftover of
-  // an earlier process with that pid): never one that a symbolic link planted in a shared dir
-  // points to, and never blocked by another user's leftover.
-  const std::string tmp = fmt::format("{}.tmp.{}", path, ::getpid());
-  ::unlink(tmp.c_str());
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
-  if (fd < 0) return Internal(fmt::format("cannot write {}: {}", tmp, std::strerror(errno)));
-  const bool ok = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size()) &&
+Result<std::string> WriteTempFile(const std::string& path, std::string_view text) {
+  std::string tmp = path + ".tmp.XXXXXX";
+  const int fd = ::mkostemp(tmp.data(), O_CLOEXEC);  // O_EXCL: never through a planted link
+  if (fd < 0) return Internal(fmt::format("cannot create {}: {}", tmp, std::strerror(errno)));
+  const bool ok = ::fchmod(fd, 0644) == 0 &&
+                  ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size()) &&
                   ::fsync(fd) == 0;
   const int saved = errno;
   ::close(fd);
-  if (!ok) return Internal(fmt::format("cannot write {}: {}", tmp, std::strerror(saved)));
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    return Internal(fmt::format("cannot rename {}: {}", tmp, std::strerror(errno)));
+  if (!ok) {
+    ::unlink(tmp.c_str());
+    return Internal(fmt::format("cannot write {}: {}", tmp, std::strerror(saved)));
   }
+  return tmp;
+}
+
+void SyncParentDir(const std::string& path) {
   const std::string dir = std::filesystem::path(path).parent_path().string();
   const int dfd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dfd >= 0) {
     ::fsync(dfd);
     ::close(dfd);
   }
+}
+
+Status WriteFileDurably(const std::string& path, std::string_view text) {
+  Result<std::string> tmp = WriteTempFile(path, text);
+  if (!tmp.ok()) return std::move(tmp).error();
+  if (::rename(tmp->c_str(), path.c_str()) != 0) {
+    const int saved = errno;
+    ::unlink(tmp->c_str());
+    return Internal(fmt::format("cannot rename {}: {}", *tmp, std::strerror(saved)));
+  }
+  SyncParentDir(path);
   return Status::Ok();
 }
 

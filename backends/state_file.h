@@ -26,11 +26,23 @@ namespace sekka {
 std::string FormatState(const StoredState& state);
 Result<StoredState> ParseState(std::string_view text);
 
+// Reads a small regular file whole; nullopt when there is none. Never follows a symbolic link
+// and never blocks (on a FIFO planted in a shared dir). Errors: kInvalidArgument (a link, a
+// directory, a FIFO or anything but a regular file, or one over `max_bytes`: the message says
+// to remove it), kInternal (unreadable, naming what to do for a permission error).
+Result<std::optional<std::string>> ReadRegularFile(const std::string& path, std::size_t max_bytes);
+// Writes `text` to a new file beside `path` (a name of its own, so threads and processes never
+// share one; mode 0644 whatever the umask, so every user of a shared dir can read it; fsynced)
+// and returns its name. Errors: kInternal.
+Result<std::string> WriteTempFile(const std::string& path, std::string_view text);
+// fsyncs the directory that `path` is in (best effort: a rename or link in it is then durable).
+void SyncParentDir(const std::string& path);
+
 // Reads the state file; nullopt when there is none yet. Errors: kInvalidArgument (corrupt),
 // kInternal (unreadable).
 Result<std::optional<StoredState>> ReadStateFile(const std::string& path);
-// Writes `text` to `path` durably: temp file, fsync, rename, fsync of the directory. A crash
-// leaves the old file or the new one, never a mix. Errors: kInternal (the disk).
+// Writes `text` to `path` durably: WriteTempFile, rename, SyncParentDir. A crash leaves the old
+// file or the new one, never a mix. Errors: kInternal (the disk).
 Status WriteFileDurably(const std::string& path, std::string_view text);
 // Writes it durably (WriteFileDurably).
 Status WriteStateFile(const std::string& path, const StoredState& state);

@@ -15,6 +15,7 @@
 #include <optional>
 #include <vector>
 
+#include "backends/state_file.h"
 #include "sekka/worker_lease.h"
 
 namespace sekka {
@@ -30,7 +31,8 @@ std::string LockPath(const std::string& dir, std::int64_t dc, std::int64_t worke
 Error LockDirError(const std::string& dir, const std::string& why) {
   return Internal(fmt::format(
       "cannot use the worker lock dir {} ({}): every sekka process of this host locks its worker "
-      "id there; make it writable for this user (e.g. install -d -o $USER {}), or set "
+      "id there or binds it to its cluster; make it writable for this user (e.g. install -d -o "
+      "$USER {}), or set "
       "worker.lock_dir / SEKKA_WORKER_LOCK_DIR / gen --lock-dir to a directory that every sekka "
       "process of this host shares",
       dir, why, dir));
@@ -39,7 +41,9 @@ Error LockDirError(const std::string& dir, const std::string& why) {
 // Creates the lock dir if missing and checks that this user can lock and write there.
 Status UsableLockDir(const std::string& dir) {
   std::error_code ec;
-  fs::create_directories(dir, ec);
+  // Made 0755 whatever the umask, so that other users of the host can read its files; a dir
+  // that exists keeps its mode (an administrator's 2775, say).
+  if (fs::create_directories(dir, ec) && !ec) ::chmod(dir.c_str(), 0755);
   if (ec) return LockDirError(dir, ec.message());
   if (::access(dir.c_str(), W_OK | X_OK) != 0) return LockDirError(dir, std::strerror(errno));
   return Status::Ok();
@@ -56,18 +60,12 @@ struct IdSpace {
 };
 
 // The id space bound at `path`; nullopt when none is. Errors: kInvalidArgument (not an id-space
-// file), kInternal (unreadable, or a symbolic link).
+// file), as ReadRegularFile.
 Result<std::optional<IdSpace>> ReadIdSpace(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-  if (fd < 0 && errno == ENOENT) return std::optional<IdSpace>();
-  if (fd < 0) {
-    return Internal(fmt::format("cannot read {}: {}{}", path, std::strerror(errno),
-                                errno == ELOOP ? " (a symbolic link: remove it)" : ""));
-  }
-  char buf[2048];
-  const ssize_t n = ::read(fd, buf, sizeof(buf));
-  ::close(fd);
-  const std::string_view text(buf, n > 0 ? static_cast<std::size_t>(n) : 0);
+  Result<std::optional<std::string>> read = ReadRegularFile(path, 2048);
+  if (!read.ok()) return std::move(read).error();
+  if (!read->has_value()) return std::optional<IdSpace>();
+  const std::string_view text = **read;
   IdSpace space;
   const std::size_t mid = text.find("\nworkers=");
   if (text.starts_with("layout=") && mid != std::string_view::npos && text.ends_with('\n')) {
@@ -83,27 +81,18 @@ Result<std::optional<IdSpace>> ReadIdSpace(const std::string& path) {
   return std::optional<IdSpace>(std::move(space));
 }
 
-// Creates `path` with `space` unless it exists. The file appears whole or not at all (a link of
-// a complete temp file) and is readable by every user. Errors: kInternal.
+// Creates `path` with `space` unless it exists: a complete temp file is linked there, so the
+// file appears whole or not at all. Errors: kInternal.
 Status CreateIdSpace(const std::string& path, const IdSpace& space) {
-  // A name of its own (mkostemp: O_EXCL, so never through a planted link), for every thread.
-  std::string tmp = path + ".tmp.XXXXXX";
-  const int fd = ::mkostemp(tmp.data(), O_CLOEXEC);
-  if (fd < 0) return Internal(fmt::format("cannot create {}: {}", tmp, std::strerror(errno)));
-  const std::string text = space.Text();
-  const bool written = ::fchmod(fd, 0644) == 0 &&
-                       ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size()) &&
-                       ::fsync(fd) == 0;
-  const int write_errno = errno;
-  ::close(fd);
-  const bool linked = written && ::link(tmp.c_str(), path.c_str()) == 0;
-  const int link_errno = errno;
-  ::unlink(tmp.c_str());
-  if (!written)
-    return Internal(fmt::format("cannot write {}: {}", tmp, std::strerror(write_errno)));
-  if (!linked && link_errno != EEXIST) {
-    return Internal(fmt::format("cannot create {}: {}", path, std::strerror(link_errno)));
+  Result<std::string> tmp = WriteTempFile(path, space.Text());
+  if (!tmp.ok()) return std::move(tmp).error();
+  const bool linked = ::link(tmp->c_str(), path.c_str()) == 0;
+  const int saved = errno;
+  ::unlink(tmp->c_str());
+  if (!linked && saved != EEXIST) {
+    return Internal(fmt::format("cannot create {}: {}", path, std::strerror(saved)));
   }
+  SyncParentDir(path);
   return Status::Ok();  // ours, or one a process racing this one created
 }
 
@@ -119,13 +108,10 @@ Result<IdSpace> BindIdSpace(const std::string& path, const IdSpace& space) {
   return Internal(fmt::format("cannot bind {}: it is removed again and again", path));
 }
 
-std::string ReadSmallFile(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return {};
-  char buf[512];
-  const ssize_t n = ::read(fd, buf, sizeof(buf));
-  ::close(fd);
-  return n > 0 ? std::string(buf, static_cast<std::size_t>(n)) : std::string();
+// A lock file's holder record ("pid=...\nidentity=...\n"); "" when it cannot be read.
+std::string ReadHolder(const std::string& path) {
+  Result<std::optional<std::string>> text = ReadRegularFile(path, 512);
+  return text.ok() && text->has_value() ? **text : std::string();
 }
 
 }  // namespace
@@ -137,11 +123,19 @@ Status BindLockDir(const std::string& lock_dir, std::string_view layout, std::st
   Result<IdSpace> bound = BindIdSpace(path, mine);
   if (!bound.ok()) return std::move(bound).error();
   if (bound->Text() == mine.Text()) return Status::Ok();
+  if (bound->layout == mine.layout && bound->workers != kHostWorkers) {
+    return InvalidArgument(fmt::format(
+        "the worker lock dir {} serves ids whose worker ids come from {}; this process takes its "
+        "worker id from {}, which could be one that cluster gave out: ask a server of the cluster "
+        "for ids (e.g. curl http://127.0.0.1:8080/v1/ids?count=N), or give this process that "
+        "cluster's worker.source",
+        lock_dir, bound->workers, mine.workers));
+  }
   return InvalidArgument(fmt::format(
       "the worker lock dir {} serves {}; this process has {}: ids of the two could be equal, so "
       "a host's lock dir serves one id space (layout, direction and where worker ids come from); "
-      "use that one, or remove {} once no sekka process of it runs on this host and its ids "
-      "are behind the new layout's (sekka layout --max-id)",
+      "use that one, or move the host to the new one as docs/operations.md says (stop the old "
+      "processes, generator.after_id, then remove {})",
       lock_dir, bound->Name(), mine.Name(), path));
 }
 
@@ -149,15 +143,24 @@ Result<int> TryLockFile(const std::string& path, const std::string& identity) {
   // O_NOFOLLOW: a symbolic link planted in a shared lock dir must not make this process write
   // through it. A lock file unlinked or replaced between open and flock is tried again: a flock
   // on a file no longer at `path` excludes nobody.
+  // O_NONBLOCK: a FIFO planted there must not hang the start (it is refused below).
+  constexpr int kFlags = O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK;
   for (int attempt = 0; attempt < 8; ++attempt) {
-    int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+    int fd = ::open(path.c_str(), O_RDWR | O_CREAT | kFlags, 0644);
     // Another user's lock file: a read-only descriptor holds a flock as well.
     const bool read_only = fd < 0 && errno == EACCES;
-    if (read_only) fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (read_only) fd = ::open(path.c_str(), O_RDONLY | kFlags);
     if (fd < 0) {
       return Internal(fmt::format("cannot open {}: {}{}", path, std::strerror(errno),
                                   errno == ELOOP ? " (a symbolic link: remove it)" : ""));
     }
+    struct stat st {};
+    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+      ::close(fd);
+      return Internal(fmt::format("{} is not a regular file: remove it", path));
+    }
+    // Readable by every user of a shared dir, whatever this process's umask.
+    if (st.st_uid == ::geteuid() && (st.st_mode & 0044) != 0044) ::fchmod(fd, 0644);
     if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
       ::close(fd);
       return -1;
@@ -260,7 +263,7 @@ Result<std::unique_ptr<WorkerIdClaim>> ClaimWorkerId(const WorkerIdRequest& requ
     if (!fd.ok()) return LockDirError(request.lock_dir, fd.error().message);
     if (*fd < 0) {
       if (!must) return false;
-      std::string holder = ReadSmallFile(path);
+      std::string holder = ReadHolder(path);
       for (char& c : holder) c = c == '\n' ? ' ' : c;
       return Unavailable(fmt::format(
           "worker id {} (datacenter {}) is already held by another process of this host (lock "
@@ -317,7 +320,7 @@ Result<std::unique_ptr<WorkerIdClaim>> ClaimWorkerId(const WorkerIdRequest& requ
   for (std::int64_t w = 0; w <= max_worker; ++w) {
     const std::string path = LockPath(request.lock_dir, request.datacenter_id, w);
     if (!fs::exists(path, ec)) break;
-    if (ReadSmallFile(path).find(mine) != std::string::npos) holders[w] = true;
+    if (ReadHolder(path).find(mine) != std::string::npos) holders[w] = true;
   }
   for (;;) {
     const std::vector<std::int64_t> order =

@@ -49,10 +49,13 @@ int ExitFor(const Error& error, bool during_setup) {
   return Fail(usage && during_setup ? kExitUsage : kExitFailure, error.message);
 }
 
-// An id given on the command line: 0 or more.
-Status CheckIdFlag(std::string_view flag, std::int64_t id) {
-  if (id >= 0) return Status::Ok();
-  return InvalidArgument(fmt::format("{} {} is out of range: allowed 0 to {}", flag, id,
+// An id given on the command line: a decimal number from 0 to 2^63 - 1, all of the text.
+// Errors: kInvalidArgument naming the text as typed and what is allowed.
+Result<std::int64_t> ParseIdFlag(std::string_view flag, std::string_view text) {
+  std::int64_t id = -1;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), id);
+  if (ec == std::errc() && end == text.data() + text.size() && id >= 0) return id;
+  return InvalidArgument(fmt::format("{} \"{}\" is not an id: allowed 0 to {}", flag, text,
                                      std::numeric_limits<std::int64_t>::max()));
 }
 
@@ -222,13 +225,12 @@ int RunGen(const GenFlags& flags) {
   if (!max_wait.ok()) return Fail(kExitUsage, "--max-startup-wait: " + max_wait.error().message);
   options.max_startup_wait_ms = *max_wait;
   if (flags.after_id.has_value()) {
-    if (Status valid = CheckIdFlag("--after-id", *flags.after_id); !valid.ok()) {
-      return Fail(kExitUsage, valid.error().message);
-    }
-    Result<std::int64_t> floor = AfterIdFloorMillis(*layout, *flags.after_id);
+    Result<std::int64_t> after = ParseIdFlag("--after-id", *flags.after_id);
+    if (!after.ok()) return Fail(kExitUsage, after.error().message);
+    Result<std::int64_t> floor = AfterIdFloorMillis(*layout, *after);
     if (!floor.ok()) return Fail(kExitUsage, "--after-id: " + floor.error().message);
     options.after_ms = *floor;
-    options.after_what = fmt::format("--after-id {}", *flags.after_id);
+    options.after_what = fmt::format("--after-id {}", *after);
   }
   LocalLeaseOptions local;
   local.source = flags.worker_id_set ? "static" : "local";
@@ -260,7 +262,9 @@ int RunGen(const GenFlags& flags) {
     if (Status s = generator.NextIds(std::span<Id>(ids.data(), n)); !s.ok()) {
       std::fwrite(out.data(), 1, out.size(), stdout);
       std::fflush(stdout);
-      return ExitFor(s.error(), false);
+      // Before the first id, a refusal (the lock dir's id space, bound at the first hwm store)
+      // is the configuration's: exit 2, as at start.
+      return ExitFor(s.error(), left == flags.count);
     }
     for (std::size_t i = 0; i < n; ++i) {
       if (opaque) {
@@ -440,10 +444,9 @@ int RunLayout(const LayoutFlags& flags) {
   const Layout& l = *layout;
   const std::int64_t now = SystemClock().NowMillis();
   if (flags.max_id.has_value()) {
-    if (Status valid = CheckIdFlag("--max-id", *flags.max_id); !valid.ok()) {
-      return Fail(kExitUsage, valid.error().message);
-    }
-    return PrintTakeOver(l, *flags.max_id, now, flags.json);
+    Result<std::int64_t> max_id = ParseIdFlag("--max-id", *flags.max_id);
+    if (!max_id.ok()) return Fail(kExitUsage, max_id.error().message);
+    return PrintTakeOver(l, *max_id, now, flags.json);
   }
   const bool expired = l.end_millis() <= now;
   // Random layouts: the odds of a clash at the rate. Snowflake layouts: the worker ids the rate

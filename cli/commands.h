@@ -38,7 +38,7 @@ struct GenFlags {
   bool worker_id_set = false;  // --worker-id given: that id (static), else the lowest free
   std::string lock_dir;        // "" = $SEKKA_WORKER_LOCK_DIR, else kDefaultWorkerLockDir
   std::string max_startup_wait = "10s";  // a stored hwm this close is waited out, else refused
-  std::optional<std::int64_t> after_id;  // --after-id: only ids above it
+  std::optional<std::string> after_id;   // --after-id, as typed: only ids above it
   std::string key_file;                  // --format opaque: the opaque key file
   std::string kind = "snowflake";        // snowflake | uuidv7 | ulid
 };
@@ -71,7 +71,7 @@ struct LayoutFlags {
   std::string rate;  // "" = no rate; "5000/s", "20k/s", "1M/min", ...
   // --max-id: the largest id an existing system issued; says whether and from when to until
   // when the layout issues only ids above it (AfterIdFloorMillis).
-  std::optional<std::int64_t> max_id;  // --max-id
+  std::optional<std::string> max_id;  // --max-id, as typed
 };
 // Parses a rate: a number (decimal point allowed) with an optional k or M, and an optional unit
 // /s (the default), /min, /h or /d. Returns ids per second. Errors: kInvalidArgument naming the

@@ -42,9 +42,10 @@ int main(int argc, char** argv) {
       ->add_option("--max-startup-wait", gen.max_startup_wait,
                    "Wait out a stored high-water mark this close, else refuse")
       ->capture_default_str();
-  gen_cmd->add_option("--after-id", gen.after_id,
-                      "Print only ids above this one (the largest id of the system sekka takes "
-                      "over from)");
+  // Id flags are taken as text, so that an empty or out-of-range value is named as typed.
+  gen_cmd->add_option_function<std::string>(
+      "--after-id", [&gen](const std::string& v) { gen.after_id = v; },
+      "Print only ids above this one (the largest id of the system sekka takes over from)");
   gen_cmd->add_option("--lock-dir", gen.lock_dir,
                       "The host's worker-id locks and high-water marks, shared with sekka serve "
                       "(default: $SEKKA_WORKER_LOCK_DIR, else /var/lib/sekka/workers)");
@@ -111,9 +112,10 @@ int main(int argc, char** argv) {
   layout_cmd->add_option("layout", layout.layout, layouts)->capture_default_str();
   layout_cmd->add_flag("--json", layout.json, "As JSON");
   layout_cmd->add_flag("--list", layout.list, "List the preset names");
-  layout_cmd->add_option("--max-id", layout.max_id,
-                         "The largest id an existing system issued: whether and when this "
-                         "layout can take over without repeats or order breaks");
+  layout_cmd->add_option_function<std::string>(
+      "--max-id", [&layout](const std::string& v) { layout.max_id = v; },
+      "The largest id an existing system issued: whether and when this layout can take over "
+      "without repeats or order breaks");
   layout_cmd->add_option("--rate", layout.rate,
                          "Ids per second across all generators (e.g. 5000/s, 20k/s, 1M/min): "
                          "the odds of a clash (random layouts) or the worker ids it needs");

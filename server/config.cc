@@ -246,9 +246,16 @@ Result<ConfigValues> ReadConfigEnvironment(const std::vector<std::string>& envir
 Result<ServerConfig> BuildConfig(const std::vector<ConfigValues>& sources) {
   for (const ConfigValues& source : sources) {
     for (const auto& [key, value] : source) {
-      if (FindKey(key) == nullptr) {
+      const Key* k = FindKey(key);
+      if (k == nullptr) {
         return InvalidArgument(
             fmt::format("unknown config key {}: allowed {}", key, AllowedKeys()));
+      }
+      // An integer key given empty (`--after-id "$(cat file)"` of an empty file) is an error,
+      // never the same as not giving it: a floor dropped that way lets ids repeat.
+      if (k->type == Type::kInt && value.empty()) {
+        return InvalidArgument(
+            fmt::format("config {} is empty: give an integer, or leave the key out", key));
       }
     }
   }

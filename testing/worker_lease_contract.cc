@@ -243,8 +243,16 @@ TEST_P(WorkerLeaseContractTest, AnEmptyIdentityIsRefused) {
   EXPECT_EQ(g.error().code, ErrorCode::kInvalidArgument);
 }
 
+// A lease's first hwm store, or its Acquire: the lease of a second layout must fail one of them
+// (a coordinator refuses at Acquire, a host's lock dir at the first store), so it never issues.
+Status AcquireAndStore(WorkerLease& lease) {
+  Result<LeaseGrant> g = lease.Acquire();
+  if (!g.ok()) return g.error();
+  return lease.StoreHwm(g->hwm_millis + 1000);
+}
+
 // A coordinator's cluster and a host's lock dir alike serve one layout
-// (WorkerLeaseOptions::layout).
+// (WorkerLeaseOptions::layout), bound by its first holder.
 TEST_P(WorkerLeaseContractTest, AClusterServesTheLayoutItsFirstHolderBound) {
   const std::string where = GetParam().fresh();
   auto with_layout = [](std::string identity, std::string layout) {
@@ -253,18 +261,19 @@ TEST_P(WorkerLeaseContractTest, AClusterServesTheLayoutItsFirstHolderBound) {
     return o;
   };
   auto a = GetParam().open(where, with_layout("a", "layout one"));
-  ASSERT_TRUE(a->Acquire().ok());
+  ASSERT_TRUE(AcquireAndStore(*a).ok());
   auto b = GetParam().open(where, with_layout("b", "layout two"));
-  Result<LeaseGrant> refused = b->Acquire();
+  Status refused = AcquireAndStore(*b);
   ASSERT_FALSE(refused.ok());
   EXPECT_EQ(refused.error().code, ErrorCode::kInvalidArgument);
   EXPECT_NE(refused.error().message.find("\"layout one\""), std::string::npos)
       << refused.error().message;
   // The binding outlives its first holder: ids of layout one stay in the cluster's history.
   ASSERT_TRUE(a->Release().ok());
-  EXPECT_FALSE(b->Acquire().ok());
+  ASSERT_TRUE(b->Release().ok());
+  EXPECT_FALSE(AcquireAndStore(*b).ok());
   auto c = GetParam().open(where, with_layout("c", "layout one"));
-  EXPECT_TRUE(c->Acquire().ok());
+  EXPECT_TRUE(AcquireAndStore(*c).ok());
 }
 
 }  // namespace

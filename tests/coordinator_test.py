@@ -103,14 +103,15 @@ class CoordinatorTestCase(unittest.TestCase):
                                capture_output=True, text=True, timeout=60)
             self.assertEqual(p.returncode, 2, p.stderr)
             self.assertEqual(p.stdout, "")
-            self.assertIn(f"with worker ids from {self.source} cluster default", p.stderr)
+            self.assertIn(f"come from {self.source} cluster default", p.stderr)
+            self.assertIn("ask a server of the cluster for ids", p.stderr)
             if server_running:
                 self.assertEqual(s.stop(), 0)
         local = Server(self.dirs.path("local"), env={"SEKKA_WORKER_LOCK_DIR": host}, wait=False)
         self.servers.append(local)
         self.assertFalse(local.wait_listening())
         self.assertEqual(local.proc.returncode, 2)
-        self.assertIn("id-space", local.stderr_text())
+        self.assertIn(f"come from {self.source} cluster default", local.stderr_text())
 
     def dead_holders_id_after_the_ttl(self):
         a = self.start("a", ttl="2s")

@@ -185,14 +185,17 @@ class ReviewFindingsTest(HostTestCase):
                                  capture_output=True, text=True, timeout=60, env=self.env)
         self.assertEqual(expired.returncode, 1, expired.stdout)
         self.assertIn("ran out on", expired.stderr)
-        # The smallest int64 was the "not given" value, and was ignored.
-        smallest = str(-2 ** 63)
-        for args in (["gen", "--after-id", "-5"], ["layout", "sekka", "--max-id", "-1"],
-                     ["gen", "--after-id", smallest], ["layout", "sekka", "--max-id", smallest]):
-            p = subprocess.run([SEKKA, *args], capture_output=True, text=True, timeout=60,
-                               env=self.env)
-            self.assertEqual(p.returncode, 2, (args, p.stdout))
-            self.assertIn("is out of range: allowed 0 to", p.stderr)
+        # The smallest int64 was the "not given" value, and was ignored; so was an empty value
+        # (a script's `--after-id "$(cat maxid)"` of an empty file); values past int64 were
+        # clamped and the clamped value named.
+        for bad in ("-5", str(-2 ** 63), "", str(-2 ** 63 - 1), str(2 ** 63), "12x"):
+            for args in (["gen", "--after-id", bad], ["layout", "sekka", "--max-id", bad]):
+                p = subprocess.run([SEKKA, *args], capture_output=True, text=True, timeout=60,
+                                   env=self.env)
+                self.assertEqual(p.returncode, 2, (args, p.stdout))
+                self.assertIn(f'"{bad}" is not an id: allowed 0 to', p.stderr)
+        err = self.refused("empty", "--after-id", "", code=2)
+        self.assertIn("config generator.after_id is empty", err)
 
     def test_a_removed_lock_file_stops_its_holder_before_another_takes_the_id(self):
         """Removing a held lock file let gen lock a new file at that path and print 2,000 ids
@@ -246,7 +249,7 @@ class ReviewFindingsTest(HostTestCase):
                            env=self.env)
         self.assertNotEqual(p.returncode, 0, p.stdout)
         self.assertEqual(p.stdout, "")
-        self.assertIn("cannot read", p.stderr)
+        self.assertIn("0-0.state is a symbolic link, which sekka never follows", p.stderr)
 
     def test_two_layouts_whose_bits_overlap_never_share_a_host(self):
         """Both reviews of issue 22: `twitter` datacenter 1 worker 0 and `leaf` worker 32 carry

@@ -726,15 +726,15 @@ class RestartStateTest(ServerTestCase):
         s.get("/v1/id")
         s.stop()
         self.servers.remove(s)
-        # The host's lock dir serves the sekka layout: another is refused, forced or not.
-        for flags in ((), ("--force",)):
+        # The worker id's state names the layout it was made with; forced past that, the host's
+        # lock dir serves the sekka layout and still refuses another.
+        for flags, why in (((), "was made with layout"), (("--force",), "serves layout")):
             t = Server(self.dirs.path("data"), "--layout", "twitter", *flags, wait=False)
             self.assertFalse(t.wait_listening())
             self.assertEqual(t.proc.returncode, 2)
-            self.assertIn("serves layout", t.stderr_text())
+            self.assertIn(why, t.stderr_text())
             t.stop()
-        # Once an operator unbinds it, the worker id's state still names the layout it was made
-        # with: refused unless forced.
+        # Once an operator unbinds it, the state's check alone: refused unless forced.
         os.unlink(os.path.join(self.dirs.path("data"), "host-locks", "id-space"))
         t = Server(self.dirs.path("data"), "--layout", "twitter", wait=False)
         self.assertFalse(t.wait_listening())
