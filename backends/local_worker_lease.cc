@@ -41,13 +41,12 @@ class LocalLease final : public WorkerLease {
 
   Status StoreHwm(std::int64_t hwm_millis) override {
     if (Status held = CheckHeld(); !held.ok()) return held;
-    // The lock dir's id space is bound by the first hwm stored, before any id is issued: a
-    // start that fails before it binds nothing.
-    if (!bound_) {
-      if (Status bound = BindLockDir(local_.lock_dir, fingerprint_, kHostWorkers); !bound.ok()) {
-        return bound;
-      }
-      bound_ = true;
+    // The lock dir's id space is bound by the first hwm stored, before any id is issued (a
+    // start that fails before it binds nothing), and checked at every store: a binding removed
+    // while this process runs is made again, or, if another process bound another id space
+    // meanwhile, this one stops issuing.
+    if (Status bound = BindLockDir(local_.lock_dir, fingerprint_, kHostWorkers); !bound.ok()) {
+      return bound;
     }
     if (hwm_millis <= hwm_known_ && stored_layout_ == fingerprint_) return Status::Ok();
     const std::int64_t hwm = std::max(hwm_millis, hwm_known_);
@@ -113,7 +112,6 @@ class LocalLease final : public WorkerLease {
   std::unique_ptr<WorkerIdClaim> claim_;
   std::int64_t hwm_known_ = 0;  // the state file's hwm, as this lease last read or wrote it
   std::string stored_layout_;   // the state file's layout, likewise
-  bool bound_ = false;          // the lock dir's id space is this lease's (BindLockDir)
 };
 
 class HostBoundLease final : public WorkerLease {
@@ -127,11 +125,9 @@ class HostBoundLease final : public WorkerLease {
 
   Result<LeaseGrant> Acquire() override { return inner_->Acquire(); }
   Status Renew() override { return inner_->Renew(); }
+  // Bound, or checked, at every store, as the local lease does.
   Status StoreHwm(std::int64_t hwm_millis) override {
-    if (!bound_) {
-      if (Status bound = BindLockDir(lock_dir_, layout_, workers_); !bound.ok()) return bound;
-      bound_ = true;
-    }
+    if (Status bound = BindLockDir(lock_dir_, layout_, workers_); !bound.ok()) return bound;
     return inner_->StoreHwm(hwm_millis);
   }
   Status Release() override { return inner_->Release(); }
@@ -143,7 +139,6 @@ class HostBoundLease final : public WorkerLease {
   const std::string lock_dir_;
   const std::string layout_;
   const std::string workers_;
-  bool bound_ = false;
 };
 
 }  // namespace

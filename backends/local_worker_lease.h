@@ -10,8 +10,10 @@
 // made with; StoreHwm never lowers it. Every process of the host (serve with any data dir, gen,
 // any user) shares the lock dir, so none can take a worker id another holds, and each starts past
 // every earlier holder's hwm. The lock dir serves one id space (BindLockDir: one layout, worker
-// ids from this host), bound by the first hwm stored, before any id is issued; a free id whose
-// state belongs to another layout (from before the binding) is passed over. The layout's
+// ids from this host), bound by the first hwm stored, before any id is issued, and checked at
+// every store (a binding removed meanwhile is made again; one of another id space stops this
+// lease's stores); a free id whose state belongs to another layout (from before the binding) is
+// passed over. The layout's
 // fingerprint is WorkerLeaseOptions::layout, or, when that is empty, LocalLeaseOptions::layout's.
 //
 // Thread-safety: one thread at a time, like every WorkerLease.
@@ -44,8 +46,9 @@ struct LocalLeaseOptions {
 // A coordinator's lease (etcd, ZooKeeper) that binds the host's lock dir to its id space
 // (BindLockDir: `layout`, "etcd cluster C") at its first hwm store, before any id is issued, so
 // that no `sekka gen` or local server of the host can lock a worker id the cluster may have
-// given out. A start that fails earlier (a cluster never reached) binds nothing; a refused
-// binding is StoreHwm's error, and the start stops on it.
+// given out, and checks it at every later store. A start that fails earlier (a cluster never
+// reached) binds nothing; a refused binding is StoreHwm's error: the start stops on it, and a
+// running server stops issuing.
 std::unique_ptr<WorkerLease> NewHostBoundLease(std::unique_ptr<WorkerLease> inner,
                                                std::string lock_dir, std::string layout,
                                                std::string workers);

@@ -228,6 +228,27 @@ TEST(LocalWorkerLease, TwoLayoutsWhoseBitsOverlapNeverShareALockDir) {
   EXPECT_FALSE(second->StoreHwm(1'000).ok());
 }
 
+// A binding removed while a process runs: its next store binds the lock dir again; if another
+// process bound another id space meanwhile, its stores are refused and it issues no more (a
+// review printed 1,967,232 equal ids when the binding was read only once).
+TEST(LocalWorkerLease, ABindingRemovedWhileAProcessRunsIsMadeAgainOrStopsIt) {
+  const std::string dir = FreshDir();
+  LocalLeaseOptions twitter;
+  twitter.lock_dir = dir;
+  twitter.layout = *Layout::Preset("twitter");
+  auto running = NewLocalWorkerLease(twitter, Identity("running"));
+  ASSERT_TRUE(running->Acquire().ok());
+  ASSERT_TRUE(running->StoreHwm(1'000).ok());
+  Unbind(dir);
+  ASSERT_TRUE(running->StoreHwm(2'000).ok());
+  EXPECT_TRUE(BindLockDir(dir, LayoutFingerprint(twitter.layout), kHostWorkers).ok());
+  Unbind(dir);
+  ASSERT_TRUE(BindLockDir(dir, LayoutFingerprint(*Layout::Preset("leaf")), kHostWorkers).ok());
+  Status refused = running->StoreHwm(3'000);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.error().code, ErrorCode::kInvalidArgument);
+}
+
 // A start that ends before its first hwm store (the clock too far behind, a layout run out)
 // issued nothing, and binds nothing: a mistaken `gen --layout baidu` left a host refusing
 // every later process of its real layout.
@@ -264,10 +285,11 @@ TEST(LocalWorkerLease, AnythingButARegularFileInTheLockDirIsAnErrorNotAHang) {
   }
 }
 
-// Under umask 077 the lock dir was made 0700 and its files 0600, and a second user of the
-// host could not take an id there.
+// Under umask 077 the lock dir (and the dirs made above it) were made 0700 and its files 0600,
+// and a second user of the host could not take an id there.
 TEST(LocalWorkerLease, FilesAreReadableByEveryUserWhateverTheUmask) {
-  const std::string dir = FreshDir() + "/locks";
+  const std::string top = FreshDir() + "/var";
+  const std::string dir = top + "/lib/locks";
   const mode_t old = ::umask(077);
   LocalLeaseOptions l;
   l.lock_dir = dir;
@@ -279,6 +301,8 @@ TEST(LocalWorkerLease, FilesAreReadableByEveryUserWhateverTheUmask) {
     return static_cast<int>(std::filesystem::status(path).permissions() &
                             std::filesystem::perms::all);
   };
+  EXPECT_EQ(mode(top), 0755);
+  EXPECT_EQ(mode(top + "/lib"), 0755);
   EXPECT_EQ(mode(dir), 0755);
   EXPECT_EQ(mode(dir + "/0-0.lock"), 0644);
   EXPECT_EQ(mode(dir + "/0-0.state"), 0644);

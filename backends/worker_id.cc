@@ -41,10 +41,16 @@ Error LockDirError(const std::string& dir, const std::string& why) {
 // Creates the lock dir if missing and checks that this user can lock and write there.
 Status UsableLockDir(const std::string& dir) {
   std::error_code ec;
-  // Made 0755 whatever the umask, so that other users of the host can read its files; a dir
-  // that exists keeps its mode (an administrator's 2775, say).
-  if (fs::create_directories(dir, ec) && !ec) ::chmod(dir.c_str(), 0755);
+  // Every directory made for it is 0755 whatever the umask, so that other users of the host can
+  // reach and read its files; a dir that exists keeps its mode (an administrator's 2775, say).
+  std::vector<fs::path> missing;
+  for (fs::path p = dir; !p.empty() && !fs::exists(p, ec); p = p.parent_path()) {
+    missing.push_back(p);
+    if (p == p.parent_path()) break;
+  }
+  fs::create_directories(dir, ec);
   if (ec) return LockDirError(dir, ec.message());
+  for (const fs::path& p : missing) ::chmod(p.c_str(), 0755);
   if (::access(dir.c_str(), W_OK | X_OK) != 0) return LockDirError(dir, std::strerror(errno));
   return Status::Ok();
 }
@@ -150,14 +156,16 @@ Result<int> TryLockFile(const std::string& path, const std::string& identity) {
     // Another user's lock file: a read-only descriptor holds a flock as well.
     const bool read_only = fd < 0 && errno == EACCES;
     if (read_only) fd = ::open(path.c_str(), O_RDONLY | kFlags);
-    if (fd < 0) {
-      return Internal(fmt::format("cannot open {}: {}{}", path, std::strerror(errno),
-                                  errno == ELOOP ? " (a symbolic link: remove it)" : ""));
+    if (fd < 0 && errno == ELOOP) {
+      return InvalidArgument(fmt::format(
+          "{} is a symbolic link, which sekka never follows in its lock and data dirs: remove it",
+          path));
     }
+    if (fd < 0) return Internal(fmt::format("cannot open {}: {}", path, std::strerror(errno)));
     struct stat st {};
     if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
       ::close(fd);
-      return Internal(fmt::format("{} is not a regular file: remove it", path));
+      return InvalidArgument(fmt::format("{} is not a regular file: remove it", path));
     }
     // Readable by every user of a shared dir, whatever this process's umask.
     if (st.st_uid == ::geteuid() && (st.st_mode & 0044) != 0044) ::fchmod(fd, 0644);
@@ -260,6 +268,7 @@ Result<std::unique_ptr<WorkerIdClaim>> ClaimWorkerId(const WorkerIdRequest& requ
     // The holder is recorded only once the id is kept: an id passed over keeps its last
     // holder's identity, which finds it again.
     Result<int> fd = TryLockFile(path, "");
+    if (!fd.ok() && fd.error().code == ErrorCode::kInvalidArgument) return fd.error();
     if (!fd.ok()) return LockDirError(request.lock_dir, fd.error().message);
     if (*fd < 0) {
       if (!must) return false;

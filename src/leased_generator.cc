@@ -69,7 +69,7 @@ Result<std::unique_ptr<LeasedGenerator>> LeasedGenerator::Start(
   if (Status b = g.Begin(*grant, *floor); !b.ok()) return std::move(b).error();
   // The first hwm is stored before an id is asked for (inline: when the first is).
   if (!options.inline_hwm) {
-    Result<std::int64_t> stored = g.StoreHwm(*g.held_.back(), -1);
+    Result<std::int64_t> stored = g.StoreHwm(*g.held_.back(), -1, /*log=*/false);
     if (!stored.ok()) return std::move(stored).error();
   }
   return made;
@@ -203,7 +203,7 @@ Result<std::int64_t> LeasedGenerator::CheckStored(const Held& held, std::int64_t
       snap_.lease_error.empty() ? std::string() : " (" + snap_.lease_error + ")"));
 }
 
-Result<std::int64_t> LeasedGenerator::StoreHwm(Held& held, std::int64_t at_least_tick) {
+Result<std::int64_t> LeasedGenerator::StoreHwm(Held& held, std::int64_t at_least_tick, bool log) {
   const Layout& l = layout();
   // 1. The target: hwm_ahead past the clock (inline: no further than the ids left need), and
   //    never lower than anything stored or sent already, so that after a backward clock step
@@ -219,7 +219,7 @@ Result<std::int64_t> LeasedGenerator::StoreHwm(Held& held, std::int64_t at_least
   const std::int64_t hwm = l.TickToMillis(target + 1) - 1;  // the last ms of the tick
   // 2. Stored by the lease (fenced), then copied into the data dir.
   const auto begin = std::chrono::steady_clock::now();
-  Status stored = Call("store_hwm", lease_->StoreHwm(hwm));
+  Status stored = Call("store_hwm", lease_->StoreHwm(hwm), log);
   Status copied = Status::Ok();
   if (stored.ok() && options_.coordinated && data_dir_ != nullptr) {
     const Snowflake& g = *held.snowflake;

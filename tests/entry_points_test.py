@@ -266,6 +266,7 @@ class ReviewFindingsTest(HostTestCase):
         err = self.refused("leaf", "--layout", "leaf", "--worker-source", "static",
                            "--worker-id", "32", code=2)
         self.assertIn("id-space", err)
+        self.assertEqual(len(err.strip().splitlines()), 1, err)  # the refusal is its one line
 
     def test_a_second_user_takes_an_id_a_first_user_used(self):
         """A second user's gen stopped on the first user's lock file: `cannot write

@@ -165,7 +165,8 @@ class LeasedGenerator {
   Status WaitPast(std::int64_t floor_ms, const std::function<bool()>& stopping);
   Status Begin(const LeaseGrant& grant, std::int64_t floor_ms);
   Result<std::int64_t> CheckStored(const Held& held, std::int64_t tick) const;
-  Result<std::int64_t> StoreHwm(Held& held, std::int64_t at_least_tick);
+  // `log`: a failure is logged (not at start, where the error that ends it is its one line).
+  Result<std::int64_t> StoreHwm(Held& held, std::int64_t at_least_tick, bool log = true);
   // Counts a call to the lease (and logs a failure when `log`).
   Status Call(const char* what, Status status, bool log = true);
   Status Renew();
