@@ -144,6 +144,14 @@ TEST(LocalWorkerLease, ALeaseWhoseLockFileWasRemovedIsLostAndAcquiresAnew) {
   std::filesystem::remove_all(dir);
 }
 
+// Local-source options on `dir` with a preset layout.
+LocalLeaseOptions InDir(const std::string& dir, const char* preset) {
+  LocalLeaseOptions o;
+  o.lock_dir = dir;
+  o.layout = *Layout::Preset(preset);
+  return o;
+}
+
 // Removes the lock dir's id-space binding, as an operator does to change a host's layout: the
 // states of the old layout stay, and the per-id checks below keep their ids apart.
 void Unbind(const std::string& dir) { std::filesystem::remove(dir + "/id-space"); }
@@ -207,9 +215,7 @@ TEST(LocalWorkerLease, AStaticIdOfAnotherLayoutIsRefusedUnlessForced) {
 // datacenter 1 worker 0 and `leaf` worker 32 made 397,312 equal ids of 400,000 in one lock dir.
 TEST(LocalWorkerLease, TwoLayoutsWhoseBitsOverlapNeverShareALockDir) {
   const std::string dir = FreshDir();
-  LocalLeaseOptions twitter;
-  twitter.lock_dir = dir;
-  twitter.layout = *Layout::Preset("twitter");
+  const LocalLeaseOptions twitter = InDir(dir, "twitter");
   WorkerLeaseOptions dc1 = Identity("twitter");
   dc1.datacenter_id = 1;
   auto first = NewLocalWorkerLease(twitter, dc1);
@@ -233,9 +239,7 @@ TEST(LocalWorkerLease, TwoLayoutsWhoseBitsOverlapNeverShareALockDir) {
 // review printed 1,967,232 equal ids when the binding was read only once).
 TEST(LocalWorkerLease, ABindingRemovedWhileAProcessRunsIsMadeAgainOrStopsIt) {
   const std::string dir = FreshDir();
-  LocalLeaseOptions twitter;
-  twitter.lock_dir = dir;
-  twitter.layout = *Layout::Preset("twitter");
+  const LocalLeaseOptions twitter = InDir(dir, "twitter");
   auto running = NewLocalWorkerLease(twitter, Identity("running"));
   ASSERT_TRUE(running->Acquire().ok());
   ASSERT_TRUE(running->StoreHwm(1'000).ok());
@@ -254,9 +258,7 @@ TEST(LocalWorkerLease, ABindingRemovedWhileAProcessRunsIsMadeAgainOrStopsIt) {
 // every later process of its real layout.
 TEST(LocalWorkerLease, AStartThatStoresNoHwmBindsNothing) {
   const std::string dir = FreshDir();
-  LocalLeaseOptions twitter;
-  twitter.lock_dir = dir;
-  twitter.layout = *Layout::Preset("twitter");
+  const LocalLeaseOptions twitter = InDir(dir, "twitter");
   auto tried = NewLocalWorkerLease(twitter, Identity("tried"));
   ASSERT_TRUE(tried->Acquire().ok());
   ASSERT_TRUE(tried->Release().ok());

@@ -40,6 +40,8 @@ Error LockDirError(const std::string& dir, const std::string& why) {
 
 // Creates the lock dir if missing and checks that this user can lock and write there.
 Status UsableLockDir(const std::string& dir) {
+  // The common case, at every hwm store: the dir is there and this user can write in it.
+  if (::access(dir.c_str(), W_OK | X_OK) == 0) return Status::Ok();
   std::error_code ec;
   // Every directory made for it is 0755 whatever the umask, so that other users of the host can
   // reach and read its files; a dir that exists keeps its mode (an administrator's 2775, say).
