@@ -13,6 +13,7 @@
 
 #include "backends/http_client.h"
 #include "sekka/codec.h"
+#include "sekka/coordinator.h"
 
 namespace sekka {
 namespace {
@@ -85,16 +86,17 @@ Result<json> ParseAnswer(const HostPort& from, const HttpResponse& r) {
                                  from.Text(), r.status, text, hint));
 }
 
-struct Owner {
-  std::string identity;
-  std::int64_t mod_revision = 0;
-  std::int64_t lease = 0;
+// What this session knows of an id it claimed: the revisions its fenced writes compare.
+struct Fence {
+  std::int64_t owner_revision = 0;  // the owner key's mod_revision, as this session wrote it
+  std::int64_t hwm_known = 0;       // the hwm stored at etcd, as far as this session knows
+  std::int64_t hwm_revision = 0;    // the hwm key's mod_revision that goes with it (0: none)
 };
 
-class EtcdLease final : public WorkerLease {
+class EtcdCoordinator final : public Coordinator {
  public:
-  EtcdLease(std::vector<HostPort> endpoints, std::string cluster, WorkerLeaseOptions options,
-            CoordinatorAccess access)
+  EtcdCoordinator(std::vector<HostPort> endpoints, std::string cluster, WorkerLeaseOptions options,
+                  CoordinatorAccess access)
       : endpoints_(std::move(endpoints)),
         cluster_(std::move(cluster)),
         options_(std::move(options)),
@@ -102,15 +104,21 @@ class EtcdLease final : public WorkerLease {
         prefix_(fmt::format("sekka/{}/", cluster_)),
         http_(access_.tls) {}
 
-  Result<LeaseGrant> Acquire() override;
-  Status Renew() override;
-  Status StoreHwm(std::int64_t hwm_millis) override;
-  Status Release() override;
+  Result<std::string> BindLayout(const std::string& layout) override;
+  Result<std::map<std::int64_t, Holding>> ListHolders() override;
+  std::int64_t session() const override { return lease_; }
+  Result<std::int64_t> PeekHwm(std::int64_t id) override;
+  Result<std::optional<std::int64_t>> Claim(std::int64_t id,
+                                            const std::optional<Holding>& seen) override;
+  Status KeepAlive(std::int64_t id) override;
+  Status StoreHwm(std::int64_t id, std::int64_t hwm_millis) override;
+  Status Close() override;
   std::string Describe() const override {
     return fmt::format("etcd lease {:x} on {}{}{} (cluster {})", static_cast<std::uint64_t>(lease_),
                        endpoints_[current_].Text(), access_.tls.enabled() ? " over TLS" : "",
                        access_.username.empty() ? "" : " as user " + access_.username, cluster_);
   }
+  std::string Where() const override { return "cluster " + cluster_; }
   std::string_view source() const override { return "etcd"; }
 
  private:
@@ -135,11 +143,9 @@ class EtcdLease final : public WorkerLease {
   std::string HwmKey(std::int64_t id) const {
     return fmt::format("{}hwm/{}/{}", prefix_, options_.datacenter_id, id);
   }
-  Result<std::map<std::int64_t, Owner>> ListOwners();
+  // Grants this session's lease unless one is granted. Errors: kUnavailable.
+  Status Grant();
   void Revoke(std::int64_t lease);
-  // Binds the cluster to options_.layout if nothing is bound yet, and checks the bound one
-  // (CheckClusterLayout). Errors: kInvalidArgument (another layout), kUnavailable.
-  Status BindLayout();
   // The stored hwm of worker id `id` (base64 of decimal ms; "" = none stored = 0).
   // Errors: kInternal.
   Result<std::int64_t> ParseHwm(std::int64_t id, const std::string& base64) const;
@@ -153,16 +159,12 @@ class EtcdLease final : public WorkerLease {
   std::string token_;      // etcd's auth token for access_.username; "" = none yet
   bool auth_off_ = false;  // etcd said authentication is not enabled: send no token
   std::size_t current_ = 0;
-  bool layout_bound_ = false;        // BindLayout succeeded once
-  std::int64_t lease_ = 0;           // 0: none granted
-  std::int64_t held_ = -1;           // the worker id held
-  std::int64_t owner_revision_ = 0;  // the owner key's mod_revision, as this lease wrote it
-  std::int64_t hwm_known_ = 0;       // the hwm stored at etcd, as far as this lease knows
-  std::int64_t hwm_revision_ = 0;    // the hwm key's mod_revision that goes with it (0: none)
+  std::int64_t lease_ = 0;                // this session; 0: none granted
+  std::map<std::int64_t, Fence> fences_;  // the ids this session claimed
 };
 
-Result<EtcdLease::Answer> EtcdLease::CallOne(const HostPort& to, std::string_view path,
-                                             const std::string& body) {
+Result<EtcdCoordinator::Answer> EtcdCoordinator::CallOne(const HostPort& to, std::string_view path,
+                                                         const std::string& body) {
   const auto deadline = std::chrono::steady_clock::now() + options_.call_timeout;
   for (int attempt = 0;; ++attempt) {
     if (!access_.username.empty() && token_.empty() && !auth_off_) {
@@ -203,7 +205,8 @@ Result<EtcdLease::Answer> EtcdLease::CallOne(const HostPort& to, std::string_vie
   }
 }
 
-Status EtcdLease::Authenticate(const HostPort& to, std::chrono::steady_clock::time_point deadline) {
+Status EtcdCoordinator::Authenticate(const HostPort& to,
+                                     std::chrono::steady_clock::time_point deadline) {
   const std::string body = json{{"name", access_.username}, {"password", access_.password}}.dump();
   Result<HttpResponse> r = http_.Post(to, "/v3/auth/authenticate", body, {}, Left(deadline));
   if (!r.ok()) return std::move(r).error();
@@ -224,7 +227,7 @@ Status EtcdLease::Authenticate(const HostPort& to, std::chrono::steady_clock::ti
   return Status::Ok();
 }
 
-Result<json> EtcdLease::Call(std::string_view path, const json& request) {
+Result<json> EtcdCoordinator::Call(std::string_view path, const json& request) {
   const std::string body = request.dump();
   std::string errors;
   for (std::size_t i = 0; i < endpoints_.size(); ++i) {
@@ -250,7 +253,18 @@ Result<json> EtcdLease::Call(std::string_view path, const json& request) {
                                  options_.call_timeout.count(), errors));
 }
 
-Result<std::map<std::int64_t, Owner>> EtcdLease::ListOwners() {
+Status EtcdCoordinator::Grant() {
+  if (lease_ != 0) return Status::Ok();
+  const std::int64_t ttl_s = std::max<std::int64_t>(1, (options_.ttl.count() + 999) / 1000);
+  Result<json> g = Call("/v3/lease/grant", {{"TTL", ttl_s}});
+  if (!g.ok()) return std::move(g).error();
+  lease_ = Int(*g, "ID");
+  if (lease_ != 0) return Status::Ok();
+  return Unavailable(fmt::format("etcd did not grant a lease: {}", g->dump().substr(0, 200)));
+}
+
+Result<std::map<std::int64_t, Holding>> EtcdCoordinator::ListHolders() {
+  if (Status s = Grant(); !s.ok()) return std::move(s).error();
   const std::string dir = fmt::format("{}workers/{}/", prefix_, options_.datacenter_id);
   std::string end = dir;
   end.back() = static_cast<char>(end.back() + 1);  // the prefix's range end: '/' + 1
@@ -260,7 +274,7 @@ Result<std::map<std::int64_t, Owner>> EtcdLease::ListOwners() {
   if (r->contains("error")) {
     return Unavailable(fmt::format("etcd range failed: {}", ErrorText(*r)));
   }
-  std::map<std::int64_t, Owner> owners;
+  std::map<std::int64_t, Holding> holders;
   for (const json& kv : r->value("kvs", json::array())) {
     Result<std::string> key = Base64Decode(Str(kv, "key"));
     Result<std::string> value = Base64Decode(Str(kv, "value"));
@@ -271,117 +285,83 @@ Result<std::map<std::int64_t, Owner>> EtcdLease::ListOwners() {
     } catch (...) {
       continue;
     }
-    owners[id] = Owner{*value, Int(kv, "mod_revision"), Int(kv, "lease")};
+    holders[id] = Holding{*value, Int(kv, "lease"), Int(kv, "mod_revision")};
   }
-  return owners;
+  return holders;
 }
 
-void EtcdLease::Revoke(std::int64_t lease) {
+Result<std::int64_t> EtcdCoordinator::PeekHwm(std::int64_t id) {
+  Result<json> r = Call("/v3/kv/range", {{"key", Base64Encode(HwmKey(id))}});
+  if (!r.ok()) return std::move(r).error();
+  if (r->contains("error")) return Unavailable(fmt::format("etcd range failed: {}", ErrorText(*r)));
+  const json& kvs = r->value("kvs", json::array());
+  return ParseHwm(id, kvs.empty() ? "" : Str(kvs[0], "value"));
+}
+
+void EtcdCoordinator::Revoke(std::int64_t lease) {
   if (lease == 0) return;
   (void)Call("/v3/lease/revoke", {{"ID", std::to_string(lease)}});
 }
 
-Status EtcdLease::BindLayout() {
-  if (layout_bound_ || options_.layout.empty()) return Status::Ok();
+Result<std::string> EtcdCoordinator::BindLayout(const std::string& layout) {
   const std::string key = Base64Encode(prefix_ + "layout");
   json txn = {
       {"compare",
        {{{"key", key}, {"result", "EQUAL"}, {"target", "CREATE"}, {"create_revision", "0"}}}},
-      {"success", {{{"request_put", {{"key", key}, {"value", Base64Encode(options_.layout)}}}}}},
+      {"success", {{{"request_put", {{"key", key}, {"value", Base64Encode(layout)}}}}}},
       {"failure", {{{"request_range", {{"key", key}}}}}}};
   Result<json> r = Call("/v3/kv/txn", txn);
   if (!r.ok()) return std::move(r).error();
   if (r->contains("error")) return Unavailable(fmt::format("etcd txn failed: {}", ErrorText(*r)));
-  std::string bound = options_.layout;
-  if (!r->value("succeeded", false)) {
-    const json kv = FirstKv(*r, 0);
-    Result<std::string> value = Base64Decode(kv.is_null() ? "" : Str(kv, "value"));
-    if (!value.ok()) return Internal("etcd key " + prefix_ + "layout: " + value.error().message);
-    bound = *value;
-  }
-  if (Status s = CheckClusterLayout(cluster_, bound, options_.layout); !s.ok()) return s;
-  layout_bound_ = true;
-  return Status::Ok();
+  if (r->value("succeeded", false)) return layout;
+  const json kv = FirstKv(*r, 0);
+  Result<std::string> value = Base64Decode(kv.is_null() ? "" : Str(kv, "value"));
+  if (!value.ok()) return Internal("etcd key " + prefix_ + "layout: " + value.error().message);
+  return *value;
 }
 
-Result<LeaseGrant> EtcdLease::Acquire() {
-  if (options_.identity.empty()) return InvalidArgument("the lease identity must not be empty");
-  if (held_ >= 0) return LeaseGrant{options_.datacenter_id, held_, hwm_known_};
-  if (Status s = BindLayout(); !s.ok()) return std::move(s).error();
-  if (lease_ == 0) {
-    const std::int64_t ttl_s = std::max<std::int64_t>(1, (options_.ttl.count() + 999) / 1000);
-    Result<json> g = Call("/v3/lease/grant", {{"TTL", ttl_s}});
-    if (!g.ok()) return std::move(g).error();
-    lease_ = Int(*g, "ID");
-    if (lease_ == 0) {
-      return Unavailable(fmt::format("etcd did not grant a lease: {}", g->dump().substr(0, 200)));
-    }
+Result<std::optional<std::int64_t>> EtcdCoordinator::Claim(std::int64_t id,
+                                                           const std::optional<Holding>& seen) {
+  if (Status s = Grant(); !s.ok()) return std::move(s).error();
+  // The owner key must not exist, or must still be as listed (this identity's earlier run); the
+  // hwm is read in the same transaction (promise 1 of include/sekka/coordinator.h).
+  json compare = {{"key", Base64Encode(OwnerKey(id))}, {"result", "EQUAL"}};
+  if (seen.has_value()) {
+    compare["target"] = "MOD";
+    compare["mod_revision"] = std::to_string(seen->version);
+  } else {
+    compare["target"] = "CREATE";
+    compare["create_revision"] = "0";
   }
-  for (int pass = 0; pass < 8; ++pass) {
-    Result<std::map<std::int64_t, Owner>> owners = ListOwners();
-    if (!owners.ok()) return std::move(owners).error();
-    // The core's order (WorkerIdCandidates); a pass that finds them all taken meanwhile lists
-    // again.
-    std::map<std::int64_t, bool> holders;
-    for (const auto& [id, owner] : *owners) {
-      holders[id] = owner.identity == options_.identity || owner.lease == lease_;
+  json txn = {{"compare", json::array({compare})},
+              {"success",
+               {{{"request_put",
+                  {{"key", Base64Encode(OwnerKey(id))},
+                   {"value", Base64Encode(options_.identity)},
+                   {"lease", std::to_string(lease_)}}}},
+                {{"request_range", {{"key", Base64Encode(HwmKey(id))}}}}}}};
+  Result<json> r = Call("/v3/kv/txn", txn);
+  if (!r.ok()) return std::move(r).error();
+  if (r->contains("error")) {
+    const std::string error = ErrorText(*r);
+    if (error.find("lease not found") != std::string::npos) {
+      lease_ = 0;  // it expired meanwhile: the next call grants a new one
+      fences_.clear();
     }
-    const std::vector<std::int64_t> order =
-        WorkerIdCandidates(holders, options_.preferred, options_.worker_count);
-    if (order.empty()) break;
-    for (std::int64_t id : order) {
-      auto it = owners->find(id);
-      json compare = json::array();
-      if (it == owners->end()) {
-        compare.push_back({{"key", Base64Encode(OwnerKey(id))},
-                           {"result", "EQUAL"},
-                           {"target", "CREATE"},
-                           {"create_revision", "0"}});
-      } else {
-        compare.push_back({{"key", Base64Encode(OwnerKey(id))},
-                           {"result", "EQUAL"},
-                           {"target", "MOD"},
-                           {"mod_revision", std::to_string(it->second.mod_revision)}});
-      }
-      json txn = {{"compare", compare},
-                  {"success",
-                   {{{"request_put",
-                      {{"key", Base64Encode(OwnerKey(id))},
-                       {"value", Base64Encode(options_.identity)},
-                       {"lease", std::to_string(lease_)}}}},
-                    {{"request_range", {{"key", Base64Encode(HwmKey(id))}}}}}}};
-      Result<json> r = Call("/v3/kv/txn", txn);
-      if (!r.ok()) return std::move(r).error();
-      if (r->contains("error")) {
-        const std::string error = ErrorText(*r);
-        if (error.find("lease not found") != std::string::npos) {
-          lease_ = 0;  // it expired meanwhile: the next Acquire grants a new one
-        }
-        return Unavailable(fmt::format("etcd txn failed: {}", error));
-      }
-      if (!r->value("succeeded", false)) continue;  // taken meanwhile: the next candidate
-      owner_revision_ = Int((*r)["header"], "revision");
-      const json stored = FirstKv(*r, 1);
-      Result<std::int64_t> hwm = ParseHwm(id, stored.is_null() ? "" : Str(stored, "value"));
-      if (!hwm.ok()) return std::move(hwm).error();
-      hwm_revision_ = stored.is_null() ? 0 : Int(stored, "mod_revision");
-      hwm_known_ = *hwm;
-      if (it != owners->end() && it->second.lease != lease_)
-        Revoke(it->second.lease);  // the earlier run's
-      held_ = id;
-      return LeaseGrant{options_.datacenter_id, id, *hwm};
-    }
+    return Unavailable(fmt::format("etcd txn failed: {}", error));
   }
-  Revoke(lease_);
-  lease_ = 0;
-  return Exhausted(fmt::format(
-      "no free worker id: all {} worker ids of datacenter {} in cluster {} are held by live "
-      "leases at etcd; raise the layout's worker bits or stop a holder",
-      options_.worker_count, options_.datacenter_id, cluster_));
+  if (!r->value("succeeded", false)) return std::optional<std::int64_t>();
+  const json stored = FirstKv(*r, 1);
+  Result<std::int64_t> hwm = ParseHwm(id, stored.is_null() ? "" : Str(stored, "value"));
+  if (!hwm.ok()) return std::move(hwm).error();
+  fences_[id] = Fence{Int((*r)["header"], "revision"), *hwm,
+                      stored.is_null() ? 0 : Int(stored, "mod_revision")};
+  if (seen.has_value() && seen->session != lease_) Revoke(seen->session);  // the earlier run's
+  return std::optional<std::int64_t>(*hwm);
 }
 
-Status EtcdLease::Renew() {
-  if (held_ < 0 || lease_ == 0) return LeaseLost("no worker id is held");
+Status EtcdCoordinator::KeepAlive(std::int64_t id) {
+  if (lease_ == 0 || !fences_.contains(id)) return LeaseLost("no worker id is held");
   Result<json> r = Call("/v3/lease/keepalive", {{"ID", std::to_string(lease_)}});
   if (!r.ok()) return std::move(r).error();
   // An answer that is an error ("etcdserver: no leader", a gateway timeout) says nothing about
@@ -393,64 +373,62 @@ Status EtcdLease::Renew() {
   }
   const json& result = (*r)["result"];
   if (Int(result, "TTL") > 0) return Status::Ok();
-  const std::int64_t id = held_;
-  held_ = -1;
   lease_ = 0;
+  fences_.clear();
   return LeaseLost(fmt::format("the etcd lease of worker id {} expired or was revoked", id));
 }
 
-Status EtcdLease::StoreHwm(std::int64_t hwm_millis) {
-  if (held_ < 0) return LeaseLost("no worker id is held");
-  // Read-max-write, fenced twice: the owner key must still be the one this lease wrote, and the
-  // hwm key must be as this lease last saw it. A write that timed out but landed changes the
-  // hwm key's revision: the compare fails, the failure branch reads both keys back, and the
+Status EtcdCoordinator::StoreHwm(std::int64_t id, std::int64_t hwm_millis) {
+  auto it = fences_.find(id);
+  if (lease_ == 0 || it == fences_.end()) return LeaseLost("no worker id is held");
+  Fence& f = it->second;
+  // Read-max-write, fenced twice: the owner key must still be the one this session wrote, and
+  // the hwm key must be as this session last saw it. A write that timed out but landed changes
+  // the hwm key's revision: the compare fails, the failure branch reads both keys back, and the
   // next try starts from what is really stored, so the stored value can only go up.
   for (int attempt = 0; attempt < 4; ++attempt) {
-    if (hwm_millis <= hwm_known_) return Status::Ok();
+    if (hwm_millis <= f.hwm_known) return Status::Ok();
     json txn = {{"compare",
-                 {{{"key", Base64Encode(OwnerKey(held_))},
+                 {{{"key", Base64Encode(OwnerKey(id))},
                    {"result", "EQUAL"},
                    {"target", "MOD"},
-                   {"mod_revision", std::to_string(owner_revision_)}},
-                  {{"key", Base64Encode(HwmKey(held_))},
+                   {"mod_revision", std::to_string(f.owner_revision)}},
+                  {{"key", Base64Encode(HwmKey(id))},
                    {"result", "EQUAL"},
                    {"target", "MOD"},
-                   {"mod_revision", std::to_string(hwm_revision_)}}}},
+                   {"mod_revision", std::to_string(f.hwm_revision)}}}},
                 {"success",
                  {{{"request_put",
-                    {{"key", Base64Encode(HwmKey(held_))},
+                    {{"key", Base64Encode(HwmKey(id))},
                      {"value", Base64Encode(std::to_string(hwm_millis))}}}}}},
                 {"failure",
-                 {{{"request_range", {{"key", Base64Encode(OwnerKey(held_))}}}},
-                  {{"request_range", {{"key", Base64Encode(HwmKey(held_))}}}}}}};
+                 {{{"request_range", {{"key", Base64Encode(OwnerKey(id))}}}},
+                  {{"request_range", {{"key", Base64Encode(HwmKey(id))}}}}}}};
     Result<json> r = Call("/v3/kv/txn", txn);
     if (!r.ok()) return std::move(r).error();
     if (r->contains("error")) return Unavailable(fmt::format("etcd txn failed: {}", ErrorText(*r)));
     if (r->value("succeeded", false)) {
-      hwm_known_ = hwm_millis;
-      hwm_revision_ = Int((*r)["header"], "revision");
+      f.hwm_known = hwm_millis;
+      f.hwm_revision = Int((*r)["header"], "revision");
       return Status::Ok();
     }
     const json owner = FirstKv(*r, 0);
-    if (owner.is_null() || Int(owner, "mod_revision") != owner_revision_) break;  // not ours
+    if (owner.is_null() || Int(owner, "mod_revision") != f.owner_revision) break;  // not ours
     const json hwm = FirstKv(*r, 1);
-    Result<std::int64_t> stored = ParseHwm(held_, hwm.is_null() ? "" : Str(hwm, "value"));
+    Result<std::int64_t> stored = ParseHwm(id, hwm.is_null() ? "" : Str(hwm, "value"));
     if (!stored.ok()) return std::move(stored).error();
-    hwm_known_ = std::max(hwm_known_, *stored);
-    hwm_revision_ = hwm.is_null() ? 0 : Int(hwm, "mod_revision");
+    f.hwm_known = std::max(f.hwm_known, *stored);
+    f.hwm_revision = hwm.is_null() ? 0 : Int(hwm, "mod_revision");
   }
-  if (hwm_millis <= hwm_known_) return Status::Ok();
-  const std::int64_t id = held_;
-  held_ = -1;
-  Revoke(lease_);  // whatever is left of it: the next Acquire starts with a new lease
-  lease_ = 0;
+  if (hwm_millis <= f.hwm_known) return Status::Ok();
+  fences_.erase(it);
   return LeaseLost(fmt::format(
       "worker id {} is no longer held by this process's etcd lease (expired, revoked or taken "
       "over)",
       id));
 }
 
-Result<std::int64_t> EtcdLease::ParseHwm(std::int64_t id, const std::string& base64) const {
+Result<std::int64_t> EtcdCoordinator::ParseHwm(std::int64_t id, const std::string& base64) const {
   if (base64.empty()) return 0;
   Result<std::string> v = Base64Decode(base64);
   std::int64_t hwm = -1;
@@ -465,15 +443,12 @@ Result<std::int64_t> EtcdLease::ParseHwm(std::int64_t id, const std::string& bas
   return hwm;
 }
 
-Status EtcdLease::Release() {
-  if (lease_ == 0) {
-    held_ = -1;
-    return Status::Ok();
-  }
+Status EtcdCoordinator::Close() {
+  if (lease_ == 0) return Status::Ok();
   Result<json> r = Call("/v3/lease/revoke", {{"ID", std::to_string(lease_)}});
   if (!r.ok()) return std::move(r).error();
-  held_ = -1;
   lease_ = 0;
+  fences_.clear();
   return Status::Ok();
 }
 
@@ -513,8 +488,9 @@ Result<std::unique_ptr<WorkerLease>> NewEtcdWorkerLease(std::string_view endpoin
   if (access.username.empty() && !access.password.empty()) {
     return InvalidArgument("a worker.password without worker.username: set the etcd user too");
   }
-  return std::unique_ptr<WorkerLease>(
-      std::make_unique<EtcdLease>(std::move(e).value(), std::string(cluster), options, access));
+  return NewCoordinatedLease(std::make_unique<EtcdCoordinator>(
+                                 std::move(e).value(), std::string(cluster), options, access),
+                             options);
 }
 
 }  // namespace sekka

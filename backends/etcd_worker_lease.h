@@ -7,11 +7,12 @@
 //   workers/<dc>/<id>   the owner: value = identity, attached to this process's lease, so it
 //                       disappears when the lease expires or is revoked
 //   hwm/<dc>/<id>       the high-water mark in ms (decimal), kept forever
-// Acquire grants a lease, lists the owners, and claims one id with a transaction (the owner key
-// must not exist, or must still be the same identity's earlier run at the revision it was
-// seen) that also reads the hwm. StoreHwm is a transaction conditioned on the owner key still
-// being at the revision this lease wrote: a lease that expired or was taken over can never
-// store again. Renew is a lease keep-alive. Several endpoints are tried in turn.
+// A Coordinator (include/sekka/coordinator.h) made a WorkerLease by NewCoordinatedLease. The
+// session is an etcd lease. Claim is a transaction (the owner key must not exist, or must still
+// be the same identity's earlier run at the revision it was listed at) that also reads the hwm.
+// StoreHwm is a transaction conditioned on the owner key still being at the revision this
+// session wrote: a session that expired or was taken over can never store again. KeepAlive is a
+// lease keep-alive. Several endpoints are tried in turn.
 //
 // Transport: libcurl (backends/http_client.h), HTTP or HTTPS with a CA file and an optional
 // client certificate. With a user name, sekka authenticates (POST /v3/auth/authenticate) and

@@ -28,10 +28,28 @@ class LocalLease final : public WorkerLease {
       request.hostname = local_.hostname;
       request.preferred = options_.preferred;
       request.worker_count = options_.worker_count;
-      request.accept = [this](std::int64_t worker, bool own) { return Accept(worker, own); };
-      Result<std::unique_ptr<WorkerIdClaim>> claim = ClaimWorkerId(request, local_.layout);
-      if (!claim.ok()) return std::move(claim).error();
-      claim_ = std::move(claim).value();
+      // A restart need not wait for its own id's hwm (WorkerLeaseOptions::keep_id): a first
+      // search passes over ids whose hwm lies ahead of the clock; only if every free id does is
+      // one of them taken.
+      const bool choose = !options_.keep_id && local_.source == "local";
+      const std::int64_t now =
+          (options_.clock != nullptr ? *options_.clock : SystemClock()).NowMillis();
+      for (const bool past_only : {true, false}) {
+        if (past_only && !choose) continue;
+        request.accept = [this, past_only, now](std::int64_t worker, bool own) -> Result<bool> {
+          Result<bool> keep = Accept(worker, own);
+          if (keep.ok() && *keep && past_only && hwm_known_ >= now) return false;
+          return keep;
+        };
+        Result<std::unique_ptr<WorkerIdClaim>> claim = ClaimWorkerId(request, local_.layout);
+        if (claim.ok()) {
+          claim_ = std::move(claim).value();
+          break;
+        }
+        if (!past_only || claim.error().code != ErrorCode::kExhausted) {
+          return std::move(claim).error();
+        }
+      }
     }
     return LeaseGrant{claim_->datacenter_id(), claim_->worker_id(), hwm_known_};
   }

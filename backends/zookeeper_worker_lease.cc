@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "backends/host_ports.h"
+#include "sekka/coordinator.h"
 
 namespace sekka {
 namespace {
@@ -82,10 +83,16 @@ void AuthAnswered(int rc, const void* data) {
   a->changed.notify_all();
 }
 
-class ZooKeeperLease final : public WorkerLease {
+// What this session knows of an id it claimed: the hwm node's version its writes name.
+struct Fence {
+  std::int32_t hwm_version = -1;
+  std::int64_t hwm_known = 0;  // what the hwm node holds (this session wrote it last)
+};
+
+class ZooKeeperCoordinator final : public Coordinator {
  public:
-  ZooKeeperLease(std::string servers, std::string cluster, WorkerLeaseOptions options,
-                 std::string username, std::string password)
+  ZooKeeperCoordinator(std::string servers, std::string cluster, WorkerLeaseOptions options,
+                       std::string username, std::string password)
       : servers_(std::move(servers)),
         cluster_(std::move(cluster)),
         options_(std::move(options)),
@@ -94,21 +101,27 @@ class ZooKeeperLease final : public WorkerLease {
         root_(fmt::format("/sekka/{}", cluster_)),
         // With a user, the cluster's nodes are that user's alone (digest ACL of the creator).
         acl_(username_.empty() ? &ZOO_OPEN_ACL_UNSAFE : &ZOO_CREATOR_ALL_ACL) {}
-  ~ZooKeeperLease() override { Close(); }
+  ~ZooKeeperCoordinator() override { Disconnect(); }
 
-  Result<LeaseGrant> Acquire() override;
-  Status Renew() override;
-  Status StoreHwm(std::int64_t hwm_millis) override;
-  Status Release() override;
+  Result<std::string> BindLayout(const std::string& layout) override;
+  Result<std::map<std::int64_t, Holding>> ListHolders() override;
+  std::int64_t session() const override { return session_; }
+  Result<std::int64_t> PeekHwm(std::int64_t id) override;
+  Result<std::optional<std::int64_t>> Claim(std::int64_t id,
+                                            const std::optional<Holding>& seen) override;
+  Status KeepAlive(std::int64_t id) override;
+  Status StoreHwm(std::int64_t id, std::int64_t hwm_millis) override;
+  Status Close() override;
   std::string Describe() const override {
     return fmt::format("zookeeper session {:x} on {}{} (cluster {})", session_, servers_,
                        username_.empty() ? "" : " as digest user " + username_, cluster_);
   }
+  std::string Where() const override { return "cluster " + cluster_; }
   std::string_view source() const override { return "zookeeper"; }
 
  private:
   Status Connect();
-  void Close();
+  void Disconnect();
   Error FromRc(int rc, std::string_view what) const;
   std::string OwnerPath(std::int64_t id) const {
     return fmt::format("{}/workers/{}/{}", root_, options_.datacenter_id, id);
@@ -116,11 +129,11 @@ class ZooKeeperLease final : public WorkerLease {
   std::string HwmPath(std::int64_t id) const {
     return fmt::format("{}/hwm/{}/{}", root_, options_.datacenter_id, id);
   }
+  // The hwm node of `id`: its value and stat; 0 and a zero stat when it does not exist.
+  // Errors: as FromRc, kInternal (not a number).
+  Result<std::int64_t> ReadHwm(std::int64_t id, Stat* stat, bool* exists);
   // Takes over the hwm node of `id`: returns its value. Errors: as FromRc.
   Result<std::int64_t> FenceHwm(std::int64_t id);
-  // Binds the cluster to options_.layout if nothing is bound yet (the node root_/layout), and
-  // checks the bound one (CheckClusterLayout). Errors: kInvalidArgument, as FromRc.
-  Status BindLayout();
 
   const std::string servers_;
   const std::string cluster_;
@@ -134,13 +147,10 @@ class ZooKeeperLease final : public WorkerLease {
   bool authenticated_ = false;  // zoo_add_auth answered OK for this client
   zhandle_t* zh_ = nullptr;
   std::int64_t session_ = 0;
-  std::int64_t held_ = -1;
-  bool layout_bound_ = false;  // BindLayout succeeded once
-  std::int32_t hwm_version_ = -1;
-  std::int64_t hwm_known_ = 0;  // what the hwm node holds (this lease wrote it last)
+  std::map<std::int64_t, Fence> fences_;  // the ids this session claimed
 };
 
-Error ZooKeeperLease::FromRc(int rc, std::string_view what) const {
+Error ZooKeeperCoordinator::FromRc(int rc, std::string_view what) const {
   if (rc == ZNOAUTH) {
     return Unauthenticated(fmt::format(
         "zookeeper {} ({}): not allowed: the nodes under {} belong to {} (their ACL); set "
@@ -151,14 +161,14 @@ Error ZooKeeperLease::FromRc(int rc, std::string_view what) const {
   return IsSessionGone(rc) ? LeaseLost(message) : Unavailable(message);
 }
 
-Status ZooKeeperLease::Connect() {
+Status ZooKeeperCoordinator::Connect() {
   if (zh_ != nullptr) {
     const int state = zoo_state(zh_);
     if (state == ZOO_CONNECTED_STATE && (username_.empty() || authenticated_)) {
       return Status::Ok();
     }
     // A dead session is replaced; one still (re)connecting is waited for, as a new one is.
-    if (state == ZOO_EXPIRED_SESSION_STATE || state == ZOO_AUTH_FAILED_STATE) Close();
+    if (state == ZOO_EXPIRED_SESSION_STATE || state == ZOO_AUTH_FAILED_STATE) Disconnect();
   }
   if (zh_ == nullptr) {
     zoo_set_debug_level(ZOO_LOG_LEVEL_ERROR);
@@ -219,190 +229,190 @@ Status ZooKeeperLease::Connect() {
   return Status::Ok();
 }
 
-void ZooKeeperLease::Close() {
+void ZooKeeperCoordinator::Disconnect() {
   if (zh_ != nullptr) zookeeper_close(zh_);  // ends the session: its ephemeral nodes go
   zh_ = nullptr;
   session_ = 0;
-  held_ = -1;
+  fences_.clear();
   authenticated_ = false;
 }
 
-Result<std::int64_t> ZooKeeperLease::FenceHwm(std::int64_t id) {
+Result<std::int64_t> ZooKeeperCoordinator::FenceHwm(std::int64_t id) {
   const std::string path = HwmPath(id);
   for (int attempt = 0; attempt < 20; ++attempt) {
-    char buf[64];
-    int len = sizeof(buf) - 1;
     Stat stat{};
-    int rc = zoo_get(zh_, path.c_str(), 0, buf, &len, &stat);
-    if (rc == ZNONODE) {
-      rc = zoo_create(zh_, path.c_str(), "0", 1, acl_, ZOO_PERSISTENT, nullptr, 0);
+    bool exists = false;
+    Result<std::int64_t> hwm = ReadHwm(id, &stat, &exists);
+    if (!hwm.ok()) return hwm;
+    if (!exists) {
+      const int rc = zoo_create(zh_, path.c_str(), "0", 1, acl_, ZOO_PERSISTENT, nullptr, 0);
       if (rc != ZOK && rc != ZNODEEXISTS) return FromRc(rc, "create " + path);
       continue;
     }
-    if (rc != ZOK) return FromRc(rc, "get " + path);
-    const std::string text(buf, static_cast<std::size_t>(std::max(len, 0)));
-    std::int64_t hwm = 0;
-    try {
-      hwm = text.empty() ? 0 : std::stoll(text);
-    } catch (...) {
-      return Internal(fmt::format("zookeeper node {} holds \"{}\", not a number of ms", path,
-                                  text.substr(0, 40)));
-    }
+    // The same value written back at the version read: from now on only this session knows
+    // the node's version.
+    const std::string text = std::to_string(*hwm);
     Stat after{};
-    rc = zoo_set2(zh_, path.c_str(), text.data(), static_cast<int>(text.size()), stat.version,
-                  &after);
+    const int rc = zoo_set2(zh_, path.c_str(), text.data(), static_cast<int>(text.size()),
+                            stat.version, &after);
     if (rc == ZBADVERSION) continue;  // the earlier holder wrote once more: read it again
     if (rc != ZOK) return FromRc(rc, "set " + path);
-    hwm_version_ = after.version;
+    fences_[id] = Fence{after.version, *hwm};
     return hwm;
   }
   return Unavailable(fmt::format("zookeeper node {} keeps changing", path));
 }
 
-Status ZooKeeperLease::BindLayout() {
-  if (layout_bound_ || options_.layout.empty()) return Status::Ok();
+Result<std::string> ZooKeeperCoordinator::BindLayout(const std::string& layout) {
+  if (Status c = Connect(); !c.ok()) return std::move(c).error();
   const std::string path = root_ + "/layout";
-  int rc = zoo_create(zh_, path.c_str(), options_.layout.data(),
-                      static_cast<int>(options_.layout.size()), acl_, ZOO_PERSISTENT, nullptr, 0);
+  int rc = zoo_create(zh_, path.c_str(), layout.data(), static_cast<int>(layout.size()), acl_,
+                      ZOO_PERSISTENT, nullptr, 0);
   if (rc != ZOK && rc != ZNODEEXISTS) return FromRc(rc, "create " + path);
   char buf[512];
   int len = sizeof(buf);
   Stat stat{};
   rc = zoo_get(zh_, path.c_str(), 0, buf, &len, &stat);
   if (rc != ZOK) return FromRc(rc, "get " + path);
-  const std::string bound(buf, static_cast<std::size_t>(std::max(len, 0)));
-  if (Status s = CheckClusterLayout(cluster_, bound, options_.layout); !s.ok()) return s;
-  layout_bound_ = true;
-  return Status::Ok();
+  return std::string(buf, static_cast<std::size_t>(std::max(len, 0)));
 }
 
-Result<LeaseGrant> ZooKeeperLease::Acquire() {
-  if (options_.identity.empty()) return InvalidArgument("the lease identity must not be empty");
+Result<std::map<std::int64_t, Holding>> ZooKeeperCoordinator::ListHolders() {
   if (Status c = Connect(); !c.ok()) return std::move(c).error();
-  if (held_ >= 0) return LeaseGrant{options_.datacenter_id, held_, hwm_known_};
-  if (Status s = BindLayout(); !s.ok()) return std::move(s).error();
   const std::string dir = fmt::format("{}/workers/{}", root_, options_.datacenter_id);
-  for (int pass = 0; pass < 8; ++pass) {
-    String_vector children{};
-    int rc = zoo_get_children(zh_, dir.c_str(), 0, &children);
-    if (rc != ZOK) return FromRc(rc, "list " + dir);
-    struct Holder {
-      std::string identity;
-      std::int64_t owner_session = 0;
-      std::int32_t version = 0;
-    };
-    std::map<std::int64_t, Holder> holders;
-    for (int i = 0; i < children.count; ++i) {
-      std::int64_t id = -1;
-      try {
-        id = std::stoll(children.data[i]);
-      } catch (...) {
-        continue;
-      }
-      char buf[512];
-      int len = sizeof(buf);
-      Stat stat{};
-      const std::string path = OwnerPath(id);
-      if (zoo_get(zh_, path.c_str(), 0, buf, &len, &stat) != ZOK) continue;  // gone meanwhile
-      holders[id] = Holder{std::string(buf, static_cast<std::size_t>(std::max(len, 0))),
-                           stat.ephemeralOwner, stat.version};
+  String_vector children{};
+  int rc = zoo_get_children(zh_, dir.c_str(), 0, &children);
+  if (rc != ZOK) return FromRc(rc, "list " + dir);
+  std::map<std::int64_t, Holding> holders;
+  for (int i = 0; i < children.count; ++i) {
+    std::int64_t id = -1;
+    try {
+      id = std::stoll(children.data[i]);
+    } catch (...) {
+      continue;
     }
-    deallocate_String_vector(&children);
-    // The core's order (WorkerIdCandidates); a pass that finds them all taken meanwhile lists
-    // again.
-    std::map<std::int64_t, bool> mine;
-    for (const auto& [id, h] : holders) mine[id] = h.identity == options_.identity;
-    const std::vector<std::int64_t> order =
-        WorkerIdCandidates(mine, options_.preferred, options_.worker_count);
-    if (order.empty()) break;
-    for (std::int64_t id : order) {
-      const std::string path = OwnerPath(id);
-      auto it = holders.find(id);
-      if (it != holders.end() && it->second.owner_session != session_) {
-        // This identity's earlier run, whose session has not expired yet: take it over.
-        rc = zoo_delete(zh_, path.c_str(), it->second.version);
-        if (rc != ZOK && rc != ZNONODE) {
-          if (IsConnectionError(rc) || IsSessionGone(rc)) return FromRc(rc, "delete " + path);
-          continue;
-        }
-      }
-      if (it == holders.end() || it->second.owner_session != session_) {
-        rc =
-            zoo_create(zh_, path.c_str(), options_.identity.data(),
-                       static_cast<int>(options_.identity.size()), acl_, ZOO_EPHEMERAL, nullptr, 0);
-        if (rc == ZNODEEXISTS) continue;  // taken meanwhile: the next candidate
-        if (rc != ZOK) return FromRc(rc, "create " + path);
-      }
-      Result<std::int64_t> hwm = FenceHwm(id);
-      if (!hwm.ok()) {
-        zoo_delete(zh_, path.c_str(), -1);
-        return std::move(hwm).error();
-      }
-      held_ = id;
-      hwm_known_ = *hwm;
-      return LeaseGrant{options_.datacenter_id, id, *hwm};
-    }
+    char buf[512];
+    int len = sizeof(buf);
+    Stat stat{};
+    if (zoo_get(zh_, OwnerPath(id).c_str(), 0, buf, &len, &stat) != ZOK) continue;  // gone
+    holders[id] = Holding{std::string(buf, static_cast<std::size_t>(std::max(len, 0))),
+                          stat.ephemeralOwner, stat.version};
   }
-  return Exhausted(fmt::format(
-      "no free worker id: all {} worker ids of datacenter {} in cluster {} are held by live "
-      "ZooKeeper sessions; raise the layout's worker bits or stop a holder",
-      options_.worker_count, options_.datacenter_id, cluster_));
+  deallocate_String_vector(&children);
+  return holders;
 }
 
-Status ZooKeeperLease::Renew() {
+Result<std::int64_t> ZooKeeperCoordinator::ReadHwm(std::int64_t id, Stat* stat, bool* exists) {
+  const std::string path = HwmPath(id);
+  char buf[64];
+  int len = sizeof(buf) - 1;
+  *stat = Stat{};
+  const int rc = zoo_get(zh_, path.c_str(), 0, buf, &len, stat);
+  *exists = rc != ZNONODE;
+  if (rc == ZNONODE) return 0;
+  if (rc != ZOK) return FromRc(rc, "get " + path);
+  const std::string text(buf, static_cast<std::size_t>(std::max(len, 0)));
+  try {
+    return text.empty() ? 0 : std::stoll(text);
+  } catch (...) {
+    return Internal(fmt::format("zookeeper node {} holds \"{}\", not a number of ms", path,
+                                text.substr(0, 40)));
+  }
+}
+
+Result<std::int64_t> ZooKeeperCoordinator::PeekHwm(std::int64_t id) {
+  if (Status c = Connect(); !c.ok()) return std::move(c).error();
+  Stat stat{};
+  bool exists = false;
+  return ReadHwm(id, &stat, &exists);
+}
+
+Result<std::optional<std::int64_t>> ZooKeeperCoordinator::Claim(
+    std::int64_t id, const std::optional<Holding>& seen) {
+  if (Status c = Connect(); !c.ok()) return std::move(c).error();
+  const std::string path = OwnerPath(id);
+  const bool ours = seen.has_value() && seen->session == session_;
+  if (seen.has_value() && !ours) {
+    // This identity's earlier run, whose session has not expired yet: take it over.
+    const int rc = zoo_delete(zh_, path.c_str(), seen->version);
+    if (IsConnectionError(rc) || IsSessionGone(rc)) return FromRc(rc, "delete " + path);
+    if (rc != ZOK && rc != ZNONODE) return std::optional<std::int64_t>();  // changed meanwhile
+  }
+  if (!ours) {
+    const int rc =
+        zoo_create(zh_, path.c_str(), options_.identity.data(),
+                   static_cast<int>(options_.identity.size()), acl_, ZOO_EPHEMERAL, nullptr, 0);
+    if (rc == ZNODEEXISTS) return std::optional<std::int64_t>();  // taken meanwhile
+    if (rc != ZOK) return FromRc(rc, "create " + path);
+  }
+  Result<std::int64_t> hwm = FenceHwm(id);
+  if (!hwm.ok()) {
+    zoo_delete(zh_, path.c_str(), -1);
+    fences_.erase(id);
+    return std::move(hwm).error();
+  }
+  return std::optional<std::int64_t>(*hwm);
+}
+
+Status ZooKeeperCoordinator::KeepAlive(std::int64_t id) {
   // The client's own thread keeps the session alive; this checks that the node is still ours.
-  if (held_ < 0 || zh_ == nullptr) return LeaseLost("no worker id is held");
+  if (zh_ == nullptr || !fences_.contains(id)) return LeaseLost("no worker id is held");
   const int state = zoo_state(zh_);
   if (state == ZOO_EXPIRED_SESSION_STATE || state == ZOO_AUTH_FAILED_STATE) {
-    const std::int64_t id = held_;
-    Close();
+    Disconnect();
     return LeaseLost(fmt::format("the zookeeper session holding worker id {} expired", id));
   }
   Stat stat{};
-  const int rc = zoo_exists(zh_, OwnerPath(held_).c_str(), 0, &stat);
+  const int rc = zoo_exists(zh_, OwnerPath(id).c_str(), 0, &stat);
   if (rc == ZOK && stat.ephemeralOwner == session_) return Status::Ok();
   if (rc == ZOK || rc == ZNONODE) {
-    const std::int64_t id = held_;
-    held_ = -1;
+    fences_.erase(id);
     return LeaseLost(fmt::format("worker id {} is no longer held by this zookeeper session", id));
   }
-  Error e = FromRc(rc, "exists " + OwnerPath(held_));
-  if (e.code == ErrorCode::kLeaseLost) Close();
+  Error e = FromRc(rc, "exists " + OwnerPath(id));
+  if (e.code == ErrorCode::kLeaseLost) Disconnect();
   return e;
 }
 
-Status ZooKeeperLease::StoreHwm(std::int64_t hwm_millis) {
-  if (held_ < 0 || zh_ == nullptr) return LeaseLost("no worker id is held");
-  // Never lower: the node is written only with the version this lease last saw, so
-  // hwm_known_ is what it holds (a write that timed out but landed moves the version, the next
-  // write fails with ZBADVERSION, and the id is re-acquired, which reads the node again).
-  if (hwm_millis <= hwm_known_) return Status::Ok();
+Status ZooKeeperCoordinator::StoreHwm(std::int64_t id, std::int64_t hwm_millis) {
+  auto it = fences_.find(id);
+  if (zh_ == nullptr || it == fences_.end()) return LeaseLost("no worker id is held");
+  // Never lower: the node is written only with the version this session last saw, so
+  // hwm_known is what it holds (a write that timed out but landed moves the version, the next
+  // write fails with ZBADVERSION, and the id is claimed again, which reads the node again).
+  Fence& f = it->second;
+  if (hwm_millis <= f.hwm_known) return Status::Ok();
   const std::string text = std::to_string(hwm_millis);
   Stat stat{};
-  const int rc = zoo_set2(zh_, HwmPath(held_).c_str(), text.data(), static_cast<int>(text.size()),
-                          hwm_version_, &stat);
+  const int rc = zoo_set2(zh_, HwmPath(id).c_str(), text.data(), static_cast<int>(text.size()),
+                          f.hwm_version, &stat);
   if (rc == ZOK) {
-    hwm_version_ = stat.version;
-    hwm_known_ = hwm_millis;
+    f.hwm_version = stat.version;
+    f.hwm_known = hwm_millis;
     return Status::Ok();
   }
   if (rc == ZBADVERSION || rc == ZNONODE) {
-    const std::int64_t id = held_;
-    held_ = -1;
+    fences_.erase(it);
     return LeaseLost(fmt::format("worker id {} was taken over by another zookeeper session", id));
   }
-  Error e = FromRc(rc, "set " + HwmPath(held_));
-  if (e.code == ErrorCode::kLeaseLost) Close();
+  Error e = FromRc(rc, "set " + HwmPath(id));
+  if (e.code == ErrorCode::kLeaseLost) Disconnect();
   return e;
 }
 
-Status ZooKeeperLease::Release() {
+Status ZooKeeperCoordinator::Close() {
   if (zh_ == nullptr) return Status::Ok();
-  if (held_ >= 0) {
-    const int rc = zoo_delete(zh_, OwnerPath(held_).c_str(), -1);
-    if (IsConnectionError(rc)) return FromRc(rc, "delete");
+  // Each node still this session's is deleted before the session ends, so that the id is free
+  // when this returns (a node another session made meanwhile is left alone).
+  for (const auto& [id, fence] : fences_) {
+    Stat stat{};
+    const std::string path = OwnerPath(id);
+    int rc = zoo_exists(zh_, path.c_str(), 0, &stat);
+    if (rc == ZOK && stat.ephemeralOwner == session_)
+      rc = zoo_delete(zh_, path.c_str(), stat.version);
+    if (IsConnectionError(rc)) return FromRc(rc, "delete " + path);
   }
-  Close();
+  Disconnect();
   return Status::Ok();
 }
 
@@ -429,8 +439,10 @@ Result<std::unique_ptr<WorkerLease>> NewZooKeeperWorkerLease(std::string_view se
     return InvalidArgument(fmt::format(
         "worker.username \"{}\" is not valid for ZooKeeper: allowed a name without ':'", username));
   }
-  return std::unique_ptr<WorkerLease>(std::make_unique<ZooKeeperLease>(
-      std::move(list), std::string(cluster), options, username, password));
+  return NewCoordinatedLease(
+      std::make_unique<ZooKeeperCoordinator>(std::move(list), std::string(cluster), options,
+                                             username, password),
+      options);
 }
 
 }  // namespace sekka

@@ -7,11 +7,12 @@
 //   workers/<dc>/<id>   ephemeral; data = identity. It goes when the session ends or expires
 //                       (the session timeout is the lease TTL).
 //   hwm/<dc>/<id>       persistent; data = the high-water mark in ms (decimal)
-// Acquire creates the ephemeral node of the preferred or lowest free id (deleting one left by
-// this identity's earlier run), then fences the hwm node: it reads it and writes the same value
-// back at the version it read. From then on only this lease knows the hwm node's version, and
-// StoreHwm is a set at that version: a lease that was taken over fails with a bad version, one
-// whose session expired fails with the session.
+// A Coordinator (include/sekka/coordinator.h) made a WorkerLease by NewCoordinatedLease. Claim
+// creates the ephemeral node of the id (deleting one left by this identity's earlier run, at the
+// version it was listed at), then fences the hwm node: it reads it and writes the same value back
+// at the version it read. From then on only this session knows the hwm node's version, and
+// StoreHwm is a set at that version: a session that was taken over fails with a bad version, one
+// that expired fails with the session.
 //
 // With a user, the client authenticates with ZooKeeper's digest scheme and creates every node
 // under /sekka/<cluster> with the creator's ACL: only that user (any process that has its

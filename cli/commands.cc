@@ -242,6 +242,10 @@ int RunGen(const GenFlags& flags) {
   lo.identity = "sekka gen " + LayoutFingerprint(*layout);
   lo.datacenter_id = flags.datacenter_id;
   lo.worker_count = layout->worker_ids_per_datacenter();
+  // gen's hwm reaches no further than its ids need, so a next run waits a tick or so for its
+  // own id: it keeps it, and runs one after another print increasing ids, after a clock step
+  // back too.
+  lo.keep_id = true;
   Clock& clock = SystemClock();
   Result<std::unique_ptr<LeasedGenerator>> leased =
       LeasedGenerator::Start(options, clock, NewLocalWorkerLease(local, lo), nullptr);

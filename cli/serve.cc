@@ -90,6 +90,8 @@ Result<server::ServiceParts> OpenServiceParts(const server::ServerConfig& config
   lo.worker_count = config.generator.layout.worker_ids_per_datacenter();
   lo.ttl = std::chrono::milliseconds(config.lease_ttl_ms);
   lo.layout = LayoutFingerprint(config.generator.layout);  // one layout per lock dir or cluster
+  lo.keep_id = config.keep_worker_id;
+  lo.clock = parts.clock;
   if (!config.coordinated()) {
     LocalLeaseOptions local;
     local.source = config.worker_source;

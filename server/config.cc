@@ -77,6 +77,9 @@ const std::vector<Key>& Keys() {
       {"worker.cluster", Type::kString, "default", "key prefix at the coordinator"},
       {"worker.lease_ttl", Type::kDuration, "10s", ""},
       {"worker.name", Type::kString, "", "identity for source local; \"\" = the listen addresses"},
+      {"worker.keep_id", Type::kBool, "false",
+       "local, etcd, zookeeper: a restart takes back its own worker id and waits past its hwm "
+       "(up to ~4 s); false = it takes a free id whose hwm is past and does not wait"},
       {"worker.tls_ca_file", Type::kString, "",
        "etcd over HTTPS, verified with this CA file (PEM), or \"system\" (the system's CAs); "
        "\"\" = plain HTTP"},
@@ -451,6 +454,12 @@ Result<ServerConfig> BuildConfig(const std::vector<ConfigValues>& sources) {
     }
   }
   c.worker_name = get("worker.name");
+  SEKKA_ASSIGN(c.keep_worker_id, boolean("worker.keep_id"));
+  if (c.keep_worker_id && (c.worker_source == "static" || c.worker_source == "hostname")) {
+    return BadValue("worker.source", c.worker_source,
+                    "local, etcd or zookeeper when worker.keep_id is set (static and hostname "
+                    "always keep their one id)");
+  }
   c.tls_ca_file = get("worker.tls_ca_file");
   c.tls_cert_file = get("worker.tls_cert_file");
   c.tls_key_file = get("worker.tls_key_file");

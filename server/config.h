@@ -57,6 +57,9 @@ struct ServerConfig {
   std::string cluster = "default";
   std::int64_t lease_ttl_ms = 10'000;
   std::string worker_name;  // identity for `local`; "" = the listen addresses
+  // A restart takes back its own worker id and waits past its hwm, instead of taking a free id
+  // whose hwm is past (WorkerLeaseOptions::keep_id).
+  bool keep_worker_id = false;
   // etcd's transport and user (backends/etcd_worker_lease.h): "" = plain HTTP, no user
   std::string tls_ca_file;  // a PEM file, or "system"
   std::string tls_cert_file;

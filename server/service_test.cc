@@ -63,6 +63,8 @@ class ServiceTest : public ::testing::Test {
     o.identity = identity;
     o.worker_count = 4;
     o.ttl = std::chrono::milliseconds(ttl_ms_);
+    o.keep_id = true;  // these cases are about waiting past, and re-acquiring, one id's hwm
+    o.clock = &clock_;
     return o;
   }
 

@@ -147,6 +147,7 @@ class Simulation {
         ClockBackwardsPolicy::kWait, ClockBackwardsPolicy::kFail, ClockBackwardsPolicy::kContinue};
     policy_ = policies[Uniform(0, 2)];
     borrow_ = Uniform(0, 1) == 1;
+    keep_id_ = Uniform(0, 1) == 1;
     for (int i = 0; i < options.servers + options.gens; ++i) {
       Slot slot;
       slot.gen = i >= options.servers;
@@ -157,8 +158,9 @@ class Simulation {
   }
 
   SimulationResult Run() {
-    Trace("seed {} ttl={}ms fail={} late={} policy={} borrow={}", options_.seed, ttl_ms_,
-          coordinator_.fail, coordinator_.late, ClockBackwardsPolicyName(policy_), borrow_);
+    Trace("seed {} ttl={}ms fail={} late={} policy={} borrow={} keep_id={}", options_.seed, ttl_ms_,
+          coordinator_.fail, coordinator_.late, ClockBackwardsPolicyName(policy_), borrow_,
+          keep_id_);
     for (std::size_t i = 0; i < slots_.size(); ++i) StartServer(i, /*fresh_disk=*/false);
     for (step_ = 0; step_ < options_.steps && result_.ok; ++step_) Step();
     for (std::size_t i = 0; i < slots_.size(); ++i) End(i, "ends with the run");
@@ -214,6 +216,8 @@ class Simulation {
     lo.layout = LayoutFingerprint(layout_);
     lo.preferred = preferred;
     lo.ttl = std::chrono::milliseconds(ttl_ms_);
+    lo.keep_id = keep_id_;
+    lo.clock = slot.clock.get();
     return std::make_unique<FaultyLease>(
         options_.new_lease ? options_.new_lease(lo) : coordinator_.registry->NewLease(lo), *this,
         incarnation);
@@ -510,6 +514,7 @@ class Simulation {
   std::int64_t ttl_ms_ = 2000;
   ClockBackwardsPolicy policy_ = ClockBackwardsPolicy::kWait;
   bool borrow_ = false;
+  bool keep_id_ = false;  // WorkerLeaseOptions::keep_id of every lease of the run
   std::vector<Slot> slots_;
   int incarnations_ = 0;
   int step_ = 0;

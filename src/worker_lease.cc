@@ -1,4 +1,5 @@
-// The memory WorkerLease backend: one registry per "coordinator", for tests.
+// The memory Coordinator: one registry per "coordinator", for tests and the simulation; and the
+// rules every lease shares.
 
 #include "sekka/worker_lease.h"
 
@@ -11,36 +12,50 @@
 
 #include "sekka/clock.h"
 #include "sekka/codec.h"
+#include "sekka/coordinator.h"
 
 namespace sekka {
 namespace {
 
 struct Slot {
-  std::uint64_t owner = 0;  // lease serial; 0 = free
+  std::uint64_t owner = 0;  // the holding session's serial; 0 = free
   std::string identity;
   std::int64_t expires = 0;  // on the registry clock's MonotonicMillis()
+  std::int64_t version = 0;  // raised at every claim
   std::int64_t hwm_millis = 0;
 };
 
 class MemoryRegistry;
 
-class MemoryLease final : public WorkerLease {
+// One session at the registry: a serial, alive until `ttl` after its last keep-alive.
+class MemoryCoordinator final : public Coordinator {
  public:
-  MemoryLease(MemoryRegistry& registry, WorkerLeaseOptions options, std::uint64_t serial)
-      : registry_(registry), options_(std::move(options)), serial_(serial) {}
-  ~MemoryLease() override;
-  Result<LeaseGrant> Acquire() override;
-  Status Renew() override;
-  Status StoreHwm(std::int64_t hwm_millis) override;
-  Status Release() override;
+  MemoryCoordinator(MemoryRegistry& registry, WorkerLeaseOptions options)
+      : registry_(registry), options_(std::move(options)) {}
+  ~MemoryCoordinator() override = default;  // a dropped session is left to expire, like a dead
+                                            // process
+  Result<std::string> BindLayout(const std::string& layout) override;
+  Result<std::map<std::int64_t, Holding>> ListHolders() override;
+  std::int64_t session() const override { return static_cast<std::int64_t>(serial_); }
+  Result<std::int64_t> PeekHwm(std::int64_t id) override;
+  Result<std::optional<std::int64_t>> Claim(std::int64_t id,
+                                            const std::optional<Holding>& seen) override;
+  Status KeepAlive(std::int64_t id) override;
+  Status StoreHwm(std::int64_t id, std::int64_t hwm_millis) override;
+  Status Close() override;
   std::string Describe() const override { return fmt::format("memory lease {}", serial_); }
+  std::string Where() const override { return "the memory registry"; }
   std::string_view source() const override { return "memory"; }
 
  private:
+  // The slot of `id` if this session holds it, live; null otherwise. With mu_ held.
+  Slot* Mine(std::int64_t id);
+  // Frees every id of session `serial` and forgets it. With mu_ held.
+  void EndSession(std::uint64_t serial);
+
   MemoryRegistry& registry_;
   const WorkerLeaseOptions options_;
-  const std::uint64_t serial_;
-  std::int64_t held_ = -1;
+  std::uint64_t serial_ = 0;  // 0: no session open
 };
 
 class MemoryRegistry final : public WorkerLeaseRegistry {
@@ -48,101 +63,118 @@ class MemoryRegistry final : public WorkerLeaseRegistry {
   explicit MemoryRegistry(Clock& clock) : clock_(clock) {}
   std::int64_t Now() { return clock_.MonotonicMillis(); }
   std::unique_ptr<WorkerLease> NewLease(const WorkerLeaseOptions& options) override {
-    std::lock_guard lock(mu_);
-    return std::make_unique<MemoryLease>(*this, options, ++serials_);
+    return NewCoordinatedLease(std::make_unique<MemoryCoordinator>(*this, options), options);
   }
 
   Clock& clock_;
   std::mutex mu_;
   std::uint64_t serials_ = 0;
   std::map<std::pair<std::int64_t, std::int64_t>, Slot> slots_;  // (dc, worker) -> slot
+  std::map<std::uint64_t, std::int64_t> sessions_;  // serial -> expiry (MonotonicMillis)
   std::string layout_;  // the layout bound by the first lease that named one
 };
 
-MemoryLease::~MemoryLease() = default;  // a dropped lease is left to expire, like a dead process
-
-Result<LeaseGrant> MemoryLease::Acquire() {
-  if (options_.identity.empty()) return InvalidArgument("the lease identity must not be empty");
+Result<std::string> MemoryCoordinator::BindLayout(const std::string& layout) {
   std::lock_guard lock(registry_.mu_);
-  if (!options_.layout.empty()) {
-    if (registry_.layout_.empty()) registry_.layout_ = options_.layout;
-    if (Status s = CheckClusterLayout("memory", registry_.layout_, options_.layout); !s.ok()) {
-      return std::move(s).error();
-    }
+  if (registry_.layout_.empty()) registry_.layout_ = layout;
+  return registry_.layout_;
+}
+
+Result<std::map<std::int64_t, Holding>> MemoryCoordinator::ListHolders() {
+  std::lock_guard lock(registry_.mu_);
+  const std::int64_t now = registry_.Now();
+  if (serial_ == 0 || registry_.sessions_[serial_] <= now) {
+    serial_ = ++registry_.serials_;
+    registry_.sessions_[serial_] = now + options_.ttl.count();
   }
-  const auto now = registry_.Now();
-  auto take = [&](std::int64_t id) {
-    Slot& s = registry_.slots_[{options_.datacenter_id, id}];
-    s.owner = serial_;
-    s.identity = options_.identity;
-    s.expires = now + options_.ttl.count();
-    held_ = id;
-    return LeaseGrant{options_.datacenter_id, id, s.hwm_millis};
-  };
-  if (held_ >= 0) {
-    const Slot& s = registry_.slots_[{options_.datacenter_id, held_}];
-    if (s.owner == serial_ && s.expires > now)
-      return LeaseGrant{options_.datacenter_id, held_, s.hwm_millis};
-    held_ = -1;
-  }
-  std::map<std::int64_t, bool> holders;  // held now; true: by this identity or lease
+  std::map<std::int64_t, Holding> holders;
   for (const auto& [key, s] : registry_.slots_) {
     if (key.first != options_.datacenter_id || s.owner == 0 || s.expires <= now) continue;
-    holders[key.second] = s.owner == serial_ || s.identity == options_.identity;
+    holders[key.second] = Holding{s.identity, static_cast<std::int64_t>(s.owner), s.version};
   }
-  const std::vector<std::int64_t> order =
-      WorkerIdCandidates(holders, options_.preferred, options_.worker_count);
-  if (!order.empty()) return take(order.front());
-  return Exhausted(fmt::format("no free worker id: all {} worker ids of datacenter {} are held",
-                               options_.worker_count, options_.datacenter_id));
+  return holders;
 }
 
-Status MemoryLease::Renew() {
+Result<std::int64_t> MemoryCoordinator::PeekHwm(std::int64_t id) {
   std::lock_guard lock(registry_.mu_);
-  if (held_ < 0) return LeaseLost("no worker id is held");
-  Slot& s = registry_.slots_[{options_.datacenter_id, held_}];
-  const auto now = registry_.Now();
-  if (s.owner != serial_ || s.expires <= now) {
-    held_ = -1;
-    return LeaseLost("the lease expired or was taken over");
+  auto it = registry_.slots_.find({options_.datacenter_id, id});
+  return it == registry_.slots_.end() ? 0 : it->second.hwm_millis;
+}
+
+Result<std::optional<std::int64_t>> MemoryCoordinator::Claim(std::int64_t id,
+                                                             const std::optional<Holding>& seen) {
+  std::lock_guard lock(registry_.mu_);
+  const std::int64_t now = registry_.Now();
+  if (serial_ == 0 || registry_.sessions_[serial_] <= now) {
+    serial_ = 0;  // the next ListHolders opens a new one
+    return Unavailable("the memory session expired before its claim");
   }
-  s.expires = now + options_.ttl.count();
+  Slot& s = registry_.slots_[{options_.datacenter_id, id}];
+  const bool live = s.owner != 0 && s.expires > now;
+  if (seen.has_value() ? !live || s.version != seen->version : live) {
+    return std::optional<std::int64_t>();
+  }
+  if (live && s.owner != serial_) EndSession(s.owner);  // this identity's earlier run
+  s.owner = serial_;
+  s.identity = options_.identity;
+  s.expires = registry_.sessions_[serial_];
+  s.version++;
+  return std::optional<std::int64_t>(s.hwm_millis);
+}
+
+Slot* MemoryCoordinator::Mine(std::int64_t id) {
+  auto it = registry_.slots_.find({options_.datacenter_id, id});
+  if (it == registry_.slots_.end() || serial_ == 0) return nullptr;
+  Slot& s = it->second;
+  return s.owner == serial_ && s.expires > registry_.Now() ? &s : nullptr;
+}
+
+Status MemoryCoordinator::KeepAlive(std::int64_t id) {
+  std::lock_guard lock(registry_.mu_);
+  Slot* s = Mine(id);
+  if (s == nullptr) return LeaseLost("the lease expired or was taken over");
+  const std::int64_t expires = registry_.Now() + options_.ttl.count();
+  registry_.sessions_[serial_] = expires;
+  for (auto& [key, slot] : registry_.slots_) {
+    if (slot.owner == serial_) slot.expires = expires;
+  }
   return Status::Ok();
 }
 
-Status MemoryLease::StoreHwm(std::int64_t hwm_millis) {
+Status MemoryCoordinator::StoreHwm(std::int64_t id, std::int64_t hwm_millis) {
   std::lock_guard lock(registry_.mu_);
-  if (held_ < 0) return LeaseLost("no worker id is held");
-  Slot& s = registry_.slots_[{options_.datacenter_id, held_}];
-  if (s.owner != serial_ || s.expires <= registry_.Now()) {
-    held_ = -1;
-    return LeaseLost("the lease expired or was taken over");
-  }
-  s.hwm_millis = std::max(s.hwm_millis, hwm_millis);
+  Slot* s = Mine(id);
+  if (s == nullptr) return LeaseLost("the lease expired or was taken over");
+  s->hwm_millis = std::max(s->hwm_millis, hwm_millis);
   return Status::Ok();
 }
 
-Status MemoryLease::Release() {
-  std::lock_guard lock(registry_.mu_);
-  if (held_ < 0) return Status::Ok();
-  Slot& s = registry_.slots_[{options_.datacenter_id, held_}];
-  if (s.owner == serial_) {
-    s.owner = 0;
-    s.identity.clear();
+void MemoryCoordinator::EndSession(std::uint64_t serial) {
+  for (auto& [key, s] : registry_.slots_) {
+    if (s.owner == serial) {
+      s.owner = 0;
+      s.identity.clear();
+    }
   }
-  held_ = -1;
+  registry_.sessions_.erase(serial);
+}
+
+Status MemoryCoordinator::Close() {
+  std::lock_guard lock(registry_.mu_);
+  if (serial_ != 0) EndSession(serial_);
+  serial_ = 0;
   return Status::Ok();
 }
 
 }  // namespace
 
-Status CheckClusterLayout(std::string_view cluster, std::string_view bound, std::string_view mine) {
+Status CheckClusterLayout(std::string_view where, std::string_view bound, std::string_view mine) {
   if (bound == mine) return Status::Ok();
   return InvalidArgument(fmt::format(
-      "cluster {} issues ids of layout \"{}\", this process's layout is \"{}\": ids of the two "
+      "{} issues ids of layout \"{}\", this process's layout is \"{}\": ids of the two "
       "could be equal, so one cluster serves one layout (direction included); give this "
       "process another worker.cluster, or use the cluster's layout",
-      cluster, bound, mine));
+      where, bound, mine));
 }
 
 std::vector<std::int64_t> WorkerIdCandidates(const std::map<std::int64_t, bool>& holders,

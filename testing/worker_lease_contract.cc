@@ -235,6 +235,49 @@ TEST_P(WorkerLeaseContractTest, TheStoredHwmNeverDecreases) {
   EXPECT_TRUE(c->Release().ok());
 }
 
+// A restart right after its own run stored an hwm ahead of the clock (issue 22's fast restart):
+// by default it takes a free id whose hwm is past and need not wait; with keep_id it takes its
+// own id back and waits; when every free id lies ahead, it takes its own.
+TEST_P(WorkerLeaseContractTest, ARestartTakesAFreeIdWhoseHwmIsPastUnlessKeepId) {
+  const std::string where = GetParam().fresh();
+  const std::int64_t ahead = SystemClock().NowMillis() + 60'000;
+  auto first = GetParam().open(where, Options("slot", 2));
+  Result<LeaseGrant> g = first->Acquire();
+  ASSERT_TRUE(g.ok()) << g.error().message;
+  ASSERT_EQ(g->worker_id, 0);
+  ASSERT_TRUE(first->StoreHwm(ahead).ok());
+  ASSERT_TRUE(first->Release().ok());
+  auto restart = [&](bool keep_id) {
+    WorkerLeaseOptions o = Options("slot", 2);
+    o.preferred = 0;
+    o.keep_id = keep_id;
+    auto lease = GetParam().open(where, o);
+    Result<LeaseGrant> r = lease->Acquire();
+    EXPECT_TRUE(lease->Release().ok());
+    return r;
+  };
+  Result<LeaseGrant> kept = restart(true);
+  ASSERT_TRUE(kept.ok()) << kept.error().message;
+  EXPECT_EQ(kept->worker_id, 0);
+  EXPECT_EQ(kept->hwm_millis, ahead);
+  Result<LeaseGrant> moved = restart(false);
+  ASSERT_TRUE(moved.ok()) << moved.error().message;
+  EXPECT_EQ(moved->worker_id, 1);
+  EXPECT_EQ(moved->hwm_millis, 0);
+  // Another slot passes over id 0 too, takes 1 and stores ahead: no id is past now, so the
+  // restart takes its preferred one.
+  auto other = GetParam().open(where, Options("other", 2));
+  Result<LeaseGrant> h = other->Acquire();
+  ASSERT_TRUE(h.ok()) << h.error().message;
+  ASSERT_EQ(h->worker_id, 1);
+  ASSERT_TRUE(other->StoreHwm(ahead).ok());
+  ASSERT_TRUE(other->Release().ok());
+  Result<LeaseGrant> waits = restart(false);
+  ASSERT_TRUE(waits.ok()) << waits.error().message;
+  EXPECT_EQ(waits->worker_id, 0);
+  EXPECT_EQ(waits->hwm_millis, ahead);
+}
+
 TEST_P(WorkerLeaseContractTest, AnEmptyIdentityIsRefused) {
   const std::string where = GetParam().fresh();
   auto lease = GetParam().open(where, Options(""));

@@ -42,9 +42,12 @@ class CoordinatorTestCase(unittest.TestCase):
             self.coord.stop()
         self.dirs.cleanup()
 
-    def start(self, name, *flags, ttl="10s", **kw):
+    def start(self, name, *flags, ttl="10s", keep_id=True, env=None, **kw):
+        # keep_id: most cases here are about one worker id's hwm across holders and restarts.
+        env = dict(env or {}, SEKKA_WORKER_KEEP_ID="true" if keep_id else "false")
         s = Server(self.dirs.path(name), "--worker-source", self.source, "--coordinator",
-                   f"{self.source}://{self.coord.endpoints}", "--lease-ttl", ttl, *flags, **kw)
+                   f"{self.source}://{self.coord.endpoints}", "--lease-ttl", ttl, *flags,
+                   env=env, **kw)
         self.servers.append(s)
         return s
 
@@ -136,6 +139,27 @@ class CoordinatorTestCase(unittest.TestCase):
         ids = self.batch(d)
         self.assertGreater(min(ids), last, "the new holder's ids must be above the dead one's")
 
+    def restart_takes_a_free_id_whose_hwm_is_past(self):
+        """Issue 22's fast restart: a restart right after a stop finds its own id's hwm ahead
+        (stored 4 s ahead of the clock); without worker.keep_id it takes a free id whose hwm is
+        past and does not wait, with it it takes its own id back and waits."""
+        a = self.start("a", "--worker-name", "slot", keep_id=False)
+        self.assertEqual(a.worker_id, 0)
+        ids = self.batch(a)
+        self.assertEqual(a.stop(), 0)
+        self.servers.remove(a)
+        b = self.start("a", "--worker-name", "slot", keep_id=False)
+        self.assertEqual(b.worker_id, 1)
+        self.assertNotIn("waiting for the clock", b.stderr_text())
+        ids += self.batch(b)
+        self.assertEqual(b.stop(), 0)
+        self.servers.remove(b)
+        c = self.start("a", "--worker-name", "slot", keep_id=True)
+        self.assertEqual(c.worker_id, 1)  # the one it held last (its data dir's preferred id)
+        self.assertIn("waiting for the clock to pass the stored high-water mark", c.stderr_text())
+        ids += self.batch(c)
+        self.assertEqual(len(set(ids)), 3000, "an id was repeated")
+
     def clock_step_back_and_pause_past_the_ttl(self):
         """The safety review's repeat: ids issued, the clock set back 15 s, the process stopped
         for longer than its TTL, the same worker id leased again, then kill -9 and a restart.
@@ -206,6 +230,9 @@ class EtcdTest(CoordinatorTestCase):
 
     def test_kill_9_frees_the_worker_id_after_the_ttl_and_the_next_holder_waits_past_its_hwm(self):
         self.dead_holders_id_after_the_ttl()
+
+    def test_a_restart_takes_a_free_id_whose_hwm_is_past_unless_keep_id(self):
+        self.restart_takes_a_free_id_whose_hwm_is_past()
 
     def test_outage_stops_issuing_within_the_ttl_and_servers_resume_by_themselves(self):
         servers = [self.start(f"s{i}", ttl="4s") for i in range(2)]
@@ -436,6 +463,9 @@ class ZooKeeperTest(CoordinatorTestCase):
 
     def test_kill_9_frees_the_worker_id_after_the_ttl_and_the_next_holder_waits_past_its_hwm(self):
         self.dead_holders_id_after_the_ttl()
+
+    def test_a_restart_takes_a_free_id_whose_hwm_is_past_unless_keep_id(self):
+        self.restart_takes_a_free_id_whose_hwm_is_past()
 
 
     def test_a_long_outage_logs_a_few_lines_not_one_per_reconnect(self):

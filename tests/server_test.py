@@ -279,7 +279,10 @@ class UniquenessTest(ServerTestCase):
         self.assertEqual(s.stop(), 0)
         self.servers.remove(s)
         s2 = self.start()
-        self.assertEqual(s2.worker_id, s.worker_id)  # its previous worker id comes back
+        # Its own worker id's hwm lies ahead: it takes a free one whose hwm is past, and does
+        # not wait (worker.keep_id = false, the default).
+        self.assertNotEqual(s2.worker_id, s.worker_id)
+        self.assertNotIn("waiting for the clock", s2.stderr_text())
         second = self.run_clients(s2)
         self.assertEqual(len(set(first) | set(second)), 2 * len(first))
         self.assertGreater(min(second), max(first))
@@ -700,9 +703,11 @@ class ClockFaultTest(ServerTestCase):
         self.assertEqual(s.stop(), 0)
         self.servers.remove(s)
 
+        # worker.keep_id: its own id, so the start waits (without it, another free id is taken).
+        keep = {"SEKKA_WORKER_KEEP_ID": "true"}
         self.set_clock("-5")
         t0 = time.monotonic()
-        s2 = self.start("data", faketime_file=self.clock)
+        s2 = self.start("data", faketime_file=self.clock, env=keep)
         waited = time.monotonic() - t0
         self.assertGreater(waited, 4.0, "it should wait for the clock to pass the stored hwm")
         self.assertIn("waiting for the clock to pass the stored high-water mark", s2.stderr_text())
@@ -711,7 +716,7 @@ class ClockFaultTest(ServerTestCase):
         self.servers.remove(s2)
 
         self.set_clock("-3600")
-        s3 = Server(self.dirs.path("data"), faketime_file=self.clock, wait=False)
+        s3 = Server(self.dirs.path("data"), faketime_file=self.clock, wait=False, env=keep)
         self.assertFalse(s3.wait_listening())
         self.assertEqual(s3.proc.returncode, 1)
         err = s3.stderr_text().strip().splitlines()[-1]

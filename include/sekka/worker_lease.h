@@ -16,10 +16,11 @@
 // store an hwm after the next holder has read the stored one, and the next holder waits past
 // that. Ids are never repeated as long as every id's time is at or below a stored hwm.
 //
-// Backends: memory (tests: NewMemoryWorkerLeaseRegistry), the local ones in
-// backends/local_worker_lease.h
-// (static, local, hostname), etcd and ZooKeeper (backends/). One contract suite
-// (testing/worker_lease_contract.h) runs on every one of them.
+// Backends: the coordinators (etcd, ZooKeeper in backends/; memory for tests and the simulation:
+// NewMemoryWorkerLeaseRegistry) each implement the narrow Coordinator of
+// include/sekka/coordinator.h, and one adapter (NewCoordinatedLease) makes the WorkerLease of them
+// all; the lock-file ones (static, local, hostname) are in backends/local_worker_lease.h. One
+// contract suite (testing/worker_lease_contract.h) runs on every one of them.
 //
 // Thread-safety: one WorkerLease is used by one thread at a time.
 
@@ -58,6 +59,13 @@ struct WorkerLeaseOptions {
   // other (two layouts, or two directions, on one set of worker ids could make equal ids).
   // "" = not checked (a local lease then takes its own layout's).
   std::string layout;
+  // false (the default): when the id this slot would take (preferred, or its identity's) has an
+  // hwm ahead of `clock` (a restart right after its own run stored one ahead), a free id whose
+  // hwm is past is taken instead, so that the restart need not wait (sources local, etcd,
+  // zookeeper). true: that id is taken, and the start waits past its hwm (worker.keep_id).
+  bool keep_id = false;
+  // The clock the hwms are compared with for keep_id = false; the system clock when null.
+  Clock* clock = nullptr;
 };
 
 struct LeaseGrant {
@@ -110,9 +118,9 @@ Status CheckStartupWait(std::int64_t now_ms, std::int64_t hwm_ms, std::int64_t m
                         std::string_view where);
 
 // The one-layout rule of a coordinator cluster: `bound` is the layout fingerprint the cluster's
-// first holder stored, `mine` this lease's (WorkerLeaseOptions::layout). Errors:
-// kInvalidArgument naming both and what to do.
-Status CheckClusterLayout(std::string_view cluster, std::string_view bound, std::string_view mine);
+// first holder stored, `mine` this lease's (WorkerLeaseOptions::layout); `where` names the
+// cluster ("cluster c"). Errors: kInvalidArgument naming both and what to do.
+Status CheckClusterLayout(std::string_view where, std::string_view bound, std::string_view mine);
 
 // Checks the name of a sekka cluster at a coordinator (its key prefix): 1 to 64 characters of
 // [A-Za-z0-9._-]. Errors: kInvalidArgument naming the name and what is allowed.

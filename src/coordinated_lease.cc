@@ -1,0 +1,141 @@
+// The one WorkerLease of every coordinator (include/sekka/coordinator.h).
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "sekka/coordinator.h"
+
+namespace sekka {
+namespace {
+
+// How many candidates a restart looks at for one whose hwm is past (one coordinator call each).
+constexpr std::size_t kMaxPeeks = 8;
+// How many times Acquire lists again when every candidate was taken meanwhile.
+constexpr int kMaxPasses = 8;
+
+class CoordinatedLease final : public WorkerLease {
+ public:
+  CoordinatedLease(std::unique_ptr<Coordinator> coordinator, WorkerLeaseOptions options)
+      : c_(std::move(coordinator)),
+        options_(std::move(options)),
+        clock_(options_.clock != nullptr ? *options_.clock : SystemClock()) {}
+
+  Result<LeaseGrant> Acquire() override;
+  Status Renew() override;
+  Status StoreHwm(std::int64_t hwm_millis) override;
+  Status Release() override;
+  std::string Describe() const override { return c_->Describe(); }
+  std::string_view source() const override { return c_->source(); }
+
+ private:
+  Status BindLayout();
+  // The ids to try, in the core's order (WorkerIdCandidates); unless keep_id, the first of the
+  // first kMaxPeeks whose hwm is past goes first. Errors: as PeekHwm.
+  Result<std::vector<std::int64_t>> Order(const std::map<std::int64_t, Holding>& listed);
+  // A lost claim: whatever is left of the session ends, so that the next Acquire opens a new one.
+  Status Lost(Status why);
+
+  std::unique_ptr<Coordinator> c_;
+  const WorkerLeaseOptions options_;
+  Clock& clock_;
+  bool layout_bound_ = false;
+  std::int64_t held_ = -1;      // the worker id held; -1: none
+  std::int64_t hwm_known_ = 0;  // its hwm: as claimed, then as stored
+};
+
+Status CoordinatedLease::BindLayout() {
+  if (layout_bound_ || options_.layout.empty()) return Status::Ok();
+  Result<std::string> bound = c_->BindLayout(options_.layout);
+  if (!bound.ok()) return std::move(bound).error();
+  if (Status s = CheckClusterLayout(c_->Where(), *bound, options_.layout); !s.ok()) return s;
+  layout_bound_ = true;
+  return Status::Ok();
+}
+
+Result<std::vector<std::int64_t>> CoordinatedLease::Order(
+    const std::map<std::int64_t, Holding>& listed) {
+  std::map<std::int64_t, bool> holders;  // true: this identity's, or this session's
+  for (const auto& [id, h] : listed) {
+    holders[id] = h.identity == options_.identity || (h.session != 0 && h.session == c_->session());
+  }
+  std::vector<std::int64_t> order =
+      WorkerIdCandidates(holders, options_.preferred, options_.worker_count);
+  if (options_.keep_id || order.size() < 2) return order;
+  const std::int64_t now = clock_.NowMillis();
+  for (std::size_t i = 0; i < std::min(order.size(), kMaxPeeks); ++i) {
+    Result<std::int64_t> hwm = c_->PeekHwm(order[i]);
+    if (!hwm.ok()) return std::move(hwm).error();
+    if (*hwm < now) {
+      std::rotate(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(i),
+                  order.begin() + static_cast<std::ptrdiff_t>(i) + 1);
+      break;
+    }
+  }
+  return order;
+}
+
+Result<LeaseGrant> CoordinatedLease::Acquire() {
+  if (options_.identity.empty()) return InvalidArgument("the lease identity must not be empty");
+  if (held_ >= 0) return LeaseGrant{options_.datacenter_id, held_, hwm_known_};
+  if (Status s = BindLayout(); !s.ok()) return std::move(s).error();
+  for (int pass = 0; pass < kMaxPasses; ++pass) {
+    Result<std::map<std::int64_t, Holding>> listed = c_->ListHolders();
+    if (!listed.ok()) return std::move(listed).error();
+    Result<std::vector<std::int64_t>> order = Order(*listed);
+    if (!order.ok()) return std::move(order).error();
+    if (order->empty()) break;
+    for (std::int64_t id : *order) {
+      auto it = listed->find(id);
+      const std::optional<Holding> seen =
+          it == listed->end() ? std::nullopt : std::optional<Holding>(it->second);
+      Result<std::optional<std::int64_t>> hwm = c_->Claim(id, seen);
+      if (!hwm.ok()) return std::move(hwm).error();
+      if (!hwm->has_value()) continue;  // taken meanwhile: the next candidate
+      held_ = id;
+      hwm_known_ = **hwm;
+      return LeaseGrant{options_.datacenter_id, id, hwm_known_};
+    }
+  }
+  (void)c_->Close();  // nothing is held: the session is not kept open for nothing
+  return Exhausted(fmt::format(
+      "no free worker id: all {} worker ids of datacenter {} in {} at {} are held by live "
+      "sessions; raise the layout's worker bits or stop a holder",
+      options_.worker_count, options_.datacenter_id, c_->Where(), c_->source()));
+}
+
+Status CoordinatedLease::Lost(Status why) {
+  held_ = -1;
+  (void)c_->Close();
+  return why;
+}
+
+Status CoordinatedLease::Renew() {
+  if (held_ < 0) return LeaseLost("no worker id is held");
+  Status s = c_->KeepAlive(held_);
+  if (!s.ok() && s.error().code == ErrorCode::kLeaseLost) return Lost(std::move(s));
+  return s;
+}
+
+Status CoordinatedLease::StoreHwm(std::int64_t hwm_millis) {
+  if (held_ < 0) return LeaseLost("no worker id is held");
+  Status s = c_->StoreHwm(held_, hwm_millis);
+  if (s.ok()) hwm_known_ = std::max(hwm_known_, hwm_millis);
+  if (!s.ok() && s.error().code == ErrorCode::kLeaseLost) return Lost(std::move(s));
+  return s;
+}
+
+Status CoordinatedLease::Release() {
+  if (Status s = c_->Close(); !s.ok()) return s;
+  held_ = -1;
+  return Status::Ok();
+}
+
+}  // namespace
+
+std::unique_ptr<WorkerLease> NewCoordinatedLease(std::unique_ptr<Coordinator> coordinator,
+                                                 const WorkerLeaseOptions& options) {
+  return std::make_unique<CoordinatedLease>(std::move(coordinator), options);
+}
+
+}  // namespace sekka
