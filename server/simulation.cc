@@ -17,6 +17,7 @@
 
 #include "sekka/codec.h"
 #include "sekka/leased_generator.h"
+#include "sekka/machines.h"
 #include "sekka/worker_lease.h"
 #include "server/log.h"
 #include "server/service.h"
@@ -55,7 +56,23 @@ class Simulation;
 struct Disk {
   std::map<std::pair<std::int64_t, std::int64_t>, StoredState> states;
   std::int64_t preferred = -1;
+  std::vector<MachineRecord> machines;  // the CosId machine registry's file
   bool full = false;
+};
+
+// The machine registry's file in a simulated data dir.
+class SimMachineStore final : public MachineStore {
+ public:
+  explicit SimMachineStore(std::shared_ptr<Disk> disk) : disk_(std::move(disk)) {}
+  Result<std::vector<MachineRecord>> Load() override { return disk_->machines; }
+  Status Save(const std::vector<MachineRecord>& records) override {
+    if (disk_->full) return Internal("cannot write machines: No space left on device");
+    disk_->machines = records;
+    return Status::Ok();
+  }
+
+ private:
+  std::shared_ptr<Disk> disk_;
 };
 
 class SimDataDir final : public DataDir {
@@ -84,7 +101,7 @@ class SimDataDir final : public DataDir {
 };
 
 // The coordinator's faults, shared by every lease client.
-struct Coordinator {
+struct SimCoordinator {
   std::unique_ptr<WorkerLeaseRegistry> registry;
   std::int64_t down_until = 0;  // world time
   double fail = 0;              // a call fails without effect
@@ -130,10 +147,29 @@ struct Slot {
   std::set<Snowflake*> generators;  // every generator of the process now, for the checker
 };
 
+// A CosId client instance drawing a machine id from server 0's registry (the proxy it is
+// configured with), as CosId's machine distributor does.
+struct Instance {
+  std::string name;        // a new one per process start (a new host:port)
+  std::int64_t held = -1;  // the machine id it believes it holds; -1: none
+  std::int64_t guard_ms = 0;
+  std::int64_t until = 0;  // on server 0's clock: it may issue ids up to then
+};
+
+// A machine id's last holder as the instances saw it: who, and until when it may issue ids.
+struct MachineHolding {
+  std::string instance;
+  std::int64_t until = 0;
+  bool released = false;  // given back (Revert): it issues no more
+};
+
 class Simulation {
  public:
   explicit Simulation(const SimulationOptions& options)
-      : options_(options), rng_(options.seed * 0x9E3779B97F4A7C15ULL + 1) {
+      : options_(options),
+        rng_(options.seed * 0x9E3779B97F4A7C15ULL + 1),
+        machine_rng_(options.seed * 0xD1B54A32D192ED03ULL + 7),
+        keep_id_((options.seed & 1) == 1) {
     layout_ = *ParseLayout("time_bits=41,worker_bits=2,sequence_bits=20,epoch=2025-01-01");
     coordinator_clock_ = std::make_unique<SimClock>(world_);
     coordinator_.registry = NewMemoryWorkerLeaseRegistry(coordinator_clock_.get());
@@ -147,7 +183,6 @@ class Simulation {
         ClockBackwardsPolicy::kWait, ClockBackwardsPolicy::kFail, ClockBackwardsPolicy::kContinue};
     policy_ = policies[Uniform(0, 2)];
     borrow_ = Uniform(0, 1) == 1;
-    keep_id_ = Uniform(0, 1) == 1;
     for (int i = 0; i < options.servers + options.gens; ++i) {
       Slot slot;
       slot.gen = i >= options.servers;
@@ -171,7 +206,7 @@ class Simulation {
     return std::uniform_int_distribution<std::int64_t>(lo, hi)(rng_);
   }
   bool Chance(double p) { return std::uniform_real_distribution<double>(0, 1)(rng_) < p; }
-  const Coordinator& coordinator() const { return coordinator_; }
+  const SimCoordinator& coordinator() const { return coordinator_; }
   World& world() { return world_; }
 
   template <typename... Args>
@@ -233,6 +268,12 @@ class Simulation {
     Slot& slot = slots_[i];
     if (slot.gen) return StartGen(i);
     if (fresh_disk) slot.disk = std::make_shared<Disk>();
+    // A lost data dir loses the machine registry's file, and with it every holding (as it loses
+    // a local source's hwm): those holdings are not checked against later grants.
+    if (fresh_disk && i == 0) {
+      machine_last_.clear();
+      for (Instance& in : instances_) in.held = -1;  // their next guard is told M-02
+    }
     slot.clock = slot.clock ? std::move(slot.clock) : std::make_unique<SimClock>(world_);
     const int incarnation = ++incarnations_;
     std::unique_ptr<FaultyLease> lease = NewLease(slot, slot.disk->preferred, incarnation);
@@ -250,7 +291,7 @@ class Simulation {
     parts.lease = std::move(lease);
     parts.data_dir = std::make_unique<SimDataDir>(slot.disk);
     parts.segment_store = NewMemorySegmentStore();
-    parts.machine_store = NewMemoryMachineStore();
+    parts.machine_store = std::make_unique<SimMachineStore>(slot.disk);
     parts.background_thread = false;
     Result<std::unique_ptr<Service>> s = Service::Start(config, std::move(parts));
     if (!s.ok()) {
@@ -503,30 +544,110 @@ class Simulation {
     } else if (Runnable(slots_[i])) {
       Request(i);
     }
+    if (std::uniform_real_distribution<double>(0, 1)(machine_rng_) < 0.1) MachineStep();
+  }
+
+  std::int64_t MachineUniform(std::int64_t lo, std::int64_t hi) {
+    return std::uniform_int_distribution<std::int64_t>(lo, hi)(machine_rng_);
+  }
+
+  // One call of a CosId instance to server 0's machine registry: it asks for an id, guards it,
+  // gives it back, or dies (its successor has a new name).
+  void MachineStep() {
+    Slot& server = slots_[0];
+    if (!server.service || !Runnable(server)) return;
+    Result<MachineRegistry*> registry = server.service->machines();
+    if (!registry.ok()) return;
+    const std::size_t k = static_cast<std::size_t>(MachineUniform(0, 2));
+    Instance& in = instances_[k];
+    if (in.name.empty()) in.name = fmt::format("i{}-{}", k, ++instance_starts_);
+    const std::int64_t now = server.clock->NowMillis();
+    const std::int64_t what = MachineUniform(0, 9);
+    if (in.held < 0) {
+      const std::int64_t guards[] = {1000, 3000, 20000};
+      in.guard_ms = guards[MachineUniform(0, 2)];
+      Result<MachineGrant> g = (*registry)->Distribute("sim", 2, in.name, false, in.guard_ms);
+      if (!g.ok()) return;
+      ++result_.machine_grants;
+      CheckMachineGrant(in, *g, now);
+      if (MachineUniform(0, 9) == 0) {  // the answer was lost: it issues nothing, and asks again
+        Trace("instance {} was given machine id {}, but the answer was lost", in.name,
+              g->machine_id);
+        machine_last_[g->machine_id] = MachineHolding{in.name, 0, true};
+        return;
+      }
+      in.held = g->machine_id;
+      in.until = now + in.guard_ms;
+      machine_last_[in.held] = MachineHolding{in.name, in.until, false};
+      Trace("instance {} holds machine id {} (lastTimestamp {})", in.name, in.held,
+            g->last_timestamp_ms - kStartMillis);
+    } else if (what < 7) {
+      Status s = (*registry)->Guard("sim", in.name, in.guard_ms);
+      if (s.ok()) {
+        in.until = std::max(in.until, now + in.guard_ms);
+        machine_last_[in.held] = MachineHolding{in.name, in.until, false};
+      } else if (s.error().code == ErrorCode::kLeaseLost ||
+                 s.error().code == ErrorCode::kNotFound) {
+        Trace("instance {} lost machine id {}: {}", in.name, in.held, s.error().message);
+        in.held = -1;  // it stops issuing
+      }
+    } else if (what < 8) {
+      if ((*registry)->Revert("sim", in.name).ok()) {
+        Trace("instance {} gives machine id {} back", in.name, in.held);
+        machine_last_[in.held] = MachineHolding{in.name, std::min(in.until, now), true};
+        in.held = -1;
+      }
+    } else {
+      Trace("instance {} dies holding machine id {}", in.name, in.held);
+      in = Instance{};
+    }
+  }
+
+  // A grant of a machine id to `in` at `now` (server 0's clock): its last holder, if another
+  // instance, is past its guard or gave it back, and `in` is told to wait past every id it may
+  // have issued.
+  void CheckMachineGrant(const Instance& in, const MachineGrant& g, std::int64_t now) {
+    auto it = machine_last_.find(g.machine_id);
+    if (it == machine_last_.end() || it->second.instance == in.name) return;
+    const MachineHolding& last = it->second;
+    if (!last.released && last.until > now) {
+      Fail(fmt::format("machine id {} went to {} while {} was within its guard (until {}, now {})",
+                       g.machine_id, in.name, last.instance, last.until - kStartMillis,
+                       now - kStartMillis));
+    } else if (g.last_timestamp_ms < last.until) {
+      Fail(fmt::format("machine id {} went to {} with lastTimestamp {}, below {}'s last ids ({})",
+                       g.machine_id, in.name, g.last_timestamp_ms - kStartMillis, last.instance,
+                       last.until - kStartMillis));
+    }
   }
 
   const SimulationOptions options_;
   std::mt19937_64 rng_;
+  std::mt19937_64 machine_rng_;  // the CosId instances' own, so that they leave rng_'s draws
   World world_;
   Layout layout_ = Layout::Default();
   std::unique_ptr<SimClock> coordinator_clock_;
-  Coordinator coordinator_;
+  SimCoordinator coordinator_;
   std::int64_t ttl_ms_ = 2000;
   ClockBackwardsPolicy policy_ = ClockBackwardsPolicy::kWait;
   bool borrow_ = false;
   bool keep_id_ = false;  // WorkerLeaseOptions::keep_id of every lease of the run
   std::vector<Slot> slots_;
   int incarnations_ = 0;
+  int instance_starts_ = 0;
   int step_ = 0;
   SimulationResult result_;
   std::unordered_map<std::int64_t, std::int64_t> stored_;  // worker id -> last stored hwm
   std::unordered_map<int, std::int64_t> pending_;          // incarnation -> hwm not yet credited
   std::unordered_map<const Snowflake*, std::int64_t> covered_;  // generator -> its stored hwm
   std::unordered_set<Id> issued_;
+  std::vector<Instance> instances_{3};
+  // Per machine id, its last holder as the instances saw it (server 0's registry).
+  std::map<std::int64_t, MachineHolding> machine_last_;
 };
 
 bool FaultyLease::Refused() {
-  const Coordinator& c = sim_.coordinator();
+  const SimCoordinator& c = sim_.coordinator();
   return sim_.world().now < c.down_until || sim_.Chance(c.fail);
 }
 
@@ -576,17 +697,19 @@ SimulationResult RunSimulations(SimulationOptions options, std::uint64_t first, 
     total.ids += r.ids;
     total.faults += r.faults;
     total.restarts += r.restarts;
+    total.machine_grants += r.machine_grants;
   }
   return total;
 }
 
 std::string Summary(const SimulationResult& total, std::uint64_t seeds) {
-  return fmt::format("{} seeds, {} ids checked, {} faults, {} restarts", seeds, total.ids,
-                     total.faults, total.restarts);
+  return fmt::format("{} seeds, {} ids checked, {} faults, {} restarts, {} machine ids granted",
+                     seeds, total.ids, total.faults, total.restarts, total.machine_grants);
 }
 
 bool RanForReal(const SimulationResult& total, std::uint64_t seeds) {
-  return total.ids > seeds * 1000 && total.faults > seeds * 20 && total.restarts > seeds;
+  return total.ids > seeds * 1000 && total.faults > seeds * 20 && total.restarts > seeds &&
+         total.machine_grants > seeds;
 }
 
 }  // namespace sekka::server

@@ -11,7 +11,11 @@
 //  - the stored hwm of a worker id never decreases (the coordinator is the memory registry,
 //    which keeps the larger value, as the real ones do);
 //  - every issued id's tick is at or below an hwm its issuer stored, while it held that worker
-//    id.
+//    id;
+//  - a CosId machine id (server 0's machine registry, drawn by three simulated instances that
+//    ask, guard, give back and die) never goes to another instance while its holder is within
+//    its own guard, and its next holder is told a lastTimestamp past every id the last one may
+//    have issued.
 // The same seed replays the same run: `sekka_sim --seed S --verbose`. A run may instead give
 // every process a lease of its own making (`new_lease`), e.g. the lock-file source of one host
 // on a temp dir (backends/local_simulation_test.cc), with the same faults at its calls.
@@ -51,6 +55,7 @@ struct SimulationResult {
   std::uint64_t ids = 0;     // ids issued and checked
   std::uint64_t faults = 0;  // faults injected
   std::uint64_t restarts = 0;
+  std::uint64_t machine_grants = 0;  // CosId machine ids handed to the simulated instances
 };
 
 SimulationResult RunSimulation(const SimulationOptions& options);
@@ -61,10 +66,10 @@ SimulationResult RunSimulation(const SimulationOptions& options);
 SimulationResult RunSimulations(SimulationOptions options, std::uint64_t first, std::uint64_t seeds,
                                 const std::function<void(std::uint64_t seed)>& before = {});
 
-// "N seeds, I ids checked, F faults, R restarts".
+// "N seeds, I ids checked, F faults, R restarts, M machine ids granted".
 std::string Summary(const SimulationResult& total, std::uint64_t seeds);
 // True when the runs really issued ids and injected faults (a simulation that does neither
-// checks nothing): over 1,000 ids, 20 faults and one restart a seed.
+// checks nothing): over 1,000 ids, 20 faults, one restart and one machine id grant a seed.
 bool RanForReal(const SimulationResult& total, std::uint64_t seeds);
 
 }  // namespace sekka::server

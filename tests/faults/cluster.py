@@ -191,6 +191,9 @@ class Node:
         # --worker-name (the lease identity); None: sekka's default (host and data dir). The
         # nemesis lends one node another's to make it take that node's worker id over.
         self.worker_name = None
+        # worker.keep_id: node 0 takes its own worker id back at a restart and waits past its
+        # hwm; the others take a free id whose hwm is past (the default), so every run has both.
+        self.keep_id = index == 0
         self.log_path = os.path.join(self.dir, "log")
         self.proc = None
         self.incarnation = 0
@@ -205,7 +208,8 @@ class Node:
         os.replace(tmp, self.clock_file)
 
     def start(self):
-        env = dict(os.environ, **self.env, **faketime_env(self.clock_file))
+        env = dict(os.environ, **self.env, **faketime_env(self.clock_file),
+                   SEKKA_WORKER_KEEP_ID="true" if self.keep_id else "false")
         log = open(self.log_path, "ab")
         log.write(f"--- start {self.incarnation + 1} at offset {self.offset:+.3f} s\n".encode())
         log.flush()

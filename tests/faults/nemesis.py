@@ -174,16 +174,17 @@ class Nemesis:
         version): without the fence, a would issue past what b waited out. The two then take
         the id from each other until b gets its own name back."""
         a, b = self.rng.sample(self.nodes, 2)
-        own = b.worker_name
+        own, keep = b.worker_name, b.keep_id
         t0 = time.monotonic()
         self.links[a.index].set("delay", (0.3, 1.2))
         self.supervisor.kill(b)
-        b.worker_name = a.worker_name
+        # keep_id: b takes the id its (borrowed) identity holds, though its hwm lies ahead.
+        b.worker_name, b.keep_id = a.worker_name, True
         self.supervisor.start(b)
         self.hold(self.ttl + 1, self.ttl + 3)
         self.links[a.index].heal()
         self.supervisor.kill(b)
-        b.worker_name = own
+        b.worker_name, b.keep_id = own, keep
         self.supervisor.start(b)
         return [a.index, b.index], t0, time.monotonic()
 
