@@ -143,6 +143,8 @@ Result<std::unique_ptr<Service>> Service::Start(const ServerConfig& config, Serv
   segment_options.wait_deadline = std::chrono::milliseconds(config.segment_wait_deadline_ms);
   segment_options.max_step = config.segment_max_step;
   segment_options.max_tags = static_cast<std::size_t>(config.segment_max_tags);
+  // Without a background thread, its owner's RunBackgroundOnce makes the fetches too.
+  segment_options.fetch_threads = parts.background_thread;
   s.segments_ = std::make_unique<SegmentAllocator>(*s.segment_store_, clock, segment_options);
 
   // Machine ids for CosId clients: a store that cannot be read fails those requests only.
@@ -203,6 +205,7 @@ bool Service::stopping() {
 void Service::RunBackgroundOnce() {
   SampleUi();
   leased_->RunBackgroundOnce([this] { return stopping(); });
+  segments_->RunFetches();  // only where it has no fetcher threads
 }
 
 void Service::Stop() {

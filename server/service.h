@@ -110,7 +110,8 @@ struct ServiceParts {
   std::unique_ptr<SegmentStore> segment_store;
   // The CosId machine ids (backends/machine_file_store.h: the file `machines` in data.dir).
   std::unique_ptr<MachineStore> machine_store;
-  // False: no background thread; the caller calls RunBackgroundOnce() (tests, simulation).
+  // False: no background thread, and no segment fetcher threads; the caller calls
+  // RunBackgroundOnce(), which also makes the segment fetches (tests, simulation).
   bool background_thread = true;
 };
 

@@ -18,6 +18,7 @@
 #include "sekka/codec.h"
 #include "sekka/leased_generator.h"
 #include "sekka/machines.h"
+#include "sekka/segment.h"
 #include "sekka/worker_lease.h"
 #include "server/log.h"
 #include "server/service.h"
@@ -26,6 +27,7 @@ namespace sekka::server {
 namespace {
 
 constexpr std::int64_t kStartMillis = 1'800'000'000'000;  // 2027-01-15, past the layout's epoch
+constexpr const char* kSegmentTag = "orders";             // the one segment tag every server serves
 
 // Simulated time: one monotonic timeline for the whole run.
 struct World {
@@ -131,6 +133,21 @@ class FaultyLease final : public WorkerLease {
   std::int64_t worker_ = -1;
 };
 
+// The servers' shared database of segments (one memory store), with its faults: calls that fail
+// without effect, allocations that land while the caller is told they failed, outages.
+class FaultySegmentStore final : public SegmentStore {
+ public:
+  FaultySegmentStore(SegmentStore& db, Simulation& sim) : db_(db), sim_(sim) {}
+  Result<IdRange> Allocate(std::string_view tag, std::int64_t step) override;
+  Status CreateTag(const TagInfo& tag) override { return db_.CreateTag(tag); }
+  Result<TagInfo> GetTag(std::string_view tag) override;
+  Result<std::vector<TagInfo>> ListTags() override { return db_.ListTags(); }
+
+ private:
+  SegmentStore& db_;
+  Simulation& sim_;
+};
+
 struct Slot {
   bool gen = false;  // a `sekka gen` run: starts, prints some ids and exits
   std::string identity;
@@ -169,6 +186,7 @@ class Simulation {
       : options_(options),
         rng_(options.seed * 0x9E3779B97F4A7C15ULL + 1),
         machine_rng_(options.seed * 0xD1B54A32D192ED03ULL + 7),
+        segment_rng_(options.seed * 0x94D049BB133111EBULL + 11),
         keep_id_((options.seed & 1) == 1) {
     layout_ = *ParseLayout("time_bits=41,worker_bits=2,sequence_bits=20,epoch=2025-01-01");
     coordinator_clock_ = std::make_unique<SimClock>(world_);
@@ -183,6 +201,10 @@ class Simulation {
         ClockBackwardsPolicy::kWait, ClockBackwardsPolicy::kFail, ClockBackwardsPolicy::kContinue};
     policy_ = policies[Uniform(0, 2)];
     borrow_ = Uniform(0, 1) == 1;
+    segment_db_ = NewMemorySegmentStore();
+    (void)segment_db_->CreateTag({kSegmentTag, 1, SegmentUniform(1, 100)});
+    db_fail_ = rates[SegmentUniform(0, 3)];
+    db_late_ = rates[SegmentUniform(0, 3)];
     for (int i = 0; i < options.servers + options.gens; ++i) {
       Slot slot;
       slot.gen = i >= options.servers;
@@ -206,6 +228,8 @@ class Simulation {
     return std::uniform_int_distribution<std::int64_t>(lo, hi)(rng_);
   }
   bool Chance(double p) { return std::uniform_real_distribution<double>(0, 1)(rng_) < p; }
+  bool DatabaseRefused() { return world_.now < db_down_until_ || SegmentChance(db_fail_); }
+  bool DatabaseLate() { return SegmentChance(db_late_); }
   const SimCoordinator& coordinator() const { return coordinator_; }
   World& world() { return world_; }
 
@@ -290,7 +314,7 @@ class Simulation {
     parts.clock = slot.clock.get();
     parts.lease = std::move(lease);
     parts.data_dir = std::make_unique<SimDataDir>(slot.disk);
-    parts.segment_store = NewMemorySegmentStore();
+    parts.segment_store = std::make_unique<FaultySegmentStore>(*segment_db_, *this);
     parts.machine_store = std::make_unique<SimMachineStore>(slot.disk);
     parts.background_thread = false;
     Result<std::unique_ptr<Service>> s = Service::Start(config, std::move(parts));
@@ -545,6 +569,50 @@ class Simulation {
       Request(i);
     }
     if (std::uniform_real_distribution<double>(0, 1)(machine_rng_) < 0.1) MachineStep();
+    if (SegmentChance(0.3)) SegmentStep();
+  }
+
+  std::int64_t SegmentUniform(std::int64_t lo, std::int64_t hi) {
+    return std::uniform_int_distribution<std::int64_t>(lo, hi)(segment_rng_);
+  }
+  bool SegmentChance(double p) {
+    return std::uniform_real_distribution<double>(0, 1)(segment_rng_) < p;
+  }
+
+  // A client asks a server for segment ids of the one tag (or the database goes down for a
+  // while). Every id is checked: issued once across all servers and restarts, and, within one
+  // server process, above every id it issued before (ids of a tag increase in real-time order).
+  void SegmentStep() {
+    if (SegmentChance(0.02)) {
+      db_down_until_ = world_.now + SegmentUniform(0, 3 * ttl_ms_);
+      Trace("database down until {}", db_down_until_ - kStartMillis);
+      return;
+    }
+    const std::size_t i = static_cast<std::size_t>(SegmentUniform(0, options_.servers - 1));
+    Slot& slot = slots_[i];
+    if (!slot.service || !Runnable(slot)) return;
+    std::vector<std::int64_t> ids(
+        static_cast<std::size_t>(SegmentChance(0.5) ? 1 : SegmentUniform(2, 50)));
+    Status s = slot.service->NextSegmentIds(kSegmentTag, std::span<std::int64_t>(ids));
+    if (!s.ok()) {
+      Trace("server {}: {} segment ids failed: {}", i, ids.size(), s.error().message);
+      return;
+    }
+    std::int64_t& last = last_segment_[slot.incarnation];
+    for (std::int64_t id : ids) {
+      ++result_.segment_ids;
+      if (!segment_ids_.insert(id).second) {
+        return Fail(fmt::format("segment id {} was issued twice (server {}, incarnation {})", id, i,
+                                slot.incarnation));
+      }
+      if (id <= last) {
+        return Fail(
+            fmt::format("segment id {} of server {} (incarnation {}) is not above its "
+                        "last one, {}",
+                        id, i, slot.incarnation, last));
+      }
+      last = id;
+    }
   }
 
   std::int64_t MachineUniform(std::int64_t lo, std::int64_t hi) {
@@ -624,6 +692,7 @@ class Simulation {
   const SimulationOptions options_;
   std::mt19937_64 rng_;
   std::mt19937_64 machine_rng_;  // the CosId instances' own, so that they leave rng_'s draws
+  std::mt19937_64 segment_rng_;  // the segment requests' and the database's, likewise
   World world_;
   Layout layout_ = Layout::Default();
   std::unique_ptr<SimClock> coordinator_clock_;
@@ -641,6 +710,12 @@ class Simulation {
   std::unordered_map<int, std::int64_t> pending_;          // incarnation -> hwm not yet credited
   std::unordered_map<const Snowflake*, std::int64_t> covered_;  // generator -> its stored hwm
   std::unordered_set<Id> issued_;
+  std::unique_ptr<SegmentStore> segment_db_;  // the servers' shared database
+  std::int64_t db_down_until_ = 0;            // world time
+  double db_fail_ = 0;
+  double db_late_ = 0;
+  std::unordered_set<std::int64_t> segment_ids_;        // every segment id issued
+  std::unordered_map<int, std::int64_t> last_segment_;  // incarnation -> its last segment id
   std::vector<Instance> instances_{3};
   // Per machine id, its last holder as the instances saw it (server 0's registry).
   std::map<std::int64_t, MachineHolding> machine_last_;
@@ -677,6 +752,19 @@ Status FaultyLease::StoreHwm(std::int64_t hwm_millis) {
   return s;
 }
 
+Result<IdRange> FaultySegmentStore::Allocate(std::string_view tag, std::int64_t step) {
+  if (sim_.DatabaseRefused()) return Unavailable("simulated: the database did not answer");
+  Result<IdRange> r = db_.Allocate(tag, step);
+  if (r.ok() && sim_.DatabaseLate())
+    return Unavailable("simulated: allocated, but the answer was lost");
+  return r;
+}
+
+Result<TagInfo> FaultySegmentStore::GetTag(std::string_view tag) {
+  if (sim_.DatabaseRefused()) return Unavailable("simulated: the database did not answer");
+  return db_.GetTag(tag);
+}
+
 }  // namespace
 
 SimulationResult RunSimulation(const SimulationOptions& options) {
@@ -698,18 +786,21 @@ SimulationResult RunSimulations(SimulationOptions options, std::uint64_t first, 
     total.faults += r.faults;
     total.restarts += r.restarts;
     total.machine_grants += r.machine_grants;
+    total.segment_ids += r.segment_ids;
   }
   return total;
 }
 
 std::string Summary(const SimulationResult& total, std::uint64_t seeds) {
-  return fmt::format("{} seeds, {} ids checked, {} faults, {} restarts, {} machine ids granted",
-                     seeds, total.ids, total.faults, total.restarts, total.machine_grants);
+  return fmt::format(
+      "{} seeds, {} ids checked, {} segment ids checked, {} faults, {} restarts, {} machine ids "
+      "granted",
+      seeds, total.ids, total.segment_ids, total.faults, total.restarts, total.machine_grants);
 }
 
 bool RanForReal(const SimulationResult& total, std::uint64_t seeds) {
   return total.ids > seeds * 1000 && total.faults > seeds * 20 && total.restarts > seeds &&
-         total.machine_grants > seeds;
+         total.machine_grants > seeds && total.segment_ids > seeds * 100;
 }
 
 }  // namespace sekka::server

@@ -15,7 +15,10 @@
 //  - a CosId machine id (server 0's machine registry, drawn by three simulated instances that
 //    ask, guard, give back and die) never goes to another instance while its holder is within
 //    its own guard, and its next holder is told a lastTimestamp past every id the last one may
-//    have issued.
+//    have issued;
+//  - a segment id (one tag, served by every server from one shared store whose calls fail, land
+//    unanswered, or stall in outages) is issued once across all servers and restarts, and above
+//    every earlier id of its server process.
 // The same seed replays the same run: `sekka_sim --seed S --verbose`. A run may instead give
 // every process a lease of its own making (`new_lease`), e.g. the lock-file source of one host
 // on a temp dir (backends/local_simulation_test.cc), with the same faults at its calls.
@@ -56,6 +59,7 @@ struct SimulationResult {
   std::uint64_t faults = 0;  // faults injected
   std::uint64_t restarts = 0;
   std::uint64_t machine_grants = 0;  // CosId machine ids handed to the simulated instances
+  std::uint64_t segment_ids = 0;     // segment ids issued and checked
 };
 
 SimulationResult RunSimulation(const SimulationOptions& options);
@@ -66,10 +70,11 @@ SimulationResult RunSimulation(const SimulationOptions& options);
 SimulationResult RunSimulations(SimulationOptions options, std::uint64_t first, std::uint64_t seeds,
                                 const std::function<void(std::uint64_t seed)>& before = {});
 
-// "N seeds, I ids checked, F faults, R restarts, M machine ids granted".
+// "N seeds, I ids checked, S segment ids checked, F faults, R restarts, M machine ids granted".
 std::string Summary(const SimulationResult& total, std::uint64_t seeds);
 // True when the runs really issued ids and injected faults (a simulation that does neither
-// checks nothing): over 1,000 ids, 20 faults, one restart and one machine id grant a seed.
+// checks nothing): over 1,000 ids, 100 segment ids, 20 faults, one restart and one machine id
+// grant a seed.
 bool RanForReal(const SimulationResult& total, std::uint64_t seeds);
 
 }  // namespace sekka::server

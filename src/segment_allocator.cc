@@ -157,6 +157,11 @@ Result<std::int64_t> SegmentSequence::Resolve(std::uint64_t& ticket) {
       return Unavailable(fmt::format("tag \"{}\": no ids buffered and the store failed: {}", tag_,
                                      last_error_.error().message));
     }
+    // Nothing fetches but the owner's RunFetches: waiting here would wait for nobody.
+    if (!a.options_.fetch_threads) {
+      unavailable_.fetch_add(1, std::memory_order_relaxed);
+      return Unavailable(fmt::format("tag \"{}\": no ids buffered; a fetch is queued", tag_));
+    }
     const bool timed_out = a.fetched_.wait_until(lock, deadline) == std::cv_status::timeout;
     if (published_.load(std::memory_order_acquire) != published) continue;
     if (timed_out) {
@@ -205,6 +210,7 @@ SegmentStats SegmentSequence::stats() const {
 
 SegmentAllocator::SegmentAllocator(SegmentStore& store, Clock& clock, SegmentOptions options)
     : store_(store), clock_(clock), options_(options) {
+  if (!options_.fetch_threads) return;
   for (int i = 0; i < kFetchers; ++i) fetchers_.emplace_back([this] { Run(); });
 }
 
@@ -342,6 +348,19 @@ Status SegmentAllocator::FetchNow(SegmentSequence& seq, std::unique_lock<std::mu
   seq.Publish(IdPositions(*range, seq.delta_, seq.remainder_));
   fetched_.notify_all();
   return Status::Ok();
+}
+
+void SegmentAllocator::RunFetches() {
+  if (options_.fetch_threads) return;
+  std::unique_lock lock(mu_);
+  std::deque<SegmentSequence*> queued;
+  queued.swap(queue_);
+  for (SegmentSequence* seq : queued) {
+    if (!FetchNow(*seq, lock).ok()) {
+      seq->fetching_ = true;  // still queued: the next call tries again
+      queue_.push_back(seq);
+    }
+  }
 }
 
 void SegmentAllocator::Run() {

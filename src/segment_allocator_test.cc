@@ -408,3 +408,45 @@ TEST(SegmentAllocatorTest, IdsIncreaseAcrossThreadsInRealTimeOrder) {
 
 }  // namespace
 }  // namespace sekka
+
+namespace sekka {
+namespace {
+
+// The simulation's mode (SegmentOptions::fetch_threads = false): nothing fetches but the owner's
+// RunFetches, so a caller with no ids buffered is answered at once rather than left waiting for
+// nobody, and a failed fetch stays queued for the next call.
+TEST(SegmentAllocatorWithoutThreadsTest, FetchesOnlyInRunFetchesAndNeverMakesACallerWait) {
+  ControlledStore store;
+  ASSERT_TRUE(store.CreateTag({"t", 1, 10}).ok());
+  FakeClock clock(1'700'000'000'000);
+  SegmentOptions o;
+  o.fetch_threads = false;
+  o.wait_deadline = milliseconds(60'000);  // were it waited for, the test would hang
+  SegmentAllocator a(store, clock, o);
+  Result<SegmentSequence*> seq = a.Sequence("t");
+  ASSERT_TRUE(seq.ok()) << seq.error().message;
+  Result<std::int64_t> early = (*seq)->NextId();
+  ASSERT_FALSE(early.ok());
+  EXPECT_EQ(early.error().code, ErrorCode::kUnavailable);
+  EXPECT_EQ(store.allocations.load(), 0);
+  store.SetDown(true);
+  a.RunFetches();
+  EXPECT_EQ(store.allocations.load(), 1);
+  store.SetDown(false);
+  a.RunFetches();  // the failed fetch was still queued
+  EXPECT_EQ(store.allocations.load(), 2);
+  std::int64_t last = 0;
+  for (int i = 0; i < 30; ++i) {
+    Result<std::int64_t> id = (*seq)->NextId();
+    if (!id.ok()) {
+      a.RunFetches();
+      continue;
+    }
+    EXPECT_GT(*id, last);
+    last = *id;
+  }
+  EXPECT_GT(last, 10);  // past the first range: the prefetch was made by RunFetches
+}
+
+}  // namespace
+}  // namespace sekka

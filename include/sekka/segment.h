@@ -111,6 +111,10 @@ struct SegmentOptions {
   // A tag the store did not know is answered kNotFound from memory for this long, without a
   // query (at most max_tags such names are remembered).
   std::chrono::milliseconds unknown_tag_ttl{5000};
+  // false: no fetcher threads. The owner makes the queued fetches with RunFetches() (the
+  // simulation: every store call under its scheduler), and a caller with no ids buffered is
+  // answered kUnavailable at once instead of waiting for a fetch.
+  bool fetch_threads = true;
 };
 
 // Counters of one tag, for metrics.
@@ -243,6 +247,9 @@ class SegmentAllocator {
   Status CreateTag(const TagInfo& tag);
   // Every sequence created so far, for metrics.
   std::vector<const SegmentSequence*> Sequences() const;
+  // Without fetch_threads: makes every fetch queued now, once each (a failed one stays queued,
+  // with no backoff: the caller paces the calls). With fetch threads: nothing.
+  void RunFetches();
 
  private:
   friend class SegmentSequence;
