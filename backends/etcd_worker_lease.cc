@@ -454,7 +454,7 @@ Status EtcdCoordinator::Close() {
 
 }  // namespace
 
-Result<std::unique_ptr<WorkerLease>> NewEtcdWorkerLease(std::string_view endpoints,
+Result<std::unique_ptr<Coordinator>> NewEtcdCoordinator(std::string_view endpoints,
                                                         std::string_view cluster,
                                                         const WorkerLeaseOptions& options,
                                                         const CoordinatorAccess& access) {
@@ -488,9 +488,8 @@ Result<std::unique_ptr<WorkerLease>> NewEtcdWorkerLease(std::string_view endpoin
   if (access.username.empty() && !access.password.empty()) {
     return InvalidArgument("a worker.password without worker.username: set the etcd user too");
   }
-  return NewCoordinatedLease(std::make_unique<EtcdCoordinator>(
-                                 std::move(e).value(), std::string(cluster), options, access),
-                             options);
+  return std::unique_ptr<Coordinator>(std::make_unique<EtcdCoordinator>(
+      std::move(e).value(), std::string(cluster), options, access));
 }
 
 }  // namespace sekka

@@ -28,7 +28,7 @@
 #include <string_view>
 
 #include "backends/coordinator_access.h"
-#include "sekka/worker_lease.h"
+#include "sekka/coordinator.h"
 
 namespace sekka {
 
@@ -36,7 +36,7 @@ namespace sekka {
 // 1 to 64 characters). The files `access` names must be readable. Errors: kInvalidArgument,
 // naming the setting (worker.coordinator, worker.tls_*, worker.username). Connects lazily (no
 // call is made here).
-Result<std::unique_ptr<WorkerLease>> NewEtcdWorkerLease(std::string_view endpoints,
+Result<std::unique_ptr<Coordinator>> NewEtcdCoordinator(std::string_view endpoints,
                                                         std::string_view cluster,
                                                         const WorkerLeaseOptions& options,
                                                         const CoordinatorAccess& access = {});

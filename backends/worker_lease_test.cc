@@ -41,7 +41,7 @@ std::vector<std::string> ReadFixture(const std::string& backend, const char* fil
 
 // `backend`: "etcd", "etcd-tls", "zookeeper" or "zookeeper-auth" (the same server, with a
 // digest user: every node the contract makes is that user's); the fixture's server of that kind.
-Result<std::unique_ptr<WorkerLease>> OpenBackend(const std::string& backend,
+Result<std::unique_ptr<Coordinator>> OpenBackend(const std::string& backend,
                                                  const std::string& cluster,
                                                  const WorkerLeaseOptions& options) {
   const bool zookeeper = backend.starts_with("zookeeper");
@@ -56,8 +56,17 @@ Result<std::unique_ptr<WorkerLease>> OpenBackend(const std::string& backend,
     if (a.size() != 5) return Internal("the etcd-tls fixture wrote no access file");
     access = {{a[0], a[1], a[2]}, a[3], a[4]};
   }
-  return OpenWorkerLease(zookeeper ? "zookeeper" : "etcd", address.empty() ? "" : address[0],
+  return OpenCoordinator(zookeeper ? "zookeeper" : "etcd", address.empty() ? "" : address[0],
                          cluster, options, access);
+}
+
+// The lease of OpenBackend's coordinator, as `sekka serve` makes it.
+Result<std::unique_ptr<WorkerLease>> OpenBackendLease(const std::string& backend,
+                                                      const std::string& cluster,
+                                                      const WorkerLeaseOptions& options) {
+  Result<std::unique_ptr<Coordinator>> c = OpenBackend(backend, cluster, options);
+  if (!c.ok()) return std::move(c).error();
+  return NewCoordinatedLease(std::move(c).value(), options);
 }
 
 std::string FreshCluster() {
@@ -85,9 +94,14 @@ LeaseFactory Factory(const std::string& backend) {
   f.name = backend;
   f.fresh = [] { return FreshCluster(); };
   f.open = [backend](const std::string& where, const WorkerLeaseOptions& options) {
-    Result<std::unique_ptr<WorkerLease>> l = OpenBackend(backend, where, options);
+    Result<std::unique_ptr<WorkerLease>> l = OpenBackendLease(backend, where, options);
     EXPECT_TRUE(l.ok()) << l.error().message;
     return l.ok() ? std::move(l).value() : nullptr;
+  };
+  f.open_coordinator = [backend](const std::string& where, const WorkerLeaseOptions& options) {
+    Result<std::unique_ptr<Coordinator>> c = OpenBackend(backend, where, options);
+    EXPECT_TRUE(c.ok()) << c.error().message;
+    return c.ok() ? std::move(c).value() : nullptr;
   };
   f.kill_holder = [backend](const std::string& where, const WorkerLeaseOptions& options) {
     return KillHolder(backend, where, options);
@@ -109,11 +123,11 @@ TEST(EtcdWorkerLease, BadEndpointsAndClusterNamesAreClearErrors) {
   o.identity = "x";
   for (const char* bad : {"etcd_1.example:2379", "127.0.0.1", "[::1:2379", "h:0", "h:65536", "-h:1",
                           "a..b:1", "127.0.0.1:2379,"}) {
-    Result<std::unique_ptr<WorkerLease>> a = NewEtcdWorkerLease(bad, "c", o);
+    Result<std::unique_ptr<Coordinator>> a = NewEtcdCoordinator(bad, "c", o);
     ASSERT_FALSE(a.ok()) << bad;
     EXPECT_NE(a.error().message.find("allowed host:port"), std::string::npos) << a.error().message;
   }
-  Result<std::unique_ptr<WorkerLease>> b = NewEtcdWorkerLease("127.0.0.1:2379", "a/b", o);
+  Result<std::unique_ptr<Coordinator>> b = NewEtcdCoordinator("127.0.0.1:2379", "a/b", o);
   ASSERT_FALSE(b.ok());
   EXPECT_NE(b.error().message.find("cluster name"), std::string::npos) << b.error().message;
 }
@@ -151,7 +165,7 @@ TEST(EtcdWorkerLease, InconsistentTlsAndUserSettingsAreClearErrors) {
   WorkerLeaseOptions o;
   o.identity = "x";
   auto error = [&](const CoordinatorAccess& access) {
-    Result<std::unique_ptr<WorkerLease>> l = NewEtcdWorkerLease("127.0.0.1:2379", "c", o, access);
+    Result<std::unique_ptr<Coordinator>> l = NewEtcdCoordinator("127.0.0.1:2379", "c", o, access);
     EXPECT_FALSE(l.ok());
     return l.ok() ? std::string() : l.error().message;
   };
@@ -162,8 +176,8 @@ TEST(EtcdWorkerLease, InconsistentTlsAndUserSettingsAreClearErrors) {
   EXPECT_NE(error({{"/nonexistent/ca.pem", "", ""}, "", ""}).find("cannot be read"),
             std::string::npos);
   EXPECT_NE(error({{}, "", "secret"}).find("worker.username"), std::string::npos);
-  Result<std::unique_ptr<WorkerLease>> ok =
-      NewEtcdWorkerLease("127.0.0.1:2379", "c", o, {{"system", "", ""}, "u", "p"});
+  Result<std::unique_ptr<Coordinator>> ok =
+      NewEtcdCoordinator("127.0.0.1:2379", "c", o, {{"system", "", ""}, "u", "p"});
   EXPECT_TRUE(ok.ok()) << ok.error().message;
 }
 
@@ -207,7 +221,7 @@ int HoldLease(char** argv) {
   o.identity = argv[4];
   o.worker_count = std::stoll(argv[5]);
   o.ttl = std::chrono::milliseconds(std::stoll(argv[6]));
-  Result<std::unique_ptr<WorkerLease>> l = OpenBackend(argv[2], argv[3], o);
+  Result<std::unique_ptr<WorkerLease>> l = OpenBackendLease(argv[2], argv[3], o);
   Result<LeaseGrant> g = l.ok() ? (*l)->Acquire() : Result<LeaseGrant>(l.error());
   if (g.ok()) {
     std::printf("%lld\n", static_cast<long long>(g->worker_id));

@@ -7,7 +7,7 @@
 
 namespace sekka {
 
-Result<std::unique_ptr<WorkerLease>> OpenWorkerLease(std::string_view source,
+Result<std::unique_ptr<Coordinator>> OpenCoordinator(std::string_view source,
                                                      std::string_view coordinator,
                                                      std::string_view cluster,
                                                      const WorkerLeaseOptions& options,
@@ -32,13 +32,24 @@ Result<std::unique_ptr<WorkerLease>> OpenWorkerLease(std::string_view source,
                     "{}://host:port[,host:port...]",
                     source, source));
   }
-  if (source == "etcd") return NewEtcdWorkerLease(addresses, cluster, options, access);
+  if (source == "etcd") return NewEtcdCoordinator(addresses, cluster, options, access);
   if (!access.tls.ca_file.empty() || !access.tls.cert_file.empty()) {
     return InvalidArgument(
         "worker.tls_ca_file and worker.tls_cert_file apply to worker.source = \"etcd\" only: "
         "Debian's ZooKeeper C client has no TLS");
   }
-  return NewZooKeeperWorkerLease(addresses, cluster, options, access.username, access.password);
+  return NewZooKeeperCoordinator(addresses, cluster, options, access.username, access.password);
+}
+
+Result<std::unique_ptr<WorkerLease>> OpenWorkerLease(std::string_view source,
+                                                     std::string_view coordinator,
+                                                     std::string_view cluster,
+                                                     const WorkerLeaseOptions& options,
+                                                     const CoordinatorAccess& access) {
+  Result<std::unique_ptr<Coordinator>> c =
+      OpenCoordinator(source, coordinator, cluster, options, access);
+  if (!c.ok()) return std::move(c).error();
+  return NewCoordinatedLease(std::move(c).value(), options);
 }
 
 }  // namespace sekka

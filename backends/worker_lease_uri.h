@@ -1,6 +1,6 @@
 // backends/worker_lease_uri.h
 //
-// The one place that turns worker.source and worker.coordinator into a coordinator lease:
+// The one place that turns worker.source and worker.coordinator into a coordinator and its lease:
 //   source "etcd",      coordinator "etcd://127.0.0.1:2379,127.0.0.1:22379" (or without etcd://)
 //   source "zookeeper", coordinator "zookeeper://127.0.0.1:2181" (or without zookeeper://)
 
@@ -11,7 +11,7 @@
 #include <string_view>
 
 #include "backends/coordinator_access.h"
-#include "sekka/worker_lease.h"
+#include "sekka/coordinator.h"
 
 namespace sekka {
 
@@ -19,6 +19,12 @@ namespace sekka {
 // Errors: kInvalidArgument (an unknown source, a scheme that is not the source's, bad addresses
 // or cluster name, TLS for ZooKeeper, unreadable certificate files), naming the setting and
 // what is allowed.
+Result<std::unique_ptr<Coordinator>> OpenCoordinator(std::string_view source,
+                                                     std::string_view coordinator,
+                                                     std::string_view cluster,
+                                                     const WorkerLeaseOptions& options,
+                                                     const CoordinatorAccess& access = {});
+// The lease of OpenCoordinator's coordinator (NewCoordinatedLease). Errors: as OpenCoordinator.
 Result<std::unique_ptr<WorkerLease>> OpenWorkerLease(std::string_view source,
                                                      std::string_view coordinator,
                                                      std::string_view cluster,

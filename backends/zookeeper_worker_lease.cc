@@ -132,8 +132,6 @@ class ZooKeeperCoordinator final : public Coordinator {
   // The hwm node of `id`: its value and stat; 0 and a zero stat when it does not exist.
   // Errors: as FromRc, kInternal (not a number).
   Result<std::int64_t> ReadHwm(std::int64_t id, Stat* stat, bool* exists);
-  // Takes over the hwm node of `id`: returns its value. Errors: as FromRc.
-  Result<std::int64_t> FenceHwm(std::int64_t id);
 
   const std::string servers_;
   const std::string cluster_;
@@ -237,32 +235,6 @@ void ZooKeeperCoordinator::Disconnect() {
   authenticated_ = false;
 }
 
-Result<std::int64_t> ZooKeeperCoordinator::FenceHwm(std::int64_t id) {
-  const std::string path = HwmPath(id);
-  for (int attempt = 0; attempt < 20; ++attempt) {
-    Stat stat{};
-    bool exists = false;
-    Result<std::int64_t> hwm = ReadHwm(id, &stat, &exists);
-    if (!hwm.ok()) return hwm;
-    if (!exists) {
-      const int rc = zoo_create(zh_, path.c_str(), "0", 1, acl_, ZOO_PERSISTENT, nullptr, 0);
-      if (rc != ZOK && rc != ZNODEEXISTS) return FromRc(rc, "create " + path);
-      continue;
-    }
-    // The same value written back at the version read: from now on only this session knows
-    // the node's version.
-    const std::string text = std::to_string(*hwm);
-    Stat after{};
-    const int rc = zoo_set2(zh_, path.c_str(), text.data(), static_cast<int>(text.size()),
-                            stat.version, &after);
-    if (rc == ZBADVERSION) continue;  // the earlier holder wrote once more: read it again
-    if (rc != ZOK) return FromRc(rc, "set " + path);
-    fences_[id] = Fence{after.version, *hwm};
-    return hwm;
-  }
-  return Unavailable(fmt::format("zookeeper node {} keeps changing", path));
-}
-
 Result<std::string> ZooKeeperCoordinator::BindLayout(const std::string& layout) {
   if (Status c = Connect(); !c.ok()) return std::move(c).error();
   const std::string path = root_ + "/layout";
@@ -331,27 +303,58 @@ Result<std::optional<std::int64_t>> ZooKeeperCoordinator::Claim(
     std::int64_t id, const std::optional<Holding>& seen) {
   if (Status c = Connect(); !c.ok()) return std::move(c).error();
   const std::string path = OwnerPath(id);
+  const std::string hwm_path = HwmPath(id);
   const bool ours = seen.has_value() && seen->session == session_;
-  if (seen.has_value() && !ours) {
-    // This identity's earlier run, whose session has not expired yet: take it over.
-    const int rc = zoo_delete(zh_, path.c_str(), seen->version);
-    if (IsConnectionError(rc) || IsSessionGone(rc)) return FromRc(rc, "delete " + path);
-    if (rc != ZOK && rc != ZNONODE) return std::optional<std::int64_t>();  // changed meanwhile
+  for (int attempt = 0; attempt < 20; ++attempt) {
+    // 1. The hwm node and its version (made first if it never existed).
+    Stat hwm_stat{};
+    bool exists = false;
+    Result<std::int64_t> hwm = ReadHwm(id, &hwm_stat, &exists);
+    if (!hwm.ok()) return std::move(hwm).error();
+    if (!exists) {
+      const int rc = zoo_create(zh_, hwm_path.c_str(), "0", 1, acl_, ZOO_PERSISTENT, nullptr, 0);
+      if (rc != ZOK && rc != ZNODEEXISTS) return FromRc(rc, "create " + hwm_path);
+      continue;
+    }
+    // 2. The owner node is still as listed.
+    Stat owner{};
+    int rc = zoo_exists(zh_, path.c_str(), 0, &owner);
+    if (rc != ZOK && rc != ZNONODE) return FromRc(rc, "exists " + path);
+    const bool held = rc == ZOK;
+    if (held != seen.has_value() || (held && owner.ephemeralOwner != seen->session)) {
+      return std::optional<std::int64_t>();  // changed meanwhile
+    }
+    // 3. One atomic step: the listed holding ends, this session's begins, and the hwm node is
+    //    written back unchanged at the version read in 1. Every claim writes that node, so a
+    //    claim by anyone since 1 (or a store by the earlier holder) fails this one, and from
+    //    now on only this session knows the node's version (the fence of StoreHwm and Close).
+    const std::string text = std::to_string(*hwm);
+    zoo_op_t ops[3];
+    zoo_op_result_t results[3];
+    Stat after{};
+    int n = 0;
+    if (held && !ours) zoo_delete_op_init(&ops[n++], path.c_str(), owner.version);
+    if (!ours) {
+      zoo_create_op_init(&ops[n++], path.c_str(), options_.identity.data(),
+                         static_cast<int>(options_.identity.size()), acl_, ZOO_EPHEMERAL, nullptr,
+                         0);
+    }
+    const int set = n;
+    zoo_set_op_init(&ops[n++], hwm_path.c_str(), text.data(), static_cast<int>(text.size()),
+                    hwm_stat.version, &after);
+    rc = zoo_multi(zh_, n, ops, results);
+    if (rc == ZOK) {
+      fences_[id] = Fence{after.version, *hwm};
+      return std::optional<std::int64_t>(*hwm);
+    }
+    if (IsConnectionError(rc) || IsSessionGone(rc) || rc == ZNOAUTH) {
+      return FromRc(rc, "claim " + path);
+    }
+    // The hwm node was written meanwhile: read it again (step 2 sees a new holder). Any other
+    // failed op (the owner node came or went): the id changed meanwhile.
+    if (results[set].err != ZBADVERSION) return std::optional<std::int64_t>();
   }
-  if (!ours) {
-    const int rc =
-        zoo_create(zh_, path.c_str(), options_.identity.data(),
-                   static_cast<int>(options_.identity.size()), acl_, ZOO_EPHEMERAL, nullptr, 0);
-    if (rc == ZNODEEXISTS) return std::optional<std::int64_t>();  // taken meanwhile
-    if (rc != ZOK) return FromRc(rc, "create " + path);
-  }
-  Result<std::int64_t> hwm = FenceHwm(id);
-  if (!hwm.ok()) {
-    zoo_delete(zh_, path.c_str(), -1);
-    fences_.erase(id);
-    return std::move(hwm).error();
-  }
-  return std::optional<std::int64_t>(*hwm);
+  return Unavailable(fmt::format("zookeeper node {} keeps changing", hwm_path));
 }
 
 Status ZooKeeperCoordinator::KeepAlive(std::int64_t id) {
@@ -402,14 +405,18 @@ Status ZooKeeperCoordinator::StoreHwm(std::int64_t id, std::int64_t hwm_millis) 
 
 Status ZooKeeperCoordinator::Close() {
   if (zh_ == nullptr) return Status::Ok();
-  // Each node still this session's is deleted before the session ends, so that the id is free
-  // when this returns (a node another session made meanwhile is left alone).
+  // Each node of this session is deleted before the session ends, so that its id is free when
+  // this returns (ending the session alone does not wait for the server). The delete is
+  // conditioned on the hwm node's version being this session's fence: every claim writes that
+  // node, so a node another session made meanwhile (a takeover) is never deleted.
   for (const auto& [id, fence] : fences_) {
-    Stat stat{};
     const std::string path = OwnerPath(id);
-    int rc = zoo_exists(zh_, path.c_str(), 0, &stat);
-    if (rc == ZOK && stat.ephemeralOwner == session_)
-      rc = zoo_delete(zh_, path.c_str(), stat.version);
+    const std::string hwm_path = HwmPath(id);
+    zoo_op_t ops[2];
+    zoo_op_result_t results[2];
+    zoo_check_op_init(&ops[0], hwm_path.c_str(), fence.hwm_version);
+    zoo_delete_op_init(&ops[1], path.c_str(), -1);
+    const int rc = zoo_multi(zh_, 2, ops, results);
     if (IsConnectionError(rc)) return FromRc(rc, "delete " + path);
   }
   Disconnect();
@@ -418,7 +425,7 @@ Status ZooKeeperCoordinator::Close() {
 
 }  // namespace
 
-Result<std::unique_ptr<WorkerLease>> NewZooKeeperWorkerLease(std::string_view servers,
+Result<std::unique_ptr<Coordinator>> NewZooKeeperCoordinator(std::string_view servers,
                                                              std::string_view cluster,
                                                              const WorkerLeaseOptions& options,
                                                              const std::string& username,
@@ -439,10 +446,8 @@ Result<std::unique_ptr<WorkerLease>> NewZooKeeperWorkerLease(std::string_view se
     return InvalidArgument(fmt::format(
         "worker.username \"{}\" is not valid for ZooKeeper: allowed a name without ':'", username));
   }
-  return NewCoordinatedLease(
-      std::make_unique<ZooKeeperCoordinator>(std::move(list), std::string(cluster), options,
-                                             username, password),
-      options);
+  return std::unique_ptr<Coordinator>(std::make_unique<ZooKeeperCoordinator>(
+      std::move(list), std::string(cluster), options, username, password));
 }
 
 }  // namespace sekka

@@ -7,12 +7,14 @@
 //   workers/<dc>/<id>   ephemeral; data = identity. It goes when the session ends or expires
 //                       (the session timeout is the lease TTL).
 //   hwm/<dc>/<id>       persistent; data = the high-water mark in ms (decimal)
-// A Coordinator (include/sekka/coordinator.h) made a WorkerLease by NewCoordinatedLease. Claim
-// creates the ephemeral node of the id (deleting one left by this identity's earlier run, at the
-// version it was listed at), then fences the hwm node: it reads it and writes the same value back
-// at the version it read. From then on only this session knows the hwm node's version, and
-// StoreHwm is a set at that version: a session that was taken over fails with a bad version, one
-// that expired fails with the session.
+// A Coordinator (include/sekka/coordinator.h); NewCoordinatedLease makes its WorkerLease. A claim
+// is one multi-op: delete the listed owner node (this identity's earlier run), create this
+// session's ephemeral node, and write the hwm node back unchanged at the version read just
+// before. Every claim writes the hwm node, so a claim by anyone in between fails this one, and
+// from then on only this session knows the node's version: StoreHwm is a set at that version
+// (a session taken over fails with a bad version, one that expired with the session), and
+// Close deletes its owner node only in a multi that checks that version (never a node another
+// session made meanwhile).
 //
 // With a user, the client authenticates with ZooKeeper's digest scheme and creates every node
 // under /sekka/<cluster> with the creator's ACL: only that user (any process that has its
@@ -27,14 +29,14 @@
 #include <string>
 #include <string_view>
 
-#include "sekka/worker_lease.h"
+#include "sekka/coordinator.h"
 
 namespace sekka {
 
 // `servers`: "127.0.0.1:2181[,host:port...]"; `cluster` as ValidateClusterName allows;
 // `username` and `password` both or neither ("" = no authentication, open ACLs).
 // Errors: kInvalidArgument. Connects on the first Acquire.
-Result<std::unique_ptr<WorkerLease>> NewZooKeeperWorkerLease(std::string_view servers,
+Result<std::unique_ptr<Coordinator>> NewZooKeeperCoordinator(std::string_view servers,
                                                              std::string_view cluster,
                                                              const WorkerLeaseOptions& options,
                                                              const std::string& username = "",

@@ -9,7 +9,7 @@
 namespace sekka {
 namespace {
 
-// How many candidates a restart looks at for one whose hwm is past (one coordinator call each).
+// How many free ids a restart looks at for one whose hwm is past (one coordinator call each).
 constexpr std::size_t kMaxPeeks = 8;
 // How many times Acquire lists again when every candidate was taken meanwhile.
 constexpr int kMaxPasses = 8;
@@ -30,9 +30,10 @@ class CoordinatedLease final : public WorkerLease {
 
  private:
   Status BindLayout();
-  // The ids to try, in the core's order (WorkerIdCandidates); unless keep_id, the first of the
-  // first kMaxPeeks whose hwm is past goes first. Errors: as PeekHwm.
-  Result<std::vector<std::int64_t>> Order(const std::map<std::int64_t, Holding>& listed);
+  // The ids to try: one this session holds already, alone; else the core's order
+  // (WorkerIdCandidates), where, unless keep_id, a first candidate whose hwm lies ahead yields
+  // to the first of up to kMaxPeeks free ids whose hwm is past.
+  std::vector<std::int64_t> Order(const std::map<std::int64_t, Holding>& listed);
   // A lost claim: whatever is left of the session ends, so that the next Acquire opens a new one.
   Status Lost(Status why);
 
@@ -53,20 +54,31 @@ Status CoordinatedLease::BindLayout() {
   return Status::Ok();
 }
 
-Result<std::vector<std::int64_t>> CoordinatedLease::Order(
-    const std::map<std::int64_t, Holding>& listed) {
+std::vector<std::int64_t> CoordinatedLease::Order(const std::map<std::int64_t, Holding>& listed) {
   std::map<std::int64_t, bool> holders;  // true: this identity's, or this session's
   for (const auto& [id, h] : listed) {
-    holders[id] = h.identity == options_.identity || (h.session != 0 && h.session == c_->session());
+    const bool this_session = h.session != 0 && h.session == c_->session();
+    // A claim of this session that landed though its call failed: it is held already, so it is
+    // taken first, never left held beside another.
+    if (this_session) return {id};
+    holders[id] = h.identity == options_.identity;
   }
   std::vector<std::int64_t> order =
       WorkerIdCandidates(holders, options_.preferred, options_.worker_count);
   if (options_.keep_id || order.size() < 2) return order;
+  // The fast restart: the first candidate, unless its hwm lies ahead, else the first free one
+  // whose hwm is past. A peek that fails counts as ahead: it is a hint, never a reason to stop.
   const std::int64_t now = clock_.NowMillis();
-  for (std::size_t i = 0; i < std::min(order.size(), kMaxPeeks); ++i) {
-    Result<std::int64_t> hwm = c_->PeekHwm(order[i]);
-    if (!hwm.ok()) return std::move(hwm).error();
-    if (*hwm < now) {
+  auto past = [&](std::int64_t id) {
+    Result<std::int64_t> hwm = c_->PeekHwm(id);
+    return hwm.ok() && *hwm < now;
+  };
+  if (past(order.front())) return order;
+  std::size_t peeks = 0;
+  for (std::size_t i = 1; i < order.size() && peeks < kMaxPeeks; ++i) {
+    if (holders.contains(order[i])) continue;  // an earlier run's, live: its hwm is ahead too
+    ++peeks;
+    if (past(order[i])) {
       std::rotate(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(i),
                   order.begin() + static_cast<std::ptrdiff_t>(i) + 1);
       break;
@@ -82,10 +94,9 @@ Result<LeaseGrant> CoordinatedLease::Acquire() {
   for (int pass = 0; pass < kMaxPasses; ++pass) {
     Result<std::map<std::int64_t, Holding>> listed = c_->ListHolders();
     if (!listed.ok()) return std::move(listed).error();
-    Result<std::vector<std::int64_t>> order = Order(*listed);
-    if (!order.ok()) return std::move(order).error();
-    if (order->empty()) break;
-    for (std::int64_t id : *order) {
+    const std::vector<std::int64_t> order = Order(*listed);
+    if (order.empty()) break;
+    for (std::int64_t id : order) {
       auto it = listed->find(id);
       const std::optional<Holding> seen =
           it == listed->end() ? std::nullopt : std::optional<Holding>(it->second);

@@ -62,8 +62,11 @@ class MemoryRegistry final : public WorkerLeaseRegistry {
  public:
   explicit MemoryRegistry(Clock& clock) : clock_(clock) {}
   std::int64_t Now() { return clock_.MonotonicMillis(); }
+  std::unique_ptr<Coordinator> NewCoordinator(const WorkerLeaseOptions& options) override {
+    return std::make_unique<MemoryCoordinator>(*this, options);
+  }
   std::unique_ptr<WorkerLease> NewLease(const WorkerLeaseOptions& options) override {
-    return NewCoordinatedLease(std::make_unique<MemoryCoordinator>(*this, options), options);
+    return NewCoordinatedLease(NewCoordinator(options), options);
   }
 
   Clock& clock_;

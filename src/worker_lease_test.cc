@@ -1,5 +1,11 @@
-// The worker-lease contract on the memory backend.
+// The worker-lease contract on the memory backend, and the coordinated lease's policy on a
+// scripted coordinator.
 
+#include <functional>
+#include <set>
+
+#include "sekka/coordinator.h"
+#include "testing/fake_clock.h"
 #include "testing/worker_lease_contract.h"
 
 namespace sekka {
@@ -34,6 +40,89 @@ TEST(CheckStartupWaitTest, WaitsUpToTheLimitAndRefusesBeyondNamingBothTimes) {
   EXPECT_EQ(far.error().code, ErrorCode::kUnavailable);
   EXPECT_NE(far.error().message.find("behind the hwm of worker id 3"), std::string::npos);
   EXPECT_NE(far.error().message.find("generator.max_startup_wait (10000 ms)"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace sekka
+
+namespace sekka {
+namespace {
+
+// A coordinator of one session whose answers a test sets: what is listed, what each peek says
+// (an error for some), and which claims land. It records the claims the adapter makes.
+class ScriptedCoordinator final : public Coordinator {
+ public:
+  Result<std::string> BindLayout(const std::string& layout) override { return layout; }
+  Result<std::map<std::int64_t, Holding>> ListHolders() override { return listed; }
+  std::int64_t session() const override { return 7; }
+  Result<std::int64_t> PeekHwm(std::int64_t id) override {
+    if (bad_peek.contains(id)) return Internal("not a number of ms");
+    return hwms[id];
+  }
+  Result<std::optional<std::int64_t>> Claim(std::int64_t id,
+                                            const std::optional<Holding>&) override {
+    claims.push_back(id);
+    return std::optional<std::int64_t>(hwms[id]);
+  }
+  Status KeepAlive(std::int64_t) override { return Status::Ok(); }
+  Status StoreHwm(std::int64_t, std::int64_t) override { return Status::Ok(); }
+  Status Close() override { return Status::Ok(); }
+  std::string Describe() const override { return "scripted"; }
+  std::string Where() const override { return "cluster scripted"; }
+  std::string_view source() const override { return "scripted"; }
+
+  std::map<std::int64_t, Holding> listed;
+  std::map<std::int64_t, std::int64_t> hwms;
+  std::set<std::int64_t> bad_peek;
+  std::vector<std::int64_t> claims;
+};
+
+constexpr std::int64_t kNowMs = 1'800'000'000'000;
+
+struct Scripted {
+  FakeClock clock{kNowMs};
+  ScriptedCoordinator* c = nullptr;
+  std::unique_ptr<WorkerLease> lease;
+  Scripted(const std::function<void(ScriptedCoordinator&)>& script, std::int64_t preferred) {
+    auto coordinator = std::make_unique<ScriptedCoordinator>();
+    c = coordinator.get();
+    script(*c);
+    WorkerLeaseOptions o;
+    o.identity = "slot";
+    o.worker_count = 8;
+    o.preferred = preferred;
+    o.clock = &clock;
+    lease = NewCoordinatedLease(std::move(coordinator), o);
+  }
+};
+
+// The review's finding 4: an id that cannot be peeked at is passed over, not a failed start.
+TEST(CoordinatedLeaseTest, APeekThatFailsIsPassedOverNotAFailedStart) {
+  Scripted s(
+      [](ScriptedCoordinator& c) {
+        c.hwms[0] = kNowMs + 4000;  // its own, ahead
+        c.bad_peek = {1};           // garbage at the coordinator
+      },
+      0);
+  Result<LeaseGrant> g = s.lease->Acquire();
+  ASSERT_TRUE(g.ok()) << g.error().message;
+  EXPECT_EQ(g->worker_id, 2);  // the next free one, past
+  EXPECT_EQ(g->hwm_millis, 0);
+}
+
+// The review's finding 5: an id this session already holds (a claim that landed though its call
+// failed) is taken first, never left held beside another one.
+TEST(CoordinatedLeaseTest, AnIdThisSessionHoldsAlreadyIsTakenNotLeaked) {
+  Scripted s(
+      [](ScriptedCoordinator& c) {
+        c.listed[3] = Holding{"slot", 7, 1};  // session 7 is this one
+        c.hwms[3] = kNowMs + 4000;
+      },
+      -1);
+  Result<LeaseGrant> g = s.lease->Acquire();
+  ASSERT_TRUE(g.ok()) << g.error().message;
+  EXPECT_EQ(g->worker_id, 3);
+  EXPECT_EQ(s.c->claims, (std::vector<std::int64_t>{3}));
 }
 
 }  // namespace

@@ -278,6 +278,63 @@ TEST_P(WorkerLeaseContractTest, ARestartTakesAFreeIdWhoseHwmIsPastUnlessKeepId) 
   EXPECT_EQ(waits->hwm_millis, ahead);
 }
 
+// The review's case: a slot restarted again and again while its earlier runs still hold their
+// ids (each ahead) finds a free id whose hwm is past behind all of them, not only among the
+// first few candidates.
+TEST_P(WorkerLeaseContractTest, ARestartLooksPastItsEarlierRunsLiveIdsForAFreeOne) {
+  const std::string where = GetParam().fresh();
+  const std::int64_t ahead = SystemClock().NowMillis() + 60'000;
+  std::vector<std::unique_ptr<WorkerLease>> runs;
+  std::set<std::int64_t> held;
+  for (int i = 0; i < 10; ++i) {
+    runs.push_back(GetParam().open(where, Options("slot")));
+    Result<LeaseGrant> g = runs.back()->Acquire();
+    ASSERT_TRUE(g.ok()) << g.error().message;
+    EXPECT_EQ(g->hwm_millis, 0) << "run " << i << " waited for id " << g->worker_id;
+    EXPECT_TRUE(held.insert(g->worker_id).second);
+    ASSERT_TRUE(runs.back()->StoreHwm(ahead).ok());
+  }
+  for (auto& r : runs) EXPECT_TRUE(r->Release().ok());
+}
+
+// The narrow interface: a claim made on a listing that has gone stale never ends a holding made
+// since. The review found ZooKeeper's claim deleting whatever node stood at the id (an owner
+// node's version is always 0), so a slot's restart evicted an unrelated server that took the id
+// after the listing.
+TEST_P(WorkerLeaseContractTest, AClaimOnAStaleListingNeverEndsAHoldingMadeSince) {
+  if (!GetParam().open_coordinator) GTEST_SKIP() << "a lock-file source has no coordinator";
+  const std::string where = GetParam().fresh();
+  auto a = GetParam().open_coordinator(where, Options("slot"));
+  auto b = GetParam().open_coordinator(where, Options("slot"));
+  auto w = GetParam().open_coordinator(where, Options("other"));
+  ASSERT_TRUE(a->ListHolders().ok());
+  Result<std::optional<std::int64_t>> claimed = a->Claim(0, std::nullopt);
+  ASSERT_TRUE(claimed.ok() && claimed->has_value());
+  Result<std::map<std::int64_t, Holding>> seen = b->ListHolders();  // a's holding of 0
+  ASSERT_TRUE(seen.ok() && seen->contains(0));
+  ASSERT_TRUE(a->Close().ok());
+  ASSERT_TRUE(w->ListHolders().ok());
+  Result<std::optional<std::int64_t>> taken = w->Claim(0, std::nullopt);
+  ASSERT_TRUE(taken.ok() && taken->has_value());
+  Result<std::optional<std::int64_t>> stale = b->Claim(0, seen->at(0));
+  ASSERT_TRUE(stale.ok()) << stale.error().message;
+  EXPECT_FALSE(stale->has_value()) << "a claim on a stale listing took the id over";
+  EXPECT_TRUE(w->KeepAlive(0).ok());
+  EXPECT_TRUE(w->StoreHwm(0, 1'700'000'000'000).ok());
+  // A close after a takeover leaves the new holder's claim alone.
+  Result<std::map<std::int64_t, Holding>> now = b->ListHolders();
+  ASSERT_TRUE(now.ok() && now->contains(0));
+  auto w2 = GetParam().open_coordinator(where, Options("other"));
+  ASSERT_TRUE(w2->ListHolders().ok());
+  Result<std::optional<std::int64_t>> over = w2->Claim(0, now->at(0));  // same identity: takes over
+  ASSERT_TRUE(over.ok() && over->has_value());
+  ASSERT_TRUE(w->Close().ok());
+  EXPECT_TRUE(w2->KeepAlive(0).ok());
+  EXPECT_TRUE(w2->StoreHwm(0, 1'700'000'001'000).ok());
+  EXPECT_TRUE(w2->Close().ok());
+  EXPECT_TRUE(b->Close().ok());
+}
+
 TEST_P(WorkerLeaseContractTest, AnEmptyIdentityIsRefused) {
   const std::string where = GetParam().fresh();
   auto lease = GetParam().open(where, Options(""));
@@ -338,6 +395,10 @@ LeaseFactory MemoryLeaseFactory() {
   f.open = [state](const std::string& where, const WorkerLeaseOptions& options) {
     std::lock_guard lock(state->mu);
     return state->registries.at(where)->NewLease(options);
+  };
+  f.open_coordinator = [state](const std::string& where, const WorkerLeaseOptions& options) {
+    std::lock_guard lock(state->mu);
+    return state->registries.at(where)->NewCoordinator(options);
   };
   f.kill_holder = [state](const std::string& where,
                           const WorkerLeaseOptions& options) -> Result<std::int64_t> {

@@ -15,7 +15,7 @@
 #include <ostream>
 #include <string>
 
-#include "sekka/worker_lease.h"
+#include "sekka/coordinator.h"
 
 namespace sekka {
 
@@ -31,6 +31,11 @@ struct LeaseFactory {
   // returns the id it held.
   std::function<Result<std::int64_t>(const std::string& where, const WorkerLeaseOptions& options)>
       kill_holder;
+  // A session of the coordinator behind `open` (include/sekka/coordinator.h), for the cases on
+  // the narrow interface itself; null for the lock-file sources, which have none.
+  std::function<std::unique_ptr<Coordinator>(const std::string& where,
+                                             const WorkerLeaseOptions& options)>
+      open_coordinator;
   // A dead holder's id is free at once (a lock file the kernel drops), not after the TTL.
   bool frees_at_death = false;
   // A holder with the same identity takes over a live one's id (a coordinator, where the "live"

@@ -129,9 +129,12 @@ Status ValidateClusterName(std::string_view cluster);
 // The memory backend: a registry that stands in for a coordinator within one process, with the
 // same rules (TTLs measured on `clock`'s MonotonicMillis(); the system clock when null). For
 // unit tests, the simulation and the contract's own checks. StoreHwm keeps the larger value.
+class Coordinator;  // include/sekka/coordinator.h
 class WorkerLeaseRegistry {
  public:
   virtual ~WorkerLeaseRegistry() = default;
+  // A session at the registry, and its lease (NewCoordinatedLease of such a session).
+  virtual std::unique_ptr<Coordinator> NewCoordinator(const WorkerLeaseOptions& options) = 0;
   virtual std::unique_ptr<WorkerLease> NewLease(const WorkerLeaseOptions& options) = 0;
 };
 std::unique_ptr<WorkerLeaseRegistry> NewMemoryWorkerLeaseRegistry(Clock* clock = nullptr);

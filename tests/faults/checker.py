@@ -226,6 +226,10 @@ def longest_gap(times, t0, t1):
     return max(gap, t1 - prev) if k == len(times) or times[k] > t1 else gap
 
 
+# The faults that restart a server (a new process takes a worker id).
+RESTARTS = ("kill", "fresh_data_dir", "restart_clock_back")
+
+
 def fault_stats(history, times=None):
     """Per fault: the longest time its servers went without issuing ids of its class, from the
     fault's start until every server was ready again, and the recovery time (heal to ready)."""
@@ -241,7 +245,10 @@ def fault_stats(history, times=None):
             targets = list(range(n_servers))
         gaps = [longest_gap(times.get((s, e.get("class", "snowflake")), []), e["t0"], window_end)
                 for s in targets]
-        out.append({"kind": e["kind"], "unavailable_s": round(max(gaps, default=0.0), 3),
+        # A restart's cost depends on worker.keep_id (a wait past its own id's hwm, or none):
+        # restarts of servers that keep their id are their own rows.
+        kind = e["kind"] + (" (keep_id)" if e.get("keep_id") and e["kind"] in RESTARTS else "")
+        out.append({"kind": kind, "unavailable_s": round(max(gaps, default=0.0), 3),
                     "recovery_s": (round(e["ready"] - e["heal"], 3)
                                    if e.get("ready") and e.get("heal") else None),
                     "recovered": bool(e.get("ready"))})

@@ -92,7 +92,8 @@ class Nemesis:
             servers, t0, heal = self.inject(kind)
             ready = time.monotonic() if wait_for(self.all_ready, RECOVERY_BOUND_S) else None
             self.record({"type": "fault", "kind": kind, "servers": servers, "t0": t0,
-                         "heal": heal, "ready": ready, "class": KINDS[kind][1]})
+                         "heal": heal, "ready": ready, "class": KINDS[kind][1],
+                         "keep_id": all(self.nodes[i].keep_id for i in servers)})
             time.sleep(self.rng.uniform(1.0, 3.0))
 
     def hold(self, lo, hi):
