@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <zookeeper/zookeeper.h>
 
+#include <charconv>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
@@ -284,12 +285,17 @@ Result<std::int64_t> ZooKeeperCoordinator::ReadHwm(std::int64_t id, Stat* stat, 
   if (rc == ZNONODE) return 0;
   if (rc != ZOK) return FromRc(rc, "get " + path);
   const std::string text(buf, static_cast<std::size_t>(std::max(len, 0)));
-  try {
-    return text.empty() ? 0 : std::stoll(text);
-  } catch (...) {
-    return Internal(fmt::format("zookeeper node {} holds \"{}\", not a number of ms", path,
-                                text.substr(0, 40)));
+  if (text.empty()) return 0;
+  // Strictly a whole non-negative number, as etcd's ParseHwm: a claim writes the value back,
+  // so "1.7e12" must not become 1.
+  std::int64_t hwm = -1;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), hwm);
+  if (ec == std::errc() && end == text.data() + text.size() && hwm >= 0 &&
+      stat->dataLength <= len) {
+    return hwm;
   }
+  return Internal(
+      fmt::format("zookeeper node {} holds \"{}\", not a number of ms", path, text.substr(0, 40)));
 }
 
 Result<std::int64_t> ZooKeeperCoordinator::PeekHwm(std::int64_t id) {
@@ -330,7 +336,7 @@ Result<std::optional<std::int64_t>> ZooKeeperCoordinator::Claim(
     //    now on only this session knows the node's version (the fence of StoreHwm and Close).
     const std::string text = std::to_string(*hwm);
     zoo_op_t ops[3];
-    zoo_op_result_t results[3];
+    zoo_op_result_t results[3] = {};
     Stat after{};
     int n = 0;
     if (held && !ours) zoo_delete_op_init(&ops[n++], path.c_str(), owner.version);
@@ -413,7 +419,7 @@ Status ZooKeeperCoordinator::Close() {
     const std::string path = OwnerPath(id);
     const std::string hwm_path = HwmPath(id);
     zoo_op_t ops[2];
-    zoo_op_result_t results[2];
+    zoo_op_result_t results[2] = {};
     zoo_check_op_init(&ops[0], hwm_path.c_str(), fence.hwm_version);
     zoo_delete_op_init(&ops[1], path.c_str(), -1);
     const int rc = zoo_multi(zh_, 2, ops, results);

@@ -93,7 +93,8 @@ class Nemesis:
             ready = time.monotonic() if wait_for(self.all_ready, RECOVERY_BOUND_S) else None
             self.record({"type": "fault", "kind": kind, "servers": servers, "t0": t0,
                          "heal": heal, "ready": ready, "class": KINDS[kind][1],
-                         "keep_id": all(self.nodes[i].keep_id for i in servers)})
+                         "keep_id": bool(servers) and all(self.nodes[i].keep_id
+                                                          for i in servers)})
             time.sleep(self.rng.uniform(1.0, 3.0))
 
     def hold(self, lo, hi):
