@@ -42,7 +42,9 @@ class RespError extends Error {
   }
 }
 
-// One connection, one command at a time. Integers are parsed as BigInt, bulk strings as text.
+// One connection. Commands may overlap (every stream refills on its own schedule): replies
+// come back in the order the commands were sent, so each goes to the oldest command still
+// waiting. Integers are parsed as BigInt, bulk strings as text.
 class Connection {
   static open(host, port, connectTimeout, timeout) {
     return new Promise((resolve, reject) => {
@@ -67,7 +69,7 @@ class Connection {
     this.socket = socket;
     this.timeout = timeout;
     this.buf = Buffer.alloc(0);
-    this.pending = null; // {resolve, reject, timer}
+    this.queue = []; // commands sent and not answered yet, oldest first: {resolve, reject, timer}
     this.array = null; // a top-level array being parsed: {n, items}
     this.dead = null;
     socket.removeAllListeners('error');
@@ -75,16 +77,12 @@ class Connection {
       this.buf = this.buf.length ? Buffer.concat([this.buf, chunk]) : chunk;
       this.tryParse();
     });
-    const fail = (e) => {
-      this.dead = e;
-      if (this.pending) this.finish(null, e);
-    };
-    socket.on('error', fail);
-    socket.on('close', () => fail(new Error('the server closed the connection')));
+    socket.on('error', (e) => this.kill(e));
+    socket.on('close', () => this.kill(new Error('the server closed the connection')));
   }
 
   close() {
-    this.socket.destroy();
+    this.kill(new Error('the connection was closed'));
   }
 
   call(...args) {
@@ -95,19 +93,27 @@ class Connection {
       out += `$${Buffer.byteLength(s)}\r\n${s}\r\n`;
     }
     return new Promise((resolve, reject) => {
-      const timer = setTimeout(() => {
-        this.dead = new Error(`no reply within ${this.timeout} ms`);
-        this.socket.destroy();
-        this.finish(null, this.dead);
-      }, this.timeout);
-      this.pending = { resolve, reject, timer };
+      // A command past its deadline ends the connection: a reply that comes later would put
+      // every reply after it one command out of step.
+      const timer = setTimeout(() => this.kill(new Error(`no reply within ${this.timeout} ms`)), this.timeout);
+      this.queue.push({ resolve, reject, timer });
       this.socket.write(out);
     });
   }
 
+  // The connection can no longer be used: every command waiting on it fails with `error`.
+  kill(error) {
+    if (!this.dead) this.dead = error;
+    this.socket.destroy();
+    for (const p of this.queue.splice(0)) {
+      clearTimeout(p.timer);
+      p.reject(this.dead);
+    }
+  }
+
+  // The oldest waiting command gets its reply.
   finish(value, error) {
-    const p = this.pending;
-    this.pending = null;
+    const p = this.queue.shift();
     clearTimeout(p.timer);
     if (error) p.reject(error);
     else p.resolve(value);
@@ -117,14 +123,20 @@ class Connection {
   // packets) is parsed element by element as bytes come, keeping its progress, so a large
   // reply costs one pass rather than one per packet.
   tryParse() {
-    if (!this.pending) return;
+    while (this.queue.length && this.buf.length && !this.dead) {
+      if (!this.parseOne()) return;
+    }
+  }
+
+  // Parses one reply for the oldest waiting command; false when more bytes are needed.
+  parseOne() {
     let result;
     try {
       let at = 0;
       if (!this.array) {
-        if (this.buf.length && this.buf[0] === 0x2a /* '*' */) {
+        if (this.buf[0] === 0x2a /* '*' */) {
           const eol = this.buf.indexOf('\r\n');
-          if (eol < 0) return;
+          if (eol < 0) return false;
           const n = Number(this.buf.toString('latin1', 1, eol));
           at = eol + 2;
           if (n < 0) {
@@ -134,7 +146,7 @@ class Connection {
           }
         } else {
           result = parse(this.buf, 0);
-          if (result === null) return;
+          if (result === null) return false;
         }
       }
       if (this.array) {
@@ -146,20 +158,19 @@ class Connection {
           at = r.end;
         }
         this.buf = this.buf.subarray(at);
-        if (a.items.length < a.n) return;
+        if (a.items.length < a.n) return false;
         this.array = null;
         const failed = a.items.find((x) => x instanceof RespError);
         result = { value: failed ?? a.items, end: 0 };
       }
     } catch (e) {
-      this.dead = e;
-      this.socket.destroy();
-      this.finish(null, e);
-      return;
+      this.kill(e);
+      return false;
     }
     this.buf = this.buf.subarray(result.end);
     if (result.value instanceof RespError) this.finish(null, result.value);
     else this.finish(result.value, null);
+    return true;
   }
 }
 
@@ -213,7 +224,7 @@ function parseServers(servers) {
     if (colon <= 0 || !Number.isInteger(port) || port < 1 || port > 65535) {
       throw new TypeError(`server ${JSON.stringify(item)} is not host:port`);
     }
-    return { host: text.slice(0, colon), port, name: text, conn: null, downUntil: 0, backoff: 0, lastError: '' };
+    return { host: text.slice(0, colon), port, name: text, conn: null, connecting: null, downUntil: 0, backoff: 0, lastError: '' };
   });
   if (out.length === 0) throw new TypeError('servers is empty: give at least one host:port');
   return out;
@@ -415,6 +426,27 @@ export class Client {
     return conn;
   }
 
+  // The server's connection, made once even when several streams ask for it at once (a second
+  // one made beside it would leak, and keep the process from exiting).
+  connection(s) {
+    if (s.conn) return s.conn;
+    if (!s.connecting) {
+      s.connecting = this.connect(s)
+        .then((conn) => {
+          if (this.closed) {
+            conn.close();
+            throw new SekkaError('the client is closed');
+          }
+          s.conn = conn;
+          return conn;
+        })
+        .finally(() => {
+          s.connecting = null;
+        });
+    }
+    return s.connecting;
+  }
+
   // The reply of the first server that answers, from the current one; failover on connection
   // errors, timeouts and -LEASELOST/-CLOCKBACKWARDS/-UNAVAILABLE.
   async call(...args) {
@@ -427,8 +459,7 @@ export class Client {
     for (const i of up) {
       const s = this.servers[i];
       try {
-        if (!s.conn) s.conn = await this.connect(s);
-        const reply = await s.conn.call(...args);
+        const reply = await (await this.connection(s)).call(...args);
         s.backoff = 0;
         s.downUntil = 0;
         if (i !== this.current) {

@@ -172,3 +172,32 @@ test("a tag's ids increase across a failover", async () => {
   for (let i = 1; i < ids.length; i++) assert.ok(ids[i - 1] < ids[i]);
   await assert.rejects(c.next('no-such-tag'), (e) => e instanceof SekkaError && /no-such-tag/.test(e.message));
 });
+
+// Issue 23's finding 1: streams refill on their own schedules over one connection, which used
+// to track one pending command, so a reply went to the wrong request (a TypeError crashed the
+// process after about a second, a tag got snowflake ids, one tag another's).
+test("streams refilling at once over one connection each get their own replies", async () => {
+  const dir = tempDir();
+  dirs.push(dir);
+  const store = `sqlite:${path.join(dir, 'segments.db')}`;
+  createTag(store, 'low', 37, 1);
+  createTag(store, 'high', 41, 1_000_000_000);
+  const s = await server(5, ['--segment-store', store]);
+  const c = client({ servers: [s.resp], batch: 20, minBatch: 20, maxBatch: 20, lowWater: 0.9 });
+  const seen = { snowflake: new Set(), low: [], high: [] };
+  const end = Date.now() + 1500;
+  while (Date.now() < end) {
+    const [id, low, high] = await Promise.all([c.nextId(), c.next('low'), c.next('high')]);
+    seen.snowflake.add(id);
+    seen.low.push(low);
+    seen.high.push(high);
+    assert.equal(workerOf(id), 5, `a snowflake id from elsewhere: ${id}`);
+    assert.ok(id > 1n << 40n, `a segment id served as a snowflake id: ${id}`);
+    assert.ok(low < 1_000_000_000n, `tag low got ${low}`);
+    assert.ok(high >= 1_000_000_000n && high < 1n << 40n, `tag high got ${high}`);
+  }
+  assert.equal(seen.snowflake.size, seen.low.length);
+  for (const ids of [seen.low, seen.high]) {
+    for (let i = 1; i < ids.length; i++) assert.ok(ids[i - 1] < ids[i], `${ids[i - 1]} then ${ids[i]}`);
+  }
+});

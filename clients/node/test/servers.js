@@ -49,8 +49,9 @@ export async function startServer(dataDir, flags = [], { resp = '127.0.0.1:0', e
   };
 }
 
-export function createTag(store, tag, step) {
-  execFileSync(SEKKA, ['segment', 'create', tag, '--step', String(step), '--segment-store', store]);
+export function createTag(store, tag, step, start = 1) {
+  execFileSync(SEKKA, ['segment', 'create', tag, '--step', String(step), '--start', String(start),
+    '--segment-store', store]);
 }
 
 // The sekka layout: worker id in bits 12..21.
