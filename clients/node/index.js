@@ -86,7 +86,7 @@ class Connection {
   }
 
   call(...args) {
-    if (this.dead) return Promise.reject(this.dead);
+    if (this.dead) return Promise.reject(Object.assign(new Error(this.dead.message), { replyStarted: false }));
     let out = `*${args.length}\r\n`;
     for (const a of args) {
       const s = String(a);
@@ -95,20 +95,27 @@ class Connection {
     return new Promise((resolve, reject) => {
       // A command past its deadline ends the connection: a reply that comes later would put
       // every reply after it one command out of step.
-      const timer = setTimeout(() => this.kill(new Error(`no reply within ${this.timeout} ms`)), this.timeout);
+      const timer = setTimeout(
+        () => this.kill(Object.assign(new Error(`no reply within ${this.timeout} ms`), { timedOut: true })),
+        this.timeout,
+      );
       this.queue.push({ resolve, reject, timer });
       this.socket.write(out);
     });
   }
 
-  // The connection can no longer be used: every command waiting on it fails with `error`.
+  // The connection can no longer be used: every command waiting on it fails with `error`'s
+  // message, saying whether bytes of its reply had come (only the oldest one's can have) and
+  // whether it timed out.
   kill(error) {
     if (!this.dead) this.dead = error;
+    const started = this.buf.length > 0 || this.array !== null;
     this.socket.destroy();
-    for (const p of this.queue.splice(0)) {
+    this.queue.splice(0).forEach((p, i) => {
       clearTimeout(p.timer);
-      p.reject(this.dead);
-    }
+      const e = new Error(this.dead.message);
+      p.reject(Object.assign(e, { replyStarted: i === 0 && started, timedOut: this.dead.timedOut === true }));
+    });
   }
 
   // The oldest waiting command gets its reply.
@@ -447,6 +454,22 @@ export class Client {
     return s.connecting;
   }
 
+  // `args` on server `s`. A connection made before this call that fails before any byte of the
+  // reply (the server closed it while idle, or restarted) is replaced and the command sent once
+  // more, without counting against the server: a command it did run costs a range, never an id.
+  async callOn(s, args) {
+    const reused = s.conn !== null;
+    const conn = await this.connection(s);
+    try {
+      return await conn.call(...args);
+    } catch (e) {
+      if (!reused || e instanceof RespError || e.timedOut || e.replyStarted) throw e;
+      if (s.conn === conn) s.conn = null;
+      conn.close();
+      return (await this.connection(s)).call(...args);
+    }
+  }
+
   // The reply of the first server that answers, from the current one; failover on connection
   // errors, timeouts and -LEASELOST/-CLOCKBACKWARDS/-UNAVAILABLE.
   async call(...args) {
@@ -459,7 +482,7 @@ export class Client {
     for (const i of up) {
       const s = this.servers[i];
       try {
-        const reply = await (await this.connection(s)).call(...args);
+        const reply = await this.callOn(s, args);
         s.backoff = 0;
         s.downUntil = 0;
         if (i !== this.current) {

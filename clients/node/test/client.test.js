@@ -201,3 +201,19 @@ test("streams refilling at once over one connection each get their own replies",
     for (let i = 1; i < ids.length; i++) assert.ok(ids[i - 1] < ids[i], `${ids[i - 1]} then ${ids[i]}`);
   }
 });
+
+// Issue 23's finding 2: a connection the server closed (its idle timeout, a restart) failed the
+// next refill and put a healthy server into backoff; with one server, callers got "no sekka
+// server could serve" though it was up. A reused connection that fails before any byte of the
+// reply is tried once more on a fresh one.
+test('a connection the server closed while idle is replaced, not counted as a failure', async () => {
+  const s = await server(6, [], { env: { SEKKA_SERVER_IDLE_TIMEOUT: '1s' } });
+  // lowWater 0.01: each batch of 20 is used up before the next refill, which then meets the
+  // closed connection with nothing buffered.
+  const c = client({ servers: [s.resp], batch: 20, minBatch: 20, maxBatch: 20, lowWater: 0.01, validity: 60000 });
+  for (let round = 0; round < 3; round++) {
+    for (let i = 0; i < 20; i++) assert.equal(workerOf(await c.nextId()), 6);
+    await sleep(1500); // past the server's idle timeout: it closes the connection
+  }
+  assert.equal(c.servers[0].lastError, '', 'a closed idle connection counted as a server failure');
+});
