@@ -396,6 +396,13 @@ export class Client {
       for (const w of s.waiters.splice(0)) w.reject(e);
       return;
     }
+    if (!Array.isArray(reply)) {
+      // Only a server that breaks the protocol answers so; a failed refill, never a crash.
+      s.retryAt = now() + this.options.backoffMin;
+      const e = new SekkaError(`a reply to ${s.key === null ? 'ID.BATCH' : 'SEG.NEXT'} that is not an array`);
+      for (const w of s.waiters.splice(0)) w.reject(e);
+      return;
+    }
     this.counters.refills++;
     s.lastRefill = now();
     let ids = reply.map((x) => BigInt(x));
@@ -436,6 +443,7 @@ export class Client {
   // The server's connection, made once even when several streams ask for it at once (a second
   // one made beside it would leak, and keep the process from exiting).
   connection(s) {
+    if (this.closed) return Promise.reject(new SekkaError('the client is closed'));
     if (s.conn) return s.conn;
     if (!s.connecting) {
       s.connecting = this.connect(s)
@@ -463,7 +471,7 @@ export class Client {
     try {
       return await conn.call(...args);
     } catch (e) {
-      if (!reused || e instanceof RespError || e.timedOut || e.replyStarted) throw e;
+      if (this.closed || !reused || e instanceof RespError || e.timedOut || e.replyStarted) throw e;
       if (s.conn === conn) s.conn = null;
       conn.close();
       return (await this.connection(s)).call(...args);
@@ -491,7 +499,8 @@ export class Client {
         }
         return reply;
       } catch (e) {
-        if (e instanceof AuthError) throw e;
+        // A closed client fails over to nothing: it opens no connection after close().
+        if (e instanceof AuthError || this.closed) throw e;
         if (e instanceof RespError) {
           if (AUTH_PREFIXES.has(e.prefix)) throw new AuthError(`sekka server ${s.name}: ${e.message}`);
           if (!FAILOVER_PREFIXES.has(e.prefix)) throw new SekkaError(`sekka server ${s.name}: ${e.message}`);

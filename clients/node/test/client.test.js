@@ -217,3 +217,81 @@ test('a connection the server closed while idle is replaced, not counted as a fa
   }
   assert.equal(c.servers[0].lastError, '', 'a closed idle connection counted as a server failure');
 });
+
+// A RESP server scripted by `answer(args, n)` (n: the command's number on its connection): a
+// reply string, or null to never answer. It counts the connections made to it.
+async function scriptedServer(answer) {
+  const state = { connections: 0, sockets: [] };
+  const srv = net.createServer((sock) => {
+    state.connections++;
+    state.sockets.push(sock);
+    let buf = '';
+    let n = 0;
+    sock.on('data', (d) => {
+      buf += d.toString('latin1');
+      for (;;) {
+        const m = /^\*(\d+)\r\n/.exec(buf);
+        if (!m) return;
+        let at = m[0].length;
+        const args = [];
+        for (let i = 0; i < Number(m[1]); i++) {
+          const h = /^\$(\d+)\r\n/.exec(buf.slice(at));
+          if (!h || buf.length < at + h[0].length + Number(h[1]) + 2) return;
+          at += h[0].length;
+          args.push(buf.slice(at, at + Number(h[1])));
+          at += Number(h[1]) + 2;
+        }
+        buf = buf.slice(at);
+        const reply = answer(args, ++n);
+        if (reply !== null) sock.write(reply);
+      }
+    });
+    sock.on('error', () => {});
+  });
+  await new Promise((r) => srv.listen(0, '127.0.0.1', r));
+  state.address = `127.0.0.1:${srv.address().port}`;
+  state.stop = () => {
+    for (const sock of state.sockets) sock.destroy();
+    return new Promise((r) => srv.close(r));
+  };
+  return state;
+}
+
+const idsReply = (from, count) => {
+  let out = `*${count}\r\n`;
+  for (let i = 0; i < count; i++) out += `:${from + i}\r\n`;
+  return out;
+};
+
+// The review of the fixes above: a refill in flight at close() was sent again on a new
+// connection, and then failed over to every other server.
+test('close() during a refill opens no new connection', async () => {
+  let batches = 0;
+  const s = await scriptedServer((args) => {
+    if (args[0] !== 'ID.BATCH') return '+OK\r\n';
+    return ++batches === 1 ? idsReply(1 << 30, 20) : null; // the second is never answered
+  });
+  try {
+    const c = new Client({ servers: [s.address], batch: 20, minBatch: 20, maxBatch: 20, lowWater: 0.01 });
+    for (let i = 0; i < 20; i++) await c.nextId();
+    const waiting = c.nextId(); // its refill waits on the server
+    await sleep(100);
+    await c.close();
+    await assert.rejects(waiting, SekkaError);
+    await sleep(200);
+    assert.equal(s.connections, 1, 'a connection was made after close()');
+  } finally {
+    await s.stop();
+  }
+});
+
+test('a refill answered with something other than an array fails, without a crash', async () => {
+  const s = await scriptedServer((args) => (args[0] === 'SEG.NEXT' ? '*-1\r\n' : '+OK\r\n'));
+  try {
+    const c = new Client({ servers: [s.address] });
+    await assert.rejects(c.next('t'), (e) => e instanceof SekkaError && /not an array/.test(e.message));
+    await c.close();
+  } finally {
+    await s.stop();
+  }
+});
