@@ -21,6 +21,11 @@ class ProtocolError(Exception):
     """The server's bytes were not RESP2."""
 
 
+class StaleConnection(ConnectionError):
+    """The connection failed before any byte of the reply came (the server had closed it, or
+    restarted): the command can be sent once more on a new connection."""
+
+
 class Connection:
     """One TCP connection to one server. Not thread-safe: the client uses one from one thread."""
 
@@ -29,6 +34,7 @@ class Connection:
         self._sock.settimeout(timeout)
         self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self._buf = b""
+        self._received = False  # a byte of the current command's reply came
 
     def close(self) -> None:
         try:
@@ -41,8 +47,16 @@ class Connection:
         for a in args:
             data = a if isinstance(a, bytes) else str(a).encode()
             out.append(b"$%d\r\n%s\r\n" % (len(data), data))
-        self._sock.sendall(b"".join(out))
-        return self._read()
+        self._received = False
+        try:
+            self._sock.sendall(b"".join(out))
+            return self._read()
+        except TimeoutError:
+            raise
+        except OSError as e:  # ConnectionError among them; not a timeout
+            if self._received or self._buf:
+                raise
+            raise StaleConnection(f"{type(e).__name__}: {e}") from e
 
     def _line(self) -> bytes:
         while True:
@@ -73,6 +87,7 @@ class Connection:
             chunk = self._sock.recv(1 << 20)
             if not chunk:
                 raise ConnectionError("the server closed the connection")
+            self._received = True
             have += chunk.count(b"\r\n")
             if chunks[-1][-1:] == b"\r" and chunk[:1] == b"\n":
                 have += 1  # a line end split between two reads
@@ -89,6 +104,7 @@ class Connection:
         chunk = self._sock.recv(1 << 16)
         if not chunk:
             raise ConnectionError("the server closed the connection")
+        self._received = True
         self._buf += chunk
 
     def _read(self) -> Reply:

@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Deque, Dict, List, Optional, Sequence, Tuple, Union
 
-from ._resp import Connection, ProtocolError, RespError
+from ._resp import Connection, ProtocolError, RespError, StaleConnection
 
 # Error replies after which another server is tried (the server cannot issue ids now).
 FAILOVER_PREFIXES = ("LEASELOST", "CLOCKBACKWARDS", "UNAVAILABLE")
@@ -99,6 +99,23 @@ class _Pool:
                 raise
         return conn
 
+    def _call_on(self, s: _Server, args) -> list:
+        """`args` on server `s`. A connection made before this call that fails before any byte
+        of the reply (the server closed it while idle, or restarted) is replaced and the command
+        sent once more, without counting against the server: a command the server did run costs
+        a range, never an id."""
+        reused = s.conn is not None
+        if s.conn is None:
+            s.conn = self._connect(s)
+        try:
+            return s.conn.call(*args)
+        except StaleConnection:
+            if not reused:
+                raise
+            s.drop()
+            s.conn = self._connect(s)
+            return s.conn.call(*args)
+
     def call(self, *args) -> list:
         """The reply of the first server that answers, trying each once from the current one.
         Raises NoServerError naming each server tried; AuthError and SekkaError at once."""
@@ -112,9 +129,7 @@ class _Pool:
         for i in up:
             s = self.servers[i]
             try:
-                if s.conn is None:
-                    s.conn = self._connect(s)
-                reply = s.conn.call(*args)
+                reply = self._call_on(s, args)
             except RespError as e:
                 if e.prefix in AUTH_PREFIXES:
                     s.drop()

@@ -181,6 +181,25 @@ class FailoverTest(ClientTestCase):
         self.assertGreater(more, max(drawn))  # the restarted server waited out its hwm
 
 
+class IdleConnectionTest(ClientTestCase):
+    def test_a_connection_the_server_closed_while_idle_is_replaced(self):
+        """Issue 23's finding 2: a connection the server closed (its idle timeout, a restart)
+        failed the next refill and put a healthy server into backoff; with one server and
+        nothing buffered, callers got "no sekka server could serve". A reused connection that
+        fails before any byte of the reply is tried once more on a fresh one."""
+        s = self.start("a", 6, env={"SEKKA_SERVER_IDLE_TIMEOUT": "1s"})
+        # low_water 0.01: each batch of 20 is used up before the next refill, which then meets
+        # the closed connection with nothing buffered.
+        c = self.client([s], batch=20, min_batch=20, max_batch=20, low_water=0.01,
+                        validity=60.0)
+        for _ in range(3):
+            for _ in range(20):
+                self.assertEqual(worker_of(c.next_id()), 6)
+            time.sleep(1.5)  # past the server's idle timeout: it closes the connection
+        self.assertEqual(c._pool.servers[0].last_error, "",
+                         "a closed idle connection counted as a server failure")
+
+
 class AuthTest(ClientTestCase):
     def test_wrong_token_fails_at_the_first_call(self):
         a = self.start("a", 1, "--auth-token", "right")
