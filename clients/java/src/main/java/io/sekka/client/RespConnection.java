@@ -8,6 +8,7 @@ import java.io.InputStream;
 import java.io.OutputStream;
 import java.net.InetSocketAddress;
 import java.net.Socket;
+import java.net.SocketTimeoutException;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.List;
@@ -26,9 +27,22 @@ final class RespConnection implements AutoCloseable {
     }
   }
 
+  /**
+   * The connection failed before any byte of the reply came (the server had closed it, or
+   * restarted): the command can be sent once more on a new connection.
+   */
+  static final class StaleConnection extends IOException {
+    private static final long serialVersionUID = 1L;
+
+    StaleConnection(IOException cause) {
+      super(cause.getClass().getSimpleName() + ": " + cause.getMessage(), cause);
+    }
+  }
+
   private final Socket socket;
   private final InputStream in;
   private final OutputStream out;
+  private boolean received; // a byte of the current command's reply came
 
   RespConnection(String host, int port, int connectTimeoutMs, int timeoutMs) throws IOException {
     socket = new Socket();
@@ -63,9 +77,17 @@ final class RespConnection implements AutoCloseable {
       b.write('\r');
       b.write('\n');
     }
-    out.write(b.toByteArray());
-    out.flush();
-    return read();
+    received = false;
+    try {
+      out.write(b.toByteArray());
+      out.flush();
+      return read();
+    } catch (SocketTimeoutException | ErrorReply e) {
+      throw e;
+    } catch (IOException e) {
+      if (received) throw e;
+      throw new StaleConnection(e);
+    }
   }
 
   private String line() throws IOException {
@@ -73,6 +95,7 @@ final class RespConnection implements AutoCloseable {
     while (true) {
       int c = in.read();
       if (c < 0) throw new EOFException("the server closed the connection");
+      received = true;
       if (c == '\r') {
         if (in.read() != '\n') throw new IOException("a reply line without \\r\\n");
         return sb.toString();

@@ -235,6 +235,11 @@ public final class SekkaClient implements AutoCloseable {
     return take(s);
   }
 
+  /** Server i's last error ("" when it has not failed), for this package's tests. */
+  String lastErrorOf(int i) {
+    return servers.get(i).lastError;
+  }
+
   public Stats stats() {
     lock.lock();
     try {
@@ -415,6 +420,25 @@ public final class SekkaClient implements AutoCloseable {
     return sb.toString();
   }
 
+  /**
+   * {@code args} on server {@code s}. A connection made before this call that fails before any
+   * byte of the reply (the server closed it while idle, or restarted) is replaced and the command
+   * sent once more, without counting against the server: a command the server did run costs a
+   * range, never an id.
+   */
+  private Object callOn(Server s, String[] args) throws IOException {
+    boolean reused = s.conn != null;
+    if (s.conn == null) s.conn = connect(s);
+    try {
+      return s.conn.call(args);
+    } catch (RespConnection.StaleConnection e) {
+      if (!reused) throw e;
+      s.drop();
+      s.conn = connect(s);
+      return s.conn.call(args);
+    }
+  }
+
   private RespConnection connect(Server s) throws IOException {
     RespConnection conn = new RespConnection(s.host, s.port, o.connectTimeoutMs, o.timeoutMs);
     if (o.token != null) {
@@ -447,8 +471,7 @@ public final class SekkaClient implements AutoCloseable {
     for (int i : up) {
       Server s = servers.get(i);
       try {
-        if (s.conn == null) s.conn = connect(s);
-        Object reply = s.conn.call(args);
+        Object reply = callOn(s, args);
         s.backoff = 0;
         s.downUntil = 0;
         if (i != current) {

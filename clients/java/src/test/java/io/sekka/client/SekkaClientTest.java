@@ -205,4 +205,23 @@ class SekkaClientTest {
     SekkaException e = assertThrows(SekkaException.class, () -> c.next("no-such-tag"));
     assertTrue(e.getMessage().contains("no-such-tag"), e.getMessage());
   }
+
+  /**
+   * Issue 23's finding 2: a connection the server closed (its idle timeout, a restart) failed
+   * the next refill and counted against a healthy server. A reused connection that fails before
+   * any byte of the reply is tried once more on a fresh one.
+   */
+  @Test
+  void aConnectionTheServerClosedWhileIdleIsReplaced() throws Exception {
+    SekkaServer s = server("a", 6, "--idle-timeout", "1s");
+    // lowWater 0.01: each batch of 20 is used up before the next refill, which then meets the
+    // closed connection with nothing buffered.
+    SekkaClient c =
+        client(SekkaClient.builder(s.resp).batch(20, 20, 20).lowWater(0.01).validityMs(60_000));
+    for (int round = 0; round < 3; round++) {
+      for (int i = 0; i < 20; i++) assertEquals(6, SekkaServer.workerOf(c.nextId()));
+      Thread.sleep(1500); // past the server's idle timeout: it closes the connection
+    }
+    assertEquals("", c.lastErrorOf(0), "a closed idle connection counted as a server failure");
+  }
 }
