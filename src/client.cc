@@ -44,6 +44,10 @@ struct ServerError {
 // A transport failure (connect, send, receive, a timeout, bytes that are not RESP).
 struct TransportError {
   std::string message;
+  bool timed_out = false;
+  // It came before any byte of the reply, and is not a timeout: the server had closed the
+  // connection (its idle timeout, a restart), and the command can be sent again on a new one.
+  bool stale = false;
 };
 
 // One connection, used by the refill thread only.
@@ -103,6 +107,16 @@ class Connection {
   std::optional<TransportError> Call(const std::vector<std::string>& args, milliseconds timeout,
                                      std::vector<std::int64_t>* ids, std::string* text,
                                      std::optional<ServerError>* error) {
+    received_ = in_.size() > start_;
+    std::optional<TransportError> e = Exchange(args, timeout, ids, text, error);
+    if (e) e->stale = !received_ && !e->timed_out;
+    return e;
+  }
+
+ private:
+  std::optional<TransportError> Exchange(const std::vector<std::string>& args, milliseconds timeout,
+                                         std::vector<std::int64_t>* ids, std::string* text,
+                                         std::optional<ServerError>* error) {
     std::string out = fmt::format("*{}\r\n", args.size());
     for (const std::string& a : args) {
       out += fmt::format("${}\r\n", a.size());
@@ -165,7 +179,6 @@ class Connection {
     return std::nullopt;
   }
 
- private:
   explicit Connection(int fd) : fd_(fd) {}
 
   static bool Number(std::string_view s, std::int64_t& v) {
@@ -175,11 +188,11 @@ class Connection {
 
   std::optional<TransportError> Wait(short events) {
     const auto left = std::chrono::duration_cast<milliseconds>(deadline_ - SteadyClock::now());
-    if (left.count() <= 0) return TransportError{"no reply within the timeout"};
+    if (left.count() <= 0) return TransportError{"no reply within the timeout", true};
     pollfd p{fd_, events, 0};
     const int ready = ::poll(&p, 1, static_cast<int>(left.count()) + 1);
     if (ready < 0 && errno != EINTR) return TransportError{std::strerror(errno)};
-    if (ready == 0) return TransportError{"no reply within the timeout"};
+    if (ready == 0) return TransportError{"no reply within the timeout", true};
     return std::nullopt;
   }
 
@@ -189,6 +202,7 @@ class Connection {
       const ssize_t n = ::recv(fd_, chunk, sizeof chunk, 0);
       if (n > 0) {
         in_.append(chunk, static_cast<std::size_t>(n));
+        received_ = true;
         return std::nullopt;
       }
       if (n == 0) return TransportError{"the server closed the connection"};
@@ -235,6 +249,7 @@ class Connection {
   }
 
   int fd_;
+  bool received_ = false;  // a byte of the current command's reply came
   std::string in_;
   std::size_t start_ = 0;
   TimePoint deadline_;
@@ -413,6 +428,20 @@ struct Client::Impl {
     }
   }
 
+  // Opens `s`'s connection and authenticates; `error` holds a refused token.
+  std::optional<TransportError> Connect(Server& s, std::optional<ServerError>& error) {
+    std::optional<TransportError> t = Connection::Open(s.host, s.port, o.connect_timeout, s.conn);
+    if (!t && !o.token.empty()) {
+      t = s.conn->Call({"AUTH", o.token}, o.timeout, nullptr, nullptr, &error);
+    }
+    return t;
+  }
+  Status Refused(Server& s, const ServerError& error) {
+    s.conn.reset();
+    return Unauthenticated(
+        fmt::format("sekka server {} refused the token: {}", s.name, error.message));
+  }
+
   // The reply of the first server that answers, from the current one (refill thread only).
   Status Call(const std::vector<std::string>& args, std::vector<std::int64_t>& out) {
     const TimePoint now = SteadyClock::now();
@@ -430,18 +459,19 @@ struct Client::Impl {
       Server& s = servers[i];
       std::optional<ServerError> error;
       std::optional<TransportError> transport;
-      if (!s.conn) {
-        transport = Connection::Open(s.host, s.port, o.connect_timeout, s.conn);
-        if (!transport && !o.token.empty()) {
-          transport = s.conn->Call({"AUTH", o.token}, o.timeout, nullptr, nullptr, &error);
-          if (!transport && error) {
-            s.conn.reset();
-            return Unauthenticated(
-                fmt::format("sekka server {} refused the token: {}", s.name, error->message));
-          }
-        }
-      }
+      const bool reused = s.conn != nullptr;
+      if (!s.conn) transport = Connect(s, error);
+      if (!transport && error) return Refused(s, *error);
       if (!transport) transport = s.conn->Call(args, o.timeout, &out, nullptr, &error);
+      // A connection made before this call that failed before any byte of the reply (the
+      // server closed it while idle, or restarted) is replaced and the command sent once more,
+      // without counting against the server: a command it did run costs a range, never an id.
+      if (transport && transport->stale && reused) {
+        s.conn.reset();
+        transport = Connect(s, error);
+        if (!transport && error) return Refused(s, *error);
+        if (!transport) transport = s.conn->Call(args, o.timeout, &out, nullptr, &error);
+      }
       if (!transport && !error) {
         s.backoff = milliseconds(0);
         s.down_until = TimePoint{};
@@ -460,6 +490,10 @@ struct Client::Impl {
         return InvalidArgument(fmt::format("sekka server {}: {}", s.name, error->message));
       }
       s.last_error = error ? error->message : transport->message;
+      {
+        std::lock_guard lock(mu);
+        ++counters.server_errors;
+      }
       tried.push_back(i);
       s.conn.reset();
       s.backoff = std::min(o.backoff_max, std::max(o.backoff_min, s.backoff * 2));

@@ -304,6 +304,30 @@ TEST_F(ClientTest, ATagsIdsIncreaseAcrossAFailover) {
   EXPECT_NE(unknown.error().message.find("no-such-tag"), std::string::npos);
 }
 
+// Issue 23's finding 2: a connection the server closed (its idle timeout, a restart) failed the
+// next refill and put a healthy server into backoff; with one server and nothing buffered, the
+// caller got "no sekka server could serve". A reused connection that fails before any byte of
+// the reply is tried once more on a fresh one.
+TEST_F(ClientTest, AConnectionTheServerClosedWhileIdleIsReplaced) {
+  Server& a = Start("a", 6, "127.0.0.1:0", {"--idle-timeout", "1s"});
+  ClientOptions o;
+  o.servers = {a.resp()};
+  o.batch = o.min_batch = o.max_batch = 20;
+  o.low_water = 0.01;  // each batch is used up before the next refill meets the closed connection
+  o.validity = 60s;
+  auto c = Make(o);
+  for (int round = 0; round < 3; ++round) {
+    for (int i = 0; i < 20; ++i) {
+      Result<Id> id = c->NextId();
+      ASSERT_TRUE(id.ok()) << id.error().message;
+      EXPECT_EQ(WorkerOf(*id), 6);
+    }
+    std::this_thread::sleep_for(
+        1500ms);  // past the server's idle timeout: it closes the connection
+  }
+  EXPECT_EQ(c->stats().server_errors, 0u) << "a closed idle connection counted as a server failure";
+}
+
 TEST(ClientOptionsTest, BadOptionsAreNamed) {
   EXPECT_NE(Client::Create("").error().message.find("servers is empty"), std::string::npos);
   EXPECT_NE(Client::Create("localhost").error().message.find("servers[0] = \"localhost\""),

@@ -56,11 +56,12 @@ struct ClientOptions {
 };
 
 struct ClientStats {
-  std::uint64_t served = 0;     // ids handed out from the buffer
-  std::uint64_t refills = 0;    // batches fetched
-  std::uint64_t failovers = 0;  // moves to another server
-  std::uint64_t dropped = 0;    // ids dropped: expired, or not above a tag's highest
-  std::uint64_t buffered = 0;   // ids in the buffers now
+  std::uint64_t served = 0;         // ids handed out from the buffer
+  std::uint64_t refills = 0;        // batches fetched
+  std::uint64_t failovers = 0;      // moves to another server
+  std::uint64_t server_errors = 0;  // calls a server failed (it is then backed off)
+  std::uint64_t dropped = 0;        // ids dropped: expired, or not above a tag's highest
+  std::uint64_t buffered = 0;       // ids in the buffers now
 };
 
 class Client {
