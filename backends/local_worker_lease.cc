@@ -32,8 +32,7 @@ class LocalLease final : public WorkerLease {
       // search passes over ids whose hwm lies ahead of the clock; only if every free id does is
       // one of them taken.
       const bool choose = !options_.keep_id && local_.source == "local";
-      const std::int64_t now =
-          (options_.clock != nullptr ? *options_.clock : SystemClock()).NowMillis();
+      const std::int64_t now = options_.clock_or_system().NowMillis();
       for (const bool past_only : {true, false}) {
         if (past_only && !choose) continue;
         request.accept = [this, past_only, now](std::int64_t worker, bool own) -> Result<bool> {

@@ -19,7 +19,7 @@ class CoordinatedLease final : public WorkerLease {
   CoordinatedLease(std::unique_ptr<Coordinator> coordinator, WorkerLeaseOptions options)
       : c_(std::move(coordinator)),
         options_(std::move(options)),
-        clock_(options_.clock != nullptr ? *options_.clock : SystemClock()) {}
+        clock_(options_.clock_or_system()) {}
 
   Result<LeaseGrant> Acquire() override;
   Status Renew() override;

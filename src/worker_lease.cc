@@ -20,7 +20,6 @@ namespace {
 struct Slot {
   std::uint64_t owner = 0;  // the holding session's serial; 0 = free
   std::string identity;
-  std::int64_t expires = 0;  // on the registry clock's MonotonicMillis()
   std::int64_t version = 0;  // raised at every claim
   std::int64_t hwm_millis = 0;
 };
@@ -62,6 +61,12 @@ class MemoryRegistry final : public WorkerLeaseRegistry {
  public:
   explicit MemoryRegistry(Clock& clock) : clock_(clock) {}
   std::int64_t Now() { return clock_.MonotonicMillis(); }
+  // True while session `serial` is open and has not expired; a slot is held while its owner
+  // is. With mu_ held.
+  bool Alive(std::uint64_t serial, std::int64_t now) const {
+    auto it = sessions_.find(serial);
+    return it != sessions_.end() && it->second > now;
+  }
   std::unique_ptr<Coordinator> NewCoordinator(const WorkerLeaseOptions& options) override {
     return std::make_unique<MemoryCoordinator>(*this, options);
   }
@@ -86,13 +91,13 @@ Result<std::string> MemoryCoordinator::BindLayout(const std::string& layout) {
 Result<std::map<std::int64_t, Holding>> MemoryCoordinator::ListHolders() {
   std::lock_guard lock(registry_.mu_);
   const std::int64_t now = registry_.Now();
-  if (serial_ == 0 || registry_.sessions_[serial_] <= now) {
+  if (!registry_.Alive(serial_, now)) {
     serial_ = ++registry_.serials_;
     registry_.sessions_[serial_] = now + options_.ttl.count();
   }
   std::map<std::int64_t, Holding> holders;
   for (const auto& [key, s] : registry_.slots_) {
-    if (key.first != options_.datacenter_id || s.owner == 0 || s.expires <= now) continue;
+    if (key.first != options_.datacenter_id || !registry_.Alive(s.owner, now)) continue;
     holders[key.second] = Holding{s.identity, static_cast<std::int64_t>(s.owner), s.version};
   }
   return holders;
@@ -108,19 +113,18 @@ Result<std::optional<std::int64_t>> MemoryCoordinator::Claim(std::int64_t id,
                                                              const std::optional<Holding>& seen) {
   std::lock_guard lock(registry_.mu_);
   const std::int64_t now = registry_.Now();
-  if (serial_ == 0 || registry_.sessions_[serial_] <= now) {
+  if (!registry_.Alive(serial_, now)) {
     serial_ = 0;  // the next ListHolders opens a new one
     return Unavailable("the memory session expired before its claim");
   }
   Slot& s = registry_.slots_[{options_.datacenter_id, id}];
-  const bool live = s.owner != 0 && s.expires > now;
+  const bool live = registry_.Alive(s.owner, now);
   if (seen.has_value() ? !live || s.version != seen->version : live) {
     return std::optional<std::int64_t>();
   }
   if (live && s.owner != serial_) EndSession(s.owner);  // this identity's earlier run
   s.owner = serial_;
   s.identity = options_.identity;
-  s.expires = registry_.sessions_[serial_];
   s.version++;
   return std::optional<std::int64_t>(s.hwm_millis);
 }
@@ -129,18 +133,14 @@ Slot* MemoryCoordinator::Mine(std::int64_t id) {
   auto it = registry_.slots_.find({options_.datacenter_id, id});
   if (it == registry_.slots_.end() || serial_ == 0) return nullptr;
   Slot& s = it->second;
-  return s.owner == serial_ && s.expires > registry_.Now() ? &s : nullptr;
+  return s.owner == serial_ && registry_.Alive(serial_, registry_.Now()) ? &s : nullptr;
 }
 
 Status MemoryCoordinator::KeepAlive(std::int64_t id) {
   std::lock_guard lock(registry_.mu_);
   Slot* s = Mine(id);
   if (s == nullptr) return LeaseLost("the lease expired or was taken over");
-  const std::int64_t expires = registry_.Now() + options_.ttl.count();
-  registry_.sessions_[serial_] = expires;
-  for (auto& [key, slot] : registry_.slots_) {
-    if (slot.owner == serial_) slot.expires = expires;
-  }
+  registry_.sessions_[serial_] = registry_.Now() + options_.ttl.count();
   return Status::Ok();
 }
 

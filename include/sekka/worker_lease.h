@@ -66,6 +66,7 @@ struct WorkerLeaseOptions {
   bool keep_id = false;
   // The clock the hwms are compared with for keep_id = false; the system clock when null.
   Clock* clock = nullptr;
+  Clock& clock_or_system() const { return clock != nullptr ? *clock : SystemClock(); }
 };
 
 struct LeaseGrant {
