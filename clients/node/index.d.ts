@@ -35,6 +35,7 @@ export interface ClientStats {
 export class SekkaError extends Error {}
 export class AuthError extends SekkaError {}
 export class NoServerError extends SekkaError {}
+export class ClosedError extends SekkaError {}
 
 export class Client {
   constructor(options: ClientOptions);

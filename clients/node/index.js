@@ -34,6 +34,15 @@ export class NoServerError extends SekkaError {
     this.name = 'NoServerError';
   }
 }
+export class ClosedError extends SekkaError {
+  constructor() {
+    super('the client is closed');
+    this.name = 'ClosedError';
+  }
+}
+
+// A batch refused for its size names the server's server.max_batch (docs/contract.md).
+const ALLOWED = /: ERR count "\d+" is not valid: allowed 1 to (\d+)$/;
 
 class RespError extends Error {
   constructor(message) {
@@ -168,7 +177,9 @@ class Connection {
         if (a.items.length < a.n) return false;
         this.array = null;
         const failed = a.items.find((x) => x instanceof RespError);
-        result = { value: failed ?? a.items, end: 0 };
+        // No reply of sekka's has one: the server is broken, and so is this connection.
+        if (failed) throw new Error(`an error inside an array: ${failed.message}`);
+        result = { value: a.items, end: 0 };
       }
     } catch (e) {
       this.kill(e);
@@ -222,19 +233,39 @@ function parse(buf, at) {
   }
 }
 
+// "host:port" or "[v6 address]:port" items, as one text "a,b" or a list.
 function parseServers(servers) {
   const items = typeof servers === 'string' ? servers.split(',') : [...(servers ?? [])];
-  const out = items.map((item) => {
+  if (items.length === 0 || (items.length === 1 && String(items[0]).trim() === '')) {
+    throw new TypeError('servers is empty: give at least one host:port');
+  }
+  return items.map((item, i) => {
     const text = String(item).trim();
     const colon = text.lastIndexOf(':');
-    const port = Number(text.slice(colon + 1));
-    if (colon <= 0 || !Number.isInteger(port) || port < 1 || port > 65535) {
-      throw new TypeError(`server ${JSON.stringify(item)} is not host:port`);
+    const portText = text.slice(colon + 1);
+    const port = /^\d+$/.test(portText) ? Number(portText) : NaN;
+    let host = text.slice(0, colon);
+    if (host.startsWith('[') && host.endsWith(']')) host = host.slice(1, -1);
+    if (colon <= 0 || host === '' || !(port >= 1 && port <= 65535)) {
+      throw new TypeError(`servers[${i}] = ${JSON.stringify(item)} is not host:port (a port from 1 to 65535)`);
     }
-    return { host: text.slice(0, colon), port, name: text, conn: null, connecting: null, downUntil: 0, backoff: 0, lastError: '' };
+    return { host, port, name: text, conn: null, connecting: null, downUntil: 0, backoff: 0, lastError: '' };
   });
-  if (out.length === 0) throw new TypeError('servers is empty: give at least one host:port');
-  return out;
+}
+
+// Throws a RangeError naming the first option out of its range and what is allowed.
+function checkOptions(o) {
+  const whole = (x) => Number.isSafeInteger(x);
+  if (!(whole(o.minBatch) && whole(o.batch) && whole(o.maxBatch) && 1 <= o.minBatch && o.minBatch <= o.batch && o.batch <= o.maxBatch)) {
+    throw new RangeError(`batch sizes minBatch ${o.minBatch}, batch ${o.batch}, maxBatch ${o.maxBatch}: allowed whole numbers, 1 <= minBatch <= batch <= maxBatch`);
+  }
+  if (!(o.lowWater > 0 && o.lowWater < 1)) throw new RangeError(`lowWater = ${o.lowWater}: allowed above 0 and below 1`);
+  for (const name of ['connectTimeout', 'timeout', 'targetRefill', 'validity', 'backoffMin', 'backoffMax']) {
+    const v = o[name];
+    if (!(typeof v === 'number' && Number.isFinite(v) && v > 0)) throw new RangeError(`${name} = ${v}: allowed a number of milliseconds above 0`);
+  }
+  if (o.backoffMax < o.backoffMin) throw new RangeError(`backoffMax = ${o.backoffMax}: allowed at least backoffMin (${o.backoffMin})`);
+  if (o.token !== null && typeof o.token !== 'string') throw new TypeError('token: allowed a string or null');
 }
 
 const now = () => performance.now();
@@ -258,10 +289,7 @@ export class Client {
       backoffMax: 5000,
       ...options,
     };
-    if (!(1 <= o.minBatch && o.minBatch <= o.batch && o.batch <= o.maxBatch)) {
-      throw new RangeError('batch sizes must satisfy 1 <= minBatch <= batch <= maxBatch');
-    }
-    if (!(o.lowWater > 0 && o.lowWater < 1)) throw new RangeError('lowWater must be in (0, 1)');
+    checkOptions(o);
     this.options = o;
     this.servers = parseServers(o.servers);
     this.current = 0;
@@ -301,6 +329,8 @@ export class Client {
     return { ...this.counters, buffered };
   }
 
+  // Cuts off the refills in flight, closes every connection and wakes waiting callers with
+  // ClosedError (as every later call); resolves when the refills have ended.
   async close() {
     this.closed = true;
     for (const s of this.servers) {
@@ -308,8 +338,9 @@ export class Client {
       s.conn = null;
     }
     for (const st of this.streams.values()) {
-      for (const w of st.waiters.splice(0)) w.reject(new SekkaError('the client is closed'));
+      for (const w of st.waiters.splice(0)) w.reject(new ClosedError());
     }
+    await Promise.allSettled([...this.streams.values()].map((st) => st.refilling).filter(Boolean));
   }
 
   stream(key) {
@@ -332,7 +363,7 @@ export class Client {
 
   // An id from the buffer, refilling at the low-water mark; waits only when it is empty.
   take(key) {
-    if (this.closed) return Promise.reject(new SekkaError('the client is closed'));
+    if (this.closed) return Promise.reject(new ClosedError());
     const s = this.stream(key);
     const value = this.pop(s);
     if (value !== undefined) return value; // an async caller awaits a plain value at no cost
@@ -392,6 +423,7 @@ export class Client {
     try {
       reply = s.key === null ? await this.call('ID.BATCH', s.size) : await this.call('SEG.NEXT', s.key, s.size);
     } catch (e) {
+      if (this.learnMaxBatch(e, s)) return this.fetch(s); // at once, with the server's size
       s.retryAt = now() + this.options.backoffMin;
       for (const w of s.waiters.splice(0)) w.reject(e);
       return;
@@ -421,6 +453,17 @@ export class Client {
     }
   }
 
+  // A batch refused because the server allows fewer ids: keep to its size from now on.
+  learnMaxBatch(e, s) {
+    const m = e instanceof SekkaError && e.constructor === SekkaError ? ALLOWED.exec(e.message) : null;
+    const most = m ? Number(m[1]) : 0;
+    if (!(most > 0 && most < s.size)) return false;
+    this.options.maxBatch = most;
+    this.options.minBatch = Math.min(this.options.minBatch, most);
+    s.size = most;
+    return true;
+  }
+
   names() {
     return this.servers.map((s) => s.name).join(', ');
   }
@@ -443,14 +486,14 @@ export class Client {
   // The server's connection, made once even when several streams ask for it at once (a second
   // one made beside it would leak, and keep the process from exiting).
   connection(s) {
-    if (this.closed) return Promise.reject(new SekkaError('the client is closed'));
+    if (this.closed) return Promise.reject(new ClosedError());
     if (s.conn) return s.conn;
     if (!s.connecting) {
       s.connecting = this.connect(s)
         .then((conn) => {
           if (this.closed) {
             conn.close();
-            throw new SekkaError('the client is closed');
+            throw new ClosedError();
           }
           s.conn = conn;
           return conn;

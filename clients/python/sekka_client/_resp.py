@@ -3,8 +3,11 @@
 
 from __future__ import annotations
 
+import ipaddress
 import socket
-from typing import Union
+import threading
+import time
+from typing import List, Optional, Tuple, Union
 
 Reply = Union[int, bytes, str, None, list]
 
@@ -26,13 +29,59 @@ class StaleConnection(ConnectionError):
     restarted): the command can be sent once more on a new connection."""
 
 
+def _resolve(host: str, port: int, timeout: float) -> List[Tuple]:
+    """The addresses of `host`, within `timeout`: getaddrinfo has no timeout of its own, so a
+    name (not an address literal) is looked up on a thread that may outlive this call."""
+    try:
+        ipaddress.ip_address(host)
+        return socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except ValueError:
+        pass
+    found: list = []
+    done = threading.Event()
+
+    def lookup() -> None:
+        try:
+            found.append(socket.getaddrinfo(host, port, type=socket.SOCK_STREAM))
+        except OSError as e:
+            found.append(e)
+        done.set()
+
+    threading.Thread(target=lookup, name="sekka-resolve", daemon=True).start()
+    if not done.wait(timeout):
+        raise TimeoutError(f"looking up {host} took over {timeout:.3f} s")
+    if isinstance(found[0], OSError):
+        raise found[0]
+    return found[0]
+
+
 class Connection:
-    """One TCP connection to one server. Not thread-safe: the client uses one from one thread."""
+    """One TCP connection to one server. Not thread-safe: the client uses one from one thread,
+    except `abort`, which any thread may call to end a call in flight."""
 
     def __init__(self, host: str, port: int, connect_timeout: float, timeout: float) -> None:
-        self._sock = socket.create_connection((host, port), timeout=connect_timeout)
-        self._sock.settimeout(timeout)
+        deadline = time.monotonic() + connect_timeout
+        last: Optional[OSError] = None
+        self._sock = None
+        for family, kind, proto, _, address in _resolve(host, port, connect_timeout):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            sock = socket.socket(family, kind, proto)
+            try:
+                sock.settimeout(left)
+                sock.connect(address)
+            except OSError as e:
+                sock.close()
+                last = e
+                continue
+            self._sock = sock
+            break
+        if self._sock is None:
+            raise last or TimeoutError(f"connect timed out after {connect_timeout:.3f} s")
         self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self._timeout = timeout
+        self._deadline = 0.0  # monotonic: the current command's whole reply is due by then
         self._buf = b""
         self._received = False  # a byte of the current command's reply came
 
@@ -42,13 +91,35 @@ class Connection:
         except OSError:
             pass
 
+    def abort(self) -> None:
+        """Ends a call in flight on another thread at once (it fails with an OSError)."""
+        try:
+            self._sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+
+    def _recv(self, size: int) -> bytes:
+        """Bytes of the reply, by the command's deadline: a server that drips one byte at a
+        time cannot hold a call past `timeout`."""
+        left = self._deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError(f"no reply within {self._timeout:.3f} s")
+        self._sock.settimeout(left)
+        chunk = self._sock.recv(size)
+        if not chunk:
+            raise ConnectionError("the server closed the connection")
+        self._received = True
+        return chunk
+
     def call(self, *args: Union[str, int, bytes]) -> Reply:
         out = [b"*%d\r\n" % len(args)]
         for a in args:
             data = a if isinstance(a, bytes) else str(a).encode()
             out.append(b"$%d\r\n%s\r\n" % (len(data), data))
         self._received = False
+        self._deadline = time.monotonic() + self._timeout
         try:
+            self._sock.settimeout(self._timeout)
             self._sock.sendall(b"".join(out))
             return self._read()
         except TimeoutError:
@@ -84,10 +155,7 @@ class Connection:
         while have < n:
             if size > 64 * n + (1 << 16):
                 raise ProtocolError("an array of integers longer than its elements allow")
-            chunk = self._sock.recv(1 << 20)
-            if not chunk:
-                raise ConnectionError("the server closed the connection")
-            self._received = True
+            chunk = self._recv(1 << 20)
             have += chunk.count(b"\r\n")
             if chunks[-1][-1:] == b"\r" and chunk[:1] == b"\n":
                 have += 1  # a line end split between two reads
@@ -98,14 +166,10 @@ class Connection:
             self._buf = b"\r\n".join(parts)
             return None
         self._buf = parts[n] if len(parts) > n else b""
-        return [int(p[1:]) for p in parts[:n]]
+        return [_integer(p[1:]) for p in parts[:n]]
 
     def _fill(self) -> None:
-        chunk = self._sock.recv(1 << 16)
-        if not chunk:
-            raise ConnectionError("the server closed the connection")
-        self._received = True
-        self._buf += chunk
+        self._buf += self._recv(1 << 16)
 
     def _read(self) -> Reply:
         line = self._line()
@@ -113,13 +177,13 @@ class Connection:
             raise ProtocolError("an empty reply line")
         kind, rest = line[:1], line[1:]
         if kind == b":":
-            return int(rest)
+            return _integer(rest)
         if kind == b"+":
             return rest.decode()
         if kind == b"-":
             raise RespError(rest.decode(errors="replace"))
         if kind == b"$":
-            n = int(rest)
+            n = _integer(rest)
             if n < 0:
                 return None
             while len(self._buf) < n + 2:
@@ -127,7 +191,7 @@ class Connection:
             data, self._buf = self._buf[:n], self._buf[n + 2:]
             return data
         if kind == b"*":
-            n = int(rest)
+            n = _integer(rest)
             if n < 0:
                 return None
             fast = self._integers(n)
@@ -137,7 +201,14 @@ class Connection:
             for _ in range(n):
                 try:
                     items.append(self._read())
-                except RespError as e:  # an error inside an array is a value there
-                    items.append(e)
+                except RespError as e:  # no reply of sekka's has one: the server is broken
+                    raise ProtocolError(f"an error inside an array: {e}") from None
             return items
         raise ProtocolError(f"a reply starting with {kind!r}")
+
+
+def _integer(text: bytes) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise ProtocolError(f"{text[:40]!r} is not an integer") from None

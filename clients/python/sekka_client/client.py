@@ -13,6 +13,7 @@ See docs/clients.md for the options and what each failure looks like.
 from __future__ import annotations
 
 import collections
+import re
 import threading
 import time
 from dataclasses import dataclass, field
@@ -37,17 +38,48 @@ class NoServerError(SekkaError):
     """No server could serve and the buffer is empty; the message names each server tried."""
 
 
+class ClosedError(SekkaError):
+    """The client was closed."""
+
+
+def _closed() -> ClosedError:
+    return ClosedError("the client is closed")
+
+
+# A batch refused for its size names the server's server.max_batch: `count "5000" is not
+# valid: allowed 1 to 1000` (docs/contract.md).
+_ALLOWED = re.compile(r'^ERR count "\d+" is not valid: allowed 1 to (\d+)$')
+
+
 def _parse_servers(servers: Union[str, Sequence[str]]) -> List[Tuple[str, int]]:
+    """[(host, port)] of "host:port" or "[v6 address]:port" items."""
     items = servers.split(",") if isinstance(servers, str) else list(servers)
-    out = []
-    for item in items:
-        host, sep, port = item.strip().rpartition(":")
-        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-            raise ValueError(f"server {item!r} is not host:port")
-        out.append((host, int(port)))
-    if not out:
+    if items in ([], [""]):
         raise ValueError("servers is empty: give at least one host:port")
+    out = []
+    for i, item in enumerate(items):
+        host, sep, port = item.strip().rpartition(":")
+        if host.startswith("[") and host.endswith("]"):
+            host = host[1:-1]
+        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ValueError(f"servers[{i}] = {item!r} is not host:port (a port from 1 to 65535)")
+        out.append((host, int(port)))
     return out
+
+
+def _check_options(batch, min_batch, max_batch, low_water, **positive) -> None:
+    """Raises ValueError naming the first option out of its range and what is allowed."""
+    if not 1 <= min_batch <= batch <= max_batch:
+        raise ValueError(f"batch sizes min_batch {min_batch}, batch {batch}, max_batch "
+                         f"{max_batch}: allowed 1 <= min_batch <= batch <= max_batch")
+    if not 0 < low_water < 1:
+        raise ValueError(f"low_water = {low_water}: allowed above 0 and below 1")
+    for name, value in positive.items():
+        if not value > 0:
+            raise ValueError(f"{name} = {value}: allowed above 0 (seconds)")
+    if positive["backoff_max"] < positive["backoff_min"]:
+        raise ValueError(f"backoff_max = {positive['backoff_max']}: allowed at least "
+                         f"backoff_min ({positive['backoff_min']})")
 
 
 class _Server:
@@ -69,10 +101,12 @@ class _Server:
 
 
 class _Pool:
-    """The servers, used by the refill thread only. A failed server is skipped until its
-    backoff (doubling from `backoff_min` to `backoff_max`) runs out."""
+    """The servers, used by the refill thread only (but `abort`). A failed server is skipped
+    until its backoff (doubling from `backoff_min` to `backoff_max`) runs out."""
 
     def __init__(self, servers, token, connect_timeout, timeout, backoff_min, backoff_max):
+        self.lock = threading.Lock()  # guards `aborted` and each server's `conn`
+        self.aborted = False
         self.servers = [_Server(h, p) for h, p in servers]
         self.token = token
         self.connect_timeout, self.timeout = connect_timeout, timeout
@@ -84,16 +118,32 @@ class _Pool:
         for s in self.servers:
             s.drop()
 
+    def abort(self) -> None:
+        """From any thread: ends the refill thread's call in flight at once, and every later
+        one before it reaches a server."""
+        with self.lock:
+            self.aborted = True
+            for s in self.servers:
+                if s.conn is not None:
+                    s.conn.abort()
+
     def names(self) -> str:
         return ", ".join(s.name for s in self.servers)
 
     def _connect(self, s: _Server) -> Connection:
+        if self.aborted:
+            raise _closed()
         conn = Connection(s.host, s.port, self.connect_timeout, self.timeout)
+        with self.lock:
+            if self.aborted:
+                conn.close()
+                raise _closed()
+            s.conn = conn
         if self.token is not None:
             try:
                 conn.call("AUTH", self.token)
             except RespError as e:
-                conn.close()
+                s.drop()
                 if e.prefix in AUTH_PREFIXES or e.prefix == "ERR":
                     raise AuthError(f"sekka server {s.name} refused the token: {e}") from None
                 raise
@@ -105,16 +155,14 @@ class _Pool:
         sent once more, without counting against the server: a command the server did run costs
         a range, never an id."""
         reused = s.conn is not None
-        if s.conn is None:
-            s.conn = self._connect(s)
+        conn = s.conn if reused else self._connect(s)
         try:
-            return s.conn.call(*args)
+            return conn.call(*args)
         except StaleConnection:
-            if not reused:
+            if not reused or self.aborted:
                 raise
             s.drop()
-            s.conn = self._connect(s)
-            return s.conn.call(*args)
+            return self._connect(s).call(*args)
 
     def call(self, *args) -> list:
         """The reply of the first server that answers, trying each once from the current one.
@@ -130,6 +178,8 @@ class _Pool:
             s = self.servers[i]
             try:
                 reply = self._call_on(s, args)
+                if not isinstance(reply, list):
+                    raise ProtocolError(f"a reply to {args[0]} that is not an array: {reply!r}")
             except RespError as e:
                 if e.prefix in AUTH_PREFIXES:
                     s.drop()
@@ -137,7 +187,9 @@ class _Pool:
                 if e.prefix not in FAILOVER_PREFIXES:
                     raise SekkaError(f"sekka server {s.name}: {e}") from None
                 s.last_error = str(e)
-            except (OSError, ProtocolError, ValueError) as e:
+            except (OSError, ProtocolError) as e:
+                if self.aborted:
+                    raise _closed() from None
                 s.last_error = f"{type(e).__name__}: {e}"
             else:
                 s.backoff = 0.0
@@ -201,12 +253,9 @@ class Client:
                  min_batch: int = 100, max_batch: int = 100_000, target_refill: float = 1.0,
                  low_water: float = 0.5, validity: float = 10.0, backoff_min: float = 0.1,
                  backoff_max: float = 5.0) -> None:
-        if not 1 <= min_batch <= batch <= max_batch:
-            raise ValueError("batch sizes must satisfy 1 <= min_batch <= batch <= max_batch")
-        if not 0 < low_water < 1:
-            raise ValueError("low_water must be between 0 and 1")
-        if validity <= 0 or timeout <= 0 or connect_timeout <= 0 or target_refill <= 0:
-            raise ValueError("validity, timeouts and target_refill must be positive")
+        _check_options(batch, min_batch, max_batch, low_water, connect_timeout=connect_timeout,
+                       timeout=timeout, target_refill=target_refill, validity=validity,
+                       backoff_min=backoff_min, backoff_max=backoff_max)
         self._pool = _Pool(_parse_servers(servers), token, connect_timeout, timeout,
                            backoff_min, backoff_max)
         self._batch, self._min, self._max = batch, min_batch, max_batch
@@ -230,7 +279,7 @@ class Client:
         # The fast path, inline: the first batch has an id and has not expired.
         with self._lock:
             s = self._snowflake
-            if s.batches:
+            if s.batches and not self._closed:
                 b = s.batches[0]
                 if b.pos < len(b.ids) and b.expires > time.monotonic():
                     value = b.ids[b.pos]
@@ -264,10 +313,13 @@ class Client:
                     "dropped": self._dropped}
 
     def close(self) -> None:
+        """Stops the refill (a call in flight is cut off), wakes waiting callers with
+        ClosedError, and closes every connection. Later calls raise ClosedError."""
         with self._lock:
             self._closed = True
             self._cond.notify_all()
-        self._thread.join(timeout=5)
+        self._pool.abort()
+        self._thread.join()
         self._pool.close()
 
     def __enter__(self) -> "Client":
@@ -312,7 +364,7 @@ class Client:
     def _next(self, key: Optional[str]) -> int:
         with self._lock:
             if self._closed:
-                raise SekkaError("the client is closed")
+                raise _closed()
             s = self._stream(key)
             value = self._take(s)
             if value is not None:
@@ -331,7 +383,7 @@ class Client:
                         f"no ids within {self._max_wait:.1f}s from {self._pool.names()}")
                 self._cond.wait(left)
                 if self._closed:
-                    raise SekkaError("the client is closed")
+                    raise _closed()
                 value = self._take(s)
                 if value is not None:
                     return value
@@ -339,6 +391,16 @@ class Client:
                     if s.error is not None:
                         raise s.error
                     start = s.attempts  # a refill with nothing usable: ask again
+
+    def _learn_max_batch(self, error: Exception, n: int) -> bool:
+        """A batch of `n` refused because the server allows fewer: keep to its size from now
+        on. REQUIRES: the lock."""
+        m = _ALLOWED.match(str(error).split(": ", 1)[-1])
+        if type(error) is not SekkaError or m is None or not 0 < int(m.group(1)) < n:
+            return False
+        self._max = int(m.group(1))
+        self._min = min(self._min, self._max)
+        return True
 
     def _refill_loop(self) -> None:
         while True:
@@ -364,10 +426,16 @@ class Client:
                     reply = self._pool.call("SEG.NEXT", s.key, n)
                 ids = [int(x) for x in reply]
                 error = None
-            except (SekkaError, ValueError, TypeError) as e:
+            except SekkaError as e:
                 ids, error = [], e
+            except ValueError as e:  # a bulk string in the array that is not a number
+                ids, error = [], SekkaError(f"a reply that is not ids: {e}")
             with self._lock:
                 s.busy = False
+                if error is not None and self._learn_max_batch(error, n):
+                    s.size = self._max
+                    s.wanted = True  # at once, with the server's size: not a failure
+                    continue
                 s.attempts += 1
                 s.error = error
                 if error is None:

@@ -6,14 +6,23 @@ import java.io.EOFException;
 import java.io.IOException;
 import java.io.InputStream;
 import java.io.OutputStream;
+import java.net.InetAddress;
 import java.net.InetSocketAddress;
 import java.net.Socket;
 import java.net.SocketTimeoutException;
+import java.net.UnknownHostException;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
 
-/** One blocking RESP2 connection; used by one thread (the client's refill thread). */
+/**
+ * One blocking RESP2 connection; used by one thread (the client's refill thread), except {@link
+ * #close}, which any thread may call to end a call in flight at once.
+ */
 final class RespConnection implements AutoCloseable {
   /** An error reply ({@code -PREFIX message}). */
   static final class ErrorReply extends IOException {
@@ -42,19 +51,92 @@ final class RespConnection implements AutoCloseable {
   private final Socket socket;
   private final InputStream in;
   private final OutputStream out;
+  private final int timeoutMs;
+  private long deadline; // System.nanoTime(): the current command's whole reply is due by then
   private boolean received; // a byte of the current command's reply came
 
+  /** Connects to one of {@code host}'s addresses, each tried in turn, all within the timeout. */
   RespConnection(String host, int port, int connectTimeoutMs, int timeoutMs) throws IOException {
-    socket = new Socket();
+    long connectBy = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(connectTimeoutMs);
+    IOException last = null;
+    Socket connected = null;
+    for (InetAddress address : resolve(host, connectTimeoutMs)) {
+      long left = TimeUnit.NANOSECONDS.toMillis(connectBy - System.nanoTime());
+      if (left <= 0) break;
+      Socket attempt = new Socket();
+      try {
+        attempt.connect(new InetSocketAddress(address, port), (int) left);
+        connected = attempt;
+        break;
+      } catch (IOException e) {
+        attempt.close();
+        last = e;
+      }
+    }
+    if (connected == null) {
+      throw last != null ? last : new SocketTimeoutException("connect timed out");
+    }
+    socket = connected;
+    this.timeoutMs = timeoutMs;
     try {
-      socket.connect(new InetSocketAddress(host, port), connectTimeoutMs);
-      socket.setSoTimeout(timeoutMs);
       socket.setTcpNoDelay(true);
-      in = new BufferedInputStream(socket.getInputStream(), 1 << 16);
+      in = new BufferedInputStream(new DeadlineInput(socket.getInputStream()), 1 << 16);
       out = socket.getOutputStream();
     } catch (IOException e) {
       socket.close();
       throw e;
+    }
+  }
+
+  /**
+   * {@code host}'s addresses within {@code timeoutMs}: the JDK's lookup has no timeout, so it
+   * runs on a pool thread that may outlive this call.
+   */
+  private static InetAddress[] resolve(String host, int timeoutMs) throws IOException {
+    CompletableFuture<InetAddress[]> lookup =
+        CompletableFuture.supplyAsync(
+            () -> {
+              try {
+                return InetAddress.getAllByName(host);
+              } catch (UnknownHostException e) {
+                throw new java.util.concurrent.CompletionException(e);
+              }
+            });
+    try {
+      return lookup.get(timeoutMs, TimeUnit.MILLISECONDS);
+    } catch (TimeoutException e) {
+      throw new SocketTimeoutException("looking up " + host + " took over " + timeoutMs + " ms");
+    } catch (ExecutionException e) {
+      throw e.getCause() instanceof IOException io ? io : new IOException(e.getCause());
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      throw new IOException("interrupted while looking up " + host);
+    }
+  }
+
+  /**
+   * The socket's bytes, each read bounded by what is left of the command's deadline: a server
+   * that drips one byte at a time cannot hold a call past the timeout.
+   */
+  private final class DeadlineInput extends InputStream {
+    private final InputStream raw;
+
+    DeadlineInput(InputStream raw) {
+      this.raw = raw;
+    }
+
+    @Override
+    public int read() throws IOException {
+      byte[] one = new byte[1];
+      return read(one, 0, 1) < 0 ? -1 : one[0] & 0xff;
+    }
+
+    @Override
+    public int read(byte[] b, int off, int len) throws IOException {
+      long left = TimeUnit.NANOSECONDS.toMillis(deadline - System.nanoTime());
+      if (left <= 0) throw new SocketTimeoutException("no reply within " + timeoutMs + " ms");
+      socket.setSoTimeout((int) Math.min(left, Integer.MAX_VALUE));
+      return raw.read(b, off, len);
     }
   }
 
@@ -78,6 +160,7 @@ final class RespConnection implements AutoCloseable {
       b.write('\n');
     }
     received = false;
+    deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(timeoutMs);
     try {
       out.write(b.toByteArray());
       out.flush();
@@ -112,27 +195,43 @@ final class RespConnection implements AutoCloseable {
     String rest = l.substring(1);
     switch (l.charAt(0)) {
       case ':':
-        return Long.parseLong(rest);
+        return integer(rest);
       case '+':
         return rest;
       case '-':
         throw new ErrorReply(rest);
       case '$': {
-        int n = Integer.parseInt(rest);
+        long n = integer(rest);
         if (n < 0) return null;
-        byte[] data = in.readNBytes(n + 2);
+        if (n > (64 << 20)) throw new IOException("a bulk reply of " + n + " bytes");
+        byte[] data = in.readNBytes((int) n + 2);
         if (data.length != n + 2) throw new EOFException("the server closed the connection");
-        return new String(data, 0, n, StandardCharsets.UTF_8);
+        return new String(data, 0, (int) n, StandardCharsets.UTF_8);
       }
       case '*': {
-        int n = Integer.parseInt(rest);
+        long n = integer(rest);
         if (n < 0) return null;
-        List<Object> items = new ArrayList<>(n);
-        for (int i = 0; i < n; i++) items.add(read());
+        if (n > 10_000_000) throw new IOException("an array of " + n + " elements");
+        List<Object> items = new ArrayList<>((int) n);
+        for (int i = 0; i < n; i++) {
+          try {
+            items.add(read());
+          } catch (ErrorReply e) { // no reply of sekka's has one: the server is broken
+            throw new IOException("an error inside an array: " + e.getMessage());
+          }
+        }
         return items;
       }
       default:
         throw new IOException("a reply starting with '" + l.charAt(0) + "'");
+    }
+  }
+
+  private static long integer(String text) throws IOException {
+    try {
+      return Long.parseLong(text);
+    } catch (NumberFormatException e) {
+      throw new IOException("\"" + text.substring(0, Math.min(40, text.length())) + "\" is not an integer");
     }
   }
 }

@@ -11,6 +11,8 @@ import java.util.Set;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.locks.Condition;
 import java.util.concurrent.locks.ReentrantLock;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
 
 /**
  * Ids from a local buffer that a background thread refills from a list of sekka servers over the
@@ -29,6 +31,9 @@ import java.util.concurrent.locks.ReentrantLock;
 public final class SekkaClient implements AutoCloseable {
   private static final Set<String> FAILOVER = Set.of("LEASELOST", "CLOCKBACKWARDS", "UNAVAILABLE");
   private static final Set<String> AUTH = Set.of("NOAUTH", "WRONGPASS");
+  // A batch refused for its size names the server's server.max_batch (docs/contract.md).
+  private static final Pattern ALLOWED =
+      Pattern.compile("^ERR count \"\\d+\" is not valid: allowed 1 to (\\d+)$");
 
   /** Options, with their defaults (times in milliseconds). */
   public static final class Builder {
@@ -98,8 +103,36 @@ public final class SekkaClient implements AutoCloseable {
       return this;
     }
 
+    /** @throws IllegalArgumentException naming the first option out of its range */
     public SekkaClient build() {
+      check();
       return new SekkaClient(this);
+    }
+
+    private void check() {
+      if (!(1 <= minBatch && minBatch <= batch && batch <= maxBatch)) {
+        throw new IllegalArgumentException(String.format(
+            "batch sizes min %d, first %d, max %d: allowed 1 <= min <= first <= max",
+            minBatch, batch, maxBatch));
+      }
+      if (!(lowWater > 0 && lowWater < 1)) {
+        throw new IllegalArgumentException("lowWater = " + lowWater + ": allowed above 0 and below 1");
+      }
+      positive("connectTimeoutMs", connectTimeoutMs);
+      positive("timeoutMs", timeoutMs);
+      positive("targetRefillMs", targetRefillMs);
+      positive("validityMs", validityMs);
+      positive("backoff min", backoffMinMs);
+      if (backoffMaxMs < backoffMinMs) {
+        throw new IllegalArgumentException(
+            "backoff max = " + backoffMaxMs + " ms: allowed at least min (" + backoffMinMs + ")");
+      }
+    }
+
+    private static void positive(String name, long ms) {
+      if (ms <= 0) {
+        throw new IllegalArgumentException(name + " = " + ms + ": allowed 1 ms or more");
+      }
     }
   }
 
@@ -115,18 +148,18 @@ public final class SekkaClient implements AutoCloseable {
     long backoff;
     String lastError = "";
 
-    Server(String hostPort) {
+    /** "host:port" or "[v6 address]:port", the {@code index}th of the servers. */
+    Server(String hostPort, int index) {
       int colon = hostPort.lastIndexOf(':');
-      int p = -1;
-      try {
-        p = colon > 0 ? Integer.parseInt(hostPort.substring(colon + 1)) : -1;
-      } catch (NumberFormatException e) {
-        p = -1;
+      String digits = colon > 0 ? hostPort.substring(colon + 1) : "";
+      int p = digits.matches("\\d{1,5}") ? Integer.parseInt(digits) : -1;
+      String h = colon > 0 ? hostPort.substring(0, colon) : "";
+      if (h.startsWith("[") && h.endsWith("]")) h = h.substring(1, h.length() - 1);
+      if (p < 1 || p > 65535 || h.isEmpty()) {
+        throw new IllegalArgumentException(
+            "servers[" + index + "] = \"" + hostPort + "\" is not host:port (a port from 1 to 65535)");
       }
-      if (p < 1 || p > 65535) {
-        throw new IllegalArgumentException("server \"" + hostPort + "\" is not host:port");
-      }
-      host = hostPort.substring(0, colon);
+      host = h;
       port = p;
       name = hostPort;
     }
@@ -171,6 +204,10 @@ public final class SekkaClient implements AutoCloseable {
 
   private final Builder o;
   private final List<Server> servers = new ArrayList<>();
+  private final Object connections = new Object(); // guards aborted and each server's conn
+  private boolean aborted; // close() began: no connection is made any more
+  private int minBatch; // the builder's, lowered to a server's max_batch when it refuses more
+  private int maxBatch;
   private int current;
   private final ReentrantLock lock = new ReentrantLock();
   private final Condition changed = lock.newCondition();
@@ -185,17 +222,13 @@ public final class SekkaClient implements AutoCloseable {
   private final Thread refiller;
 
   private SekkaClient(Builder b) {
-    if (b.servers.isEmpty() || b.servers.get(0).isEmpty()) {
+    if (b.servers.isEmpty() || (b.servers.size() == 1 && b.servers.get(0).isEmpty())) {
       throw new IllegalArgumentException("servers is empty: give at least one host:port");
     }
-    if (!(1 <= b.minBatch && b.minBatch <= b.batch && b.batch <= b.maxBatch)) {
-      throw new IllegalArgumentException("batch sizes must satisfy 1 <= min <= first <= max");
-    }
-    if (!(b.lowWater > 0 && b.lowWater < 1)) {
-      throw new IllegalArgumentException("lowWater must be between 0 and 1");
-    }
     this.o = b;
-    for (String s : b.servers) servers.add(new Server(s));
+    this.minBatch = b.minBatch;
+    this.maxBatch = b.maxBatch;
+    for (String s : b.servers) servers.add(new Server(s, servers.size()));
     this.ids = new Stream(null, b.batch, b.lowWater);
     this.maxWaitNanos =
         TimeUnit.MILLISECONDS.toNanos(2L * (b.connectTimeoutMs + b.timeoutMs) * servers.size() + 1000);
@@ -251,6 +284,10 @@ public final class SekkaClient implements AutoCloseable {
     }
   }
 
+  /**
+   * Stops the refill (a call in flight is cut off at once), wakes waiting callers with {@link
+   * ClosedException}, and closes every connection; later calls throw ClosedException too.
+   */
   @Override
   public void close() {
     lock.lock();
@@ -260,11 +297,19 @@ public final class SekkaClient implements AutoCloseable {
     } finally {
       lock.unlock();
     }
-    try {
-      refiller.join(5000);
-    } catch (InterruptedException e) {
-      Thread.currentThread().interrupt();
+    synchronized (connections) {
+      aborted = true;
+      for (Server s : servers) if (s.conn != null) s.conn.close(); // ends a blocked read
     }
+    boolean interrupted = false;
+    while (refiller.isAlive()) {
+      try {
+        refiller.join();
+      } catch (InterruptedException e) {
+        interrupted = true;
+      }
+    }
+    if (interrupted) Thread.currentThread().interrupt();
     for (Server s : servers) s.drop();
   }
 
@@ -297,7 +342,7 @@ public final class SekkaClient implements AutoCloseable {
   private long take(Stream s) {
     lock.lock();
     try {
-      if (closed) throw new SekkaException("the client is closed");
+      if (closed) throw new ClosedException();
       long v = pop(s);
       if (v >= 0) return v;
       long start = s.attempts;
@@ -318,7 +363,7 @@ public final class SekkaClient implements AutoCloseable {
           Thread.currentThread().interrupt();
           throw new SekkaException("interrupted while waiting for ids");
         }
-        if (closed) throw new SekkaException("the client is closed");
+        if (closed) throw new ClosedException();
         v = pop(s);
         if (v >= 0) return v;
         if (s.attempts > start) {
@@ -345,9 +390,9 @@ public final class SekkaClient implements AutoCloseable {
         if (s.lastRefill >= 0) { // adapt: how long did the last batch last?
           long lasted = TimeUnit.NANOSECONDS.toMillis(now - s.lastRefill);
           if (lasted < o.targetRefillMs / 2) {
-            s.size = Math.min(o.maxBatch, s.size * 2);
+            s.size = Math.min(maxBatch, s.size * 2);
           } else if (lasted > o.targetRefillMs * 2) {
-            s.size = Math.max(o.minBatch, s.size / 2);
+            s.size = Math.max(minBatch, s.size / 2);
           }
         }
         n = s.size;
@@ -358,17 +403,21 @@ public final class SekkaClient implements AutoCloseable {
       long[] got = null;
       RuntimeException error = null;
       try {
-        Object reply =
+        got =
             s.tag == null
                 ? call("ID.BATCH", Integer.toString(n))
                 : call("SEG.NEXT", s.tag, Integer.toString(n));
-        got = toLongs(reply);
       } catch (RuntimeException e) {
         error = e;
       }
       lock.lock();
       try {
         s.busy = false;
+        if (error != null && learnMaxBatch(error, n)) {
+          s.size = maxBatch;
+          s.wanted = true; // at once, with the server's size: not a failure
+          continue;
+        }
         s.attempts++;
         s.error = error;
         if (error == null) {
@@ -402,14 +451,34 @@ public final class SekkaClient implements AutoCloseable {
     return null;
   }
 
-  private static long[] toLongs(Object reply) {
+  /**
+   * A batch of {@code n} refused because the server allows fewer ("... allowed 1 to M", its
+   * server.max_batch): the client keeps to M from now on. Lock held.
+   */
+  private boolean learnMaxBatch(RuntimeException error, int n) {
+    String message = String.valueOf(error.getMessage());
+    Matcher m = ALLOWED.matcher(message.substring(message.indexOf(": ") + 2));
+    if (error.getClass() != SekkaException.class || !m.matches()) return false;
+    long most = Long.parseLong(m.group(1));
+    if (most <= 0 || most >= n) return false;
+    maxBatch = (int) most;
+    minBatch = Math.min(minBatch, maxBatch);
+    return true;
+  }
+
+  /** A batch reply's ids: an array of integers (or of decimal bulk strings). */
+  private static long[] toLongs(Object reply) throws IOException {
     if (!(reply instanceof List<?> list)) {
-      throw new SekkaException("unexpected reply: " + reply);
+      throw new IOException("a reply that is not an array: " + reply);
     }
     long[] out = new long[list.size()];
     for (int i = 0; i < out.length; i++) {
       Object x = list.get(i);
-      out[i] = x instanceof Long l ? l : Long.parseLong(String.valueOf(x));
+      try {
+        out[i] = x instanceof Long l ? l : Long.parseLong(String.valueOf(x));
+      } catch (NumberFormatException e) {
+        throw new IOException("an array element that is not an id: " + x);
+      }
     }
     return out;
   }
@@ -426,37 +495,48 @@ public final class SekkaClient implements AutoCloseable {
    * sent once more, without counting against the server: a command the server did run costs a
    * range, never an id.
    */
-  private Object callOn(Server s, String[] args) throws IOException {
+  private long[] callOn(Server s, String[] args) throws IOException {
     boolean reused = s.conn != null;
-    if (s.conn == null) s.conn = connect(s);
+    RespConnection conn = reused ? s.conn : connect(s);
     try {
-      return s.conn.call(args);
+      return toLongs(conn.call(args));
     } catch (RespConnection.StaleConnection e) {
-      if (!reused) throw e;
+      if (!reused || aborted()) throw e;
       s.drop();
-      s.conn = connect(s);
-      return s.conn.call(args);
+      return toLongs(connect(s).call(args));
     }
   }
 
+  private boolean aborted() {
+    synchronized (connections) {
+      return aborted;
+    }
+  }
+
+  /** Server {@code s}'s new connection, authenticated; none once close() began. */
   private RespConnection connect(Server s) throws IOException {
+    if (aborted()) throw new ClosedException();
     RespConnection conn = new RespConnection(s.host, s.port, o.connectTimeoutMs, o.timeoutMs);
+    synchronized (connections) {
+      if (aborted) {
+        conn.close();
+        throw new ClosedException();
+      }
+      s.conn = conn;
+    }
     if (o.token != null) {
       try {
         conn.call("AUTH", o.token);
       } catch (RespConnection.ErrorReply e) {
-        conn.close();
+        s.drop();
         throw new AuthException("sekka server " + s.name + " refused the token: " + e.getMessage());
-      } catch (IOException e) {
-        conn.close();
-        throw e;
       }
     }
     return conn;
   }
 
-  /** The reply of the first server that answers, from the current one (refill thread only). */
-  private Object call(String... args) {
+  /** The ids of the first server that answers, from the current one (refill thread only). */
+  private long[] call(String... args) {
     long now = System.nanoTime();
     int n = servers.size();
     List<Integer> up = new ArrayList<>();
@@ -471,7 +551,7 @@ public final class SekkaClient implements AutoCloseable {
     for (int i : up) {
       Server s = servers.get(i);
       try {
-        Object reply = callOn(s, args);
+        long[] reply = callOn(s, args);
         s.backoff = 0;
         s.downUntil = 0;
         if (i != current) {
@@ -493,7 +573,8 @@ public final class SekkaClient implements AutoCloseable {
           throw new SekkaException("sekka server " + s.name + ": " + e.getMessage());
         }
         s.lastError = e.getMessage();
-      } catch (IOException | NumberFormatException e) {
+      } catch (IOException e) {
+        if (aborted()) throw new ClosedException();
         s.lastError = e.getClass().getSimpleName() + ": " + e.getMessage();
       }
       tried.add(i);

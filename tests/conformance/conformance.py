@@ -1,0 +1,460 @@
+#!/usr/bin/python3
+"""One conformance suite for every sekka client (docs/clients.md): the scenarios are written
+once here and run against each client through its driver (PROTOCOL.md), with real `sekka serve`
+processes and, where a scenario needs a server that misbehaves on cue, a scripted RESP server.
+
+    conformance.py CLIENT [unittest args]     CLIENT: python, node, java, cpp or go
+
+A client that misbehaves fails with the scenario's name (the test method). The drivers are
+built here (Java, Go) or found through the environment (C++: SEKKA_CONFORMANCE_CPP).
+"""
+
+import json
+import os
+import select
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
+from sekka_testlib import REPO, SEKKA, Server, TempDirs, free_port, wait_for  # noqa: E402
+
+CLIENTS_DIR = os.path.join(REPO, "clients")
+SEQUENCE_BITS, WORKER_BITS = 12, 10  # the sekka layout: worker id at bits 12..21
+REPLY_TIMEOUT = 30  # seconds a driver may take for one request before the scenario fails
+
+
+def worker_of(i):
+    return (i >> SEQUENCE_BITS) & ((1 << WORKER_BITS) - 1)
+
+
+# The drivers.
+
+def _build_java(out):
+    src = os.path.join(CLIENTS_DIR, "java", "src")
+    files = [os.path.join(d, f) for d, _, fs in os.walk(os.path.join(src, "main")) for f in fs
+             if f.endswith(".java")]
+    files.append(os.path.join(src, "test", "java", "io", "sekka", "client",
+                              "ConformanceDriver.java"))
+    subprocess.run(["javac", "--release", "17", "-Xlint:all", "-Werror", "-d", out, *files],
+                   check=True)
+    return ["java", "-cp", out, "io.sekka.client.ConformanceDriver"]
+
+
+def _build_go(out):
+    env = dict(os.environ, GOFLAGS="-mod=mod", GOPROXY="off", GOTOOLCHAIN="local")
+    env.setdefault("GOCACHE", os.path.join(tempfile.gettempdir(), "sekka-go-cache"))
+    binary = os.path.join(out, "driver")
+    subprocess.run(["go", "build", "-o", binary, "./internal/conformancedriver"], check=True,
+                   cwd=os.path.join(CLIENTS_DIR, "go"), env=env)
+    return [binary]
+
+
+def driver_command(client, build_dir):
+    """The command that runs `client`'s driver, building it into `build_dir` first if needed."""
+    if client == "python":
+        return ["/usr/bin/python3", os.path.join(CLIENTS_DIR, "python", "tests",
+                                                 "conformance_driver.py")]
+    if client == "node":
+        return ["node", os.path.join(CLIENTS_DIR, "node", "conformance-driver.mjs")]
+    if client == "java":
+        return _build_java(build_dir)
+    if client == "go":
+        return _build_go(build_dir)
+    if client == "cpp":
+        return [os.environ["SEKKA_CONFORMANCE_CPP"]]
+    raise SystemExit(f"unknown client {client!r}: python, node, java, cpp or go")
+
+
+class Driver:
+    """One driver process holding one client."""
+
+    def __init__(self, command):
+        self.proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     text=True, bufsize=1)
+
+    def request(self, op, timeout=REPLY_TIMEOUT, **fields):
+        self.proc.stdin.write(json.dumps({"op": op, **fields}) + "\n")
+        self.proc.stdin.flush()
+        ready, _, _ = select.select([self.proc.stdout], [], [], timeout)
+        if not ready:
+            raise AssertionError(f"the driver gave no reply to {op} within {timeout} s")
+        line = self.proc.stdout.readline()
+        if not line:
+            raise AssertionError(f"the driver exited ({self.proc.wait()}) during {op}")
+        return json.loads(line)
+
+    def exit(self, timeout=5):
+        """Asks the driver to return from main; True if the process then ended in time."""
+        self.request("exit")
+        try:
+            self.proc.wait(timeout=timeout)
+            return True
+        except subprocess.TimeoutExpired:
+            return False
+
+    def kill(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        self.proc.stdin.close()
+        self.proc.stdout.close()
+
+
+# A scripted RESP server: answers AUTH, ID.REPLY and PING with +OK, every other command with
+# what the scenario's `answer(args, count)` returns: bytes to send, a Drip, or HOLD (send nothing
+# and keep the connection open). `count` numbers the commands of that name, from 1.
+
+HOLD = object()
+
+
+class Drip:
+    """Sends `data` one byte every `interval` seconds."""
+
+    def __init__(self, data, interval):
+        self.data, self.interval = data, interval
+
+
+def resp_array(ids):
+    return f"*{len(ids)}\r\n".encode() + b"".join(f":{i}\r\n".encode() for i in ids)
+
+
+def _read_command(f):
+    """One RESP command (an array of bulk strings) from file `f`, or None at EOF."""
+    line = f.readline()
+    if not line:
+        return None
+    if not line.startswith(b"*"):
+        return line.decode().split()
+    args = []
+    for _ in range(int(line[1:])):
+        size = int(f.readline()[1:])
+        args.append(f.read(size + 2)[:-2].decode())
+    return args
+
+
+class ScriptedServer:
+    def __init__(self, answer):
+        self.answer = answer
+        self.counts = {}
+        self.open_connections = 0
+        self.lock = threading.Lock()
+        self.stopped = threading.Event()
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.address = "127.0.0.1:%d" % self.listener.getsockname()[1]
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        while not self.stopped.is_set():
+            try:
+                conn, _ = self.listener.accept()
+            except OSError:
+                return
+            with self.lock:
+                self.open_connections += 1
+            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+
+    def _serve(self, conn):
+        f = conn.makefile("rb")
+        try:
+            while not self.stopped.is_set():
+                args = _read_command(f)
+                if args is None:
+                    return
+                name = args[0].upper() if args else ""
+                if name in ("AUTH", "ID.REPLY", "PING"):
+                    conn.sendall(b"+OK\r\n")
+                    continue
+                with self.lock:
+                    self.counts[name] = self.counts.get(name, 0) + 1
+                    count = self.counts[name]
+                out = self.answer(args, count)
+                if out is HOLD:
+                    while not self.stopped.is_set() and conn.recv(1024):
+                        pass
+                    return
+                if isinstance(out, Drip):
+                    for i in range(len(out.data)):
+                        if self.stopped.wait(out.interval):
+                            return
+                        conn.sendall(out.data[i:i + 1])
+                    continue
+                conn.sendall(out)
+        except OSError:
+            return
+        finally:
+            f.close()
+            conn.close()
+            with self.lock:
+                self.open_connections -= 1
+
+    def stop(self):
+        self.stopped.set()
+        self.listener.close()
+
+
+# The scenarios.
+
+class Scenarios(unittest.TestCase):
+    client = None  # set by main
+    command = None
+
+    def setUp(self):
+        self.dirs = TempDirs()
+        self.servers, self.scripted, self.drivers = [], [], []
+
+    def tearDown(self):
+        for d in self.drivers:
+            d.kill()
+        for s in self.servers:
+            s.stop(signal.SIGKILL)
+        for s in self.scripted:
+            s.stop()
+        self.dirs.cleanup()
+
+    # Helpers.
+
+    def server(self, name, worker_id, *flags, resp="127.0.0.1:0", env=None):
+        s = Server(self.dirs.path(name), "--worker-source", "static", "--worker-id",
+                   str(worker_id), *flags, resp=resp, env=env)
+        self.servers.append(s)
+        return s
+
+    def scripted_server(self, answer):
+        s = ScriptedServer(answer)
+        self.scripted.append(s)
+        return s
+
+    def open(self, servers, **options):
+        """A driver with a client of `servers` (Server, ScriptedServer or "host:port")."""
+        d = Driver(self.command)
+        self.drivers.append(d)
+        names = [s if isinstance(s, str) else (s.resp if isinstance(s, Server) else s.address)
+                 for s in servers]
+        reply = d.request("open", servers=",".join(names), options=options)
+        self.assertNotIn("error", reply, f"open({options}) failed")
+        return d
+
+    def ids(self, d, n, op="ids", **fields):
+        """`n` ids through `op`; fails the scenario on an error reply."""
+        reply = d.request(op, n=n, **fields)
+        self.assertNotIn("error", reply, f"{op} {n}")
+        self.assertEqual(len(reply["ids"]), n)
+        return [int(i) for i in reply["ids"]]
+
+    def error(self, d, op, kind, **fields):
+        """The error reply of `op`, which must be of `kind`."""
+        reply = d.request(op, **fields)
+        self.assertEqual(reply.get("error"), kind, f"{op} {fields}: {reply}")
+        return reply
+
+    # Drawing through servers.
+
+    def test_draws_unique_ids_through_two_servers(self):
+        a, b = self.server("a", 1), self.server("b", 2)
+        d = self.open([a, b])
+        got = self.ids(d, 3000) + self.ids(d, 500, op="batch")
+        self.assertEqual(len(set(got)), len(got), "an id was handed out twice")
+        self.assertEqual(got[:3000], sorted(got[:3000]), "ids from one server must increase")
+        self.assertTrue(all(worker_of(i) in (1, 2) for i in got))
+        stats = d.request("stats")["stats"]
+        self.assertGreaterEqual(stats["served"], 3000)
+        self.assertGreaterEqual(stats["refills"], 1)
+
+    def test_kill_9_of_one_server_while_drawing(self):
+        a, b = self.server("a", 1), self.server("b", 2)
+        d = self.open([a, b], batch=100, min_batch=100, max_batch=100)
+        got = self.ids(d, 150)
+        a.stop(signal.SIGKILL)
+        for _ in range(20):
+            got += self.ids(d, 100)
+        self.assertEqual(len(set(got)), len(got), "an id was handed out twice")
+        self.assertEqual(worker_of(got[-1]), 2, "the ids after the kill come from the other")
+        self.assertGreaterEqual(d.request("stats")["stats"]["failovers"], 1)
+
+    def test_all_servers_down_then_back(self):
+        ports = [free_port(), free_port()]
+        a = self.server("a", 1, resp=f"127.0.0.1:{ports[0]}")
+        b = self.server("b", 2, resp=f"127.0.0.1:{ports[1]}")
+        d = self.open([a, b], batch=100, min_batch=100, max_batch=100, backoff_max_ms=500)
+        got = self.ids(d, 10)
+        a.stop(signal.SIGKILL)
+        b.stop(signal.SIGKILL)
+        reply = self.error(d, "ids", "no_server", n=300)
+        got += [int(i) for i in reply["ids"]]
+        for port in ports:  # the error names every server
+            self.assertIn(f"127.0.0.1:{port}", reply["message"])
+        self.server("a2", 1, resp=f"127.0.0.1:{ports[0]}")
+        deadline = time.monotonic() + 15
+        while True:
+            reply = d.request("ids", n=10)
+            got += [int(i) for i in reply["ids"]]
+            if "error" not in reply or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+        self.assertNotIn("error", reply, "no ids after a server came back")
+        self.assertEqual(len(set(got)), len(got))
+
+    def test_wrong_token(self):
+        s = self.server("a", 1, "--auth-token", "right-token")
+        self.error(self.open([s], token="wrong-token"), "ids", "auth", n=1)
+        self.error(self.open([s]), "ids", "auth", n=1)
+        self.assertEqual(len(self.ids(self.open([s], token="right-token"), 5)), 5)
+
+    def test_ids_expire_after_validity(self):
+        s = self.server("a", 1)
+        d = self.open([s], batch=100, min_batch=100, max_batch=100, validity_ms=300)
+        first = self.ids(d, 1)
+        time.sleep(0.8)
+        second = self.ids(d, 1)
+        self.assertNotEqual(first, second)
+        stats = d.request("stats")["stats"]
+        self.assertGreaterEqual(stats["dropped"], 1, "expired ids must be dropped")
+        self.assertGreaterEqual(stats["refills"], 2)
+
+    def test_failover_replies_move_to_the_next_server(self):
+        for prefix in ("LEASELOST", "CLOCKBACKWARDS", "UNAVAILABLE"):
+            with self.subTest(prefix=prefix):
+                bad = self.scripted_server(
+                    lambda args, n, p=prefix: f"-{p} cannot issue now\r\n".encode())
+                good = self.server(f"good-{prefix}", 2)
+                d = self.open([bad, good])
+                got = self.ids(d, 50)
+                self.assertTrue(all(worker_of(i) == 2 for i in got))
+                self.assertGreaterEqual(d.request("stats")["stats"]["failovers"], 1)
+
+    def test_a_refused_request_is_not_retried(self):
+        s = self.scripted_server(lambda args, n: b"-ERR tag \"x\" is not known\r\n")
+        reply = self.error(self.open([s]), "tag", "refused", tag="x", n=1)
+        self.assertIn("is not known", reply["message"])
+
+    def test_tag_increases_across_a_failover(self):
+        store = "sqlite:" + self.dirs.path("segments.db")
+        subprocess.run([SEKKA, "segment", "create", "orders", "--step", "500", "--start", "1",
+                        "--segment-store", store], check=True, capture_output=True)
+        a = self.server("a", 1, "--segment-store", store)
+        b = self.server("b", 2, "--segment-store", store)
+        d = self.open([a, b], batch=100, min_batch=100, max_batch=100)
+        got = self.ids(d, 250, op="tag", tag="orders")
+        self.ids(self.open([b]), 10, op="tag", tag="orders")  # b holds a range now
+        a.stop(signal.SIGKILL)
+        got += self.ids(d, 600, op="tag", tag="orders")
+        self.assertEqual(got, sorted(set(got)), "a tag's ids must increase within a client")
+
+    # Connections.
+
+    def test_connection_closed_by_the_server_is_replaced(self):
+        s = self.server("a", 1, "--idle-timeout", "1s")
+        d = self.open([s], batch=100, min_batch=100, max_batch=100)
+        got = self.ids(d, 100)
+        time.sleep(1.6)  # the server closes the idle connection
+        got += self.ids(d, 150)
+        self.assertEqual(len(set(got)), len(got))
+        self.assertEqual(d.request("stats")["stats"]["failovers"], 0)
+
+    def test_a_dripping_server_is_abandoned_at_the_command_deadline(self):
+        # One byte every 0.3 s: a reply that would take 30 s. Each read gets a byte in time,
+        # so only a deadline for the whole command moves on to the healthy server.
+        drip = self.scripted_server(lambda args, n: Drip(resp_array(range(1, 20)), 0.3))
+        good = self.server("good", 2)
+        d = self.open([drip, good], timeout_ms=1000)
+        reply = d.request("ids", n=10, timeout=10)
+        self.assertNotIn("error", reply)
+        self.assertTrue(all(worker_of(int(i)) == 2 for i in reply["ids"]))
+
+    def test_learns_the_servers_max_batch(self):
+        s = self.server("a", 1, "--max-batch", "1000")
+        d = self.open([s], batch=5000, max_batch=100000)
+        got = self.ids(d, 6000) + self.ids(d, 3000, op="batch")
+        self.assertEqual(len(set(got)), len(got))
+
+    def test_bad_replies_drop_the_connection(self):
+        # An error inside an array, then a number that is not one: each must fail that call and
+        # the connection with it, so that no later call reads a reply meant for another.
+        def answer(args, n):
+            if args[0].upper() == "SEG.NEXT":
+                return resp_array(range(5_000_000 + 1000 * n, 5_000_000 + 1000 * n + 100))
+            if n == 1:
+                return b"*3\r\n:11\r\n-ERR boom\r\n:13\r\n"
+            if n == 2:
+                return b"*2\r\n:1x\r\n:2\r\n"
+            return resp_array(range(1_000_000 + 1000 * n, 1_000_000 + 1000 * n + 100))
+        s = self.scripted_server(answer)
+        d = self.open([s], batch=100, min_batch=100, max_batch=100, backoff_min_ms=20)
+        got = []
+        for _ in range(50):
+            reply = d.request("ids", n=150)
+            got += [int(i) for i in reply["ids"]]
+            self.assertIn(reply.get("error"), (None, "no_server"), reply)
+            if "error" not in reply:
+                break
+            time.sleep(0.05)
+        self.assertNotIn("error", reply)
+        tags = self.ids(d, 150, op="tag", tag="t")
+        self.assertTrue(all(1_000_000 < i < 5_000_000 for i in got), got)
+        self.assertTrue(all(i > 5_000_000 for i in tags), tags)
+
+    def test_close_stops_the_refill_and_the_process_can_exit(self):
+        # The first batch comes at once; the next refill hangs until the client's 10 s timeout,
+        # unless close() stops it.
+        s = self.scripted_server(lambda args, n: resp_array(range(1, 101)) if n == 1 else HOLD)
+        d = self.open([s], batch=100, min_batch=100, max_batch=100, timeout_ms=10000)
+        self.ids(d, 60)  # below the low-water mark: the refill starts and hangs
+        self.assertTrue(wait_for(lambda: s.counts.get("ID.BATCH") == 2, 5), "no second refill")
+        self.assertLess(d.request("close")["ms"], 3000, "close() waited for the hung refill")
+        self.assertTrue(wait_for(lambda: s.open_connections == 0, 3),
+                        "a connection stayed open after close()")
+        self.error(d, "ids", "closed", n=1)
+        self.assertTrue(d.exit(timeout=3), "the process did not end after close()")
+
+    # Options.
+
+    def test_options_are_validated(self):
+        s = "127.0.0.1:6380"
+        bad = [("validity_ms", 0), ("validity_ms", -1), ("timeout_ms", 0), ("timeout_ms", -5),
+               ("connect_timeout_ms", 0), ("batch", 0), ("low_water", 0), ("low_water", 1),
+               ("target_refill_ms", 0), ("backoff_min_ms", 0), ("backoff_min_ms", -1)]
+        for key, value in bad:
+            d = Driver(self.command)
+            self.drivers.append(d)
+            reply = d.request("open", servers=s, options={key: value})
+            self.assertEqual(reply.get("error"), "invalid_argument", f"{key}={value}: {reply}")
+        orders = [{"batch": 50, "min_batch": 100}, {"batch": 5000, "max_batch": 1000},
+                  {"backoff_min_ms": 500, "backoff_max_ms": 100}]
+        for options in orders:
+            d = Driver(self.command)
+            self.drivers.append(d)
+            reply = d.request("open", servers=s, options=options)
+            self.assertEqual(reply.get("error"), "invalid_argument", f"{options}: {reply}")
+        for servers in ("", "127.0.0.1", "127.0.0.1:0", "127.0.0.1:70000", "127.0.0.1:63x"):
+            d = Driver(self.command)
+            self.drivers.append(d)
+            reply = d.request("open", servers=servers, options={})
+            self.assertEqual(reply.get("error"), "invalid_argument", f"{servers!r}: {reply}")
+        for servers in ("127.0.0.1:6380", "[::1]:6380", "127.0.0.1:6380,[::1]:6381"):
+            d = Driver(self.command)
+            self.drivers.append(d)
+            reply = d.request("open", servers=servers, options={})
+            self.assertNotIn("error", reply, f"{servers!r}")
+
+
+def main():
+    if len(sys.argv) < 2:
+        raise SystemExit(__doc__)
+    Scenarios.client = sys.argv.pop(1)
+    build_dir = tempfile.mkdtemp(prefix=f"sekka-conformance-{Scenarios.client}-")
+    try:
+        Scenarios.command = driver_command(Scenarios.client, build_dir)
+        unittest.main(verbosity=2)
+    finally:
+        subprocess.run(["rm", "-rf", build_dir])
+
+
+if __name__ == "__main__":
+    main()
