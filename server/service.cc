@@ -58,6 +58,7 @@ WireError MapError(ErrorCode code) {
       prefix = "LEASELOST";
       break;
     case ErrorCode::kInternal:
+    case ErrorCode::kCancelled:  // a closed client's; no server path returns it
       break;
   }
   return {status, ErrorCodeName(wire), prefix};

@@ -10,6 +10,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -48,6 +49,7 @@ struct TransportError {
   // It came before any byte of the reply, and is not a timeout: the server had closed the
   // connection (its idle timeout, a restart), and the command can be sent again on a new one.
   bool stale = false;
+  bool closing = false;  // the client is closing: nothing is tried any more
 };
 
 // One connection, used by the refill thread only.
@@ -57,38 +59,35 @@ class Connection {
     if (fd_ >= 0) ::close(fd_);
   }
 
+  // Connects to `host`:`port`, trying each of its addresses, all within `timeout` (the name's
+  // lookup included). A write to `wake` (the client closing) ends any wait at once.
   static std::optional<TransportError> Open(const std::string& host, int port, milliseconds timeout,
-                                            std::unique_ptr<Connection>& out) {
-    addrinfo hints{};
-    hints.ai_family = AF_UNSPEC;
-    hints.ai_socktype = SOCK_STREAM;
-    addrinfo* found = nullptr;
-    const std::string service = std::to_string(port);
-    if (int rc = ::getaddrinfo(host.c_str(), service.c_str(), &hints, &found); rc != 0) {
-      return TransportError{fmt::format("cannot resolve {}: {}", host, ::gai_strerror(rc))};
-    }
-    std::unique_ptr<addrinfo, decltype(&::freeaddrinfo)> guard(found, ::freeaddrinfo);
+                                            int wake, std::unique_ptr<Connection>& out) {
+    const TimePoint deadline = SteadyClock::now() + timeout;
+    std::shared_ptr<addrinfo> found;
+    if (auto e = Resolve(host, port, timeout, found)) return e;
     std::string last = "no address";
-    for (addrinfo* a = found; a != nullptr; a = a->ai_next) {
+    for (addrinfo* a = found.get(); a != nullptr; a = a->ai_next) {
       const int fd = ::socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
       if (fd < 0) {
         last = std::strerror(errno);
         continue;
       }
-      auto conn = std::unique_ptr<Connection>(new Connection(fd));
+      auto conn = std::unique_ptr<Connection>(new Connection(fd, wake));
       if (::connect(fd, a->ai_addr, a->ai_addrlen) != 0 && errno != EINPROGRESS) {
         last = std::strerror(errno);
         continue;
       }
-      pollfd p{fd, POLLOUT, 0};
-      const int ready = ::poll(&p, 1, static_cast<int>(timeout.count()));
-      int error = 0;
-      socklen_t len = sizeof error;
-      if (ready <= 0) {
-        last = ready == 0 ? fmt::format("connect timed out after {} ms", timeout.count())
-                          : std::strerror(errno);
+      conn->deadline_ = deadline;
+      if (auto e = conn->Wait(POLLOUT)) {
+        last = e->timed_out ? fmt::format("connect timed out after {} ms", timeout.count())
+                            : e->message;
+        if (e->timed_out || e->closing)
+          return TransportError{last, e->timed_out, false, e->closing};
         continue;
       }
+      int error = 0;
+      socklen_t len = sizeof error;
       ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &len);
       if (error != 0) {
         last = std::strerror(error);
@@ -179,20 +178,59 @@ class Connection {
     return std::nullopt;
   }
 
-  explicit Connection(int fd) : fd_(fd) {}
+  Connection(int fd, int wake) : fd_(fd), wake_(wake) {}
+
+  // getaddrinfo has no timeout of its own: a name (not an address literal) is looked up on a
+  // thread of its own, which may outlive this call and then frees what it found.
+  static std::optional<TransportError> Resolve(const std::string& host, int port,
+                                               milliseconds timeout,
+                                               std::shared_ptr<addrinfo>& out) {
+    struct Lookup {
+      std::mutex mu;
+      std::condition_variable done_cv;
+      bool done = false;
+      int rc = 0;
+      std::shared_ptr<addrinfo> found;
+    };
+    auto lookup = std::make_shared<Lookup>();
+    std::thread([lookup, host, service = std::to_string(port)] {
+      addrinfo hints{};
+      hints.ai_family = AF_UNSPEC;
+      hints.ai_socktype = SOCK_STREAM;
+      addrinfo* found = nullptr;
+      const int rc = ::getaddrinfo(host.c_str(), service.c_str(), &hints, &found);
+      std::lock_guard lock(lookup->mu);
+      lookup->rc = rc;
+      if (rc == 0) lookup->found = std::shared_ptr<addrinfo>(found, ::freeaddrinfo);
+      lookup->done = true;
+      lookup->done_cv.notify_all();
+    }).detach();
+    std::unique_lock lock(lookup->mu);
+    if (!lookup->done_cv.wait_for(lock, timeout, [&] { return lookup->done; })) {
+      return TransportError{fmt::format("looking up {} took over {} ms", host, timeout.count()),
+                            true};
+    }
+    if (lookup->rc != 0) {
+      return TransportError{fmt::format("cannot resolve {}: {}", host, ::gai_strerror(lookup->rc))};
+    }
+    out = lookup->found;
+    return std::nullopt;
+  }
 
   static bool Number(std::string_view s, std::int64_t& v) {
     const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
     return ec == std::errc() && end == s.data() + s.size() && !s.empty();
   }
 
+  // Waits for `events` on the socket until the command's deadline, or until the client closes.
   std::optional<TransportError> Wait(short events) {
     const auto left = std::chrono::duration_cast<milliseconds>(deadline_ - SteadyClock::now());
     if (left.count() <= 0) return TransportError{"no reply within the timeout", true};
-    pollfd p{fd_, events, 0};
-    const int ready = ::poll(&p, 1, static_cast<int>(left.count()) + 1);
+    pollfd p[2] = {{fd_, events, 0}, {wake_, POLLIN, 0}};
+    const int ready = ::poll(p, 2, static_cast<int>(left.count()) + 1);
     if (ready < 0 && errno != EINTR) return TransportError{std::strerror(errno)};
     if (ready == 0) return TransportError{"no reply within the timeout", true};
+    if (p[1].revents != 0) return TransportError{"the client is closed", false, false, true};
     return std::nullopt;
   }
 
@@ -249,6 +287,7 @@ class Connection {
   }
 
   int fd_;
+  int wake_;               // the client's eventfd: readable once it closes
   bool received_ = false;  // a byte of the current command's reply came
   std::string in_;
   std::size_t start_ = 0;
@@ -319,6 +358,12 @@ struct Client::Impl {
   ClientStats counters;                             // guarded by mu (buffered: computed)
   milliseconds max_wait{0};
   std::thread refiller;
+  int wake = -1;          // an eventfd, written once by Close(): ends every network wait
+  std::mutex closing_mu;  // one Close() at a time
+
+  ~Impl() {
+    if (wake >= 0) ::close(wake);
+  }
 
   // An id from the buffer, asking for a refill at the low-water mark. REQUIRES: mu held.
   std::optional<std::int64_t> Pop(Stream& s) {
@@ -343,7 +388,7 @@ struct Client::Impl {
   }
 
   Result<std::int64_t> Take(Stream& s, std::unique_lock<std::mutex>& lock) {
-    if (closed) return Unavailable("the client is closed");
+    if (closed) return Cancelled("the client is closed");
     if (std::optional<std::int64_t> v = Pop(s)) return *v;
     std::uint64_t start = s.attempts;
     const TimePoint deadline = SteadyClock::now() + max_wait;
@@ -357,7 +402,7 @@ struct Client::Impl {
         return Unavailable(fmt::format("no ids within {} ms from {}", max_wait.count(),
                                        fmt::join(o.servers, ", ")));
       }
-      if (closed) return Unavailable("the client is closed");
+      if (closed) return Cancelled("the client is closed");
       if (std::optional<std::int64_t> v = Pop(s)) return *v;
       if (s.attempts > start) {
         if (s.error) return *s.error;
@@ -405,6 +450,11 @@ struct Client::Impl {
       Status status = Call(args, got);
       std::lock_guard lock(mu);
       s->busy = false;
+      if (!status.ok() && LearnMaxBatch(status.error(), n)) {
+        s->size = o.max_batch;
+        s->wanted = true;  // at once, with the server's size: not a failure
+        continue;
+      }
       ++s->attempts;
       if (status.ok()) {
         s->error.reset();
@@ -428,9 +478,29 @@ struct Client::Impl {
     }
   }
 
+  // A batch of `n` refused because the server allows fewer ("... allowed 1 to M", its
+  // server.max_batch): the client keeps to M from now on. REQUIRES: mu held.
+  bool LearnMaxBatch(const Error& error, std::size_t n) {
+    constexpr std::string_view kAllowed = ": ERR count \"";
+    constexpr std::string_view kMost = "allowed 1 to ";
+    const std::size_t at = error.message.rfind(kMost);
+    std::size_t most = 0;
+    if (error.code != ErrorCode::kInvalidArgument ||
+        error.message.find(kAllowed) == std::string::npos || at == std::string::npos) {
+      return false;
+    }
+    const char* end = error.message.data() + error.message.size();
+    const auto [ptr, ec] = std::from_chars(error.message.data() + at + kMost.size(), end, most);
+    if (ec != std::errc() || ptr != end || most == 0 || most >= n) return false;
+    o.max_batch = most;
+    o.min_batch = std::min(o.min_batch, most);
+    return true;
+  }
+
   // Opens `s`'s connection and authenticates; `error` holds a refused token.
   std::optional<TransportError> Connect(Server& s, std::optional<ServerError>& error) {
-    std::optional<TransportError> t = Connection::Open(s.host, s.port, o.connect_timeout, s.conn);
+    std::optional<TransportError> t =
+        Connection::Open(s.host, s.port, o.connect_timeout, wake, s.conn);
     if (!t && !o.token.empty()) {
       t = s.conn->Call({"AUTH", o.token}, o.timeout, nullptr, nullptr, &error);
     }
@@ -489,6 +559,7 @@ struct Client::Impl {
       if (error && !error->failover()) {
         return InvalidArgument(fmt::format("sekka server {}: {}", s.name, error->message));
       }
+      if (transport && transport->closing) return Cancelled("the client is closed");
       s.last_error = error ? error->message : transport->message;
       {
         std::lock_guard lock(mu);
@@ -544,6 +615,8 @@ Result<std::unique_ptr<Client>> Client::Create(const ClientOptions& options) {
         "backoff_max at least backoff_min");
   }
   impl->ids.size = options.batch;
+  impl->wake = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (impl->wake < 0) return Internal(fmt::format("eventfd: {}", std::strerror(errno)));
   impl->max_wait =
       2 * (options.connect_timeout + options.timeout) * static_cast<int>(options.servers.size()) +
       milliseconds(1000);
@@ -564,13 +637,19 @@ Result<std::unique_ptr<Client>> Client::Create(std::string_view servers) {
 
 Client::Client(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
-Client::~Client() {
+Client::~Client() { Close(); }
+
+void Client::Close() {
+  std::lock_guard closing(impl_->closing_mu);
   {
     std::lock_guard lock(impl_->mu);
     impl_->closed = true;
   }
+  const std::uint64_t one = 1;
+  (void)!::write(impl_->wake, &one, sizeof one);  // cannot fail: the counter is far from full
   impl_->changed.notify_all();
-  impl_->refiller.join();
+  if (impl_->refiller.joinable()) impl_->refiller.join();
+  for (Server& s : impl_->servers) s.conn.reset();  // the refill thread's, now ended
 }
 
 Result<Id> Client::NextId() {

@@ -22,6 +22,8 @@ std::string_view ErrorCodeName(ErrorCode code) {
       return "already_exists";
     case ErrorCode::kUnauthenticated:
       return "unauthenticated";
+    case ErrorCode::kCancelled:
+      return "cancelled";
   }
   return "internal";
 }

@@ -1006,6 +1006,18 @@ class ConfigTest(ServerTestCase):
         self.assertEqual(again.returncode, 0, again.stderr)
         self.assertEqual(again.stdout, first.stdout)
 
+    def test_segment_wait_ends_before_a_clients_timeout(self):
+        # A tag that ran dry answers -UNAVAILABLE (no ids taken) before a client gives up at
+        # its default 1 s timeout; were the client first, the range the server then took would
+        # be lost to it (docs/clients.md).
+        sekka = os.environ.get("SEKKA_BIN", "build/cli/sekka")
+        out = subprocess.run([sekka, "serve", "--print-config"], capture_output=True, text=True,
+                             timeout=30)
+        wait = tomllib.loads(out.stdout)["segment"]["wait_deadline"]
+        m = re.fullmatch(r"(\d+)(ms|s)", wait)
+        self.assertIsNotNone(m, wait)
+        self.assertLess(int(m.group(1)) * (1 if m.group(2) == "ms" else 1000), 1000, wait)
+
     def test_bad_configuration_is_a_one_line_usage_error(self):
         path = self.dirs.path("bad.toml")
         with open(path, "w") as f:

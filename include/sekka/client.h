@@ -77,7 +77,7 @@ class Client {
 
   // The next snowflake id. Errors: kUnavailable (no server could serve and the buffer is
   // empty), kUnauthenticated (the token), kInvalidArgument with the server's message for a
-  // request it refused.
+  // request it refused, kCancelled after Close().
   Result<Id> NextId();
   // Fills `out` with ids in the order they were served. Errors: as NextId (`out` then holds
   // no usable ids).
@@ -88,6 +88,11 @@ class Client {
   Result<std::int64_t> Next(std::string_view tag);
 
   ClientStats stats() const;
+
+  // Stops the refill (a call in flight is cut off at once), closes every connection and wakes
+  // waiting callers; they and every later call get kCancelled "the client is closed". Returns
+  // when the refill thread has ended. Idempotent; the destructor calls it.
+  void Close();
 
  private:
   struct Impl;

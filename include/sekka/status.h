@@ -29,6 +29,7 @@ enum class ErrorCode {
   kInternal,             // a bug or an unexpected system failure
   kAlreadyExists,        // a name that is taken: creating a tag that exists
   kUnauthenticated,      // a missing or wrong token
+  kCancelled,            // the caller stopped it: a call on a closed client
 };
 
 // The snake_case name of `code` as it appears on the wire ("invalid_argument", ...).
@@ -53,6 +54,7 @@ inline Error Internal(std::string message) { return {ErrorCode::kInternal, std::
 inline Error Unauthenticated(std::string message) {
   return {ErrorCode::kUnauthenticated, std::move(message)};
 }
+inline Error Cancelled(std::string message) { return {ErrorCode::kCancelled, std::move(message)}; }
 inline Error AlreadyExists(std::string message) {
   return {ErrorCode::kAlreadyExists, std::move(message)};
 }

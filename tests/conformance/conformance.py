@@ -6,7 +6,7 @@ processes and, where a scenario needs a server that misbehaves on cue, a scripte
     conformance.py CLIENT [unittest args]     CLIENT: python, node, java, cpp or go
 
 A client that misbehaves fails with the scenario's name (the test method). The drivers are
-built here (Java, Go) or found through the environment (C++: SEKKA_CONFORMANCE_CPP).
+built here (Java, Go) or found through the environment (C++: CONFORMANCE_CPP_DRIVER).
 """
 
 import json
@@ -68,7 +68,7 @@ def driver_command(client, build_dir):
     if client == "go":
         return _build_go(build_dir)
     if client == "cpp":
-        return [os.environ["SEKKA_CONFORMANCE_CPP"]]
+        return [os.environ["CONFORMANCE_CPP_DRIVER"]]
     raise SystemExit(f"unknown client {client!r}: python, node, java, cpp or go")
 
 
