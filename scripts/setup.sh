@@ -26,8 +26,13 @@ PACKAGES=(
   # the Debian package (scripts/package.sh): the man page from --help, its checker, and
   # bash-completion to try the completion it installs
   help2man lintian man-db systemd bash-completion
-  # the Java client (clients/java): Debian's JDK and JUnit 5's console launcher
-  default-jdk-headless junit5
+  # the Java client (clients/java): Debian's JDK and JUnit 5's console launcher; Maven and the
+  # packaged plugins its pom.xml names, so that `mvn install` runs offline (tests/packages_test.py)
+  default-jdk-headless junit5 maven libmaven-compiler-plugin-java libmaven-resources-plugin-java
+  libmaven-jar-plugin-java libmaven-install-plugin-java libsurefire-java
+  # the Go client (clients/go) and its tests; the client packages, installed as users would:
+  # Python's build, venv and wheel, TypeScript's tsc checking the Node client's types
+  golang-go python3-build python3-venv python3-wheel python3-setuptools node-typescript
 )
 
 missing=()
