@@ -9,11 +9,13 @@ if [ "$(id -u)" -ne 0 ]; then
   echo "package test: needs root (dpkg -i); skipped" >&2
   exit 0
 fi
-deb=$(bash scripts/package.sh | tail -n 1)
-echo "package: $deb"
+debs=$(bash scripts/package.sh)
+dev=$(head -n 1 <<< "$debs")
+deb=$(tail -n 1 <<< "$debs")
+echo "packages: $deb $dev"
 # lintian: errors fail; each warning left would need a reason here (there are none now).
 report=$(mktemp)
-if ! lintian --tag-display-limit 0 --fail-on error "$deb" > "$report" 2>&1; then
+if ! lintian --tag-display-limit 0 --fail-on error "$deb" "$dev" > "$report" 2>&1; then
   cat "$report"
   rm -f "$report"
   echo "package test: lintian found errors" >&2
@@ -71,5 +73,36 @@ test -e /etc/sekka/sekka.toml   # a conffile stays until purge
 dpkg -P sekka > /dev/null
 test ! -e /etc/sekka && test ! -e /var/lib/sekka
 ! getent passwd sekka > /dev/null
+# The library, as a C++ project on this machine uses it: find_package(sekka) from /usr, the
+# client linked and run (it refuses a bad option before any network).
+dpkg -i "$dev" > /dev/null
+trap 'dpkg -P sekka-dev > /dev/null 2>&1 || true' EXIT
+project=$(mktemp -d)
+cat > "$project/CMakeLists.txt" << 'EOF'
+cmake_minimum_required(VERSION 3.25)
+project(app CXX)
+set(CMAKE_CXX_STANDARD 20)
+find_package(sekka 0.1 REQUIRED)
+add_executable(app app.cc)
+target_link_libraries(app PRIVATE sekka::client)
+EOF
+cat > "$project/app.cc" << 'EOF'
+#include <cstdio>
+
+#include "sekka/client.h"
+
+int main() {
+  auto bad = sekka::Client::Create("127.0.0.1:0");
+  std::puts(bad.ok() ? "accepted" : bad.error().message.c_str());
+  return bad.ok() ? 1 : 0;
+}
+EOF
+cmake -S "$project" -B "$project/build" > /dev/null
+cmake --build "$project/build" > /dev/null
+"$project/build/app" | grep -q 'is not host:port'
+rm -rf "$project"
+dpkg -P sekka-dev > /dev/null
+test ! -e /usr/include/sekka
 trap - EXIT
 echo "package test: passed"
+

@@ -212,5 +212,34 @@ class GoPackageTest(PackageTestCase):
         self.assert_printed_ids(run(["go", "run", "."], cwd=app, env=env))
 
 
+CPP_PROJECT = """cmake_minimum_required(VERSION 3.25)
+project(app CXX)
+set(CMAKE_CXX_STANDARD 20)
+find_package(sekka 0.1 REQUIRED)
+add_executable(example example.cc)
+target_link_libraries(example PRIVATE sekka::client)
+"""
+
+
+class CppPackageTest(PackageTestCase):
+    def test_cmake_install_then_find_package_in_a_fresh_project(self):
+        build = os.path.dirname(os.path.dirname(os.path.abspath(SEKKA)))  # build/cli/sekka
+        prefix = self.work.path("prefix")
+        run(["cmake", "--install", build, "--component", "dev", "--prefix", prefix],
+            cwd=self.work.root)
+        app = self.work.path("app")
+        os.mkdir(app)
+        with open(os.path.join(app, "CMakeLists.txt"), "w") as f:
+            f.write(CPP_PROJECT)
+        with open(os.path.join(app, "example.cc"), "w") as f:
+            f.write(self.example("cpp"))
+        # The Debian package's tree puts the files under usr/ (scripts/package.sh configures
+        # the build so), a plain one right under the prefix: either is found.
+        run(["cmake", "-S", app, "-B", os.path.join(app, "build"),
+             f"-DCMAKE_PREFIX_PATH={prefix};{prefix}/usr"], cwd=app)
+        run(["cmake", "--build", os.path.join(app, "build")], cwd=app)
+        self.assert_printed_ids(run([os.path.join(app, "build", "example")], cwd=app))
+
+
 if __name__ == "__main__":
     unittest.main(verbosity=2)
