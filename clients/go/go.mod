@@ -1,0 +1,3 @@
+module sekka.dev/go/sekka
+
+go 1.19
