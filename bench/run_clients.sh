@@ -3,8 +3,9 @@
 # nextId() latency while 4 threads (tasks) draw 100,000 ids/s together (docs/benchmarks.md,
 # "Clients"). One `sekka serve` on 127.0.0.1 (core 0), each language's benchmark on core 1 in
 # turn: Python (python3-redis as the round trip), Node.js (ioredis), Java (its own RESP
-# connection: the JDK has no Redis client), C++ (its own). Bounded: each language runs for
-# well under a minute. Prints one JSON line per language.
+# connection: the JDK has no Redis client), C++ (its own), Go (a plain socket: its standard
+# library has no Redis client). Bounded: each language runs for well under a minute. Prints
+# one JSON line per language.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source bench/lib.sh
@@ -26,3 +27,6 @@ javac --release 17 -d "$WORK/java" clients/java/src/main/java/io/sekka/client/*.
   clients/java/bench/io/sekka/client/Bench.java
 taskset -c 1 timeout 300 java -cp "$WORK/java" io.sekka.client.Bench "$ADDRESS"
 taskset -c 1 timeout 300 build-bench/bench/client_bench "$ADDRESS"
+(cd clients/go && GOFLAGS=-mod=mod GOPROXY=off GOTOOLCHAIN=local GOCACHE="$WORK/go-cache" \
+  go build -o "$WORK/clientbench" ./internal/clientbench)
+taskset -c 1 timeout 300 "$WORK/clientbench" "$ADDRESS"
