@@ -348,6 +348,23 @@ class Scenarios(unittest.TestCase):
         got += self.ids(d, 600, op="tag", tag="orders")
         self.assertEqual(got, sorted(set(got)), "a tag's ids must increase within a client")
 
+    def test_ids_and_a_tag_interleaved_on_one_client(self):
+        # Two buffers refill on their own schedules over one connection per server: every
+        # reply must reach the request it answers (a snowflake id is never a tag's, nor the
+        # other way round).
+        store = "sqlite:" + self.dirs.path("segments.db")
+        subprocess.run([SEKKA, "segment", "create", "orders", "--step", "100000", "--start", "1",
+                        "--segment-store", store], check=True, capture_output=True)
+        s = self.server("a", 1, "--segment-store", store)
+        d = self.open([s], batch=100, min_batch=100, max_batch=100)
+        ids, tags = [], []
+        for _ in range(40):
+            ids += self.ids(d, 70)
+            tags += self.ids(d, 70, op="tag", tag="orders")
+        self.assertEqual(tags, list(range(1, len(tags) + 1)), "a tag's ids: 1, 2, 3, ...")
+        self.assertEqual(len(set(ids)), len(ids))
+        self.assertTrue(all(worker_of(i) == 1 and i > 1 << 32 for i in ids), "a tag id as an id")
+
     # Connections.
 
     def test_connection_closed_by_the_server_is_replaced(self):
