@@ -32,6 +32,9 @@ using SteadyClock = std::chrono::steady_clock;
 using TimePoint = SteadyClock::time_point;
 using std::chrono::milliseconds;
 
+// The most ids one batch may hold: the server's largest server.max_batch.
+constexpr std::size_t kMaxBatch = 10'000'000;
+
 // A server's error reply, "-PREFIX message", and what the client does with it.
 struct ServerError {
   std::string prefix;
@@ -101,20 +104,21 @@ class Connection {
     return TransportError{last};
   }
 
-  // Sends a command and reads its reply. An array of integers (or of decimal bulk strings) is
-  // returned in `ids`; a simple or bulk string in `text`.
+  // Sends a command and reads its reply; an error reply comes back in `error`. With `ids`, the
+  // command asks for a batch of `expect` ids, which come back there (BatchIds says what is
+  // accepted).
   std::optional<TransportError> Call(const std::vector<std::string>& args, milliseconds timeout,
-                                     std::vector<std::int64_t>* ids, std::string* text,
+                                     std::vector<std::int64_t>* ids, std::size_t expect,
                                      std::optional<ServerError>* error) {
     received_ = in_.size() > start_;
-    std::optional<TransportError> e = Exchange(args, timeout, ids, text, error);
+    std::optional<TransportError> e = Exchange(args, timeout, ids, expect, error);
     if (e) e->stale = !received_ && !e->timed_out;
     return e;
   }
 
  private:
   std::optional<TransportError> Exchange(const std::vector<std::string>& args, milliseconds timeout,
-                                         std::vector<std::int64_t>* ids, std::string* text,
+                                         std::vector<std::int64_t>* ids, std::size_t expect,
                                          std::optional<ServerError>* error) {
     std::string out = fmt::format("*{}\r\n", args.size());
     for (const std::string& a : args) {
@@ -142,38 +146,39 @@ class Connection {
       *error = ServerError{std::string(rest.substr(0, space)), std::string(rest)};
       return std::nullopt;
     }
-    if (kind == '+') {
-      if (text) *text = std::string(rest);
-      return std::nullopt;
+    if (ids) return BatchIds(kind, rest, expect, *ids);
+    if (kind == '+' || kind == ':') return std::nullopt;  // AUTH's +OK: nothing to keep
+    std::string bulk;
+    if (kind == '$') return Bulk(rest, bulk);
+    return TransportError{fmt::format("a reply starting with '{}'", kind)};
+  }
+
+  // A batch's reply: an array of exactly `n` ids (integers, or decimal bulk strings), increasing
+  // and not negative (docs/contract.md). Anything else is a broken server, failed over like a
+  // connection error; the first bad element ends the read (the connection is then dropped).
+  std::optional<TransportError> BatchIds(char kind, std::string_view rest, std::size_t n,
+                                         std::vector<std::int64_t>& ids) {
+    std::int64_t count = 0;
+    if (kind != '*' || !Number(rest, count) || count != static_cast<std::int64_t>(n)) {
+      return TransportError{fmt::format("a reply to a batch of {} that is not {} ids", n, n)};
     }
-    if (kind == '$') {
-      std::string bulk;
-      if (auto e = Bulk(rest, bulk)) return e;
-      if (text) *text = std::move(bulk);
-      return std::nullopt;
-    }
-    if (kind == ':') {
-      std::int64_t v = 0;
-      if (!Number(rest, v)) return TransportError{"a bad integer reply"};
-      if (ids) ids->assign(1, v);
-      return std::nullopt;
-    }
-    if (kind != '*') return TransportError{fmt::format("a reply starting with '{}'", kind)};
-    std::int64_t n = 0;
-    if (!Number(rest, n) || n < 0 || n > 10'000'000) return TransportError{"a bad array length"};
-    if (ids) ids->clear();
-    for (std::int64_t i = 0; i < n; ++i) {
+    ids.clear();
+    ids.reserve(n);
+    std::string line;
+    for (std::size_t i = 0; i < n; ++i) {
       if (auto e = Line(line)) return e;
-      std::int64_t v = 0;
-      if (!line.empty() && line[0] == ':' && Number(std::string_view(line).substr(1), v)) {
-      } else if (!line.empty() && line[0] == '$') {
+      std::int64_t v = -1;
+      const std::string_view element = std::string_view(line).substr(line.empty() ? 0 : 1);
+      if (!line.empty() && line[0] == ':' && !Number(element, v)) v = -1;
+      if (!line.empty() && line[0] == '$') {
         std::string bulk;
-        if (auto e = Bulk(std::string_view(line).substr(1), bulk)) return e;
-        if (!Number(bulk, v)) return TransportError{"an array element that is not an id"};
-      } else {
-        return TransportError{"an array element that is not an id"};
+        if (auto e = Bulk(element, bulk)) return e;
+        if (!Number(bulk, v)) v = -1;
       }
-      if (ids) ids->push_back(v);
+      if (v < 0 || (!ids.empty() && v <= ids.back())) {
+        return TransportError{fmt::format("ids not increasing or not ids in a batch, at {}", i)};
+      }
+      ids.push_back(v);
     }
     return std::nullopt;
   }
@@ -447,7 +452,7 @@ struct Client::Impl {
         }
       }
       std::vector<std::int64_t> got;
-      Status status = Call(args, got);
+      Status status = Call(args, n, got);
       std::lock_guard lock(mu);
       s->busy = false;
       if (!status.ok() && LearnMaxBatch(status.error(), n)) {
@@ -502,7 +507,7 @@ struct Client::Impl {
     std::optional<TransportError> t =
         Connection::Open(s.host, s.port, o.connect_timeout, wake, s.conn);
     if (!t && !o.token.empty()) {
-      t = s.conn->Call({"AUTH", o.token}, o.timeout, nullptr, nullptr, &error);
+      t = s.conn->Call({"AUTH", o.token}, o.timeout, nullptr, 0, &error);
     }
     return t;
   }
@@ -512,8 +517,10 @@ struct Client::Impl {
         fmt::format("sekka server {} refused the token: {}", s.name, error.message));
   }
 
-  // The reply of the first server that answers, from the current one (refill thread only).
-  Status Call(const std::vector<std::string>& args, std::vector<std::int64_t>& out) {
+  // The `count` ids of the first server that answers batch command `args`, from the current
+  // one (refill thread only).
+  Status Call(const std::vector<std::string>& args, std::size_t count,
+              std::vector<std::int64_t>& out) {
     const TimePoint now = SteadyClock::now();
     const std::size_t n = servers.size();
     std::vector<std::size_t> up;
@@ -532,7 +539,7 @@ struct Client::Impl {
       const bool reused = s.conn != nullptr;
       if (!s.conn) transport = Connect(s, error);
       if (!transport && error) return Refused(s, *error);
-      if (!transport) transport = s.conn->Call(args, o.timeout, &out, nullptr, &error);
+      if (!transport) transport = s.conn->Call(args, o.timeout, &out, count, &error);
       // A connection made before this call that failed before any byte of the reply (the
       // server closed it while idle, or restarted) is replaced and the command sent once more,
       // without counting against the server: a command it did run costs a range, never an id.
@@ -540,7 +547,7 @@ struct Client::Impl {
         s.conn.reset();
         transport = Connect(s, error);
         if (!transport && error) return Refused(s, *error);
-        if (!transport) transport = s.conn->Call(args, o.timeout, &out, nullptr, &error);
+        if (!transport) transport = s.conn->Call(args, o.timeout, &out, count, &error);
       }
       if (!transport && !error) {
         s.backoff = milliseconds(0);
@@ -597,22 +604,30 @@ Result<std::unique_ptr<Client>> Client::Create(const ClientOptions& options) {
     impl->servers.push_back(std::move(s));
   }
   if (!(1 <= options.min_batch && options.min_batch <= options.batch &&
-        options.batch <= options.max_batch)) {
+        options.batch <= options.max_batch && options.max_batch <= kMaxBatch)) {
     return InvalidArgument(fmt::format(
         "batch sizes min_batch {}, batch {}, max_batch {}: allowed 1 <= min_batch <= batch <= "
-        "max_batch",
-        options.min_batch, options.batch, options.max_batch));
+        "max_batch <= {}",
+        options.min_batch, options.batch, options.max_batch, kMaxBatch));
   }
   if (!(options.low_water > 0 && options.low_water < 1)) {
     return InvalidArgument(
         fmt::format("low_water = {}: allowed above 0 and below 1", options.low_water));
   }
-  if (options.connect_timeout.count() <= 0 || options.timeout.count() <= 0 ||
-      options.validity.count() <= 0 || options.target_refill.count() <= 0 ||
-      options.backoff_min.count() <= 0 || options.backoff_max < options.backoff_min) {
-    return InvalidArgument(
-        "connect_timeout, timeout, validity, target_refill and backoff_min must be positive, and "
-        "backoff_max at least backoff_min");
+  constexpr milliseconds kDay{86'400'000};  // the longest time option: deadlines stay in range
+  for (auto [name, value] :
+       {std::pair{"connect_timeout", options.connect_timeout},
+        std::pair{"timeout", options.timeout}, std::pair{"target_refill", options.target_refill},
+        std::pair{"validity", options.validity}, std::pair{"backoff_min", options.backoff_min},
+        std::pair{"backoff_max", options.backoff_max}}) {
+    if (value.count() <= 0 || value > kDay) {
+      return InvalidArgument(fmt::format("{} = {} ms: allowed 1 ms to {} ms (a day)", name,
+                                         value.count(), kDay.count()));
+    }
+  }
+  if (options.backoff_max < options.backoff_min) {
+    return InvalidArgument(fmt::format("backoff_max = {} ms: allowed at least backoff_min ({} ms)",
+                                       options.backoff_max.count(), options.backoff_min.count()));
   }
   impl->ids.size = options.batch;
   impl->wake = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);

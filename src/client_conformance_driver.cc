@@ -46,6 +46,12 @@ sekka::Result<std::unique_ptr<sekka::Client>> Open(const json& req) {
   }
   if (servers.empty()) o.servers.clear();
   const json& opt = req.at("options");
+  // A fraction cannot reach a whole-number option in C++: refused here, as a compiler would.
+  for (const auto& [key, value] : opt.items()) {
+    if (key != "token" && key != "low_water" && !value.is_number_integer()) {
+      return sekka::InvalidArgument(key + " = " + value.dump() + ": not a whole number");
+    }
+  }
   const auto ms = [&](const char* key, std::chrono::milliseconds& field) {
     if (opt.contains(key)) field = std::chrono::milliseconds(opt.at(key).get<std::int64_t>());
   };

@@ -45,6 +45,10 @@ type Options struct {
 // maxBatchLimit is the largest MaxBatch allowed: the server's own limit for server.max_batch.
 const maxBatchLimit = 10_000_000
 
+// maxOption is the longest any time option may be: a day (the wait bound, twice the
+// timeouts per server, stays far from overflowing).
+const maxOption = 24 * time.Hour
+
 // Client hands out ids from a local buffer that one background goroutine refills from the
 // servers. It is safe for use by many goroutines. Close it to stop the goroutine.
 type Client struct {
@@ -176,8 +180,8 @@ func (o *Options) check() ([]string, error) {
 		{"BackoffMin", &o.BackoffMin, 100 * time.Millisecond},
 		{"BackoffMax", &o.BackoffMax, 5 * time.Second},
 	} {
-		if *d.value < 0 {
-			return nil, errorf(ErrInvalidArgument, "%s %v is not valid: allowed above 0 (0 = the default, %v)", d.name, *d.value, d.def)
+		if *d.value < 0 || *d.value > maxOption {
+			return nil, errorf(ErrInvalidArgument, "%s %v is not valid: allowed above 0 and at most %v (0 = the default, %v)", d.name, *d.value, maxOption, d.def)
 		}
 		if *d.value == 0 {
 			*d.value = d.def

@@ -199,6 +199,7 @@ func newReplyError(rest []byte) *replyError {
 	return &replyError{prefix: prefix, msg: msg}
 }
 
+// readIDs reads a batch's reply: an array of exactly want ids, increasing.
 func (c *conn) readIDs(want int) ([]int64, error) {
 	kind, rest, err := c.line()
 	if err != nil {
@@ -214,10 +215,15 @@ func (c *conn) readIDs(want int) ([]int64, error) {
 	if n, ok := parseInt(rest); !ok || n != int64(want) {
 		return nil, protocolErrorf("an array of %q elements where %d ids were expected", rest, want)
 	}
+	// The ids increase and none is negative (docs/contract.md): anything else is a broken
+	// server, whose reply must not reach a caller.
 	ids := make([]int64, want)
 	for i := range ids {
 		if ids[i], err = c.readID(true); err != nil {
 			return nil, err
+		}
+		if ids[i] < 0 || (i > 0 && ids[i] <= ids[i-1]) {
+			return nil, protocolErrorf("ids not increasing or below 0 in a batch: %d at %d", ids[i], i)
 		}
 	}
 	return ids, nil

@@ -41,6 +41,36 @@ export class ClosedError extends SekkaError {
   }
 }
 
+// The most ids one batch may hold (the server's largest server.max_batch), and the longest
+// any time option may be: a day (Node's timers hold at most 24.8 days).
+const MAX_BATCH = 10_000_000;
+const MAX_MS = 86_400_000;
+
+// A RESP length or integer: an optional minus and decimal digits only.
+function integer(text) {
+  if (!/^-?\d{1,19}$/.test(text)) throw new Error(`${JSON.stringify(text.slice(0, 40))} is not an integer`);
+  return text;
+}
+
+// The ids of a batch reply, which must be an array of exactly `n` ids (integers, or decimal
+// strings after ID.REPLY STRING), increasing and not negative; anything else is a broken
+// server (docs/contract.md), and the error fails the call over like a connection's.
+function batchIds(reply, n) {
+  if (!Array.isArray(reply) || reply.length !== n) {
+    throw new Error(`a reply to a batch of ${n} that is not ${n} ids`);
+  }
+  const ids = new Array(n);
+  for (let i = 0; i < n; i++) {
+    const x = reply[i];
+    const ok = typeof x === 'bigint' || (typeof x === 'string' && /^\d{1,19}$/.test(x));
+    ids[i] = ok ? BigInt(x) : -1n;
+    if (ids[i] < 0n || (i > 0 && ids[i] <= ids[i - 1])) {
+      throw new Error(`ids not increasing or not ids in a batch: ${String(x).slice(0, 40)} at ${i}`);
+    }
+  }
+  return ids;
+}
+
 // A batch refused for its size names the server's server.max_batch (docs/contract.md).
 const ALLOWED = /: ERR count "\d+" is not valid: allowed 1 to (\d+)$/;
 
@@ -55,9 +85,13 @@ class RespError extends Error {
 // come back in the order the commands were sent, so each goes to the oldest command still
 // waiting. Integers are parsed as BigInt, bulk strings as text.
 class Connection {
-  static open(host, port, connectTimeout, timeout) {
+  // Connects within connectTimeout; `opening` (a Set) holds the socket meanwhile, so that the
+  // client's close() can end the connect at once.
+  static open(host, port, connectTimeout, timeout, opening) {
     return new Promise((resolve, reject) => {
       const socket = net.connect({ host, port });
+      opening.add(socket);
+      socket.once('close', () => opening.delete(socket));
       const timer = setTimeout(() => {
         socket.destroy();
         reject(new Error(`connect timed out after ${connectTimeout} ms`));
@@ -68,6 +102,7 @@ class Connection {
       });
       socket.once('connect', () => {
         clearTimeout(timer);
+        opening.delete(socket);
         socket.setNoDelay(true);
         resolve(new Connection(socket, timeout));
       });
@@ -153,7 +188,8 @@ class Connection {
         if (this.buf[0] === 0x2a /* '*' */) {
           const eol = this.buf.indexOf('\r\n');
           if (eol < 0) return false;
-          const n = Number(this.buf.toString('latin1', 1, eol));
+          const n = Number(integer(this.buf.toString('latin1', 1, eol)));
+          if (n > MAX_BATCH) throw new Error(`an array of ${n} elements`);
           at = eol + 2;
           if (n < 0) {
             result = { value: null, end: at };
@@ -168,7 +204,7 @@ class Connection {
       if (this.array) {
         const a = this.array;
         while (a.items.length < a.n) {
-          const r = parse(this.buf, at);
+          const r = parse(this.buf, at, false);
           if (r === null) break;
           a.items.push(r.value);
           at = r.end;
@@ -192,8 +228,9 @@ class Connection {
   }
 }
 
-// Parses one reply at `at`: {value, end}, or null when more bytes are needed.
-function parse(buf, at) {
+// Parses one reply at `at`: {value, end}, or null when more bytes are needed. `nested`: an
+// array may come here (no reply of sekka's has an array inside an array).
+function parse(buf, at, nested = true) {
   const eol = buf.indexOf('\r\n', at);
   if (eol < 0) {
     if (buf.length - at > 1 << 20) throw new Error('a reply line over 1 MiB');
@@ -204,24 +241,27 @@ function parse(buf, at) {
   const next = eol + 2;
   switch (kind) {
     case ':':
-      return { value: BigInt(line), end: next };
+      return { value: BigInt(integer(line)), end: next };
     case '+':
       return { value: line, end: next };
     case '-':
       return { value: new RespError(line), end: next };
     case '$': {
-      const n = Number(line);
+      const n = Number(integer(line));
+      if (n > 64 << 20) throw new Error(`a bulk string of ${n} bytes`);
       if (n < 0) return { value: null, end: next };
       if (buf.length < next + n + 2) return null;
       return { value: buf.toString('utf8', next, next + n), end: next + n + 2 };
     }
     case '*': {
-      const n = Number(line);
+      if (!nested) throw new Error('an array inside an array');
+      const n = Number(integer(line));
+      if (n > MAX_BATCH) throw new Error(`an array of ${n} elements`);
       if (n < 0) return { value: null, end: next };
       const items = [];
       let pos = next;
       for (let i = 0; i < n; i++) {
-        const r = parse(buf, pos);
+        const r = parse(buf, pos, false);
         if (r === null) return null;
         items.push(r.value);
         pos = r.end;
@@ -256,13 +296,13 @@ function parseServers(servers) {
 // Throws a RangeError naming the first option out of its range and what is allowed.
 function checkOptions(o) {
   const whole = (x) => Number.isSafeInteger(x);
-  if (!(whole(o.minBatch) && whole(o.batch) && whole(o.maxBatch) && 1 <= o.minBatch && o.minBatch <= o.batch && o.batch <= o.maxBatch)) {
-    throw new RangeError(`batch sizes minBatch ${o.minBatch}, batch ${o.batch}, maxBatch ${o.maxBatch}: allowed whole numbers, 1 <= minBatch <= batch <= maxBatch`);
+  if (!(whole(o.minBatch) && whole(o.batch) && whole(o.maxBatch) && 1 <= o.minBatch && o.minBatch <= o.batch && o.batch <= o.maxBatch && o.maxBatch <= MAX_BATCH)) {
+    throw new RangeError(`batch sizes minBatch ${o.minBatch}, batch ${o.batch}, maxBatch ${o.maxBatch}: allowed whole numbers, 1 <= minBatch <= batch <= maxBatch <= ${MAX_BATCH}`);
   }
   if (!(o.lowWater > 0 && o.lowWater < 1)) throw new RangeError(`lowWater = ${o.lowWater}: allowed above 0 and below 1`);
   for (const name of ['connectTimeout', 'timeout', 'targetRefill', 'validity', 'backoffMin', 'backoffMax']) {
     const v = o[name];
-    if (!(typeof v === 'number' && Number.isFinite(v) && v > 0)) throw new RangeError(`${name} = ${v}: allowed a number of milliseconds above 0`);
+    if (!(typeof v === 'number' && v > 0 && v <= MAX_MS)) throw new RangeError(`${name} = ${v}: allowed above 0 and at most ${MAX_MS} ms`);
   }
   if (o.backoffMax < o.backoffMin) throw new RangeError(`backoffMax = ${o.backoffMax}: allowed at least backoffMin (${o.backoffMin})`);
   if (o.token !== null && typeof o.token !== 'string') throw new TypeError('token: allowed a string or null');
@@ -295,6 +335,7 @@ export class Client {
     this.current = 0;
     this.streams = new Map(); // key: null (snowflake) or a tag
     this.closed = false;
+    this.opening = new Set(); // sockets connecting now
     this.counters = { served: 0, refills: 0, failovers: 0, dropped: 0 };
     this.maxWait = 2 * (o.connectTimeout + o.timeout) * this.servers.length + 1000;
   }
@@ -333,6 +374,7 @@ export class Client {
   // ClosedError (as every later call); resolves when the refills have ended.
   async close() {
     this.closed = true;
+    for (const socket of this.opening) socket.destroy(new ClosedError());
     for (const s of this.servers) {
       if (s.conn) s.conn.close();
       s.conn = null;
@@ -419,25 +461,17 @@ export class Client {
       if (lasted < this.options.targetRefill / 2) s.size = Math.min(this.options.maxBatch, s.size * 2);
       else if (lasted > this.options.targetRefill * 2) s.size = Math.max(this.options.minBatch, Math.floor(s.size / 2));
     }
-    let reply;
+    let ids;
     try {
-      reply = s.key === null ? await this.call('ID.BATCH', s.size) : await this.call('SEG.NEXT', s.key, s.size);
+      ids = s.key === null ? await this.call(s.size, 'ID.BATCH', s.size) : await this.call(s.size, 'SEG.NEXT', s.key, s.size);
     } catch (e) {
       if (this.learnMaxBatch(e, s)) return this.fetch(s); // at once, with the server's size
       s.retryAt = now() + this.options.backoffMin;
       for (const w of s.waiters.splice(0)) w.reject(e);
       return;
     }
-    if (!Array.isArray(reply)) {
-      // Only a server that breaks the protocol answers so; a failed refill, never a crash.
-      s.retryAt = now() + this.options.backoffMin;
-      const e = new SekkaError(`a reply to ${s.key === null ? 'ID.BATCH' : 'SEG.NEXT'} that is not an array`);
-      for (const w of s.waiters.splice(0)) w.reject(e);
-      return;
-    }
     this.counters.refills++;
     s.lastRefill = now();
-    let ids = reply.map((x) => BigInt(x));
     if (s.key !== null) {
       // A tag's ids stay increasing within the client (another server's range may be lower).
       const fresh = ids.filter((x) => x > s.high);
@@ -469,7 +503,7 @@ export class Client {
   }
 
   async connect(s) {
-    const conn = await Connection.open(s.host, s.port, this.options.connectTimeout, this.options.timeout);
+    const conn = await Connection.open(s.host, s.port, this.options.connectTimeout, this.options.timeout, this.opening);
     try {
       if (this.options.token !== null) await conn.call('AUTH', this.options.token);
       await conn.call('ID.REPLY', 'STRING'); // ids as decimal bulk strings: never a double
@@ -508,22 +542,23 @@ export class Client {
   // `args` on server `s`. A connection made before this call that fails before any byte of the
   // reply (the server closed it while idle, or restarted) is replaced and the command sent once
   // more, without counting against the server: a command it did run costs a range, never an id.
-  async callOn(s, args) {
+  async callOn(s, n, args) {
     const reused = s.conn !== null;
     const conn = await this.connection(s);
     try {
-      return await conn.call(...args);
+      return batchIds(await conn.call(...args), n);
     } catch (e) {
-      if (this.closed || !reused || e instanceof RespError || e.timedOut || e.replyStarted) throw e;
+      if (this.closed || !reused || e instanceof RespError || e.timedOut || e.replyStarted !== false) throw e;
       if (s.conn === conn) s.conn = null;
       conn.close();
-      return (await this.connection(s)).call(...args);
+      return batchIds(await (await this.connection(s)).call(...args), n);
     }
   }
 
-  // The reply of the first server that answers, from the current one; failover on connection
-  // errors, timeouts and -LEASELOST/-CLOCKBACKWARDS/-UNAVAILABLE.
-  async call(...args) {
+  // The `count` ids of the first server that answers batch command `args`, from the current one;
+  // failover on connection errors, timeouts, broken replies and
+  // -LEASELOST/-CLOCKBACKWARDS/-UNAVAILABLE.
+  async call(count, ...args) {
     const t = now();
     const n = this.servers.length;
     const order = Array.from({ length: n }, (_, i) => (this.current + i) % n);
@@ -533,7 +568,7 @@ export class Client {
     for (const i of up) {
       const s = this.servers[i];
       try {
-        const reply = await this.callOn(s, args);
+        const reply = await this.callOn(s, count, args);
         s.backoff = 0;
         s.downUntil = 0;
         if (i !== this.current) {

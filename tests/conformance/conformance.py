@@ -418,6 +418,64 @@ class Scenarios(unittest.TestCase):
         self.assertTrue(all(1_000_000 < i < 5_000_000 for i in got), got)
         self.assertTrue(all(i > 5_000_000 for i in tags), tags)
 
+    def test_a_batch_reply_must_be_n_increasing_ids(self):
+        # A batch's reply is an array of exactly the n ids asked for, increasing (docs/contract.md);
+        # anything else is a broken server: the call fails over to the healthy one, without a
+        # crash, a repeated or decreasing id, a spin of requests, or memory for a huge header.
+        broken = {
+            "an integer": lambda n: b":5\r\n",
+            "a simple string": lambda n: b"+OK\r\n",
+            "a bulk string": lambda n: b"$1\r\n5\r\n",
+            "a null array": lambda n: b"*-1\r\n",
+            "an empty array": lambda n: b"*0\r\n",
+            "one id too few": lambda n: resp_array(range(7_000_000, 7_000_000 + n - 1)),
+            "50 ids too many": lambda n: resp_array(range(7_000_000, 7_000_000 + n + 50)),
+            "a word among the ids": lambda n: b"*1\r\n$3\r\nabc\r\n",
+            "a null among the ids": lambda n: b"*2\r\n$-1\r\n:7\r\n",
+            "an array among the ids": lambda n: b"*1\r\n*1\r\n:5\r\n",
+            "200,000 nested arrays": lambda n: b"*1\r\n" * 200_000,
+            "a negative id": lambda n: resp_array([-5] + list(range(1, n))),
+            "decreasing ids": lambda n: resp_array(range(7_000_000 + n, 7_000_000, -1)),
+            "a repeated id": lambda n: resp_array([7_000_000] * n),
+            "a length that is no number": lambda n: b"*x\r\n:1\r\n",
+            "a bulk length that is no number": lambda n: b"*1\r\n$x\r\n5\r\n",
+            "a header of 10^9 elements": lambda n: b"*1000000000\r\n:1\r\n",
+        }
+        good = self.server("good", 2)
+        for case, reply in broken.items():
+            with self.subTest(case=case):
+                bad = self.scripted_server(lambda args, n, f=reply: f(int(args[-1])))
+                d = self.open([bad, good], batch=100, min_batch=100, max_batch=100)
+                got = self.ids(d, 150)
+                self.assertTrue(all(worker_of(i) == 2 for i in got), f"ids from {case}: {got}")
+                self.assertEqual(len(set(got)), len(got))
+                self.assertLessEqual(bad.counts.get("ID.BATCH", 0), 3, "asked the broken one again")
+                d.kill()
+
+    def test_close_ends_a_connect_in_progress(self):
+        # A server whose accept queue is full: a connect to it hangs until connect_timeout.
+        hole = socket.socket()
+        self.addCleanup(hole.close)
+        hole.bind(("127.0.0.1", 0))
+        hole.listen(0)
+        fillers = []
+        for _ in range(3):
+            f = socket.socket()
+            f.setblocking(False)
+            f.connect_ex(hole.getsockname())
+            fillers.append(f)
+            self.addCleanup(f.close)
+        # The first server gives one batch, then turns the client away to the second.
+        first = self.scripted_server(lambda args, n: resp_array(range(1, 101)) if n == 1
+                                     else b"-UNAVAILABLE not now\r\n")
+        d = self.open([first, "127.0.0.1:%d" % hole.getsockname()[1]], batch=100, min_batch=100,
+                      max_batch=100, connect_timeout_ms=10000, timeout_ms=10000)
+        self.ids(d, 60)  # below the low-water mark: the refill fails over, and connects
+        self.assertTrue(wait_for(lambda: first.counts.get("ID.BATCH") == 2, 5), "no refill")
+        time.sleep(0.3)
+        self.assertLess(d.request("close")["ms"], 3000, "close() waited for the connect")
+        self.assertTrue(d.exit(timeout=3), "the process did not end after close()")
+
     def test_close_stops_the_refill_and_the_process_can_exit(self):
         # The first batch comes at once; the next refill hangs until the client's 10 s timeout,
         # unless close() stops it.
@@ -437,7 +495,10 @@ class Scenarios(unittest.TestCase):
         s = "127.0.0.1:6380"
         bad = [("validity_ms", 0), ("validity_ms", -1), ("timeout_ms", 0), ("timeout_ms", -5),
                ("connect_timeout_ms", 0), ("batch", 0), ("low_water", 0), ("low_water", 1),
-               ("target_refill_ms", 0), ("backoff_min_ms", 0), ("backoff_min_ms", -1)]
+               ("target_refill_ms", 0), ("backoff_min_ms", 0), ("backoff_min_ms", -1),
+               ("batch", 150.5), ("timeout_ms", 2_000_000_000),
+               ("connect_timeout_ms", 2_000_000_000), ("validity_ms", 10_000_000_000),
+               ("target_refill_ms", 10_000_000_000), ("backoff_min_ms", 10_000_000_000)]
         for key, value in bad:
             d = Driver(self.command)
             self.drivers.append(d)

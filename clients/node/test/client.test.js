@@ -289,7 +289,7 @@ test('a refill answered with something other than an array fails, without a cras
   const s = await scriptedServer((args) => (args[0] === 'SEG.NEXT' ? '*-1\r\n' : '+OK\r\n'));
   try {
     const c = new Client({ servers: [s.address] });
-    await assert.rejects(c.next('t'), (e) => e instanceof SekkaError && /not an array/.test(e.message));
+    await assert.rejects(c.next('t'), (e) => e instanceof NoServerError && /not 1000 ids/.test(e.message));
     await c.close();
   } finally {
     await s.stop();

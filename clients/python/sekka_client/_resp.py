@@ -3,7 +3,10 @@
 
 from __future__ import annotations
 
+import errno
 import ipaddress
+import os
+import select
 import socket
 import threading
 import time
@@ -55,28 +58,59 @@ def _resolve(host: str, port: int, timeout: float) -> List[Tuple]:
     return found[0]
 
 
+# The most ids one batch may hold: the server's largest server.max_batch.
+MAX_BATCH = 10_000_000
+
+
+class Aborted(OSError):
+    """The client closed while this connection was being made."""
+
+
+def _connect(family, kind, proto, address, deadline: float, wake: int) -> socket.socket:
+    """A socket connected to `address` by `deadline`; a byte on `wake` (the client closing)
+    ends the wait at once."""
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.setblocking(False)
+        rc = sock.connect_ex(address)
+        if rc not in (0, errno.EINPROGRESS):
+            raise OSError(rc, os.strerror(rc))
+        if rc == errno.EINPROGRESS:
+            left = deadline - time.monotonic()
+            woken, ready, _ = select.select([wake], [sock], [], max(0.0, left))
+            if woken:
+                raise Aborted("the client is closed")
+            if not ready:
+                raise TimeoutError("connect timed out")
+            rc = sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+            if rc != 0:
+                raise OSError(rc, os.strerror(rc))
+        sock.setblocking(True)
+        return sock
+    except BaseException:
+        sock.close()
+        raise
+
+
 class Connection:
     """One TCP connection to one server. Not thread-safe: the client uses one from one thread,
     except `abort`, which any thread may call to end a call in flight."""
 
-    def __init__(self, host: str, port: int, connect_timeout: float, timeout: float) -> None:
+    def __init__(self, host: str, port: int, connect_timeout: float, timeout: float,
+                 wake: int) -> None:
         deadline = time.monotonic() + connect_timeout
         last: Optional[OSError] = None
         self._sock = None
         for family, kind, proto, _, address in _resolve(host, port, connect_timeout):
-            left = deadline - time.monotonic()
-            if left <= 0:
+            if deadline <= time.monotonic():
                 break
-            sock = socket.socket(family, kind, proto)
             try:
-                sock.settimeout(left)
-                sock.connect(address)
+                self._sock = _connect(family, kind, proto, address, deadline, wake)
+                break
+            except Aborted:
+                raise
             except OSError as e:
-                sock.close()
                 last = e
-                continue
-            self._sock = sock
-            break
         if self._sock is None:
             raise last or TimeoutError(f"connect timed out after {connect_timeout:.3f} s")
         self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -112,6 +146,15 @@ class Connection:
         return chunk
 
     def call(self, *args: Union[str, int, bytes]) -> Reply:
+        """The reply to one command (an error reply raises RespError)."""
+        return self._exchange(args, self._read)
+
+    def ids(self, n: int, *args: Union[str, int, bytes]) -> List[int]:
+        """The reply to a batch command for `n` ids, which must be an array of exactly `n`
+        ids, increasing: anything else is a ProtocolError (docs/contract.md)."""
+        return self._exchange(args, lambda: self._ids(n))
+
+    def _exchange(self, args, read):
         out = [b"*%d\r\n" % len(args)]
         for a in args:
             data = a if isinstance(a, bytes) else str(a).encode()
@@ -121,7 +164,7 @@ class Connection:
         try:
             self._sock.settimeout(self._timeout)
             self._sock.sendall(b"".join(out))
-            return self._read()
+            return read()
         except TimeoutError:
             raise
         except OSError as e:  # ConnectionError among them; not a timeout
@@ -171,7 +214,30 @@ class Connection:
     def _fill(self) -> None:
         self._buf += self._recv(1 << 16)
 
-    def _read(self) -> Reply:
+    def _ids(self, n: int) -> List[int]:
+        line = self._line()
+        if line[:1] == b"-":
+            raise RespError(line[1:].decode(errors="replace"))
+        if line != b"*%d" % n:
+            raise ProtocolError(f"a reply to a batch of {n} that is not {n} ids: {line[:40]!r}")
+        ids = self._integers(n)
+        if ids is None:
+            ids = [self._element() for _ in range(n)]
+        for i, v in enumerate(ids):
+            if v < 0 or (i > 0 and v <= ids[i - 1]):
+                raise ProtocolError(f"ids not increasing or below 0 in a batch: {v} at {i}")
+        return ids
+
+    def _element(self) -> int:
+        """One id of a batch: an integer, or a decimal bulk string."""
+        v = self._read(nested=False)
+        if isinstance(v, bytes):
+            v = _integer(v)
+        if not isinstance(v, int):
+            raise ProtocolError(f"a batch element that is not an id: {v!r}")
+        return v
+
+    def _read(self, nested: bool = True) -> Reply:
         line = self._line()
         if not line:
             raise ProtocolError("an empty reply line")
@@ -184,6 +250,8 @@ class Connection:
             raise RespError(rest.decode(errors="replace"))
         if kind == b"$":
             n = _integer(rest)
+            if n > 64 << 20:
+                raise ProtocolError(f"a bulk string of {n} bytes")
             if n < 0:
                 return None
             while len(self._buf) < n + 2:
@@ -192,6 +260,10 @@ class Connection:
             return data
         if kind == b"*":
             n = _integer(rest)
+            if not nested:  # no reply of sekka's nests arrays
+                raise ProtocolError("an array inside an array")
+            if n > MAX_BATCH:
+                raise ProtocolError(f"an array of {n} elements")
             if n < 0:
                 return None
             fast = self._integers(n)
@@ -200,7 +272,7 @@ class Connection:
             items = []
             for _ in range(n):
                 try:
-                    items.append(self._read())
+                    items.append(self._read(nested=False))
                 except RespError as e:  # no reply of sekka's has one: the server is broken
                     raise ProtocolError(f"an error inside an array: {e}") from None
             return items
@@ -208,7 +280,9 @@ class Connection:
 
 
 def _integer(text: bytes) -> int:
-    try:
-        return int(text)
-    except ValueError:
-        raise ProtocolError(f"{text[:40]!r} is not an integer") from None
+    """A RESP integer: an optional minus and decimal digits only (int() would also take
+    spaces, underscores and a plus)."""
+    digits = text[1:] if text[:1] == b"-" else text
+    if not digits.isdigit() or len(digits) > 19:
+        raise ProtocolError(f"{text[:40]!r} is not an integer")
+    return int(text)

@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import collections
 import re
+import socket
 import threading
 import time
 from dataclasses import dataclass, field
 from typing import Deque, Dict, List, Optional, Sequence, Tuple, Union
 
-from ._resp import Connection, ProtocolError, RespError, StaleConnection
+from ._resp import MAX_BATCH, Aborted, Connection, ProtocolError, RespError, StaleConnection
 
 # Error replies after which another server is tried (the server cannot issue ids now).
 FAILOVER_PREFIXES = ("LEASELOST", "CLOCKBACKWARDS", "UNAVAILABLE")
@@ -67,19 +68,26 @@ def _parse_servers(servers: Union[str, Sequence[str]]) -> List[Tuple[str, int]]:
     return out
 
 
-def _check_options(batch, min_batch, max_batch, low_water, **positive) -> None:
+# The longest any time option may be: a day (longer ones overflow timers and deadlines).
+MAX_SECONDS = 86_400.0
+
+
+def _check_options(batch, min_batch, max_batch, low_water, **times) -> None:
     """Raises ValueError naming the first option out of its range and what is allowed."""
-    if not 1 <= min_batch <= batch <= max_batch:
+    sizes = (min_batch, batch, max_batch)
+    if not all(type(n) is int for n in sizes) or not 1 <= min_batch <= batch <= max_batch <= MAX_BATCH:
         raise ValueError(f"batch sizes min_batch {min_batch}, batch {batch}, max_batch "
-                         f"{max_batch}: allowed 1 <= min_batch <= batch <= max_batch")
+                         f"{max_batch}: allowed whole numbers, 1 <= min_batch <= batch <= "
+                         f"max_batch <= {MAX_BATCH}")
     if not 0 < low_water < 1:
         raise ValueError(f"low_water = {low_water}: allowed above 0 and below 1")
-    for name, value in positive.items():
-        if not value > 0:
-            raise ValueError(f"{name} = {value}: allowed above 0 (seconds)")
-    if positive["backoff_max"] < positive["backoff_min"]:
-        raise ValueError(f"backoff_max = {positive['backoff_max']}: allowed at least "
-                         f"backoff_min ({positive['backoff_min']})")
+    for name, value in times.items():
+        if not 0 < value <= MAX_SECONDS:
+            raise ValueError(f"{name} = {value}: allowed above 0 and at most {MAX_SECONDS:.0f} "
+                             f"seconds")
+    if times["backoff_max"] < times["backoff_min"]:
+        raise ValueError(f"backoff_max = {times['backoff_max']}: allowed at least "
+                         f"backoff_min ({times['backoff_min']})")
 
 
 class _Server:
@@ -107,6 +115,8 @@ class _Pool:
     def __init__(self, servers, token, connect_timeout, timeout, backoff_min, backoff_max):
         self.lock = threading.Lock()  # guards `aborted` and each server's `conn`
         self.aborted = False
+        # A byte written here by abort() ends a connect in progress (its select() waits on it).
+        self.wake_r, self.wake_w = socket.socketpair()
         self.servers = [_Server(h, p) for h, p in servers]
         self.token = token
         self.connect_timeout, self.timeout = connect_timeout, timeout
@@ -117,12 +127,17 @@ class _Pool:
     def close(self) -> None:
         for s in self.servers:
             s.drop()
+        self.wake_r.close()
+        self.wake_w.close()
 
     def abort(self) -> None:
         """From any thread: ends the refill thread's call in flight at once, and every later
         one before it reaches a server."""
         with self.lock:
+            if self.aborted:
+                return
             self.aborted = True
+            self.wake_w.send(b"x")
             for s in self.servers:
                 if s.conn is not None:
                     s.conn.abort()
@@ -133,7 +148,11 @@ class _Pool:
     def _connect(self, s: _Server) -> Connection:
         if self.aborted:
             raise _closed()
-        conn = Connection(s.host, s.port, self.connect_timeout, self.timeout)
+        try:
+            conn = Connection(s.host, s.port, self.connect_timeout, self.timeout,
+                              self.wake_r.fileno())
+        except Aborted:
+            raise _closed() from None
         with self.lock:
             if self.aborted:
                 conn.close()
@@ -149,7 +168,7 @@ class _Pool:
                 raise
         return conn
 
-    def _call_on(self, s: _Server, args) -> list:
+    def _call_on(self, s: _Server, n: int, args) -> List[int]:
         """`args` on server `s`. A connection made before this call that fails before any byte
         of the reply (the server closed it while idle, or restarted) is replaced and the command
         sent once more, without counting against the server: a command the server did run costs
@@ -157,16 +176,17 @@ class _Pool:
         reused = s.conn is not None
         conn = s.conn if reused else self._connect(s)
         try:
-            return conn.call(*args)
+            return conn.ids(n, *args)
         except StaleConnection:
             if not reused or self.aborted:
                 raise
             s.drop()
-            return self._connect(s).call(*args)
+            return self._connect(s).ids(n, *args)
 
-    def call(self, *args) -> list:
-        """The reply of the first server that answers, trying each once from the current one.
-        Raises NoServerError naming each server tried; AuthError and SekkaError at once."""
+    def call(self, count: int, *args) -> List[int]:
+        """The `count` ids of the first server that answers batch command `args`, trying each once
+        from the current one. Raises NoServerError naming each server tried; AuthError and
+        SekkaError at once."""
         now = time.monotonic()
         n = len(self.servers)
         order = [(self.current + i) % n for i in range(n)]
@@ -177,9 +197,7 @@ class _Pool:
         for i in up:
             s = self.servers[i]
             try:
-                reply = self._call_on(s, args)
-                if not isinstance(reply, list):
-                    raise ProtocolError(f"a reply to {args[0]} that is not an array: {reply!r}")
+                reply = self._call_on(s, count, args)
             except RespError as e:
                 if e.prefix in AUTH_PREFIXES:
                     s.drop()
@@ -421,15 +439,14 @@ class Client:
                 n = s.size
             try:
                 if s.key is None:
-                    reply = self._pool.call("ID.BATCH", n)
+                    ids = self._pool.call(n, "ID.BATCH", n)
                 else:
-                    reply = self._pool.call("SEG.NEXT", s.key, n)
-                ids = [int(x) for x in reply]
+                    ids = self._pool.call(n, "SEG.NEXT", s.key, n)
                 error = None
             except SekkaError as e:
                 ids, error = [], e
-            except ValueError as e:  # a bulk string in the array that is not a number
-                ids, error = [], SekkaError(f"a reply that is not ids: {e}")
+            except Exception as e:  # noqa: BLE001 - a defect here must not end the thread
+                ids, error = [], SekkaError(f"the refill failed: {type(e).__name__}: {e}")
             with self._lock:
                 s.busy = False
                 if error is not None and self._learn_max_batch(error, n):

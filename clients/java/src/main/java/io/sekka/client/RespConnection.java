@@ -48,6 +48,20 @@ final class RespConnection implements AutoCloseable {
     }
   }
 
+  /** The most elements an array may have: the server's largest server.max_batch. */
+  static final int MAX_ARRAY = 10_000_000;
+
+  /**
+   * Told of each socket while it connects, so that another thread (the client closing) can close
+   * it and end the connect at once.
+   */
+  interface Opening {
+    /** Before the connect; throws if the client is closed. */
+    void begin(Socket socket) throws IOException;
+
+    void end(Socket socket);
+  }
+
   private final Socket socket;
   private final InputStream in;
   private final OutputStream out;
@@ -56,7 +70,8 @@ final class RespConnection implements AutoCloseable {
   private boolean received; // a byte of the current command's reply came
 
   /** Connects to one of {@code host}'s addresses, each tried in turn, all within the timeout. */
-  RespConnection(String host, int port, int connectTimeoutMs, int timeoutMs) throws IOException {
+  RespConnection(String host, int port, int connectTimeoutMs, int timeoutMs, Opening opening)
+      throws IOException {
     long connectBy = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(connectTimeoutMs);
     IOException last = null;
     Socket connected = null;
@@ -64,6 +79,7 @@ final class RespConnection implements AutoCloseable {
       long left = TimeUnit.NANOSECONDS.toMillis(connectBy - System.nanoTime());
       if (left <= 0) break;
       Socket attempt = new Socket();
+      opening.begin(attempt);
       try {
         attempt.connect(new InetSocketAddress(address, port), (int) left);
         connected = attempt;
@@ -71,6 +87,8 @@ final class RespConnection implements AutoCloseable {
       } catch (IOException e) {
         attempt.close();
         last = e;
+      } finally {
+        opening.end(attempt);
       }
     }
     if (connected == null) {
@@ -164,7 +182,7 @@ final class RespConnection implements AutoCloseable {
     try {
       out.write(b.toByteArray());
       out.flush();
-      return read();
+      return read(true);
     } catch (SocketTimeoutException | ErrorReply e) {
       throw e;
     } catch (IOException e) {
@@ -188,8 +206,11 @@ final class RespConnection implements AutoCloseable {
     }
   }
 
-  /** Integers as Long, bulk strings as String, arrays as List; error replies are thrown. */
-  private Object read() throws IOException {
+  /**
+   * Integers as Long, bulk strings as String, arrays as List; error replies are thrown. {@code
+   * top}: an array may come here (not inside another).
+   */
+  private Object read(boolean top) throws IOException {
     String l = line();
     if (l.isEmpty()) throw new IOException("an empty reply line");
     String rest = l.substring(1);
@@ -209,13 +230,14 @@ final class RespConnection implements AutoCloseable {
         return new String(data, 0, (int) n, StandardCharsets.UTF_8);
       }
       case '*': {
+        if (!top) throw new IOException("an array inside an array"); // sekka sends none
         long n = integer(rest);
         if (n < 0) return null;
-        if (n > 10_000_000) throw new IOException("an array of " + n + " elements");
-        List<Object> items = new ArrayList<>((int) n);
+        if (n > MAX_ARRAY) throw new IOException("an array of " + n + " elements");
+        List<Object> items = new ArrayList<>((int) Math.min(n, 1024));
         for (int i = 0; i < n; i++) {
           try {
-            items.add(read());
+            items.add(read(false));
           } catch (ErrorReply e) { // no reply of sekka's has one: the server is broken
             throw new IOException("an error inside an array: " + e.getMessage());
           }

@@ -1,6 +1,7 @@
 package io.sekka.client;
 
 import java.io.IOException;
+import java.net.Socket;
 import java.util.ArrayDeque;
 import java.util.ArrayList;
 import java.util.HashMap;
@@ -31,6 +32,8 @@ import java.util.regex.Pattern;
 public final class SekkaClient implements AutoCloseable {
   private static final Set<String> FAILOVER = Set.of("LEASELOST", "CLOCKBACKWARDS", "UNAVAILABLE");
   private static final Set<String> AUTH = Set.of("NOAUTH", "WRONGPASS");
+  /** The longest any time option may be: a day. */
+  private static final long MAX_MS = 86_400_000;
   // A batch refused for its size names the server's server.max_batch (docs/contract.md).
   private static final Pattern ALLOWED =
       Pattern.compile("^ERR count \"\\d+\" is not valid: allowed 1 to (\\d+)$");
@@ -52,6 +55,25 @@ public final class SekkaClient implements AutoCloseable {
 
     private Builder(String servers) {
       for (String s : servers.split(",")) this.servers.add(s.trim());
+    }
+
+    /** A copy, so that a client keeps the options it was built with. */
+    private Builder copy() {
+      Builder c = new Builder("");
+      c.servers.clear();
+      c.servers.addAll(servers);
+      c.token = token;
+      c.connectTimeoutMs = connectTimeoutMs;
+      c.timeoutMs = timeoutMs;
+      c.batch = batch;
+      c.minBatch = minBatch;
+      c.maxBatch = maxBatch;
+      c.targetRefillMs = targetRefillMs;
+      c.lowWater = lowWater;
+      c.validityMs = validityMs;
+      c.backoffMinMs = backoffMinMs;
+      c.backoffMaxMs = backoffMaxMs;
+      return c;
     }
 
     /** The servers' {@code server.auth_token}, sent with AUTH on each connection. */
@@ -106,14 +128,15 @@ public final class SekkaClient implements AutoCloseable {
     /** @throws IllegalArgumentException naming the first option out of its range */
     public SekkaClient build() {
       check();
-      return new SekkaClient(this);
+      return new SekkaClient(copy());
     }
 
     private void check() {
-      if (!(1 <= minBatch && minBatch <= batch && batch <= maxBatch)) {
+      if (!(1 <= minBatch && minBatch <= batch && batch <= maxBatch
+          && maxBatch <= RespConnection.MAX_ARRAY)) {
         throw new IllegalArgumentException(String.format(
-            "batch sizes min %d, first %d, max %d: allowed 1 <= min <= first <= max",
-            minBatch, batch, maxBatch));
+            "batch sizes min %d, first %d, max %d: allowed 1 <= min <= first <= max <= %d",
+            minBatch, batch, maxBatch, RespConnection.MAX_ARRAY));
       }
       if (!(lowWater > 0 && lowWater < 1)) {
         throw new IllegalArgumentException("lowWater = " + lowWater + ": allowed above 0 and below 1");
@@ -130,8 +153,9 @@ public final class SekkaClient implements AutoCloseable {
     }
 
     private static void positive(String name, long ms) {
-      if (ms <= 0) {
-        throw new IllegalArgumentException(name + " = " + ms + ": allowed 1 ms or more");
+      if (ms <= 0 || ms > MAX_MS) {
+        throw new IllegalArgumentException(
+            name + " = " + ms + ": allowed 1 to " + MAX_MS + " ms (a day)");
       }
     }
   }
@@ -206,6 +230,24 @@ public final class SekkaClient implements AutoCloseable {
   private final List<Server> servers = new ArrayList<>();
   private final Object connections = new Object(); // guards aborted and each server's conn
   private boolean aborted; // close() began: no connection is made any more
+  private Socket connecting; // the socket connecting now, if any
+  private final RespConnection.Opening opening =
+      new RespConnection.Opening() {
+        @Override
+        public void begin(Socket socket) throws IOException {
+          synchronized (connections) {
+            if (aborted) throw new ClosedException();
+            connecting = socket;
+          }
+        }
+
+        @Override
+        public void end(Socket socket) {
+          synchronized (connections) {
+            connecting = null;
+          }
+        }
+      };
   private int minBatch; // the builder's, lowered to a server's max_batch when it refuses more
   private int maxBatch;
   private int current;
@@ -231,7 +273,8 @@ public final class SekkaClient implements AutoCloseable {
     for (String s : b.servers) servers.add(new Server(s, servers.size()));
     this.ids = new Stream(null, b.batch, b.lowWater);
     this.maxWaitNanos =
-        TimeUnit.MILLISECONDS.toNanos(2L * (b.connectTimeoutMs + b.timeoutMs) * servers.size() + 1000);
+        TimeUnit.MILLISECONDS.toNanos(
+            2L * ((long) b.connectTimeoutMs + b.timeoutMs) * servers.size() + 1000);
     this.refiller = new Thread(this::refillLoop, "sekka-refill");
     refiller.setDaemon(true);
     refiller.start();
@@ -300,6 +343,13 @@ public final class SekkaClient implements AutoCloseable {
     synchronized (connections) {
       aborted = true;
       for (Server s : servers) if (s.conn != null) s.conn.close(); // ends a blocked read
+      if (connecting != null) {
+        try {
+          connecting.close(); // ends a connect in progress
+        } catch (IOException ignored) {
+          // closing: nothing to do
+        }
+      }
     }
     boolean interrupted = false;
     while (refiller.isAlive()) {
@@ -405,8 +455,8 @@ public final class SekkaClient implements AutoCloseable {
       try {
         got =
             s.tag == null
-                ? call("ID.BATCH", Integer.toString(n))
-                : call("SEG.NEXT", s.tag, Integer.toString(n));
+                ? call(n, "ID.BATCH", Integer.toString(n))
+                : call(n, "SEG.NEXT", s.tag, Integer.toString(n));
       } catch (RuntimeException e) {
         error = e;
       }
@@ -459,6 +509,7 @@ public final class SekkaClient implements AutoCloseable {
     String message = String.valueOf(error.getMessage());
     Matcher m = ALLOWED.matcher(message.substring(message.indexOf(": ") + 2));
     if (error.getClass() != SekkaException.class || !m.matches()) return false;
+    if (m.group(1).length() > 9) return false; // above any batch this client asks for
     long most = Long.parseLong(m.group(1));
     if (most <= 0 || most >= n) return false;
     maxBatch = (int) most;
@@ -466,19 +517,32 @@ public final class SekkaClient implements AutoCloseable {
     return true;
   }
 
-  /** A batch reply's ids: an array of integers (or of decimal bulk strings). */
-  private static long[] toLongs(Object reply) throws IOException {
-    if (!(reply instanceof List<?> list)) {
-      throw new IOException("a reply that is not an array: " + reply);
+  /**
+   * The ids of a batch reply, which must be an array of exactly {@code n} ids (integers, or
+   * decimal bulk strings), increasing and not negative: anything else is a broken server
+   * (docs/contract.md), and fails the call over like a connection error.
+   */
+  private static long[] batchIds(Object reply, int n) throws IOException {
+    if (!(reply instanceof List<?> list) || list.size() != n) {
+      throw new IOException("a reply to a batch of " + n + " that is not " + n + " ids");
     }
-    long[] out = new long[list.size()];
-    for (int i = 0; i < out.length; i++) {
+    long[] out = new long[n];
+    for (int i = 0; i < n; i++) {
       Object x = list.get(i);
-      try {
-        out[i] = x instanceof Long l ? l : Long.parseLong(String.valueOf(x));
-      } catch (NumberFormatException e) {
-        throw new IOException("an array element that is not an id: " + x);
+      long id = -1;
+      if (x instanceof Long l) {
+        id = l;
+      } else if (x instanceof String text && text.matches("\\d{1,19}")) {
+        try {
+          id = Long.parseLong(text);
+        } catch (NumberFormatException e) {
+          id = -1; // above the largest long
+        }
       }
+      if (id < 0 || (i > 0 && id <= out[i - 1])) {
+        throw new IOException("ids not increasing or not ids in a batch: " + x + " at " + i);
+      }
+      out[i] = id;
     }
     return out;
   }
@@ -495,15 +559,15 @@ public final class SekkaClient implements AutoCloseable {
    * sent once more, without counting against the server: a command the server did run costs a
    * range, never an id.
    */
-  private long[] callOn(Server s, String[] args) throws IOException {
+  private long[] callOn(Server s, int n, String[] args) throws IOException {
     boolean reused = s.conn != null;
     RespConnection conn = reused ? s.conn : connect(s);
     try {
-      return toLongs(conn.call(args));
+      return batchIds(conn.call(args), n);
     } catch (RespConnection.StaleConnection e) {
       if (!reused || aborted()) throw e;
       s.drop();
-      return toLongs(connect(s).call(args));
+      return batchIds(connect(s).call(args), n);
     }
   }
 
@@ -516,7 +580,8 @@ public final class SekkaClient implements AutoCloseable {
   /** Server {@code s}'s new connection, authenticated; none once close() began. */
   private RespConnection connect(Server s) throws IOException {
     if (aborted()) throw new ClosedException();
-    RespConnection conn = new RespConnection(s.host, s.port, o.connectTimeoutMs, o.timeoutMs);
+    RespConnection conn =
+        new RespConnection(s.host, s.port, o.connectTimeoutMs, o.timeoutMs, opening);
     synchronized (connections) {
       if (aborted) {
         conn.close();
@@ -535,8 +600,11 @@ public final class SekkaClient implements AutoCloseable {
     return conn;
   }
 
-  /** The ids of the first server that answers, from the current one (refill thread only). */
-  private long[] call(String... args) {
+  /**
+   * The {@code count} ids of the first server that answers batch command {@code args}, from the
+   * current one (refill thread only).
+   */
+  private long[] call(int count, String... args) {
     long now = System.nanoTime();
     int n = servers.size();
     List<Integer> up = new ArrayList<>();
@@ -551,7 +619,7 @@ public final class SekkaClient implements AutoCloseable {
     for (int i : up) {
       Server s = servers.get(i);
       try {
-        long[] reply = callOn(s, args);
+        long[] reply = callOn(s, count, args);
         s.backoff = 0;
         s.downUntil = 0;
         if (i != current) {

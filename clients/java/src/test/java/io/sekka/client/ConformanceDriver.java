@@ -88,18 +88,32 @@ public final class ConformanceDriver {
     if (o.containsKey("batch") || o.containsKey("min_batch") || o.containsKey("max_batch")) {
       b.batch(num(o, "batch", 1000), num(o, "min_batch", 100), num(o, "max_batch", 100_000));
     }
-    if (o.containsKey("target_refill_ms")) b.targetRefillMs(num(o, "target_refill_ms", 0));
+    if (o.containsKey("target_refill_ms")) b.targetRefillMs(whole(o, "target_refill_ms"));
     if (o.containsKey("low_water")) b.lowWater(((Number) o.get("low_water")).doubleValue());
-    if (o.containsKey("validity_ms")) b.validityMs(num(o, "validity_ms", 0));
+    if (o.containsKey("validity_ms")) b.validityMs(whole(o, "validity_ms"));
     if (o.containsKey("backoff_min_ms") || o.containsKey("backoff_max_ms")) {
-      b.backoffMs(num(o, "backoff_min_ms", 100), num(o, "backoff_max_ms", 5000));
+      b.backoffMs(
+          o.containsKey("backoff_min_ms") ? whole(o, "backoff_min_ms") : 100,
+          o.containsKey("backoff_max_ms") ? whole(o, "backoff_max_ms") : 5000);
     }
     return b.build();
   }
 
+  /** An int option; a value an int cannot hold is refused here, as javac would refuse it. */
   private static int num(Map<String, Object> o, String key, int otherwise) {
     Object v = o.get(key);
-    return v == null ? otherwise : ((Number) v).intValue();
+    if (v == null) return otherwise;
+    if (!(v instanceof Long l) || l != (int) (long) l) {
+      throw new IllegalArgumentException(key + " = " + v + ": not an int");
+    }
+    return (int) (long) l;
+  }
+
+  /** A long option; a fraction is refused here. */
+  private static long whole(Map<String, Object> o, String key) {
+    Object v = o.get(key);
+    if (!(v instanceof Long l)) throw new IllegalArgumentException(key + " = " + v + ": not a long");
+    return l;
   }
 
   private static void appendIds(StringBuilder reply, List<Long> ids) {

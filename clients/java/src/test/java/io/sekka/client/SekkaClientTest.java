@@ -175,6 +175,17 @@ class SekkaClientTest {
   }
 
   @Test
+  void aClientKeepsTheOptionsItWasBuiltWith() throws Exception {
+    SekkaServer a = server("a", 1);
+    SekkaClient.Builder b = SekkaClient.builder(a.resp).batch(100, 100, 100);
+    SekkaClient c = client(b);
+    b.validityMs(-1).batch(1, 1, 1); // build() would refuse these; the client never sees them
+    for (int i = 0; i < 1000; i++) assertTrue(c.nextId() > 0);
+    assertEquals(0, c.stats().dropped());
+    assertTrue(c.stats().refills() <= 11, c.stats().toString());
+  }
+
+  @Test
   void aWrongTokenFailsAtTheFirstCall() throws Exception {
     SekkaServer a = server("a", 1, "--auth-token", "right");
     assertTrue(client(SekkaClient.builder(a.resp).token("right")).nextId() > 0);
