@@ -170,8 +170,9 @@ class Connection {
       std::int64_t v = -1;
       const std::string_view element = std::string_view(line).substr(line.empty() ? 0 : 1);
       if (!line.empty() && line[0] == ':' && !Number(element, v)) v = -1;
-      if (!line.empty() && line[0] == '$') {
-        std::string bulk;
+      std::int64_t length = 0;
+      if (!line.empty() && line[0] == '$' && Number(element, length) && length <= 20) {
+        std::string bulk;  // an id: at most 20 characters
         if (auto e = Bulk(element, bulk)) return e;
         if (!Number(bulk, v)) v = -1;
       }

@@ -130,6 +130,12 @@ class Connection {
   }
 
   call(...args) {
+    return this.batch(undefined, ...args);
+  }
+
+  // Sends a command whose reply is a batch of `expect` ids (undefined: any reply): a longer
+  // array is refused at its header, before its elements are read.
+  batch(expect, ...args) {
     if (this.dead) return Promise.reject(Object.assign(new Error(this.dead.message), { replyStarted: false }));
     let out = `*${args.length}\r\n`;
     for (const a of args) {
@@ -143,7 +149,7 @@ class Connection {
         () => this.kill(Object.assign(new Error(`no reply within ${this.timeout} ms`), { timedOut: true })),
         this.timeout,
       );
-      this.queue.push({ resolve, reject, timer });
+      this.queue.push({ resolve, reject, timer, expect });
       this.socket.write(out);
     });
   }
@@ -189,7 +195,8 @@ class Connection {
           const eol = this.buf.indexOf('\r\n');
           if (eol < 0) return false;
           const n = Number(integer(this.buf.toString('latin1', 1, eol)));
-          if (n > MAX_BATCH) throw new Error(`an array of ${n} elements`);
+          const expect = this.queue[0].expect ?? MAX_BATCH;
+          if (n > expect) throw new Error(`an array of ${n} elements where ${expect} were asked for`);
           at = eol + 2;
           if (n < 0) {
             result = { value: null, end: at };
@@ -248,7 +255,8 @@ function parse(buf, at, nested = true) {
       return { value: new RespError(line), end: next };
     case '$': {
       const n = Number(integer(line));
-      if (n > 64 << 20) throw new Error(`a bulk string of ${n} bytes`);
+      // An id in an array is at most 20 characters; a reply on its own, at most 64 MiB.
+      if (n > (nested ? 64 << 20 : 20)) throw new Error(`a bulk string of ${n} bytes`);
       if (n < 0) return { value: null, end: next };
       if (buf.length < next + n + 2) return null;
       return { value: buf.toString('utf8', next, next + n), end: next + n + 2 };
@@ -546,12 +554,12 @@ export class Client {
     const reused = s.conn !== null;
     const conn = await this.connection(s);
     try {
-      return batchIds(await conn.call(...args), n);
+      return batchIds(await conn.batch(n, ...args), n);
     } catch (e) {
       if (this.closed || !reused || e instanceof RespError || e.timedOut || e.replyStarted !== false) throw e;
       if (s.conn === conn) s.conn = null;
       conn.close();
-      return batchIds(await (await this.connection(s)).call(...args), n);
+      return batchIds(await (await this.connection(s)).batch(n, ...args), n);
     }
   }
 

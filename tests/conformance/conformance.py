@@ -440,6 +440,7 @@ class Scenarios(unittest.TestCase):
             "a length that is no number": lambda n: b"*x\r\n:1\r\n",
             "a bulk length that is no number": lambda n: b"*1\r\n$x\r\n5\r\n",
             "a header of 10^9 elements": lambda n: b"*1000000000\r\n:1\r\n",
+            "an id of 60 MB": lambda n: b"*%d\r\n$60000000\r\n" % n,
         }
         good = self.server("good", 2)
         for case, reply in broken.items():

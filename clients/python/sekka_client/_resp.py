@@ -250,7 +250,7 @@ class Connection:
             raise RespError(rest.decode(errors="replace"))
         if kind == b"$":
             n = _integer(rest)
-            if n > 64 << 20:
+            if n > (64 << 20 if nested else 20):  # an id in an array: at most 20 characters
                 raise ProtocolError(f"a bulk string of {n} bytes")
             if n < 0:
                 return None

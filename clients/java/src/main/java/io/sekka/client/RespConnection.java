@@ -68,6 +68,7 @@ final class RespConnection implements AutoCloseable {
   private final int timeoutMs;
   private long deadline; // System.nanoTime(): the current command's whole reply is due by then
   private boolean received; // a byte of the current command's reply came
+  private int expect; // the most elements the current command's array reply may have
 
   /** Connects to one of {@code host}'s addresses, each tried in turn, all within the timeout. */
   RespConnection(String host, int port, int connectTimeoutMs, int timeoutMs, Opening opening)
@@ -168,6 +169,15 @@ final class RespConnection implements AutoCloseable {
   }
 
   Object call(String... args) throws IOException {
+    return batch(MAX_ARRAY, args);
+  }
+
+  /**
+   * Sends a command whose reply is a batch of {@code expect} ids: a longer array is refused at
+   * its header, before its elements are read.
+   */
+  Object batch(int expect, String... args) throws IOException {
+    this.expect = expect;
     ByteArrayOutputStream b = new ByteArrayOutputStream();
     b.write(("*" + args.length + "\r\n").getBytes(StandardCharsets.US_ASCII));
     for (String a : args) {
@@ -224,7 +234,9 @@ final class RespConnection implements AutoCloseable {
       case '$': {
         long n = integer(rest);
         if (n < 0) return null;
-        if (n > (64 << 20)) throw new IOException("a bulk reply of " + n + " bytes");
+        if (n > (top ? 64 << 20 : 20)) { // an id in an array: at most 20 characters
+          throw new IOException("a bulk reply of " + n + " bytes");
+        }
         byte[] data = in.readNBytes((int) n + 2);
         if (data.length != n + 2) throw new EOFException("the server closed the connection");
         return new String(data, 0, (int) n, StandardCharsets.UTF_8);
@@ -233,7 +245,9 @@ final class RespConnection implements AutoCloseable {
         if (!top) throw new IOException("an array inside an array"); // sekka sends none
         long n = integer(rest);
         if (n < 0) return null;
-        if (n > MAX_ARRAY) throw new IOException("an array of " + n + " elements");
+        if (n > expect) {
+          throw new IOException("an array of " + n + " elements where " + expect + " were asked for");
+        }
         List<Object> items = new ArrayList<>((int) Math.min(n, 1024));
         for (int i = 0; i < n; i++) {
           try {

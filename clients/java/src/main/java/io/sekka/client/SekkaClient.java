@@ -563,11 +563,11 @@ public final class SekkaClient implements AutoCloseable {
     boolean reused = s.conn != null;
     RespConnection conn = reused ? s.conn : connect(s);
     try {
-      return batchIds(conn.call(args), n);
+      return batchIds(conn.batch(n, args), n);
     } catch (RespConnection.StaleConnection e) {
       if (!reused || aborted()) throw e;
       s.drop();
-      return batchIds(connect(s).call(args), n);
+      return batchIds(connect(s).batch(n, args), n);
     }
   }
 
