@@ -146,18 +146,20 @@ class Connection {
       *error = ServerError{std::string(rest.substr(0, space)), std::string(rest)};
       return std::nullopt;
     }
-    if (ids) return BatchIds(kind, rest, expect, *ids);
+    if (ids) return BatchIds(kind, rest, expect, args[0] == "SEG.NEXT", *ids);
     if (kind == '+' || kind == ':') return std::nullopt;  // AUTH's +OK: nothing to keep
     std::string bulk;
     if (kind == '$') return Bulk(rest, bulk);
     return TransportError{fmt::format("a reply starting with '{}'", kind)};
   }
 
-  // A batch's reply: an array of exactly `n` ids (integers, or decimal bulk strings), increasing
-  // and not negative (docs/contract.md). Anything else is a broken server, failed over like a
-  // connection error; the first bad element ends the read (the connection is then dropped).
+  // A batch's reply: an array of exactly `n` distinct ids (integers, or decimal bulk strings of
+  // at most 20 characters), not negative, increasing if `increasing` (a tag's; a snowflake
+  // layout may be descending or sharded) (docs/contract.md). Anything else is a broken server,
+  // failed over like a connection error; the first bad element ends the read (the connection
+  // is then dropped).
   std::optional<TransportError> BatchIds(char kind, std::string_view rest, std::size_t n,
-                                         std::vector<std::int64_t>& ids) {
+                                         bool increasing, std::vector<std::int64_t>& ids) {
     std::int64_t count = 0;
     if (kind != '*' || !Number(rest, count) || count != static_cast<std::int64_t>(n)) {
       return TransportError{fmt::format("a reply to a batch of {} that is not {} ids", n, n)};
@@ -176,10 +178,17 @@ class Connection {
         if (auto e = Bulk(element, bulk)) return e;
         if (!Number(bulk, v)) v = -1;
       }
-      if (v < 0 || (!ids.empty() && v <= ids.back())) {
-        return TransportError{fmt::format("ids not increasing or not ids in a batch, at {}", i)};
+      if (v < 0 || (increasing && !ids.empty() && v <= ids.back())) {
+        return TransportError{fmt::format("not an id, or not increasing, in a batch, at {}", i)};
       }
       ids.push_back(v);
+    }
+    if (!increasing) {
+      std::vector<std::int64_t> sorted = ids;
+      std::sort(sorted.begin(), sorted.end());
+      if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end()) {
+        return TransportError{"an id twice in a batch"};
+      }
     }
     return std::nullopt;
   }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"sort"
 	"strconv"
 	"strings"
 	"syscall"
@@ -86,7 +87,7 @@ func (c *conn) ids(args []string, want int) ([]int64, error) {
 	if err := c.send(args); err != nil {
 		return nil, c.fail(err)
 	}
-	ids, err := c.readIDs(want)
+	ids, err := c.readIDs(want, args[0] == "SEG.NEXT")
 	if err != nil {
 		return nil, c.fail(err)
 	}
@@ -199,8 +200,9 @@ func newReplyError(rest []byte) *replyError {
 	return &replyError{prefix: prefix, msg: msg}
 }
 
-// readIDs reads a batch's reply: an array of exactly want ids, increasing.
-func (c *conn) readIDs(want int) ([]int64, error) {
+// readIDs reads a batch's reply: an array of exactly want distinct ids, not negative, increasing
+// if increasing (a tag's; a snowflake layout may be descending or sharded).
+func (c *conn) readIDs(want int, increasing bool) ([]int64, error) {
 	kind, rest, err := c.line()
 	if err != nil {
 		return nil, err
@@ -215,15 +217,23 @@ func (c *conn) readIDs(want int) ([]int64, error) {
 	if n, ok := parseInt(rest); !ok || n != int64(want) {
 		return nil, protocolErrorf("an array of %q elements where %d ids were expected", rest, want)
 	}
-	// The ids increase and none is negative (docs/contract.md): anything else is a broken
-	// server, whose reply must not reach a caller.
+	// Anything else is a broken server (docs/contract.md), whose reply must not reach a caller.
 	ids := make([]int64, want)
 	for i := range ids {
 		if ids[i], err = c.readID(true); err != nil {
 			return nil, err
 		}
-		if ids[i] < 0 || (i > 0 && ids[i] <= ids[i-1]) {
-			return nil, protocolErrorf("ids not increasing or below 0 in a batch: %d at %d", ids[i], i)
+		if ids[i] < 0 || (increasing && i > 0 && ids[i] <= ids[i-1]) {
+			return nil, protocolErrorf("not an id, or not increasing, in a batch: %d at %d", ids[i], i)
+		}
+	}
+	if !increasing {
+		sorted := append([]int64(nil), ids...)
+		sort.Slice(sorted, func(i, j int) bool { return sorted[i] < sorted[j] })
+		for i := 1; i < len(sorted); i++ {
+			if sorted[i] == sorted[i-1] {
+				return nil, protocolErrorf("an id twice in a batch: %d", sorted[i])
+			}
 		}
 	}
 	return ids, nil

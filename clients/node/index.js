@@ -52,10 +52,11 @@ function integer(text) {
   return text;
 }
 
-// The ids of a batch reply, which must be an array of exactly `n` ids (integers, or decimal
-// strings after ID.REPLY STRING), increasing and not negative; anything else is a broken
-// server (docs/contract.md), and the error fails the call over like a connection's.
-function batchIds(reply, n) {
+// The ids of a batch reply, which must be an array of exactly `n` distinct ids (integers, or
+// decimal strings after ID.REPLY STRING) from 0 to 2^63 - 1, increasing if `increasing` (a
+// tag's; a snowflake layout may be descending or sharded). Anything else is a broken server
+// (docs/contract.md), and the error fails the call over like a connection's.
+function batchIds(reply, n, increasing) {
   if (!Array.isArray(reply) || reply.length !== n) {
     throw new Error(`a reply to a batch of ${n} that is not ${n} ids`);
   }
@@ -64,10 +65,11 @@ function batchIds(reply, n) {
     const x = reply[i];
     const ok = typeof x === 'bigint' || (typeof x === 'string' && /^\d{1,19}$/.test(x));
     ids[i] = ok ? BigInt(x) : -1n;
-    if (ids[i] < 0n || (i > 0 && ids[i] <= ids[i - 1])) {
-      throw new Error(`ids not increasing or not ids in a batch: ${String(x).slice(0, 40)} at ${i}`);
+    if (ids[i] < 0n || ids[i] >= 1n << 63n || (increasing && i > 0 && ids[i] <= ids[i - 1])) {
+      throw new Error(`not an id, or not increasing, in a batch: ${String(x).slice(0, 40)} at ${i}`);
     }
   }
+  if (!increasing && new Set(ids).size !== n) throw new Error('an id twice in a batch');
   return ids;
 }
 
@@ -85,8 +87,8 @@ class RespError extends Error {
 // come back in the order the commands were sent, so each goes to the oldest command still
 // waiting. Integers are parsed as BigInt, bulk strings as text.
 class Connection {
-  // Connects within connectTimeout; `opening` (a Set) holds the socket meanwhile, so that the
-  // client's close() can end the connect at once.
+  // Connects within connectTimeout; `opening` (a Set) holds the socket until the caller's
+  // handshake is done (or it closes), so that the client's close() can end either at once.
   static open(host, port, connectTimeout, timeout, opening) {
     return new Promise((resolve, reject) => {
       const socket = net.connect({ host, port });
@@ -102,7 +104,6 @@ class Connection {
       });
       socket.once('connect', () => {
         clearTimeout(timer);
-        opening.delete(socket);
         socket.setNoDelay(true);
         resolve(new Connection(socket, timeout));
       });
@@ -203,6 +204,8 @@ class Connection {
           } else {
             this.array = { n, items: [] };
           }
+        } else if (this.queue[0].expect !== undefined && this.buf[0] !== 0x2d /* '-' */) {
+          throw new Error(`a reply to a batch that is not an array: ${JSON.stringify(this.buf.toString('latin1', 0, 20))}`);
         } else {
           result = parse(this.buf, 0);
           if (result === null) return false;
@@ -345,7 +348,8 @@ export class Client {
     this.closed = false;
     this.opening = new Set(); // sockets connecting now
     this.counters = { served: 0, refills: 0, failovers: 0, dropped: 0 };
-    this.maxWait = 2 * (o.connectTimeout + o.timeout) * this.servers.length + 1000;
+    // setTimeout holds at most 2^31 - 1 ms (24.8 days); more would fire at once.
+    this.maxWait = Math.min(2 ** 31 - 1, 2 * (o.connectTimeout + o.timeout) * this.servers.length + 1000);
   }
 
   // The next snowflake id, a BigInt.
@@ -515,6 +519,7 @@ export class Client {
     try {
       if (this.options.token !== null) await conn.call('AUTH', this.options.token);
       await conn.call('ID.REPLY', 'STRING'); // ids as decimal bulk strings: never a double
+      this.opening.delete(conn.socket);
     } catch (e) {
       conn.close();
       if (e instanceof RespError && (AUTH_PREFIXES.has(e.prefix) || e.prefix === 'ERR') && this.options.token !== null) {
@@ -554,12 +559,12 @@ export class Client {
     const reused = s.conn !== null;
     const conn = await this.connection(s);
     try {
-      return batchIds(await conn.batch(n, ...args), n);
+      return batchIds(await conn.batch(n, ...args), n, args[0] === 'SEG.NEXT');
     } catch (e) {
       if (this.closed || !reused || e instanceof RespError || e.timedOut || e.replyStarted !== false) throw e;
       if (s.conn === conn) s.conn = null;
       conn.close();
-      return batchIds(await (await this.connection(s)).batch(n, ...args), n);
+      return batchIds(await (await this.connection(s)).batch(n, ...args), n, args[0] === 'SEG.NEXT');
     }
   }
 

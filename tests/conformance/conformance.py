@@ -418,10 +418,11 @@ class Scenarios(unittest.TestCase):
         self.assertTrue(all(1_000_000 < i < 5_000_000 for i in got), got)
         self.assertTrue(all(i > 5_000_000 for i in tags), tags)
 
-    def test_a_batch_reply_must_be_n_increasing_ids(self):
-        # A batch's reply is an array of exactly the n ids asked for, increasing (docs/contract.md);
-        # anything else is a broken server: the call fails over to the healthy one, without a
-        # crash, a repeated or decreasing id, a spin of requests, or memory for a huge header.
+    def test_a_batch_reply_must_be_n_distinct_ids(self):
+        # A batch's reply is an array of exactly the n ids asked for, distinct, from 0 to 2^63 - 1
+        # (a tag's also increasing; docs/contract.md); anything else is a broken server: the call
+        # fails over to the healthy one, without a crash, a repeated or decreasing tag id, a
+        # spin of requests, or memory for a huge header.
         broken = {
             "an integer": lambda n: b":5\r\n",
             "a simple string": lambda n: b"+OK\r\n",
@@ -435,14 +436,19 @@ class Scenarios(unittest.TestCase):
             "an array among the ids": lambda n: b"*1\r\n*1\r\n:5\r\n",
             "200,000 nested arrays": lambda n: b"*1\r\n" * 200_000,
             "a negative id": lambda n: resp_array([-5] + list(range(1, n))),
-            "decreasing ids": lambda n: resp_array(range(7_000_000 + n, 7_000_000, -1)),
+            "an id of 2^63": lambda n: resp_array(list(range(1, n)) + [1 << 63]),
+            "an error among the ids": lambda n: b"*%d\r\n-ERR boom\r\n" % n + resp_array(
+                range(7_000_000, 7_000_000 + n)),
             "a repeated id": lambda n: resp_array([7_000_000] * n),
             "a length that is no number": lambda n: b"*x\r\n:1\r\n",
             "a bulk length that is no number": lambda n: b"*1\r\n$x\r\n5\r\n",
             "a header of 10^9 elements": lambda n: b"*1000000000\r\n:1\r\n",
             "an id of 60 MB": lambda n: b"*%d\r\n$60000000\r\n" % n,
         }
-        good = self.server("good", 2)
+        store = "sqlite:" + self.dirs.path("segments.db")
+        subprocess.run([SEKKA, "segment", "create", "t", "--step", "1000", "--start", "1",
+                        "--segment-store", store], check=True, capture_output=True)
+        good = self.server("good", 2, "--segment-store", store)
         for case, reply in broken.items():
             with self.subTest(case=case):
                 bad = self.scripted_server(lambda args, n, f=reply: f(int(args[-1])))
@@ -452,6 +458,18 @@ class Scenarios(unittest.TestCase):
                 self.assertEqual(len(set(got)), len(got))
                 self.assertLessEqual(bad.counts.get("ID.BATCH", 0), 3, "asked the broken one again")
                 d.kill()
+        # A tag's batch must increase as well (a snowflake batch need not: see below).
+        bad = self.scripted_server(lambda args, n: resp_array(range(7_000_000 + 100, 7_000_000, -1)))
+        got = self.ids(self.open([bad, good], batch=100, min_batch=100, max_batch=100), 150,
+                       op="tag", tag="t")
+        self.assertEqual(got, list(range(1, 151)), "a decreasing tag batch was handed out")
+
+    def test_a_descending_layout_is_served(self):
+        # Snowflake ids of a descending (or sharded) layout do not increase within a batch.
+        s = self.server("a", 1, "--layout", "sekka,descending=true")
+        got = self.ids(self.open([s]), 2500)
+        self.assertEqual(len(set(got)), len(got))
+        self.assertGreater(got[0], got[1], "the layout descends")
 
     def test_close_ends_a_connect_in_progress(self):
         # A server whose accept queue is full: a connect to it hangs until connect_timeout.

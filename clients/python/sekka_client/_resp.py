@@ -77,10 +77,13 @@ def _connect(family, kind, proto, address, deadline: float, wake: int) -> socket
             raise OSError(rc, os.strerror(rc))
         if rc == errno.EINPROGRESS:
             left = deadline - time.monotonic()
-            woken, ready, _ = select.select([wake], [sock], [], max(0.0, left))
-            if woken:
+            poll = select.poll()  # not select(): it fails on descriptors from 1024 up
+            poll.register(wake, select.POLLIN)
+            poll.register(sock, select.POLLOUT)
+            events = dict(poll.poll(max(0, int(left * 1000))))
+            if wake in events:
                 raise Aborted("the client is closed")
-            if not ready:
+            if sock.fileno() not in events:
                 raise TimeoutError("connect timed out")
             rc = sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
             if rc != 0:
@@ -149,10 +152,12 @@ class Connection:
         """The reply to one command (an error reply raises RespError)."""
         return self._exchange(args, self._read)
 
-    def ids(self, n: int, *args: Union[str, int, bytes]) -> List[int]:
+    def ids(self, n: int, increasing: bool, *args: Union[str, int, bytes]) -> List[int]:
         """The reply to a batch command for `n` ids, which must be an array of exactly `n`
-        ids, increasing: anything else is a ProtocolError (docs/contract.md)."""
-        return self._exchange(args, lambda: self._ids(n))
+        distinct ids from 0 to 2^63 - 1, increasing if `increasing` (a tag's; a snowflake
+        layout may be descending or sharded): anything else is a ProtocolError
+        (docs/contract.md)."""
+        return self._exchange(args, lambda: self._ids(n, increasing))
 
     def _exchange(self, args, read):
         out = [b"*%d\r\n" % len(args)]
@@ -214,7 +219,7 @@ class Connection:
     def _fill(self) -> None:
         self._buf += self._recv(1 << 16)
 
-    def _ids(self, n: int) -> List[int]:
+    def _ids(self, n: int, increasing: bool) -> List[int]:
         line = self._line()
         if line[:1] == b"-":
             raise RespError(line[1:].decode(errors="replace"))
@@ -224,13 +229,18 @@ class Connection:
         if ids is None:
             ids = [self._element() for _ in range(n)]
         for i, v in enumerate(ids):
-            if v < 0 or (i > 0 and v <= ids[i - 1]):
-                raise ProtocolError(f"ids not increasing or below 0 in a batch: {v} at {i}")
+            if not 0 <= v < 1 << 63 or (increasing and i > 0 and v <= ids[i - 1]):
+                raise ProtocolError(f"not an id, or not increasing, in a batch: {v} at {i}")
+        if not increasing and len(set(ids)) != n:
+            raise ProtocolError("an id twice in a batch")
         return ids
 
     def _element(self) -> int:
         """One id of a batch: an integer, or a decimal bulk string."""
-        v = self._read(nested=False)
+        try:
+            v = self._read(nested=False)
+        except RespError as e:  # no reply of sekka's has one: the server is broken
+            raise ProtocolError(f"an error inside an array: {e}") from None
         if isinstance(v, bytes):
             v = _integer(v)
         if not isinstance(v, int):

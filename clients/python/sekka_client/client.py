@@ -176,12 +176,12 @@ class _Pool:
         reused = s.conn is not None
         conn = s.conn if reused else self._connect(s)
         try:
-            return conn.ids(n, *args)
+            return conn.ids(n, args[0] == "SEG.NEXT", *args)
         except StaleConnection:
             if not reused or self.aborted:
                 raise
             s.drop()
-            return self._connect(s).ids(n, *args)
+            return self._connect(s).ids(n, args[0] == "SEG.NEXT", *args)
 
     def call(self, count: int, *args) -> List[int]:
         """The `count` ids of the first server that answers batch command `args`, trying each once

@@ -68,7 +68,7 @@ final class RespConnection implements AutoCloseable {
   private final int timeoutMs;
   private long deadline; // System.nanoTime(): the current command's whole reply is due by then
   private boolean received; // a byte of the current command's reply came
-  private int expect; // the most elements the current command's array reply may have
+  private int expect; // the current command's batch size, or -1
 
   /** Connects to one of {@code host}'s addresses, each tried in turn, all within the timeout. */
   RespConnection(String host, int port, int connectTimeoutMs, int timeoutMs, Opening opening)
@@ -169,12 +169,12 @@ final class RespConnection implements AutoCloseable {
   }
 
   Object call(String... args) throws IOException {
-    return batch(MAX_ARRAY, args);
+    return batch(-1, args);
   }
 
   /**
-   * Sends a command whose reply is a batch of {@code expect} ids: a longer array is refused at
-   * its header, before its elements are read.
+   * Sends a command whose reply is a batch of {@code expect} ids (-1: any reply): a reply that is
+   * not an array, or a longer one, is refused at its first line, before more is read.
    */
   Object batch(int expect, String... args) throws IOException {
     this.expect = expect;
@@ -224,6 +224,9 @@ final class RespConnection implements AutoCloseable {
     String l = line();
     if (l.isEmpty()) throw new IOException("an empty reply line");
     String rest = l.substring(1);
+    if (top && expect >= 0 && l.charAt(0) != '*' && l.charAt(0) != '-') {
+      throw new IOException("a reply to a batch that is not an array: " + l);
+    }
     switch (l.charAt(0)) {
       case ':':
         return integer(rest);
@@ -245,7 +248,7 @@ final class RespConnection implements AutoCloseable {
         if (!top) throw new IOException("an array inside an array"); // sekka sends none
         long n = integer(rest);
         if (n < 0) return null;
-        if (n > expect) {
+        if (n > (expect >= 0 ? expect : MAX_ARRAY)) {
           throw new IOException("an array of " + n + " elements where " + expect + " were asked for");
         }
         List<Object> items = new ArrayList<>((int) Math.min(n, 1024));
@@ -263,8 +266,10 @@ final class RespConnection implements AutoCloseable {
     }
   }
 
+  /** A RESP integer: an optional minus and decimal digits only (parseLong would take a '+'). */
   private static long integer(String text) throws IOException {
     try {
+      if (!text.matches("-?\\d{1,19}")) throw new NumberFormatException();
       return Long.parseLong(text);
     } catch (NumberFormatException e) {
       throw new IOException("\"" + text.substring(0, Math.min(40, text.length())) + "\" is not an integer");

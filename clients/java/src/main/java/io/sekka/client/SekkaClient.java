@@ -518,11 +518,12 @@ public final class SekkaClient implements AutoCloseable {
   }
 
   /**
-   * The ids of a batch reply, which must be an array of exactly {@code n} ids (integers, or
-   * decimal bulk strings), increasing and not negative: anything else is a broken server
+   * The ids of a batch reply, which must be an array of exactly {@code n} distinct ids (integers,
+   * or decimal bulk strings), not negative, increasing if {@code increasing} (a tag's; a
+   * snowflake layout may be descending or sharded): anything else is a broken server
    * (docs/contract.md), and fails the call over like a connection error.
    */
-  private static long[] batchIds(Object reply, int n) throws IOException {
+  private static long[] batchIds(Object reply, int n, boolean increasing) throws IOException {
     if (!(reply instanceof List<?> list) || list.size() != n) {
       throw new IOException("a reply to a batch of " + n + " that is not " + n + " ids");
     }
@@ -539,10 +540,17 @@ public final class SekkaClient implements AutoCloseable {
           id = -1; // above the largest long
         }
       }
-      if (id < 0 || (i > 0 && id <= out[i - 1])) {
-        throw new IOException("ids not increasing or not ids in a batch: " + x + " at " + i);
+      if (id < 0 || (increasing && i > 0 && id <= out[i - 1])) {
+        throw new IOException("not an id, or not increasing, in a batch: " + x + " at " + i);
       }
       out[i] = id;
+    }
+    if (!increasing) {
+      long[] sorted = out.clone();
+      java.util.Arrays.sort(sorted);
+      for (int i = 1; i < n; i++) {
+        if (sorted[i] == sorted[i - 1]) throw new IOException("an id twice in a batch: " + sorted[i]);
+      }
     }
     return out;
   }
@@ -563,11 +571,11 @@ public final class SekkaClient implements AutoCloseable {
     boolean reused = s.conn != null;
     RespConnection conn = reused ? s.conn : connect(s);
     try {
-      return batchIds(conn.batch(n, args), n);
+      return batchIds(conn.batch(n, args), n, args[0].equals("SEG.NEXT"));
     } catch (RespConnection.StaleConnection e) {
       if (!reused || aborted()) throw e;
       s.drop();
-      return batchIds(connect(s).batch(n, args), n);
+      return batchIds(connect(s).batch(n, args), n, args[0].equals("SEG.NEXT"));
     }
   }
 
