@@ -78,6 +78,15 @@ class Driver:
     def __init__(self, command):
         self.proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      text=True, bufsize=1)
+        self.opened = False  # it holds a client
+
+    def open(self, servers, options):
+        """A new client in this driver (the one it held closed first): the reply."""
+        if self.opened:
+            self.request("close")
+        reply = self.request("open", servers=servers, options=options)
+        self.opened = "error" not in reply
+        return reply
 
     def request(self, op, timeout=REPLY_TIMEOUT, **fields):
         self.proc.stdin.write(json.dumps({"op": op, **fields}) + "\n")
@@ -231,13 +240,18 @@ class Scenarios(unittest.TestCase):
         self.scripted.append(s)
         return s
 
-    def open(self, servers, **options):
-        """A driver with a client of `servers` (Server, ScriptedServer or "host:port")."""
+    def driver(self):
         d = Driver(self.command)
         self.drivers.append(d)
+        return d
+
+    def open(self, servers, driver=None, **options):
+        """A client of `servers` (Server, ScriptedServer or "host:port") in a new driver, or in
+        `driver` (its client closed first: a driver starts slowly in some languages)."""
+        d = driver or self.driver()
         names = [s if isinstance(s, str) else (s.resp if isinstance(s, Server) else s.address)
                  for s in servers]
-        reply = d.request("open", servers=",".join(names), options=options)
+        reply = d.open(",".join(names), options)
         self.assertNotIn("error", reply, f"open({options}) failed")
         return d
 
@@ -449,15 +463,15 @@ class Scenarios(unittest.TestCase):
         subprocess.run([SEKKA, "segment", "create", "t", "--step", "1000", "--start", "1",
                         "--segment-store", store], check=True, capture_output=True)
         good = self.server("good", 2, "--segment-store", store)
+        d = self.driver()
         for case, reply in broken.items():
             with self.subTest(case=case):
                 bad = self.scripted_server(lambda args, n, f=reply: f(int(args[-1])))
-                d = self.open([bad, good], batch=100, min_batch=100, max_batch=100)
+                self.open([bad, good], driver=d, batch=100, min_batch=100, max_batch=100)
                 got = self.ids(d, 150)
                 self.assertTrue(all(worker_of(i) == 2 for i in got), f"ids from {case}: {got}")
                 self.assertEqual(len(set(got)), len(got))
                 self.assertLessEqual(bad.counts.get("ID.BATCH", 0), 3, "asked the broken one again")
-                d.kill()
         # A tag's batch must increase as well (a snowflake batch need not: see below).
         bad = self.scripted_server(lambda args, n: resp_array(range(7_000_000 + 100, 7_000_000, -1)))
         got = self.ids(self.open([bad, good], batch=100, min_batch=100, max_batch=100), 150,
@@ -518,27 +532,20 @@ class Scenarios(unittest.TestCase):
                ("batch", 150.5), ("timeout_ms", 2_000_000_000),
                ("connect_timeout_ms", 2_000_000_000), ("validity_ms", 10_000_000_000),
                ("target_refill_ms", 10_000_000_000), ("backoff_min_ms", 10_000_000_000)]
+        d = self.driver()  # one for every case: each open closes the client before
         for key, value in bad:
-            d = Driver(self.command)
-            self.drivers.append(d)
-            reply = d.request("open", servers=s, options={key: value})
+            reply = d.open(s, {key: value})
             self.assertEqual(reply.get("error"), "invalid_argument", f"{key}={value}: {reply}")
         orders = [{"batch": 50, "min_batch": 100}, {"batch": 5000, "max_batch": 1000},
                   {"backoff_min_ms": 500, "backoff_max_ms": 100}]
         for options in orders:
-            d = Driver(self.command)
-            self.drivers.append(d)
-            reply = d.request("open", servers=s, options=options)
+            reply = d.open(s, options)
             self.assertEqual(reply.get("error"), "invalid_argument", f"{options}: {reply}")
         for servers in ("", "127.0.0.1", "127.0.0.1:0", "127.0.0.1:70000", "127.0.0.1:63x"):
-            d = Driver(self.command)
-            self.drivers.append(d)
-            reply = d.request("open", servers=servers, options={})
+            reply = d.open(servers, {})
             self.assertEqual(reply.get("error"), "invalid_argument", f"{servers!r}: {reply}")
         for servers in ("127.0.0.1:6380", "[::1]:6380", "127.0.0.1:6380,[::1]:6381"):
-            d = Driver(self.command)
-            self.drivers.append(d)
-            reply = d.request("open", servers=servers, options={})
+            reply = d.open(servers, {})
             self.assertNotIn("error", reply, f"{servers!r}")
 
 
