@@ -4,7 +4,12 @@
 #include <toml++/toml.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <charconv>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <regex>
 
 #include "sekka/codec.h"
 
@@ -175,7 +180,34 @@ std::vector<std::string> ConfigKeys() {
   return out;
 }
 
+namespace {
+
+// The file at `path` can be read as a config file; otherwise one line saying why (toml++ reads
+// a directory as an empty file, which would start the server on its defaults, with no token).
+Status CheckConfigPath(const std::string& path) {
+  std::error_code ec;
+  const std::filesystem::file_status st = std::filesystem::status(path, ec);
+  if (!std::filesystem::exists(st)) {
+    return InvalidArgument(fmt::format("config file {} does not exist", path));
+  }
+  if (std::filesystem::is_directory(st)) {
+    return InvalidArgument(fmt::format("config file {} is a directory: give a TOML file", path));
+  }
+  if (!std::filesystem::is_regular_file(st)) {
+    return InvalidArgument(fmt::format("config file {} is not a regular file", path));
+  }
+  if (std::FILE* f = std::fopen(path.c_str(), "r")) {
+    std::fclose(f);
+    return Status::Ok();
+  }
+  return InvalidArgument(
+      fmt::format("config file {} cannot be read: {}", path, std::strerror(errno)));
+}
+
+}  // namespace
+
 Result<ConfigValues> ReadConfigFile(const std::string& path) {
+  if (Status s = CheckConfigPath(path); !s.ok()) return std::move(s).error();
   toml::table table;
   try {
     table = toml::parse_file(path);
@@ -223,6 +255,21 @@ Result<ConfigValues> ReadConfigFile(const std::string& path) {
   return values;
 }
 
+namespace {
+
+// Kubernetes puts service links into every pod of a namespace: for a Service "sekka" (or
+// "sekka-resp"), SEKKA[_RESP]_SERVICE_HOST, _SERVICE_PORT[_<name>], _PORT and
+// _PORT_<n>_<TCP|UDP|SCTP>[_PROTO|_PORT|_ADDR]. They are not configuration, and no key's name
+// takes these shapes; any other unknown SEKKA_ name is still an error.
+bool IsServiceLink(std::string_view name) {
+  static const std::regex kLink(
+      "SEKKA_([A-Z0-9_]+_)?(SERVICE_HOST|SERVICE_PORT(_[A-Z0-9_]+)?|PORT|"
+      "PORT_[0-9]+_(TCP|UDP|SCTP)(_PROTO|_PORT|_ADDR)?)");
+  return std::regex_match(name.begin(), name.end(), kLink);
+}
+
+}  // namespace
+
 Result<ConfigValues> ReadConfigEnvironment(const std::vector<std::string>& environment) {
   ConfigValues values;
   for (const std::string& entry : environment) {
@@ -230,6 +277,7 @@ Result<ConfigValues> ReadConfigEnvironment(const std::vector<std::string>& envir
     const std::string name = entry.substr(0, eq);
     if (name.rfind("SEKKA_", 0) != 0 || eq == std::string::npos) continue;
     if (name == "SEKKA_CLOCK" || name == "SEKKA_BIN") continue;  // not configuration
+    if (IsServiceLink(name)) continue;
     bool known = false;
     for (const Key& k : Keys()) {
       if (EnvName(k.name) == name) {

@@ -1032,6 +1032,13 @@ class ConfigTest(ServerTestCase):
             ([], {"SEKKA_SERVER_IDLE_TIMEOUT": "0s"}, "server.idle_timeout"),
             ([], {"SEKKA_SEGMENT_WAIT_DEADLINE": "0ms"}, "segment.wait_deadline"),
             (["--layout", "time_bits=40,worker_bits=11"], {}, "layout"),
+            # A directory as the config file started the server on defaults, with no token
+            # (issue 24, finding 3); a missing one said "line 0: File could not be opened".
+            (["--config", self.dirs.root], {}, f"config file {self.dirs.root} is a directory"),
+            (["--config", self.dirs.root, "--print-config"], {}, "is a directory"),
+            (["--config", self.dirs.path("none.toml")], {}, "does not exist"),
+            # Kubernetes' service links are ignored (below), a misspelt key is not.
+            ([], {"SEKKA_SERVER_AUTH_TOKN": "x"}, "SEKKA_SERVER_AUTH_TOKN is not known"),
         ]:
             p = subprocess.run([sekka, "serve", "--data-dir", self.dirs.path("d"), *args],
                                capture_output=True, text=True, env=dict(os.environ, **env),
@@ -1039,6 +1046,21 @@ class ConfigTest(ServerTestCase):
             self.assertEqual(p.returncode, 2, (args, p.stderr))
             self.assertEqual(len(p.stderr.strip().splitlines()), 1, p.stderr)
             self.assertIn(want, p.stderr)
+
+    def test_kubernetes_service_links_are_not_configuration(self):
+        # A Service named "sekka" (or "sekka-resp") puts these into every pod of its namespace;
+        # serve exited 2 on them (issue 24, finding 8).
+        links = {"SEKKA_SERVICE_HOST": "10.0.0.7", "SEKKA_SERVICE_PORT": "8080",
+                 "SEKKA_SERVICE_PORT_HTTP": "8080", "SEKKA_PORT": "tcp://10.0.0.7:8080",
+                 "SEKKA_PORT_8080_TCP": "tcp://10.0.0.7:8080", "SEKKA_PORT_8080_TCP_PROTO": "tcp",
+                 "SEKKA_PORT_8080_TCP_PORT": "8080", "SEKKA_PORT_8080_TCP_ADDR": "10.0.0.7",
+                 "SEKKA_RESP_SERVICE_HOST": "10.0.0.8", "SEKKA_RESP_PORT_6380_TCP_ADDR": "10.0.0.8"}
+        sekka = os.environ.get("SEKKA_BIN", "build/cli/sekka")
+        p = subprocess.run([sekka, "serve", "--print-config"], capture_output=True, text=True,
+                           env=dict(os.environ, **links), timeout=30)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        s = self.start("k8s", env=links)
+        self.assertEqual(s.get("/healthz")[0], 200)
 
     def test_serve_takes_a_custom_layout_as_gen_does(self):
         spec = "time_bits=40,worker_bits=11,sequence_bits=12,tick=2ms,epoch=2024-01-01"
