@@ -934,10 +934,14 @@ void HandleHttp(Service& service, const http::Request& request, std::string& out
 }
 
 std::string HttpParseError(int status, std::string_view message) {
-  const std::string_view code = status == 400 ? "invalid_argument" : "too_large";
+  // 400 bad input; 503 a limit of the server's (too many connections); else a request too large.
+  const std::string_view code = status == 400   ? "invalid_argument"
+                                : status == 503 ? "unavailable"
+                                                : "too_large";
   const std::string body = fmt::format("{{\"error\":{{\"code\":\"{}\",\"message\":\"{}\"}}}}", code,
                                        http::JsonEscape(message));
-  return http::Response(status, "application/json", body, false);
+  return http::Response(status, "application/json", body, false,
+                        status == 503 ? "Retry-After: 1\r\n" : "");
 }
 
 void HandleResp(Service& service, RespSession& session, const std::vector<std::string_view>& args,

@@ -183,7 +183,8 @@ std::optional<std::string> QueryParam(std::string_view query, std::string_view k
     const std::size_t eq = pair.find('=');
     if (pair.substr(0, eq) != key) continue;
     if (eq == std::string_view::npos) return std::string();
-    return PercentDecode(pair.substr(eq + 1));
+    const std::string_view value = pair.substr(eq + 1);
+    return PercentDecode(value).value_or(std::string(value));
   }
   return std::nullopt;
 }

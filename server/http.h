@@ -59,7 +59,8 @@ class RequestParser {
 
 // "/v1/ids?count=5" -> path "/v1/ids", query "count=5".
 void SplitTarget(std::string_view target, std::string_view& path, std::string_view& query);
-// The percent-decoded value of `key` in a query string, if present.
+// The percent-decoded value of `key` in a query string, if present; a value that does not
+// decode ("%2") is given as sent, so that the check of its value names it.
 std::optional<std::string> QueryParam(std::string_view query, std::string_view key);
 // Percent-decodes a path segment; nullopt if it is malformed.
 std::optional<std::string> PercentDecode(std::string_view text);

@@ -90,6 +90,8 @@ class HttpTest(ServerTestCase):
                      "/v1/decode/9223372036854775808", "/decodeSnowflakeId"]:
             status, body = self.s.get_json(path)
             self.assertJsonError(status, body, 400, "invalid_argument")
+        status, body = self.s.get_json("/v1/ids?count=%2")  # was "count is required"
+        self.assertIn('count "%2" is not valid', body["error"]["message"])
         status, body = self.s.get_json("/no/such/path")
         self.assertJsonError(status, body, 404, "not_found")
         status, body = self.s.get_json("/v1/segment/orders")
@@ -908,6 +910,13 @@ class AbuseTest(ServerTestCase):
         time.sleep(0.2)
         reply = s.resp_raw(b"PING\r\n", read_until_close=True)
         self.assertEqual(reply, b"-ERR max number of clients reached\r\n")
+        # Over HTTP: 503 unavailable with Retry-After, as every 503 (it said too_large, with no
+        # Retry-After: issue 24, findings 10 and 11).
+        raw = exchange(s.http_port, b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n", 10)
+        head, _, body = raw.partition(b"\r\n\r\n")
+        self.assertTrue(head.startswith(b"HTTP/1.1 503"), raw)
+        self.assertIn(b"\r\nRetry-After: 1", head)
+        self.assertEqual(json.loads(body)["error"]["code"], "unavailable")
         for c in held:
             c.close()
         time.sleep(0.3)
