@@ -94,6 +94,10 @@ RequestParser::RequestParser(const Limits& limits) : state_(std::make_unique<Sta
     State& st = State::Of(p);
     st.current = Field::kNone;
     st.field.clear();
+    // Whitespace after a field value is not part of it (RFC 9110 5.5); llhttp keeps it.
+    for (std::string* value : {&st.request.authorization, &st.request.accept}) {
+      value->erase(value->find_last_not_of(" \t") + 1);
+    }
     st.request.method = llhttp_method_name(static_cast<llhttp_method_t>(p->method));
     st.request.keep_alive = llhttp_should_keep_alive(p) != 0;
     return 0;

@@ -23,6 +23,16 @@ TEST(HttpTest, ParsesPipelinedRequestsOneAtATime) {
   EXPECT_EQ(a.consumed + b.consumed, in.size());
 }
 
+TEST(HttpTest, AHeaderValueEndsBeforeItsTrailingWhitespace) {
+  // Whitespace after a field value is not part of it (RFC 9110 5.5): a bearer token sent with
+  // trailing spaces was refused (issue 24, finding 10).
+  RequestParser p(Limits{});
+  auto o = p.Parse("GET / HTTP/1.1\r\nAuthorization: Bearer t \t \r\nAccept: text/plain  \r\n\r\n");
+  ASSERT_EQ(o.kind, RequestParser::Kind::kRequest);
+  EXPECT_EQ(o.request.authorization, "Bearer t");
+  EXPECT_EQ(o.request.accept, "text/plain");
+}
+
 TEST(HttpTest, ARequestFedByteByByteParses) {
   RequestParser p(Limits{});
   const std::string in = "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n";
