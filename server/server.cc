@@ -15,6 +15,7 @@
 
 #include <asio.hpp>
 #include <atomic>
+#include <charconv>
 #include <chrono>
 #include <functional>
 #include <list>
@@ -59,13 +60,13 @@ Result<tcp::endpoint> ParseEndpoint(std::string_view key, const std::string& tex
   asio::error_code ec;
   const asio::ip::address address = asio::ip::make_address(host, ec);
   if (ec) return bad();
+  // Digits only: std::stoi would also take a sign or leading spaces.
+  const std::string_view digits = std::string_view(text).substr(colon + 1);
   int port = -1;
-  try {
-    std::size_t used = 0;
-    port = std::stoi(text.substr(colon + 1), &used);
-    if (used != text.size() - colon - 1) port = -1;
-  } catch (...) {
-    port = -1;
+  const auto [end, err] = std::from_chars(digits.data(), digits.data() + digits.size(), port);
+  if (err != std::errc() || end != digits.data() + digits.size() || digits.empty() ||
+      digits[0] == '-') {
+    return bad();
   }
   if (port < 0 || port > 65535) return bad();
   return tcp::endpoint(address, static_cast<unsigned short>(port));

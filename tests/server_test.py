@@ -1035,6 +1035,9 @@ class ConfigTest(ServerTestCase):
         for args, env, want in [
             (["--config", path], {}, "unknown key server.http_lisen"),
             (["--http", "nowhere"], {}, 'server.http_listen "nowhere" is not valid'),
+            # A sign or a space before the port was taken (issue 24, finding 10).
+            (["--http", "127.0.0.1:+0"], {}, 'server.http_listen "127.0.0.1:+0" is not valid'),
+            (["--resp", "127.0.0.1: 0"], {}, 'server.resp_listen "127.0.0.1: 0" is not valid'),
             ([], {"SEKKA_GENERATOR_MAX_DRIFT": "soon"}, "generator.max_drift"),
             ([], {"SEKKA_NOPE": "1"}, "environment variable SEKKA_NOPE is not known"),
             # An idle timeout of 0 was accepted and closed every connection at once.
