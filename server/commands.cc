@@ -94,8 +94,8 @@ Result<Reply> SegmentCreateCommand(Service& service, Args args) {
   Result<std::int64_t> step = ParseCount("step", args[2], service.config().segment_max_step);
   if (!step.ok()) return std::move(step).error();
   Status s = service.CreateSegmentTag({std::string(args[0]), start, *step});
-  if (s.ok()) return Reply(std::string("created"));
-  if (s.error().code == ErrorCode::kAlreadyExists) return Reply(std::string("exists"));
+  if (s.ok()) return Reply(Word{"created"});
+  if (s.error().code == ErrorCode::kAlreadyExists) return Reply(Word{"exists"});
   return std::move(s).error();
 }
 
@@ -128,7 +128,7 @@ Result<Reply> MachineGuardCommand(Service& service, Args args) {
   if (Status s = (*machines)->Guard(args[0], args[1], *guard); !s.ok()) {
     return std::move(s).error();
   }
-  return Reply(std::string("OK"));
+  return Reply(Word{"OK"});
 }
 
 // MACHINE.REVERT <namespace> <instance>
@@ -136,7 +136,7 @@ Result<Reply> MachineRevertCommand(Service& service, Args args) {
   Result<MachineRegistry*> machines = service.machines();
   if (!machines.ok()) return std::move(machines).error();
   if (Status s = (*machines)->Revert(args[0], args[1]); !s.ok()) return std::move(s).error();
-  return Reply(std::string("OK"));
+  return Reply(Word{"OK"});
 }
 
 Result<const OpaqueCodec*> Opaque(Service& service) {

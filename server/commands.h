@@ -29,12 +29,18 @@ namespace sekka::server {
 using Args = std::span<const std::string_view>;
 
 // What a command answers. Which alternative depends on the command (see kCommands).
+// A status word ("created", "OK"): a simple string on RESP, where a text is a bulk string.
+struct Word {
+  std::string text;
+};
+
 using Reply = std::variant<std::int64_t,               // one id
                            std::vector<std::int64_t>,  // ids, in order
                            DecodedId,                  // a decoded snowflake id
                            SegmentGrant,               // a range of segment ids
                            MachineGrant,               // a machine id for a CosId client
-                           std::string,                // a word ("created", "OK"), a UUID's text
+                           Word,                       // a status word
+                           std::string,                // a text: a UUID, a ULID, an opaque id
                            std::vector<std::string>>;  // texts: UUIDs, ULIDs
 
 struct CommandSpec {

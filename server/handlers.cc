@@ -896,8 +896,10 @@ void AppendReply(std::string& out, const Reply& reply, bool string_ids) {
     resp::AppendInteger(out, g->range.end);
     resp::AppendInteger(out, g->delta);
     resp::AppendInteger(out, g->remainder);
+  } else if (const auto* word = std::get_if<Word>(&reply)) {
+    resp::AppendSimple(out, word->text);
   } else {
-    resp::AppendSimple(out, std::get<std::string>(reply));
+    resp::AppendBulk(out, std::get<std::string>(reply));
   }
 }
 

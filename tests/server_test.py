@@ -196,6 +196,11 @@ class RespTest(ServerTestCase):
         self.s = self.start()
         self.r = redis.Redis(host="127.0.0.1", port=self.s.resp_port)
 
+    def test_status_words_are_simple_strings(self):
+        s = self.start("words", env={"SEKKA_SEGMENT_AUTO_CREATE": "true"})
+        self.assertEqual(s.resp_raw(b"SEG.CREATE fresh 1 100\r\n"), b"+created\r\n")
+        self.assertEqual(s.resp_raw(b"SEG.CREATE fresh 1 100\r\n"), b"+exists\r\n")
+
     def test_redis_cli_commands(self):
         s = self.s
         self.assertTrue(redis_cli(s, "ID.NEXT").isdigit())
@@ -355,6 +360,10 @@ class OpaqueServerTest(ServerTestCase):
         self.assertGreater(self.decode(text)[0], ids[-1])
         self.assertEqual(r.execute_command("OPAQUE.ENCODE", ids[1]).decode(), many[0])
         self.assertEqual(r.execute_command("OPAQUE.DECODE", many[0]), ids[1])
+        # Texts are bulk strings, as docs/contract.md says (they were simple strings: issue 24,
+        # finding 10); status words stay simple.
+        self.assertTrue(s.resp_raw(b"OPAQUE.NEXT\r\n").startswith(b"$12\r\n"))
+        self.assertTrue(s.resp_raw(b"OPAQUE.ENCODE %d\r\n" % ids[1]).startswith(b"$12\r\n"))
         with self.assertRaises(redis.exceptions.ResponseError) as e:
             r.execute_command("OPAQUE.DECODE", "nope")
         self.assertIn("12 of 0-9A-Za-z", str(e.exception))
@@ -608,6 +617,9 @@ class TimeOrderedIdTest(ServerTestCase):
         self.assertTrue(all(c == {"valid": True, "version": 7} for c in checked), checked[:3])
         status, _, body = s.get("/v1/uuids?count=3", headers={"Accept": "text/plain"})
         self.assertEqual(len(body.split("\n")), 3)
+        # Bulk strings, as docs/contract.md says (they were simple strings: issue 24, finding 10).
+        self.assertTrue(s.resp_raw(b"UUID.NEXT\r\n").startswith(b"$36\r\n"))
+        self.assertTrue(s.resp_raw(b"ULID.NEXT\r\n").startswith(b"$26\r\n"))
         status, body = s.get_json("/v1/uuids?count=0")
         self.assertJsonError(status, body, 400, "invalid_argument")
 
