@@ -702,6 +702,8 @@ const HttpRoute* FindRoute(std::string_view method, std::string_view path, std::
   for (const HttpRoute& route : Routes()) {
     if (!PathMatches(route, path)) continue;
     if (route.method == method || route.method == kAnyMethod) return &route;
+    // HEAD: a GET route that answers from the service alone (no command: none issues an id).
+    if (method == "HEAD" && route.method == "GET" && route.command == nullptr) return &route;
     if (allowed.find(route.method) == std::string::npos) {
       if (!allowed.empty()) allowed += ", ";
       allowed += route.method;
@@ -932,7 +934,14 @@ void HandleHttp(Service& service, const http::Request& request, std::string& out
   HttpReply r = Dispatch(service, request, command);
   service.CountRequest(Protocol::kHttp, command, r.status < 400);
   close = !request.keep_alive;
-  out += http::Response(r.status, r.content_type, r.body, !close, r.extra_headers);
+  const std::string response =
+      http::Response(r.status, r.content_type, r.body, !close, r.extra_headers);
+  if (request.method == "HEAD") {
+    // The GET answer's status and headers (its Content-Length too), without the body.
+    out.append(response, 0, response.find("\r\n\r\n") + 4);
+  } else {
+    out += response;
+  }
 }
 
 std::string HttpParseError(int status, std::string_view message) {

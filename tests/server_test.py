@@ -84,6 +84,26 @@ class HttpTest(ServerTestCase):
         ints = [int(i) for i in body["ids"]]
         self.assertEqual(ints, sorted(set(ints)))
 
+    def test_head_on_a_read_only_route(self):
+        # HEAD /metrics was 405 (issue 24, finding 10): probes and caches send it. A route that
+        # runs a command (one that issues ids, say) still takes GET only.
+        for path in ("/metrics", "/healthz"):
+            conn = http.client.HTTPConnection("127.0.0.1", self.s.http_port, timeout=10)
+            conn.request("GET", path)
+            got = conn.getresponse()
+            length = len(got.read())
+            conn.request("HEAD", path)
+            head = conn.getresponse()
+            self.assertEqual(head.status, 200, path)
+            self.assertEqual(head.read(), b"")
+            self.assertGreater(int(head.getheader("Content-Length")), 0)
+            self.assertLess(abs(int(head.getheader("Content-Length")) - length), 200, path)
+            conn.close()
+        conn = http.client.HTTPConnection("127.0.0.1", self.s.http_port, timeout=10)
+        conn.request("HEAD", "/v1/id")
+        self.assertEqual(conn.getresponse().status, 405)
+        conn.close()
+
     def test_bad_requests_are_json_errors(self):
         for path in ["/v1/ids", "/v1/ids?count=0", "/v1/ids?count=100001", "/v1/ids?count=abc",
                      "/v1/id?format=base64", "/v1/decode/12x", "/v1/decode/-1",
