@@ -276,7 +276,14 @@ HttpReply UiReply(Service&, const RouteInput&, Result<Reply>& reply) {
   HttpReply r;
   r.content_type = "text/html; charset=utf-8";
   r.body = UiPage();
-  r.extra_headers = "Cache-Control: no-store\r\n";
+  // The page's script and style are inline (Chart.js included); it fetches /ui/data only, and
+  // no other site may frame it.
+  r.extra_headers =
+      "Cache-Control: no-store\r\n"
+      "Content-Security-Policy: default-src 'none'; script-src 'unsafe-inline'; "
+      "style-src 'unsafe-inline'; connect-src 'self'; img-src data:; base-uri 'none'; "
+      "form-action 'none'; frame-ancestors 'none'\r\n"
+      "X-Frame-Options: DENY\r\nX-Content-Type-Options: nosniff\r\n";
   return r;
 }
 

@@ -510,6 +510,11 @@ class UiTest(ServerTestCase):
         headers = {k.lower(): v for k, v in headers.items()}
         self.assertIn("text/html", headers.get("content-type", ""))
         self.assertIn("Chart.js v3", body)
+        # Not to be framed by another site, nor to load or send anything but its own data
+        # (issue 24, finding 10); Chromium's console below stays empty under the policy.
+        self.assertEqual(headers.get("x-frame-options"), "DENY")
+        self.assertIn("frame-ancestors 'none'", headers.get("content-security-policy", ""))
+        self.assertIn("connect-src 'self'", headers.get("content-security-policy", ""))
         stop = threading.Event()
 
         def issue():
