@@ -51,10 +51,11 @@ int RunCheck(const CheckFlags& flags) {
   IdChecker checker(options);
   checker.Reserve(EstimateIds(input));
   IdTextScanner scanner;
+  // As diff and grep do: 1 means ids repeat, so a check that could not run is 2, whatever
+  // stopped it (an unreadable file, a database that refused the query).
   if (Status s = ReadIds(input, scanner, [&](std::span<const Id> ids) { checker.Add(ids); });
       !s.ok()) {
-    return Fail(s.error().code == ErrorCode::kInvalidArgument ? kExitUsage : kExitFailure,
-                s.error().message);
+    return Fail(kExitUsage, s.error().message);
   }
   const CheckReport r = checker.Finish();
   const Layout& l = *layout;
