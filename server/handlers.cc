@@ -804,6 +804,12 @@ bool Is(std::string_view arg, std::string_view name) {
   return arg.size() == name.size() && strncasecmp(arg.data(), name.data(), name.size()) == 0;
 }
 
+// AUTH's and HELLO's one rule, as Redis's single default user: the user "default" (AUTH with no
+// user means it) and the server's token.
+bool CredentialsMatch(Service& service, std::string_view user, std::string_view password) {
+  return TokenEquals(password, service.config().auth_token) && Is(user, "default");
+}
+
 std::string Lower(std::string_view s) {
   std::string out(s.substr(0, 64));
   for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
@@ -1000,8 +1006,7 @@ void HandleResp(Service& service, RespSession& session, const std::vector<std::s
                         "ERR AUTH <password> called without any password configured for "
                         "the default user. Are you sure your configuration is correct?");
       ok = false;
-    } else if (TokenEquals(args[argc - 1], service.config().auth_token) &&
-               (argc == 2 || Is(args[1], "default"))) {
+    } else if (CredentialsMatch(service, argc == 3 ? args[1] : "default", args[argc - 1])) {
       session.authenticated = true;
       resp::AppendSimple(out, "OK");
     } else {
@@ -1025,7 +1030,7 @@ void HandleResp(Service& service, RespSession& session, const std::vector<std::s
     }
     while (i < argc) {
       if (Is(args[i], "AUTH") && i + 2 < argc) {
-        if (!TokenEquals(args[i + 2], service.config().auth_token)) {
+        if (!CredentialsMatch(service, args[i + 1], args[i + 2])) {
           resp::AppendError(out, "WRONGPASS invalid username-password pair or user is disabled.");
           service.CountRequest(Protocol::kResp, command, false);
           return;

@@ -204,6 +204,12 @@ class AuthTest(ServerTestCase):
         with self.assertRaises((redis.exceptions.AuthenticationError,
                                 redis.exceptions.ResponseError)):
             redis.Redis(host="127.0.0.1", port=s.resp_port, password="bad").ping()
+        # One rule for AUTH and HELLO: the token, with no user or the user "default"
+        # (HELLO 2 AUTH took any user while AUTH refused one: issue 24, finding 10).
+        for command in (b"AUTH bob s3cret\r\n", b"HELLO 2 AUTH bob s3cret\r\n"):
+            self.assertTrue(s.resp_raw(command).startswith(b"-WRONGPASS"), command)
+        self.assertEqual(s.resp_raw(b"AUTH default s3cret\r\n"), b"+OK\r\n")
+        self.assertTrue(s.resp_raw(b"HELLO 2 AUTH default s3cret\r\n").startswith(b"*14"))
 
     def test_auth_without_a_token_configured(self):
         s = self.start()
