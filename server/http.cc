@@ -125,12 +125,19 @@ RequestParser::Outcome RequestParser::Parse(std::string_view data) {
   State& s = *state_;
   Outcome out;
   if (llhttp_get_errno(&s.parser) == HPE_PAUSED) llhttp_resume(&s.parser);
-  const llhttp_errno_t err = llhttp_execute(&s.parser, data.data(), data.size());
+  llhttp_errno_t err = llhttp_execute(&s.parser, data.data(), data.size());
+  if (err == HPE_PAUSED_UPGRADE && !s.complete) {
+    // sekka upgrades to nothing: an Upgrade or CONNECT request was answered as any other, and
+    // what follows it is the next request.
+    const char* at = llhttp_get_error_pos(&s.parser);
+    llhttp_resume_after_upgrade(&s.parser);
+    err = llhttp_execute(&s.parser, at, data.size() - static_cast<std::size_t>(at - data.data()));
+  }
   if (err == HPE_OK) {
     out.consumed = data.size();
     return out;
   }
-  if (err == HPE_PAUSED && s.complete) {
+  if ((err == HPE_PAUSED || err == HPE_PAUSED_UPGRADE) && s.complete) {
     out.kind = Kind::kRequest;
     out.consumed = static_cast<std::size_t>(llhttp_get_error_pos(&s.parser) - data.data());
     out.request = std::move(s.request);

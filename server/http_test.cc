@@ -33,6 +33,22 @@ TEST(HttpTest, AHeaderValueEndsBeforeItsTrailingWhitespace) {
   EXPECT_EQ(o.request.accept, "text/plain");
 }
 
+TEST(HttpTest, AnUpgradeOrConnectRequestIsAnsweredAndTheNextOneParses) {
+  // sekka upgrades to nothing: such a request is an ordinary one, and the connection goes on
+  // (the next request got 400 "Pause on CONNECT/Upgrade": issue 24, finding 10).
+  for (const std::string first :
+       {"GET /a HTTP/1.1\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n",
+        "CONNECT 127.0.0.1:1 HTTP/1.1\r\nHost: 127.0.0.1:1\r\n\r\n"}) {
+    RequestParser p(Limits{});
+    const std::string in = first + "GET /b HTTP/1.1\r\nHost: x\r\n\r\n";
+    auto a = p.Parse(in);
+    ASSERT_EQ(a.kind, RequestParser::Kind::kRequest) << first;
+    auto b = p.Parse(std::string_view(in).substr(a.consumed));
+    ASSERT_EQ(b.kind, RequestParser::Kind::kRequest) << b.error;
+    EXPECT_EQ(b.request.target, "/b");
+  }
+}
+
 TEST(HttpTest, ARequestFedByteByByteParses) {
   RequestParser p(Limits{});
   const std::string in = "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n";
