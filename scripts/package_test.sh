@@ -4,6 +4,8 @@
 # installed binary, find the man page, print the configuration from the conffile, verify the
 # systemd unit, then remove and purge it and check that nothing is left.
 set -euo pipefail
+# A check that fails says which (most are silent tests and greps).
+trap 'echo "package test: failed at scripts/package_test.sh line $LINENO" >&2' ERR
 cd "$(dirname "$0")/.."
 if [ "$(id -u)" -ne 0 ]; then
   echo "package test: needs root (dpkg -i); skipped" >&2
