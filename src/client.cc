@@ -207,6 +207,16 @@ class Connection {
       int rc = 0;
       std::shared_ptr<addrinfo> found;
     };
+    // An address literal needs no lookup, and no thread.
+    addrinfo hints{};
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_NUMERICHOST;
+    addrinfo* literal = nullptr;
+    if (::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &literal) == 0) {
+      out = std::shared_ptr<addrinfo>(literal, ::freeaddrinfo);
+      return std::nullopt;
+    }
     auto lookup = std::make_shared<Lookup>();
     std::thread([lookup, host, service = std::to_string(port)] {
       addrinfo hints{};

@@ -439,14 +439,10 @@ func TestContext(t *testing.T) {
 }
 
 func TestIdsExpireAfterTheValidity(t *testing.T) {
-	var mu sync.Mutex
-	next := int64(1 << 30)
+	ids := newIDSource()
 	s := startScripted(t, func(sc *scriptedConn, args []string) bool {
 		n, _ := strconv.Atoi(args[1])
-		mu.Lock()
-		fmt.Fprint(sc, idsReply(next, n))
-		next += int64(n)
-		mu.Unlock()
+		fmt.Fprint(sc, ids.reply(n))
 		return true
 	})
 	c := newClient(t, Options{Servers: []string{s.addr}, Batch: 100, MinBatch: 100,
@@ -530,15 +526,10 @@ func TestAConnectionClosedWhileIdleIsReplaced(t *testing.T) {
 
 // The same with a scripted server that closes each connection after one reply.
 func TestAConnectionClosedAfterAReplyIsReplaced(t *testing.T) {
-	var mu sync.Mutex
-	next := int64(1 << 30)
+	source := newIDSource()
 	s := startScripted(t, func(sc *scriptedConn, args []string) bool {
 		n, _ := strconv.Atoi(args[1])
-		mu.Lock()
-		reply := idsReply(next, n)
-		next += int64(n)
-		mu.Unlock()
-		fmt.Fprint(sc, reply)
+		fmt.Fprint(sc, source.reply(n))
 		return false
 	})
 	c := newClient(t, Options{Servers: []string{s.addr}, Batch: 20, MinBatch: 20, MaxBatch: 20,
@@ -623,15 +614,14 @@ func TestRepliesThatBreakTheProtocol(t *testing.T) {
 
 // A batch refused with "allowed 1 to M" teaches the client the server's max batch.
 func TestTheServersMaxBatchIsLearned(t *testing.T) {
-	next := int64(1 << 30)
+	source := newIDSource()
 	s := startScripted(t, func(sc *scriptedConn, args []string) bool {
 		n, _ := strconv.Atoi(args[1])
 		if n > 1000 {
 			fmt.Fprintf(sc, "-ERR count \"%d\" is not valid: allowed 1 to 1000\r\n", n)
 			return true
 		}
-		fmt.Fprint(sc, idsReply(next, n))
-		next += int64(n)
+		fmt.Fprint(sc, source.reply(n))
 		return true
 	})
 	c := newClient(t, Options{Servers: []string{s.addr}, Batch: 5000, MinBatch: 5000, MaxBatch: 100_000})

@@ -265,6 +265,24 @@ func (s *scripted) close() {
 	s.wg.Wait()
 }
 
+// idSource hands out consecutive ids from 1<<30 on, a batch at a time, to every connection of
+// a scripted server.
+type idSource struct {
+	mu   sync.Mutex
+	next int64
+}
+
+func newIDSource() *idSource { return &idSource{next: 1 << 30} }
+
+// reply is the next batch of n ids as a RESP array.
+func (s *idSource) reply(n int) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r := idsReply(s.next, n)
+	s.next += int64(n)
+	return r
+}
+
 // idsReply is an array of count integers from `from` on.
 func idsReply(from int64, count int) string {
 	var b bytes.Buffer
