@@ -289,7 +289,9 @@ TEST(LocalWorkerLease, AnythingButARegularFileInTheLockDirIsAnErrorNotAHang) {
 
 // Under umask 077 the lock dir (and the dirs made above it) were made 0700 and its files 0600,
 // and a second user of the host could not take an id there.
-TEST(LocalWorkerLease, FilesAreReadableByEveryUserWhateverTheUmask) {
+// Users share a lock dir through its group; no other user can open a lock file and flock it to
+// block a worker id (issue 24, finding 7: it was 0755 and 0644).
+TEST(LocalWorkerLease, FilesAreReadableByTheirGroupOnlyWhateverTheUmask) {
   const std::string top = FreshDir() + "/var";
   const std::string dir = top + "/lib/locks";
   const mode_t old = ::umask(077);
@@ -303,12 +305,12 @@ TEST(LocalWorkerLease, FilesAreReadableByEveryUserWhateverTheUmask) {
     return static_cast<int>(std::filesystem::status(path).permissions() &
                             std::filesystem::perms::all);
   };
-  EXPECT_EQ(mode(top), 0755);
-  EXPECT_EQ(mode(top + "/lib"), 0755);
-  EXPECT_EQ(mode(dir), 0755);
-  EXPECT_EQ(mode(dir + "/0-0.lock"), 0644);
-  EXPECT_EQ(mode(dir + "/0-0.state"), 0644);
-  EXPECT_EQ(mode(dir + "/id-space"), 0644);
+  EXPECT_EQ(mode(top), 0750);
+  EXPECT_EQ(mode(top + "/lib"), 0750);
+  EXPECT_EQ(mode(dir), 0750);
+  EXPECT_EQ(mode(dir + "/0-0.lock"), 0640);
+  EXPECT_EQ(mode(dir + "/0-0.state"), 0640);
+  EXPECT_EQ(mode(dir + "/id-space"), 0640);
 }
 
 // A server that takes its worker id from a coordinator binds its host's lock dir to the

@@ -224,14 +224,7 @@ class PostgresSegmentStore final : public SegmentStore {
   }
 
   // The URI without a password, for messages.
-  std::string Redacted() const {
-    const std::size_t at = uri_.find('@');
-    const std::size_t scheme = uri_.find("://");
-    if (at == std::string::npos || scheme == std::string::npos) return uri_;
-    const std::size_t colon = uri_.find(':', scheme + 3);
-    if (colon == std::string::npos || colon > at) return uri_;
-    return uri_.substr(0, colon) + ":***" + uri_.substr(at);
-  }
+  std::string Redacted() const { return RedactSecrets(uri_); }
 
   const std::string uri_;
   std::mutex mu_;           // one connection, used by one thread at a time

@@ -29,7 +29,7 @@ Result<std::unique_ptr<SegmentStore>> OpenSegmentStore(const std::string& uri,
   return InvalidArgument(fmt::format(
       "segment.store \"{}\" is not known: allowed \"\" (SQLite in the data dir), sqlite:PATH or "
       "postgres://USER@HOST:PORT/DB",
-      uri.substr(0, 100)));
+      RedactSecrets(uri).substr(0, 100)));
 }
 
 }  // namespace sekka

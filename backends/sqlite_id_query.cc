@@ -14,7 +14,7 @@ Status QueryIds(const std::string& uri, const std::string& query, const IdQueryS
   }
   return InvalidArgument(
       fmt::format("--db \"{}\" is not known: allowed sqlite:PATH or postgres://USER@HOST:PORT/DB",
-                  uri.substr(0, 100)));
+                  RedactSecrets(uri).substr(0, 100)));
 }
 
 Status QuerySqliteIds(const std::string& path, const std::string& query, const IdQuerySink& sink) {

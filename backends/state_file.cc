@@ -69,8 +69,8 @@ Result<std::optional<std::string>> ReadRegularFile(const std::string& path, std:
   }
   if (fd < 0) {
     return Internal(fmt::format("cannot read {}: {}{}", path, std::strerror(errno),
-                                errno == EACCES ? " (make it readable for this user: it must be "
-                                                  "mode 0644 when users share the dir)"
+                                errno == EACCES ? " (make it readable for this user: users who "
+                                                  "share the dir share its group, mode 0640)"
                                                 : ""));
   }
   struct stat st {};
@@ -113,7 +113,7 @@ Result<std::string> WriteTempFile(const std::string& path, std::string_view text
   std::string tmp = path + ".tmp.XXXXXX";
   const int fd = ::mkostemp(tmp.data(), O_CLOEXEC);  // O_EXCL: never through a planted link
   if (fd < 0) return Internal(fmt::format("cannot create {}: {}", tmp, std::strerror(errno)));
-  const bool ok = ::fchmod(fd, 0644) == 0 &&
+  const bool ok = ::fchmod(fd, 0640) == 0 &&
                   ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size()) &&
                   ::fsync(fd) == 0;
   const int saved = errno;
@@ -192,7 +192,7 @@ class FileDataDir final : public DataDir {
   void WritePreferred(std::int64_t worker) override {
     // A hint only: a lost write makes the next start take the lowest free id instead.
     const std::string text = fmt::format("{}\n", worker);
-    const int fd = ::open(PreferredPath().c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    const int fd = ::open(PreferredPath().c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0640);
     if (fd < 0) return;
     const ssize_t n = ::write(fd, text.data(), text.size());
     (void)n;

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -11,8 +12,10 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <optional>
+#include <sstream>
 #include <vector>
 
 #include "backends/state_file.h"
@@ -43,8 +46,9 @@ Status UsableLockDir(const std::string& dir) {
   // The common case, at every hwm store: the dir is there and this user can write in it.
   if (::access(dir.c_str(), W_OK | X_OK) == 0) return Status::Ok();
   std::error_code ec;
-  // Every directory made for it is 0755 whatever the umask, so that other users of the host can
-  // reach and read its files; a dir that exists keeps its mode (an administrator's 2775, say).
+  // Every directory made for it is 0750 whatever the umask: users of its group (the package's
+  // `sekka`) reach and read its files, and no other user can open a lock file to block an id
+  // with it. A dir that exists keeps its mode (an administrator's 2770, say).
   std::vector<fs::path> missing;
   for (fs::path p = dir; !p.empty() && !fs::exists(p, ec); p = p.parent_path()) {
     missing.push_back(p);
@@ -52,7 +56,7 @@ Status UsableLockDir(const std::string& dir) {
   }
   fs::create_directories(dir, ec);
   if (ec) return LockDirError(dir, ec.message());
-  for (const fs::path& p : missing) ::chmod(p.c_str(), 0755);
+  for (const fs::path& p : missing) ::chmod(p.c_str(), 0750);
   if (::access(dir.c_str(), W_OK | X_OK) != 0) return LockDirError(dir, std::strerror(errno));
   return Status::Ok();
 }
@@ -124,6 +128,32 @@ std::string ReadHolder(const std::string& path) {
 
 }  // namespace
 
+std::string DescribeLockHolder(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return "its holder is gone";
+  const std::string inode = fmt::format("{:02x}:{:02x}:{}", major(st.st_dev), minor(st.st_dev),
+                                        static_cast<unsigned long>(st.st_ino));
+  std::ifstream locks("/proc/locks");
+  std::string line;
+  while (std::getline(locks, line)) {
+    std::istringstream words(line);
+    std::string index, kind, mode, access, pid, file;
+    if (!(words >> index >> kind) || kind == "->") continue;  // "->": a waiter, not the holder
+    if (!(words >> mode >> access >> pid >> file) || kind != "FLOCK" || file != inode) continue;
+    std::string comm;
+    std::ifstream(fmt::format("/proc/{}/comm", pid)) >> comm;
+    const std::string record = ReadHolder(path);
+    std::string out = fmt::format("held by pid {} ({})", pid, comm.empty() ? "?" : comm);
+    if (record.rfind(fmt::format("pid={}\n", pid), 0) == 0) {
+      out += "; " + record.substr(record.find('\n') + 1);
+      while (!out.empty() && out.back() == '\n') out.pop_back();
+      for (char& c : out) c = c == '\n' ? ' ' : c;
+    }
+    return out;
+  }
+  return "its holder is not in /proc/locks (another PID namespace?)";
+}
+
 Status BindLockDir(const std::string& lock_dir, std::string_view layout, std::string_view workers) {
   if (Status usable = UsableLockDir(lock_dir); !usable.ok()) return usable;
   const std::string path = lock_dir + "/id-space";
@@ -154,8 +184,9 @@ Result<int> TryLockFile(const std::string& path, const std::string& identity) {
   // O_NONBLOCK: a FIFO planted there must not hang the start (it is refused below).
   constexpr int kFlags = O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK;
   for (int attempt = 0; attempt < 8; ++attempt) {
-    int fd = ::open(path.c_str(), O_RDWR | O_CREAT | kFlags, 0644);
-    // Another user's lock file: a read-only descriptor holds a flock as well.
+    int fd = ::open(path.c_str(), O_RDWR | O_CREAT | kFlags, 0640);
+    // Another user's lock file (shared through the dir's group): a read-only descriptor holds a
+    // flock as well.
     const bool read_only = fd < 0 && errno == EACCES;
     if (read_only) fd = ::open(path.c_str(), O_RDONLY | kFlags);
     if (fd < 0 && errno == ELOOP) {
@@ -169,8 +200,9 @@ Result<int> TryLockFile(const std::string& path, const std::string& identity) {
       ::close(fd);
       return InvalidArgument(fmt::format("{} is not a regular file: remove it", path));
     }
-    // Readable by every user of a shared dir, whatever this process's umask.
-    if (st.st_uid == ::geteuid() && (st.st_mode & 0044) != 0044) ::fchmod(fd, 0644);
+    // Readable by the dir's group and by no other user, whatever this process's umask (files
+    // of older versions were 0644: anyone could flock them).
+    if (st.st_uid == ::geteuid() && (st.st_mode & 0777) != 0640) ::fchmod(fd, 0640);
     if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
       ::close(fd);
       return -1;
@@ -274,12 +306,10 @@ Result<std::unique_ptr<WorkerIdClaim>> ClaimWorkerId(const WorkerIdRequest& requ
     if (!fd.ok()) return LockDirError(request.lock_dir, fd.error().message);
     if (*fd < 0) {
       if (!must) return false;
-      std::string holder = ReadHolder(path);
-      for (char& c : holder) c = c == '\n' ? ' ' : c;
       return Unavailable(fmt::format(
           "worker id {} (datacenter {}) is already held by another process of this host (lock "
-          "{}: {}): choose another worker.id",
-          worker, request.datacenter_id, path, holder));
+          "{}, {}): choose another worker.id",
+          worker, request.datacenter_id, path, DescribeLockHolder(path)));
     }
     claim->fd_ = *fd;
     claim->worker_id_ = worker;

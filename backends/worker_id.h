@@ -91,6 +91,10 @@ Status BindLockDir(const std::string& lock_dir, std::string_view layout, std::st
 // Returns the fd, which holds the lock until closed, or -1 when another process holds it.
 // Errors: kInternal.
 Result<int> TryLockFile(const std::string& path, const std::string& identity);
+// Who holds the flock on `path` now, as the kernel says (/proc/locks): "held by pid 123
+// (sekka)", with the holder's record (its identity) when that pid wrote it. For errors: the
+// record alone may be stale, as any process that can open the file can flock it.
+std::string DescribeLockHolder(const std::string& path);
 
 // True when the file `fd` is open on is the one at `path` (not a link, not removed, not
 // replaced).

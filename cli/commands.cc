@@ -154,7 +154,7 @@ std::string FormatThousands(double value) {
 }
 
 int Fail(int exit_code, const std::string& message) {
-  std::string line = message;
+  std::string line = RedactSecrets(message);
   for (char& c : line) {
     if (c == '\n' || c == '\r') c = ' ';
   }

@@ -1,11 +1,14 @@
 // The `sekka` command line: argument parsing only; the work is in cli/commands.cc.
 
+#include <sys/stat.h>
+
 #include <CLI/CLI.hpp>
 #include <string>
 
 #include "cli/commands.h"
 #include "sekka/codec.h"
 #include "sekka/layout.h"
+#include "server/config.h"
 
 namespace {
 
@@ -24,6 +27,9 @@ std::string Join(const std::vector<std::string_view>& names) {
 
 int main(int argc, char** argv) {
   using namespace sekka::cli;
+  // Every file and dir sekka makes (states, locks, the SQLite store, CosId's machines) is kept
+  // from other users: 0640 and 0750 at most, group-readable for a shared lock dir.
+  ::umask(027);
   CLI::App app{"sekka: unique, roughly time-ordered 64-bit ids", "sekka"};
   app.set_version_flag("--version", kVersion);
   app.require_subcommand(1);
@@ -175,42 +181,12 @@ int main(int argc, char** argv) {
       "serve", "Run the server: HTTP on 127.0.0.1:8080 and the Redis protocol on 127.0.0.1:6380");
   serve_cmd->add_option("--config", serve.config_file, "TOML configuration file");
   serve_cmd->add_flag("--print-config", serve.print_config, "Print the effective configuration");
-  struct FlagKey {
-    const char* flag;
-    const char* key;
-    const char* help;
-  };
-  static const FlagKey kServeFlags[] = {
-      {"--http", "server.http_listen", "HTTP address (\"\" = off)"},
-      {"--resp", "server.resp_listen", "Redis-protocol address (\"\" = off)"},
-      {"--thrift", "server.thrift_listen", "Twitter Snowflake Thrift address (\"\" = off)"},
-      {"--auth-token", "server.auth_token", "Bearer token and AUTH password"},
-      {"--threads", "server.threads", "Event loops (0 = one per core)"},
-      {"--max-connections", "server.max_connections", "Open connections at most"},
-      {"--idle-timeout", "server.idle_timeout", "Close connections idle this long"},
-      {"--max-batch", "server.max_batch", "Ids per batch request at most"},
-      {"--busy-poll-us", "server.busy_poll_us", "Poll this long (us) before sleeping; 0 = never"},
-      {"--log-level", "server.log_level", "debug, info, warn or error"},
-      {"--data-dir", "data.dir", "Data directory"},
-      {"--layout", "layout.preset", "Layout preset"},
-      {"--on-clock-backwards", "generator.on_clock_backwards", "wait, fail or continue"},
-      {"--max-startup-wait", "generator.max_startup_wait", "Wait out a stored hwm this close"},
-      {"--after-id", "generator.after_id", "Issue only ids above this one (migration)"},
-      {"--worker-source", "worker.source", "static, local, hostname, etcd or zookeeper"},
-      {"--worker-id", "worker.id", "Worker id (source static)"},
-      {"--datacenter-id", "worker.datacenter_id", "Datacenter id"},
-      {"--worker-name", "worker.name", "Identity for source local"},
-      {"--coordinator", "worker.coordinator", "etcd://h:p or zookeeper://h:p"},
-      {"--cluster", "worker.cluster", "Key prefix at the coordinator"},
-      {"--lease-ttl", "worker.lease_ttl", "Worker id lease TTL (2s to 1h)"},
-      {"--segment-store", "segment.store", "sqlite:PATH or postgres://..."},
-      {"--segment-auto-create", "segment.auto_create", "true: create unknown tags on use"},
-      {"--segment-max-step", "segment.max_step", "Largest range asked of the store"},
-      {"--opaque-key-file", "opaque.key_file", "Opaque ids' key file (sekka opaque keygen)"},
-  };
-  std::vector<std::string> serve_values(std::size(kServeFlags));
-  for (std::size_t i = 0; i < std::size(kServeFlags); ++i) {
-    serve_cmd->add_option(kServeFlags[i].flag, serve_values[i], kServeFlags[i].help);
+  // The flags come from the configuration's one table (server/config.cc).
+  const std::vector<sekka::server::ServeFlag> serve_flags = sekka::server::ServeFlags();
+  std::vector<std::string> serve_values(serve_flags.size());
+  for (std::size_t i = 0; i < serve_flags.size(); ++i) {
+    serve_cmd->add_option(serve_flags[i].flag, serve_values[i], serve_flags[i].help)
+        ->type_name(serve_flags[i].type_name);
   }
   bool serve_force = false;
   serve_cmd->add_flag("--force", serve_force, "Start despite a stored state of another layout");
@@ -251,9 +227,9 @@ int main(int argc, char** argv) {
     return RunSegment(segment);
   }
   if (serve_cmd->parsed()) {
-    for (std::size_t i = 0; i < std::size(kServeFlags); ++i) {
-      if (serve_cmd->count(kServeFlags[i].flag) > 0) {
-        serve.values.emplace_back(kServeFlags[i].key, serve_values[i]);
+    for (std::size_t i = 0; i < serve_flags.size(); ++i) {
+      if (serve_cmd->count(serve_flags[i].flag) > 0) {
+        serve.values.emplace_back(serve_flags[i].key, serve_values[i]);
       }
     }
     if (serve_force) serve.values.emplace_back("generator.force", "true");

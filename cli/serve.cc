@@ -1,5 +1,6 @@
 #include <fmt/format.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -61,6 +62,12 @@ Result<server::ServiceParts> OpenServiceParts(const server::ServerConfig& config
                                               const std::string& identity) {
   server::ServiceParts parts;
   parts.clock = &SystemClock();
+  // The data dir is this process's alone: 0700 when made here (its files are 0640 at most:
+  // main's umask). One that exists keeps its mode.
+  std::error_code made;
+  if (std::filesystem::create_directories(config.data_dir, made)) {
+    ::chmod(config.data_dir.c_str(), 0700);
+  }
   parts.data_dir = NewFileDataDir(config.data_dir);
   // Segments: PostgreSQL connects lazily, so a database that is down does not stop the
   // snowflake engine from serving.
@@ -80,9 +87,9 @@ Result<server::ServiceParts> OpenServiceParts(const server::ServerConfig& config
   if (!lock.ok()) return std::move(lock).error();
   if (*lock < 0) {
     return Unavailable(fmt::format(
-        "data dir {} is used by another sekka process (lock {} is held): give each process its "
+        "data dir {} is used by another process (lock {}, {}): give each sekka process its "
         "own data.dir",
-        config.data_dir, lock_path));
+        config.data_dir, lock_path, DescribeLockHolder(lock_path)));
   }
   WorkerLeaseOptions lo;
   lo.identity = identity;

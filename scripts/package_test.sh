@@ -34,6 +34,9 @@ page=$(zcat "$(man -w sekka)")
 grep -q '^\.SS "sekka serve"' <<< "$page"
 grep -q '^\.SH CONFIGURATION' <<< "$page"
 grep -q '^tls_ca_file = ' <<< "$page"
+# The configuration may hold secrets; the lock dir is shared by group only (issue 24, 6 and 7).
+test "$(stat -c %a:%U:%G /etc/sekka/sekka.toml)" = 640:root:sekka
+test "$(stat -c %a:%U:%G /var/lib/sekka/workers)" = 2770:sekka:sekka
 config=$(/usr/bin/sekka serve --config /etc/sekka/sekka.toml --print-config)
 grep -q '^dir = "/var/lib/sekka"' <<< "$config"
 grep -q '^http_listen = "127.0.0.1:8080"' <<< "$config"   # loopback unless configured

@@ -1,6 +1,7 @@
 #include "server/config.h"
 
 #include <fmt/format.h>
+#include <sys/stat.h>
 #include <toml++/toml.h>
 
 #include <algorithm>
@@ -9,6 +10,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <regex>
 
 #include "sekka/codec.h"
@@ -23,31 +25,55 @@ struct Key {
   Type type;
   const char* default_value;
   const char* help;
+  const char* flag = nullptr;  // sekka serve's flag, if it has one
 };
 
 // The one table of keys (docs/contract.md section 7 names, and more in the same style).
 const std::vector<Key>& Keys() {
   static const std::vector<Key> keys = {
-      {"server.http_listen", Type::kString, "127.0.0.1:8080", "HTTP address; \"\" = off"},
-      {"server.resp_listen", Type::kString, "127.0.0.1:6380", "Redis-protocol address; \"\" = off"},
+      {"server.http_listen", Type::kString, "127.0.0.1:8080", "HTTP address; \"\" = off", "--http"},
+      {"server.resp_listen", Type::kString, "127.0.0.1:6380", "Redis-protocol address; \"\" = off",
+       "--resp"},
       {"server.thrift_listen", Type::kString, "",
-       "Twitter Snowflake Thrift address (framed, binary; Twitter used port 7609); \"\" = off"},
-      {"server.auth_token", Type::kString, "", "bearer token / AUTH password; \"\" = none"},
-      {"server.threads", Type::kInt, "0", "event loops; 0 = one per core"},
-      {"server.max_connections", Type::kInt, "10000", "open connections, all listeners"},
+       "Twitter Snowflake Thrift address (framed, binary; Twitter used port 7609); \"\" = off",
+       "--thrift"},
+      {"server.auth_token", Type::kString, "",
+       "bearer token / AUTH password, at least 16 printable characters; \"\" = none",
+       "--auth-token"},
+      {"server.auth_token_file", Type::kString, "",
+       "a file holding the token (a trailing newline is ignored; not readable by other users), "
+       "instead of auth_token",
+       "--auth-token-file"},
+      {"server.allowed_hosts", Type::kString, "",
+       "host names HTTP requests may send in Host, comma-separated, besides IP addresses and "
+       "localhost (a name not listed is refused: DNS rebinding); \"*\" = any",
+       "--allowed-hosts"},
+      {"server.threads", Type::kInt, "0", "event loops; 0 = one per core", "--threads"},
+      {"server.max_connections", Type::kInt, "10000", "open connections, all listeners",
+       "--max-connections"},
       {"server.idle_timeout", Type::kDuration, "300s",
-       "close connections idle this long (1s to 24h)"},
-      {"server.max_batch", Type::kInt, "100000", "ids per batch request"},
+       "close connections idle this long (1s to 24h)", "--idle-timeout"},
+      {"server.max_batch", Type::kInt, "100000", "ids per batch request (1 to 1000000)",
+       "--max-batch"},
+      {"server.request_timeout", Type::kDuration, "10s",
+       "a request or command must arrive whole this soon after its first byte, else 408 or "
+       "-ERR and the connection closes (100ms to 1h)",
+       "--request-timeout"},
+      {"server.max_buffer_mib", Type::kInt, "512",
+       "MiB of request and reply buffers across all connections; past it the connection "
+       "buffering the most is closed (16 to 1048576)",
+       "--max-buffer-mib"},
       {"server.busy_poll_us", Type::kInt, "0",
-       "event loops poll this long (us) before sleeping; 0 = never"},
-      {"server.log_level", Type::kString, "info", "debug | info | warn | error"},
+       "event loops poll this long (us) before sleeping; 0 = never", "--busy-poll-us"},
+      {"server.log_level", Type::kString, "info", "debug | info | warn | error", "--log-level"},
       {"server.resp_ids", Type::kString, "integer",
        "RESP ids as integer, or string (decimal bulk strings, for JavaScript clients)"},
-      {"data.dir", Type::kString, "./sekka-data", "data directory"},
+      {"data.dir", Type::kString, "./sekka-data", "data directory", "--data-dir"},
       {"layout.preset", Type::kString, "sekka",
        "sekka | twitter | leaf | discord | instagram | sonyflake | sonyflake-v1 | baidu | js53, "
        "or PRESET,key=value,... "
-       "(docs/operations.md)"},
+       "(docs/operations.md)",
+       "--layout"},
       {"layout.time_bits", Type::kInt, "", "custom layout: overrides the preset"},
       {"layout.datacenter_bits", Type::kInt, "", "custom layout"},
       {"layout.worker_bits", Type::kInt, "", "custom layout"},
@@ -59,29 +85,38 @@ const std::vector<Key>& Keys() {
       {"layout.shard_bits", Type::kInt, "", "custom layout: 0 to 15 bits on top against hotspots"},
       {"layout.reverse_time", Type::kString, "",
        "custom layout: true = the time field bit-reversed (no hotspot, no order)"},
-      {"generator.on_clock_backwards", Type::kString, "wait", "wait | fail | continue"},
+      {"generator.on_clock_backwards", Type::kString, "wait", "wait | fail | continue",
+       "--on-clock-backwards"},
       {"generator.max_backwards_wait", Type::kDuration, "1s", ""},
       {"generator.on_sequence_exhausted", Type::kString, "wait", "wait | borrow"},
       {"generator.max_drift", Type::kDuration, "1s", ""},
       {"generator.sequence_start", Type::kString, "zero", "zero | random"},
       {"generator.descending", Type::kBool, "false", ""},
-      {"generator.max_startup_wait", Type::kDuration, "10s", "wait out a stored hwm this close"},
+      {"generator.max_startup_wait", Type::kDuration, "10s", "wait out a stored hwm this close",
+       "--max-startup-wait"},
       {"generator.force", Type::kBool, "false", "start despite stored state of another layout"},
       {"generator.after_id", Type::kInt, "",
-       "issue only ids above this one (the largest id of the system sekka takes over from)"},
-      {"worker.source", Type::kString, "local", "static | local | hostname | etcd | zookeeper"},
+       "issue only ids above this one (the largest id of the system sekka takes over from)",
+       "--after-id"},
+      {"worker.source", Type::kString, "local", "static | local | hostname | etcd | zookeeper",
+       "--worker-source"},
       {"worker.id", Type::kInt, "",
        "source static: this process's worker id (required there, "
-       "refused with any other source)"},
+       "refused with any other source)",
+       "--worker-id"},
       {"worker.lock_dir", Type::kString, "/var/lib/sekka/workers",
        "the host's lock dir, shared by every sekka process of this host and bound to one id "
        "space (layout, and where worker ids come from); static, local, hostname lock their "
-       "worker id and keep its hwm there"},
-      {"worker.datacenter_id", Type::kInt, "0", "where the layout has datacenter bits"},
-      {"worker.coordinator", Type::kString, "", "etcd://h:p[,h:p] or zookeeper://h:p[,h:p]"},
-      {"worker.cluster", Type::kString, "default", "key prefix at the coordinator"},
-      {"worker.lease_ttl", Type::kDuration, "10s", ""},
-      {"worker.name", Type::kString, "", "identity for source local; \"\" = the listen addresses"},
+       "worker id and keep its hwm there",
+       "--worker-lock-dir"},
+      {"worker.datacenter_id", Type::kInt, "0", "where the layout has datacenter bits",
+       "--datacenter-id"},
+      {"worker.coordinator", Type::kString, "", "etcd://h:p[,h:p] or zookeeper://h:p[,h:p]",
+       "--coordinator"},
+      {"worker.cluster", Type::kString, "default", "key prefix at the coordinator", "--cluster"},
+      {"worker.lease_ttl", Type::kDuration, "10s", "", "--lease-ttl"},
+      {"worker.name", Type::kString, "", "identity for source local; \"\" = the listen addresses",
+       "--worker-name"},
       {"worker.keep_id", Type::kBool, "false",
        "local, etcd, zookeeper: a restart takes back its own worker id and waits past its hwm "
        "(up to ~4 s); false = it takes a free id whose hwm is past and does not wait"},
@@ -97,15 +132,17 @@ const std::vector<Key>& Keys() {
       {"worker.password_file", Type::kString, "",
        "a file holding the user's password (a trailing newline is ignored)"},
       {"segment.store", Type::kString, "",
-       "\"\" = sqlite in the data dir; sqlite:PATH; postgres://..."},
-      {"segment.auto_create", Type::kBool, "false", "create unknown tags on first use"},
+       "\"\" = sqlite in the data dir; sqlite:PATH; postgres://...", "--segment-store"},
+      {"segment.auto_create", Type::kBool, "false", "create unknown tags on first use",
+       "--segment-auto-create"},
       {"segment.step", Type::kInt, "1000", "step of auto-created tags"},
-      {"segment.max_step", Type::kInt, "10000000", "the dynamic step never goes above this"},
+      {"segment.max_step", Type::kInt, "10000000", "the dynamic step never goes above this",
+       "--segment-max-step"},
       {"segment.wait_deadline", Type::kDuration, "500ms",
        "both buffers empty: wait this long (below the clients' 1 s timeout)"},
       {"segment.max_tags", Type::kInt, "10000", "tags served at most, auto-created ones included"},
       {"opaque.key_file", Type::kString, "",
-       "opaque ids' key file (sekka opaque keygen); \"\" = no opaque ids"},
+       "opaque ids' key file (sekka opaque keygen); \"\" = no opaque ids", "--opaque-key-file"},
       {"random.layout", Type::kString, "random",
        "random ids' layout (/v1/random, RANDOM.NEXT): random, or kind=random,..."},
   };
@@ -144,9 +181,49 @@ std::map<std::string, std::string> Merge(const std::vector<ConfigValues>& source
   return values;
 }
 
+// The token from server.auth_token or server.auth_token_file (not both): at least 16 printable
+// characters, so that it cannot be guessed at the rate failed attempts are answered.
+Result<std::string> AuthToken(const std::string& token, const std::string& file) {
+  std::string value = token;
+  if (!file.empty()) {
+    if (!token.empty()) {
+      return InvalidArgument(
+          "config server.auth_token and server.auth_token_file are both set: give one");
+    }
+    struct stat st {};
+    if (::stat(file.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) {
+      return InvalidArgument(
+          fmt::format("config server.auth_token_file \"{}\" is not a readable file", file));
+    }
+    if ((st.st_mode & S_IROTH) != 0) {
+      return InvalidArgument(fmt::format(
+          "config server.auth_token_file \"{}\" is readable by every user: allowed modes "
+          "without read for others, such as 0600 or 0640",
+          file));
+    }
+    std::ifstream in(file, std::ios::binary);
+    std::getline(in, value, '\0');
+    if (!in.eof() && in.fail()) {
+      return InvalidArgument(
+          fmt::format("config server.auth_token_file \"{}\" could not be read", file));
+    }
+    if (value.ends_with("\n")) value.pop_back();
+    if (value.ends_with("\r")) value.pop_back();
+  }
+  const bool printable =
+      std::all_of(value.begin(), value.end(), [](char ch) { return ch > ' ' && ch < 0x7f; });
+  if (!value.empty() && (value.size() < 16 || !printable)) {
+    return InvalidArgument(fmt::format(
+        "config server.auth_token{} is not valid: allowed at least 16 printable ASCII characters "
+        "without spaces, such as the output of \"openssl rand -hex 16\" (the token is not shown)",
+        file.empty() ? "" : "_file's token"));
+  }
+  return value;
+}
+
 Error BadValue(std::string_view key, std::string_view value, std::string_view allowed) {
-  return InvalidArgument(
-      fmt::format("config {} = \"{}\" is not valid: allowed {}", key, value, allowed));
+  return InvalidArgument(fmt::format("config {} = \"{}\" is not valid: allowed {}", key,
+                                     RedactSecrets(value), allowed));
 }
 
 Result<std::int64_t> IntValue(std::string_view key, std::string_view value, std::int64_t lo,
@@ -173,6 +250,20 @@ Result<std::int64_t> DurationValue(std::string_view key, std::string_view value,
 }
 
 }  // namespace
+
+std::vector<ServeFlag> ServeFlags() {
+  std::vector<ServeFlag> out;
+  for (const Key& k : Keys()) {
+    if (k.flag == nullptr) continue;
+    std::string help = k.help[0] != '\0' ? k.help : k.name;
+    help += k.default_value[0] != '\0' ? fmt::format(" [default: {}]", k.default_value)
+                                       : std::string(" [default: not set]");
+    help += fmt::format(" (config {})", k.name);
+    static constexpr const char* kTypeNames[] = {"TEXT", "INT", "BOOL", "DURATION"};
+    out.push_back({k.flag, k.name, help, kTypeNames[static_cast<int>(k.type)]});
+  }
+  return out;
+}
 
 std::vector<std::string> ConfigKeys() {
   std::vector<std::string> out;
@@ -313,29 +404,48 @@ Result<ServerConfig> BuildConfig(const std::vector<ConfigValues>& sources) {
   }
   const std::map<std::string, std::string> v = Merge(sources);
   auto get = [&](const char* key) -> const std::string& { return v.at(key); };
-  ServerConfig c;
-  c.http_listen = get("server.http_listen");
-  c.resp_listen = get("server.resp_listen");
-  c.thrift_listen = get("server.thrift_listen");
-  c.auth_token = get("server.auth_token");
-  if (!c.thrift_listen.empty() && !c.auth_token.empty()) {
-    return InvalidArgument(
-        "config server.thrift_listen cannot be used with server.auth_token: Twitter's Snowflake "
-        "IDL has no way to send a token, so the Thrift port would serve ids to anyone; turn one "
-        "of them off");
-  }
 #define SEKKA_ASSIGN(target, expr)             \
   do {                                         \
     auto result_ = (expr);                     \
     if (!result_.ok()) return result_.error(); \
     target = *result_;                         \
   } while (0)
+  ServerConfig c;
+  c.http_listen = get("server.http_listen");
+  c.resp_listen = get("server.resp_listen");
+  c.thrift_listen = get("server.thrift_listen");
+  SEKKA_ASSIGN(c.auth_token, AuthToken(get("server.auth_token"), get("server.auth_token_file")));
+  if (!c.thrift_listen.empty() && !c.auth_token.empty()) {
+    return InvalidArgument(
+        "config server.thrift_listen cannot be used with server.auth_token: Twitter's Snowflake "
+        "IDL has no way to send a token, so the Thrift port would serve ids to anyone; turn one "
+        "of them off");
+  }
+  for (std::string_view rest = get("server.allowed_hosts"); !rest.empty();) {
+    const std::size_t comma = std::min(rest.find(','), rest.size());
+    std::string name(rest.substr(0, comma));
+    std::erase(name, ' ');
+    for (char& ch : name) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    constexpr std::string_view kNameChars = "abcdefghijklmnopqrstuvwxyz0123456789.-";
+    if (name.empty() || (name != "*" && name.find_first_not_of(kNameChars) != name.npos)) {
+      return BadValue("server.allowed_hosts", get("server.allowed_hosts"),
+                      "host names (letters, digits, '.', '-') separated by commas, or \"*\" for "
+                      "any");
+    }
+    c.allowed_hosts.push_back(std::move(name));
+    rest.remove_prefix(std::min(comma + 1, rest.size()));
+  }
   SEKKA_ASSIGN(c.threads, IntValue("server.threads", get("server.threads"), 0, 256));
   SEKKA_ASSIGN(c.max_connections,
                IntValue("server.max_connections", get("server.max_connections"), 1, 1'000'000));
   SEKKA_ASSIGN(c.idle_timeout_ms,
                DurationValue("server.idle_timeout", get("server.idle_timeout"), 1000, 86'400'000));
-  SEKKA_ASSIGN(c.max_batch, IntValue("server.max_batch", get("server.max_batch"), 1, 10'000'000));
+  // A batch's reply is built whole: a million ids is ~25 MB of JSON (~45 MB of UUIDs).
+  SEKKA_ASSIGN(c.max_batch, IntValue("server.max_batch", get("server.max_batch"), 1, 1'000'000));
+  SEKKA_ASSIGN(c.request_timeout_ms, DurationValue("server.request_timeout",
+                                                   get("server.request_timeout"), 100, 3'600'000));
+  SEKKA_ASSIGN(c.max_buffer_mib,
+               IntValue("server.max_buffer_mib", get("server.max_buffer_mib"), 16, 1'048'576));
   SEKKA_ASSIGN(c.busy_poll_us,
                IntValue("server.busy_poll_us", get("server.busy_poll_us"), 0, 100'000));
   c.log_level = get("server.log_level");
@@ -570,9 +680,9 @@ std::string PrintConfig(const std::vector<ConfigValues>& sources) {
       out += fmt::format("{}[{}]\n", out.empty() ? "" : "\n", sec);
       section = std::string(sec);
     }
-    std::string value = v.at(k.name);
+    std::string value = RedactSecrets(v.at(k.name));  // never print secrets
     if ((name == "server.auth_token" || name == "worker.password") && !value.empty()) {
-      value = "(hidden)";  // never print secrets
+      value = "(hidden)";
     }
     if (value.empty() && k.type != Type::kString) {
       out += fmt::format("# {} = <not set>  # {}\n", key, k.help);

@@ -28,12 +28,16 @@ struct ServerConfig {
   std::string resp_listen = "127.0.0.1:6380";  // "" = off
   std::string thrift_listen;                   // Twitter Snowflake's Thrift service; "" = off
   std::string auth_token;                      // "" = no authentication
-  int threads = 0;                             // event loops; 0 = one per core
-  int max_connections = 10000;                 // open connections, both protocols together
-  std::int64_t idle_timeout_ms = 300'000;      // a connection idle this long is closed
-  std::int64_t max_batch = 100'000;            // ids per batch request
-  std::int64_t busy_poll_us = 0;               // loops poll this long before sleeping; 0 = never
-  std::string log_level = "info";              // debug | info | warn | error
+  // Host names HTTP requests may name besides IP literals and localhost (DNS rebinding).
+  std::vector<std::string> allowed_hosts;
+  int threads = 0;                           // event loops; 0 = one per core
+  int max_connections = 10000;               // open connections, both protocols together
+  std::int64_t idle_timeout_ms = 300'000;    // a connection idle this long is closed
+  std::int64_t max_batch = 100'000;          // ids per batch request
+  std::int64_t request_timeout_ms = 10'000;  // a request must arrive whole this soon
+  std::int64_t max_buffer_mib = 512;         // all connections' buffers together
+  std::int64_t busy_poll_us = 0;             // loops poll this long before sleeping; 0 = never
+  std::string log_level = "info";            // debug | info | warn | error
   bool resp_string_ids = false;  // server.resp_ids = "string": RESP ids as decimal bulk strings
   // [data]
   std::string data_dir = "./sekka-data";
@@ -101,6 +105,14 @@ inline std::int64_t CoordinatorCallTimeoutMs(const ServerConfig& config) {
 std::string PrintConfig(const std::vector<ConfigValues>& sources);
 // Every key, as "section.key".
 std::vector<std::string> ConfigKeys();
+// `sekka serve`'s flags, from the same table: "--http" sets server.http_listen.
+struct ServeFlag {
+  std::string flag;
+  std::string key;
+  std::string help;       // the key's help and its default
+  std::string type_name;  // for --help: TEXT, INT, BOOL or DURATION
+};
+std::vector<ServeFlag> ServeFlags();
 
 }  // namespace sekka::server
 

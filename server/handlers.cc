@@ -1,10 +1,12 @@
 #include "server/handlers.h"
 
+#include <arpa/inet.h>
 #include <fmt/format.h>
 #include <strings.h>
 
 #include <algorithm>
 #include <charconv>
+#include <optional>
 #include <span>
 #include <variant>
 
@@ -28,11 +30,18 @@ struct HttpReply {
   std::string extra_headers;
 };
 
+// `s` in lower case, cut at `max` characters (for a command name in an error).
+std::string Lower(std::string_view s, std::size_t max = 64) {
+  std::string out(s.substr(0, max));
+  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
 HttpReply JsonError(int status, std::string_view code, std::string_view message) {
   HttpReply r;
   r.status = status;
   r.body = fmt::format("{{\"error\":{{\"code\":\"{}\",\"message\":\"{}\"}}}}", code,
-                       http::JsonEscape(message));
+                       http::JsonEscape(RedactSecrets(message)));
   if (status == 503) r.extra_headers = "Retry-After: 1\r\n";
   if (status == 401) r.extra_headers = "WWW-Authenticate: Bearer\r\n";
   return r;
@@ -417,14 +426,14 @@ HttpReply TinyidJson(const Result<Reply>& reply, const std::string& data) {
   if (reply.ok()) return Json(fmt::format("{{\"data\":{},\"code\":200,\"message\":\"\"}}", data));
   const int code = reply.error().code == ErrorCode::kUnauthenticated ? 5 : 6;
   return Json(fmt::format("{{\"data\":null,\"code\":{},\"message\":\"{}\"}}", code,
-                          http::JsonEscape(reply.error().message)));
+                          http::JsonEscape(RedactSecrets(reply.error().message))));
 }
 
 HttpReply TinyidText(const Result<Reply>& reply, std::string body) {
   if (reply.ok()) return Text(std::move(body));
   HttpReply r = Text("");
   std::string why = fmt::format("{}: {}", MapError(reply.error().code).http_code,
-                                reply.error().message.substr(0, 300));
+                                RedactSecrets(reply.error().message).substr(0, 300));
   for (char& c : why) {
     if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = ' ';
   }
@@ -583,7 +592,7 @@ HttpReply CosIdError(const Error& e, bool machine) {
   HttpReply r;
   r.status = status;
   r.body = fmt::format("{{\"code\":\"{}\",\"msg\":\"{}\",\"errors\":[]}}", code,
-                       http::JsonEscape(e.message));
+                       http::JsonEscape(RedactSecrets(e.message)));
   if (status == 401) r.extra_headers = "WWW-Authenticate: Bearer\r\n";
   if (status == 503) r.extra_headers = "Retry-After: 1\r\n";
   return r;
@@ -775,10 +784,65 @@ HttpReply RunRoute(Service& service, const HttpRoute& route, const RouteInput& i
   return route.format(service, in, reply);
 }
 
+// The host of a Host header or an Origin's authority, lower-cased, without its port and
+// IPv6 brackets ("[::1]:8080" -> "::1").
+std::string HostName(std::string_view authority) {
+  std::string_view host = authority;
+  if (host.starts_with('[')) {
+    host = host.substr(1, host.find(']') == std::string_view::npos ? 0 : host.find(']') - 1);
+  } else if (const std::size_t colon = host.rfind(':'); colon != std::string_view::npos) {
+    host = host.substr(0, colon);
+  }
+  return Lower(host, std::string_view::npos);
+}
+
+// A Host a request may name: an IP address (a browser reaching it by address is not a DNS
+// rebinding), localhost, or a name of server.allowed_hosts.
+bool AllowedHost(Service& service, std::string_view host_header) {
+  if (host_header.empty()) return true;  // HTTP/1.0
+  const std::string host = HostName(host_header);
+  unsigned char address[16];
+  if (inet_pton(AF_INET, host.c_str(), address) == 1 ||
+      inet_pton(AF_INET6, host.c_str(), address) == 1 || host == "localhost") {
+    return true;
+  }
+  const std::vector<std::string>& names = service.config().allowed_hosts;
+  return std::find_if(names.begin(), names.end(), [&](const std::string& name) {
+           return name == host || name == "*";
+         }) != names.end();
+}
+
+// Requests a web page may have sent to a server it should not reach (issue 24, finding 5): a
+// Host that is not the server's (DNS rebinding), or, on a request that can change state (every
+// method but GET and HEAD), an Origin of another site.
+std::optional<HttpReply> RefuseForeign(Service& service, const http::Request& request) {
+  if (!AllowedHost(service, request.host)) {
+    return JsonError(403, "forbidden",
+                     fmt::format("Host \"{}\" is not allowed: allowed IP addresses, localhost and "
+                                 "server.allowed_hosts",
+                                 request.host.substr(0, 100)));
+  }
+  if (request.origin.empty() || request.method == "GET" || request.method == "HEAD") {
+    return std::nullopt;
+  }
+  const std::size_t scheme = request.origin.find("://");
+  const std::string origin = scheme == std::string::npos
+                                 ? ""
+                                 : Lower(request.origin.substr(scheme + 3), std::string::npos);
+  if (origin.empty() || origin != Lower(request.host, std::string::npos)) {
+    return JsonError(403, "forbidden",
+                     fmt::format("a {} from Origin \"{}\" is not allowed: a page of another site "
+                                 "may not change this server's state",
+                                 request.method.substr(0, 10), request.origin.substr(0, 100)));
+  }
+  return std::nullopt;
+}
+
 HttpReply Dispatch(Service& service, const http::Request& request, Command& command) {
   std::string_view path, query;
   http::SplitTarget(request.target, path, query);
   command = Command::kOther;
+  if (std::optional<HttpReply> refused = RefuseForeign(service, request)) return *refused;
   std::string allowed;
   const HttpRoute* route = FindRoute(request.method, path, allowed);
   if (route == nullptr) {
@@ -810,19 +874,14 @@ bool CredentialsMatch(Service& service, std::string_view user, std::string_view 
   return TokenEquals(password, service.config().auth_token) && Is(user, "default");
 }
 
-std::string Lower(std::string_view s) {
-  std::string out(s.substr(0, 64));
-  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
-
 void WrongArgs(std::string& out, std::string_view name) {
   resp::AppendError(out,
                     fmt::format("ERR wrong number of arguments for '{}' command", Lower(name)));
 }
 
 void RespError(std::string& out, const Error& e) {
-  resp::AppendError(out, fmt::format("{} {}", MapError(e.code).resp_prefix, e.message));
+  resp::AppendError(out,
+                    fmt::format("{} {}", MapError(e.code).resp_prefix, RedactSecrets(e.message)));
 }
 
 std::string InfoText(Service& service, std::string_view section) {
@@ -942,11 +1001,24 @@ bool MayBlock(Service& service, const std::vector<std::string_view>& args) {
   return spec != nullptr && MayBlock(service, *spec, command_args);
 }
 
-void HandleHttp(Service& service, const http::Request& request, std::string& out, bool& close) {
+// Credentials sent with a request (a token or a password), right or wrong.
+bool SentCredentials(const http::Request& request) {
+  std::string_view path, query;
+  http::SplitTarget(request.target, path, query);
+  return !request.authorization.empty() || http::QueryParam(query, "token").has_value();
+}
+
+void HandleHttp(Service& service, Session& session, const http::Request& request, std::string& out,
+                bool& close) {
   Command command = Command::kOther;
   HttpReply r = Dispatch(service, request, command);
   service.CountRequest(Protocol::kHttp, command, r.status < 400);
   close = !request.keep_alive;
+  if (r.status == 401 && SentCredentials(request)) {
+    session.auth_failed = close = true;  // a guess: answered late, and the last on it
+  } else if (!request.authorization.empty() && Authorized(service, request)) {
+    session.authenticated = true;
+  }
   const std::string response =
       http::Response(r.status, r.content_type, r.body, !close, r.extra_headers);
   if (request.method == "HEAD") {
@@ -958,8 +1030,10 @@ void HandleHttp(Service& service, const http::Request& request, std::string& out
 }
 
 std::string HttpParseError(int status, std::string_view message) {
-  // 400 bad input; 503 a limit of the server's (too many connections); else a request too large.
+  // 400 bad input; 408 a request too slow to arrive; 503 a limit of the server's (too many
+  // connections); else a request too large.
   const std::string_view code = status == 400   ? "invalid_argument"
+                                : status == 408 ? "request_timeout"
                                 : status == 503 ? "unavailable"
                                                 : "too_large";
   const std::string body = fmt::format("{{\"error\":{{\"code\":\"{}\",\"message\":\"{}\"}}}}", code,
@@ -968,7 +1042,7 @@ std::string HttpParseError(int status, std::string_view message) {
                         status == 503 ? "Retry-After: 1\r\n" : "");
 }
 
-void HandleResp(Service& service, RespSession& session, const std::vector<std::string_view>& args,
+void HandleResp(Service& service, Session& session, const std::vector<std::string_view>& args,
                 std::string& out, bool& close) {
   if (args.empty()) return;
   const std::string_view name = args[0];
@@ -1011,6 +1085,7 @@ void HandleResp(Service& service, RespSession& session, const std::vector<std::s
       resp::AppendSimple(out, "OK");
     } else {
       resp::AppendError(out, "WRONGPASS invalid username-password pair or user is disabled.");
+      session.auth_failed = close = true;  // a guess: answered late, and the last on it
       ok = false;
     }
   } else if (Is(name, "QUIT")) {
@@ -1032,6 +1107,7 @@ void HandleResp(Service& service, RespSession& session, const std::vector<std::s
       if (Is(args[i], "AUTH") && i + 2 < argc) {
         if (!CredentialsMatch(service, args[i + 1], args[i + 2])) {
           resp::AppendError(out, "WRONGPASS invalid username-password pair or user is disabled.");
+          session.auth_failed = close = true;
           service.CountRequest(Protocol::kResp, command, false);
           return;
         }
@@ -1243,7 +1319,8 @@ void HandleThrift(Service& service, const thrift::Call& call, std::string& out) 
       answer(Command::kId, std::get<std::int64_t>(*reply));
     } else {
       fail(Command::kId, ExceptionType::kInternalError,
-           fmt::format("{}: {}", MapError(reply.error().code).http_code, reply.error().message));
+           fmt::format("{}: {}", MapError(reply.error().code).http_code,
+                       RedactSecrets(reply.error().message)));
     }
   } else if (call.name == "get_worker_id") {
     answer(Command::kWorker, service.worker().worker_id);

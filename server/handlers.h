@@ -4,7 +4,7 @@
 // Twitter Snowflake's Thrift service turn their requests into commands and format the replies.
 // No I/O: the event loop (server/server.cc) hands in parsed requests and sends the bytes back.
 //
-// Thread-safety: a RespSession belongs to one connection; the functions are reentrant.
+// Thread-safety: a Session belongs to one connection; the functions are reentrant.
 
 #ifndef SEKKA_SERVER_HANDLERS_H_
 #define SEKKA_SERVER_HANDLERS_H_
@@ -19,9 +19,13 @@
 
 namespace sekka::server {
 
+// What a connection has shown across its requests, kept by the event loop (server.cc).
+struct Session;
+
 // Appends the complete HTTP response for `request` to `out`. Sets `close` when the connection
 // must close after it.
-void HandleHttp(Service& service, const http::Request& request, std::string& out, bool& close);
+void HandleHttp(Service& service, Session& session, const http::Request& request, std::string& out,
+                bool& close);
 // The response for a request the parser rejected (400, 413, 431); always closes.
 std::string HttpParseError(int status, std::string_view message);
 
@@ -39,15 +43,19 @@ enum class IdReply {
   kString,         // ID.REPLY STRING
 };
 
-// Per-connection RESP state.
-struct RespSession {
+struct Session {
+  // Sent the right credentials (AUTH, HELLO AUTH, a bearer token): the connection gets the
+  // larger buffer limits.
   bool authenticated = false;
-  std::string name;  // CLIENT SETNAME
-  IdReply id_reply = IdReply::kServerDefault;
+  // The last request sent wrong credentials: its reply is the last, and is delayed (server.cc,
+  // RefuseCredentials). The handler sets `close` with it.
+  bool auth_failed = false;
+  std::string name;                            // RESP: CLIENT SETNAME
+  IdReply id_reply = IdReply::kServerDefault;  // RESP: ID.REPLY
 };
 
-// Appends the reply to one command to `out`. Sets `close` for QUIT.
-void HandleResp(Service& service, RespSession& session, const std::vector<std::string_view>& args,
+// Appends the reply to one command to `out`. Sets `close` for QUIT and for failed credentials.
+void HandleResp(Service& service, Session& session, const std::vector<std::string_view>& args,
                 std::string& out, bool& close);
 
 // Runs one call of Twitter Snowflake's Thrift service (get_id, get_worker_id, get_timestamp,

@@ -5,11 +5,20 @@
 #include <strings.h>
 
 #include <cstring>
+#include <utility>
 
 namespace sekka::http {
 namespace {
 
-enum class Field { kNone, kAuthorization, kAccept, kOther };
+enum class Field { kNone, kKept, kOther };  // kKept: a header of kKeptHeaders
+
+// The headers sekka reads, and the Request member each goes to.
+constexpr std::pair<const char*, std::string Request::*> kKeptHeaders[] = {
+    {"authorization", &Request::authorization},
+    {"accept", &Request::accept},
+    {"host", &Request::host},
+    {"origin", &Request::origin},
+};
 
 }  // namespace
 
@@ -24,7 +33,8 @@ struct RequestParser::State {
   std::size_t body_bytes = 0;
   std::string field;  // the header name being read
   Field current = Field::kNone;
-  int limit_status = 0;  // set by a callback that hit a limit
+  std::string* value = nullptr;  // kKept: where its value goes
+  int limit_status = 0;          // set by a callback that hit a limit
   std::string limit_error;
 
   static State& Of(llhttp_t* p) { return *static_cast<State*>(p->data); }
@@ -78,16 +88,15 @@ RequestParser::RequestParser(const Limits& limits) : state_(std::make_unique<Sta
   s.settings.on_header_value = [](llhttp_t* p, const char* at, std::size_t n) {
     State& st = State::Of(p);
     if (st.current == Field::kNone) {
-      if (strcasecmp(st.field.c_str(), "authorization") == 0) {
-        st.current = Field::kAuthorization;
-      } else if (strcasecmp(st.field.c_str(), "accept") == 0) {
-        st.current = Field::kAccept;
-      } else {
-        st.current = Field::kOther;
+      st.current = Field::kOther;
+      for (const auto& [name, member] : kKeptHeaders) {
+        if (strcasecmp(st.field.c_str(), name) == 0) {
+          st.current = Field::kKept;
+          st.value = &(st.request.*member);
+        }
       }
     }
-    if (st.current == Field::kAuthorization) st.request.authorization.append(at, n);
-    if (st.current == Field::kAccept) st.request.accept.append(at, n);
+    if (st.current == Field::kKept) st.value->append(at, n);
     return st.CountHeaderBytes(n);
   };
   s.settings.on_headers_complete = [](llhttp_t* p) {
@@ -95,8 +104,9 @@ RequestParser::RequestParser(const Limits& limits) : state_(std::make_unique<Sta
     st.current = Field::kNone;
     st.field.clear();
     // Whitespace after a field value is not part of it (RFC 9110 5.5); llhttp keeps it.
-    for (std::string* value : {&st.request.authorization, &st.request.accept}) {
-      value->erase(value->find_last_not_of(" \t") + 1);
+    for (const auto& [name, member] : kKeptHeaders) {
+      std::string& value = st.request.*member;
+      value.erase(value.find_last_not_of(" \t") + 1);
     }
     st.request.method = llhttp_method_name(static_cast<llhttp_method_t>(p->method));
     st.request.keep_alive = llhttp_should_keep_alive(p) != 0;
@@ -208,10 +218,14 @@ std::string_view ReasonPhrase(int status) {
       return "Bad Request";
     case 401:
       return "Unauthorized";
+    case 403:
+      return "Forbidden";
     case 404:
       return "Not Found";
     case 405:
       return "Method Not Allowed";
+    case 408:
+      return "Request Timeout";
     case 413:
       return "Payload Too Large";
     case 431:

@@ -29,6 +29,8 @@ struct Request {
   std::string target;         // "/v1/ids?count=5"
   std::string authorization;  // the Authorization header, if any
   std::string accept;         // the Accept header, if any
+  std::string host;           // the Host header, if any
+  std::string origin;         // the Origin header, if any (browsers send it cross-site)
   bool keep_alive = true;
 };
 

@@ -30,14 +30,14 @@ void Log(LogLevel level, std::string_view msg, std::string_view fields) {
   std::string line =
       fmt::format("time={} level={} msg=\"", FormatUtcMillis(PlainSystemClock().NowMillis()),
                   kNames[static_cast<int>(level)]);
-  for (char c : msg) {
+  for (char c : RedactSecrets(msg)) {
     if (c == '"' || c == '\\') line += '\\';
     line += (c == '\n') ? ' ' : c;
   }
   line += '"';
   if (!fields.empty()) {
     line += ' ';
-    line += fields;
+    line += RedactSecrets(fields);
   }
   line += '\n';
   ssize_t ignored = ::write(STDERR_FILENO, line.data(), line.size());

@@ -92,7 +92,7 @@ void ParseCommand(std::string_view in, const Limits& limits, ParseResult& r) {
   bool need_more = false;
   if (!ReadLength(in, 1, count, pos, need_more)) {
     if (need_more) return NeedMore(r);
-    return Malformed(r, "invalid multibulk length");
+    return Malformed(r, std::string(limits.error_prefix) + "multibulk length");
   }
   if (count <= 0) {  // "*0" and "*-1": nothing to do
     r.status = ParseStatus::kComplete;
@@ -100,7 +100,7 @@ void ParseCommand(std::string_view in, const Limits& limits, ParseResult& r) {
     return;
   }
   if (static_cast<std::uint64_t>(count) > limits.max_args) {
-    return Malformed(r, "invalid multibulk length");
+    return Malformed(r, std::string(limits.error_prefix) + "multibulk length");
   }
   for (std::int64_t i = 0; i < count; ++i) {
     if (pos >= in.size()) return NeedMore(r);
@@ -111,10 +111,10 @@ void ParseCommand(std::string_view in, const Limits& limits, ParseResult& r) {
     std::size_t data = 0;
     if (!ReadLength(in, pos + 1, len, data, need_more)) {
       if (need_more) return NeedMore(r);
-      return Malformed(r, "invalid bulk length");
+      return Malformed(r, std::string(limits.error_prefix) + "bulk length");
     }
     if (len < 0 || static_cast<std::uint64_t>(len) > limits.max_bulk) {
-      return Malformed(r, "invalid bulk length");
+      return Malformed(r, std::string(limits.error_prefix) + "bulk length");
     }
     const auto n = static_cast<std::size_t>(len);
     if (in.size() < data + n + 2) return NeedMore(r);

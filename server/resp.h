@@ -21,7 +21,12 @@ struct Limits {
   std::size_t max_args = 64;           // arguments in one command
   std::size_t max_bulk = 64 * 1024;    // bytes in one argument
   std::size_t max_inline = 64 * 1024;  // bytes in one inline command line
+  // The word before "bulk length" in errors: Redis says "unauthenticated" for its limits
+  // before AUTH.
+  std::string_view error_prefix = "invalid ";
 };
+// Redis's limits for a client that has not authenticated: 10 arguments, 16 KiB each.
+inline constexpr Limits kUnauthenticatedLimits{10, 16 * 1024, 16 * 1024, "unauthenticated "};
 
 enum class ParseStatus { kComplete, kNeedMore, kMalformed };
 

@@ -20,6 +20,7 @@
 #include <functional>
 #include <list>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <unordered_map>
 #include <vector>
@@ -36,12 +37,28 @@ using asio::ip::tcp;
 using Clock = std::chrono::steady_clock;
 
 constexpr std::size_t kReadChunk = 16 * 1024;
-// A RESP command may not need more buffered bytes than this (argument limits keep it lower).
-constexpr std::size_t kMaxRespBuffer = 1024 * 1024;
-// Back-pressure: a connection stops executing pipelined requests once this much output waits,
-// and goes on when it has been written. Its queued output is at most this plus one reply (a
-// batch of max_batch ids), and it is not read meanwhile.
-constexpr std::size_t kMaxPendingOutput = 1024 * 1024;
+// How much one connection may buffer, as Redis limits its clients: input (a RESP command may
+// not need more; argument limits keep it lower), and output before back-pressure: the
+// connection stops executing pipelined requests once this much waits, and goes on when it has
+// been written (its output is at most this plus one reply, a batch of max_batch ids, and it is
+// not read meanwhile). Before a client has authenticated (server.auth_token set) both are small.
+struct BufferLimits {
+  std::size_t input;
+  std::size_t pending_output;
+};
+constexpr BufferLimits kTrustedLimits{1024 * 1024, 1024 * 1024};
+constexpr BufferLimits kUntrustedLimits{64 * 1024, 64 * 1024};
+// A buffer larger than this is given back when it empties (an idle connection after a large
+// batch keeps no megabytes).
+constexpr std::size_t kKeptCapacity = 64 * 1024;
+// Failed credentials from one address are answered at most once per this interval, however
+// many connections it opens; an attempt that would wait more than kMaxAuthWait is closed
+// unanswered.
+constexpr auto kAuthFailureSpacing = std::chrono::milliseconds(200);
+constexpr auto kMaxAuthWait = std::chrono::seconds(5);
+// At max_connections, a connection whose request has been arriving for this long gives its
+// slot to the new one.
+constexpr auto kSlowSenderAge = std::chrono::seconds(1);
 
 Result<tcp::endpoint> ParseEndpoint(std::string_view key, const std::string& text) {
   auto bad = [&] {
@@ -92,7 +109,16 @@ class Connection : public std::enable_shared_from_this<Connection> {
   Connection(ServerImpl& server, tcp::socket socket, Protocol protocol, LoopState& loop);
   void Begin();
   void Drain();  // from its own executor
+  // Closes it for breaking a limit (from its own executor): a request-timeout reply first
+  // where the protocol has one.
+  void Shed(ShedReason reason);
   asio::any_io_executor executor() { return socket_.get_executor(); }
+
+  // Read from other loops' threads (the limits' choice of whom to close).
+  // When its unfinished request began (steady clock, ns), or 0.
+  std::atomic<std::int64_t> partial_since_ns{0};
+  std::atomic<std::size_t> buffered{0};  // the capacity of its buffers, as in the budget
+  std::atomic<bool> chosen{false};       // picked for closing already
 
  private:
   void QueueWrite();
@@ -104,11 +130,20 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void Continue();
   // Runs a request that may wait for a store on the blocking pool; the connection handles
   // nothing more until its reply is back (so replies keep their order).
-  void Offload(std::function<void(std::string& out, bool& close)> work);
+  void Offload(std::function<void(Session& session, std::string& out, bool& close)> work);
   void Process();
   void AfterWrite();
   void ArmIdleTimer();
   void Close();
+  BufferLimits limits() const;
+  // After Process: notes when an unfinished request began (the HTTP parser keeps the bytes of
+  // one it has seen, so what is left in in_ does not tell).
+  void TrackPartial(bool completed, bool need_more);
+  // Gives back emptied large buffers and updates the budget (closing its largest user past it).
+  void Account();
+  // A failed AUTH or token: the reply waits its turn among the address's failures, then the
+  // connection closes.
+  void RefuseCredentials();
 
   ServerImpl& server_;
   LoopState& loop_;
@@ -119,12 +154,14 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::string out_;
   std::vector<char> chunk_;
   http::RequestParser http_parser_;
-  RespSession resp_session_;
+  Session session_;
   resp::ParseResult parsed_;  // reused: its argument vector keeps its capacity
+  asio::ip::address peer_;
   Clock::time_point last_activity_ = Clock::now();
-  bool closing_ = false;  // close after the pending write
-  bool busy_ = false;     // replies are queued or a write is in flight
-  bool pending_ = false;  // a request runs on the blocking pool
+  std::uint64_t handled_ = 0;  // requests taken from in_
+  bool closing_ = false;       // close after the pending write
+  bool busy_ = false;          // replies are queued or a write is in flight
+  bool pending_ = false;       // a request runs on the blocking pool
   bool draining_ = false;
   bool closed_ = false;
 };
@@ -208,11 +245,68 @@ class ServerImpl final : public Server {
     open_.fetch_sub(1);
   }
 
+  // The memory budget: every connection's buffers together. Past server.max_buffer_mib, the
+  // connection that buffers the most is closed (Envoy's overload manager and Redis's client
+  // output limits shed the same way): one hostile client cannot take the memory of all.
+  void AddBuffered(std::int64_t delta) {
+    const std::int64_t total = buffered_.fetch_add(delta) + delta;
+    if (delta > 0 && total > config_.max_buffer_mib * 1024 * 1024) {
+      CloseOne(ShedReason::kMemory, [](Connection& c) { return c.buffered.load(); });
+    }
+  }
+
+  // At max_connections: the connection whose request has been arriving longest (at least
+  // kSlowSenderAge) is closed, so that slow senders cannot hold every slot.
+  bool MakeRoom() {
+    const std::int64_t limit =
+        (Clock::now() - kSlowSenderAge).time_since_epoch() / std::chrono::nanoseconds(1);
+    return CloseOne(ShedReason::kSlowSender, [limit](Connection& c) -> std::int64_t {
+      const std::int64_t since = c.partial_since_ns.load();
+      return since != 0 && since <= limit ? limit - since + 1 : 0;
+    });
+  }
+
+  // When the next failed credentials from `peer` may be answered, or nullopt when that is
+  // more than kMaxAuthWait away (the attempt is closed unanswered and costs no turn).
+  std::optional<Clock::duration> AuthFailureDelay(const asio::ip::address& peer) {
+    std::lock_guard lock(mu_);
+    const auto now = Clock::now();
+    if (auth_failures_.size() > 4096) {
+      std::erase_if(auth_failures_, [now](const auto& e) { return e.second < now; });
+    }
+    Clock::time_point& next = auth_failures_[peer.to_string()];
+    const Clock::time_point turn = std::max(next, now);
+    if (turn - now > kMaxAuthWait) return std::nullopt;
+    next = turn + kAuthFailureSpacing;
+    return turn - now;
+  }
+
  private:
   struct Listener {
     std::unique_ptr<tcp::acceptor> acceptor;
     Protocol protocol;
   };
+
+  // Closes the connection with the largest positive `weight`, if any, not picked before.
+  template <typename Weight>
+  bool CloseOne(ShedReason reason, Weight weight) {
+    std::shared_ptr<Connection> victim;
+    {
+      std::lock_guard lock(mu_);
+      std::int64_t best = 0;
+      for (auto& [ptr, weak] : connections_) {
+        std::shared_ptr<Connection> c = weak.lock();
+        if (c == nullptr || c->chosen.load()) continue;
+        if (const auto w = static_cast<std::int64_t>(weight(*c)); w > best) {
+          best = w;
+          victim = std::move(c);
+        }
+      }
+      if (victim == nullptr || victim->chosen.exchange(true)) return false;
+    }
+    asio::post(victim->executor(), [victim, reason] { victim->Shed(reason); });
+    return true;
+  }
 
   void RunLoop(asio::io_context& loop) {
     auto guard = asio::make_work_guard(loop);
@@ -257,7 +351,7 @@ class ServerImpl final : public Server {
         });
         return;
       }
-      if (open_.fetch_add(1) >= config_.max_connections) {
+      if (open_.fetch_add(1) >= config_.max_connections && !MakeRoom()) {
         open_.fetch_sub(1);
         service_.ConnectionRejected(l.protocol);
         // Thrift has no message a client reads before its first call: it is closed.
@@ -366,9 +460,11 @@ class ServerImpl final : public Server {
   std::string http_address_, resp_address_, thrift_address_;
   std::atomic<std::size_t> next_loop_{0};
   std::atomic<int> open_{0};
+  std::atomic<std::int64_t> buffered_{0};  // bytes, AddBuffered
   std::atomic<bool> stopping_{false};
   std::mutex mu_;
   std::unordered_map<Connection*, std::weak_ptr<Connection>> connections_;  // guarded by mu_
+  std::unordered_map<std::string, Clock::time_point> auth_failures_;        // guarded by mu_
 };
 
 Connection::Connection(ServerImpl& server, tcp::socket socket, Protocol protocol, LoopState& loop)
@@ -384,21 +480,106 @@ void Connection::Begin() {
   server_.service().ConnectionOpened(protocol_);
   asio::error_code ignored;
   socket_.non_blocking(true, ignored);
+  peer_ = socket_.remote_endpoint(ignored).address();
   ArmIdleTimer();
   Read();
 }
 
+// One timer for both time limits: server.idle_timeout since the last progress, and
+// server.request_timeout since an unfinished request began (however slowly it trickles in:
+// every byte resets the idle time, never the request's).
 void Connection::ArmIdleTimer() {
-  const auto idle = std::chrono::milliseconds(server_.config().idle_timeout_ms);
-  idle_timer_.expires_at(last_activity_ + idle);
+  const ServerConfig& config = server_.config();
+  Clock::time_point at = last_activity_ + std::chrono::milliseconds(config.idle_timeout_ms);
+  if (const std::int64_t since = partial_since_ns.load(); since != 0) {
+    at = std::min(at, Clock::time_point(std::chrono::nanoseconds(since)) +
+                          std::chrono::milliseconds(config.request_timeout_ms));
+  }
+  idle_timer_.expires_at(at);
   idle_timer_.async_wait([self = shared_from_this()](const asio::error_code& ec) {
     if (ec || self->closed_) return;
-    const auto idle = std::chrono::milliseconds(self->server_.config().idle_timeout_ms);
-    if (!self->pending_ && Clock::now() - self->last_activity_ >= idle) {
+    const ServerConfig& config = self->server_.config();
+    const auto now = Clock::now();
+    const std::int64_t since = self->partial_since_ns.load();
+    if (since != 0 && now.time_since_epoch() - std::chrono::nanoseconds(since) >=
+                          std::chrono::milliseconds(config.request_timeout_ms)) {
+      self->Shed(ShedReason::kRequestTimeout);
+    } else if (!self->pending_ &&
+               now - self->last_activity_ >= std::chrono::milliseconds(config.idle_timeout_ms)) {
       self->Close();
     } else {
       self->ArmIdleTimer();
     }
+  });
+}
+
+BufferLimits Connection::limits() const {
+  return server_.config().auth_token.empty() || session_.authenticated ? kTrustedLimits
+                                                                       : kUntrustedLimits;
+}
+
+void Connection::TrackPartial(bool completed, bool need_more) {
+  if (!need_more) {
+    partial_since_ns.store(0);
+    return;
+  }
+  if (!completed && partial_since_ns.load() != 0) return;  // the same request, still arriving
+  partial_since_ns.store(Clock::now().time_since_epoch() / std::chrono::nanoseconds(1));
+  ArmIdleTimer();  // its deadline may come before the idle one
+}
+
+void Connection::Account() {
+  if (in_.empty() && in_.capacity() > kKeptCapacity) std::string().swap(in_);
+  if (out_.empty() && !busy_ && out_.capacity() > kKeptCapacity) std::string().swap(out_);
+  const std::size_t now = closed_ ? 0 : in_.capacity() + out_.capacity();
+  const std::size_t before = buffered.exchange(now);
+  if (now != before) {
+    server_.AddBuffered(static_cast<std::int64_t>(now) - static_cast<std::int64_t>(before));
+  }
+}
+
+void Connection::Shed(ShedReason reason) {
+  if (closed_) return;
+  server_.service().ConnectionShed(reason);
+  Log(LogLevel::kDebug, "closing a connection at a limit",
+      fmt::format("reason={} peer={}", ShedReasonName(reason), peer_.to_string()));
+  if (reason != ShedReason::kRequestTimeout || busy_ || pending_) {
+    Close();
+    return;
+  }
+  const std::string seconds = fmt::format("{:g}s", server_.config().request_timeout_ms / 1000.0);
+  if (protocol_ == Protocol::kHttp) {
+    out_ += HttpParseError(
+        408, "the request did not arrive whole within server.request_timeout " + seconds);
+  } else if (protocol_ == Protocol::kResp) {
+    resp::AppendError(out_,
+                      "ERR Protocol error: the command did not arrive whole within " + seconds);
+  }
+  in_.clear();
+  partial_since_ns.store(0);
+  closing_ = true;
+  if (out_.empty()) {
+    Close();
+  } else {
+    QueueWrite();
+  }
+}
+
+void Connection::RefuseCredentials() {
+  session_.auth_failed = false;
+  server_.service().ConnectionShed(ShedReason::kAuthFailure);
+  in_.clear();
+  closing_ = true;
+  const std::optional<Clock::duration> delay = server_.AuthFailureDelay(peer_);
+  if (!delay) {
+    Close();
+    return;
+  }
+  pending_ = true;  // nothing else happens on it meanwhile; Drain waits (at most kMaxAuthWait)
+  auto timer = std::make_shared<asio::steady_timer>(executor(), *delay);
+  timer->async_wait([self = shared_from_this(), timer](const asio::error_code&) {
+    self->pending_ = false;
+    if (!self->closed_) self->QueueWrite();
   });
 }
 
@@ -421,7 +602,8 @@ void Connection::OnRead(const asio::error_code& ec, std::size_t n) {
   in_.append(chunk_.data(), n);
   if (n == chunk_.size()) {  // there may be more: take it without waiting
     asio::error_code more_ec;
-    while (in_.size() <= kMaxRespBuffer) {
+    const std::size_t limit = limits().input;
+    while (in_.size() <= limit) {
       const std::size_t more = socket_.read_some(asio::buffer(chunk_), more_ec);
       if (more_ec) break;
       in_.append(chunk_.data(), more);
@@ -435,7 +617,11 @@ void Connection::OnRead(const asio::error_code& ec, std::size_t n) {
 void Connection::Continue() {
   if (closed_) return;
   if (!pending_) Process();
-  if (!out_.empty()) {
+  Account();
+  if (closed_) return;  // the budget closed it
+  if (session_.auth_failed) {
+    RefuseCredentials();
+  } else if (!out_.empty()) {
     QueueWrite();
   } else if (pending_) {
     return;  // Offload's completion continues
@@ -446,31 +632,42 @@ void Connection::Continue() {
   }
 }
 
-void Connection::Offload(std::function<void(std::string& out, bool& close)> work) {
+void Connection::Offload(
+    std::function<void(Session& session, std::string& out, bool& close)> work) {
   pending_ = true;
-  asio::post(server_.blocking_pool(), [self = shared_from_this(), work = std::move(work)] {
-    std::string reply;
-    bool close = false;
-    work(reply, close);
-    asio::post(self->executor(), [self, reply = std::move(reply), close]() mutable {
-      self->pending_ = false;
-      if (self->closed_) return;
-      self->last_activity_ = Clock::now();
-      self->out_ += reply;
-      if (close) self->closing_ = true;
-      self->Continue();
-    });
-  });
+  asio::post(server_.blocking_pool(),
+             [self = shared_from_this(), session = session_, work = std::move(work)]() mutable {
+               std::string reply;
+               bool close = false;
+               work(session, reply, close);
+               asio::post(self->executor(), [self, session = std::move(session),
+                                             reply = std::move(reply), close]() mutable {
+                 self->pending_ = false;
+                 if (self->closed_) return;
+                 self->last_activity_ = Clock::now();
+                 self->session_ = std::move(session);
+                 self->out_ += reply;
+                 if (close) self->closing_ = true;
+                 self->Continue();
+               });
+             });
 }
 
 void Connection::Process() {
   Service& service = server_.service();
   std::size_t pos = 0;
+  bool need_more = false;  // stopped at an unfinished request
+  const std::uint64_t handled_before = handled_;
+  // Read before each request: a request may authenticate the connection and raise its limits.
+  auto more_output = [this] { return out_.size() < limits().pending_output; };
   if (protocol_ == Protocol::kHttp) {
-    while (pos < in_.size() && !closing_ && out_.size() < kMaxPendingOutput) {
+    while (pos < in_.size() && !closing_ && more_output()) {
       http::RequestParser::Outcome o = http_parser_.Parse(std::string_view(in_).substr(pos));
       pos += o.consumed;
-      if (o.kind == http::RequestParser::Kind::kNeedMore) break;
+      if (o.kind == http::RequestParser::Kind::kNeedMore) {
+        need_more = true;
+        break;
+      }
       if (o.kind == http::RequestParser::Kind::kError) {
         out_ += HttpParseError(o.status, o.error);
         service.CountRequest(Protocol::kHttp, Command::kOther, false);
@@ -478,20 +675,26 @@ void Connection::Process() {
         break;
       }
       if (MayBlock(service, o.request)) {
-        Offload([&service, request = std::move(o.request)](std::string& out, bool& close) {
-          HandleHttp(service, request, out, close);
+        ++handled_;
+        Offload([&service, request = std::move(o.request)](Session& session, std::string& out,
+                                                           bool& close) {
+          HandleHttp(service, session, request, out, close);
         });
         break;
       }
+      ++handled_;
       bool close = false;
-      HandleHttp(service, o.request, out_, close);
+      HandleHttp(service, session_, o.request, out_, close);
       if (close) closing_ = true;
     }
   } else if (protocol_ == Protocol::kThrift) {
     static const thrift::Limits kLimits;
-    while (pos < in_.size() && !closing_ && out_.size() < kMaxPendingOutput) {
+    while (pos < in_.size() && !closing_ && more_output()) {
       thrift::ParseOutcome o = thrift::ParseFrame(std::string_view(in_).substr(pos), kLimits);
-      if (o.kind == thrift::ParseOutcome::Kind::kNeedMore) break;
+      if (o.kind == thrift::ParseOutcome::Kind::kNeedMore) {
+        need_more = true;
+        break;
+      }
       if (o.kind != thrift::ParseOutcome::Kind::kCall) {
         // A frame that is too large or not a message: the stream cannot be trusted to go on.
         Log(LogLevel::kDebug, "closing a Thrift connection", fmt::format("error=\"{}\"", o.error));
@@ -503,15 +706,19 @@ void Connection::Process() {
         break;
       }
       pos += o.consumed;
+      ++handled_;
       HandleThrift(service, o.call, out_);  // no Thrift call waits for a store
     }
   } else {
     static const resp::Limits kLimits;
     resp::ParseResult& r = parsed_;
-    while (pos < in_.size() && !closing_ && out_.size() < kMaxPendingOutput) {
-      resp::ParseCommand(std::string_view(in_).substr(pos), kLimits, r);
+    while (pos < in_.size() && !closing_ && more_output()) {
+      const bool trusted = limits().input == kTrustedLimits.input;
+      resp::ParseCommand(std::string_view(in_).substr(pos),
+                         trusted ? kLimits : resp::kUnauthenticatedLimits, r);
       if (r.status == resp::ParseStatus::kNeedMore) {
-        if (in_.size() - pos > kMaxRespBuffer) {
+        need_more = true;
+        if (in_.size() - pos > limits().input) {
           resp::AppendError(out_, "ERR Protocol error: request too large");
           closing_ = true;
         }
@@ -525,20 +732,23 @@ void Connection::Process() {
       }
       pos += r.consumed;
       if (MayBlock(service, r.args)) {
+        ++handled_;
         std::vector<std::string> args(r.args.begin(), r.args.end());
-        Offload([&service, session = resp_session_, args = std::move(args)](std::string& out,
-                                                                            bool& close) mutable {
-          const std::vector<std::string_view> views(args.begin(), args.end());
-          HandleResp(service, session, views, out, close);
-        });
+        Offload(
+            [&service, args = std::move(args)](Session& session, std::string& out, bool& close) {
+              const std::vector<std::string_view> views(args.begin(), args.end());
+              HandleResp(service, session, views, out, close);
+            });
         break;
       }
+      ++handled_;
       bool close = false;
-      HandleResp(service, resp_session_, r.args, out_, close);
+      HandleResp(service, session_, r.args, out_, close);
       if (close) closing_ = true;
     }
   }
   in_.erase(0, pos);
+  TrackPartial(handled_ != handled_before, need_more);
 }
 
 void Connection::QueueWrite() {
@@ -601,6 +811,7 @@ void Connection::AfterWrite() {
     return;
   }
   last_activity_ = Clock::now();
+  Account();
   // Requests may already be buffered (the output bound stopped them). Posted, so that the
   // loop's other connections get their turn between two rounds of this one's pipeline.
   asio::post(socket_.get_executor(), [self = shared_from_this()] {
@@ -624,6 +835,8 @@ void Connection::Close() {
   idle_timer_.cancel();
   socket_.shutdown(tcp::socket::shutdown_both, ignored);
   socket_.close(ignored);
+  partial_since_ns.store(0);
+  Account();  // its buffers leave the budget (freed with the connection)
   server_.service().ConnectionClosed(protocol_);
   server_.Unregister(this);
 }

@@ -76,6 +76,20 @@ std::string_view CommandName(Command command) {
   return kNames[static_cast<int>(command)];
 }
 
+std::string_view ShedReasonName(ShedReason reason) {
+  switch (reason) {
+    case ShedReason::kRequestTimeout:
+      return "request_timeout";
+    case ShedReason::kSlowSender:
+      return "slow_sender";
+    case ShedReason::kMemory:
+      return "memory";
+    case ShedReason::kAuthFailure:
+      return "auth_failure";
+  }
+  return "unknown";
+}
+
 std::string_view ProtocolName(Protocol protocol) {
   static constexpr std::string_view kNames[] = {"http", "resp", "thrift"};
   static_assert(std::size(kNames) == kProtocols);
@@ -559,6 +573,12 @@ std::string Service::MetricsText() {
   for (int p = 0; p < kProtocols; ++p) {
     out += fmt::format("sekka_connections_rejected_total{{protocol=\"{}\"}} {}\n",
                        ProtocolName(static_cast<Protocol>(p)), rejected_[p].load());
+  }
+  family("sekka_connections_shed_total", "counter",
+         "Connections the server closed for breaking a limit, by reason.");
+  for (int r = 0; r < kShedReasons; ++r) {
+    out += fmt::format("sekka_connections_shed_total{{reason=\"{}\"}} {}\n",
+                       ShedReasonName(static_cast<ShedReason>(r)), shed_[r].load());
   }
   return out;
 }

@@ -48,6 +48,15 @@ WireError MapError(ErrorCode code);
 enum class Protocol { kHttp = 0, kResp = 1, kThrift = 2 };
 inline constexpr int kProtocols = 3;
 std::string_view ProtocolName(Protocol protocol);
+// Why the server closed a connection itself (sekka_connections_shed_total{reason}).
+enum class ShedReason {
+  kRequestTimeout = 0,  // a request not whole within server.request_timeout
+  kSlowSender = 1,      // a partial request's connection, to make room at max_connections
+  kMemory = 2,          // the connection buffering the most, past server.max_buffer_mib
+  kAuthFailure = 3,     // wrong credentials (AUTH, HELLO AUTH, a bearer token)
+};
+inline constexpr int kShedReasons = 4;
+std::string_view ShedReasonName(ShedReason reason);
 // Commands counted in sekka_requests_total.
 enum class Command {
   kId,
@@ -184,6 +193,8 @@ class Service {
   void ConnectionOpened(Protocol p) { open_[static_cast<int>(p)].fetch_add(1); }
   void ConnectionClosed(Protocol p) { open_[static_cast<int>(p)].fetch_sub(1); }
   void ConnectionRejected(Protocol p) { rejected_[static_cast<int>(p)].fetch_add(1); }
+  // A connection the server closed because it broke a limit (server.cc says which).
+  void ConnectionShed(ShedReason r) { shed_[static_cast<int>(r)].fetch_add(1); }
 
   const ServerConfig& config() const { return config_; }
   const Layout& layout() const { return config_.generator.layout; }
@@ -236,6 +247,7 @@ class Service {
       counters_{};
   std::array<std::atomic<std::int64_t>, kProtocols> open_{};
   std::array<std::atomic<std::uint64_t>, kProtocols> rejected_{};
+  std::array<std::atomic<std::uint64_t>, kShedReasons> shed_{};
 
   // The status page's history (SampleUi), a sample a second for ten minutes.
   struct UiSample {

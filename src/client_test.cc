@@ -257,12 +257,12 @@ TEST_F(ClientTest, AllDownThenBack) {
 }
 
 TEST_F(ClientTest, AWrongTokenFailsAtTheFirstCall) {
-  Server& a = Start("a", 1, "127.0.0.1:0", {"--auth-token", "right"});
+  Server& a = Start("a", 1, "127.0.0.1:0", {"--auth-token", "right-token-0123456"});
   ClientOptions o;
   o.servers = {a.resp()};
-  o.token = "right";
+  o.token = "right-token-0123456";
   EXPECT_TRUE(Make(o)->NextId().ok());
-  o.token = "wrong";
+  o.token = "wrong-token-0123456";
   const auto t0 = std::chrono::steady_clock::now();
   Result<Id> bad = Make(o)->NextId();
   ASSERT_FALSE(bad.ok());

@@ -180,10 +180,19 @@ Result<MachineGrant> MachineRegistry::Distribute(std::string_view ns, int machin
   const std::int64_t now = clock_.NowMillis();
   std::vector<MachineRecord> next = records_;
   auto in_ns = [&](const MachineRecord& r) { return r.ns == ns && r.machine_id < count; };
-  // 1. The id this instance holds already (asking again is idempotent). One asking with fewer
-  // machine bits than its id needs gives that id back (its hwm stays): an instance holds one id.
+  // 1. The id this instance holds already (asking again is idempotent). An instance holds one
+  // id: one asking with fewer machine bits than its id needs is refused until that id lapses
+  // (anyone may ask in its name, so asking never takes an id from a holder that guards it),
+  // and then gives it back (its hwm stays).
   for (MachineRecord& r : next) {
     if (r.ns == ns && r.instance == instance && !in_ns(r)) {
+      if (!Lapsed(r, now)) {
+        return InvalidArgument(fmt::format(
+            "instance \"{}\" holds machine id {} of namespace \"{}\", which machineBit {} cannot "
+            "hold: ask with more bits, or revert it and ask again once its safeGuardDuration has "
+            "passed",
+            instance.substr(0, 64), r.machine_id, ns, machine_bits));
+      }
       r.instance.clear();
       r.lost_by.clear();
       r.stable = false;
@@ -243,8 +252,8 @@ Result<MachineGrant> MachineRegistry::Distribute(std::string_view ns, int machin
   return MachineGrant{id, now};
 }
 
-Status MachineRegistry::Touch(std::string_view ns, std::string_view instance, bool release,
-                              std::int64_t guard_ms, bool& found) {
+Status MachineRegistry::Touch(std::string_view ns, std::string_view instance, std::int64_t guard_ms,
+                              bool& found) {
   const std::int64_t now = clock_.NowMillis();
   std::vector<MachineRecord> next = records_;
   for (MachineRecord& r : next) {
@@ -252,7 +261,6 @@ Status MachineRegistry::Touch(std::string_view ns, std::string_view instance, bo
       found = true;
       r.last_ms = std::max(r.last_ms, now);
       if (guard_ms > 0) r.guard_ms = guard_ms;
-      if (release && !r.stable) r.instance.clear();
       return Commit(std::move(next));
     }
   }
@@ -267,7 +275,7 @@ Status MachineRegistry::Guard(std::string_view ns, std::string_view instance,
   if (Status s = ValidateGuard(guard_ms, limits_); !s.ok()) return s;
   std::lock_guard lock(mu_);
   bool found = false;
-  if (Status s = Touch(ns, instance, false, guard_ms, found); found) return s;
+  if (Status s = Touch(ns, instance, guard_ms, found); found) return s;
   for (const MachineRecord& r : records_) {
     if (r.ns == ns && r.lost_by == instance) {
       return LeaseLost(fmt::format(
@@ -285,7 +293,10 @@ Status MachineRegistry::Revert(std::string_view ns, std::string_view instance) {
   if (Status s = ValidateInstance(instance); !s.ok()) return s;
   std::lock_guard lock(mu_);
   bool found = false;
-  return Touch(ns, instance, true, 0, found);  // holding nothing is fine
+  // A last guard, not a release: CosId's API does not say who sends a revert, so the id stays
+  // the holder's until its guard lapses (Distribute, step 2), and a holder that goes on
+  // guarding keeps it whoever reverted (issue 24, finding 5).
+  return Touch(ns, instance, 0, found);  // holding nothing is fine
 }
 
 std::vector<MachineRecord> MachineRegistry::Records() const {

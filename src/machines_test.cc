@@ -54,6 +54,15 @@ TEST(MachineRegistryTest, AnInstanceAskingWithFewerBitsGivesItsOldIdBack) {
   ASSERT_EQ(f.r->Distribute("ns", 4, "a", false, kGuard)->machine_id, 5);
   ASSERT_TRUE(f.r->Revert("ns", "b1").ok());
   f.clock.AdvanceMillis(1000);
+  // Anyone may ask in an instance's name: while its id is guarded, asking with fewer bits is
+  // refused (it gave the id back at once: issue 24, finding 5).
+  EXPECT_EQ(f.r->Distribute("ns", 2, "a", false, kGuard).error().code, ErrorCode::kInvalidArgument);
+  ASSERT_TRUE(f.r->Revert("ns", "a").ok());
+  f.clock.AdvanceMillis(kGuard / 2);
+  for (const char* other : {"b0", "b2", "b3", "b4"}) {
+    ASSERT_TRUE(f.r->Guard("ns", other, kGuard).ok());
+  }
+  f.clock.AdvanceMillis(kGuard / 2);  // b1's and a's guards lapse
   Result<MachineGrant> narrower = f.r->Distribute("ns", 2, "a", false, kGuard);
   ASSERT_TRUE(narrower.ok()) << narrower.error().message;
   EXPECT_EQ(narrower->machine_id, 1);
@@ -61,7 +70,7 @@ TEST(MachineRegistryTest, AnInstanceAskingWithFewerBitsGivesItsOldIdBack) {
   for (const MachineRecord& r : f.r->Records()) {
     held += r.instance == "a";
     if (r.machine_id == 5) {
-      EXPECT_EQ(r.last_ms, 1'700'000'001'000);  // given back at its hwm
+      EXPECT_EQ(r.last_ms, 1'700'000'001'000 + kGuard);  // given back at its hwm
     }
   }
   EXPECT_EQ(held, 1);
@@ -69,7 +78,31 @@ TEST(MachineRegistryTest, AnInstanceAskingWithFewerBitsGivesItsOldIdBack) {
   Result<MachineGrant> next = f.r->Distribute("ns", 4, "c", false, kGuard);
   ASSERT_TRUE(next.ok());
   EXPECT_EQ(next->machine_id, 5);
-  EXPECT_GE(next->last_timestamp_ms, 1'700'000'001'000);
+  EXPECT_GE(next->last_timestamp_ms, 1'700'000'001'000 + kGuard);
+}
+
+// Issue 24, finding 5: DELETE /machines/{ns}?instanceId=victim answered 200 and the next POST
+// handed the victim's id to another instance while the victim still issued with it.
+TEST(MachineRegistryTest, ARevertSentByAnyoneNeverTakesAnIdFromAHolderThatGuardsIt) {
+  Fixture f;
+  ASSERT_EQ(f.r->Distribute("ns", 1, "victim", false, kGuard)->machine_id, 0);
+  ASSERT_EQ(f.r->Distribute("ns", 1, "other", false, kGuard)->machine_id, 1);
+  ASSERT_TRUE(f.r->Revert("ns", "victim").ok());  // forged
+  EXPECT_EQ(f.r->Distribute("ns", 1, "attacker", false, kGuard).error().code,
+            ErrorCode::kExhausted);
+  f.clock.AdvanceMillis(kGuard / 2);
+  ASSERT_TRUE(f.r->Guard("ns", "victim", kGuard).ok());  // it goes on, and keeps its id
+  ASSERT_TRUE(f.r->Guard("ns", "other", kGuard).ok());
+  f.clock.AdvanceMillis(kGuard / 2 + 1);
+  EXPECT_EQ(f.r->Distribute("ns", 1, "attacker", false, kGuard).error().code,
+            ErrorCode::kExhausted);
+  // A real revert: the holder stops guarding, and the id goes on once its guard lapses.
+  ASSERT_TRUE(f.r->Revert("ns", "victim").ok());
+  f.clock.AdvanceMillis(kGuard);
+  ASSERT_TRUE(f.r->Guard("ns", "other", kGuard).ok());
+  Result<MachineGrant> next = f.r->Distribute("ns", 1, "next", false, kGuard);
+  ASSERT_TRUE(next.ok());
+  EXPECT_EQ(next->machine_id, 0);
 }
 
 TEST(MachineRegistryTest, AFullNamespaceIsExhausted) {
@@ -153,10 +186,11 @@ TEST(MachineRegistryTest, ARevertedIdIsReusedAfterItsLastTimeEvenWhenTheClockWen
   ASSERT_TRUE(f.r->Guard("ns", "a", kGuard).ok());
   ASSERT_TRUE(f.r->Revert("ns", "a").ok());
   EXPECT_TRUE(f.r->Revert("ns", "a").ok());  // idempotent
+  f.clock.AdvanceMillis(30'000 + kGuard);    // a revert is the holder's last guard
   Result<MachineGrant> b = f.r->Distribute("ns", 4, "b", false, kGuard);
   ASSERT_TRUE(b.ok());
   EXPECT_EQ(b->machine_id, 0);
-  EXPECT_EQ(b->last_timestamp_ms, high);  // the hwm never went down
+  EXPECT_EQ(b->last_timestamp_ms, high + kGuard);  // the hwm never went down
 }
 
 TEST(MachineRegistryTest, AStoreFailureChangesNothing) {

@@ -250,9 +250,16 @@ Result<SegmentSequence*> SegmentAllocator::Sequence(std::string_view tag) {
 }
 
 Result<TagInfo> SegmentAllocator::LookUp(std::string_view tag, std::unique_lock<std::mutex>& lock) {
-  // A name asked for again and again costs one query per unknown_tag_ttl, not one each.
+  // A name the store did not know lately is looked up again as the re-check budget allows:
+  // names asked for again and again cost at most that many queries a second, not one each.
   if (auto it = unknown_.find(tag); it != unknown_.end()) {
-    if (SteadyMillis() - it->second < options_.unknown_tag_ttl.count()) return TagNotFound(tag);
+    const std::int64_t now = SteadyMillis();
+    const double rate = options_.unknown_tag_rechecks_per_second;
+    recheck_tokens_ = std::min(rate, recheck_tokens_ + (now - recheck_counted_ms_) * rate / 1000);
+    recheck_counted_ms_ = now;
+    const bool fresh = now - it->second < options_.unknown_tag_ttl.count();
+    if (fresh && recheck_tokens_ < 1) return TagNotFound(tag);
+    if (fresh) recheck_tokens_ -= 1;
     unknown_.erase(it);
   }
   lock.unlock();

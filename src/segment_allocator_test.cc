@@ -314,10 +314,17 @@ TEST(SegmentAllocatorTest, TagsAreBoundedAndUnknownNamesAreRememberedBriefly) {
   EXPECT_TRUE(a.Sequence("a").ok());  // the ones served go on
 
   SegmentAllocator fresh(store, clock);
+  // A tag another process creates is seen at once (issue 24, finding 9: it stayed "not found"
+  // for 5 s, and docs/protocol.md's own "create, then INCR" example failed).
+  EXPECT_EQ(fresh.Sequence("later").error().code, ErrorCode::kNotFound);
+  ASSERT_TRUE(store.CreateTag({"later", 1, 10}).ok());
+  EXPECT_TRUE(fresh.Sequence("later").ok());
+  // A name asked for again and again costs the re-check budget's queries, not one each.
   const int before = store.lookups.load();
   for (int i = 0; i < 100; ++i)
     EXPECT_EQ(fresh.Sequence("nope").error().code, ErrorCode::kNotFound);
-  EXPECT_EQ(store.lookups.load() - before, 1);
+  EXPECT_LE(store.lookups.load() - before,
+            1 + SegmentOptions{}.unknown_tag_rechecks_per_second + 1);
   // Creating it through the allocator makes it known at once.
   ASSERT_TRUE(fresh.CreateTag({"nope", 1, 10}).ok());
   EXPECT_TRUE(fresh.Sequence("nope").ok());

@@ -170,7 +170,7 @@ class ReviewFindingsTest(HostTestCase):
         """Two local-source servers on one data dir both ran and both handed CosId machine id 0
         to different instances (the machines file is read once and rewritten whole)."""
         self.serve("shared")
-        self.assertIn("is used by another sekka process", self.refused("shared", code=1))
+        self.assertIn("is used by another process", self.refused("shared", code=1))
 
     def test_a_descending_layout_key_is_kept_by_serve(self):
         """`serve --layout sekka,descending=true` served ascending ids."""
@@ -268,22 +268,64 @@ class ReviewFindingsTest(HostTestCase):
         self.assertIn("id-space", err)
         self.assertEqual(len(err.strip().splitlines()), 1, err)  # the refusal is its one line
 
-    def test_a_second_user_takes_an_id_a_first_user_used(self):
-        """A second user's gen stopped on the first user's lock file: `cannot write
-        0-0.lock: Invalid argument` (ftruncate on a read-only descriptor)."""
-        os.chmod(self.dirs.root, 0o755)
+    def as_user(self, uid, *args):
         binary = self.dirs.path("sekka")
-        shutil.copy(SEKKA, binary)
-        os.chmod(binary, 0o755)
+        if not os.path.exists(binary):
+            shutil.copy(SEKKA, binary)
+            os.chmod(binary, 0o755)
+        return subprocess.run(["setpriv", "--reuid", str(uid), "--regid", str(uid),
+                               "--clear-groups", binary, *args],
+                              capture_output=True, text=True, timeout=60)
+
+    def test_a_second_user_of_the_dirs_group_takes_an_id_a_first_user_used(self):
+        """A second user's gen stopped on the first user's lock file: `cannot write
+        0-0.lock: Invalid argument` (ftruncate on a read-only descriptor). Users share a lock
+        dir through its group (the package's `sekka`): a setgid dir of that group."""
+        os.chmod(self.dirs.root, 0o755)
         os.makedirs(self.lock_dir)
-        os.chmod(self.lock_dir, 0o777)
-        first = self.finish(self.gen("-n", "1000"))  # root's lock and state files, 0644
-        p = subprocess.run(["setpriv", "--reuid", "5001", "--regid", "5001", "--clear-groups",
-                            binary, "gen", "-n", "1000", "--lock-dir", self.lock_dir],
-                           capture_output=True, text=True, timeout=60)
+        os.chown(self.lock_dir, 0, 5001)
+        os.chmod(self.lock_dir, 0o2770)
+        first = self.finish(self.gen("-n", "1000"))  # root's lock and state files, 0640
+        p = self.as_user(5001, "gen", "-n", "1000", "--lock-dir", self.lock_dir)
         self.assertEqual(p.returncode, 0, p.stderr)
         second = [int(x) for x in p.stdout.split()]
         self.assertGreater(min(second), max(first))
+
+    def test_no_other_user_can_read_or_block_the_dirs(self):
+        """Issue 24, finding 7: the data dir was 0755 and its files 0644, so any user could
+        flock a lock file and block a worker id; the error then named a stale pid. Now the data
+        dir is 0700, the lock dir 0750, their files 0640, and errors name the real holder."""
+        os.chmod(self.dirs.root, 0o755)
+        s = self.serve("data")
+        data = self.dirs.path("data")
+        self.assertEqual(os.stat(data).st_mode & 0o777, 0o700)
+        self.assertEqual(os.stat(self.lock_dir).st_mode & 0o777, 0o750)
+        for root in (data, self.lock_dir):
+            for d, _, files in os.walk(root):
+                for f in files:
+                    mode = os.stat(os.path.join(d, f)).st_mode & 0o777
+                    self.assertEqual(mode & 0o007, 0, f"{d}/{f} is {oct(mode)}")
+        blocker = subprocess.run(["setpriv", "--reuid", "5002", "--regid", "5002",
+                                  "--clear-groups", "flock", "-n",
+                                  os.path.join(self.lock_dir, "0-0.lock"), "true"],
+                                 capture_output=True, text=True, timeout=30)
+        self.assertNotEqual(blocker.returncode, 0)
+        self.assertIn("Permission denied", blocker.stderr)
+        # A lock held by a process that is not sekka (here flock(1), by root): the error names
+        # that process, not the pid recorded in the file by its last sekka holder.
+        self.finish(self.gen("-n", "10", "--worker-id", "1"))  # records a holder, then exits
+        lock = os.path.join(self.lock_dir, "0-1.lock")
+        holder = subprocess.Popen(["flock", "-n", lock, "sleep", "30"])
+        try:
+            time.sleep(0.5)
+            p = subprocess.run([SEKKA, "gen", "-n", "1", "--worker-id", "1"], env=self.env,
+                               capture_output=True, text=True, timeout=60)
+            self.assertNotEqual(p.returncode, 0)
+            self.assertRegex(p.stderr, r"held by pid \d+ \((flock|sleep)\)")
+        finally:
+            holder.kill()
+            holder.wait()
+        s.stop()
 
 
 def fake_absolute(ms):

@@ -187,7 +187,7 @@ class TinyIdTokenTest(unittest.TestCase):
         self.dirs = TempDirs()
         self.data = self.dirs.path("data")
         create_tag(self.data, "test")
-        self.s = Server(self.data, "--auth-token", "s3cret")
+        self.s = Server(self.data, "--auth-token", "s3cret-token-0123456")
 
     def tearDown(self):
         self.s.stop()
@@ -202,13 +202,13 @@ class TinyIdTokenTest(unittest.TestCase):
                                             f"/tinyid/id/nextSegmentIdSimple?{query}")
             self.assertEqual((status, body), (200, ""))
             self.assertIn("unauthenticated", headers["X-Sekka-Error"])
-        reply = json.loads(request(self.s, "GET", "/tinyid/id/nextId?bizType=test&token=s3cret")[2])
+        reply = json.loads(request(self.s, "GET", "/tinyid/id/nextId?bizType=test&token=s3cret-token-0123456")[2])
         self.assertEqual(reply["code"], 200)
         reply = json.loads(request(self.s, "GET", "/tinyid/id/nextId?bizType=test",
-                                   headers={"Authorization": "Bearer s3cret"})[2])
+                                   headers={"Authorization": "Bearer s3cret-token-0123456"})[2])
         self.assertEqual(reply["code"], 200)
         # sekka's own routes still want the header: a ?token= there is not a credential.
-        self.assertEqual(request(self.s, "GET", "/v1/segment/test?token=s3cret")[0], 401)
+        self.assertEqual(request(self.s, "GET", "/v1/segment/test?token=s3cret-token-0123456")[0], 401)
 
 
 def java_duration(seconds):
@@ -297,9 +297,56 @@ class CosIdTest(unittest.TestCase):
         self.assertCosIdError(*self.c.guard("orders", "nobody", False, guard), 400, "M-02")
         self.assertEqual(self.c.revert("orders", "10.0.0.1:4001", False), (200, ""))
         self.assertEqual(self.c.revert("orders", "10.0.0.1:4001", False), (200, ""))
-        status, c = self.c.distribute("orders", "10.0.0.3:4001", False, 1, guard)
+        # A revert is the holder's last guard: the id goes on once its safeGuardDuration has
+        # passed without one (below), never at once.
+        self.assertCosIdError(*self.c.distribute("orders", "10.0.0.3:4001", False, 1, guard),
+                              400, "M-01")
+
+    def test_a_forged_revert_takes_no_id_from_a_holder_that_guards(self):
+        """Issue 24, finding 5: DELETE /machines/{ns}?instanceId=victim answered 200, and the
+        next POST handed the victim's id to another instance while the victim still issued."""
+        status, a = self.c.distribute("ns", "victim", False, 1, "PT0.6S")
+        self.assertEqual((status, a["machineId"]), (200, 0))
+        self.assertEqual(self.c.distribute("ns", "b", False, 1, "PT5M")[1]["machineId"], 1)
+        self.assertEqual(self.c.revert("ns", "victim", False), (200, ""))  # by anyone
+        self.assertCosIdError(*self.c.distribute("ns", "attacker", False, 1, "PT5M"), 400, "M-01")
+        time.sleep(0.4)
+        self.assertEqual(self.c.guard("ns", "victim", False, "PT0.6S"), (200, None))
+        time.sleep(0.4)  # past the revert's guard window, within the victim's last guard
+        self.assertCosIdError(*self.c.distribute("ns", "attacker", False, 1, "PT5M"), 400, "M-01")
+        # The victim stops (a real revert): its id goes on once its guard has lapsed, and the
+        # next holder waits past the last time it may have issued.
+        self.assertEqual(self.c.revert("ns", "victim", False), (200, ""))
+        time.sleep(0.8)
+        status, c = self.c.distribute("ns", "next", False, 1, "PT5M")
         self.assertEqual((status, c["machineId"]), (200, 0))
-        self.assertGreaterEqual(c["lastTimeStamp"], a["lastTimeStamp"])
+        self.assertGreaterEqual(c["lastTimeStamp"], a["lastTimeStamp"] + 600)
+
+    def test_a_web_page_cannot_reach_the_machine_routes(self):
+        """Issue 24, finding 5: cross-site simple POSTs (form content type, foreign Origin)
+        were accepted and Host was never checked, so a page could reach a loopback server
+        through DNS rebinding and take every machine id of a namespace."""
+        target = "/machines/ns?instanceId=x&stable=false&machineBit=1&safeGuardDuration=PT5M"
+        for headers in ({"Origin": "http://evil.example",
+                         "Content-Type": "application/x-www-form-urlencoded"},
+                        {"Host": "rebound.evil.example:%d" % self.s.http_port},
+                        {"Origin": "null"}):
+            status, _, body = request(self.s, "POST", target, headers=headers)
+            self.assertEqual(status, 403, (headers, body))
+            self.assertEqual(json.loads(body)["error"]["code"], "forbidden")
+        # The same request from the server's own origin, or with no Origin (not a browser).
+        same = {"Origin": "http://127.0.0.1:%d" % self.s.http_port}
+        self.assertEqual(request(self.s, "POST", target, headers=same)[0], 200)
+        self.assertEqual(request(self.s, "GET", "/v1/id",
+                                 headers={"Origin": "http://evil.example"})[0], 200)
+        # A name the operator lists (a Kubernetes Service's, say) is allowed.
+        named = Server(self.dirs.path("named"), "--allowed-hosts", "ids.internal,Other.example")
+        try:
+            for host in ("ids.internal:8080", "other.example", "127.0.0.1", "[::1]:1"):
+                self.assertEqual(request(named, "GET", "/healthz", {"Host": host})[0], 200, host)
+            self.assertEqual(request(named, "GET", "/healthz", {"Host": "evil.example"})[0], 403)
+        finally:
+            named.stop()
 
     def test_an_unguarded_machine_id_goes_to_another_instance_which_waits_past_it(self):
         status, a = self.c.distribute("ns", "a", False, 1, "PT0.3S")
@@ -429,7 +476,7 @@ class CosIdAuthTest(unittest.TestCase):
         self.dirs = TempDirs()
         self.data = self.dirs.path("data")
         create_tag(self.data, "app.known", "--start", "1")
-        self.s = Server(self.data, "--auth-token", "s3cret")
+        self.s = Server(self.data, "--auth-token", "s3cret-token-0123456")
 
     def tearDown(self):
         self.s.stop()
@@ -439,7 +486,7 @@ class CosIdAuthTest(unittest.TestCase):
         anonymous = CosIdProxyClient(self.s)
         status, body = anonymous.distribute("ns", "a", False, 4, "PT1M")
         self.assertEqual((status, body["code"]), (401, "401"))
-        c = CosIdProxyClient(self.s, headers={"Authorization": "Bearer s3cret"})
+        c = CosIdProxyClient(self.s, headers={"Authorization": "Bearer s3cret-token-0123456"})
         self.assertEqual(c.distribute("ns", "a", False, 4, "PT1M")[0], 200)
         status, body = c.create_distributor("app", "new", 0, 10)
         self.assertEqual(status, 404)

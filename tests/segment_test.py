@@ -148,6 +148,16 @@ class SqliteSegmentTest(SegmentTestCase):
         r = redis.Redis(host="127.0.0.1", port=s.resp_port)
         self.assertGreater(r.execute_command("SEG.NEXT", "fine"), 0)
 
+    def test_a_tag_created_by_the_cli_is_served_at_once(self):
+        """Issue 24, finding 9: a tag asked for before `segment create` stayed "not found" for
+        up to 5 s (the unknown-tag cache), so docs/protocol.md's "create, then INCR" failed."""
+        s = self.start("data")
+        r = redis.Redis(host="127.0.0.1", port=s.resp_port)
+        with self.assertRaises(redis.exceptions.ResponseError):
+            r.execute_command("INCR", "invoices")
+        self.create("invoices", "--data-dir", self.dirs.path("data"))
+        self.assertEqual(r.execute_command("INCR", "invoices"), 1)
+
     def test_cli_manages_tags(self):
         data = self.dirs.path("cli")
         self.create("a", "--data-dir", data)

@@ -185,12 +185,12 @@ class HttpTest(ServerTestCase):
 
 class AuthTest(ServerTestCase):
     def test_bearer_token_on_http_and_auth_on_resp(self):
-        s = self.start("data", "--auth-token", "s3cret")
+        s = self.start("data", "--auth-token", "s3cret-token-0123456")
         status, body = s.get_json("/v1/id")
         self.assertJsonError(status, body, 401, "unauthenticated")
         status, body = s.get_json("/v1/id", {"Authorization": "Bearer wrong"})
         self.assertJsonError(status, body, 401, "unauthenticated")
-        status, body = s.get_json("/v1/id", {"Authorization": "Bearer s3cret"})
+        status, body = s.get_json("/v1/id", {"Authorization": "Bearer s3cret-token-0123456"})
         self.assertEqual(status, 200)
         status, _, _ = s.get("/api/snowflake/get/x")
         self.assertEqual(status, 401)
@@ -198,18 +198,18 @@ class AuthTest(ServerTestCase):
 
         self.assertEqual(redis_cli(s, "ID.NEXT"), "NOAUTH Authentication required.")
         self.assertIn("WRONGPASS", redis_cli(s, "AUTH", "nope"))
-        self.assertTrue(redis_cli(s, "ID.NEXT", extra=("-a", "s3cret", "--no-auth-warning")).isdigit())
-        r = redis.Redis(host="127.0.0.1", port=s.resp_port, password="s3cret")
+        self.assertTrue(redis_cli(s, "ID.NEXT", extra=("-a", "s3cret-token-0123456", "--no-auth-warning")).isdigit())
+        r = redis.Redis(host="127.0.0.1", port=s.resp_port, password="s3cret-token-0123456")
         self.assertGreater(r.execute_command("ID.NEXT"), 0)
         with self.assertRaises((redis.exceptions.AuthenticationError,
                                 redis.exceptions.ResponseError)):
             redis.Redis(host="127.0.0.1", port=s.resp_port, password="bad").ping()
         # One rule for AUTH and HELLO: the token, with no user or the user "default"
         # (HELLO 2 AUTH took any user while AUTH refused one: issue 24, finding 10).
-        for command in (b"AUTH bob s3cret\r\n", b"HELLO 2 AUTH bob s3cret\r\n"):
+        for command in (b"AUTH bob s3cret-token-0123456\r\n", b"HELLO 2 AUTH bob s3cret-token-0123456\r\n"):
             self.assertTrue(s.resp_raw(command).startswith(b"-WRONGPASS"), command)
-        self.assertEqual(s.resp_raw(b"AUTH default s3cret\r\n"), b"+OK\r\n")
-        self.assertTrue(s.resp_raw(b"HELLO 2 AUTH default s3cret\r\n").startswith(b"*14"))
+        self.assertEqual(s.resp_raw(b"AUTH default s3cret-token-0123456\r\n"), b"+OK\r\n")
+        self.assertTrue(s.resp_raw(b"HELLO 2 AUTH default s3cret-token-0123456\r\n").startswith(b"*14"))
 
     def test_auth_without_a_token_configured(self):
         s = self.start()
@@ -565,15 +565,15 @@ class UiTest(ServerTestCase):
             shutil.copy(shot, os.path.join(os.environ["SCREENSHOTS_DIR"], "ui.png"))
 
     def test_behind_the_token(self):
-        s = self.start("data", "--auth-token", "s3cret")
+        s = self.start("data", "--auth-token", "s3cret-token-0123456")
         status, headers, _ = s.get("/ui")
         self.assertEqual(status, 401)
         headers = {k.lower(): v for k, v in headers.items()}
         self.assertIn("Basic", headers.get("www-authenticate", ""))
-        basic = "Basic " + base64.b64encode(b"anyone:s3cret").decode()
+        basic = "Basic " + base64.b64encode(b"anyone:s3cret-token-0123456").decode()
         self.assertEqual(s.get("/ui", headers={"Authorization": basic})[0], 200)
         self.assertEqual(s.get("/ui/data", headers={"Authorization": basic})[0], 200)
-        self.assertEqual(s.get("/ui/data", headers={"Authorization": "Bearer s3cret"})[0], 200)
+        self.assertEqual(s.get("/ui/data", headers={"Authorization": "Bearer s3cret-token-0123456"})[0], 200)
         wrong = "Basic " + base64.b64encode(b"anyone:nope").decode()
         self.assertEqual(s.get("/ui/data", headers={"Authorization": wrong})[0], 401)
         self.assertEqual(s.get("/ui/data", headers={"Authorization": "Basic %%%"})[0], 401)
@@ -863,7 +863,7 @@ class AbuseTest(ServerTestCase):
         """The safety review's blow-up: one 7.4 KB write of 200 batch requests took RSS from 11
         to 484 MiB and stalled its loop for 5 s. Now a connection stops executing requests once
         its unread replies pass about 1 MiB."""
-        http_req = b"GET /v1/ids?count=100000 HTTP/1.1\r\nHost: x\r\n\r\n" * 200
+        http_req = b"GET /v1/ids?count=100000 HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n" * 200
         grown, served = self.pipelined_without_reading(self.s.http_port, http_req)
         self.assertLess(grown, 64 * 1024, f"RSS grew by {grown} KiB")
         self.assertGreater(served, 5, "other clients were not served meanwhile")
@@ -906,7 +906,7 @@ class AbuseTest(ServerTestCase):
             while data.count(b"\r\n") < 4:
                 data += c.recv(4096)
         self.assertTrue(data.startswith(b"*3\r\n:"), data)
-        req = b"GET /v1/id HTTP/1.1\r\nHost: x\r\n\r\n"
+        req = b"GET /v1/id HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
         with socket.create_connection(("127.0.0.1", self.s.http_port), timeout=10) as c:
             for b in req:
                 c.sendall(bytes([b]))
@@ -955,7 +955,7 @@ class AbuseTest(ServerTestCase):
         self.assertEqual(reply, b"-ERR max number of clients reached\r\n")
         # Over HTTP: 503 unavailable with Retry-After, as every 503 (it said too_large, with no
         # Retry-After: issue 24, findings 10 and 11).
-        raw = exchange(s.http_port, b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n", 10)
+        raw = exchange(s.http_port, b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", 10)
         head, _, body = raw.partition(b"\r\n\r\n")
         self.assertTrue(head.startswith(b"HTTP/1.1 503"), raw)
         self.assertIn(b"\r\nRetry-After: 1", head)
@@ -971,6 +971,211 @@ class AbuseTest(ServerTestCase):
         time.sleep(2.5)
         self.assertEqual(c.recv(10), b"")  # closed by the server
         c.close()
+
+
+TOKEN = "limits-token-0123456789"
+
+
+def read_all(c, timeout=15):
+    """Everything `c` receives until the server closes it (or `timeout`)."""
+    c.settimeout(timeout)
+    data = b""
+    try:
+        while chunk := c.recv(65536):
+            data += chunk
+    except (socket.timeout, ConnectionResetError):
+        pass
+    return data
+
+
+def shed(server, reason):
+    _, _, text = server.get("/metrics")
+    m = re.search(r'sekka_connections_shed_total\{reason="%s"\} (\d+)' % reason, text)
+    return int(m.group(1))
+
+
+class LimitsTest(ServerTestCase):
+    """The limits of issue 24 (findings 1, 2 and 6), each on the attack that found it."""
+
+    def trickle(self, port, payload, interval=0.2):
+        """Opens a connection and sends `payload` a byte at a time in the background."""
+        c = socket.create_connection(("127.0.0.1", port), timeout=30)
+
+        def run():
+            try:
+                for b in payload:
+                    c.sendall(bytes([b]))
+                    time.sleep(interval)
+            except OSError:
+                pass
+        threading.Thread(target=run, daemon=True).start()
+        return c
+
+    def test_a_request_that_trickles_in_is_cut_off_at_the_request_timeout(self):
+        """Finding 1: every byte reset the idle timer, so a header at 1 byte/s held its slot
+        forever. Now the whole request must arrive within server.request_timeout."""
+        s = self.start("data", "--request-timeout", "1s", "--idle-timeout", "60s")
+        http_c = self.trickle(s.http_port, b"GET /v1/id HTTP/1.1\r\nX-Slow: " + b"a" * 100)
+        resp_c = self.trickle(s.resp_port, b"*2\r\n$8\r\nID.BATCH\r\n$3\r\n100\r\n")
+        t0 = time.monotonic()
+        http_reply, resp_reply = read_all(http_c), read_all(resp_c)
+        self.assertLess(time.monotonic() - t0, 10)
+        self.assertTrue(http_reply.startswith(b"HTTP/1.1 408"), http_reply)
+        self.assertIn(b'"request_timeout"', http_reply)
+        self.assertEqual(resp_reply, b"-ERR Protocol error: the command did not arrive whole "
+                                     b"within 1s\r\n")
+        self.assertEqual(shed(s, "request_timeout"), 2)
+
+    def test_slow_senders_do_not_hold_every_connection_slot(self):
+        """Finding 1: 20 slow senders held all 20 slots and curl got 503. Now one whose
+        request has been arriving for a second gives its slot to a new connection."""
+        s = self.start("data", "--max-connections", "20", "--request-timeout", "60s",
+                       "--idle-timeout", "60s")
+        slow = [self.trickle(s.http_port, b"GET /v1/id HTTP/1.1\r\nX-Slow: " + b"a" * 200,
+                             interval=0.5) for _ in range(20)]
+        time.sleep(2)
+        try:
+            for _ in range(5):
+                self.assertEqual(s.get("/healthz")[0], 200)
+            self.assertTrue(redis_cli(s, "ID.NEXT").isdigit())
+            self.assertGreaterEqual(shed(s, "slow_sender"), 1)
+        finally:
+            for c in slow:
+                c.close()
+
+    def test_before_auth_a_command_is_small(self):
+        """Finding 2: 100 unauthenticated ~1 MB partial commands took 97 MB; auth was checked
+        only once a whole command was buffered. Redis limits unauthenticated clients too."""
+        s = self.start("data", "--auth-token", TOKEN)
+        big = b"*2\r\n$8\r\nSEG.NEXT\r\n$60000\r\n" + b"x" * 50_000
+        reply = s.resp_raw(big, read_until_close=True)
+        self.assertEqual(reply, b"-ERR Protocol error: unauthenticated bulk length\r\n")
+        reply = s.resp_raw(b"*11\r\n", read_until_close=True)
+        self.assertEqual(reply, b"-ERR Protocol error: unauthenticated multibulk length\r\n")
+        # Authenticated, the same connection may send a larger command (refused by its
+        # argument limit, not the buffer's).
+        auth = b"*2\r\n$4\r\nAUTH\r\n$%d\r\n%s\r\n" % (len(TOKEN), TOKEN.encode())
+        reply = s.resp_raw(auth + b"*2\r\n$4\r\nECHO\r\n$60000\r\n" + b"y" * 60_000 + b"\r\n"
+                           b"QUIT\r\n", read_until_close=True)
+        self.assertTrue(reply.startswith(b"+OK\r\n$60000\r\nyyy"), reply[:80])
+
+    def test_idle_connections_give_back_large_buffers(self):
+        """Finding 2: 100 clients idle after one /v1/uuids?count=100000 each held 280 MB until
+        they closed: their buffers kept their capacity."""
+        s = self.start("data", "--idle-timeout", "60s")
+        before = s.rss_kib()
+        conns = []
+        try:
+            for _ in range(60):
+                c = http.client.HTTPConnection("127.0.0.1", s.http_port, timeout=30)
+                c.request("GET", "/v1/uuids?count=100000")
+                self.assertEqual(len(json.loads(c.getresponse().read())["uuids"]), 100000)
+                conns.append(c)  # kept open, idle
+            grown_mib = (s.rss_kib() - before) / 1024
+            self.assertLess(grown_mib, 60, f"RSS grew by {grown_mib:.0f} MiB")
+        finally:
+            for c in conns:
+                c.close()
+
+    def test_the_memory_budget_closes_the_client_buffering_the_most(self):
+        """Finding 2: 200 connections pipelining requests without reading took RSS from 15 to
+        273 MB. Past server.max_buffer_mib the connection buffering the most is closed."""
+        s = self.start("data", "--max-buffer-mib", "16", "--idle-timeout", "60s")
+        before = s.rss_kib()
+        hogs = []
+        try:
+            for _ in range(40):
+                c = socket.create_connection(("127.0.0.1", s.http_port), timeout=10)
+                c.sendall(b"GET /v1/ids?count=100000 HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n" * 40)
+                hogs.append(c)
+            deadline = time.monotonic() + 20
+            while shed(s, "memory") == 0 and time.monotonic() < deadline:
+                time.sleep(0.2)
+            self.assertGreater(shed(s, "memory"), 0)
+            time.sleep(1)
+            grown_mib = (s.rss_kib() - before) / 1024
+            self.assertLess(grown_mib, 64, f"RSS grew by {grown_mib:.0f} MiB")
+            self.assertEqual(s.get("/healthz")[0], 200)
+        finally:
+            for c in hogs:
+                c.close()
+
+    def test_max_batch_is_bounded(self):
+        """Finding 2: --max-batch 10000000 was accepted; one such batch peaked at 1.96 GB."""
+        p = subprocess.run([SEKKA, "serve", "--max-batch", "10000000", "--print-config"],
+                           capture_output=True, text=True, timeout=30)
+        self.assertEqual(p.returncode, 2, p.stdout)
+        self.assertIn('server.max_batch = "10000000" is not valid: allowed a whole number from 1 '
+                      'to 1000000', p.stderr)
+
+    def test_failed_auth_closes_the_connection_and_waits_its_turn(self):
+        """Finding 6: a failed AUTH neither slowed nor closed the connection (~5 M pipelined
+        guesses/s). Now it is the connection's last reply, and one address's failures are
+        answered at most five a second, however many connections it opens."""
+        s = self.start("data", "--auth-token", TOKEN)
+        reply = s.resp_raw(b"AUTH guess-000000000001\r\n" * 1000, read_until_close=True)
+        self.assertEqual(reply, b"-WRONGPASS invalid username-password pair or user is "
+                                b"disabled.\r\n")
+        wrong = {"Authorization": "Bearer guess-000000000002"}
+        raw = exchange(s.http_port, b"GET /v1/id HTTP/1.1\r\nAuthorization: Bearer guess-00000000"
+                       b"0003\r\n\r\n" * 50, 10)
+        self.assertEqual(raw.count(b"HTTP/1.1 401"), 1, raw)
+        t0 = time.monotonic()
+        with concurrent.futures.ThreadPoolExecutor(10) as pool:
+            statuses = list(pool.map(lambda _: s.get("/v1/id", wrong)[0], range(10)))
+        self.assertEqual(statuses, [401] * 10)
+        self.assertGreaterEqual(time.monotonic() - t0, 1.5)  # ten turns, 200 ms apart
+        # The right token is never made to wait, and a request without one is no guess.
+        self.assertEqual(s.get("/v1/id", {"Authorization": "Bearer " + TOKEN})[0], 200)
+        raw = exchange(s.http_port, b"GET /v1/id HTTP/1.1\r\n\r\n" * 2 +
+                       b"GET /v1/id HTTP/1.1\r\nConnection: close\r\n\r\n", 10)
+        self.assertEqual(raw.count(b"HTTP/1.1 401"), 3, raw)
+
+    def test_tokens_are_long_printable_and_may_come_from_a_file(self):
+        """Finding 6: any token was accepted ("x", " ", one with a newline), and only on the
+        command line, where every user sees it."""
+        for bad in ["x", " " * 20, "short-token", "token with spaces!!", "new\nline-0123456789"]:
+            p = subprocess.run([SEKKA, "serve", "--auth-token", bad, "--print-config"],
+                               capture_output=True, text=True, timeout=30)
+            self.assertEqual(p.returncode, 2, bad)
+            self.assertIn("at least 16 printable ASCII characters", p.stderr)
+            if len(bad.strip()) > 3:
+                self.assertNotIn(bad, p.stderr)  # the token is never shown
+        path = self.dirs.path("token")
+        with open(path, "w") as f:
+            f.write(TOKEN + "\n")
+        os.chmod(path, 0o644)
+        p = subprocess.run([SEKKA, "serve", "--auth-token-file", path, "--print-config"],
+                           capture_output=True, text=True, timeout=30)
+        self.assertEqual(p.returncode, 2)
+        self.assertIn("is readable by every user", p.stderr)
+        os.chmod(path, 0o600)
+        s = self.start("data", "--auth-token-file", path)
+        self.assertEqual(s.get("/v1/id", {"Authorization": "Bearer " + TOKEN})[0], 200)
+        self.assertEqual(redis_cli(s, "PING", extra=("-a", TOKEN, "--no-auth-warning")), "PONG")
+
+
+class SecretsTest(ServerTestCase):
+    def test_store_passwords_are_never_shown(self):
+        """Issue 24, finding 4: --print-config printed the PostgreSQL password of segment.store,
+        and a ?password= parameter appeared in a 503 body any client could read."""
+        store = "postgres://sekka:hunter2-pw@127.0.0.1:1/ids?sslpassword=key-pw&password=query-pw"
+        p = subprocess.run([SEKKA, "serve", "--segment-store", store, "--print-config"],
+                           capture_output=True, text=True, timeout=30)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("postgres://sekka:***@127.0.0.1:1/ids?sslpassword=***&password=***",
+                      p.stdout)
+        s = self.start("data", "--segment-store", store, "--segment-auto-create", "true")
+        texts = [p.stdout]
+        for path in ("/v1/segment/orders", "/readyz", "/v1/info", "/ui/data", "/metrics"):
+            texts.append(s.get(path)[2])
+        texts.append(redis_cli(s, "SEG.NEXT", "orders"))
+        s.stop()
+        texts.append(s.stderr_text())
+        self.assertIn("127.0.0.1:1", texts[1])  # the 503 names the store, redacted
+        for text in texts:
+            for secret in ("hunter2-pw", "key-pw", "query-pw"):
+                self.assertNotIn(secret, text)
 
 
 class DiskFullTest(ServerTestCase):

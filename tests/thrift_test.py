@@ -152,7 +152,7 @@ class ThriftTest(ThriftTestCase):
             struct.pack(">i", -5) + b"xxxx",            # a negative length
             struct.pack(">i", 0),                       # an empty frame
             struct.pack(">i", 8) + b"\x12\x34\x56\x78garb",  # not a message
-            b"GET / HTTP/1.1\r\nHost: x\r\n\r\n",       # another protocol: a 1.1 GB "frame"
+            b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n",       # another protocol: a 1.1 GB "frame"
             call_frame(b"get_id", args=b"\x0f\x00\x01\x0b\x7f\xff\xff\xff"),  # a list that lies
             call_frame(b"get_id", args=b"\x0c\x00\x01" * 40 + b"\x00"),  # nested too deep
             call_frame(b"get_id") + b"trailing",        # bytes after the message, in the frame
@@ -205,7 +205,7 @@ class ThriftTest(ThriftTestCase):
         self.assertEqual(ids, sorted(set(ids)))
 
     def test_thrift_with_an_auth_token_is_refused(self):
-        bad = Server(self.dirs.path("bad"), "--thrift", "127.0.0.1:0", "--auth-token", "x",
+        bad = Server(self.dirs.path("bad"), "--thrift", "127.0.0.1:0", "--auth-token", "x-token-0123456789",
                      wait=False)
         self.assertFalse(bad.wait_listening())
         self.assertEqual(bad.proc.returncode, 2)

@@ -284,13 +284,13 @@ func TestKillAServerWhileDrawing(t *testing.T) {
 }
 
 func TestAWrongTokenFailsAtTheFirstCall(t *testing.T) {
-	s := startServer(t, 1, "--auth-token", "right")
+	s := startServer(t, 1, "--auth-token", "right-token-0123456")
 	servers := []string{s.addr}
-	if _, err := newClient(t, Options{Servers: servers, Token: "right"}).NextID(bg); err != nil {
+	if _, err := newClient(t, Options{Servers: servers, Token: "right-token-0123456"}).NextID(bg); err != nil {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	_, err := newClient(t, Options{Servers: servers, Token: "wrong"}).NextID(bg)
+	_, err := newClient(t, Options{Servers: servers, Token: "wrong-token-0123456"}).NextID(bg)
 	if !errors.Is(err, ErrAuth) || !strings.Contains(err.Error(), "WRONGPASS") ||
 		time.Since(start) > 2*time.Second {
 		t.Fatalf("wrong token: %v after %v", err, time.Since(start))

@@ -3,9 +3,10 @@
 // Machine ids for clients that generate snowflake ids themselves, as the CosId proxy's machine
 // distributor hands them out: per namespace, ids 0 .. 2^machine_bits - 1, each held by one
 // instance at a time. An instance keeps its id by guarding it (at least once per its
-// safeGuardDuration); an id not guarded for that long, or given back, goes to the next instance
-// that asks. A "stable" instance (a fixed host, a StatefulSet pod) keeps its id across restarts
-// and never loses it to expiry.
+// safeGuardDuration); an id not guarded for that long goes to the next instance that asks. A
+// revert (giving it back) counts as the holder's last guard: anyone can send one, so it never
+// takes an id from a holder that goes on guarding. A "stable" instance (a fixed host, a StatefulSet
+// pod) keeps its id across restarts and never loses it to expiry.
 //
 // Safety, as for sekka's own worker ids: each id keeps the last time (ms since 1970) its holder
 // was known to be issuing ids (a high-water mark that never decreases), and whoever gets the id
@@ -98,8 +99,10 @@ class MachineRegistry {
   // `ns`: M-02), kLeaseLost (its id expired and went to another instance: M-03),
   // kInvalidArgument, kUnavailable.
   Status Guard(std::string_view ns, std::string_view instance, std::int64_t guard_ms);
-  // Gives the id of `instance` back (a stable instance keeps it for its next start). Holding
-  // nothing is not an error. Errors: kInvalidArgument, kUnavailable.
+  // Gives the id of `instance` back: its last guard. Another instance gets it once the guard
+  // lapses, unless `instance` guards again first (anyone may send a revert); a stable instance
+  // keeps it for its next start. Holding nothing is not an error. Errors: kInvalidArgument,
+  // kUnavailable.
   Status Revert(std::string_view ns, std::string_view instance);
 
   std::vector<MachineRecord> Records() const;
@@ -111,10 +114,8 @@ class MachineRegistry {
   // Stores `next` and makes it current. REQUIRES: mu_ held.
   Status Commit(std::vector<MachineRecord> next);
   // Raises the hwm of the id `instance` holds in `ns` to now and stores it, with the holder's
-  // guard duration when `guard_ms` > 0, giving the id back when `release` (a stable instance
-  // keeps it). `found`: whether it holds one. REQUIRES: mu_.
-  Status Touch(std::string_view ns, std::string_view instance, bool release, std::int64_t guard_ms,
-               bool& found);
+  // guard duration when `guard_ms` > 0. `found`: whether it holds one. REQUIRES: mu_.
+  Status Touch(std::string_view ns, std::string_view instance, std::int64_t guard_ms, bool& found);
 
   MachineStore& store_;
   Clock& clock_;

@@ -108,9 +108,12 @@ struct SegmentOptions {
   // At most this many tags are served (each keeps buffers and a place in the metrics); more
   // is kExhausted. Bounds what clients can make a server hold, with auto-create too.
   std::size_t max_tags = 10'000;
-  // A tag the store did not know is answered kNotFound from memory for this long, without a
-  // query (at most max_tags such names are remembered).
+  // A tag the store did not know is remembered for this long (at most max_tags such names);
+  // asked for again meanwhile, it is looked up again only as this budget allows (a token
+  // bucket across all names), else answered kNotFound from memory. A tag created by another
+  // process is seen at once unless clients flood the server with unknown names.
   std::chrono::milliseconds unknown_tag_ttl{5000};
+  int unknown_tag_rechecks_per_second = 20;
   // false: no fetcher threads. The owner makes the queued fetches with RunFetches() (the
   // simulation: every store call under its scheduler), and a caller with no ids buffered is
   // answered kUnavailable at once instead of waiting for a fetch.
@@ -268,6 +271,10 @@ class SegmentAllocator {
   std::map<std::string, std::unique_ptr<SegmentSequence>, std::less<>> sequences_;  // mu_
   // Tags the store did not know, and when (steady ms); guarded by mu_.
   std::map<std::string, std::int64_t, std::less<>> unknown_;
+  // The re-check budget (unknown_tag_rechecks_per_second): tokens, and when they were counted
+  // (steady ms); guarded by mu_.
+  double recheck_tokens_ = 0;
+  std::int64_t recheck_counted_ms_ = 0;
   std::deque<SegmentSequence*> queue_;  // guarded by mu_: tags waiting for a fetch
   bool stopping_ = false;               // guarded by mu_
   // Several fetchers, so that one tag whose store calls hang does not hold up the others.

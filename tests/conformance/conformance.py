@@ -316,10 +316,10 @@ class Scenarios(unittest.TestCase):
         self.assertEqual(len(set(got)), len(got))
 
     def test_wrong_token(self):
-        s = self.server("a", 1, "--auth-token", "right-token")
-        self.error(self.open([s], token="wrong-token"), "ids", "auth", n=1)
+        s = self.server("a", 1, "--auth-token", "right-token-0123456")
+        self.error(self.open([s], token="wrong-token-0123456"), "ids", "auth", n=1)
         self.error(self.open([s]), "ids", "auth", n=1)
-        self.assertEqual(len(self.ids(self.open([s], token="right-token"), 5)), 5)
+        self.assertEqual(len(self.ids(self.open([s], token="right-token-0123456"), 5)), 5)
 
     def test_ids_expire_after_validity(self):
         s = self.server("a", 1)

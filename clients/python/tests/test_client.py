@@ -202,10 +202,10 @@ class IdleConnectionTest(ClientTestCase):
 
 class AuthTest(ClientTestCase):
     def test_wrong_token_fails_at_the_first_call(self):
-        a = self.start("a", 1, "--auth-token", "right")
-        ok = self.client([a], token="right")
+        a = self.start("a", 1, "--auth-token", "right-token-0123456")
+        ok = self.client([a], token="right-token-0123456")
         self.assertGreater(ok.next_id(), 0)
-        bad = self.client([a], token="wrong")
+        bad = self.client([a], token="wrong-token-0123456")
         t0 = time.monotonic()
         with self.assertRaises(AuthError) as e:
             bad.next_id()

@@ -1,0 +1,29 @@
+#include "sekka/status.h"
+
+#include <gtest/gtest.h>
+
+namespace sekka {
+namespace {
+
+TEST(RedactSecretsTest, HidesEveryFormOfPassword) {
+  EXPECT_EQ(RedactSecrets("postgres://sekka:hunter2@127.0.0.1:5432/ids"),
+            "postgres://sekka:***@127.0.0.1:5432/ids");
+  EXPECT_EQ(RedactSecrets("postgres://u:p/w@d@127.0.0.1/db?sslmode=disable"),
+            "postgres://u:***@127.0.0.1/db?sslmode=disable");
+  EXPECT_EQ(RedactSecrets("postgres://u@127.0.0.1/db?password=hunter2&sslpassword=x2"),
+            "postgres://u@127.0.0.1/db?password=***&sslpassword=***");
+  EXPECT_EQ(RedactSecrets("host=127.0.0.1 password=hunter2 dbname=ids"),
+            "host=127.0.0.1 password=*** dbname=ids");
+  EXPECT_EQ(RedactSecrets("segment store etcd://a:b@127.0.0.1:1,127.0.0.1:2 failed; PASSWORD=z"),
+            "segment store etcd://a:***@127.0.0.1:1,127.0.0.1:2 failed; PASSWORD=***");
+}
+
+TEST(RedactSecretsTest, LeavesTextWithoutSecretsAlone) {
+  for (const char* text : {"postgres://u@127.0.0.1:5432/db", "sqlite:/var/lib/sekka/s.db",
+                           "etcd://127.0.0.1:2379", "a=b&c=d", "", "://", "x://@", "user@host"}) {
+    EXPECT_EQ(RedactSecrets(text), text);
+  }
+}
+
+}  // namespace
+}  // namespace sekka
