@@ -11,6 +11,8 @@
 #include <mutex>
 #include <vector>
 
+#include "sekka/secrets.h"
+
 namespace sekka {
 namespace {
 

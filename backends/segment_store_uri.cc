@@ -6,6 +6,7 @@
 
 #include "backends/postgres_segment_store.h"
 #include "backends/sqlite_segment_store.h"
+#include "sekka/secrets.h"
 
 namespace sekka {
 

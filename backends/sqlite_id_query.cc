@@ -2,6 +2,7 @@
 #include <sqlite3.h>
 
 #include "backends/id_query.h"
+#include "sekka/secrets.h"
 
 namespace sekka {
 

@@ -21,6 +21,7 @@
 #include "sekka/leased_generator.h"
 #include "sekka/opaque.h"
 #include "sekka/random_id.h"
+#include "sekka/secrets.h"
 #include "sekka/snowflake.h"
 #include "sekka/uuid.h"
 

@@ -204,6 +204,16 @@ int main(int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::Success& e) {
     return app.exit(e);  // --help, --version
+  } catch (const CLI::ConversionError& e) {
+    // CLI11 says "Could not convert: --worker-id = abc"; sekka names the flag, the value and
+    // what is allowed (every option CLI11 converts is a number).
+    std::string what = e.what();
+    const std::size_t colon = what.find(": "), eq = what.find(" = ");
+    if (colon != std::string::npos && eq != std::string::npos && eq > colon) {
+      what = what.substr(colon + 2, eq - colon - 2) + " \"" + what.substr(eq + 3) +
+             "\" is not valid: allowed a number";
+    }
+    return Fail(kExitUsage, what + " (see sekka --help)");
   } catch (const CLI::ParseError& e) {
     return Fail(kExitUsage, std::string(e.what()) + " (see sekka --help)");
   }

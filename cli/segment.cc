@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <filesystem>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
@@ -11,6 +12,15 @@
 namespace sekka::cli {
 
 int RunSegment(const SegmentFlags& flags) {
+  // Reading makes nothing: a SQLite store that is not there is an error, not a new file.
+  const std::string sqlite = flags.store.empty() ? flags.data_dir + "/segments.db"
+                             : flags.store.rfind("sqlite:", 0) == 0 ? flags.store.substr(7)
+                                                                    : std::string();
+  if (flags.action != "create" && !sqlite.empty() && !std::filesystem::exists(sqlite)) {
+    return Fail(kExitFailure, fmt::format("there is no segment store at {}: `sekka segment create` "
+                                          "makes one, or give --data-dir or --segment-store",
+                                          sqlite));
+  }
   Result<std::unique_ptr<SegmentStore>> store = OpenSegmentStore(flags.store, flags.data_dir);
   if (!store.ok()) {
     return Fail(store.error().code == ErrorCode::kInvalidArgument ? kExitUsage : kExitFailure,

@@ -17,6 +17,7 @@
 #include "backends/worker_id.h"
 #include "backends/worker_lease_uri.h"
 #include "cli/commands.h"
+#include "sekka/secrets.h"
 #include "server/config.h"
 #include "server/log.h"
 #include "server/server.h"
@@ -36,22 +37,9 @@ Result<CoordinatorAccess> CoordinatorAccessOf(const server::ServerConfig& config
   access.username = config.username;
   access.password = config.password;
   if (config.password_file.empty()) return access;
-  std::ifstream in(config.password_file, std::ios::binary);
-  if (!in) {
-    return InvalidArgument(fmt::format("worker.password_file \"{}\" cannot be read: {}",
-                                       config.password_file, std::strerror(errno)));
-  }
-  std::string text(4098, '\0');  // enough to see a line over 4096 bytes, or a second line
-  in.read(text.data(), static_cast<std::streamsize>(text.size()));
-  text.resize(static_cast<std::size_t>(in.gcount()));
-  while (!text.empty() && (text.back() == '\n' || text.back() == '\r')) text.pop_back();
-  if (text.empty() || text.size() > 4096 || text.find_first_of("\n\r") != std::string::npos) {
-    return InvalidArgument(
-        fmt::format("worker.password_file \"{}\" is not valid: allowed one line of 1 to 4096 "
-                    "bytes (the password)",
-                    config.password_file));
-  }
-  access.password = std::move(text);
+  Result<std::string> password = ReadSecretLine(config.password_file, "worker.password_file");
+  if (!password.ok()) return std::move(password).error();
+  access.password = std::move(*password);
   return access;
 }
 
@@ -131,14 +119,23 @@ bool Loopback(const std::string& listen) {
          listen.rfind("localhost:", 0) == 0;
 }
 
-// A local worker id is unique on this host only: served to other hosts, the ids of two hosts
-// repeat each other unless a coordinator hands out the worker ids.
-void WarnOfLocalIdsOnTheNetwork(const server::ServerConfig& config) {
-  if (config.worker_source != "local") return;
+// Listening beyond loopback: warns of what that exposes. Without a token, everything; with
+// worker.source local, ids unique on this host only (served to other hosts, the ids of two
+// hosts repeat each other unless a coordinator hands out the worker ids).
+void WarnOfExposure(const server::ServerConfig& config) {
   if (Loopback(config.http_listen) && Loopback(config.resp_listen) &&
       Loopback(config.thrift_listen)) {
     return;
   }
+  if (config.auth_token.empty()) {
+    server::Log(server::LogLevel::kWarn,
+                "listening beyond loopback without server.auth_token: anyone who can reach this "
+                "host can take ids, create segment tags and CosId machine ids; set "
+                "server.auth_token_file",
+                fmt::format("http={} resp={} thrift={}", config.http_listen, config.resp_listen,
+                            config.thrift_listen));
+  }
+  if (config.worker_source != "local") return;
   server::Log(server::LogLevel::kWarn,
               "worker.source local picks worker ids unique on this host only; with more than one "
               "host serving ids use worker.source etcd or zookeeper (or static ids you assign)",
@@ -218,7 +215,7 @@ int RunServe(const ServeFlags& flags) {
       s.layout().name(), config->data_dir);
   std::puts(where.c_str());
   std::fflush(stdout);
-  WarnOfLocalIdsOnTheNetwork(*config);
+  WarnOfExposure(*config);
   Log(LogLevel::kInfo, "listening",
       fmt::format("http={} resp={} thrift={} worker_id={} datacenter_id={} source={} pid={}",
                   (*server)->http_address(), (*server)->resp_address(), (*server)->thrift_address(),

@@ -69,16 +69,22 @@ Result<Reply> SegmentNextCommand(Service& service, Args args) {
 
 bool AlwaysMayBlock(Service&, Args) { return true; }
 
-// SEG.RANGE <tag> [<step>]: a range straight from the store, for a client that issues the ids
-// itself. Without a step, the tag's own.
+// SEG.RANGE <tag> [<step> [DENSE]]: a range straight from the store, for a client that issues
+// the ids itself. Without a step, the tag's own. DENSE: the client issues every id of the range
+// (CosId), so a tag of delta > 1 is refused before any range is taken.
 Result<Reply> SegmentRangeCommand(Service& service, Args args) {
   std::int64_t step = 0;
-  if (args.size() == 2) {
+  if (args.size() >= 2) {
     Result<std::int64_t> n = ParseCount("step", args[1], service.config().segment_max_step);
     if (!n.ok()) return std::move(n).error();
     step = *n;
   }
-  Result<SegmentGrant> grant = service.AllocateSegmentRange(args[0], step);
+  const bool dense = args.size() == 3;
+  if (dense && (args[2].size() != 5 || strncasecmp(args[2].data(), "DENSE", 5) != 0)) {
+    return InvalidArgument(
+        fmt::format("SEG.RANGE option \"{}\" is not valid: allowed DENSE", args[2].substr(0, 20)));
+  }
+  Result<SegmentGrant> grant = service.AllocateSegmentRange(args[0], step, dense);
   if (!grant.ok()) return std::move(grant).error();
   return Reply(*grant);
 }
@@ -185,18 +191,22 @@ Result<Reply> OpaqueNextCommand(Service& service, Args) {
 template <TimeOrderedKind kKind>
 Result<Reply> TimeOrderedCommand(Service& service, Args args) {
   TimeOrderedGenerator& g = kKind == TimeOrderedKind::kUuidV7 ? service.uuids() : service.ulids();
+  const auto engine =
+      kKind == TimeOrderedKind::kUuidV7 ? Service::Engine::kUuid : Service::Engine::kUlid;
   auto text = [](const Uuid& u) {
     return kKind == TimeOrderedKind::kUuidV7 ? FormatUuid(u) : FormatUlid(u);
   };
   if (args.empty()) {
     Result<Uuid> u = g.Next();
     if (!u.ok()) return std::move(u).error();
+    service.CountIssued(engine, 1);
     return Reply(text(*u));
   }
   Result<std::int64_t> n = ParseCount("count", args[0], service.config().max_batch);
   if (!n.ok()) return std::move(n).error();
   std::vector<Uuid> ids(static_cast<std::size_t>(*n));
   if (Status s = g.NextBatch(ids); !s.ok()) return std::move(s).error();
+  service.CountIssued(engine, ids.size());
   std::vector<std::string> out;
   out.reserve(ids.size());
   for (const Uuid& u : ids) out.push_back(text(u));
@@ -208,12 +218,14 @@ Result<Reply> RandomCommand(Service& service, Args args) {
   if (args.empty()) {
     Result<Id> id = service.randoms().Next();
     if (!id.ok()) return std::move(id).error();
+    service.CountIssued(Service::Engine::kRandom, 1);
     return Reply(*id);
   }
   Result<std::int64_t> n = ParseCount("count", args[0], service.config().max_batch);
   if (!n.ok()) return std::move(n).error();
   std::vector<Id> ids(static_cast<std::size_t>(*n));
   if (Status s = service.randoms().NextIds(ids); !s.ok()) return std::move(s).error();
+  service.CountIssued(Service::Engine::kRandom, ids.size());
   return Reply(std::move(ids));
 }
 
@@ -224,7 +236,7 @@ constexpr std::array<CommandSpec, 18> kCommands = {{
     {Command::kDecode, "ID.DECODE", 1, 1, true, nullptr, DecodeCommand},  // <id>
     {Command::kSegment, "SEG.NEXT", 1, 2, true, SegmentNextMayBlock,      // <tag> [<count>]
      SegmentNextCommand},
-    {Command::kSegmentRange, "SEG.RANGE", 1, 2, true, AlwaysMayBlock,  // <tag> [<step>]
+    {Command::kSegmentRange, "SEG.RANGE", 1, 3, true, AlwaysMayBlock,  // <tag> [<step> [DENSE]]
      SegmentRangeCommand},
     {Command::kSegmentCreate, "SEG.CREATE", 3, 3, true, AlwaysMayBlock,  // <tag> <start> <step>
      SegmentCreateCommand},

@@ -10,10 +10,10 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <regex>
 
 #include "sekka/codec.h"
+#include "sekka/secrets.h"
 
 namespace sekka::server {
 namespace {
@@ -190,25 +190,9 @@ Result<std::string> AuthToken(const std::string& token, const std::string& file)
       return InvalidArgument(
           "config server.auth_token and server.auth_token_file are both set: give one");
     }
-    struct stat st {};
-    if (::stat(file.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) {
-      return InvalidArgument(
-          fmt::format("config server.auth_token_file \"{}\" is not a readable file", file));
-    }
-    if ((st.st_mode & S_IROTH) != 0) {
-      return InvalidArgument(fmt::format(
-          "config server.auth_token_file \"{}\" is readable by every user: allowed modes "
-          "without read for others, such as 0600 or 0640",
-          file));
-    }
-    std::ifstream in(file, std::ios::binary);
-    std::getline(in, value, '\0');
-    if (!in.eof() && in.fail()) {
-      return InvalidArgument(
-          fmt::format("config server.auth_token_file \"{}\" could not be read", file));
-    }
-    if (value.ends_with("\n")) value.pop_back();
-    if (value.ends_with("\r")) value.pop_back();
+    Result<std::string> line = ReadSecretLine(file, "config server.auth_token_file");
+    if (!line.ok()) return std::move(line).error();
+    value = std::move(*line);
   }
   const bool printable =
       std::all_of(value.begin(), value.end(), [](char ch) { return ch > ' ' && ch < 0x7f; });
@@ -329,6 +313,14 @@ Result<ConfigValues> ReadConfigFile(const std::string& path) {
       switch (key->type) {
         case Type::kString:
         case Type::kDuration:
+          // [layout] keys take what --layout takes, so a TOML number or boolean is its text
+          // (reverse_time = true, tick = 2, epoch = 1288834974657).
+          if (section.str() == "layout" && (value.is_integer() || value.is_boolean())) {
+            values.emplace_back(full, value.is_boolean()
+                                          ? std::string(*value.value<bool>() ? "true" : "false")
+                                          : std::to_string(*value.value<std::int64_t>()));
+            break;
+          }
           if (!value.is_string()) return wrong("a string");
           values.emplace_back(full, std::string(*value.value<std::string>()));
           break;
@@ -461,52 +453,26 @@ Result<ServerConfig> BuildConfig(const std::vector<ConfigValues>& sources) {
   if (c.data_dir.empty()) return BadValue("data.dir", "", "a directory path");
 
   // The layout: the preset, with any custom field overriding it.
-  // A preset name or a custom spec ("time_bits=40,worker_bits=11,..."), as `sekka gen` takes.
-  Result<Layout> preset = ParseLayout(get("layout.preset"));
-  if (!preset.ok()) return InvalidArgument("config layout.preset: " + preset.error().message);
-  LayoutOptions lo = preset->options();
-  bool custom = false;
-  auto custom_bits = [&](const char* key, int& field) -> Status {
-    if (get(key).empty()) return Status::Ok();
-    custom = true;
-    Result<std::int64_t> bits = IntValue(key, get(key), 0, 63);
-    if (!bits.ok()) return bits.error();
-    field = static_cast<int>(*bits);
-    return Status::Ok();
-  };
-  for (auto [key, field] : {std::pair{"layout.time_bits", &lo.time_bits},
-                            std::pair{"layout.datacenter_bits", &lo.datacenter_bits},
-                            std::pair{"layout.worker_bits", &lo.worker_bits},
-                            std::pair{"layout.sequence_bits", &lo.sequence_bits},
-                            std::pair{"layout.shard_bits", &lo.shard_bits}}) {
-    if (Status s = custom_bits(key, *field); !s.ok()) return s.error();
-  }
-  if (!get("layout.tick").empty()) {
-    custom = true;
-    SEKKA_ASSIGN(lo.tick_millis, DurationValue("layout.tick", get("layout.tick"), 1, 1000));
-  }
-  if (!get("layout.epoch").empty()) {
-    custom = true;
-    Result<std::int64_t> epoch = ParseUtcMillis(get("layout.epoch"));
-    if (!epoch.ok()) return InvalidArgument("config layout.epoch: " + epoch.error().message);
-    lo.epoch_millis = *epoch;
-  }
-  if (!get("layout.order").empty()) {
-    custom = true;
-    Result<FieldOrder> order = ParseFieldOrder(get("layout.order"));
-    if (!order.ok()) return InvalidArgument("config " + order.error().message);
-    lo.order = *order;
-  }
-  if (const std::string reverse = get("layout.reverse_time"); !reverse.empty()) {
-    custom = true;
-    if (reverse != "true" && reverse != "false") {
-      return BadValue("layout.reverse_time", reverse, "true or false");
+  // The layout: layout.preset (a preset, or PRESET,key=value,...) and the other [layout] keys
+  // appended to it, through the one parser `--layout` and `sekka gen` use.
+  std::string spec = get("layout.preset");
+  for (const char* key : {"time_bits", "datacenter_bits", "worker_bits", "sequence_bits",
+                          "shard_bits", "tick", "epoch", "order", "reverse_time"}) {
+    if (const std::string& value = get(fmt::format("layout.{}", key).c_str()); !value.empty()) {
+      if (value.find(',') != std::string::npos) {
+        return BadValue(fmt::format("layout.{}", key), value, "a value without commas");
+      }
+      spec += fmt::format(",{}={}", key, value);
     }
-    lo.reverse_time = reverse == "true";
   }
-  if (custom) lo.name = "custom";
-  Result<Layout> layout = Layout::Create(lo);
-  if (!layout.ok()) return InvalidArgument("config " + layout.error().message);
+  if (spec != get("layout.preset")) spec += ",name=custom";  // a preset the keys changed
+  Result<Layout> layout = ParseLayout(spec);
+  if (!layout.ok()) {
+    return InvalidArgument(
+        fmt::format("config layout (layout.preset \"{}\" with the [layout] "
+                    "keys): {}",
+                    get("layout.preset"), layout.error().message));
+  }
   if (layout->is_random()) {
     return InvalidArgument(
         "config layout.preset: a random layout has no worker id, so it cannot be the snowflake "
@@ -684,7 +650,7 @@ std::string PrintConfig(const std::vector<ConfigValues>& sources) {
     if ((name == "server.auth_token" || name == "worker.password") && !value.empty()) {
       value = "(hidden)";
     }
-    if (value.empty() && k.type != Type::kString) {
+    if (value.empty() && (k.type != Type::kString || name.starts_with("layout."))) {
       out += fmt::format("# {} = <not set>  # {}\n", key, k.help);
       continue;
     }

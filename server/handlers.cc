@@ -10,6 +10,7 @@
 #include <span>
 #include <variant>
 
+#include "sekka/secrets.h"
 #include "server/commands.h"
 #include "server/resp.h"
 #include "server/ui_page.h"
@@ -261,9 +262,17 @@ HttpReply HealthReply(Service&, const RouteInput&, Result<Reply>&) {
   return Json("{\"status\":\"ok\"}");
 }
 
-HttpReply ReadyReply(Service& service, const RouteInput&, Result<Reply>&) {
+bool Authorized(Service& service, const http::Request& request);
+
+// /readyz needs no token (probes), so with one set its reason (paths, addresses) is shown only
+// to a request that sends it.
+HttpReply ReadyReply(Service& service, const RouteInput& in, Result<Reply>&) {
   if (Status ready = service.Ready(); !ready.ok()) {
-    return JsonError(503, MapError(ready.error().code).http_code, ready.error().message);
+    const std::string_view code = MapError(ready.error().code).http_code;
+    if (!Authorized(service, in.request)) {
+      return JsonError(503, code, "not ready (send the token for the reason)");
+    }
+    return JsonError(503, code, ready.error().message);
   }
   return Json("{\"status\":\"ready\"}");
 }
@@ -573,7 +582,20 @@ Status CosIdCreateArgs(Service&, const RouteInput& in, ArgList& out) {
 // PATCH /segments/{namespace}/{name}?step=: SEG.RANGE tag step
 Status CosIdNextMaxIdArgs(Service&, const RouteInput& in, ArgList& out) {
   if (Status s = CosIdTag(in, "/segments/{namespace}/{name}", out); !s.ok()) return s;
-  return RequiredParam(in, "step", out);
+  if (Status s = RequiredParam(in, "step", out); !s.ok()) return s;
+  out.push_back("DENSE");  // CosId issues every id of its segment
+  return Status::Ok();
+}
+
+// CosId's error shape: {"code","msg","errors"}.
+HttpReply CosIdReply(int status, std::string_view code, std::string_view message) {
+  HttpReply r;
+  r.status = status;
+  r.body = fmt::format("{{\"code\":\"{}\",\"msg\":\"{}\",\"errors\":[]}}", code,
+                       http::JsonEscape(RedactSecrets(message)));
+  if (status == 401) r.extra_headers = "WWW-Authenticate: Bearer\r\n";
+  if (status == 503) r.extra_headers = "Retry-After: 1\r\n";
+  return r;
 }
 
 HttpReply CosIdError(const Error& e, bool machine) {
@@ -589,13 +611,7 @@ HttpReply CosIdError(const Error& e, bool machine) {
     code = "M-03";
     status = 400;
   }
-  HttpReply r;
-  r.status = status;
-  r.body = fmt::format("{{\"code\":\"{}\",\"msg\":\"{}\",\"errors\":[]}}", code,
-                       http::JsonEscape(RedactSecrets(e.message)));
-  if (status == 401) r.extra_headers = "WWW-Authenticate: Bearer\r\n";
-  if (status == 503) r.extra_headers = "Retry-After: 1\r\n";
-  return r;
+  return CosIdReply(status, code, e.message);
 }
 
 HttpReply CosIdMachineReply(Service&, const RouteInput&, Result<Reply>& reply) {
@@ -614,14 +630,7 @@ HttpReply CosIdCreateReply(Service&, const RouteInput&, Result<Reply>& reply) {
 
 HttpReply CosIdNextMaxIdReply(Service&, const RouteInput&, Result<Reply>& reply) {
   if (!reply.ok()) return CosIdError(reply.error(), false);
-  const SegmentGrant& g = std::get<SegmentGrant>(*reply);
-  if (g.delta != 1) {
-    return CosIdError(InvalidArgument(fmt::format(
-                          "this tag issues only ids with id % {} == {}, and CosId clients issue "
-                          "every id of a range: use a tag with delta 1",
-                          g.delta, g.remainder)),
-                      false);
-  }
+  const SegmentGrant& g = std::get<SegmentGrant>(*reply);  // dense: delta 1
   std::string body;
   AppendDec(body, g.range.end - 1);  // CosId's segment is (maxId - step, maxId]
   return Json(std::move(body));
@@ -849,9 +858,11 @@ HttpReply Dispatch(Service& service, const http::Request& request, Command& comm
     if (allowed.empty()) {
       return JsonError(404, "not_found", fmt::format("no such path: {}", path.substr(0, 200)));
     }
-    HttpReply r = JsonError(
-        405, "method_not_allowed",
-        fmt::format("method {} is not allowed: allowed {}", request.method.substr(0, 20), allowed));
+    const std::string why =
+        fmt::format("method {} is not allowed: allowed {}", request.method.substr(0, 20), allowed);
+    // The CosId proxy's routes answer in CosId's shape, as its own server's 405 does.
+    const bool cosid = path.starts_with("/machines/") || path.starts_with("/segments/");
+    HttpReply r = cosid ? CosIdReply(405, "405", why) : JsonError(405, "method_not_allowed", why);
     r.extra_headers += fmt::format("Allow: {}\r\n", allowed);
     return r;
   }
@@ -872,6 +883,13 @@ bool Is(std::string_view arg, std::string_view name) {
 // user means it) and the server's token.
 bool CredentialsMatch(Service& service, std::string_view user, std::string_view password) {
   return TokenEquals(password, service.config().auth_token) && Is(user, "default");
+}
+
+// A client name as Redis takes one: printable, no spaces ("" clears it).
+constexpr std::string_view kBadClientName =
+    "ERR Client names cannot contain spaces, newlines or special characters.";
+bool ValidClientName(std::string_view name) {
+  return std::all_of(name.begin(), name.end(), [](char c) { return c > ' ' && c < 0x7f; });
 }
 
 void WrongArgs(std::string& out, std::string_view name) {
@@ -1097,7 +1115,10 @@ void HandleResp(Service& service, Session& session, const std::vector<std::strin
     std::size_t i = 1;
     if (argc > 1) {
       if (args[1] != "2") {
-        resp::AppendError(out, "NOPROTO sorry, this protocol version is not supported");
+        const bool number = !args[1].empty() && args[1].size() < 10 &&
+                            args[1].find_first_not_of("0123456789") == std::string_view::npos;
+        resp::AppendError(out, number ? "NOPROTO sorry, this protocol version is not supported"
+                                      : "ERR Protocol version is not an integer or out of range");
         service.CountRequest(Protocol::kResp, command, false);
         return;
       }
@@ -1114,6 +1135,11 @@ void HandleResp(Service& service, Session& session, const std::vector<std::strin
         session.authenticated = true;
         i += 3;
       } else if (Is(args[i], "SETNAME") && i + 1 < argc) {
+        if (!ValidClientName(args[i + 1])) {
+          resp::AppendError(out, kBadClientName);
+          service.CountRequest(Protocol::kResp, command, false);
+          return;
+        }
         session.name = std::string(args[i + 1].substr(0, 128));
         i += 2;
       } else {
@@ -1228,9 +1254,14 @@ void HandleResp(Service& service, Session& session, const std::vector<std::strin
     }
   } else if (Is(name, "CLIENT")) {
     command = Command::kClient;
-    if (argc >= 3 && Is(args[1], "SETNAME")) {
-      session.name = std::string(args[2].substr(0, 128));
-      resp::AppendSimple(out, "OK");
+    if (argc == 3 && Is(args[1], "SETNAME")) {
+      if (ValidClientName(args[2])) {
+        session.name = std::string(args[2].substr(0, 128));
+        resp::AppendSimple(out, "OK");
+      } else {
+        resp::AppendError(out, kBadClientName);
+        ok = false;
+      }
     } else if (argc >= 2 &&
                (Is(args[1], "SETINFO") || Is(args[1], "NO-EVICT") || Is(args[1], "NO-TOUCH"))) {
       resp::AppendSimple(out, "OK");

@@ -7,6 +7,7 @@
 
 #include "sekka/clock.h"
 #include "sekka/codec.h"
+#include "sekka/secrets.h"
 
 namespace sekka::server {
 namespace {

@@ -249,18 +249,27 @@ Status Service::NextSegmentIds(std::string_view tag, std::span<std::int64_t> out
     Result<std::int64_t> id = (*seq)->NextId();
     if (!id.ok()) return std::move(id).error();
     out[0] = *id;
-    return Status::Ok();
+  } else if (Status s = (*seq)->NextIds(out); !s.ok()) {
+    return s;
   }
-  return (*seq)->NextIds(out);
+  CountIssued(Engine::kSegment, out.size());
+  return Status::Ok();
 }
 
-Result<SegmentGrant> Service::AllocateSegmentRange(std::string_view tag, std::int64_t step) {
+Result<SegmentGrant> Service::AllocateSegmentRange(std::string_view tag, std::int64_t step,
+                                                   bool dense) {
   if (step < 0 || step > config_.segment_max_step) {
     return InvalidArgument(fmt::format("step {} is not valid: allowed 1 to {} (segment.max_step)",
                                        step, config_.segment_max_step));
   }
   Result<TagInfo> info = segments_->GetTag(tag);
   if (!info.ok()) return std::move(info).error();
+  if (dense && info->delta != 1) {
+    return InvalidArgument(fmt::format(
+        "tag \"{}\" issues only ids with id % {} == {}, and this client issues every id of a "
+        "range: use a tag with delta 1",
+        tag, info->delta, info->remainder));
+  }
   Result<IdRange> range = segment_store_->Allocate(tag, step > 0 ? step : info->step);
   if (!range.ok()) return std::move(range).error();
   return SegmentGrant{*range, info->delta, info->remainder};
@@ -470,6 +479,11 @@ std::string Service::MetricsText() {
   const WorkerInfo w = worker();
   family("sekka_ids_issued_total", "counter", "Ids issued, by engine.");
   out += fmt::format("sekka_ids_issued_total{{engine=\"snowflake\"}} {}\n", ids_issued_.load());
+  static constexpr const char* kEngines[] = {"segment", "random", "uuid", "ulid"};
+  for (int e = 0; e < 4; ++e) {
+    out +=
+        fmt::format("sekka_ids_issued_total{{engine=\"{}\"}} {}\n", kEngines[e], issued_[e].load());
+  }
   family("sekka_sequence_waits_total", "counter",
          "Waits for the next tick because a tick's sequence was used up.");
   out += fmt::format("sekka_sequence_waits_total {}\n", st.sequence_waits);

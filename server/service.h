@@ -151,12 +151,19 @@ class Service {
   Status NextSegmentIds(std::string_view tag, std::span<std::int64_t> out);
   // A range of `step` ids of `tag` (0: the tag's own step) straight from the store, never
   // from this process's buffers, for a client that issues them itself. Errors: as
-  // NextSegmentIds, and kInvalidArgument for a step outside 1 to segment.max_step.
-  Result<SegmentGrant> AllocateSegmentRange(std::string_view tag, std::int64_t step);
+  // NextSegmentIds, and kInvalidArgument for a step outside 1 to segment.max_step, or, when
+  // `dense` (the client issues every id of the range), for a tag of delta > 1.
+  Result<SegmentGrant> AllocateSegmentRange(std::string_view tag, std::int64_t step,
+                                            bool dense = false);
   // Creates a tag in the store for a client: only with segment.auto_create, and at most
   // segment.max_tags per process. Errors: kAlreadyExists, kNotFound (auto-create is off and the
   // tag does not exist), kExhausted, kInvalidArgument, kUnavailable.
   Status CreateSegmentTag(const TagInfo& tag);
+  // Ids the other engines issued (snowflake ids count themselves), for sekka_ids_issued_total.
+  enum class Engine { kSegment = 0, kRandom = 1, kUuid = 2, kUlid = 3 };
+  void CountIssued(Engine engine, std::uint64_t n) {
+    issued_[static_cast<int>(engine)].fetch_add(n, std::memory_order_relaxed);
+  }
   // UUIDv7 and ULID, from the service's clock.
   TimeOrderedGenerator& uuids() { return uuids_; }
   TimeOrderedGenerator& ulids() { return ulids_; }
@@ -239,8 +246,9 @@ class Service {
   std::string machines_error_;
   const std::int64_t started_ms_;
 
-  std::atomic<std::uint64_t> ids_issued_{0};
-  std::atomic<std::int64_t> tags_created_{0};  // by clients (CreateSegmentTag)
+  std::atomic<std::uint64_t> ids_issued_{0};            // snowflake
+  std::array<std::atomic<std::uint64_t>, 4> issued_{};  // by Engine
+  std::atomic<std::int64_t> tags_created_{0};           // by clients (CreateSegmentTag)
   std::array<
       std::array<std::array<std::atomic<std::uint64_t>, 2>, static_cast<int>(Command::kCount_)>,
       kProtocols>

@@ -263,11 +263,13 @@ Layout::Layout(const LayoutOptions& options) : options_(options) {
   const std::int64_t field_max =
       options_.time_bits >= 63 ? kMaxInt64 : (std::int64_t{1} << options_.time_bits) - 1;
   max_tick_ = std::min(field_max, max_id_ >> time_shift_);
-  // And never past the last tick whose end is an int64 of ms (292 million years), so that the
-  // time of every tick an id can carry, and of the one after, is exact.
+  // And never past the last tick that ends by 9999-12-31 (ISO 8601's last four-digit year), so
+  // that the time of every tick an id can carry, and of the one after, is a date sekka can
+  // write (62 bits of 1 s ticks said "year -6911": issue 24, finding 10).
+  constexpr std::int64_t kLastMillis = 253'402'300'799'999;  // 9999-12-31T23:59:59.999Z
   max_tick_ = std::min(
       max_tick_,
-      (kMaxInt64 - std::max<std::int64_t>(0, options_.epoch_millis)) / options_.tick_millis - 1);
+      (kLastMillis - std::max<std::int64_t>(0, options_.epoch_millis)) / options_.tick_millis - 1);
 }
 
 Result<Layout> Layout::Create(const LayoutOptions& o) {

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "sekka/codec.h"
+#include "sekka/secrets.h"
 
 namespace sekka {
 namespace {
@@ -79,6 +80,7 @@ Result<std::vector<OpaqueKey>> ParseOpaqueKeys(std::string_view text) {
 }
 
 Result<std::vector<OpaqueKey>> ReadOpaqueKeyFile(const std::string& path) {
+  if (Status s = CheckSecretFile(path, "the opaque key file"); !s.ok()) return std::move(s).error();
   std::ifstream in(path);
   if (!in) return NotFound(fmt::format("cannot read the opaque key file {}", path));
   std::ostringstream text;
@@ -151,7 +153,8 @@ Result<Id> OpaqueCodec::Decode(Id opaque, char version) const {
   const Key* key = Find(version);
   if (key == nullptr) {
     std::string versions;
-    for (const Key& k : keys_) versions += k.version;
+    for (const Key& k : keys_)
+      versions += fmt::format("{}'{}'", versions.empty() ? "" : ", ", k.version);
     return NotFound(
         fmt::format("opaque key version '{}' is not known: allowed {}", version, versions));
   }

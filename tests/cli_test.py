@@ -18,7 +18,7 @@ import unittest
 import uuid
 
 sys.path.insert(0, os.path.dirname(__file__))
-from sekka_testlib import SEKKA, faketime_env  # noqa: E402
+from sekka_testlib import SEKKA, faketime_env, private_file  # noqa: E402
 
 
 # The tests' host: a worker lock dir of their own, not the machine's /var/lib/sekka/workers.
@@ -224,7 +224,7 @@ class OpaqueTest(CliTestCase):
     def setUp(self):
         self.dir = tempfile.mkdtemp(prefix="sekka-opaque-")
         self.keys = os.path.join(self.dir, "keys")
-        with open(self.keys, "w") as f:
+        with private_file(self.keys) as f:
             f.write(self.ok("opaque", "keygen", "--version", "a"))
 
     def tearDown(self):
@@ -253,7 +253,7 @@ class OpaqueTest(CliTestCase):
 
     def test_a_rotated_key_file_still_decodes_old_links(self):
         old = self.ok("opaque", "encode", "42", "--key-file", self.keys).strip()
-        with open(self.keys, "a") as f:
+        with private_file(self.keys, "a") as f:
             f.write(self.ok("opaque", "keygen", "--version", "b"))
         new = self.ok("opaque", "encode", "42", "--key-file", self.keys).strip()
         self.assertEqual(new[0], "b")
@@ -263,14 +263,16 @@ class OpaqueTest(CliTestCase):
     def test_bad_input_is_one_line(self):
         self.fails(2, "opaque", "decode", "zzz", "--key-file", self.keys, expect="12 of 0-9A-Za-z")
         self.fails(2, "opaque", "decode", "q" + "0" * 11, "--key-file", self.keys,
-                   expect="version 'q' is not known: allowed a")
+                   expect="version 'q' is not known: allowed 'a'")
         self.fails(2, "opaque", "encode", "-5", "--key-file", self.keys)
         self.fails(2, "opaque", "encode", "5", "--key-file", "/nonexistent/keys",
-                   expect="cannot read the opaque key file")
+                   expect="the opaque key file \"/nonexistent/keys\" is not a readable file")
         bad = os.path.join(self.dir, "bad")
-        with open(bad, "w") as f:
+        with private_file(bad) as f:
             f.write("a 1234\n")
         self.fails(2, "opaque", "encode", "5", "--key-file", bad, expect="key line 1")
+        os.chmod(bad, 0o644)  # a secret file other users can read
+        self.fails(2, "opaque", "encode", "5", "--key-file", bad, expect="readable by every user")
         self.fails(2, "gen", "--format", "opaque", "--lock-dir", self.dir, expect="--key-file")
         self.fails(2, "opaque", "keygen", "--version", "ab", expect="one character")
 
@@ -405,7 +407,7 @@ class RandomAndSpreadLayoutTest(CliTestCase):
 
     def test_random_ids_round_trip_through_opaque_ids(self):
         keys = os.path.join(self.dir, "keys")
-        with open(keys, "w") as f:
+        with private_file(keys) as f:
             f.write(self.ok("opaque", "keygen", "--version", "r"))
         texts = self.ok("gen", "-n", "100", "--layout", "random", "--format", "opaque",
                         "--key-file", keys).split()

@@ -531,6 +531,7 @@ class EtcdTlsTest(unittest.TestCase):
         password_file = self.dirs.path("password")
         with open(password_file, "w") as f:
             f.write(Etcd.PASSWORD + "\n")
+        os.chmod(password_file, 0o600)
         a = self.start("a", self.config("a", password=None, password_file=password_file))
         # The other takes its password from the environment.
         b = self.start("b", self.config("b", password=None),

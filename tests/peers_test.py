@@ -302,6 +302,26 @@ class CosIdTest(unittest.TestCase):
         self.assertCosIdError(*self.c.distribute("orders", "10.0.0.3:4001", False, 1, guard),
                               400, "M-01")
 
+    def test_a_tag_of_delta_above_one_is_refused_before_a_range_is_taken(self):
+        """Issue 24, finding 11: a PATCH refused for delta != 1 still took a range; and 405s on
+        CosId's routes came in sekka's shape."""
+        self.s.stop()
+        subprocess.run([SEKKA, "segment", "create", "ns.odd", "--step", "10", "--delta", "2",
+                        "--remainder", "1", "--data-dir", self.data], check=True,
+                       capture_output=True)
+        self.s = Server(self.data)
+        self.c = CosIdProxyClient(self.s)
+        status, body = self.c.next_max_id("ns", "odd", 10)
+        self.assertCosIdError(status, json.loads(body), 400, "400")
+        self.s.stop()
+        shown = subprocess.run([SEKKA, "segment", "show", "ns.odd", "--data-dir", self.data],
+                               capture_output=True, text=True, check=True).stdout
+        self.assertIn("next_id=1 ", shown)  # no range was taken
+        self.s = Server(self.data)
+        self.c = CosIdProxyClient(self.s)
+        status, body = self.c._call("PUT", "/machines/ns?instanceId=a")
+        self.assertCosIdError(status, json.loads(body), 405, "405")
+
     def test_a_forged_revert_takes_no_id_from_a_holder_that_guards(self):
         """Issue 24, finding 5: DELETE /machines/{ns}?instanceId=victim answered 200, and the
         next POST handed the victim's id to another instance while the victim still issued."""

@@ -507,3 +507,9 @@ def js_check_ids(uuids=(), ulids=()):
     if p.returncode != 0:
         raise AssertionError(f"node check_ids.mjs failed: {p.stderr}")
     return json.loads(p.stdout)
+
+
+def private_file(path, mode="w"):
+    """Opens `path` for writing as a secret file is kept: made 0600 (sekka refuses a key or
+    token file that other users can read)."""
+    return open(path, mode, opener=lambda p, flags: os.open(p, flags, 0o600))

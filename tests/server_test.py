@@ -24,7 +24,7 @@ import redis
 
 sys.path.insert(0, os.path.dirname(__file__))
 from sekka_testlib import (SEKKA, Server, TempDirs, chromium, exchange, js_check_ids,  # noqa: E402
-                           redis_cli)
+                           private_file, redis_cli)
 
 MAX_ID = 2 ** 63 - 1
 
@@ -361,7 +361,7 @@ class OpaqueServerTest(ServerTestCase):
         self.keys = self.dirs.path("keys")
         p = subprocess.run([SEKKA, "opaque", "keygen", "--version", "k"], capture_output=True,
                            text=True, check=True)
-        with open(self.keys, "w") as f:
+        with private_file(self.keys) as f:
             f.write(p.stdout)
 
     def decode(self, *texts):
@@ -402,7 +402,7 @@ class OpaqueServerTest(ServerTestCase):
         self.assertJsonError(status, body, 400, "invalid_argument")
         self.assertIn("opaque.key_file", body["error"]["message"])
         self.assertIn("opaque.key_file", redis_cli(s, "OPAQUE.NEXT"))
-        with open(self.keys, "w") as f:
+        with private_file(self.keys) as f:
             f.write("k 1234\n")
         bad = Server(self.dirs.path("bad"), "--opaque-key-file", self.keys, wait=False)
         self.assertFalse(bad.wait_listening())
@@ -422,7 +422,7 @@ class RandomAndSpreadServerTest(ServerTestCase):
 
     def test_random_ids_from_http_and_resp(self):
         keys = self.dirs.path("keys")
-        with open(keys, "w") as f:
+        with private_file(keys) as f:
             f.write(subprocess.run([SEKKA, "opaque", "keygen", "--version", "r"],
                                    capture_output=True, text=True, check=True).stdout)
         s = self.start("data", "--opaque-key-file", keys)
@@ -1176,6 +1176,80 @@ class SecretsTest(ServerTestCase):
         for text in texts:
             for secret in ("hunter2-pw", "key-pw", "query-pw"):
                 self.assertNotIn(secret, text)
+
+
+class StatementsTest(ServerTestCase):
+    """Issue 24, findings 10 and 11: answers that were wrong or unclear, each as it is now."""
+
+    def test_client_names_and_hello_versions_as_redis_answers_them(self):
+        s = self.start()
+        self.assertEqual(s.resp_raw(b"*3\r\n$6\r\nCLIENT\r\n$7\r\nSETNAME\r\n$3\r\na b\r\n"),
+                         b"-ERR Client names cannot contain spaces, newlines or special "
+                         b"characters.\r\n")
+        self.assertEqual(s.resp_raw(b"HELLO abc\r\n"),
+                         b"-ERR Protocol version is not an integer or out of range\r\n")
+        self.assertTrue(s.resp_raw(b"HELLO 3\r\n").startswith(b"-NOPROTO"))
+        self.assertEqual(s.resp_raw(b"CLIENT SETNAME app-1\r\n"), b"+OK\r\n")
+
+    def test_cli_errors_name_the_flag_and_a_read_makes_no_store(self):
+        p = subprocess.run([SEKKA, "gen", "--worker-id", "abc"], capture_output=True, text=True,
+                           timeout=30)
+        self.assertEqual(p.returncode, 2)
+        self.assertIn('--worker-id "abc" is not valid: allowed a number', p.stderr)
+        self.assertNotIn("Could not convert", p.stderr)
+        data = self.dirs.path("empty")
+        p = subprocess.run([SEKKA, "segment", "list", "--data-dir", data], capture_output=True,
+                           text=True, timeout=30)
+        self.assertEqual(p.returncode, 1)
+        self.assertIn("there is no segment store at", p.stderr)
+        self.assertFalse(os.path.exists(data))
+
+    def test_toml_layout_keys_take_numbers_and_booleans(self):
+        """Finding 11: reverse_time = true and epoch = 1288834974657 were refused as "must be a
+        string", and --print-config showed reverse_time = "" when unset."""
+        path = self.dirs.path("layout.toml")
+        with open(path, "w") as f:
+            f.write('[layout]\npreset = "twitter"\nreverse_time = true\nepoch = 1288834974657\n'
+                    'tick = "2ms"\n')
+        p = subprocess.run([SEKKA, "serve", "--config", path, "--print-config"],
+                           capture_output=True, text=True, timeout=30)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn('reverse_time = "true"', p.stdout)
+        p = subprocess.run([SEKKA, "serve", "--print-config"], capture_output=True, text=True,
+                           timeout=30)
+        self.assertIn("# reverse_time = <not set>", p.stdout)
+        s = self.start("data", "--config", path)
+        info = s.get_json("/v1/info")[1]
+        self.assertIn("reverse_time", json.dumps(info))
+
+    def test_ids_issued_counts_every_engine(self):
+        """Finding 11: sekka_ids_issued_total counted only snowflake ids."""
+        s = self.start("data", "--segment-auto-create", "true")
+        for path in ("/v1/ids?count=2", "/v1/uuids?count=3", "/v1/ulids?count=4",
+                     "/v1/randoms?count=5", "/v1/segment/t?count=6"):
+            self.assertEqual(s.get(path)[0], 200, path)
+        text = s.get("/metrics")[2]
+        for engine, n in (("snowflake", 2), ("uuid", 3), ("ulid", 4), ("random", 5),
+                          ("segment", 6)):
+            self.assertIn('sekka_ids_issued_total{engine="%s"} %d' % (engine, n), text)
+
+    def test_a_layout_runs_out_by_the_year_9999(self):
+        p = subprocess.run([SEKKA, "layout", "time_bits=62,worker_bits=0,sequence_bits=1,tick=1s"],
+                           capture_output=True, text=True, timeout=30)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("runs out   9999-12-31", p.stdout)
+
+    def test_a_key_file_other_users_can_read_is_refused(self):
+        keys = self.dirs.path("keys")
+        with open(keys, "w") as f:
+            f.write(subprocess.run([SEKKA, "opaque", "keygen"], capture_output=True, text=True,
+                                   check=True).stdout)
+        os.chmod(keys, 0o644)
+        bad = Server(self.dirs.path("bad"), "--opaque-key-file", keys, wait=False)
+        self.assertFalse(bad.wait_listening())
+        self.assertEqual(bad.proc.returncode, 2)
+        self.assertIn("is readable by every user", bad.stderr_text())
+        bad.stop()
 
 
 class DiskFullTest(ServerTestCase):

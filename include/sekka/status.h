@@ -59,13 +59,6 @@ inline Error AlreadyExists(std::string message) {
   return {ErrorCode::kAlreadyExists, std::move(message)};
 }
 
-// `text` with every secret a store or coordinator address can hold replaced by "***": the
-// password of a URI's user ("postgres://u:***@h/db", one or many hosts), and the value of any
-// parameter whose name ends in "password" ("?password=***", "&sslpassword=***", and libpq's
-// "host=h password=***"). Every place that shows such an address (errors, logs, --print-config,
-// /readyz, /v1/info) shows it through this.
-std::string RedactSecrets(std::string_view text);
-
 // A value of type T, or an Error. Implicitly constructible from either, so functions can
 // `return value;` or `return InvalidArgument("...");`.
 template <typename T>

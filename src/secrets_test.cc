@@ -1,4 +1,4 @@
-#include "sekka/status.h"
+#include "sekka/secrets.h"
 
 #include <gtest/gtest.h>
 

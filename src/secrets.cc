@@ -1,0 +1,91 @@
+#include "sekka/secrets.h"
+
+#include <fmt/format.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cctype>
+#include <fstream>
+
+namespace sekka {
+namespace {
+
+bool EndsWithPassword(std::string_view key) {
+  constexpr std::string_view kWord = "password";
+  if (key.size() < kWord.size()) return false;
+  const std::string_view tail = key.substr(key.size() - kWord.size());
+  for (std::size_t i = 0; i < kWord.size(); ++i) {
+    if (std::tolower(static_cast<unsigned char>(tail[i])) != kWord[i]) return false;
+  }
+  return true;
+}
+
+// Replaces the password in each "scheme://user:password@host" of `text`.
+void RedactUserInfo(std::string& text) {
+  for (std::size_t scheme = text.find("://"); scheme != std::string::npos;
+       scheme = text.find("://", scheme + 3)) {
+    const std::size_t start = scheme + 3;
+    // The user part ends at the last '@' before the query (a '/' may be in an unencoded
+    // password; a path with an '@' in it is redacted too much, never too little).
+    const std::size_t end = std::min(text.find_first_of("?# \t", start), text.size());
+    const std::size_t at = text.rfind('@', end == 0 ? 0 : end - 1);
+    if (at == std::string::npos || at < start) continue;
+    const std::size_t colon = text.find(':', start);
+    if (colon == std::string::npos || colon > at) continue;
+    text.replace(colon + 1, at - colon - 1, "***");
+  }
+}
+
+// Replaces the value of each "...password=value" parameter (URI query or libpq key=value).
+void RedactPasswordParameters(std::string& text) {
+  for (std::size_t eq = text.find('='); eq != std::string::npos; eq = text.find('=', eq + 1)) {
+    std::size_t key_start = eq;
+    while (key_start > 0 &&
+           std::string_view("?&; \t").find(text[key_start - 1]) == std::string_view::npos) {
+      --key_start;
+    }
+    if (!EndsWithPassword(std::string_view(text).substr(key_start, eq - key_start))) continue;
+    const std::size_t value_end = std::min(text.find_first_of("&; \t#", eq + 1), text.size());
+    text.replace(eq + 1, value_end - eq - 1, "***");
+  }
+}
+
+}  // namespace
+
+std::string RedactSecrets(std::string_view text) {
+  std::string out(text);
+  RedactUserInfo(out);
+  RedactPasswordParameters(out);
+  return out;
+}
+
+Status CheckSecretFile(const std::string& path, std::string_view key) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) {
+    return InvalidArgument(fmt::format("{} \"{}\" is not a readable file", key, path));
+  }
+  if ((st.st_mode & S_IROTH) != 0) {
+    return InvalidArgument(fmt::format(
+        "{} \"{}\" is readable by every user: allowed modes without read for others, such as "
+        "0600 or 0640 (chmod o-r {})",
+        key, path, path));
+  }
+  return Status::Ok();
+}
+
+Result<std::string> ReadSecretLine(const std::string& path, std::string_view key) {
+  if (Status s = CheckSecretFile(path, key); !s.ok()) return std::move(s).error();
+  std::ifstream in(path, std::ios::binary);
+  std::string text(4098, '\0');  // enough to see a line over 4096 bytes, or a second line
+  in.read(text.data(), static_cast<std::streamsize>(text.size()));
+  text.resize(static_cast<std::size_t>(in.gcount()));
+  if (text.ends_with('\n')) text.pop_back();
+  if (text.ends_with('\r')) text.pop_back();
+  if (text.empty() || text.size() > 4096 || text.find_first_of("\n\r") != std::string::npos) {
+    return InvalidArgument(fmt::format(
+        "{} \"{}\" is not valid: allowed one line of 1 to 4096 bytes (the secret)", key, path));
+  }
+  return text;
+}
+
+}  // namespace sekka
