@@ -1060,238 +1060,280 @@ std::string HttpParseError(int status, std::string_view message) {
                         status == 503 ? "Retry-After: 1\r\n" : "");
 }
 
+namespace {
+
+// One RESP command of a connection: what the connection commands below get.
+struct RespCall {
+  Service& service;
+  Session& session;
+  const std::vector<std::string_view>& args;
+  std::string& out;
+  bool& close;
+  std::string_view name() const { return args[0]; }
+  std::size_t argc() const { return args.size(); }
+  bool Error(std::string_view text) {  // always false: the command failed
+    resp::AppendError(out, text);
+    return false;
+  }
+  bool WrongArgs() {
+    ::sekka::server::WrongArgs(out, name());
+    return false;
+  }
+  // Wrong credentials: the connection's last reply, answered late (server.cc).
+  bool WrongPass() {
+    session.auth_failed = close = true;
+    return Error("WRONGPASS invalid username-password pair or user is disabled.");
+  }
+};
+
+// The commands about the connection itself (Redis's, for its clients and tools), each true
+// when it succeeded. The ids are the command table's (server/commands.h).
+bool AuthCommand(RespCall& c) {
+  if (c.argc() < 2 || c.argc() > 3) return c.WrongArgs();
+  if (c.service.config().auth_token.empty()) {
+    return c.Error(
+        "ERR AUTH <password> called without any password configured for the default user. Are "
+        "you sure your configuration is correct?");
+  }
+  if (!CredentialsMatch(c.service, c.argc() == 3 ? c.args[1] : "default", c.args.back())) {
+    return c.WrongPass();
+  }
+  c.session.authenticated = true;
+  resp::AppendSimple(c.out, "OK");
+  return true;
+}
+
+bool QuitCommand(RespCall& c) {
+  resp::AppendSimple(c.out, "OK");
+  c.close = true;
+  return true;
+}
+
+void AppendHelloReply(std::string& out) {
+  resp::AppendArrayHeader(out, 14);
+  for (const char* word : {"server", "sekka", "version"}) resp::AppendBulk(out, word);
+  resp::AppendBulk(out, kVersion);
+  resp::AppendBulk(out, "proto");
+  resp::AppendInteger(out, 2);
+  resp::AppendBulk(out, "id");
+  resp::AppendInteger(out, 0);
+  for (const char* word : {"mode", "standalone", "role", "master", "modules"}) {
+    resp::AppendBulk(out, word);
+  }
+  resp::AppendArrayHeader(out, 0);
+}
+
+// HELLO [2 [AUTH user pass] [SETNAME name]]: RESP2 only.
+bool HelloCommand(RespCall& c) {
+  const std::vector<std::string_view>& a = c.args;
+  if (c.argc() > 1 && a[1] != "2") {
+    const bool number = !a[1].empty() && a[1].size() < 10 &&
+                        a[1].find_first_not_of("0123456789") == std::string_view::npos;
+    return c.Error(number ? "NOPROTO sorry, this protocol version is not supported"
+                          : "ERR Protocol version is not an integer or out of range");
+  }
+  for (std::size_t i = 2; i < c.argc();) {
+    if (Is(a[i], "AUTH") && i + 2 < c.argc()) {
+      if (!CredentialsMatch(c.service, a[i + 1], a[i + 2])) return c.WrongPass();
+      c.session.authenticated = true;
+      i += 3;
+    } else if (Is(a[i], "SETNAME") && i + 1 < c.argc()) {
+      if (!ValidClientName(a[i + 1])) return c.Error(kBadClientName);
+      c.session.name = std::string(a[i + 1].substr(0, 128));
+      i += 2;
+    } else {
+      return c.Error("ERR Syntax error in HELLO option");
+    }
+  }
+  if (!c.service.config().auth_token.empty() && !c.session.authenticated) {
+    return c.Error(
+        "NOAUTH HELLO must be called with the client already authenticated, otherwise the "
+        "HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and "
+        "select the RESP protocol version at the same time");
+  }
+  AppendHelloReply(c.out);
+  return true;
+}
+
+// INCR and INCRBY forms the command table did not take (RespCommand maps the valid ones).
+bool IncrCommand(RespCall& c) {
+  if (Is(c.name(), "INCRBY") && c.argc() == 3) {
+    // Redis clients send INCRBY <key> 1 for INCR; a larger step would promise contiguous ids.
+    return c.Error(
+        "ERR INCRBY on a segment tag takes an increment of 1 only (ids of a batch need not be "
+        "contiguous): use SEG.NEXT <tag> <n>");
+  }
+  return c.WrongArgs();
+}
+
+bool PingCommand(RespCall& c) {
+  if (c.argc() > 2) return c.WrongArgs();
+  if (c.argc() == 1) {
+    resp::AppendSimple(c.out, "PONG");
+  } else {
+    resp::AppendBulk(c.out, c.args[1]);
+  }
+  return true;
+}
+
+bool EchoCommand(RespCall& c) {
+  if (c.argc() != 2) return c.WrongArgs();
+  resp::AppendBulk(c.out, c.args[1]);
+  return true;
+}
+
+bool InfoCommand(RespCall& c) {
+  resp::AppendBulk(c.out, InfoText(c.service, c.argc() > 1 ? c.args[1] : std::string_view()));
+  return true;
+}
+
+bool CommandCommand(RespCall& c) {
+  if (c.argc() > 1 && Is(c.args[1], "COUNT")) {
+    resp::AppendInteger(c.out, 0);
+  } else {
+    resp::AppendArrayHeader(c.out, 0);  // COMMAND, COMMAND DOCS: nothing to describe
+  }
+  return true;
+}
+
+// redis-benchmark asks CONFIG GET save / appendonly: sekka keeps no Redis data.
+bool ConfigCommand(RespCall& c) {
+  const std::vector<std::string_view>& a = c.args;
+  if (c.argc() == 3 && Is(a[1], "GET") && (Is(a[2], "save") || Is(a[2], "appendonly"))) {
+    resp::AppendArrayHeader(c.out, 2);
+    resp::AppendBulk(c.out, Lower(a[2]));
+    resp::AppendBulk(c.out, Is(a[2], "save") ? "" : "no");
+  } else {
+    resp::AppendArrayHeader(c.out, 0);
+  }
+  return true;
+}
+
+// ID.REPLY STRING | INTEGER: how this connection gets ids (server.resp_ids by default).
+bool IdReplyCommand(RespCall& c) {
+  if (c.argc() != 2) return c.WrongArgs();
+  if (!Is(c.args[1], "STRING") && !Is(c.args[1], "INTEGER")) {
+    std::string shown(c.args[1].substr(0, 40));
+    for (char& ch : shown) {
+      if (ch < 0x20 || ch > 0x7e) ch = '?';  // one line, whatever the client sent
+    }
+    return c.Error(fmt::format("ERR ID.REPLY {}: allowed STRING or INTEGER", shown));
+  }
+  c.session.id_reply = Is(c.args[1], "STRING") ? IdReply::kString : IdReply::kInteger;
+  resp::AppendSimple(c.out, "OK");
+  return true;
+}
+
+bool ClientCommand(RespCall& c) {
+  const std::vector<std::string_view>& a = c.args;
+  if (c.argc() == 3 && Is(a[1], "SETNAME")) {
+    if (!ValidClientName(a[2])) return c.Error(kBadClientName);
+    c.session.name = std::string(a[2].substr(0, 128));
+  } else if (c.argc() == 2 && Is(a[1], "GETNAME")) {
+    if (c.session.name.empty()) {
+      resp::AppendNull(c.out);
+    } else {
+      resp::AppendBulk(c.out, c.session.name);
+    }
+    return true;
+  } else if (c.argc() < 2 ||
+             !(Is(a[1], "SETINFO") || Is(a[1], "NO-EVICT") || Is(a[1], "NO-TOUCH"))) {
+    return c.Error("ERR unknown subcommand or wrong number of arguments for 'client'");
+  }
+  resp::AppendSimple(c.out, "OK");
+  return true;
+}
+
+bool SelectCommand(RespCall& c) {
+  if (c.argc() != 2 || c.args[1] != "0") return c.Error("ERR DB index is out of range");
+  resp::AppendSimple(c.out, "OK");
+  return true;
+}
+
+struct ConnectionCommand {
+  std::string_view name;
+  Command label;    // its metrics label
+  bool needs_auth;  // false: AUTH, HELLO and QUIT work before authentication
+  bool (*run)(RespCall& call);
+};
+
+// Every RESP command that is not in the command table (server/commands.h).
+constexpr ConnectionCommand kConnectionCommands[] = {
+    {"AUTH", Command::kAuth, false, AuthCommand},
+    {"HELLO", Command::kHello, false, HelloCommand},
+    {"QUIT", Command::kQuit, false, QuitCommand},
+    {"INCR", Command::kSegment, true, IncrCommand},
+    {"INCRBY", Command::kSegment, true, IncrCommand},
+    {"PING", Command::kPing, true, PingCommand},
+    {"ECHO", Command::kEcho, true, EchoCommand},
+    {"INFO", Command::kInfo, true, InfoCommand},
+    {"COMMAND", Command::kCommand, true, CommandCommand},
+    {"CONFIG", Command::kOther, true, ConfigCommand},
+    {"ID.REPLY", Command::kClient, true, IdReplyCommand},
+    {"CLIENT", Command::kClient, true, ClientCommand},
+    {"SELECT", Command::kOther, true, SelectCommand},
+};
+
+const ConnectionCommand* FindConnectionCommand(std::string_view name) {
+  for (const ConnectionCommand& c : kConnectionCommands) {
+    if (Is(name, c.name)) return &c;
+  }
+  return nullptr;
+}
+
+bool UnknownCommand(RespCall& c) {
+  std::string with;
+  for (std::size_t i = 1; i < c.argc() && i < 4; ++i) {
+    with += fmt::format("'{}' ", c.args[i].substr(0, 40));
+  }
+  return c.Error(fmt::format("ERR unknown command '{}', with args beginning with: {}",
+                             c.name().substr(0, 100), with));
+}
+
+bool StringIds(Service& service, const Session& session) {
+  return session.id_reply == IdReply::kServerDefault ? service.config().resp_string_ids
+                                                     : session.id_reply == IdReply::kString;
+}
+
+}  // namespace
+
 void HandleResp(Service& service, Session& session, const std::vector<std::string_view>& args,
                 std::string& out, bool& close) {
   if (args.empty()) return;
-  const std::string_view name = args[0];
-  const std::size_t argc = args.size();
-  Command command = Command::kOther;
-  bool ok = true;
-  auto fail = [&](const Error& e) {
-    RespError(out, e);
-    ok = false;
-  };
   const bool needs_auth = !service.config().auth_token.empty() && !session.authenticated;
-  const bool string_ids = session.id_reply == IdReply::kServerDefault
-                              ? service.config().resp_string_ids
-                              : session.id_reply == IdReply::kString;
-
-  // The hot command first, so that it skips the comparisons below.
+  // The hot command first, so that it skips the look-ups below.
   static const CommandSpec* const id_next = FindCommand("ID.NEXT");
-  if (!needs_auth && argc == 1 && Is(name, "ID.NEXT")) {
+  if (!needs_auth && args.size() == 1 && Is(args[0], "ID.NEXT")) {
     const Result<Reply> reply = Execute(service, *id_next, {});
     if (reply.ok()) {
-      AppendId(out, std::get<std::int64_t>(*reply), string_ids);
+      AppendId(out, std::get<std::int64_t>(*reply), StringIds(service, session));
     } else {
       RespError(out, reply.error());
     }
     service.CountRequest(Protocol::kResp, Command::kId, reply.ok());
     return;
   }
-  if (Is(name, "AUTH")) {
-    command = Command::kAuth;
-    if (argc < 2 || argc > 3) {
-      WrongArgs(out, name);
-      ok = false;
-    } else if (service.config().auth_token.empty()) {
-      resp::AppendError(out,
-                        "ERR AUTH <password> called without any password configured for "
-                        "the default user. Are you sure your configuration is correct?");
-      ok = false;
-    } else if (CredentialsMatch(service, argc == 3 ? args[1] : "default", args[argc - 1])) {
-      session.authenticated = true;
-      resp::AppendSimple(out, "OK");
-    } else {
-      resp::AppendError(out, "WRONGPASS invalid username-password pair or user is disabled.");
-      session.auth_failed = close = true;  // a guess: answered late, and the last on it
-      ok = false;
-    }
-  } else if (Is(name, "QUIT")) {
-    command = Command::kQuit;
-    resp::AppendSimple(out, "OK");
-    close = true;
-  } else if (Is(name, "HELLO")) {
-    command = Command::kHello;
-    std::size_t i = 1;
-    if (argc > 1) {
-      if (args[1] != "2") {
-        const bool number = !args[1].empty() && args[1].size() < 10 &&
-                            args[1].find_first_not_of("0123456789") == std::string_view::npos;
-        resp::AppendError(out, number ? "NOPROTO sorry, this protocol version is not supported"
-                                      : "ERR Protocol version is not an integer or out of range");
-        service.CountRequest(Protocol::kResp, command, false);
-        return;
-      }
-      i = 2;
-    }
-    while (i < argc) {
-      if (Is(args[i], "AUTH") && i + 2 < argc) {
-        if (!CredentialsMatch(service, args[i + 1], args[i + 2])) {
-          resp::AppendError(out, "WRONGPASS invalid username-password pair or user is disabled.");
-          session.auth_failed = close = true;
-          service.CountRequest(Protocol::kResp, command, false);
-          return;
-        }
-        session.authenticated = true;
-        i += 3;
-      } else if (Is(args[i], "SETNAME") && i + 1 < argc) {
-        if (!ValidClientName(args[i + 1])) {
-          resp::AppendError(out, kBadClientName);
-          service.CountRequest(Protocol::kResp, command, false);
-          return;
-        }
-        session.name = std::string(args[i + 1].substr(0, 128));
-        i += 2;
-      } else {
-        resp::AppendError(out, "ERR Syntax error in HELLO option");
-        service.CountRequest(Protocol::kResp, command, false);
-        return;
-      }
-    }
-    if (!service.config().auth_token.empty() && !session.authenticated) {
-      resp::AppendError(out,
-                        "NOAUTH HELLO must be called with the client already authenticated, "
-                        "otherwise the HELLO <proto> AUTH <user> <pass> option can be used "
-                        "to authenticate the client and select the RESP protocol version at "
-                        "the same time");
-      service.CountRequest(Protocol::kResp, command, false);
-      return;
-    }
-    resp::AppendArrayHeader(out, 14);
-    resp::AppendBulk(out, "server");
-    resp::AppendBulk(out, "sekka");
-    resp::AppendBulk(out, "version");
-    resp::AppendBulk(out, kVersion);
-    resp::AppendBulk(out, "proto");
-    resp::AppendInteger(out, 2);
-    resp::AppendBulk(out, "id");
-    resp::AppendInteger(out, 0);
-    resp::AppendBulk(out, "mode");
-    resp::AppendBulk(out, "standalone");
-    resp::AppendBulk(out, "role");
-    resp::AppendBulk(out, "master");
-    resp::AppendBulk(out, "modules");
-    resp::AppendArrayHeader(out, 0);
-  } else if (std::vector<std::string_view> command_args;
-             const CommandSpec* spec = RespCommand(args, command_args)) {
-    command = spec->command;
+  RespCall call{service, session, args, out, close};
+  Command label = Command::kOther;
+  bool ok = false;
+  std::vector<std::string_view> command_args;
+  if (const CommandSpec* spec = RespCommand(args, command_args)) {
+    label = spec->command;
     if (needs_auth && spec->needs_auth) {
-      resp::AppendError(out, "NOAUTH Authentication required.");
-      ok = false;
+      call.Error("NOAUTH Authentication required.");
     } else if (const Result<Reply> reply = Execute(service, *spec, command_args); reply.ok()) {
-      AppendReply(out, *reply, string_ids);
+      AppendReply(out, *reply, StringIds(service, session));
+      ok = true;
     } else {
-      fail(reply.error());
+      RespError(out, reply.error());
     }
-  } else if (needs_auth) {
-    resp::AppendError(out, "NOAUTH Authentication required.");
-    ok = false;
-  } else if (Is(name, "INCR") || Is(name, "INCRBY")) {  // RespCommand took the valid forms
-    command = Command::kSegment;
-    if (Is(name, "INCRBY") && argc == 3) {
-      // Redis clients send INCRBY <key> 1 for INCR; a larger step would promise contiguous ids.
-      resp::AppendError(out,
-                        "ERR INCRBY on a segment tag takes an increment of 1 only (ids of "
-                        "a batch need not be contiguous): use SEG.NEXT <tag> <n>");
-    } else {
-      WrongArgs(out, name);
-    }
-    ok = false;
-  } else if (Is(name, "PING")) {
-    command = Command::kPing;
-    if (argc == 1) {
-      resp::AppendSimple(out, "PONG");
-    } else if (argc == 2) {
-      resp::AppendBulk(out, args[1]);
-    } else {
-      WrongArgs(out, name);
-      ok = false;
-    }
-  } else if (Is(name, "ECHO")) {
-    command = Command::kEcho;
-    if (argc != 2) {
-      WrongArgs(out, name);
-      ok = false;
-    } else {
-      resp::AppendBulk(out, args[1]);
-    }
-  } else if (Is(name, "INFO")) {
-    command = Command::kInfo;
-    resp::AppendBulk(out, InfoText(service, argc > 1 ? args[1] : std::string_view()));
-  } else if (Is(name, "COMMAND")) {
-    command = Command::kCommand;
-    if (argc > 1 && Is(args[1], "COUNT")) {
-      resp::AppendInteger(out, 0);
-    } else {
-      resp::AppendArrayHeader(out, 0);  // COMMAND, COMMAND DOCS: nothing to describe
-    }
-  } else if (Is(name, "CONFIG")) {
-    command = Command::kOther;
-    // redis-benchmark asks CONFIG GET save / appendonly: sekka keeps no Redis data.
-    if (argc == 3 && Is(args[1], "GET") && (Is(args[2], "save") || Is(args[2], "appendonly"))) {
-      resp::AppendArrayHeader(out, 2);
-      resp::AppendBulk(out, Lower(args[2]));
-      resp::AppendBulk(out, Is(args[2], "save") ? "" : "no");
-    } else {
-      resp::AppendArrayHeader(out, 0);
-    }
-  } else if (Is(name, "ID.REPLY")) {
-    // ID.REPLY STRING | INTEGER: how this connection gets ids (server.resp_ids by default).
-    command = Command::kClient;
-    if (argc != 2) {
-      WrongArgs(out, name);
-      ok = false;
-    } else if (Is(args[1], "STRING") || Is(args[1], "INTEGER")) {
-      session.id_reply = Is(args[1], "STRING") ? IdReply::kString : IdReply::kInteger;
-      resp::AppendSimple(out, "OK");
-    } else {
-      std::string shown(args[1].substr(0, 40));
-      for (char& c : shown) {
-        if (c < 0x20 || c > 0x7e) c = '?';  // one line, whatever the client sent
-      }
-      resp::AppendError(out, fmt::format("ERR ID.REPLY {}: allowed STRING or INTEGER", shown));
-      ok = false;
-    }
-  } else if (Is(name, "CLIENT")) {
-    command = Command::kClient;
-    if (argc == 3 && Is(args[1], "SETNAME")) {
-      if (ValidClientName(args[2])) {
-        session.name = std::string(args[2].substr(0, 128));
-        resp::AppendSimple(out, "OK");
-      } else {
-        resp::AppendError(out, kBadClientName);
-        ok = false;
-      }
-    } else if (argc >= 2 &&
-               (Is(args[1], "SETINFO") || Is(args[1], "NO-EVICT") || Is(args[1], "NO-TOUCH"))) {
-      resp::AppendSimple(out, "OK");
-    } else if (argc == 2 && Is(args[1], "GETNAME")) {
-      if (session.name.empty()) {
-        resp::AppendNull(out);
-      } else {
-        resp::AppendBulk(out, session.name);
-      }
-    } else {
-      resp::AppendError(out, "ERR unknown subcommand or wrong number of arguments for 'client'");
-      ok = false;
-    }
-  } else if (Is(name, "SELECT")) {
-    command = Command::kOther;
-    if (argc == 2 && args[1] == "0") {
-      resp::AppendSimple(out, "OK");
-    } else {
-      resp::AppendError(out, "ERR DB index is out of range");
-      ok = false;
-    }
+  } else if (const ConnectionCommand* c = FindConnectionCommand(args[0])) {
+    label = c->label;
+    ok = needs_auth && c->needs_auth ? call.Error("NOAUTH Authentication required.") : c->run(call);
   } else {
-    std::string with;
-    for (std::size_t i = 1; i < argc && i < 4; ++i)
-      with += fmt::format("'{}' ", args[i].substr(0, 40));
-    resp::AppendError(out, fmt::format("ERR unknown command '{}', with args beginning with: {}",
-                                       name.substr(0, 100), with));
-    ok = false;
+    ok = needs_auth ? call.Error("NOAUTH Authentication required.") : UnknownCommand(call);
   }
-  service.CountRequest(Protocol::kResp, command, ok);
+  service.CountRequest(Protocol::kResp, label, ok);
 }
 
 // ---------------------------------------------------------------------------------------------
