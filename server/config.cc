@@ -378,7 +378,19 @@ Result<ConfigValues> ReadConfigEnvironment(const std::vector<std::string>& envir
   return values;
 }
 
-Result<ServerConfig> BuildConfig(const std::vector<ConfigValues>& sources) {
+namespace {
+
+using Values = std::map<std::string, std::string>;
+
+#define SEKKA_ASSIGN(target, expr)             \
+  do {                                         \
+    auto result_ = (expr);                     \
+    if (!result_.ok()) return result_.error(); \
+    target = *result_;                         \
+  } while (0)
+
+// Every key known, and no integer key given empty.
+Status CheckSources(const std::vector<ConfigValues>& sources) {
   for (const ConfigValues& source : sources) {
     for (const auto& [key, value] : source) {
       const Key* k = FindKey(key);
@@ -394,15 +406,12 @@ Result<ServerConfig> BuildConfig(const std::vector<ConfigValues>& sources) {
       }
     }
   }
-  const std::map<std::string, std::string> v = Merge(sources);
+  return Status::Ok();
+}
+
+// [server] and [data].
+Status ServerSection(const Values& v, ServerConfig& c) {
   auto get = [&](const char* key) -> const std::string& { return v.at(key); };
-#define SEKKA_ASSIGN(target, expr)             \
-  do {                                         \
-    auto result_ = (expr);                     \
-    if (!result_.ok()) return result_.error(); \
-    target = *result_;                         \
-  } while (0)
-  ServerConfig c;
   c.http_listen = get("server.http_listen");
   c.resp_listen = get("server.resp_listen");
   c.thrift_listen = get("server.thrift_listen");
@@ -451,8 +460,12 @@ Result<ServerConfig> BuildConfig(const std::vector<ConfigValues>& sources) {
   c.resp_string_ids = get("server.resp_ids") == "string";
   c.data_dir = get("data.dir");
   if (c.data_dir.empty()) return BadValue("data.dir", "", "a directory path");
+  return Status::Ok();
+}
 
-  // The layout: the preset, with any custom field overriding it.
+// [layout] and random.layout.
+Status LayoutSection(const Values& v, ServerConfig& c) {
+  auto get = [&](const char* key) -> const std::string& { return v.at(key); };
   // The layout: layout.preset (a preset, or PRESET,key=value,...) and the other [layout] keys
   // appended to it, through the one parser `--layout` and `sekka gen` use.
   std::string spec = get("layout.preset");
@@ -488,9 +501,19 @@ Result<ServerConfig> BuildConfig(const std::vector<ConfigValues>& sources) {
                     "a random layout: random, or kind=random,time_bits=..,random_bits=..");
   }
   c.random_layout = *random_layout;
+  c.generator.layout = *layout;
+  return Status::Ok();
+}
 
+// [generator], on the layout LayoutSection set.
+Status GeneratorSection(const Values& v, ServerConfig& c) {
+  auto get = [&](const char* key) -> const std::string& { return v.at(key); };
+  auto boolean = [&](const char* key) -> Result<bool> {
+    if (get(key) == "true") return true;
+    if (get(key) == "false") return false;
+    return BadValue(key, get(key), "true or false");
+  };
   SnowflakeOptions& g = c.generator;
-  g.layout = *layout;
   SEKKA_ASSIGN(g.on_clock_backwards,
                ParseClockBackwardsPolicy(get("generator.on_clock_backwards")));
   std::int64_t ms = 0;
@@ -502,11 +525,6 @@ Result<ServerConfig> BuildConfig(const std::vector<ConfigValues>& sources) {
   SEKKA_ASSIGN(ms, DurationValue("generator.max_drift", get("generator.max_drift"), 0, 3'600'000));
   g.max_drift = std::chrono::milliseconds(ms);
   SEKKA_ASSIGN(g.sequence_start, ParseSequenceStart(get("generator.sequence_start")));
-  auto boolean = [&](const char* key) -> Result<bool> {
-    if (get(key) == "true") return true;
-    if (get(key) == "false") return false;
-    return BadValue(key, get(key), "true or false");
-  };
   // Direction is part of the layout: it changes what a slot maps to, so it is in the layout's
   // fingerprint and in every decode.
   bool descending = false;
@@ -527,7 +545,17 @@ Result<ServerConfig> BuildConfig(const std::vector<ConfigValues>& sources) {
     if (!floor.ok()) return InvalidArgument("config generator.after_id: " + floor.error().message);
     c.after_floor_ms = *floor;
   }
+  return Status::Ok();
+}
 
+// [worker]: where worker ids come from.
+Status WorkerSection(const Values& v, ServerConfig& c) {
+  auto get = [&](const char* key) -> const std::string& { return v.at(key); };
+  auto boolean = [&](const char* key) -> Result<bool> {
+    if (get(key) == "true") return true;
+    if (get(key) == "false") return false;
+    return BadValue(key, get(key), "true or false");
+  };
   c.worker_source = get("worker.source");
   if (c.worker_source != "static" && c.worker_source != "local" && c.worker_source != "hostname" &&
       c.worker_source != "etcd" && c.worker_source != "zookeeper") {
@@ -585,6 +613,12 @@ Result<ServerConfig> BuildConfig(const std::vector<ConfigValues>& sources) {
                     "local, etcd or zookeeper when worker.keep_id is set (static and hostname "
                     "always keep their one id)");
   }
+  return Status::Ok();
+}
+
+// [worker]: TLS and the user for the coordinator.
+Status CoordinatorAccessSection(const Values& v, ServerConfig& c) {
+  auto get = [&](const char* key) -> const std::string& { return v.at(key); };
   c.tls_ca_file = get("worker.tls_ca_file");
   c.tls_cert_file = get("worker.tls_cert_file");
   c.tls_key_file = get("worker.tls_key_file");
@@ -620,6 +654,17 @@ Result<ServerConfig> BuildConfig(const std::vector<ConfigValues>& sources) {
   if (!c.username.empty() && c.password.empty() && c.password_file.empty()) {
     return BadValue("worker.password", "", "the user's password, here or in worker.password_file");
   }
+  return Status::Ok();
+}
+
+// [segment] and [opaque].
+Status SegmentSection(const Values& v, ServerConfig& c) {
+  auto get = [&](const char* key) -> const std::string& { return v.at(key); };
+  auto boolean = [&](const char* key) -> Result<bool> {
+    if (get(key) == "true") return true;
+    if (get(key) == "false") return false;
+    return BadValue(key, get(key), "true or false");
+  };
   c.segment_store = get("segment.store");
   SEKKA_ASSIGN(c.segment_auto_create, boolean("segment.auto_create"));
   SEKKA_ASSIGN(c.segment_step, IntValue("segment.step", get("segment.step"), 1, 1'000'000'000));
@@ -630,7 +675,22 @@ Result<ServerConfig> BuildConfig(const std::vector<ConfigValues>& sources) {
   SEKKA_ASSIGN(c.segment_max_tags,
                IntValue("segment.max_tags", get("segment.max_tags"), 1, 1'000'000));
   c.opaque_key_file = get("opaque.key_file");
+  return Status::Ok();
+}
+
 #undef SEKKA_ASSIGN
+
+}  // namespace
+
+Result<ServerConfig> BuildConfig(const std::vector<ConfigValues>& sources) {
+  if (Status s = CheckSources(sources); !s.ok()) return std::move(s).error();
+  const Values v = Merge(sources);
+  ServerConfig c;
+  for (Status (*section)(const Values&, ServerConfig&) :
+       {ServerSection, LayoutSection, GeneratorSection, WorkerSection, CoordinatorAccessSection,
+        SegmentSection}) {
+    if (Status s = section(v, c); !s.ok()) return std::move(s).error();
+  }
   return c;
 }
 
