@@ -131,7 +131,13 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // Runs a request that may wait for a store on the blocking pool; the connection handles
   // nothing more until its reply is back (so replies keep their order).
   void Offload(std::function<void(Session& session, std::string& out, bool& close)> work);
+  // Handles the buffered requests (up to the output bound) with the protocol's Take*, each of
+  // which takes one request from the front of `data` and moves `pos` past what it used.
   void Process();
+  enum class Step { kGoOn, kNeedMore, kStop };  // kNeedMore: an unfinished request
+  Step TakeHttp(std::string_view data, std::size_t& pos);
+  Step TakeThrift(std::string_view data, std::size_t& pos);
+  Step TakeResp(std::string_view data, std::size_t& pos);
   void AfterWrite();
   void ArmIdleTimer();
   void Close();
@@ -654,101 +660,101 @@ void Connection::Offload(
 }
 
 void Connection::Process() {
-  Service& service = server_.service();
   std::size_t pos = 0;
-  bool need_more = false;  // stopped at an unfinished request
+  Step step = Step::kGoOn;
   const std::uint64_t handled_before = handled_;
-  // Read before each request: a request may authenticate the connection and raise its limits.
-  auto more_output = [this] { return out_.size() < limits().pending_output; };
-  if (protocol_ == Protocol::kHttp) {
-    while (pos < in_.size() && !closing_ && more_output()) {
-      http::RequestParser::Outcome o = http_parser_.Parse(std::string_view(in_).substr(pos));
-      pos += o.consumed;
-      if (o.kind == http::RequestParser::Kind::kNeedMore) {
-        need_more = true;
-        break;
-      }
-      if (o.kind == http::RequestParser::Kind::kError) {
-        out_ += HttpParseError(o.status, o.error);
-        service.CountRequest(Protocol::kHttp, Command::kOther, false);
-        closing_ = true;
-        break;
-      }
-      if (MayBlock(service, o.request)) {
-        ++handled_;
-        Offload([&service, request = std::move(o.request)](Session& session, std::string& out,
-                                                           bool& close) {
-          HandleHttp(service, session, request, out, close);
-        });
-        break;
-      }
-      ++handled_;
-      bool close = false;
-      HandleHttp(service, session_, o.request, out_, close);
-      if (close) closing_ = true;
-    }
-  } else if (protocol_ == Protocol::kThrift) {
-    static const thrift::Limits kLimits;
-    while (pos < in_.size() && !closing_ && more_output()) {
-      thrift::ParseOutcome o = thrift::ParseFrame(std::string_view(in_).substr(pos), kLimits);
-      if (o.kind == thrift::ParseOutcome::Kind::kNeedMore) {
-        need_more = true;
-        break;
-      }
-      if (o.kind != thrift::ParseOutcome::Kind::kCall) {
-        // A frame that is too large or not a message: the stream cannot be trusted to go on.
-        Log(LogLevel::kDebug, "closing a Thrift connection", fmt::format("error=\"{}\"", o.error));
-        if (o.kind == thrift::ParseOutcome::Kind::kBadMessage) {
-          thrift::AppendException(out_, "", 0, thrift::ExceptionType::kProtocolError, o.error);
-        }
-        service.CountRequest(Protocol::kThrift, Command::kOther, false);
-        closing_ = true;
-        break;
-      }
-      pos += o.consumed;
-      ++handled_;
-      HandleThrift(service, o.call, out_);  // no Thrift call waits for a store
-    }
-  } else {
-    static const resp::Limits kLimits;
-    resp::ParseResult& r = parsed_;
-    while (pos < in_.size() && !closing_ && more_output()) {
-      const bool trusted = limits().input == kTrustedLimits.input;
-      resp::ParseCommand(std::string_view(in_).substr(pos),
-                         trusted ? kLimits : resp::kUnauthenticatedLimits, r);
-      if (r.status == resp::ParseStatus::kNeedMore) {
-        need_more = true;
-        if (in_.size() - pos > limits().input) {
-          resp::AppendError(out_, "ERR Protocol error: request too large");
-          closing_ = true;
-        }
-        break;
-      }
-      if (r.status == resp::ParseStatus::kMalformed) {
-        resp::AppendError(out_, "ERR " + r.error);
-        service.CountRequest(Protocol::kResp, Command::kOther, false);
-        closing_ = true;
-        break;
-      }
-      pos += r.consumed;
-      if (MayBlock(service, r.args)) {
-        ++handled_;
-        std::vector<std::string> args(r.args.begin(), r.args.end());
-        Offload(
-            [&service, args = std::move(args)](Session& session, std::string& out, bool& close) {
-              const std::vector<std::string_view> views(args.begin(), args.end());
-              HandleResp(service, session, views, out, close);
-            });
-        break;
-      }
-      ++handled_;
-      bool close = false;
-      HandleResp(service, session_, r.args, out_, close);
-      if (close) closing_ = true;
-    }
+  // The limits are read before each request: a request may authenticate the connection.
+  while (step == Step::kGoOn && pos < in_.size() && !closing_ &&
+         out_.size() < limits().pending_output) {
+    const std::string_view data = std::string_view(in_).substr(pos);
+    step = protocol_ == Protocol::kHttp     ? TakeHttp(data, pos)
+           : protocol_ == Protocol::kThrift ? TakeThrift(data, pos)
+                                            : TakeResp(data, pos);
   }
   in_.erase(0, pos);
-  TrackPartial(handled_ != handled_before, need_more);
+  TrackPartial(handled_ != handled_before, step == Step::kNeedMore);
+}
+
+Connection::Step Connection::TakeHttp(std::string_view data, std::size_t& pos) {
+  Service& service = server_.service();
+  http::RequestParser::Outcome o = http_parser_.Parse(data);
+  pos += o.consumed;  // the parser keeps what it has seen of an unfinished request
+  if (o.kind == http::RequestParser::Kind::kNeedMore) return Step::kNeedMore;
+  if (o.kind == http::RequestParser::Kind::kError) {
+    out_ += HttpParseError(o.status, o.error);
+    service.CountRequest(Protocol::kHttp, Command::kOther, false);
+    closing_ = true;
+    return Step::kStop;
+  }
+  ++handled_;
+  if (MayBlock(service, o.request)) {
+    Offload([&service, request = std::move(o.request)](Session& session, std::string& out,
+                                                       bool& close) {
+      HandleHttp(service, session, request, out, close);
+    });
+    return Step::kStop;
+  }
+  bool close = false;
+  HandleHttp(service, session_, o.request, out_, close);
+  if (close) closing_ = true;
+  return Step::kGoOn;
+}
+
+Connection::Step Connection::TakeThrift(std::string_view data, std::size_t& pos) {
+  static const thrift::Limits kLimits;
+  Service& service = server_.service();
+  thrift::ParseOutcome o = thrift::ParseFrame(data, kLimits);
+  if (o.kind == thrift::ParseOutcome::Kind::kNeedMore) return Step::kNeedMore;
+  if (o.kind != thrift::ParseOutcome::Kind::kCall) {
+    // A frame that is too large or not a message: the stream cannot be trusted to go on.
+    Log(LogLevel::kDebug, "closing a Thrift connection", fmt::format("error=\"{}\"", o.error));
+    if (o.kind == thrift::ParseOutcome::Kind::kBadMessage) {
+      thrift::AppendException(out_, "", 0, thrift::ExceptionType::kProtocolError, o.error);
+    }
+    service.CountRequest(Protocol::kThrift, Command::kOther, false);
+    closing_ = true;
+    return Step::kStop;
+  }
+  pos += o.consumed;
+  ++handled_;
+  HandleThrift(service, o.call, out_);  // no Thrift call waits for a store
+  return Step::kGoOn;
+}
+
+Connection::Step Connection::TakeResp(std::string_view data, std::size_t& pos) {
+  static const resp::Limits kLimits;
+  Service& service = server_.service();
+  resp::ParseResult& r = parsed_;
+  const BufferLimits limits = this->limits();
+  resp::ParseCommand(
+      data, limits.input == kTrustedLimits.input ? kLimits : resp::kUnauthenticatedLimits, r);
+  if (r.status == resp::ParseStatus::kNeedMore) {
+    if (data.size() > limits.input) {
+      resp::AppendError(out_, "ERR Protocol error: request too large");
+      closing_ = true;
+    }
+    return Step::kNeedMore;
+  }
+  if (r.status == resp::ParseStatus::kMalformed) {
+    resp::AppendError(out_, "ERR " + r.error);
+    service.CountRequest(Protocol::kResp, Command::kOther, false);
+    closing_ = true;
+    return Step::kStop;
+  }
+  pos += r.consumed;
+  ++handled_;
+  if (MayBlock(service, r.args)) {
+    std::vector<std::string> args(r.args.begin(), r.args.end());
+    Offload([&service, args = std::move(args)](Session& session, std::string& out, bool& close) {
+      const std::vector<std::string_view> views(args.begin(), args.end());
+      HandleResp(service, session, views, out, close);
+    });
+    return Step::kStop;
+  }
+  bool close = false;
+  HandleResp(service, session_, r.args, out_, close);
+  if (close) closing_ = true;
+  return Step::kGoOn;
 }
 
 void Connection::QueueWrite() {

@@ -719,6 +719,7 @@ def attack_non_reading_pipeliners(ctx):
         peers[s.fileno()] = {"sock": s, "off": 0, "sent": 0}
     closed_at = []
     kinds = Counter()
+    sent = 0
     while ctx.running() and peers:
         for fd, ev in ctx.poll(0.05):
             p = peers.get(fd)
@@ -730,7 +731,7 @@ def attack_non_reading_pipeliners(ctx):
                 try:
                     while ctx.running():
                         k = s.send(memoryview(chunk)[p["off"]:])
-                        p["sent"] += k
+                        sent += k
                         p["off"] = (p["off"] + k) % len(chunk)
                 except BlockingIOError:
                     pass
@@ -741,21 +742,13 @@ def attack_non_reading_pipeliners(ctx):
                 kinds[close_kind(s, ev)] += 1
                 del peers[fd]
                 ctx.drop(s)
-    total = sum(p["sent"] for p in peers.values())
-    # the closed ones' bytes are gone with them; count them as they were when closed
-    return _pipeliner_outcome(n, failed, total, closed_at, kinds, cmd, peers)
-
-
-def _pipeliner_outcome(n, failed, sent_open, closed_at, kinds, cmd, peers):
     summary = "%d conns sent %.1f MiB (%d cmds); %d closed by server%s" % (
-        n - failed, sent_open / MIB, sent_open // len(cmd), len(closed_at),
-        describe_times(closed_at))
+        n - failed, sent / MIB, sent // len(cmd), len(closed_at), describe_times(closed_at))
     if failed:
         summary += "; %d connect/AUTH failed" % failed
-    return {"connections": n, "connect_failed": failed, "bytes_sent_by_open_conns": sent_open,
-            "commands_sent_by_open_conns": sent_open // len(cmd),
-            "closed_by_server": len(closed_at), "close_kinds": dict(kinds),
-            "closed_at_s": [round(t, 2) for t in sorted(closed_at)],
+    return {"connections": n, "connect_failed": failed, "bytes_sent": sent,
+            "commands_sent": sent // len(cmd), "closed_by_server": len(closed_at),
+            "close_kinds": dict(kinds), "closed_at_s": [round(t, 2) for t in sorted(closed_at)],
             "still_open": len(peers), "summary": summary}
 
 
@@ -789,7 +782,10 @@ def attack_unauth_partial(ctx):
                              "state": "sending"}
 
     def finish(p, end):
-        answers["%s (%s)" % (first_line(p["reply"]), end)] += 1
+        if p["state"] == "held":  # counted as held already; note that it was closed later
+            answers["(held, then %s)" % end] += 1
+        else:
+            answers["%s (%s)" % (first_line(p["reply"]), end)] += 1
         del peers[p["sock"].fileno()]
         ctx.drop(p["sock"])
         reopen.append(ctx.now() + 1.0)
@@ -846,8 +842,6 @@ def attack_unauth_partial(ctx):
                 if end is None and ev & (select.EPOLLHUP | select.EPOLLERR):
                     end = close_kind(s, ev)
                 if end:
-                    if p["state"] == "held":  # counted already; note it closed later
-                        answers["(held, then %s)" % end] += 1
                     finish(p, end)
     held = sum(1 for p in peers.values() if p["state"] == "held")
     closed = sum(v for k, v in answers.items() if not k.endswith("(held open)"))
@@ -922,17 +916,17 @@ def attack_auth_guessing(ctx):
             s = p["sock"]
             end = None
             if p["kind"] == "pipe":
+                # 64 KiB of guesses per turn, then read what has been answered
                 if ev & select.EPOLLOUT and p["sent"] < len(pipeline):
                     try:
-                        while p["sent"] < len(pipeline):
-                            p["sent"] += s.send(memoryview(pipeline)[p["sent"]:p["sent"] + 65536])
+                        p["sent"] += s.send(memoryview(pipeline)[p["sent"]:p["sent"] + 65536])
                     except BlockingIOError:
                         pass
                     except OSError:
-                        end = "send failed"
-                    if p["sent"] >= len(pipeline) and end is None:
+                        pass  # the server closed it: the reads below find out how
+                    if p["sent"] >= len(pipeline):
                         ctx.ep.modify(fd, select.EPOLLIN | select.EPOLLRDHUP)
-                if ev & (select.EPOLLIN | EV_CLOSED) and end is None:
+                while end is None:
                     try:
                         data = s.recv(1 << 20)
                         if data:
@@ -940,7 +934,7 @@ def attack_auth_guessing(ctx):
                         else:
                             end = "closed"
                     except BlockingIOError:
-                        pass
+                        break
                     except OSError:
                         end = "reset"
                 if end:
