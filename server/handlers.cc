@@ -18,8 +18,6 @@
 namespace sekka::server {
 namespace {
 
-constexpr const char* kVersion = SEKKA_VERSION;  // from CMakeLists.txt
-
 // ---------------------------------------------------------------------------------------------
 // HTTP: a table of routes. Each route names its method and path, who may call it, how the request
 // becomes a command's arguments, and how the command's Reply becomes the body its clients parse.

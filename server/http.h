@@ -73,6 +73,8 @@ std::string Response(int status, std::string_view content_type, std::string_view
 std::string_view ReasonPhrase(int status);
 // `text` escaped for the inside of a JSON string (quotes, backslashes, control characters).
 std::string JsonEscape(std::string_view text);
+// `text` as a JSON string: quoted and escaped.
+inline std::string JsonString(std::string_view text) { return '"' + JsonEscape(text) + '"'; }
 
 }  // namespace sekka::http
 

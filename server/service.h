@@ -37,6 +37,10 @@
 
 namespace sekka::server {
 
+struct MetricsWriter;  // server/metrics.cc
+
+inline constexpr const char* kVersion = SEKKA_VERSION;  // from CMakeLists.txt
+
 // How an error travels on each protocol.
 struct WireError {
   int http_status = 500;
@@ -227,6 +231,12 @@ class Service {
   void LeaseLogLine(LeaseLogLevel level, std::string_view message, const std::string& fields,
                     bool repeats);
   std::string LeaseJson();
+  // MetricsText's parts (server/metrics.cc).
+  void AppendIdMetrics(MetricsWriter& w);
+  void AppendLeaseMetrics(MetricsWriter& w);
+  void AppendRequestMetrics(MetricsWriter& w);
+  void AppendSegmentMetrics(MetricsWriter& w);
+  void AppendConnectionMetrics(MetricsWriter& w);
   bool stopping();
 
   ServerConfig config_;

@@ -34,6 +34,7 @@ writes hostile-out/result.json (and the servers' logs) and prints a Markdown tab
 """
 
 import argparse
+import ctypes
 import errno
 import json
 import math
@@ -174,6 +175,16 @@ def percentile(sorted_values, q):
 # Targets
 
 
+def _die_with_parent():
+    """In a server's child before exec: SIGKILL it if this process dies (even by SIGKILL), so
+    that a killed campaign leaves no server behind. (Servers are started while no other thread
+    of this process runs.)"""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
 class Target:
     """A server under attack: started once per campaign (again if an attack killed it)."""
 
@@ -204,7 +215,7 @@ class Target:
         args = self.command()
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
-                                         env=self.env())
+                                         env=self.env(), preexec_fn=_die_with_parent)
         deadline = time.monotonic() + timeout
         last = None
         while time.monotonic() < deadline:
