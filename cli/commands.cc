@@ -163,73 +163,57 @@ int Fail(int exit_code, const std::string& message) {
   return exit_code;
 }
 
-int RunGen(const GenFlags& flags) {
-  if (flags.count < 1) {
-    return Fail(kExitUsage, fmt::format("-n {} is out of range: allowed 1 or more", flags.count));
-  }
-  if (flags.kind == "uuidv7" || flags.kind == "ulid") {
-    // Random bits instead of a worker id: nothing to lease, nothing to store.
-    const bool uuid = flags.kind == "uuidv7";
-    TimeOrderedGenerator g(SystemClock(), uuid ? TimeOrderedKind::kUuidV7 : TimeOrderedKind::kUlid);
-    std::vector<Uuid> batch(4096);
-    return PrintInChunks(flags.count, batch.size(), [&](std::size_t n, std::string& out) {
-      if (Status s = g.NextBatch(std::span(batch.data(), n)); !s.ok()) return s;
-      for (std::size_t i = 0; i < n; ++i) {
-        out += uuid ? FormatUuid(batch[i]) : FormatUlid(batch[i]);
-        out += '\n';
-      }
-      return Status::Ok();
-    });
-  }
-  if (flags.kind != "snowflake") {
-    return Fail(kExitUsage,
-                fmt::format("--kind {} is not known: allowed snowflake, uuidv7, ulid", flags.kind));
-  }
-  Result<Layout> layout = ResolveLayout(flags.layout, flags.descending);
-  if (!layout.ok()) return ExitFor(layout.error(), true);
-  // --format opaque: the text form of opaque ids, with the key file's newest key.
-  std::unique_ptr<OpaqueCodec> opaque;
-  if (flags.format == "opaque") {
-    if (flags.key_file.empty()) {
-      return Fail(kExitUsage, "--format opaque needs --key-file (sekka opaque keygen makes one)");
-    }
-    Result<std::vector<OpaqueKey>> keys = ReadOpaqueKeyFile(flags.key_file);
-    if (!keys.ok()) return ExitFor(keys.error(), true);
-    Result<std::unique_ptr<OpaqueCodec>> codec = OpaqueCodec::Create(*keys, *layout);
-    if (!codec.ok()) return ExitFor(codec.error(), true);
-    opaque = std::move(codec).value();
-  }
-  Result<IdFormat> format = opaque ? Result<IdFormat>(IdFormat::kDec) : ParseIdFormat(flags.format);
-  if (!format.ok()) {
-    return Fail(kExitUsage, format.error().message + ", or opaque (with --key-file)");
-  }
-  if (layout->is_random()) return GenRandom(flags, *layout, opaque.get(), *format);
-  Result<SequenceStart> start = ParseSequenceStart(flags.sequence_start);
-  if (!start.ok()) return ExitFor(start.error(), true);
+namespace {
 
-  // Every id gen prints is unique on this host, like the server's (docs/contract.md section 11):
-  // it issues through the same LeasedGenerator, its worker id held by a lock file in the host's
-  // worker lock dir (shared with every `sekka serve` of the host) and its hwm stored beside it.
-  const char* env_dir = std::getenv("SEKKA_WORKER_LOCK_DIR");
-  const std::string dir = !flags.lock_dir.empty()                  ? flags.lock_dir
-                          : env_dir != nullptr && *env_dir != '\0' ? env_dir
-                                                                   : kDefaultWorkerLockDir;
+// gen --kind uuidv7 | ulid: random bits instead of a worker id; nothing to lease or store.
+int GenTimeOrdered(const GenFlags& flags) {
+  const bool uuid = flags.kind == "uuidv7";
+  TimeOrderedGenerator g(SystemClock(), uuid ? TimeOrderedKind::kUuidV7 : TimeOrderedKind::kUlid);
+  std::vector<Uuid> batch(4096);
+  return PrintInChunks(flags.count, batch.size(), [&](std::size_t n, std::string& out) {
+    if (Status s = g.NextBatch(std::span(batch.data(), n)); !s.ok()) return s;
+    for (std::size_t i = 0; i < n; ++i) {
+      out += uuid ? FormatUuid(batch[i]) : FormatUlid(batch[i]);
+      out += '\n';
+    }
+    return Status::Ok();
+  });
+}
+
+// --format opaque: the text form of opaque ids, with the key file's newest key; null for any
+// other format.
+Result<std::unique_ptr<OpaqueCodec>> GenOpaque(const GenFlags& flags, const Layout& layout) {
+  if (flags.format != "opaque") return std::unique_ptr<OpaqueCodec>();
+  if (flags.key_file.empty()) {
+    return InvalidArgument("--format opaque needs --key-file (sekka opaque keygen makes one)");
+  }
+  Result<std::vector<OpaqueKey>> keys = ReadOpaqueKeyFile(flags.key_file);
+  if (!keys.ok()) return std::move(keys).error();
+  return OpaqueCodec::Create(*keys, layout);
+}
+
+// The generator gen issues through. Every id gen prints is unique on this host, like the
+// server's (docs/contract.md section 11): it issues through the same LeasedGenerator, its worker
+// id held by a lock file in the host's worker lock dir (shared with every `sekka serve` of the
+// host) and its hwm stored beside it. Errors: kInvalidArgument for a flag (named).
+Result<std::unique_ptr<LeasedGenerator>> StartGen(const GenFlags& flags, const Layout& layout,
+                                                  SequenceStart start, const std::string& dir) {
   const std::int64_t worker_id = flags.worker_id_set ? flags.worker_id : 0;  // static's
   LeasedGeneratorOptions options;
-  options.generator.layout = *layout;
-  options.generator.sequence_start = *start;
+  options.generator.layout = layout;
+  options.generator.sequence_start = start;
   options.generator.worker_id = worker_id;
   options.generator.datacenter_id = flags.datacenter_id;
   options.hwm_ahead_ms = 100;  // capped by the ids left: the next run has little to wait out
   options.inline_hwm = true;
   Result<std::int64_t> max_wait = ParseDurationMillis(flags.max_startup_wait);
-  if (!max_wait.ok()) return Fail(kExitUsage, "--max-startup-wait: " + max_wait.error().message);
+  if (!max_wait.ok()) return InvalidArgument("--max-startup-wait: " + max_wait.error().message);
   options.max_startup_wait_ms = *max_wait;
   if (flags.after_id.has_value()) {
     Result<std::int64_t> after = ParseIdFlag("--after-id", *flags.after_id);
-    if (!after.ok()) return Fail(kExitUsage, after.error().message);
-    Result<std::int64_t> floor = AfterIdFloorMillis(*layout, *after);
-    if (!floor.ok()) return Fail(kExitUsage, "--after-id: " + floor.error().message);
+    if (!after.ok()) return std::move(after).error();
+    Result<std::int64_t> floor = AfterIdFloorMillis(layout, *after);
+    if (!floor.ok()) return InvalidArgument("--after-id: " + floor.error().message);
     options.after_ms = *floor;
     options.after_what = fmt::format("--after-id {}", *after);
   }
@@ -237,27 +221,27 @@ int RunGen(const GenFlags& flags) {
   local.source = flags.worker_id_set ? "static" : "local";
   local.lock_dir = dir;
   local.worker_id = worker_id;
-  local.layout = *layout;
+  local.layout = layout;
   WorkerLeaseOptions lo;
   // One identity per layout: a gen of another layout does not take these ids for its own.
-  lo.identity = "sekka gen " + LayoutFingerprint(*layout);
+  lo.identity = "sekka gen " + LayoutFingerprint(layout);
   lo.datacenter_id = flags.datacenter_id;
-  lo.worker_count = layout->worker_ids_per_datacenter();
+  lo.worker_count = layout.worker_ids_per_datacenter();
   // gen's hwm reaches no further than its ids need, so a next run waits a tick or so for its
   // own id: it keeps it, and runs one after another print increasing ids, after a clock step
   // back too.
   lo.keep_id = true;
-  Clock& clock = SystemClock();
-  Result<std::unique_ptr<LeasedGenerator>> leased =
-      LeasedGenerator::Start(options, clock, NewLocalWorkerLease(local, lo), nullptr);
-  if (!leased.ok()) return ExitFor(leased.error(), true);
-  LeasedGenerator& generator = **leased;
-  std::int64_t left = flags.count;
+  return LeasedGenerator::Start(options, SystemClock(), NewLocalWorkerLease(local, lo), nullptr);
+}
 
-  // Ids are made in runs of about one tick's worth and written through one large buffer, so
-  // that the formatting of one run fits in the wait for the next tick.
-  const std::size_t chunk = static_cast<std::size_t>(
-      std::min<std::int64_t>({flags.count, layout->ids_per_tick(), 65536}));
+// Prints `flags.count` ids of `generator`. Ids are made in runs of about one tick's worth and
+// written through one large buffer, so that the formatting of one run fits in the wait for the
+// next tick.
+int PrintSnowflakes(const GenFlags& flags, LeasedGenerator& generator, const Layout& layout,
+                    const OpaqueCodec* opaque, IdFormat format) {
+  std::int64_t left = flags.count;
+  const std::size_t chunk =
+      static_cast<std::size_t>(std::min<std::int64_t>({flags.count, layout.ids_per_tick(), 65536}));
   std::vector<Id> ids(chunk);
   std::string out;
   out.reserve(1 << 20);
@@ -272,13 +256,13 @@ int RunGen(const GenFlags& flags) {
       return ExitFor(s.error(), left == flags.count);
     }
     for (std::size_t i = 0; i < n; ++i) {
-      if (opaque) {
+      if (opaque != nullptr) {
         out += *opaque->EncodeText(ids[i]);  // the generator's ids are inside the layout
-      } else if (*format == IdFormat::kDec) {
+      } else if (format == IdFormat::kDec) {
         char buf[20];
         out.append(buf, FormatDec(ids[i], buf));
       } else {
-        out += FormatId(ids[i], *format, *layout);
+        out += FormatId(ids[i], format, layout);
       }
       out += '\n';
     }
@@ -290,9 +274,44 @@ int RunGen(const GenFlags& flags) {
   }
   std::fwrite(out.data(), 1, out.size(), stdout);
   if (std::fflush(stdout) != 0) return Fail(kExitFailure, "writing the ids to stdout failed");
-  std::fprintf(stderr, "sekka gen: worker id %lld (lock dir %s)\n",
-               static_cast<long long>(generator.generator().worker_id()), dir.c_str());
   return kExitOk;
+}
+
+}  // namespace
+
+int RunGen(const GenFlags& flags) {
+  if (flags.count < 1) {
+    return Fail(kExitUsage, fmt::format("-n {} is out of range: allowed 1 or more", flags.count));
+  }
+  if (flags.kind == "uuidv7" || flags.kind == "ulid") return GenTimeOrdered(flags);
+  if (flags.kind != "snowflake") {
+    return Fail(kExitUsage,
+                fmt::format("--kind {} is not known: allowed snowflake, uuidv7, ulid", flags.kind));
+  }
+  Result<Layout> layout = ResolveLayout(flags.layout, flags.descending);
+  if (!layout.ok()) return ExitFor(layout.error(), true);
+  Result<std::unique_ptr<OpaqueCodec>> opaque = GenOpaque(flags, *layout);
+  if (!opaque.ok()) return ExitFor(opaque.error(), true);
+  Result<IdFormat> format =
+      *opaque ? Result<IdFormat>(IdFormat::kDec) : ParseIdFormat(flags.format);
+  if (!format.ok()) {
+    return Fail(kExitUsage, format.error().message + ", or opaque (with --key-file)");
+  }
+  if (layout->is_random()) return GenRandom(flags, *layout, opaque->get(), *format);
+  Result<SequenceStart> start = ParseSequenceStart(flags.sequence_start);
+  if (!start.ok()) return ExitFor(start.error(), true);
+  const char* env_dir = std::getenv("SEKKA_WORKER_LOCK_DIR");
+  const std::string dir = !flags.lock_dir.empty()                  ? flags.lock_dir
+                          : env_dir != nullptr && *env_dir != '\0' ? env_dir
+                                                                   : kDefaultWorkerLockDir;
+  Result<std::unique_ptr<LeasedGenerator>> leased = StartGen(flags, *layout, *start, dir);
+  if (!leased.ok()) return ExitFor(leased.error(), true);
+  const int code = PrintSnowflakes(flags, **leased, *layout, opaque->get(), *format);
+  if (code == kExitOk) {
+    std::fprintf(stderr, "sekka gen: worker id %lld (lock dir %s)\n",
+                 static_cast<long long>((*leased)->generator().worker_id()), dir.c_str());
+  }
+  return code;
 }
 
 int RunDecode(const DecodeFlags& flags) {
