@@ -452,76 +452,64 @@ int PrintTakeOver(const Layout& l, Id max_id, std::int64_t now, bool json) {
   return now_ok ? kExitOk : kExitFailure;
 }
 
-int RunLayout(const LayoutFlags& flags) {
-  if (flags.list) {
-    for (std::string_view name : Layout::PresetNames()) std::cout << name << '\n';
-    return kExitOk;
-  }
-  Result<Layout> layout = ResolveLayout(flags.layout);
-  if (!layout.ok()) return ExitFor(layout.error(), true);
+namespace {
+
+// What `sekka layout --rate` adds: for a random layout the odds of a clash, for a snowflake one
+// the worker ids the rate keeps busy (each makes at most ids_per_second()).
+struct RateNote {
   std::optional<double> rate;
-  if (!flags.rate.empty()) {
-    Result<double> parsed = ParseRate(flags.rate);
-    if (!parsed.ok()) return ExitFor(parsed.error(), true);
-    rate = *parsed;
-  }
-  const Layout& l = *layout;
-  const std::int64_t now = SystemClock().NowMillis();
-  if (flags.max_id.has_value()) {
-    Result<std::int64_t> max_id = ParseIdFlag("--max-id", *flags.max_id);
-    if (!max_id.ok()) return Fail(kExitUsage, max_id.error().message);
-    return PrintTakeOver(l, *max_id, now, flags.json);
-  }
-  const bool expired = l.end_millis() <= now;
-  // Random layouts: the odds of a clash at the rate. Snowflake layouts: the worker ids the rate
-  // keeps busy (each makes at most ids_per_second()).
   std::optional<ClashOdds> odds;
   std::int64_t workers_needed = 0;
-  if (rate && l.is_random()) odds = RandomClashOdds(l, *rate);
-  if (rate && !l.is_random()) {
-    workers_needed = static_cast<std::int64_t>(std::ceil(*rate / l.ids_per_second()));
+};
+
+Json LayoutJson(const Layout& l, bool expired, const RateNote& r) {
+  const std::optional<double>& rate = r.rate;
+  const std::optional<ClashOdds>& odds = r.odds;
+  const std::int64_t workers_needed = r.workers_needed;
+  Json j{{"name", l.name()},
+         {"kind", l.is_random() ? "random" : "snowflake"},
+         {"time_bits", l.time_bits()}};
+  if (l.is_random()) {
+    j["random_bits"] = l.random_bits();
+  } else {
+    j["datacenter_bits"] = l.datacenter_bits();
+    j["worker_bits"] = l.worker_bits();
+    j["sequence_bits"] = l.sequence_bits();
+    j["shard_bits"] = l.shard_bits();
   }
-  if (flags.json) {
-    Json j{{"name", l.name()},
-           {"kind", l.is_random() ? "random" : "snowflake"},
-           {"time_bits", l.time_bits()}};
-    if (l.is_random()) {
-      j["random_bits"] = l.random_bits();
-    } else {
-      j["datacenter_bits"] = l.datacenter_bits();
-      j["worker_bits"] = l.worker_bits();
-      j["sequence_bits"] = l.sequence_bits();
-      j["shard_bits"] = l.shard_bits();
-    }
-    j["reverse_time"] = l.reverse_time();
-    j["order"] = l.OrderName();
-    j["ordering"] = l.OrderingNote();
-    j["tick_ms"] = l.tick_millis();
-    j["epoch"] = FormatUtcMillis(l.epoch_millis());
-    j["epoch_ms"] = l.epoch_millis();
-    j["js_safe"] = l.options().js_safe;
-    if (!l.is_random()) {
-      j["ids_per_tick"] = l.ids_per_tick();
-      j["ids_per_second"] = l.ids_per_second();
-      j["worker_ids"] = l.worker_ids();
-      j["datacenter_ids"] = l.datacenter_ids();
-    }
-    j["max_id"] = std::to_string(l.max_id());
-    j["runs_out"] = FormatUtcMillis(l.end_millis());
-    j["runs_out_ms"] = l.end_millis();
-    j["expired"] = expired;
-    if (odds) {
-      j["rate"] = {{"ids_per_second", *rate},
-                   {"ids_per_tick", odds->ids_per_tick},
-                   {"clash_per_tick", odds->per_tick},
-                   {"clash_per_day", odds->per_day},
-                   {"expected_clashes_per_day", odds->expected_per_day}};
-    } else if (rate) {
-      j["rate"] = {{"ids_per_second", *rate}, {"worker_ids_needed", workers_needed}};
-    }
-    std::cout << j.dump(2) << '\n';
-    return kExitOk;
+  j["reverse_time"] = l.reverse_time();
+  j["order"] = l.OrderName();
+  j["ordering"] = l.OrderingNote();
+  j["tick_ms"] = l.tick_millis();
+  j["epoch"] = FormatUtcMillis(l.epoch_millis());
+  j["epoch_ms"] = l.epoch_millis();
+  j["js_safe"] = l.options().js_safe;
+  if (!l.is_random()) {
+    j["ids_per_tick"] = l.ids_per_tick();
+    j["ids_per_second"] = l.ids_per_second();
+    j["worker_ids"] = l.worker_ids();
+    j["datacenter_ids"] = l.datacenter_ids();
   }
+  j["max_id"] = std::to_string(l.max_id());
+  j["runs_out"] = FormatUtcMillis(l.end_millis());
+  j["runs_out_ms"] = l.end_millis();
+  j["expired"] = expired;
+  if (odds) {
+    j["rate"] = {{"ids_per_second", *rate},
+                 {"ids_per_tick", odds->ids_per_tick},
+                 {"clash_per_tick", odds->per_tick},
+                 {"clash_per_day", odds->per_day},
+                 {"expected_clashes_per_day", odds->expected_per_day}};
+  } else if (rate) {
+    j["rate"] = {{"ids_per_second", *rate}, {"worker_ids_needed", workers_needed}};
+  }
+  return j;
+}
+
+void PrintLayout(const Layout& l, bool expired, const RateNote& r) {
+  const std::optional<double>& rate = r.rate;
+  const std::optional<ClashOdds>& odds = r.odds;
+  const std::int64_t workers_needed = r.workers_needed;
   std::string bits, capacity;
   if (l.is_random()) {
     bits = fmt::format("time {} | random {}", l.time_bits(), l.random_bits());
@@ -566,6 +554,40 @@ int RunLayout(const LayoutFlags& flags) {
     std::cout << fmt::format("rate       {} ids/s: keeps at least {} worker id{} busy{}\n",
                              FormatRate(*rate), workers_needed, workers_needed == 1 ? "" : "s",
                              workers_needed > l.worker_ids() ? " (more than the layout has)" : "");
+  }
+}
+
+}  // namespace
+
+int RunLayout(const LayoutFlags& flags) {
+  if (flags.list) {
+    for (std::string_view name : Layout::PresetNames()) std::cout << name << '\n';
+    return kExitOk;
+  }
+  Result<Layout> layout = ResolveLayout(flags.layout);
+  if (!layout.ok()) return ExitFor(layout.error(), true);
+  RateNote note;
+  if (!flags.rate.empty()) {
+    Result<double> parsed = ParseRate(flags.rate);
+    if (!parsed.ok()) return ExitFor(parsed.error(), true);
+    note.rate = *parsed;
+  }
+  const Layout& l = *layout;
+  const std::int64_t now = SystemClock().NowMillis();
+  if (flags.max_id.has_value()) {
+    Result<std::int64_t> max_id = ParseIdFlag("--max-id", *flags.max_id);
+    if (!max_id.ok()) return Fail(kExitUsage, max_id.error().message);
+    return PrintTakeOver(l, *max_id, now, flags.json);
+  }
+  if (note.rate && l.is_random()) note.odds = RandomClashOdds(l, *note.rate);
+  if (note.rate && !l.is_random()) {
+    note.workers_needed = static_cast<std::int64_t>(std::ceil(*note.rate / l.ids_per_second()));
+  }
+  const bool expired = l.end_millis() <= now;
+  if (flags.json) {
+    std::cout << LayoutJson(l, expired, note).dump(2) << '\n';
+  } else {
+    PrintLayout(l, expired, note);
   }
   return kExitOk;
 }
