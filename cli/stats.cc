@@ -174,6 +174,63 @@ document.body.dataset.drawn = String(window.sekkaCharts.filter(c => {
 
 }  // namespace
 
+namespace {
+
+std::string StatsCsv(const StatsReport& r, const Layout& l) {
+  std::string out = "start,worker,ids\n";
+  for (const auto& s : r.series) {
+    const std::string who =
+        s.worker >= 0 ? std::to_string(s.worker) : (l.is_random() ? "all" : "others");
+    for (std::size_t b = 0; b < r.totals.size(); ++b) {
+      out += fmt::format("{},{},{}\n", FormatUtcMillis(r.starts_ms[b]), who, s.per_bucket[b]);
+    }
+  }
+  return out;
+}
+
+std::string StatsText(const StatsReport& r, const Layout& l, std::uint64_t not_ids) {
+  std::string out =
+      fmt::format("layout        {}\nids           {}{}\n", l.name(), r.ids,
+                  r.skipped + not_ids > 0
+                      ? fmt::format(" ({} not ids of this layout, {} not ids)", r.skipped, not_ids)
+                      : "");
+  if (r.ids > 0) {
+    const double seconds = static_cast<double>(r.last_ms - r.first_ms + 1) / 1000.0;
+    out += fmt::format("time          {} to {} ({:.0f} ids/s on average)\n",
+                       FormatUtcMillis(r.first_ms), FormatUtcMillis(r.last_ms),
+                       static_cast<double>(r.ids) / seconds);
+    out += fmt::format("intervals     {} of {}\n", r.totals.size(), Span(r.interval_ms));
+    out += fmt::format(
+        "peak          {} ids at {} ({:.0f} ids/s)\n", r.totals[r.peak_bucket],
+        FormatUtcMillis(r.starts_ms[r.peak_bucket]),
+        static_cast<double>(r.totals[r.peak_bucket]) * 1000.0 / static_cast<double>(r.interval_ms));
+    out += fmt::format("quiet         {} empty intervals", r.empty_buckets);
+    if (r.longest_gap_buckets > 0) {
+      out += fmt::format("; longest {} from {}",
+                         Span(static_cast<std::int64_t>(r.longest_gap_buckets) * r.interval_ms),
+                         FormatUtcMillis(r.starts_ms[r.longest_gap_start]));
+    }
+    out += '\n';
+    out += fmt::format("workers       {}\n", l.is_random() ? 0 : r.workers.size());
+    if (!l.is_random()) {
+      for (std::size_t i = 0; i < r.workers.size() && i < 10; ++i) {
+        const auto& w = r.workers[i];
+        out += fmt::format("  {:<20} {:>12} ids {:6.2f}%   fullest tick {:.1f}% of {}\n",
+                           WorkerName(w.worker, l), w.ids, 100 * w.share, 100 * w.max_sequence_use,
+                           l.ids_per_tick());
+      }
+      if (r.workers.size() > 10) out += fmt::format("  ... {} more\n", r.workers.size() - 10);
+      out += fmt::format(
+          "sequence use  {:.2f}% of the ceiling per tick on average; {} of {} "
+          "ticks used it all\n",
+          100 * r.mean_sequence_use, r.ticks_at_ceiling, r.ticks);
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
 int RunStats(const StatsFlags& flags) {
   Result<Layout> layout = ParseLayout(flags.layout);
   if (!layout.ok()) return Fail(kExitUsage, layout.error().message);
@@ -221,55 +278,10 @@ int RunStats(const StatsFlags& flags) {
   if (flags.json) {
     std::cout << report.dump(2) << '\n';
   } else if (flags.csv) {
-    std::string out = "start,worker,ids\n";
-    for (const auto& s : r.series) {
-      const std::string who =
-          s.worker >= 0 ? std::to_string(s.worker) : (l.is_random() ? "all" : "others");
-      for (std::size_t b = 0; b < r.totals.size(); ++b) {
-        out += fmt::format("{},{},{}\n", FormatUtcMillis(r.starts_ms[b]), who, s.per_bucket[b]);
-      }
-    }
-    std::cout << out;
+    std::cout << StatsCsv(r, l);
   } else {
-    std::string out = fmt::format("layout        {}\nids           {}{}\n", l.name(), r.ids,
-                                  r.skipped + scanner.bad_count() > 0
-                                      ? fmt::format(" ({} not ids of this layout, {} not ids)",
-                                                    r.skipped, scanner.bad_count())
-                                      : "");
-    if (r.ids > 0) {
-      const double seconds = static_cast<double>(r.last_ms - r.first_ms + 1) / 1000.0;
-      out += fmt::format("time          {} to {} ({:.0f} ids/s on average)\n",
-                         FormatUtcMillis(r.first_ms), FormatUtcMillis(r.last_ms),
-                         static_cast<double>(r.ids) / seconds);
-      out += fmt::format("intervals     {} of {}\n", r.totals.size(), Span(r.interval_ms));
-      out += fmt::format("peak          {} ids at {} ({:.0f} ids/s)\n", r.totals[r.peak_bucket],
-                         FormatUtcMillis(r.starts_ms[r.peak_bucket]),
-                         static_cast<double>(r.totals[r.peak_bucket]) * 1000.0 /
-                             static_cast<double>(r.interval_ms));
-      out += fmt::format("quiet         {} empty intervals", r.empty_buckets);
-      if (r.longest_gap_buckets > 0) {
-        out += fmt::format("; longest {} from {}",
-                           Span(static_cast<std::int64_t>(r.longest_gap_buckets) * r.interval_ms),
-                           FormatUtcMillis(r.starts_ms[r.longest_gap_start]));
-      }
-      out += '\n';
-      out += fmt::format("workers       {}\n", l.is_random() ? 0 : r.workers.size());
-      if (!l.is_random()) {
-        for (std::size_t i = 0; i < r.workers.size() && i < 10; ++i) {
-          const auto& w = r.workers[i];
-          out += fmt::format("  {:<20} {:>12} ids {:6.2f}%   fullest tick {:.1f}% of {}\n",
-                             WorkerName(w.worker, l), w.ids, 100 * w.share,
-                             100 * w.max_sequence_use, l.ids_per_tick());
-        }
-        if (r.workers.size() > 10) out += fmt::format("  ... {} more\n", r.workers.size() - 10);
-        out += fmt::format(
-            "sequence use  {:.2f}% of the ceiling per tick on average; {} of {} "
-            "ticks used it all\n",
-            100 * r.mean_sequence_use, r.ticks_at_ceiling, r.ticks);
-      }
-    }
-    if (!flags.html.empty()) out += fmt::format("html          {}\n", flags.html);
-    std::cout << out;
+    std::cout << StatsText(r, l, scanner.bad_count());
+    if (!flags.html.empty()) std::cout << fmt::format("html          {}\n", flags.html);
   }
   std::cout.flush();
   return kExitOk;
