@@ -49,8 +49,9 @@ struct CommandSpec {
   std::size_t min_args = 0;
   std::size_t max_args = 0;
   bool needs_auth = true;
-  // True when the command may wait for a segment store with these arguments: the event loop
-  // then runs it on a blocking thread. Null: never waits.
+  // True when the command may wait, with these arguments, for a segment store or for the clock
+  // (a batch larger than a tick): the event loop then runs it on a blocking thread. Null:
+  // never waits.
   bool (*may_block)(Service& service, Args args) = nullptr;
   // Runs with an argument count already checked. Errors: the service's, and kInvalidArgument
   // for an argument that fails its check (named, with what is allowed).
