@@ -34,6 +34,14 @@ bool IsHostName(std::string_view name) {
   return label > 0 && name.back() != '-';
 }
 
+// An entry as an error may show it: a user and password before '@' (etcd://user:pw@host:port,
+// whose scheme is gone by now) are not shown.
+std::string RedactedItem(std::string_view item) {
+  const std::size_t at = item.rfind('@');
+  return at == std::string_view::npos ? std::string(item)
+                                      : "***@" + std::string(item.substr(at + 1));
+}
+
 }  // namespace
 
 std::string HostPort::Text() const {
@@ -53,7 +61,7 @@ Result<std::vector<HostPort>> ParseHostPorts(std::string_view list, std::string_
           "{}: \"{}\" is not valid: allowed host:port with a host name, an IPv4 address or a "
           "[bracketed] IPv6 address, several separated by commas, such as "
           "\"127.0.0.1:2379,etcd-1.example:2379\"",
-          what, item.substr(0, 100)));
+          what, RedactedItem(item).substr(0, 100)));
     };
     const std::size_t colon = item.rfind(':');
     if (item.empty() || colon == std::string_view::npos || colon == 0) return bad();

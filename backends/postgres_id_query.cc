@@ -5,13 +5,13 @@
 #include <memory>
 
 #include "backends/id_query.h"
+#include "backends/postgres_segment_store.h"
 
 namespace sekka {
 
 Status QueryPostgresIds(const std::string& uri, const std::string& query, const IdQuerySink& sink) {
   // A connection that cannot be made in 10 s is an error, not a hang.
-  const std::string conninfo =
-      uri + (uri.find('?') == std::string::npos ? "?" : "&") + "connect_timeout=10";
+  const std::string conninfo = WithPostgresOption(uri, "connect_timeout=10");
   std::unique_ptr<PGconn, decltype(&PQfinish)> conn(PQconnectdb(conninfo.c_str()), PQfinish);
   if (PQstatus(conn.get()) != CONNECTION_OK) {
     return Unavailable(fmt::format("cannot connect to PostgreSQL: {}", PQerrorMessage(conn.get())));

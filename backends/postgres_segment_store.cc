@@ -249,12 +249,22 @@ Result<std::unique_ptr<SegmentStore>> OpenPostgresSegmentStore(const std::string
   // Bounded connects, and dead peers noticed by TCP (keepalives, unacknowledged data).
   for (const char* option : {"connect_timeout=5", "keepalives_idle=5", "keepalives_interval=2",
                              "keepalives_count=2", "tcp_user_timeout=5000"}) {
-    const std::string_view name(option, std::string_view(option).find('='));
-    if (full.find(std::string(name) + "=") != std::string::npos) continue;
-    full += full.find('?') == std::string::npos ? '?' : '&';
-    full += option;
+    full = WithPostgresOption(full, option);
   }
   return std::unique_ptr<SegmentStore>(new PostgresSegmentStore(full));
+}
+
+std::string WithPostgresOption(const std::string& uri, std::string_view option) {
+  const std::size_t scheme = uri.find("://");
+  const std::size_t at = uri.rfind('@');
+  const std::size_t from = at != std::string::npos ? at : scheme == std::string::npos ? 0 : scheme;
+  const std::size_t query = uri.find('?', from);
+  const std::string name(option.substr(0, option.find('=') + 1));  // "connect_timeout="
+  if (query != std::string::npos && (uri.find("?" + name, query) != std::string::npos ||
+                                     uri.find("&" + name, query) != std::string::npos)) {
+    return uri;
+  }
+  return uri + (query == std::string::npos ? "?" : "&") + std::string(option);
 }
 
 }  // namespace sekka

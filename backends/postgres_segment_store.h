@@ -21,6 +21,11 @@ namespace sekka {
 // kUnavailable until it answers.
 Result<std::unique_ptr<SegmentStore>> OpenPostgresSegmentStore(const std::string& uri);
 
+// `uri` with `option` ("connect_timeout=5") added as a query parameter, unless the URI sets it.
+// The query begins at the first '?' after the user's password (libpq takes '?', '#' and '/' in
+// an unencoded one), so a password never swallows the option.
+std::string WithPostgresOption(const std::string& uri, std::string_view option);
+
 }  // namespace sekka
 
 #endif  // SEKKA_BACKENDS_POSTGRES_SEGMENT_STORE_H_

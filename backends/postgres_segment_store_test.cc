@@ -96,3 +96,22 @@ TEST(SegmentStoreUriTest, PicksTheStoreFromItsUri) {
 
 }  // namespace
 }  // namespace sekka
+
+namespace sekka {
+namespace {
+
+// Review of issue 24: with a '?' in the password, connect_timeout went into the database name
+// and a database that accepted and never answered hung every call.
+TEST(WithPostgresOptionTest, TheQueryBeginsAfterThePassword) {
+  EXPECT_EQ(WithPostgresOption("postgres://u:pw?x@127.0.0.1/db", "connect_timeout=5"),
+            "postgres://u:pw?x@127.0.0.1/db?connect_timeout=5");
+  EXPECT_EQ(WithPostgresOption("postgres://u@127.0.0.1/db?sslmode=disable", "connect_timeout=5"),
+            "postgres://u@127.0.0.1/db?sslmode=disable&connect_timeout=5");
+  EXPECT_EQ(WithPostgresOption("postgres://127.0.0.1/db?connect_timeout=1", "connect_timeout=5"),
+            "postgres://127.0.0.1/db?connect_timeout=1");
+  EXPECT_EQ(WithPostgresOption("postgresql://127.0.0.1/db", "keepalives_idle=5"),
+            "postgresql://127.0.0.1/db?keepalives_idle=5");
+}
+
+}  // namespace
+}  // namespace sekka

@@ -14,7 +14,10 @@ Result<std::unique_ptr<SegmentStore>> OpenSegmentStore(const std::string& uri,
                                                        const std::string& data_dir) {
   if (uri.empty()) {
     std::error_code ec;
-    std::filesystem::create_directories(data_dir, ec);
+    // The data dir is one process's: 0700 when made here (as `sekka serve` makes it).
+    if (std::filesystem::create_directories(data_dir, ec)) {
+      std::filesystem::permissions(data_dir, std::filesystem::perms::owner_all, ec);
+    }
     if (ec)
       return Unavailable(fmt::format("cannot create data dir {}: {}", data_dir, ec.message()));
     return OpenSqliteSegmentStore(data_dir + "/segments.db");

@@ -142,6 +142,7 @@ std::string DescribeLockHolder(const std::string& path) {
     if (!(words >> mode >> access >> pid >> file) || kind != "FLOCK" || file != inode) continue;
     std::string comm;
     std::ifstream(fmt::format("/proc/{}/comm", pid)) >> comm;
+    for (char& c : comm) c = c > ' ' && c < 0x7f ? c : '?';  // another process's name: plain
     const std::string record = ReadHolder(path);
     std::string out = fmt::format("held by pid {} ({})", pid, comm.empty() ? "?" : comm);
     if (record.rfind(fmt::format("pid={}\n", pid), 0) == 0) {

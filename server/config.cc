@@ -11,6 +11,7 @@
 #include <cstring>
 #include <filesystem>
 #include <regex>
+#include <set>
 
 #include "sekka/codec.h"
 #include "sekka/secrets.h"
@@ -196,10 +197,12 @@ Result<std::string> AuthToken(const std::string& token, const std::string& file)
   }
   const bool printable =
       std::all_of(value.begin(), value.end(), [](char ch) { return ch > ' ' && ch < 0x7f; });
-  if (!value.empty() && (value.size() < 16 || !printable)) {
+  const std::size_t distinct = std::set<char>(value.begin(), value.end()).size();
+  if (!value.empty() && (value.size() < 16 || !printable || distinct < 8)) {
     return InvalidArgument(fmt::format(
         "config server.auth_token{} is not valid: allowed at least 16 printable ASCII characters "
-        "without spaces, such as the output of \"openssl rand -hex 16\" (the token is not shown)",
+        "without spaces, 8 of them different, such as the output of \"openssl rand -hex 16\" "
+        "(the token is not shown)",
         file.empty() ? "" : "_file's token"));
   }
   return value;

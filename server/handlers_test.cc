@@ -121,6 +121,15 @@ TEST_F(HandlersTest, HttpCredentialsAuthenticateOrEndTheConnection) {
   EXPECT_EQ(Http(Get("/v1/id", "Bearer guess-000000000000"), &close), "HTTP/1.1 401 Unauthorized");
   EXPECT_TRUE(close && session_.auth_failed);
   session_ = {};
+  // Review of issue 24: tinyid refuses a wrong ?token= with a 200 in its shape, and an open
+  // route answers whatever the credentials; a wrong one is a guess all the same.
+  EXPECT_EQ(Http(Get("/tinyid/id/nextId?bizType=a&token=guess-00000000000"), &close),
+            "HTTP/1.1 200 OK");
+  EXPECT_TRUE(close && session_.auth_failed);
+  session_ = {};
+  EXPECT_EQ(Http(Get("/healthz", "Token guess-00000000000"), &close), "HTTP/1.1 200 OK");
+  EXPECT_TRUE(close && session_.auth_failed);
+  session_ = {};
   EXPECT_EQ(Http(Get("/v1/id", "Bearer " + std::string(kToken)), &close), "HTTP/1.1 200 OK");
   EXPECT_TRUE(session_.authenticated);
   EXPECT_FALSE(close);
@@ -128,7 +137,8 @@ TEST_F(HandlersTest, HttpCredentialsAuthenticateOrEndTheConnection) {
 
 TEST_F(HandlersTest, BrowserBorneRequestsAreRefused) {
   const std::string bearer = "Bearer " + std::string(kToken);
-  for (const char* host : {"evil.example", "evil.example:8080", "ids.internal.evil.example"}) {
+  for (const char* host : {"evil.example", "evil.example:8080", "ids.internal.evil.example",
+                           "127.0.0.1:80@evil.example", "[::1]evil.example", "127.0.0.1:x"}) {
     http::Request r = Get("/healthz");
     r.host = host;
     EXPECT_EQ(Http(r), "HTTP/1.1 403 Forbidden") << host;

@@ -123,7 +123,11 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // When its unfinished request began (steady clock, ns), or 0.
   std::atomic<std::int64_t> partial_since_ns{0};
   std::atomic<std::size_t> buffered{0};  // the capacity of its buffers, as in the budget
-  std::atomic<bool> chosen{false};       // picked for closing already
+  // Bytes waiting on its client: replies the socket did not take and the requests behind them
+  // (0 while the client reads). Past the budget, the largest of these is closed: never a good
+  // client whose fresh reply is about to go out.
+  std::atomic<std::size_t> stuck{0};
+  std::atomic<bool> chosen{false};  // picked for closing already
 
  private:
   void QueueWrite();
@@ -173,6 +177,13 @@ class Connection : public std::enable_shared_from_this<Connection> {
   bool closing_ = false;       // close after the pending write
   bool busy_ = false;          // replies are queued or a write is in flight
   bool pending_ = false;       // a request runs on the blocking pool
+  // One read and one write at a time (the review of issue 24 saw two reads in flight into
+  // chunk_ after pipelined blocking-pool requests, and a reply appended to out_ while an
+  // async_write was sending it).
+  bool reading_ = false;  // an async_read_some is in flight
+  bool writing_ = false;  // an async_write is in flight: out_ is not touched
+  bool queued_ = false;   // in the loop's write queue
+  std::string held_;      // a blocking-pool reply that came while writing_
   bool draining_ = false;
   bool closed_ = false;
 };
@@ -257,12 +268,13 @@ class ServerImpl final : public Server {
   }
 
   // The memory budget: every connection's buffers together. Past server.max_buffer_mib, the
-  // connection that buffers the most is closed (Envoy's overload manager and Redis's client
-  // output limits shed the same way): one hostile client cannot take the memory of all.
+  // connection with the most bytes waiting on a client that does not read them is closed
+  // (Redis's client output limits and Envoy's overload manager shed the same way): one hostile
+  // client cannot take the memory of all, and a client that reads is never the one closed.
   void AddBuffered(std::int64_t delta) {
     const std::int64_t total = buffered_.fetch_add(delta) + delta;
     if (delta > 0 && total > config_.max_buffer_mib * 1024 * 1024) {
-      CloseOne(ShedReason::kMemory, [](Connection& c) { return c.buffered.load(); });
+      CloseOne(ShedReason::kMemory, [](Connection& c) { return c.stuck.load(); });
     }
   }
 
@@ -285,7 +297,17 @@ class ServerImpl final : public Server {
     if (auth_failures_.size() > 4096) {
       std::erase_if(auth_failures_, [now](const auto& e) { return e.second < now; });
     }
-    Clock::time_point& next = auth_failures_[peer.to_string()];
+    // One turn per host for loopback (any of 127/8 or ::1 is the same local user), per /64 for
+    // IPv6, per address otherwise.
+    std::string key = peer.to_string();
+    if (peer.is_loopback()) {
+      key = "loopback";
+    } else if (peer.is_v6()) {
+      asio::ip::address_v6::bytes_type b = peer.to_v6().to_bytes();
+      std::fill(b.begin() + 8, b.end(), 0);
+      key = asio::ip::address_v6(b).to_string();
+    }
+    Clock::time_point& next = auth_failures_[key];
     const Clock::time_point turn = std::max(next, now);
     if (turn - now > kMaxAuthWait) return std::nullopt;
     next = turn + kAuthFailureSpacing;
@@ -595,7 +617,8 @@ void Connection::RefuseCredentials() {
 }
 
 void Connection::Read() {
-  if (closed_) return;
+  if (closed_ || reading_) return;
+  reading_ = true;
   // A speculative read: it never re-arms the socket in epoll (a wait op would, with one
   // epoll_ctl per request). Read() runs posted, after the other connections ready in this round,
   // so the client's next request has usually arrived and the read finds it instead of EAGAIN.
@@ -606,6 +629,7 @@ void Connection::Read() {
 }
 
 void Connection::OnRead(const asio::error_code& ec, std::size_t n) {
+  reading_ = false;
   if (ec || closed_) {
     Close();
     return;
@@ -626,7 +650,7 @@ void Connection::OnRead(const asio::error_code& ec, std::size_t n) {
 }
 
 void Connection::Continue() {
-  if (closed_) return;
+  if (closed_ || writing_) return;  // the write's completion continues
   if (!pending_) Process();
   Account();
   if (closed_) return;  // the budget closed it
@@ -657,8 +681,12 @@ void Connection::Offload(
                  if (self->closed_) return;
                  self->last_activity_ = Clock::now();
                  self->session_ = std::move(session);
-                 self->out_ += reply;
                  if (close) self->closing_ = true;
+                 if (self->writing_) {
+                   self->held_ += reply;  // sent after the write in flight
+                   return;
+                 }
+                 self->out_ += reply;
                  self->Continue();
                });
              });
@@ -765,6 +793,8 @@ Connection::Step Connection::TakeResp(std::string_view data, std::size_t& pos) {
 
 void Connection::QueueWrite() {
   busy_ = true;  // Drain waits for the queued replies
+  if (queued_ || writing_) return;
+  queued_ = true;
   loop_.write_queue.push_back(shared_from_this());
   if (!loop_.flush_posted) {
     loop_.flush_posted = true;
@@ -777,6 +807,7 @@ void Connection::Flush(LoopState& loop) {
   loop.flush_posted = false;
   loop.writing.swap(loop.write_queue);
   for (const std::shared_ptr<Connection>& c : loop.writing) {
+    c->queued_ = false;
     c->busy_ = false;
     if (c->closed_) continue;
     c->Write();
@@ -800,11 +831,16 @@ void Connection::Write() {
   }
   if (written < out_.size()) {
     out_.erase(0, written);
+    stuck.store(out_.size() + in_.size());
     busy_ = true;
+    writing_ = true;
     asio::async_write(socket_, asio::buffer(out_),
                       [self = shared_from_this()](const asio::error_code& ec, std::size_t) {
+                        self->writing_ = false;
                         self->busy_ = false;
+                        self->stuck.store(0);
                         self->out_.clear();
+                        self->out_.swap(self->held_);  // replies that came meanwhile
                         if (ec) {
                           self->Close();
                           return;
@@ -818,7 +854,7 @@ void Connection::Write() {
 }
 
 void Connection::AfterWrite() {
-  if (closing_ || draining_) {
+  if (out_.empty() && (closing_ || draining_)) {
     Close();
     return;
   }
@@ -827,7 +863,7 @@ void Connection::AfterWrite() {
   // Requests may already be buffered (the output bound stopped them). Posted, so that the
   // loop's other connections get their turn between two rounds of this one's pipeline.
   asio::post(socket_.get_executor(), [self = shared_from_this()] {
-    if (self->in_.empty() && !self->pending_) {
+    if (self->in_.empty() && !self->pending_ && self->out_.empty()) {
       self->Read();
     } else {
       self->Continue();

@@ -200,9 +200,11 @@ Result<MachineGrant> MachineRegistry::Distribute(std::string_view ns, int machin
     }
     if (in_ns(r) && r.instance == instance) {
       const MachineGrant grant{r.machine_id, r.last_ms};
-      r.stable = stable;
+      // Asked in the holder's name by anyone: a request never weakens the holding (a shorter
+      // guard or stable dropped would let the id go while its holder still issues).
+      r.stable = r.stable || stable;
       r.last_ms = std::max(r.last_ms, now);
-      r.guard_ms = guard_ms;
+      r.guard_ms = std::max(r.guard_ms, guard_ms);
       if (Status s = Commit(std::move(next)); !s.ok()) return std::move(s).error();
       return grant;
     }
@@ -260,7 +262,7 @@ Status MachineRegistry::Touch(std::string_view ns, std::string_view instance, st
     if (r.ns == ns && r.instance == instance) {
       found = true;
       r.last_ms = std::max(r.last_ms, now);
-      if (guard_ms > 0) r.guard_ms = guard_ms;
+      r.guard_ms = std::max(r.guard_ms, guard_ms);  // never shortened (see Distribute)
       return Commit(std::move(next));
     }
   }

@@ -81,6 +81,24 @@ TEST(MachineRegistryTest, AnInstanceAskingWithFewerBitsGivesItsOldIdBack) {
   EXPECT_GE(next->last_timestamp_ms, 1'700'000'001'000 + kGuard);
 }
 
+// Review of issue 24: a PATCH or POST in the holder's name with safeGuardDuration PT0.001S (or
+// without stable) let the id lapse at once while its holder still issued with it.
+TEST(MachineRegistryTest, NoRequestInTheHoldersNameShortensItsHolding) {
+  Fixture f;
+  ASSERT_EQ(f.r->Distribute("ns", 1, "victim", false, kGuard)->machine_id, 0);
+  ASSERT_EQ(f.r->Distribute("ns", 1, "pod", true, kGuard)->machine_id, 1);
+  ASSERT_TRUE(f.r->Guard("ns", "victim", 1).ok());
+  ASSERT_TRUE(f.r->Distribute("ns", 1, "victim", false, 1).ok());
+  ASSERT_TRUE(f.r->Distribute("ns", 1, "pod", false, 1).ok());  // stable dropped
+  f.clock.AdvanceMillis(kGuard / 2);
+  EXPECT_EQ(f.r->Distribute("ns", 1, "attacker", false, kGuard).error().code,
+            ErrorCode::kExhausted);
+  f.clock.AdvanceMillis(10 * kGuard);  // the stable one keeps its id, the other lapses
+  Result<MachineGrant> next = f.r->Distribute("ns", 1, "next", false, kGuard);
+  ASSERT_TRUE(next.ok());
+  EXPECT_EQ(next->machine_id, 0);
+}
+
 // Issue 24, finding 5: DELETE /machines/{ns}?instanceId=victim answered 200 and the next POST
 // handed the victim's id to another instance while the victim still issued with it.
 TEST(MachineRegistryTest, ARevertSentByAnyoneNeverTakesAnIdFromAHolderThatGuardsIt) {

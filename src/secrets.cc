@@ -25,9 +25,10 @@ void RedactUserInfo(std::string& text) {
   for (std::size_t scheme = text.find("://"); scheme != std::string::npos;
        scheme = text.find("://", scheme + 3)) {
     const std::size_t start = scheme + 3;
-    // The user part ends at the last '@' before the query (a '/' may be in an unencoded
-    // password; a path with an '@' in it is redacted too much, never too little).
-    const std::size_t end = std::min(text.find_first_of("?# \t", start), text.size());
+    // The user part ends at the last '@' of the address (libpq takes '/', '?' and '#' in an
+    // unencoded password); an '@' in a path or query gets it redacted too much, never too
+    // little.
+    const std::size_t end = std::min(text.find_first_of(" \t\n", start), text.size());
     const std::size_t at = text.rfind('@', end == 0 ? 0 : end - 1);
     if (at == std::string::npos || at < start) continue;
     const std::size_t colon = text.find(':', start);

@@ -10,6 +10,11 @@ TEST(RedactSecretsTest, HidesEveryFormOfPassword) {
             "postgres://sekka:***@127.0.0.1:5432/ids");
   EXPECT_EQ(RedactSecrets("postgres://u:p/w@d@127.0.0.1/db?sslmode=disable"),
             "postgres://u:***@127.0.0.1/db?sslmode=disable");
+  // Review of issue 24: libpq takes '?' and '#' in a password; they hid it from the redactor.
+  EXPECT_EQ(RedactSecrets("segment store postgres://sekka:Hunter2?xyz@127.0.0.1:1/ids: down"),
+            "segment store postgres://sekka:***@127.0.0.1:1/ids: down");
+  EXPECT_EQ(RedactSecrets("postgres://u:Pw25#secret@127.0.0.1/db"),
+            "postgres://u:***@127.0.0.1/db");
   EXPECT_EQ(RedactSecrets("postgres://u@127.0.0.1/db?password=hunter2&sslpassword=x2"),
             "postgres://u@127.0.0.1/db?password=***&sslpassword=***");
   EXPECT_EQ(RedactSecrets("host=127.0.0.1 password=hunter2 dbname=ids"),
