@@ -1002,6 +1002,11 @@ def read_all(c, timeout=15):
     return data
 
 
+# Under AddressSanitizer (scripts/test.sh sets ASAN_OPTIONS) freed memory stays in the
+# allocator's quarantine, so RSS says nothing about buffers given back.
+UNDER_ASAN = "ASAN_OPTIONS" in os.environ
+
+
 def shed(server, reason):
     _, _, text = server.get("/metrics")
     m = re.search(r'sekka_connections_shed_total\{reason="%s"\} (\d+)' % reason, text)
@@ -1076,6 +1081,8 @@ class LimitsTest(ServerTestCase):
     def test_idle_connections_give_back_large_buffers(self):
         """Finding 2: 100 clients idle after one /v1/uuids?count=100000 each held 280 MB until
         they closed: their buffers kept their capacity."""
+        if UNDER_ASAN:
+            self.skipTest("ASan keeps freed memory in quarantine: RSS cannot show it given back")
         s = self.start("data", "--idle-timeout", "60s")
         before = s.rss_kib()
         conns = []
@@ -1108,7 +1115,8 @@ class LimitsTest(ServerTestCase):
             self.assertGreater(shed(s, "memory"), 0)
             time.sleep(1)
             grown_mib = (s.rss_kib() - before) / 1024
-            self.assertLess(grown_mib, 64, f"RSS grew by {grown_mib:.0f} MiB")
+            if not UNDER_ASAN:  # its quarantine keeps freed buffers resident
+                self.assertLess(grown_mib, 64, f"RSS grew by {grown_mib:.0f} MiB")
             self.assertEqual(s.get("/healthz")[0], 200)
         finally:
             for c in hogs:
