@@ -36,13 +36,18 @@ std::string Lower(std::string_view s, std::size_t max = 64) {
   return out;
 }
 
+// The headers every error of `status` carries, whatever its body's shape: when to come back
+// (503) and how to authenticate (401).
+std::string_view ErrorHeaders(int status) {
+  return status == 503 ? "Retry-After: 1\r\n" : status == 401 ? "WWW-Authenticate: Bearer\r\n" : "";
+}
+
 HttpReply JsonError(int status, std::string_view code, std::string_view message) {
   HttpReply r;
   r.status = status;
   r.body = fmt::format("{{\"error\":{{\"code\":\"{}\",\"message\":\"{}\"}}}}", code,
                        http::JsonEscape(RedactSecrets(message)));
-  if (status == 503) r.extra_headers = "Retry-After: 1\r\n";
-  if (status == 401) r.extra_headers = "WWW-Authenticate: Bearer\r\n";
+  r.extra_headers = ErrorHeaders(status);
   return r;
 }
 
@@ -591,8 +596,7 @@ HttpReply CosIdReply(int status, std::string_view code, std::string_view message
   r.status = status;
   r.body = fmt::format("{{\"code\":\"{}\",\"msg\":\"{}\",\"errors\":[]}}", code,
                        http::JsonEscape(RedactSecrets(message)));
-  if (status == 401) r.extra_headers = "WWW-Authenticate: Bearer\r\n";
-  if (status == 503) r.extra_headers = "Retry-After: 1\r\n";
+  r.extra_headers = ErrorHeaders(status);
   return r;
 }
 
@@ -1076,10 +1080,8 @@ std::string HttpParseError(int status, std::string_view message) {
                                 : status == 408 ? "request_timeout"
                                 : status == 503 ? "unavailable"
                                                 : "too_large";
-  const std::string body = fmt::format("{{\"error\":{{\"code\":\"{}\",\"message\":\"{}\"}}}}", code,
-                                       http::JsonEscape(message));
-  return http::Response(status, "application/json", body, false,
-                        status == 503 ? "Retry-After: 1\r\n" : "");
+  const HttpReply r = JsonError(status, code, message);
+  return http::Response(r.status, r.content_type, r.body, false, r.extra_headers);
 }
 
 namespace {

@@ -150,6 +150,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void AfterWrite();
   void ArmIdleTimer();
   void Close();
+  // True when no token is set or the client has authenticated: the larger limits apply.
+  bool trusted() const;
   BufferLimits limits() const;
   // After Process: notes when an unfinished request began (the HTTP parser keeps the bytes of
   // one it has seen, so what is left in in_ does not tell).
@@ -546,10 +548,11 @@ void Connection::ArmIdleTimer() {
   });
 }
 
-BufferLimits Connection::limits() const {
-  return server_.config().auth_token.empty() || session_.authenticated ? kTrustedLimits
-                                                                       : kUntrustedLimits;
+bool Connection::trusted() const {
+  return server_.config().auth_token.empty() || session_.authenticated;
 }
+
+BufferLimits Connection::limits() const { return trusted() ? kTrustedLimits : kUntrustedLimits; }
 
 void Connection::TrackPartial(bool completed, bool need_more) {
   if (!need_more) {
@@ -759,11 +762,9 @@ Connection::Step Connection::TakeResp(std::string_view data, std::size_t& pos) {
   static const resp::Limits kLimits;
   Service& service = server_.service();
   resp::ParseResult& r = parsed_;
-  const BufferLimits limits = this->limits();
-  resp::ParseCommand(
-      data, limits.input == kTrustedLimits.input ? kLimits : resp::kUnauthenticatedLimits, r);
+  resp::ParseCommand(data, trusted() ? kLimits : resp::kUnauthenticatedLimits, r);
   if (r.status == resp::ParseStatus::kNeedMore) {
-    if (data.size() > limits.input) {
+    if (data.size() > limits().input) {
       resp::AppendError(out_, "ERR Protocol error: request too large");
       closing_ = true;
     }

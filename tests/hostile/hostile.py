@@ -706,15 +706,12 @@ def attack_slow_senders(ctx):
             "still_open": len(peers), "summary": summary}
 
 
-def attack_non_reading_pipeliners(ctx):
-    """N = 50 x scale authenticated connections each pipelining a cheap command with a ~20 KB
-    reply (sekka `ID.BATCH 1000`, redis `LRANGE big 0 999` of 1,000 18-digit items) as fast as
-    the socket takes them, never reading a reply. Models a stuck or malicious consumer and the
-    1000x amplification of small requests into big replies: a server that keeps reading such a
-    client buffers replies without bound."""
-    cmd = ctx.target.pipeline_command
-    chunk = cmd * max(1, 65536 // len(cmd))
-    n = ctx.count(50)
+def flood_without_reading(ctx, n, send):
+    """Opens `n` authenticated connections and, until the attack ends or every one is gone,
+    writes to each whenever its socket takes more (`send(peer)` writes what it can and raises
+    BlockingIOError when the socket is full), never reading a reply. Returns the connections
+    made, those that failed to connect or authenticate, when and how the server closed the
+    others, and those still open."""
     peers = {}
     failed = 0
     for _ in range(n):
@@ -727,10 +724,9 @@ def attack_non_reading_pipeliners(ctx):
                 ctx.drop(s)
             continue
         ctx.watch(s, select.EPOLLOUT | EV_CLOSED)
-        peers[s.fileno()] = {"sock": s, "off": 0, "sent": 0}
+        peers[s.fileno()] = {"sock": s, "fd": s.fileno(), "off": 0, "sent": 0}
     closed_at = []
     kinds = Counter()
-    sent = 0
     while ctx.running() and peers:
         for fd, ev in ctx.poll(0.05):
             p = peers.get(fd)
@@ -740,10 +736,7 @@ def attack_non_reading_pipeliners(ctx):
             gone = bool(ev & EV_CLOSED)
             if not gone and ev & select.EPOLLOUT:
                 try:
-                    while ctx.running():
-                        k = s.send(memoryview(chunk)[p["off"]:])
-                        sent += k
-                        p["off"] = (p["off"] + k) % len(chunk)
+                    send(p)
                 except BlockingIOError:
                     pass
                 except OSError:
@@ -753,6 +746,28 @@ def attack_non_reading_pipeliners(ctx):
                 kinds[close_kind(s, ev)] += 1
                 del peers[fd]
                 ctx.drop(s)
+    return failed, closed_at, kinds, peers
+
+
+def attack_non_reading_pipeliners(ctx):
+    """N = 50 x scale authenticated connections each pipelining a cheap command with a ~20 KB
+    reply (sekka `ID.BATCH 1000`, redis `LRANGE big 0 999` of 1,000 18-digit items) as fast as
+    the socket takes them, never reading a reply. Models a stuck or malicious consumer and the
+    1000x amplification of small requests into big replies: a server that keeps reading such a
+    client buffers replies without bound."""
+    cmd = ctx.target.pipeline_command
+    chunk = cmd * max(1, 65536 // len(cmd))
+    n = ctx.count(50)
+    sent = 0
+
+    def send(p):
+        nonlocal sent
+        while ctx.running():
+            k = p["sock"].send(memoryview(chunk)[p["off"]:])
+            sent += k
+            p["off"] = (p["off"] + k) % len(chunk)
+
+    failed, closed_at, kinds, peers = flood_without_reading(ctx, n, send)
     summary = "%d conns sent %.1f MiB (%d cmds); %d closed by server%s" % (
         n - failed, sent / MIB, sent // len(cmd), len(closed_at), describe_times(closed_at))
     if failed:
@@ -761,7 +776,6 @@ def attack_non_reading_pipeliners(ctx):
             "commands_sent": sent // len(cmd), "closed_by_server": len(closed_at),
             "close_kinds": dict(kinds), "closed_at_s": [round(t, 2) for t in sorted(closed_at)],
             "still_open": len(peers), "summary": summary}
-
 
 def attack_unauth_partial(ctx):
     """N = 100 x scale unauthenticated connections each sending the start of a huge bulk,
@@ -1008,44 +1022,16 @@ def attack_huge_batches(ctx):
     replies at scale 1, which a server must not hold all at once."""
     payload = ctx.target.huge_command * 20
     n = ctx.count(20)
-    peers = {}
-    failed = 0
-    for _ in range(n):
-        if not ctx.running():
-            break
-        s = ctx.connect()
-        if s is None or not ctx.authenticate(s):
-            failed += 1
-            if s is not None:
-                ctx.drop(s)
-            continue
-        ctx.watch(s, select.EPOLLOUT | EV_CLOSED)
-        peers[s.fileno()] = {"sock": s, "sent": 0}
-    closed_at = []
-    kinds = Counter()
     fully_sent = 0
-    while ctx.running() and peers:
-        for fd, ev in ctx.poll(0.05):
-            p = peers.get(fd)
-            if p is None:
-                continue
-            s = p["sock"]
-            gone = bool(ev & EV_CLOSED)
-            if not gone and ev & select.EPOLLOUT:
-                try:
-                    while p["sent"] < len(payload):
-                        p["sent"] += s.send(memoryview(payload)[p["sent"]:])
-                    fully_sent += 1
-                    ctx.ep.modify(fd, EV_CLOSED)  # all sent: only watch for a close
-                except BlockingIOError:
-                    pass
-                except OSError:
-                    gone = True
-            if gone:
-                closed_at.append(ctx.now())
-                kinds[close_kind(s, ev)] += 1
-                del peers[fd]
-                ctx.drop(s)
+
+    def send(p):
+        nonlocal fully_sent
+        while p["sent"] < len(payload):
+            p["sent"] += p["sock"].send(memoryview(payload)[p["sent"]:])
+        fully_sent += 1
+        ctx.ep.modify(p["fd"], EV_CLOSED)  # all sent: only watch for a close
+
+    failed, closed_at, kinds, peers = flood_without_reading(ctx, n, send)
     summary = "%d conns, %d sent all 20 requests; %d closed by server%s" % (
         n - failed, fully_sent, len(closed_at), describe_times(closed_at))
     if failed:
