@@ -54,9 +54,17 @@ void RedactPasswordParameters(std::string& text) {
 }  // namespace
 
 std::string RedactSecrets(std::string_view text) {
+  // Redacting one form can expose another (a password value that held the newline ending a
+  // URI's user part), so passes repeat until one changes nothing. Each pass that changes the
+  // text turns a span into "***" for good; eight passes are far more than any real text needs,
+  // and secrets_fuzz checks that the result is a fixed point.
   std::string out(text);
-  RedactUserInfo(out);
-  RedactPasswordParameters(out);
+  for (int pass = 0; pass < 8; ++pass) {
+    const std::string before = out;
+    RedactUserInfo(out);
+    RedactPasswordParameters(out);
+    if (out == before) break;
+  }
   return out;
 }
 
