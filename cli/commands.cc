@@ -592,6 +592,49 @@ int RunLayout(const LayoutFlags& flags) {
   return kExitOk;
 }
 
+namespace {
+
+// Ids per second of `threads` threads calling one generator of `layout` for `seconds`: NextId,
+// or NextIds of `batch` when `batch` > 0. Each thread makes at least one round, so a run on a
+// busy machine, whose threads start after the deadline, still measures something.
+Result<double> MeasureBench(const Layout& layout, int threads, int batch, double seconds) {
+  SnowflakeOptions options;
+  options.layout = layout;
+  Result<std::unique_ptr<Snowflake>> made = Snowflake::Create(options, SystemClock());
+  if (!made.ok()) return std::move(made).error();
+  Snowflake& snowflake = **made;
+  std::atomic<std::uint64_t> total{0};
+  std::atomic<bool> failed{false};
+  const auto start = std::chrono::steady_clock::now();
+  const auto deadline = start + std::chrono::duration<double>(seconds);
+  std::vector<std::thread> workers;
+  for (int t = 0; t < threads; ++t) {
+    workers.emplace_back([&] {
+      std::vector<Id> ids(static_cast<std::size_t>(std::max(batch, 1)));
+      std::uint64_t made_ids = 0;
+      do {
+        if (batch > 0) {
+          if (!snowflake.NextIds(std::span<Id>(ids)).ok()) failed = true;
+          made_ids += ids.size();
+        } else {
+          for (int i = 0; i < 1024; ++i) {
+            if (!snowflake.NextId().ok()) failed = true;
+          }
+          made_ids += 1024;
+        }
+      } while (std::chrono::steady_clock::now() < deadline && !failed.load());
+      total += made_ids;
+    });
+  }
+  for (auto& w : workers) w.join();
+  if (failed) return Unavailable("generation failed during the benchmark");
+  const double elapsed =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return static_cast<double>(total.load()) / elapsed;
+}
+
+}  // namespace
+
 int RunBench(const BenchFlags& flags) {
   if (flags.max_threads < 1 || flags.max_threads > 256) {
     return Fail(kExitUsage,
@@ -614,44 +657,11 @@ int RunBench(const BenchFlags& flags) {
     double ids_per_second;
   };
   std::vector<Row> rows;
-  std::string failure;
   for (const bool batch : {false, true}) {
     for (int threads = 1; threads <= flags.max_threads; ++threads) {
-      SnowflakeOptions options;
-      options.layout = *layout;
-      Result<std::unique_ptr<Snowflake>> made = Snowflake::Create(options, SystemClock());
-      if (!made.ok()) return ExitFor(made.error(), true);
-      Snowflake& snowflake = **made;
-      std::atomic<std::uint64_t> total{0};
-      std::atomic<bool> failed{false};
-      const auto deadline =
-          std::chrono::steady_clock::now() + std::chrono::duration<double>(flags.seconds);
-      const auto start = std::chrono::steady_clock::now();
-      std::vector<std::thread> workers;
-      for (int t = 0; t < threads; ++t) {
-        workers.emplace_back([&] {
-          std::vector<Id> ids(static_cast<std::size_t>(flags.batch));
-          std::uint64_t made_ids = 0;
-          while (std::chrono::steady_clock::now() < deadline && !failed.load()) {
-            if (batch) {
-              if (!snowflake.NextIds(std::span<Id>(ids)).ok()) failed = true;
-              made_ids += ids.size();
-            } else {
-              for (int i = 0; i < 1024; ++i) {
-                if (!snowflake.NextId().ok()) failed = true;
-              }
-              made_ids += 1024;
-            }
-          }
-          total += made_ids;
-        });
-      }
-      for (auto& w : workers) w.join();
-      if (failed) return Fail(kExitFailure, "generation failed during the benchmark");
-      const double elapsed =
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      rows.push_back({threads, batch ? fmt::format("NextIds({})", flags.batch) : "NextId",
-                      static_cast<double>(total.load()) / elapsed});
+      Result<double> rate = MeasureBench(*layout, threads, batch ? flags.batch : 0, flags.seconds);
+      if (!rate.ok()) return Fail(kExitFailure, rate.error().message);
+      rows.push_back({threads, batch ? fmt::format("NextIds({})", flags.batch) : "NextId", *rate});
     }
   }
   const double ceiling = layout->ids_per_second();
