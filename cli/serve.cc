@@ -205,14 +205,18 @@ int RunServe(const ServeFlags& flags) {
   }
   const Service& s = **service;
   const std::string where = fmt::format(
-      "sekka serve: HTTP on {}, Redis protocol on {}{} (worker id {}{}, layout {}, data {})",
-      (*server)->http_address().empty() ? "off" : "http://" + (*server)->http_address(),
+      "sekka serve: HTTP on {}, Redis protocol on {}{} (worker id {}{}, layout {}, data {}{})",
+      (*server)->http_address().empty()
+          ? "off"
+          : (config->server_tls_cert_file.empty() ? "http://" : "https://") +
+                (*server)->http_address(),
       (*server)->resp_address().empty() ? "off" : (*server)->resp_address(),
       (*server)->thrift_address().empty() ? "" : ", Thrift on " + (*server)->thrift_address(),
       s.worker().worker_id,
       s.layout().datacenter_bits() > 0 ? fmt::format(", datacenter {}", s.worker().datacenter_id)
                                        : "",
-      s.layout().name(), config->data_dir);
+      s.layout().name(), config->data_dir,
+      config->server_tls_cert_file.empty() ? "" : ", TLS on every listener");
   std::puts(where.c_str());
   std::fflush(stdout);
   WarnOfExposure(*config);

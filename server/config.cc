@@ -45,6 +45,15 @@ const std::vector<Key>& Keys() {
        "a file holding the token (a trailing newline is ignored; not readable by other users), "
        "instead of auth_token",
        "--auth-token-file"},
+      {"server.tls_cert_file", Type::kString, "",
+       "TLS on every listener: the server's certificate chain (PEM), with tls_key_file; \"\" = "
+       "plain TCP",
+       "--tls-cert-file"},
+      {"server.tls_key_file", Type::kString, "",
+       "the certificate's private key (PEM; not readable by other users)", "--tls-key-file"},
+      {"server.tls_client_ca_file", Type::kString, "",
+       "require client certificates signed by these CAs (PEM); \"\" = none asked for",
+       "--tls-client-ca-file"},
       {"server.allowed_hosts", Type::kString, "",
        "host names HTTP requests may send in Host, comma-separated, besides IP addresses and "
        "localhost (a name not listed is refused: DNS rebinding); \"*\" = any",
@@ -412,6 +421,26 @@ Status CheckSources(const std::vector<ConfigValues>& sources) {
   return Status::Ok();
 }
 
+// server.tls_*: which files go together, and that the key is not readable by other users. The
+// server loads them when it starts (Server::Start), naming the key and OpenSSL's reason.
+Status TlsKeys(const Values& v, ServerConfig& c) {
+  c.server_tls_cert_file = v.at("server.tls_cert_file");
+  c.server_tls_key_file = v.at("server.tls_key_file");
+  c.server_tls_client_ca_file = v.at("server.tls_client_ca_file");
+  if (c.server_tls_cert_file.empty() != c.server_tls_key_file.empty()) {
+    return InvalidArgument(
+        "config server.tls_cert_file and server.tls_key_file go together: give both (TLS on "
+        "every listener) or neither (plain TCP)");
+  }
+  if (!c.server_tls_client_ca_file.empty() && c.server_tls_cert_file.empty()) {
+    return InvalidArgument(
+        "config server.tls_client_ca_file needs server.tls_cert_file and server.tls_key_file: "
+        "client certificates are asked for only over TLS");
+  }
+  if (c.server_tls_key_file.empty()) return Status::Ok();
+  return CheckSecretFile(c.server_tls_key_file, "config server.tls_key_file");
+}
+
 // [server] and [data].
 Status ServerSection(const Values& v, ServerConfig& c) {
   auto get = [&](const char* key) -> const std::string& { return v.at(key); };
@@ -461,6 +490,7 @@ Status ServerSection(const Values& v, ServerConfig& c) {
     return BadValue("server.resp_ids", get("server.resp_ids"), "integer or string");
   }
   c.resp_string_ids = get("server.resp_ids") == "string";
+  if (Status s = TlsKeys(v, c); !s.ok()) return s;
   c.data_dir = get("data.dir");
   if (c.data_dir.empty()) return BadValue("data.dir", "", "a directory path");
   return Status::Ok();

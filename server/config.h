@@ -39,6 +39,11 @@ struct ServerConfig {
   std::int64_t busy_poll_us = 0;             // loops poll this long before sleeping; 0 = never
   std::string log_level = "info";            // debug | info | warn | error
   bool resp_string_ids = false;  // server.resp_ids = "string": RESP ids as decimal bulk strings
+  // server.tls_*: TLS on every listener when the certificate is set (with its key); client
+  // certificates signed by the client CA file are then required when that is set too. "" = off.
+  std::string server_tls_cert_file;
+  std::string server_tls_key_file;
+  std::string server_tls_client_ca_file;
   // [data]
   std::string data_dir = "./sekka-data";
   // [generator] and [layout], ready for Snowflake::Create (worker ids are set at start-up)

@@ -12,8 +12,10 @@
 #include "server/server.h"
 
 #include <fmt/format.h>
+#include <openssl/ssl.h>
 
 #include <asio.hpp>
+#include <asio/ssl.hpp>
 #include <atomic>
 #include <charconv>
 #include <chrono>
@@ -35,6 +37,7 @@ namespace {
 
 using asio::ip::tcp;
 using Clock = std::chrono::steady_clock;
+using TlsStream = asio::ssl::stream<tcp::socket&>;
 
 constexpr std::size_t kReadChunk = 16 * 1024;
 // How much one connection may buffer, as Redis limits its clients: input (a RESP command may
@@ -94,6 +97,37 @@ Result<tcp::endpoint> ParseEndpoint(std::string_view key, const std::string& tex
   return tcp::endpoint(address, static_cast<unsigned short>(port));
 }
 
+// The listeners' TLS context when server.tls_cert_file is set, else null: TLS 1.2 or later, the
+// certificate chain and its key, and client certificates required when a client CA is set.
+// Idle connections give their TLS buffers back (SSL_MODE_RELEASE_BUFFERS).
+Result<std::unique_ptr<asio::ssl::context>> TlsContext(const ServerConfig& config) {
+  if (config.server_tls_cert_file.empty()) return std::unique_ptr<asio::ssl::context>();
+  auto ctx = std::make_unique<asio::ssl::context>(asio::ssl::context::tls_server);
+  ctx->set_options(asio::ssl::context::default_workarounds | asio::ssl::context::no_sslv2 |
+                   asio::ssl::context::no_sslv3 | asio::ssl::context::no_tlsv1 |
+                   asio::ssl::context::no_tlsv1_1);
+  SSL_CTX_set_mode(ctx->native_handle(), SSL_MODE_RELEASE_BUFFERS);
+  auto refuse = [](const char* key, const std::string& path, const std::string& why) {
+    return InvalidArgument(fmt::format("config {} \"{}\" cannot be used: {}", key, path, why));
+  };
+  asio::error_code ec;
+  ctx->use_certificate_chain_file(config.server_tls_cert_file, ec);
+  if (ec) return refuse("server.tls_cert_file", config.server_tls_cert_file, ec.message());
+  ctx->use_private_key_file(config.server_tls_key_file, asio::ssl::context::pem, ec);
+  if (ec) return refuse("server.tls_key_file", config.server_tls_key_file, ec.message());
+  if (!config.server_tls_client_ca_file.empty()) {
+    ctx->load_verify_file(config.server_tls_client_ca_file, ec);
+    STACK_OF(X509_NAME)* names = SSL_load_client_CA_file(config.server_tls_client_ca_file.c_str());
+    if (ec || names == nullptr) {
+      return refuse("server.tls_client_ca_file", config.server_tls_client_ca_file,
+                    ec ? ec.message() : "no PEM certificates in it");
+    }
+    SSL_CTX_set_client_CA_list(ctx->native_handle(), names);  // tells clients which CAs
+    ctx->set_verify_mode(asio::ssl::verify_peer | asio::ssl::verify_fail_if_no_peer_cert);
+  }
+  return ctx;
+}
+
 std::string EndpointText(const tcp::endpoint& e) {
   if (e.address().is_v6()) return fmt::format("[{}]:{}", e.address().to_string(), e.port());
   return fmt::format("{}:{}", e.address().to_string(), e.port());
@@ -111,7 +145,9 @@ struct LoopState {
 
 class Connection : public std::enable_shared_from_this<Connection> {
  public:
-  Connection(ServerImpl& server, tcp::socket socket, Protocol protocol, LoopState& loop);
+  // `tls` null: plain TCP.
+  Connection(ServerImpl& server, tcp::socket socket, Protocol protocol, LoopState& loop,
+             asio::ssl::context* tls);
   void Begin();
   void Drain();  // from its own executor
   // Closes it for breaking a limit (from its own executor): a request-timeout reply first
@@ -133,6 +169,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void QueueWrite();
   static void Flush(LoopState& loop);
   void Write();
+  // The TLS handshake, held to server.request_timeout like a request; then Read().
+  void Handshake();
   void Read();
   void OnRead(const asio::error_code& ec, std::size_t n);
   // Handles buffered requests (up to the output bound), then writes, closes or reads.
@@ -165,6 +203,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   ServerImpl& server_;
   LoopState& loop_;
   tcp::socket socket_;
+  std::unique_ptr<TlsStream> tls_;  // over socket_; null: plain TCP
+  bool handshaking_ = false;
   asio::steady_timer idle_timer_;
   const Protocol protocol_;
   std::string in_;
@@ -204,6 +244,9 @@ class ServerImpl final : public Server {
   }
 
   Status Listen() {
+    Result<std::unique_ptr<asio::ssl::context>> tls = TlsContext(config_);
+    if (!tls.ok()) return std::move(tls).error();
+    tls_ = std::move(*tls);
     for (auto [listen, protocol, key] :
          {std::tuple{config_.http_listen, Protocol::kHttp, "server.http_listen"},
           std::tuple{config_.resp_listen, Protocol::kResp, "server.resp_listen"},
@@ -389,9 +432,11 @@ class ServerImpl final : public Server {
       if (open_.fetch_add(1) >= config_.max_connections && !MakeRoom()) {
         open_.fetch_sub(1);
         service_.ConnectionRejected(l.protocol);
-        // Thrift has no message a client reads before its first call: it is closed.
+        // Thrift has no message a client reads before its first call, and a TLS client none
+        // before the handshake: they are closed.
         const std::string reply =
-            l.protocol == Protocol::kResp ? std::string("-ERR max number of clients reached\r\n")
+            tls_ != nullptr                 ? std::string()
+            : l.protocol == Protocol::kResp ? std::string("-ERR max number of clients reached\r\n")
             : l.protocol == Protocol::kHttp
                 ? HttpParseError(503, fmt::format("too many connections: the limit is {}",
                                                   config_.max_connections))
@@ -401,7 +446,7 @@ class ServerImpl final : public Server {
         asio::error_code ignored;
         socket.set_option(tcp::no_delay(true), ignored);
         auto c = std::make_shared<Connection>(*this, std::move(socket), l.protocol,
-                                              *loop_states_[index]);
+                                              *loop_states_[index], tls_.get());
         Register(c);
         asio::post(c->executor(), [c] { c->Begin(); });
       }
@@ -491,6 +536,7 @@ class ServerImpl final : public Server {
   std::vector<std::unique_ptr<asio::io_context>> loops_;
   std::vector<std::unique_ptr<LoopState>> loop_states_;  // one per loop, same index
   std::unique_ptr<asio::signal_set> signals_;
+  std::unique_ptr<asio::ssl::context> tls_;  // every listener's, when TLS is on
   std::list<Listener> acceptors_;
   std::string http_address_, resp_address_, thrift_address_;
   std::atomic<std::size_t> next_loop_{0};
@@ -502,10 +548,12 @@ class ServerImpl final : public Server {
   std::unordered_map<std::string, Clock::time_point> auth_failures_;        // guarded by mu_
 };
 
-Connection::Connection(ServerImpl& server, tcp::socket socket, Protocol protocol, LoopState& loop)
+Connection::Connection(ServerImpl& server, tcp::socket socket, Protocol protocol, LoopState& loop,
+                       asio::ssl::context* tls)
     : server_(server),
       loop_(loop),
       socket_(std::move(socket)),
+      tls_(tls != nullptr ? std::make_unique<TlsStream>(socket_, *tls) : nullptr),
       idle_timer_(socket_.get_executor()),
       protocol_(protocol),
       chunk_(kReadChunk),
@@ -517,7 +565,31 @@ void Connection::Begin() {
   socket_.non_blocking(true, ignored);
   peer_ = socket_.remote_endpoint(ignored).address();
   ArmIdleTimer();
-  Read();
+  if (tls_ != nullptr) {
+    Handshake();
+  } else {
+    Read();
+  }
+}
+
+void Connection::Handshake() {
+  handshaking_ = true;
+  TrackPartial(/*completed=*/true, /*need_more=*/true);  // its deadline starts now
+  tls_->async_handshake(
+      asio::ssl::stream_base::server, [self = shared_from_this()](const asio::error_code& ec) {
+        self->handshaking_ = false;
+        if (self->closed_) return;
+        if (ec) {
+          self->server_.service().ConnectionShed(ShedReason::kTlsHandshake);
+          Log(LogLevel::kDebug, "TLS handshake failed",
+              fmt::format("peer={} error=\"{}\"", self->peer_.to_string(), ec.message()));
+          self->Close();
+          return;
+        }
+        self->TrackPartial(/*completed=*/true, /*need_more=*/false);
+        self->last_activity_ = Clock::now();
+        self->Read();
+      });
 }
 
 // One timer for both time limits: server.idle_timeout since the last progress, and
@@ -579,7 +651,7 @@ void Connection::Shed(ShedReason reason) {
   server_.service().ConnectionShed(reason);
   Log(LogLevel::kDebug, "closing a connection at a limit",
       fmt::format("reason={} peer={}", ShedReasonName(reason), peer_.to_string()));
-  if (reason != ShedReason::kRequestTimeout || busy_ || pending_) {
+  if (reason != ShedReason::kRequestTimeout || busy_ || pending_ || handshaking_) {
     Close();
     return;
   }
@@ -625,10 +697,14 @@ void Connection::Read() {
   // A speculative read: it never re-arms the socket in epoll (a wait op would, with one
   // epoll_ctl per request). Read() runs posted, after the other connections ready in this round,
   // so the client's next request has usually arrived and the read finds it instead of EAGAIN.
-  socket_.async_read_some(asio::buffer(chunk_),
-                          [self = shared_from_this()](const asio::error_code& ec, std::size_t n) {
-                            self->OnRead(ec, n);
-                          });
+  auto done = [self = shared_from_this()](const asio::error_code& ec, std::size_t n) {
+    self->OnRead(ec, n);
+  };
+  if (tls_ != nullptr) {
+    tls_->async_read_some(asio::buffer(chunk_), std::move(done));
+  } else {
+    socket_.async_read_some(asio::buffer(chunk_), std::move(done));
+  }
 }
 
 void Connection::OnRead(const asio::error_code& ec, std::size_t n) {
@@ -638,7 +714,9 @@ void Connection::OnRead(const asio::error_code& ec, std::size_t n) {
     return;
   }
   in_.append(chunk_.data(), n);
-  if (n == chunk_.size()) {  // there may be more: take it without waiting
+  // There may be more: take it without waiting (plain TCP only; a TLS record is read whole by
+  // the stream, never from the socket under it).
+  if (tls_ == nullptr && n == chunk_.size()) {
     asio::error_code more_ec;
     const std::size_t limit = limits().input;
     while (in_.size() <= limit) {
@@ -817,10 +895,11 @@ void Connection::Flush(LoopState& loop) {
 }
 
 void Connection::Write() {
-  // Most replies fit the socket buffer: write them at once, and only wait when it is full.
+  // Most replies fit the socket buffer: write them at once, and only wait when it is full
+  // (plain TCP; TLS writes go through the stream's own writes).
   asio::error_code ec;
   std::size_t written = 0;
-  while (written < out_.size()) {
+  while (tls_ == nullptr && written < out_.size()) {
     const std::size_t n =
         socket_.write_some(asio::buffer(out_.data() + written, out_.size() - written), ec);
     if (ec) break;
@@ -835,19 +914,23 @@ void Connection::Write() {
     stuck.store(out_.size() + in_.size());
     busy_ = true;
     writing_ = true;
-    asio::async_write(socket_, asio::buffer(out_),
-                      [self = shared_from_this()](const asio::error_code& ec, std::size_t) {
-                        self->writing_ = false;
-                        self->busy_ = false;
-                        self->stuck.store(0);
-                        self->out_.clear();
-                        self->out_.swap(self->held_);  // replies that came meanwhile
-                        if (ec) {
-                          self->Close();
-                          return;
-                        }
-                        self->AfterWrite();
-                      });
+    auto done = [self = shared_from_this()](const asio::error_code& ec, std::size_t) {
+      self->writing_ = false;
+      self->busy_ = false;
+      self->stuck.store(0);
+      self->out_.clear();
+      self->out_.swap(self->held_);  // replies that came meanwhile
+      if (ec) {
+        self->Close();
+        return;
+      }
+      self->AfterWrite();
+    };
+    if (tls_ != nullptr) {
+      asio::async_write(*tls_, asio::buffer(out_), std::move(done));
+    } else {
+      asio::async_write(socket_, asio::buffer(out_), std::move(done));
+    }
     return;
   }
   out_.clear();

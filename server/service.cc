@@ -75,6 +75,8 @@ std::string_view ShedReasonName(ShedReason reason) {
       return "memory";
     case ShedReason::kAuthFailure:
       return "auth_failure";
+    case ShedReason::kTlsHandshake:
+      return "tls_handshake";
   }
   return "unknown";
 }

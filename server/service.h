@@ -58,8 +58,9 @@ enum class ShedReason {
   kSlowSender = 1,      // a partial request's connection, to make room at max_connections
   kMemory = 2,          // the connection buffering the most, past server.max_buffer_mib
   kAuthFailure = 3,     // wrong credentials (AUTH, HELLO AUTH, a bearer token)
+  kTlsHandshake = 4,    // a TLS handshake that failed (no or a wrong client certificate, not TLS)
 };
-inline constexpr int kShedReasons = 4;
+inline constexpr int kShedReasons = 5;
 std::string_view ShedReasonName(ShedReason reason);
 // Commands counted in sekka_requests_total.
 enum class Command {

@@ -19,7 +19,7 @@ import unittest
 SEKKA = os.environ.get("SEKKA_BIN", "build/cli/sekka")
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FAKETIME_LIB = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1"
-LISTEN_RE = re.compile(r"HTTP on http://(\S+), Redis protocol on (\S+?)(?:, Thrift on (\S+))? "
+LISTEN_RE = re.compile(r"HTTP on https?://(\S+), Redis protocol on (\S+?)(?:, Thrift on (\S+))? "
                        r"\(worker id (\d+)")
 
 _live = []

@@ -321,6 +321,33 @@ class Scenarios(unittest.TestCase):
         self.error(self.open([s]), "ids", "auth", n=1)
         self.assertEqual(len(self.ids(self.open([s], token="right-token-0123456"), 5)), 5)
 
+    def test_tls_with_a_client_certificate(self):
+        # A server on TLS that requires client certificates (server.tls_*), and a token.
+        subprocess.run([os.path.join(REPO, "scripts", "test_certs.sh"), self.dirs.path("tls")],
+                       check=True)
+        cert = lambda name: self.dirs.path(os.path.join("tls", name))  # noqa: E731
+        token = "right-token-0123456"
+        s = self.server("a", 1, "--auth-token", token, "--tls-cert-file", cert("server.crt"),
+                        "--tls-key-file", cert("server.key"), "--tls-client-ca-file", cert("ca.crt"))
+        mine = dict(token=token, tls_ca_file=cert("ca.crt"), tls_cert_file=cert("client.crt"),
+                    tls_key_file=cert("client.key"))
+        got = self.ids(self.open([s], **mine), 500) + self.ids(self.open([s], **mine), 1)
+        self.assertEqual(len(set(got)), len(got))
+        # A server whose certificate the client's CA did not sign, a client without a
+        # certificate, and one speaking plain text: no ids from it.
+        quick = dict(connect_timeout_ms=500, timeout_ms=500, backoff_max_ms=500)
+        for options in (dict(mine, tls_ca_file=cert("other-ca.crt")),
+                        dict(token=token, tls_ca_file=cert("ca.crt")), dict(token=token)):
+            self.error(self.open([s], **options, **quick), "ids", "no_server", n=1)
+        # Options that cannot be used are refused when the client is made.
+        d = self.driver()
+        for options in (dict(tls_ca_file=cert("ca.crt"), tls_cert_file=cert("client.crt")),
+                        dict(tls_ca_file=self.dirs.path("no-such-ca.pem")),
+                        dict(tls_ca_file=cert("ca.crt"), tls_cert_file=cert("client.crt"),
+                             tls_key_file=cert("server.key"))):
+            reply = d.open(s.resp, options)
+            self.assertEqual(reply.get("error"), "invalid_argument", f"{options}: {reply}")
+
     def test_ids_expire_after_validity(self):
         s = self.server("a", 1)
         d = self.open([s], batch=100, min_batch=100, max_batch=100, validity_ms=300)

@@ -8,6 +8,7 @@ import ipaddress
 import os
 import select
 import socket
+import ssl
 import threading
 import time
 from typing import List, Optional, Tuple, Union
@@ -62,6 +63,30 @@ def _resolve(host: str, port: int, timeout: float) -> List[Tuple]:
 MAX_BATCH = 10_000_000
 
 
+def tls_context(ca_file: Optional[str], cert_file: Optional[str],
+                key_file: Optional[str]) -> Optional[ssl.SSLContext]:
+    """The TLS context of the client's connections, or None (plain TCP) when no option is set.
+    `ca_file` is the CA that signed the servers' certificates ("system": the system's CAs);
+    `cert_file` and `key_file` a client certificate (PEM), for servers that require one.
+    Raises ValueError naming the option that cannot be used."""
+    if ca_file is None and cert_file is None and key_file is None:
+        return None
+    if (cert_file is None) != (key_file is None):
+        raise ValueError("tls_cert_file and tls_key_file go together: give both or neither")
+    try:
+        ctx = ssl.create_default_context(cafile=None if ca_file in (None, "system") else ca_file)
+    except (OSError, ssl.SSLError) as e:
+        raise ValueError(f"tls_ca_file = {ca_file!r} cannot be used: {e}") from None
+    ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+    if cert_file is not None:
+        try:
+            ctx.load_cert_chain(cert_file, key_file)
+        except (OSError, ssl.SSLError) as e:
+            raise ValueError(f"tls_cert_file = {cert_file!r} with tls_key_file = {key_file!r} "
+                             f"cannot be used: {e}") from None
+    return ctx
+
+
 class Aborted(OSError):
     """The client closed while this connection was being made."""
 
@@ -100,7 +125,7 @@ class Connection:
     except `abort`, which any thread may call to end a call in flight."""
 
     def __init__(self, host: str, port: int, connect_timeout: float, timeout: float,
-                 wake: int) -> None:
+                 wake: int, tls: Optional[ssl.SSLContext] = None) -> None:
         deadline = time.monotonic() + connect_timeout
         last: Optional[OSError] = None
         self._sock = None
@@ -117,6 +142,13 @@ class Connection:
         if self._sock is None:
             raise last or TimeoutError(f"connect timed out after {connect_timeout:.3f} s")
         self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if tls is not None:  # the handshake within what is left of connect_timeout
+            self._sock.settimeout(max(deadline - time.monotonic(), 0.001))
+            try:
+                self._sock = tls.wrap_socket(self._sock, server_hostname=host)
+            except BaseException:
+                self._sock.close()
+                raise
         self._timeout = timeout
         self._deadline = 0.0  # monotonic: the current command's whole reply is due by then
         self._buf = b""

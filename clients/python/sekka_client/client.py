@@ -20,7 +20,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Deque, Dict, List, Optional, Sequence, Tuple, Union
 
-from ._resp import MAX_BATCH, Aborted, Connection, ProtocolError, RespError, StaleConnection
+from ._resp import (MAX_BATCH, Aborted, Connection, ProtocolError, RespError, StaleConnection,
+                    tls_context)
 
 # Error replies after which another server is tried (the server cannot issue ids now).
 FAILOVER_PREFIXES = ("LEASELOST", "CLOCKBACKWARDS", "UNAVAILABLE")
@@ -112,13 +113,15 @@ class _Pool:
     """The servers, used by the refill thread only (but `abort`). A failed server is skipped
     until its backoff (doubling from `backoff_min` to `backoff_max`) runs out."""
 
-    def __init__(self, servers, token, connect_timeout, timeout, backoff_min, backoff_max):
+    def __init__(self, servers, token, connect_timeout, timeout, backoff_min, backoff_max,
+                 tls=None):
         self.lock = threading.Lock()  # guards `aborted` and each server's `conn`
         self.aborted = False
         # A byte written here by abort() ends a connect in progress (its select() waits on it).
         self.wake_r, self.wake_w = socket.socketpair()
         self.servers = [_Server(h, p) for h, p in servers]
         self.token = token
+        self.tls = tls  # an ssl.SSLContext, or None: plain TCP
         self.connect_timeout, self.timeout = connect_timeout, timeout
         self.backoff_min, self.backoff_max = backoff_min, backoff_max
         self.current = 0
@@ -150,7 +153,7 @@ class _Pool:
             raise _closed()
         try:
             conn = Connection(s.host, s.port, self.connect_timeout, self.timeout,
-                              self.wake_r.fileno())
+                              self.wake_r.fileno(), self.tls)
         except Aborted:
             raise _closed() from None
         with self.lock:
@@ -264,18 +267,24 @@ class Client:
     - ``validity`` (10.0): ids buffered longer are dropped, so ids stay roughly time-ordered
       and a dead server's ids are not handed out after it
     - ``backoff_min`` (0.1), ``backoff_max`` (5.0): how long a failed server is skipped
+    - ``tls_ca_file`` (None: plain TCP): TLS to servers whose certificates this CA file (PEM)
+      signed, or ``"system"`` for the system's CAs; ``tls_cert_file`` and ``tls_key_file``: a
+      client certificate for servers that require one (``server.tls_client_ca_file``)
     """
 
     def __init__(self, servers: Union[str, Sequence[str]], token: Optional[str] = None, *,
                  connect_timeout: float = 1.0, timeout: float = 1.0, batch: int = 1000,
                  min_batch: int = 100, max_batch: int = 100_000, target_refill: float = 1.0,
                  low_water: float = 0.5, validity: float = 10.0, backoff_min: float = 0.1,
-                 backoff_max: float = 5.0) -> None:
+                 backoff_max: float = 5.0, tls_ca_file: Optional[str] = None,
+                 tls_cert_file: Optional[str] = None,
+                 tls_key_file: Optional[str] = None) -> None:
         _check_options(batch, min_batch, max_batch, low_water, connect_timeout=connect_timeout,
                        timeout=timeout, target_refill=target_refill, validity=validity,
                        backoff_min=backoff_min, backoff_max=backoff_max)
+        tls = tls_context(tls_ca_file, tls_cert_file, tls_key_file)
         self._pool = _Pool(_parse_servers(servers), token, connect_timeout, timeout,
-                           backoff_min, backoff_max)
+                           backoff_min, backoff_max, tls)
         self._batch, self._min, self._max = batch, min_batch, max_batch
         self._target, self._low_water, self._validity = target_refill, low_water, validity
         # A caller with an empty buffer waits at most this long: every server tried twice.

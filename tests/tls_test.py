@@ -1,0 +1,193 @@
+#!/usr/bin/env python3
+"""TLS on sekka's own listeners (docs/contract.md section 6, server.tls_*): real curl,
+redis-cli --tls and Debian's python3-thrift TSSLSocket against the real binary, with a throwaway
+CA from scripts/test_certs.sh; and the configurations that must not start."""
+
+import os
+import socket
+import ssl
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+sys.path.insert(0, os.path.dirname(__file__))
+from sekka_testlib import REPO, SEKKA, Server, TempDirs  # noqa: E402
+
+IDL = os.path.join(os.path.dirname(__file__), "data", "snowflake.thrift")
+_gen = tempfile.mkdtemp(prefix="sekka-thrift-")
+subprocess.run(["thrift", "--gen", "py", "-out", _gen, IDL], check=True)
+sys.path.insert(0, _gen)
+
+from snowflake import Snowflake  # noqa: E402
+from thrift.protocol import TBinaryProtocol  # noqa: E402
+from thrift.transport import TSSLSocket, TTransport  # noqa: E402
+
+
+def make_certs(directory):
+    subprocess.run([os.path.join(REPO, "scripts", "test_certs.sh"), directory], check=True)
+    return lambda name: os.path.join(directory, name)
+
+
+def curl(url, *args):
+    p = subprocess.run(["curl", "-sS", "--max-time", "10", *args, url], capture_output=True,
+                       text=True, timeout=30)
+    return p.returncode, p.stdout, p.stderr
+
+
+def redis_tls(port, *args, extra=()):
+    p = subprocess.run(["redis-cli", "-h", "127.0.0.1", "-p", str(port), *extra, *args],
+                       capture_output=True, text=True, timeout=30)
+    return (p.stdout + p.stderr).strip()
+
+
+def metric(server, cert, line_start):
+    _, text, _ = curl(f"https://127.0.0.1:{server.http_port}/metrics", "--cacert", cert("ca.crt"),
+                      "--cert", cert("client.crt"), "--key", cert("client.key"))
+    for line in text.splitlines():
+        if line.startswith(line_start):
+            return float(line.split()[-1])
+    raise AssertionError(f"no {line_start} in /metrics")
+
+
+class TlsTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.dirs = TempDirs()
+        cls.cert = staticmethod(make_certs(cls.dirs.path("tls")))
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.dirs.cleanup()
+
+    def serve(self, name, *flags):
+        s = Server(self.dirs.path(name), "--tls-cert-file", self.cert("server.crt"),
+                   "--tls-key-file", self.cert("server.key"), *flags)
+        self.addCleanup(s.stop)
+        return s
+
+    def test_every_listener_speaks_tls_and_only_tls(self):
+        s = self.serve("plain-clients", "--thrift", "127.0.0.1:0")
+        url = f"https://127.0.0.1:{s.http_port}/v1/id"
+        rc, body, err = curl(url, "--cacert", self.cert("ca.crt"))
+        self.assertEqual(rc, 0, err)
+        self.assertRegex(body, r'^\{"id":"\d+"\}$')
+        # A client that does not trust the CA refuses the server; one speaking plain text gets
+        # nothing back (its bytes are no handshake); each such try is counted.
+        self.assertEqual(curl(url)[0], 60)
+        self.assertNotEqual(curl(f"http://127.0.0.1:{s.http_port}/v1/id")[0], 0)
+        self.assertRegex(redis_tls(s.resp_port, "ID.NEXT",
+                                   extra=("--tls", "--cacert", self.cert("ca.crt"))), r"^\d+$")
+        self.assertNotRegex(redis_tls(s.resp_port, "ID.NEXT"), r"^\d+$")
+        sock = TSSLSocket.TSSLSocket("127.0.0.1", s.thrift_port, ca_certs=self.cert("ca.crt"))
+        sock.setTimeout(10000)
+        transport = TTransport.TFramedTransport(sock)
+        transport.open()
+        try:
+            c = Snowflake.Client(TBinaryProtocol.TBinaryProtocol(transport))
+            ids = [c.get_id("tls-client") for _ in range(3)]
+        finally:
+            transport.close()
+        self.assertEqual(len(set(ids)), 3)
+        _, text, _ = curl(f"https://127.0.0.1:{s.http_port}/metrics", "--cacert",
+                          self.cert("ca.crt"))
+        # The three failed handshakes: curl refusing the CA, plain HTTP, plain RESP.
+        self.assertIn('sekka_connections_shed_total{reason="tls_handshake"} 3', text)
+
+    def test_client_certificates_are_required_when_a_client_ca_is_set(self):
+        s = self.serve("mtls", "--tls-client-ca-file", self.cert("ca.crt"))
+        url = f"https://127.0.0.1:{s.http_port}/v1/id"
+        ca = ("--cacert", self.cert("ca.crt"))
+        mine = ("--cert", self.cert("client.crt"), "--key", self.cert("client.key"))
+        self.assertNotEqual(curl(url, *ca)[0], 0)
+        rc, body, err = curl(url, *ca, *mine)
+        self.assertEqual(rc, 0, err)
+        self.assertIn('"id"', body)
+        self.assertNotRegex(redis_tls(s.resp_port, "ID.NEXT", extra=("--tls", *ca)), r"^\d+$")
+        self.assertRegex(redis_tls(s.resp_port, "ID.NEXT", extra=("--tls", *ca, *mine)), r"^\d+$")
+        # A certificate no trusted CA signed is refused like none.
+        other = self.dirs.path("other")
+        os.makedirs(other)
+        subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
+                        "ec_paramgen_curve:P-256", "-nodes", "-keyout", f"{other}/k.pem",
+                        "-out", f"{other}/c.pem", "-days", "1", "-subj", "/O=stranger"],
+                       check=True, capture_output=True)
+        self.assertNotEqual(curl(url, *ca, "--cert", f"{other}/c.pem", "--key",
+                                 f"{other}/k.pem")[0], 0)
+
+    def test_a_handshake_is_held_to_the_request_timeout(self):
+        # A client that opens a TLS port and sends nothing (or trickles a ClientHello) is closed
+        # at server.request_timeout, as a request would be, and counted as one.
+        s = self.serve("slow", "--request-timeout", "1s", "--idle-timeout", "60s")
+        with socket.create_connection(("127.0.0.1", s.resp_port), timeout=10) as c:
+            start = time.monotonic()
+            self.assertEqual(c.recv(100), b"")
+            self.assertLess(time.monotonic() - start, 5)
+        self.assertEqual(metric(s, self.cert, 'sekka_connections_shed_total{reason="request_timeout"}'),
+                         1)
+
+    def test_python_ssl_client_sees_a_verified_server(self):
+        s = self.serve("python")
+        ctx = ssl.create_default_context(cafile=self.cert("ca.crt"))
+        with socket.create_connection(("127.0.0.1", s.resp_port), timeout=10) as raw:
+            with ctx.wrap_socket(raw, server_hostname="127.0.0.1") as c:
+                self.assertGreaterEqual(c.version(), "TLSv1.2")
+                c.sendall(b"*1\r\n$7\r\nID.NEXT\r\n*1\r\n$4\r\nPING\r\n")
+                data = b""
+                while not data.endswith(b"+PONG\r\n"):
+                    chunk = c.recv(4096)
+                    self.assertTrue(chunk, data)
+                    data += chunk
+        self.assertRegex(data, rb"^:\d+\r\n\+PONG\r\n$")
+
+
+class TlsConfigTest(unittest.TestCase):
+    """Configurations that must not start: exit 2 with a line naming the key."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.dirs = TempDirs()
+        cls.cert = staticmethod(make_certs(cls.dirs.path("tls")))
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.dirs.cleanup()
+
+    def refused(self, *flags):
+        env = {k: v for k, v in os.environ.items() if not k.startswith("SEKKA_")}
+        env["SEKKA_WORKER_LOCK_DIR"] = self.dirs.path("locks")
+        p = subprocess.run([SEKKA, "serve", "--http", "127.0.0.1:0", "--resp", "127.0.0.1:0",
+                            "--data-dir", self.dirs.path("data"), *flags],
+                           capture_output=True, text=True, timeout=30, env=env)
+        self.assertEqual(p.returncode, 2, p.stderr)
+        return p.stderr
+
+    def test_cert_and_key_go_together(self):
+        self.assertIn("server.tls_cert_file and server.tls_key_file go together",
+                      self.refused("--tls-cert-file", self.cert("server.crt")))
+        self.assertIn("server.tls_cert_file and server.tls_key_file go together",
+                      self.refused("--tls-key-file", self.cert("server.key")))
+        self.assertIn("server.tls_client_ca_file needs",
+                      self.refused("--tls-client-ca-file", self.cert("ca.crt")))
+
+    def test_unusable_files_are_named(self):
+        good = ("--tls-cert-file", self.cert("server.crt"))
+        self.assertIn(f'config server.tls_key_file "{self.cert("client.key")}" cannot be used: key '
+                      "values mismatch",
+                      self.refused(*good, "--tls-key-file", self.cert("client.key")))
+        self.assertIn('config server.tls_cert_file "' + self.cert("ca.key"),
+                      self.refused("--tls-cert-file", self.cert("ca.key"),
+                                   "--tls-key-file", self.cert("server.key")))
+        self.assertIn("server.tls_client_ca_file",
+                      self.refused(*good, "--tls-key-file", self.cert("server.key"),
+                                   "--tls-client-ca-file", self.dirs.path("missing.pem")))
+        open_key = self.dirs.path("open.key")
+        with open(self.cert("server.key"), "rb") as src, open(open_key, "wb") as dst:
+            dst.write(src.read())
+        os.chmod(open_key, 0o644)
+        self.assertIn("readable by every user", self.refused(*good, "--tls-key-file", open_key))
+
+
+if __name__ == "__main__":
+    unittest.main(argv=sys.argv, verbosity=2)
