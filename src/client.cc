@@ -9,6 +9,9 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <openssl/x509v3.h>
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
@@ -55,17 +58,64 @@ struct TransportError {
   bool closing = false;  // the client is closing: nothing is tried any more
 };
 
+// OpenSSL's oldest queued error as text ("no reason" when there is none), queue cleared.
+std::string OpenSslError() {
+  const unsigned long code = ERR_get_error();
+  ERR_clear_error();
+  if (code == 0) return "no reason";
+  char text[256];
+  ERR_error_string_n(code, text, sizeof text);
+  return text;
+}
+
+// The client's TLS context (ClientOptions::tls_*), or null for plain TCP. Errors:
+// kInvalidArgument naming the option that cannot be used.
+Result<std::shared_ptr<SSL_CTX>> TlsContext(const ClientOptions& o) {
+  if (o.tls_ca_file.empty() && o.tls_cert_file.empty() && o.tls_key_file.empty()) {
+    return std::shared_ptr<SSL_CTX>();
+  }
+  if (o.tls_ca_file.empty()) {
+    return InvalidArgument("tls_ca_file is empty: give the CA file of the servers, or \"system\"");
+  }
+  if (o.tls_cert_file.empty() != o.tls_key_file.empty()) {
+    return InvalidArgument("tls_cert_file and tls_key_file go together: give both or neither");
+  }
+  std::shared_ptr<SSL_CTX> ctx(SSL_CTX_new(TLS_client_method()), SSL_CTX_free);
+  if (ctx == nullptr) return Internal("SSL_CTX_new: " + OpenSslError());
+  SSL_CTX_set_min_proto_version(ctx.get(), TLS1_2_VERSION);
+  SSL_CTX_set_verify(ctx.get(), SSL_VERIFY_PEER, nullptr);
+  const bool cas = o.tls_ca_file == "system" ? SSL_CTX_set_default_verify_paths(ctx.get()) == 1
+                                             : SSL_CTX_load_verify_locations(
+                                                   ctx.get(), o.tls_ca_file.c_str(), nullptr) == 1;
+  if (!cas) {
+    return InvalidArgument(
+        fmt::format("tls_ca_file = \"{}\" cannot be used: {}", o.tls_ca_file, OpenSslError()));
+  }
+  if (!o.tls_cert_file.empty() &&
+      (SSL_CTX_use_certificate_chain_file(ctx.get(), o.tls_cert_file.c_str()) != 1 ||
+       SSL_CTX_use_PrivateKey_file(ctx.get(), o.tls_key_file.c_str(), SSL_FILETYPE_PEM) != 1 ||
+       SSL_CTX_check_private_key(ctx.get()) != 1)) {
+    return InvalidArgument(
+        fmt::format("tls_cert_file = \"{}\" with tls_key_file = \"{}\" cannot be used: {}",
+                    o.tls_cert_file, o.tls_key_file, OpenSslError()));
+  }
+  return ctx;
+}
+
 // One connection, used by the refill thread only.
 class Connection {
  public:
   ~Connection() {
+    if (ssl_ != nullptr) SSL_free(ssl_);
     if (fd_ >= 0) ::close(fd_);
   }
 
   // Connects to `host`:`port`, trying each of its addresses, all within `timeout` (the name's
-  // lookup included). A write to `wake` (the client closing) ends any wait at once.
+  // lookup and, with `tls`, the handshake included). A write to `wake` (the client closing)
+  // ends any wait at once.
   static std::optional<TransportError> Open(const std::string& host, int port, milliseconds timeout,
-                                            int wake, std::unique_ptr<Connection>& out) {
+                                            int wake, SSL_CTX* tls,
+                                            std::unique_ptr<Connection>& out) {
     const TimePoint deadline = SteadyClock::now() + timeout;
     std::shared_ptr<addrinfo> found;
     if (auto e = Resolve(host, port, timeout, found)) return e;
@@ -98,6 +148,9 @@ class Connection {
       }
       const int one = 1;
       ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+      if (tls != nullptr) {
+        if (auto e = conn->Handshake(tls, host)) return e;
+      }
       out = std::move(conn);
       return std::nullopt;
     }
@@ -128,13 +181,15 @@ class Connection {
     }
     deadline_ = SteadyClock::now() + timeout;
     for (std::size_t sent = 0; sent < out.size();) {
-      const ssize_t n = ::send(fd_, out.data() + sent, out.size() - sent, MSG_NOSIGNAL);
+      short wait = 0;
+      const ssize_t n = Send(out.data() + sent, out.size() - sent, wait);
       if (n > 0) {
         sent += static_cast<std::size_t>(n);
         continue;
       }
-      if (n < 0 && errno != EAGAIN && errno != EINTR) return TransportError{std::strerror(errno)};
-      if (auto e = Wait(POLLOUT)) return e;
+      if (wait == 0)
+        return TransportError{n == 0 ? "the server closed the connection" : LastError()};
+      if (auto e = Wait(wait)) return e;
     }
     std::string line;
     if (auto e = Line(line)) return e;
@@ -262,15 +317,95 @@ class Connection {
   std::optional<TransportError> Fill() {
     char chunk[65536];
     for (;;) {
-      const ssize_t n = ::recv(fd_, chunk, sizeof chunk, 0);
+      short wait = 0;
+      const ssize_t n = Recv(chunk, sizeof chunk, wait);
       if (n > 0) {
         in_.append(chunk, static_cast<std::size_t>(n));
         received_ = true;
         return std::nullopt;
       }
-      if (n == 0) return TransportError{"the server closed the connection"};
-      if (errno != EAGAIN && errno != EINTR) return TransportError{std::strerror(errno)};
-      if (auto e = Wait(POLLIN)) return e;
+      if (wait == 0)
+        return TransportError{n == 0 ? "the server closed the connection" : LastError()};
+      if (auto e = Wait(wait)) return e;
+    }
+  }
+
+  // The transport, plain or TLS. Send and Recv return the bytes moved (> 0); else 0 for a
+  // closed connection or -1 for an error (LastError), with `wait` = 0, or -1 with `wait` the
+  // poll event to wait for before the same call is made again (a TLS record may need the
+  // other direction: a read that must write, or the reverse).
+  ssize_t Send(const char* data, std::size_t size, short& wait) {
+    if (ssl_ == nullptr) {
+      const ssize_t n = ::send(fd_, data, size, MSG_NOSIGNAL);
+      if (n < 0 && (errno == EAGAIN || errno == EINTR)) wait = POLLOUT;
+      if (n < 0) error_ = std::strerror(errno);
+      return n;
+    }
+    return TlsResult(SSL_write(ssl_, data, static_cast<int>(std::min<std::size_t>(size, 1 << 30))),
+                     wait);
+  }
+
+  ssize_t Recv(char* data, std::size_t size, short& wait) {
+    if (ssl_ == nullptr) {
+      const ssize_t n = ::recv(fd_, data, size, 0);
+      if (n < 0 && (errno == EAGAIN || errno == EINTR)) wait = POLLIN;
+      if (n < 0) error_ = std::strerror(errno);
+      return n;
+    }
+    return TlsResult(SSL_read(ssl_, data, static_cast<int>(size)), wait);
+  }
+
+  ssize_t TlsResult(int n, short& wait) {
+    if (n > 0) return n;
+    switch (SSL_get_error(ssl_, n)) {
+      case SSL_ERROR_WANT_READ:
+        wait = POLLIN;
+        return -1;
+      case SSL_ERROR_WANT_WRITE:
+        wait = POLLOUT;
+        return -1;
+      case SSL_ERROR_ZERO_RETURN:
+        return 0;
+      case SSL_ERROR_SYSCALL:
+        error_ = errno != 0 ? std::strerror(errno) : "the server closed the connection";
+        ERR_clear_error();
+        return -1;
+      default:
+        error_ = "TLS: " + OpenSslError();
+        return -1;
+    }
+  }
+
+  std::string LastError() const { return error_; }
+
+  // The TLS handshake on the connected socket, by deadline_; the server's certificate must be
+  // signed by the context's CAs and name `host` (an IP address or a DNS name).
+  std::optional<TransportError> Handshake(SSL_CTX* tls, const std::string& host) {
+    ssl_ = SSL_new(tls);
+    if (ssl_ == nullptr || SSL_set_fd(ssl_, fd_) != 1)
+      return TransportError{"TLS: " + OpenSslError()};
+    X509_VERIFY_PARAM* param = SSL_get0_param(ssl_);
+    if (X509_VERIFY_PARAM_set1_ip_asc(param, host.c_str()) != 1) {
+      ERR_clear_error();
+      X509_VERIFY_PARAM_set1_host(param, host.c_str(), 0);
+      SSL_set_tlsext_host_name(ssl_, host.c_str());
+    }
+    for (;;) {
+      const int rc = SSL_connect(ssl_);
+      if (rc == 1) return std::nullopt;
+      short wait = 0;
+      TlsResult(rc, wait);
+      if (wait == 0) {
+        const long verify = SSL_get_verify_result(ssl_);
+        return TransportError{verify != X509_V_OK
+                                  ? fmt::format("TLS: the server's certificate: {}",
+                                                X509_verify_cert_error_string(verify))
+                                  : "TLS handshake: " + error_};
+      }
+      if (auto e = Wait(wait)) {
+        if (e->timed_out) e->message = "the TLS handshake did not end within the connect timeout";
+        return e;
+      }
     }
   }
 
@@ -312,6 +447,8 @@ class Connection {
   }
 
   int fd_;
+  SSL* ssl_ = nullptr;     // TLS over fd_; null: plain TCP
+  std::string error_;      // the last Send/Recv error
   int wake_;               // the client's eventfd: readable once it closes
   bool received_ = false;  // a byte of the current command's reply came
   std::string in_;
@@ -372,8 +509,9 @@ Result<std::pair<std::string, int>> ParseServer(std::string_view text, std::size
 
 struct Client::Impl {
   ClientOptions o;
-  std::vector<Server> servers;  // the refill thread's
-  std::size_t current = 0;      // the refill thread's
+  std::shared_ptr<SSL_CTX> tls;  // null: plain TCP
+  std::vector<Server> servers;   // the refill thread's
+  std::size_t current = 0;       // the refill thread's
 
   mutable std::mutex mu;
   std::condition_variable changed;
@@ -525,7 +663,7 @@ struct Client::Impl {
   // Opens `s`'s connection and authenticates; `error` holds a refused token.
   std::optional<TransportError> Connect(Server& s, std::optional<ServerError>& error) {
     std::optional<TransportError> t =
-        Connection::Open(s.host, s.port, o.connect_timeout, wake, s.conn);
+        Connection::Open(s.host, s.port, o.connect_timeout, wake, tls.get(), s.conn);
     if (!t && !o.token.empty()) {
       t = s.conn->Call({"AUTH", o.token}, o.timeout, nullptr, 0, &error);
     }
@@ -649,6 +787,9 @@ Result<std::unique_ptr<Client>> Client::Create(const ClientOptions& options) {
     return InvalidArgument(fmt::format("backoff_max = {} ms: allowed at least backoff_min ({} ms)",
                                        options.backoff_max.count(), options.backoff_min.count()));
   }
+  Result<std::shared_ptr<SSL_CTX>> tls = TlsContext(options);
+  if (!tls.ok()) return std::move(tls).error();
+  impl->tls = std::move(*tls);
   impl->ids.size = options.batch;
   impl->wake = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (impl->wake < 0) return Internal(fmt::format("eventfd: {}", std::strerror(errno)));

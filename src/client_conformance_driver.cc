@@ -48,7 +48,7 @@ sekka::Result<std::unique_ptr<sekka::Client>> Open(const json& req) {
   const json& opt = req.at("options");
   // A fraction cannot reach a whole-number option in C++: refused here, as a compiler would.
   for (const auto& [key, value] : opt.items()) {
-    if (key != "token" && key != "low_water" && !value.is_number_integer()) {
+    if (!value.is_string() && key != "low_water" && !value.is_number_integer()) {
       return sekka::InvalidArgument(key + " = " + value.dump() + ": not a whole number");
     }
   }
@@ -60,6 +60,11 @@ sekka::Result<std::unique_ptr<sekka::Client>> Open(const json& req) {
     if (opt.contains(key)) field = static_cast<std::size_t>(opt.at(key).get<std::int64_t>());
   };
   if (opt.contains("token")) o.token = opt.at("token");
+  for (auto [key, field] :
+       {std::pair{"tls_ca_file", &o.tls_ca_file}, std::pair{"tls_cert_file", &o.tls_cert_file},
+        std::pair{"tls_key_file", &o.tls_key_file}}) {
+    if (opt.contains(key)) *field = opt.at(key);
+  }
   ms("connect_timeout_ms", o.connect_timeout);
   ms("timeout_ms", o.timeout);
   size("batch", o.batch);

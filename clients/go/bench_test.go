@@ -73,7 +73,7 @@ func BenchmarkNextIDSustained(b *testing.B) {
 // without the buffer.
 func BenchmarkRoundTrip(b *testing.B) {
 	s := startServer(b, 9)
-	cn, err := dial(bg, s.addr, time.Second, 5*time.Second)
+	cn, err := dial(bg, s.addr, nil, time.Second, 5*time.Second)
 	if err != nil {
 		b.Fatal(err)
 	}

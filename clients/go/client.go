@@ -2,6 +2,7 @@ package sekka
 
 import (
 	"context"
+	"crypto/tls"
 	"math"
 	"strconv"
 	"strings"
@@ -40,6 +41,10 @@ type Options struct {
 	// BackoffMin and BackoffMax: a failed server is skipped for BackoffMin (default 100 ms),
 	// doubling up to BackoffMax (default 5 s) while it keeps failing.
 	BackoffMin, BackoffMax time.Duration
+	// TLS, when set, makes every connection TLS with this configuration (the server name is
+	// the server's host when ServerName is empty); nil = plain TCP. TLSFiles makes one from
+	// PEM files. The handshake is part of the connect and bounded by ConnectTimeout.
+	TLS *tls.Config
 }
 
 // maxBatchLimit is the largest MaxBatch allowed: the server's own limit for server.max_batch.

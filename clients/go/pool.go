@@ -2,6 +2,7 @@ package sekka
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -35,6 +36,7 @@ type server struct {
 type pool struct {
 	servers                 []*server
 	token                   string
+	tls                     *tls.Config // nil: plain TCP
 	connectTimeout, timeout time.Duration
 	backoffMin, backoffMax  time.Duration
 	current                 int // the server that answered last
@@ -53,6 +55,7 @@ type pool struct {
 func newPool(o *Options, addrs []string) *pool {
 	p := &pool{
 		token:          o.Token,
+		tls:            o.TLS,
 		connectTimeout: o.ConnectTimeout,
 		timeout:        o.Timeout,
 		backoffMin:     o.BackoffMin,
@@ -124,7 +127,7 @@ func (p *pool) drop(s *server) {
 // connect opens s's connection and authenticates on it. The connection is s's before AUTH,
 // so that close can end AUTH too.
 func (p *pool) connect(s *server) error {
-	c, err := dial(p.ctx, s.addr, p.connectTimeout, p.timeout)
+	c, err := dial(p.ctx, s.addr, p.tls, p.connectTimeout, p.timeout)
 	if err != nil {
 		return err
 	}

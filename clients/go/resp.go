@@ -3,6 +3,7 @@ package sekka
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -55,11 +56,18 @@ type staleError struct{ err error }
 func (e *staleError) Error() string { return e.err.Error() }
 func (e *staleError) Unwrap() error { return e.err }
 
-// dial connects to addr ("host:port"); the connect, name resolution included, must end
-// within connectTimeout (or when ctx ends).
-func dial(ctx context.Context, addr string, connectTimeout, timeout time.Duration) (*conn, error) {
+// dial connects to addr ("host:port"), over TLS with tlsConfig unless it is nil; the
+// connect, name resolution and handshake included, must end within connectTimeout (or when
+// ctx ends).
+func dial(ctx context.Context, addr string, tlsConfig *tls.Config, connectTimeout, timeout time.Duration) (*conn, error) {
 	d := net.Dialer{Timeout: connectTimeout}
-	nc, err := d.DialContext(ctx, "tcp", addr)
+	var nc net.Conn
+	var err error
+	if tlsConfig != nil {
+		nc, err = (&tls.Dialer{NetDialer: &d, Config: tlsConfig}).DialContext(ctx, "tcp", addr)
+	} else {
+		nc, err = d.DialContext(ctx, "tcp", addr)
+	}
 	if err != nil {
 		if errors.Is(err, os.ErrDeadlineExceeded) {
 			return nil, fmt.Errorf("connect to %s timed out after %v", addr, connectTimeout)

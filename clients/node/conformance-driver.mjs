@@ -14,7 +14,16 @@ const MS = {
   backoff_min_ms: 'backoffMin',
   backoff_max_ms: 'backoffMax',
 };
-const CAMEL = { batch: 'batch', min_batch: 'minBatch', max_batch: 'maxBatch', low_water: 'lowWater', token: 'token' };
+const CAMEL = {
+  batch: 'batch',
+  min_batch: 'minBatch',
+  max_batch: 'maxBatch',
+  low_water: 'lowWater',
+  token: 'token',
+  tls_ca_file: 'tlsCaFile',
+  tls_cert_file: 'tlsCertFile',
+  tls_key_file: 'tlsKeyFile',
+};
 
 // The error kind; RangeError and TypeError are the client refusing an argument only when it
 // was given one (open, or an argument of a call), else a defect.

@@ -22,6 +22,11 @@ export interface ClientOptions {
   /** A failed server is skipped for backoffMin (100) doubling to backoffMax (5000) ms. */
   backoffMin?: number;
   backoffMax?: number;
+  /** TLS to servers whose certificates this CA file (PEM) signed; 'system': the system's CAs. */
+  tlsCaFile?: string;
+  /** A client certificate and its key (PEM), for servers that require one. */
+  tlsCertFile?: string;
+  tlsKeyFile?: string;
 }
 
 export interface ClientStats {

@@ -11,7 +11,9 @@
 //
 // Options and failures: docs/clients.md.
 
+import fs from 'node:fs';
 import net from 'node:net';
+import tls from 'node:tls';
 
 const FAILOVER_PREFIXES = new Set(['LEASELOST', 'CLOCKBACKWARDS', 'UNAVAILABLE']);
 const AUTH_PREFIXES = new Set(['NOAUTH', 'WRONGPASS']);
@@ -89,9 +91,12 @@ class RespError extends Error {
 class Connection {
   // Connects within connectTimeout; `opening` (a Set) holds the socket until the caller's
   // handshake is done (or it closes), so that the client's close() can end either at once.
-  static open(host, port, connectTimeout, timeout, opening) {
+  // `secureContext`: TLS with it (the handshake within connectTimeout), or null: plain TCP.
+  static open(host, port, connectTimeout, timeout, opening, secureContext) {
     return new Promise((resolve, reject) => {
-      const socket = net.connect({ host, port });
+      const socket = secureContext
+        ? tls.connect({ host, port, secureContext, servername: net.isIP(host) ? undefined : host })
+        : net.connect({ host, port });
       opening.add(socket);
       socket.once('close', () => opening.delete(socket));
       const timer = setTimeout(() => {
@@ -102,7 +107,7 @@ class Connection {
         clearTimeout(timer);
         reject(e);
       });
-      socket.once('connect', () => {
+      socket.once(secureContext ? 'secureConnect' : 'connect', () => {
         clearTimeout(timer);
         socket.setNoDelay(true);
         resolve(new Connection(socket, timeout));
@@ -319,12 +324,39 @@ function checkOptions(o) {
   if (o.token !== null && typeof o.token !== 'string') throw new TypeError('token: allowed a string or null');
 }
 
+// The TLS context of the client's connections, or null (plain TCP) when no TLS option is set.
+// tlsCaFile: the CA that signed the servers' certificates ('system': the system's CAs);
+// tlsCertFile and tlsKeyFile: a client certificate (PEM) for servers that require one. Throws a
+// RangeError naming the option that cannot be used.
+function secureContextOf(o) {
+  if (o.tlsCaFile == null && o.tlsCertFile == null && o.tlsKeyFile == null) return null;
+  if ((o.tlsCertFile == null) !== (o.tlsKeyFile == null)) {
+    throw new RangeError('tlsCertFile and tlsKeyFile go together: give both or neither');
+  }
+  const read = (name) => {
+    try {
+      return fs.readFileSync(o[name]);
+    } catch (e) {
+      throw new RangeError(`${name} = ${JSON.stringify(o[name])} cannot be read: ${e.message}`);
+    }
+  };
+  const options = { minVersion: 'TLSv1.2' };
+  if (o.tlsCaFile != null && o.tlsCaFile !== 'system') options.ca = read('tlsCaFile');
+  if (o.tlsCertFile != null) Object.assign(options, { cert: read('tlsCertFile'), key: read('tlsKeyFile') });
+  try {
+    return tls.createSecureContext(options);
+  } catch (e) {
+    throw new RangeError(`the TLS files (tlsCaFile, tlsCertFile, tlsKeyFile) cannot be used: ${e.message}`);
+  }
+}
+
 const now = () => performance.now();
 
 export class Client {
   // Options (times in ms): servers (required), token, connectTimeout 1000, timeout 1000,
   // batch 1000, minBatch 100, maxBatch 100000, targetRefill 1000, lowWater 0.5,
-  // validity 10000, backoffMin 100, backoffMax 5000.
+  // validity 10000, backoffMin 100, backoffMax 5000; tlsCaFile, tlsCertFile, tlsKeyFile (TLS,
+  // secureContextOf).
   constructor(options = {}) {
     const o = {
       token: null,
@@ -342,6 +374,7 @@ export class Client {
     };
     checkOptions(o);
     this.options = o;
+    this.secureContext = secureContextOf(o);
     this.servers = parseServers(o.servers);
     this.current = 0;
     this.streams = new Map(); // key: null (snowflake) or a tag
@@ -515,7 +548,7 @@ export class Client {
   }
 
   async connect(s) {
-    const conn = await Connection.open(s.host, s.port, this.options.connectTimeout, this.options.timeout, this.opening);
+    const conn = await Connection.open(s.host, s.port, this.options.connectTimeout, this.options.timeout, this.opening, this.secureContext);
     try {
       if (this.options.token !== null) await conn.call('AUTH', this.options.token);
       await conn.call('ID.REPLY', 'STRING'); // ids as decimal bulk strings: never a double

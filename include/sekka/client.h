@@ -53,6 +53,13 @@ struct ClientOptions {
   std::chrono::milliseconds validity{10'000};     // buffered ids older than this are dropped
   std::chrono::milliseconds backoff_min{100};     // a failed server is skipped this long,
   std::chrono::milliseconds backoff_max{5000};    //   doubling up to this
+  // TLS to the servers (TLS 1.2 or later; the certificate must name the host they are reached
+  // by) when set: the CA file (PEM) that signed their certificates, or "system" for the
+  // system's CAs; "" = plain TCP. tls_cert_file and tls_key_file: a client certificate (PEM)
+  // for servers that require one, both or neither.
+  std::string tls_ca_file;
+  std::string tls_cert_file;
+  std::string tls_key_file;
 };
 
 struct ClientStats {

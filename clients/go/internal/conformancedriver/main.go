@@ -193,7 +193,14 @@ func options(raw map[string]json.RawMessage) (sekka.Options, error) {
 		"backoff_min_ms": &o.BackoffMin, "backoff_max_ms": &o.BackoffMax,
 	}
 	counts := map[string]*int{"batch": &o.Batch, "min_batch": &o.MinBatch, "max_batch": &o.MaxBatch}
+	files := map[string]*string{"tls_ca_file": new(string), "tls_cert_file": new(string), "tls_key_file": new(string)}
 	for key, value := range raw {
+		if files[key] != nil {
+			if err := json.Unmarshal(value, files[key]); err != nil {
+				return o, &driverError{fmt.Sprintf("option %s = %s: %v", key, value, err)}
+			}
+			continue
+		}
 		if key == "token" {
 			var token *string // null: no token
 			if err := json.Unmarshal(value, &token); err != nil {
@@ -224,6 +231,13 @@ func options(raw map[string]json.RawMessage) (sekka.Options, error) {
 		default:
 			*counts[key] = int(v)
 		}
+	}
+	if *files["tls_ca_file"] != "" || *files["tls_cert_file"] != "" || *files["tls_key_file"] != "" {
+		config, err := sekka.TLSFiles(*files["tls_ca_file"], *files["tls_cert_file"], *files["tls_key_file"])
+		if err != nil {
+			return o, err
+		}
+		o.TLS = config
 	}
 	return o, nil
 }

@@ -18,6 +18,9 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
+import javax.net.ssl.SSLContext;
+import javax.net.ssl.SSLParameters;
+import javax.net.ssl.SSLSocket;
 
 /**
  * One blocking RESP2 connection; used by one thread (the client's refill thread), except {@link
@@ -70,8 +73,12 @@ final class RespConnection implements AutoCloseable {
   private boolean received; // a byte of the current command's reply came
   private int expect; // the current command's batch size, or -1
 
-  /** Connects to one of {@code host}'s addresses, each tried in turn, all within the timeout. */
-  RespConnection(String host, int port, int connectTimeoutMs, int timeoutMs, Opening opening)
+  /**
+   * Connects to one of {@code host}'s addresses, each tried in turn, and over TLS with {@code
+   * tls} unless it is null, all within the timeout.
+   */
+  RespConnection(
+      String host, int port, int connectTimeoutMs, int timeoutMs, SSLContext tls, Opening opening)
       throws IOException {
     long connectBy = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(connectTimeoutMs);
     IOException last = null;
@@ -95,7 +102,7 @@ final class RespConnection implements AutoCloseable {
     if (connected == null) {
       throw last != null ? last : new SocketTimeoutException("connect timed out");
     }
-    socket = connected;
+    socket = tls == null ? connected : secure(tls, connected, host, port, connectBy, opening);
     this.timeoutMs = timeoutMs;
     try {
       socket.setTcpNoDelay(true);
@@ -104,6 +111,30 @@ final class RespConnection implements AutoCloseable {
     } catch (IOException e) {
       socket.close();
       throw e;
+    }
+  }
+
+  /** The TLS handshake over {@code plain}, by {@code connectBy}; the host name is checked. */
+  private static Socket secure(
+      SSLContext tls, Socket plain, String host, int port, long connectBy, Opening opening)
+      throws IOException {
+    try {
+      opening.begin(plain); // throws once the client is closing
+      long left = TimeUnit.NANOSECONDS.toMillis(connectBy - System.nanoTime());
+      if (left <= 0) throw new SocketTimeoutException("connect timed out before the TLS handshake");
+      SSLSocket ssl = (SSLSocket) tls.getSocketFactory().createSocket(plain, host, port, true);
+      SSLParameters parameters = ssl.getSSLParameters();
+      parameters.setEndpointIdentificationAlgorithm("HTTPS");
+      parameters.setProtocols(new String[] {"TLSv1.3", "TLSv1.2"});
+      ssl.setSSLParameters(parameters);
+      ssl.setSoTimeout((int) left);
+      ssl.startHandshake();
+      return ssl;
+    } catch (IOException e) {
+      plain.close();
+      throw e;
+    } finally {
+      opening.end(plain);
     }
   }
 

@@ -14,6 +14,7 @@ import java.util.concurrent.locks.Condition;
 import java.util.concurrent.locks.ReentrantLock;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
+import javax.net.ssl.SSLContext;
 
 /**
  * Ids from a local buffer that a background thread refills from a list of sekka servers over the
@@ -52,6 +53,7 @@ public final class SekkaClient implements AutoCloseable {
     private long validityMs = 10_000;
     private long backoffMinMs = 100;
     private long backoffMaxMs = 5000;
+    private SSLContext tls; // null: plain TCP
 
     private Builder(String servers) {
       for (String s : servers.split(",")) this.servers.add(s.trim());
@@ -73,6 +75,7 @@ public final class SekkaClient implements AutoCloseable {
       c.validityMs = validityMs;
       c.backoffMinMs = backoffMinMs;
       c.backoffMaxMs = backoffMaxMs;
+      c.tls = tls;
       return c;
     }
 
@@ -122,6 +125,27 @@ public final class SekkaClient implements AutoCloseable {
     public Builder backoffMs(long min, long max) {
       this.backoffMinMs = min;
       this.backoffMaxMs = max;
+      return this;
+    }
+
+    /**
+     * TLS to the servers with this context (TLS 1.2 or later; the server's certificate must
+     * name the host it is reached by); null: plain TCP.
+     */
+    public Builder tls(SSLContext context) {
+      this.tls = context;
+      return this;
+    }
+
+    /**
+     * TLS from PEM files: {@code caFile} signed the servers' certificates ({@code "system"}: the
+     * JDK's CAs); {@code certFile} and {@code keyFile} (PKCS#8), a client certificate for servers
+     * that require one, or both null.
+     *
+     * @throws IllegalArgumentException naming the file that cannot be used
+     */
+    public Builder tlsFiles(String caFile, String certFile, String keyFile) {
+      this.tls = TlsFiles.context(caFile, certFile, keyFile);
       return this;
     }
 
@@ -589,7 +613,7 @@ public final class SekkaClient implements AutoCloseable {
   private RespConnection connect(Server s) throws IOException {
     if (aborted()) throw new ClosedException();
     RespConnection conn =
-        new RespConnection(s.host, s.port, o.connectTimeoutMs, o.timeoutMs, opening);
+        new RespConnection(s.host, s.port, o.connectTimeoutMs, o.timeoutMs, o.tls, opening);
     synchronized (connections) {
       if (aborted) {
         conn.close();

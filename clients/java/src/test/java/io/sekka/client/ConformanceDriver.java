@@ -96,6 +96,13 @@ public final class ConformanceDriver {
           o.containsKey("backoff_min_ms") ? whole(o, "backoff_min_ms") : 100,
           o.containsKey("backoff_max_ms") ? whole(o, "backoff_max_ms") : 5000);
     }
+    if (o.containsKey("tls_ca_file") || o.containsKey("tls_cert_file")
+        || o.containsKey("tls_key_file")) {
+      b.tlsFiles(
+          (String) o.getOrDefault("tls_ca_file", "system"),
+          (String) o.get("tls_cert_file"),
+          (String) o.get("tls_key_file"));
+    }
     return b.build();
   }
 
