@@ -1035,21 +1035,28 @@ bool MayBlock(Service& service, const std::vector<std::string_view>& args) {
   return spec != nullptr && MayBlock(service, *spec, command_args);
 }
 
-// Credentials sent with a request that are not the token: an Authorization header that is
-// neither the bearer token nor a Basic password of it, or a wrong ?token= (tinyid's). Whatever
-// the route, even one that needs none: each is a guess (answered late, and the last on its
-// connection), however the route answers (tinyid's refusals are 200s in its shape).
-bool WrongCredentials(Service& service, const http::Request& request) {
+// The credentials a request sent, when a token is set: an Authorization header (the bearer
+// token or a Basic password of it) and tinyid's ?token=. Any that are not the token make it
+// kWrong, whatever the route, even one that needs none: each is a guess (answered late, and the
+// last on its connection), however the route answers (tinyid's refusals are 200s in its shape).
+enum class Credentials { kNone, kRight, kWrong };
+Credentials HttpCredentials(Service& service, const http::Request& request) {
   const std::string& token = service.config().auth_token;
-  if (token.empty()) return false;
-  if (!request.authorization.empty() && !Authorized(service, request) &&
-      !BasicAuthorized(service, request)) {
-    return true;
+  if (token.empty()) return Credentials::kNone;
+  Credentials seen = Credentials::kNone;
+  if (!request.authorization.empty()) {
+    if (!Authorized(service, request) && !BasicAuthorized(service, request)) {
+      return Credentials::kWrong;
+    }
+    seen = Credentials::kRight;
   }
   std::string_view path, query;
   http::SplitTarget(request.target, path, query);
-  const std::optional<std::string> param = http::QueryParam(query, "token");
-  return param.has_value() && !TokenEquals(*param, token);
+  if (const std::optional<std::string> param = http::QueryParam(query, "token")) {
+    if (!TokenEquals(*param, token)) return Credentials::kWrong;
+    seen = Credentials::kRight;
+  }
+  return seen;
 }
 
 void HandleHttp(Service& service, Session& session, const http::Request& request, std::string& out,
@@ -1058,10 +1065,15 @@ void HandleHttp(Service& service, Session& session, const http::Request& request
   HttpReply r = Dispatch(service, request, command);
   service.CountRequest(Protocol::kHttp, command, r.status < 400);
   close = !request.keep_alive;
-  if (WrongCredentials(service, request)) {
-    session.auth_failed = close = true;  // a guess: answered late, and the last on it
-  } else if (!request.authorization.empty() && Authorized(service, request)) {
-    session.authenticated = true;
+  switch (HttpCredentials(service, request)) {
+    case Credentials::kWrong:
+      session.auth_failed = close = true;  // a guess: answered late, and the last on it
+      break;
+    case Credentials::kRight:
+      session.authenticated = true;
+      break;
+    case Credentials::kNone:
+      break;
   }
   const std::string response =
       http::Response(r.status, r.content_type, r.body, !close, r.extra_headers);

@@ -44,11 +44,12 @@ enum class IdReply {
 };
 
 struct Session {
-  // Sent the right credentials (AUTH, HELLO AUTH, a bearer token): the connection gets the
-  // larger buffer limits.
+  // Sent the right credentials (AUTH, HELLO AUTH, a bearer token, ?token=): the connection gets
+  // the larger buffer limits. The first time, its answer waits for the host's auth turn
+  // (server.cc, AwaitAuthTurn), as a wrong one's does.
   bool authenticated = false;
   // The last request sent wrong credentials: its reply is the last, and is delayed (server.cc,
-  // RefuseCredentials). The handler sets `close` with it.
+  // AwaitAuthTurn). The handler sets `close` with it.
   bool auth_failed = false;
   std::string name;                            // RESP: CLIENT SETNAME
   IdReply id_reply = IdReply::kServerDefault;  // RESP: ID.REPLY

@@ -196,9 +196,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void TrackPartial(bool completed, bool need_more);
   // Gives back emptied large buffers and updates the budget (closing its largest user past it).
   void Account();
-  // A failed AUTH or token: the reply waits its turn among the address's failures, then the
-  // connection closes.
-  void RefuseCredentials();
+  // The first credentials a connection presented (AUTH, HELLO AUTH, a token): their answer and
+  // everything after it wait for the host's turn (ServerImpl::AuthTurn); wrong ones
+  // (`failed`) then end the connection.
+  void AwaitAuthTurn(bool failed);
 
   ServerImpl& server_;
   LoopState& loop_;
@@ -222,10 +223,11 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // One read and one write at a time (the review of issue 24 saw two reads in flight into
   // chunk_ after pipelined blocking-pool requests, and a reply appended to out_ while an
   // async_write was sending it).
-  bool reading_ = false;  // an async_read_some is in flight
-  bool writing_ = false;  // an async_write is in flight: out_ is not touched
-  bool queued_ = false;   // in the loop's write queue
-  std::string held_;      // a blocking-pool reply that came while writing_
+  bool reading_ = false;    // an async_read_some is in flight
+  bool writing_ = false;    // an async_write is in flight: out_ is not touched
+  bool queued_ = false;     // in the loop's write queue
+  bool auth_hold_ = false;  // replies wait for the host's auth turn (AwaitAuthTurn)
+  std::string held_;        // a blocking-pool reply that came while writing_
   bool draining_ = false;
   bool closed_ = false;
 };
@@ -334,16 +336,22 @@ class ServerImpl final : public Server {
     });
   }
 
-  // When the next failed credentials from `peer` may be answered, or nullopt when that is
-  // more than kMaxAuthWait away (the attempt is closed unanswered and costs no turn).
-  std::optional<Clock::duration> AuthFailureDelay(const asio::ip::address& peer) {
+  // How long credentials presented by `peer` wait for their answer: until the host's next turn
+  // (now, unless failures are queued), or nullopt when that is more than kMaxAuthWait away (the
+  // connection is then closed unanswered). Failed credentials (`failed`) take the turn, so the
+  // host's next ones wait kAuthFailureSpacing more; right ones wait the same but take none. A
+  // guess's timing thus says nothing about whether it was right.
+  std::optional<Clock::duration> AuthTurn(asio::ip::address peer, bool failed) {
     std::lock_guard lock(mu_);
     const auto now = Clock::now();
     if (auth_failures_.size() > 4096) {
       std::erase_if(auth_failures_, [now](const auto& e) { return e.second < now; });
     }
     // One turn per host for loopback (any of 127/8 or ::1 is the same local user), per /64 for
-    // IPv6, per address otherwise.
+    // IPv6, per address otherwise; an IPv4 client of a dual-stack listener is its IPv4 address.
+    if (peer.is_v6() && peer.to_v6().is_v4_mapped()) {
+      peer = asio::ip::make_address_v4(asio::ip::v4_mapped, peer.to_v6());
+    }
     std::string key = peer.to_string();
     if (peer.is_loopback()) {
       key = "loopback";
@@ -355,7 +363,7 @@ class ServerImpl final : public Server {
     Clock::time_point& next = auth_failures_[key];
     const Clock::time_point turn = std::max(next, now);
     if (turn - now > kMaxAuthWait) return std::nullopt;
-    next = turn + kAuthFailureSpacing;
+    if (failed) next = turn + kAuthFailureSpacing;
     return turn - now;
   }
 
@@ -611,7 +619,7 @@ void Connection::ArmIdleTimer() {
     if (since != 0 && now.time_since_epoch() - std::chrono::nanoseconds(since) >=
                           std::chrono::milliseconds(config.request_timeout_ms)) {
       self->Shed(ShedReason::kRequestTimeout);
-    } else if (!self->pending_ &&
+    } else if (!self->pending_ && !self->auth_hold_ &&
                now - self->last_activity_ >= std::chrono::milliseconds(config.idle_timeout_ms)) {
       self->Close();
     } else {
@@ -673,21 +681,24 @@ void Connection::Shed(ShedReason reason) {
   }
 }
 
-void Connection::RefuseCredentials() {
-  session_.auth_failed = false;
-  server_.service().ConnectionShed(ShedReason::kAuthFailure);
-  in_.clear();
-  closing_ = true;
-  const std::optional<Clock::duration> delay = server_.AuthFailureDelay(peer_);
+void Connection::AwaitAuthTurn(bool failed) {
+  if (failed) {
+    session_.auth_failed = false;
+    server_.service().ConnectionShed(ShedReason::kAuthFailure);
+    in_.clear();
+    closing_ = true;
+  }
+  const std::optional<Clock::duration> delay = server_.AuthTurn(peer_, failed);
   if (!delay) {
     Close();
     return;
   }
-  pending_ = true;  // nothing else happens on it meanwhile; Drain waits (at most kMaxAuthWait)
+  if (*delay <= Clock::duration::zero()) return;
+  auth_hold_ = true;  // QueueWrite waits; the connection reads nothing meanwhile
   auto timer = std::make_shared<asio::steady_timer>(executor(), *delay);
   timer->async_wait([self = shared_from_this(), timer](const asio::error_code&) {
-    self->pending_ = false;
-    if (!self->closed_) self->QueueWrite();
+    self->auth_hold_ = false;
+    if (!self->closed_ && self->busy_) self->QueueWrite();
   });
 }
 
@@ -732,12 +743,15 @@ void Connection::OnRead(const asio::error_code& ec, std::size_t n) {
 
 void Connection::Continue() {
   if (closed_ || writing_) return;  // the write's completion continues
+  const bool was_trusted = trusted();
   if (!pending_) Process();
   Account();
   if (closed_) return;  // the budget closed it
-  if (session_.auth_failed) {
-    RefuseCredentials();
-  } else if (!out_.empty()) {
+  if (session_.auth_failed || (!was_trusted && trusted())) {
+    AwaitAuthTurn(session_.auth_failed);
+    if (closed_) return;
+  }
+  if (!out_.empty()) {
     QueueWrite();
   } else if (pending_) {
     return;  // Offload's completion continues
@@ -872,7 +886,7 @@ Connection::Step Connection::TakeResp(std::string_view data, std::size_t& pos) {
 
 void Connection::QueueWrite() {
   busy_ = true;  // Drain waits for the queued replies
-  if (queued_ || writing_) return;
+  if (queued_ || writing_ || auth_hold_) return;
   queued_ = true;
   loop_.write_queue.push_back(shared_from_this());
   if (!loop_.flush_posted) {

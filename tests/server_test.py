@@ -1177,6 +1177,38 @@ class LimitsTest(ServerTestCase):
                        b"GET /v1/id HTTP/1.1\r\nConnection: close\r\n\r\n", 10)
         self.assertEqual(raw.count(b"HTTP/1.1 401"), 3, raw)
 
+    def test_a_guess_is_answered_as_late_whether_right_or_wrong(self):
+        """Second review of issue 24: an attempt past the 5 s queue was closed at once and the
+        right token never waited, so 8 threads told right from wrong 11,219 times a second by
+        timing alone. While a host has failures queued, a connection's first credentials wait
+        their turn, right or wrong; past the queue both are closed unanswered."""
+        s = self.start("data", "--auth-token", TOKEN)
+        right = b"AUTH " + TOKEN.encode() + b"\r\n"
+        with concurrent.futures.ThreadPoolExecutor(40) as pool:
+            guesses = [pool.submit(s.resp_raw, b"AUTH guess-000000000001\r\n", True, 10)
+                       for _ in range(10)]  # the host's turns now run 2 s ahead
+            time.sleep(0.3)
+
+            def timed(call, *args):
+                t0 = time.monotonic()
+                return call(*args), time.monotonic() - t0
+            resp = pool.submit(timed, s.resp_raw, right)
+            http = pool.submit(timed, s.get, "/v1/id", {"Authorization": "Bearer " + TOKEN})
+            self.assertEqual(resp.result()[0], b"+OK\r\n")
+            self.assertGreaterEqual(resp.result()[1], 1.2)
+            self.assertEqual(http.result()[0][0], 200)
+            self.assertGreaterEqual(http.result()[1], 1.2)
+            for g in guesses:
+                self.assertTrue(g.result().startswith(b"-WRONGPASS"))
+            guesses = [pool.submit(s.resp_raw, b"AUTH guess-000000000002\r\n", True, 10)
+                       for _ in range(40)]  # more than 5 s of turns: the rest are closed
+            time.sleep(0.3)
+            reply, waited = timed(s.resp_raw, right)
+            # Its turn was 4.9 s away (or, had it come sooner, past the queue: closed).
+            self.assertTrue(reply == b"" or (reply == b"+OK\r\n" and waited >= 4), (reply, waited))
+            answered = sum(1 for g in guesses if g.result())
+            self.assertLessEqual(answered, 27)
+
     def test_tokens_are_long_printable_and_may_come_from_a_file(self):
         """Finding 6: any token was accepted ("x", " ", one with a newline), and only on the
         command line, where every user sees it."""
