@@ -12,6 +12,7 @@
 
 #include "sekka/secrets.h"
 #include "server/commands.h"
+#include "server/log.h"
 #include "server/resp.h"
 #include "server/ui_page.h"
 
@@ -1139,6 +1140,16 @@ bool AuthCommand(RespCall& c) {
   return true;
 }
 
+// A browser's request on the RESP port (a web page's fetch or form aimed at 127.0.0.1:6380): its
+// request line or Host header closes the connection unanswered, before the request's body can
+// run as commands (Redis's securityWarningCommand does the same).
+bool HttpOnRespCommand(RespCall& c) {
+  Log(LogLevel::kWarn, "closed a connection that sent HTTP to the Redis-protocol port",
+      "hint=\"a web page may be trying to reach it\"");
+  c.close = true;
+  return false;
+}
+
 bool QuitCommand(RespCall& c) {
   resp::AppendSimple(c.out, "OK");
   c.close = true;
@@ -1308,6 +1319,8 @@ constexpr ConnectionCommand kConnectionCommands[] = {
     {"ID.REPLY", Command::kClient, true, IdReplyCommand},
     {"CLIENT", Command::kClient, true, ClientCommand},
     {"SELECT", Command::kOther, true, SelectCommand},
+    {"POST", Command::kOther, false, HttpOnRespCommand},
+    {"HOST:", Command::kOther, false, HttpOnRespCommand},
 };
 
 const ConnectionCommand* FindConnectionCommand(std::string_view name) {

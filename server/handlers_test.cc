@@ -85,6 +85,18 @@ TEST_F(HandlersTest, WrongCredentialsAreTheConnectionsLastReply) {
   EXPECT_FALSE(session_.auth_failed);
 }
 
+// Second review of issue 24: a web page's POST to the RESP port ran its body as commands.
+TEST_F(HandlersTest, AnHttpRequestLineOrHostHeaderEndsARespConnectionUnanswered) {
+  for (const std::vector<std::string_view>& args :
+       {std::vector<std::string_view>{"POST", "/", "HTTP/1.1"},
+        std::vector<std::string_view>{"Host:", "127.0.0.1:6380"},
+        std::vector<std::string_view>{"host:"}}) {
+    bool close = false;
+    EXPECT_EQ(Resp(args, &close), "");
+    EXPECT_TRUE(close);
+  }
+}
+
 TEST_F(HandlersTest, ConnectionCommandsAnswerAsRedisDoes) {
   session_.authenticated = true;
   EXPECT_EQ(Resp({"HELLO", "abc"}), "-ERR Protocol version is not an integer or out of range\r\n");

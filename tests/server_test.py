@@ -1177,6 +1177,20 @@ class LimitsTest(ServerTestCase):
                        b"GET /v1/id HTTP/1.1\r\nConnection: close\r\n\r\n", 10)
         self.assertEqual(raw.count(b"HTTP/1.1 401"), 3, raw)
 
+    def test_a_web_page_cannot_run_resp_commands(self):
+        """Second review of issue 24: a cross-site fetch to the RESP port got an error per
+        header line, then every line of its body ran as a command (a page could take every
+        CosId machine id). Its request line closes the connection unanswered, as in Redis."""
+        s = self.start("data")
+        page = (b"POST / HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nOrigin: https://evil.example\r\n"
+                b"Content-Type: text/plain\r\nContent-Length: 20\r\n\r\nID.NEXT\r\nINCR evil\r\n"
+                % s.resp_port)
+        self.assertEqual(s.resp_raw(page, read_until_close=True), b"")
+        self.assertEqual(s.resp_raw(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n", read_until_close=True),
+                         b"-ERR unknown command 'GET', with args beginning with: '/' 'HTTP/1.1' \r\n")
+        self.assertIn("closed a connection that sent HTTP to the Redis-protocol port",
+                      s.stderr_text())
+
     def test_a_guess_is_answered_as_late_whether_right_or_wrong(self):
         """Second review of issue 24: an attempt past the 5 s queue was closed at once and the
         right token never waited, so 8 threads told right from wrong 11,219 times a second by
