@@ -67,6 +67,12 @@ constexpr auto kMaxAuthWait = std::chrono::seconds(5);
 // At max_connections, a connection whose request has been arriving for this long gives its
 // slot to the new one.
 constexpr auto kSlowSenderAge = std::chrono::seconds(1);
+// Past the memory budget, what a connection's client makes the server hold counts once it is
+// this old: an unfinished request, or replies read slower than kMinDrainRate.
+constexpr std::int64_t kStallAgeNs = 250'000'000;
+constexpr double kMinDrainRate = 1024.0 * 1024.0;  // bytes a second
+
+std::int64_t NowNs() { return Clock::now().time_since_epoch() / std::chrono::nanoseconds(1); }
 
 Result<tcp::endpoint> ParseEndpoint(std::string_view key, const std::string& text) {
   auto bad = [&] {
@@ -155,20 +161,26 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void Shed(ShedReason reason);
   asio::any_io_executor executor() { return socket_.get_executor(); }
 
-  // Read from other loops' threads (the limits' choice of whom to close).
-  // When its unfinished request began (steady clock, ns), or 0.
+  // Read from other loops' threads (the limits' choice of whom to close, MemoryWeight).
+  // When its unfinished request began (steady clock, ns), or 0; and its bytes so far.
   std::atomic<std::int64_t> partial_since_ns{0};
+  std::atomic<std::size_t> partial_bytes{0};
   std::atomic<std::size_t> buffered{0};  // the capacity of its buffers, as in the budget
-  // Bytes waiting on its client: replies the socket did not take and the requests behind them
-  // (0 while the client reads). Past the budget, the largest of these is closed: never a good
-  // client whose fresh reply is about to go out.
-  std::atomic<std::size_t> stuck{0};
+  // A write the socket did not take at once: when it began (0: none), the bytes it has sent
+  // since, and the bytes still waiting on the client (its rest and the requests behind it).
+  std::atomic<std::int64_t> write_since_ns{0};
+  std::atomic<std::size_t> sent{0};
+  std::atomic<std::size_t> unsent{0};
   std::atomic<bool> chosen{false};  // picked for closing already
 
  private:
   void QueueWrite();
   static void Flush(LoopState& loop);
   void Write();
+  // The rest of a write the socket did not take at once, one write_some at a time, so that
+  // `sent` shows how fast the client reads.
+  void WriteSome();
+  void OnWritten(const asio::error_code& ec, std::size_t n);
   // The TLS handshake, held to server.request_timeout like a request; then Read().
   void Handshake();
   void Read();
@@ -223,11 +235,12 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // One read and one write at a time (the review of issue 24 saw two reads in flight into
   // chunk_ after pipelined blocking-pool requests, and a reply appended to out_ while an
   // async_write was sending it).
-  bool reading_ = false;    // an async_read_some is in flight
-  bool writing_ = false;    // an async_write is in flight: out_ is not touched
-  bool queued_ = false;     // in the loop's write queue
-  bool auth_hold_ = false;  // replies wait for the host's auth turn (AwaitAuthTurn)
-  std::string held_;        // a blocking-pool reply that came while writing_
+  bool reading_ = false;       // an async_read_some is in flight
+  bool writing_ = false;       // an async_write is in flight: out_ is not touched
+  bool queued_ = false;        // in the loop's write queue
+  bool auth_hold_ = false;     // replies wait for the host's auth turn (AwaitAuthTurn)
+  std::string held_;           // a blocking-pool reply that came while writing_
+  std::size_t write_pos_ = 0;  // what the write in flight has sent of out_
   bool draining_ = false;
   bool closed_ = false;
 };
@@ -320,9 +333,62 @@ class ServerImpl final : public Server {
   // client cannot take the memory of all, and a client that reads is never the one closed.
   void AddBuffered(std::int64_t delta) {
     const std::int64_t total = buffered_.fetch_add(delta) + delta;
-    if (delta > 0 && total > config_.max_buffer_mib * 1024 * 1024) {
-      CloseOne(ShedReason::kMemory, [](Connection& c) { return c.stuck.load(); });
+    if (delta > 0 && total > Budget()) ShedForMemory();
+  }
+
+  std::int64_t Budget() const { return config_.max_buffer_mib * 1024 * 1024; }
+
+  // Past the budget: closes the connections whose clients make the server hold the most
+  // (MemoryWeight) until what they hold covers the excess. When too little counts yet (what is
+  // held is younger than kStallAgeNs), it looks again then. One scan at a time.
+  void ShedForMemory() {
+    if (shedding_.exchange(true)) return;
+    const std::int64_t now = NowNs();
+    std::vector<std::pair<std::size_t, std::shared_ptr<Connection>>> held;
+    {
+      std::lock_guard lock(mu_);
+      for (auto& [ptr, weak] : connections_) {
+        std::shared_ptr<Connection> c = weak.lock();
+        if (c == nullptr || c->chosen.load()) continue;
+        if (const std::size_t w = MemoryWeight(*c, now); w > 0) held.emplace_back(w, std::move(c));
+      }
     }
+    std::sort(held.begin(), held.end(),
+              [](const auto& a, const auto& b) { return a.first > b.first; });
+    const std::int64_t excess = buffered_.load() - Budget();
+    std::int64_t freed = 0;
+    for (auto& [weight, c] : held) {
+      if (freed >= excess) break;
+      if (c->chosen.exchange(true)) continue;
+      freed += static_cast<std::int64_t>(weight);
+      const asio::any_io_executor executor = c->executor();
+      asio::post(executor, [c = std::move(c)] { c->Shed(ShedReason::kMemory); });
+    }
+    shedding_.store(false);
+    if (freed < excess && !stopping_ && !recheck_armed_.exchange(true)) {
+      auto timer =
+          std::make_shared<asio::steady_timer>(*loops_[0], std::chrono::nanoseconds(kStallAgeNs));
+      timer->async_wait([this, timer](const asio::error_code& ec) {
+        recheck_armed_.store(false);
+        if (!ec && buffered_.load() > Budget()) ShedForMemory();
+      });
+    }
+  }
+
+  // The bytes closing `c` would free that its client makes the server hold: an unfinished
+  // request at least kStallAgeNs old, and replies its client reads slower than kMinDrainRate
+  // (a client draining a large reply at speed is never chosen, however large the reply).
+  static std::size_t MemoryWeight(const Connection& c, std::int64_t now) {
+    std::size_t weight = 0;
+    const std::int64_t partial = c.partial_since_ns.load();
+    if (partial != 0 && now - partial >= kStallAgeNs) weight += c.partial_bytes.load();
+    const std::int64_t since = c.write_since_ns.load();
+    if (since != 0 && now - since >= kStallAgeNs &&
+        static_cast<double>(c.sent.load()) <
+            static_cast<double>(now - since) / 1e9 * kMinDrainRate) {
+      weight += c.unsent.load();
+    }
+    return weight;
   }
 
   // At max_connections: the connection whose request has been arriving longest (at least
@@ -549,7 +615,9 @@ class ServerImpl final : public Server {
   std::string http_address_, resp_address_, thrift_address_;
   std::atomic<std::size_t> next_loop_{0};
   std::atomic<int> open_{0};
-  std::atomic<std::int64_t> buffered_{0};  // bytes, AddBuffered
+  std::atomic<std::int64_t> buffered_{0};   // bytes, AddBuffered
+  std::atomic<bool> shedding_{false};       // ShedForMemory is scanning
+  std::atomic<bool> recheck_armed_{false};  // ShedForMemory looks again soon
   std::atomic<bool> stopping_{false};
   std::mutex mu_;
   std::unordered_map<Connection*, std::weak_ptr<Connection>> connections_;  // guarded by mu_
@@ -635,6 +703,7 @@ bool Connection::trusted() const {
 BufferLimits Connection::limits() const { return trusted() ? kTrustedLimits : kUntrustedLimits; }
 
 void Connection::TrackPartial(bool completed, bool need_more) {
+  partial_bytes.store(need_more ? in_.size() : 0);
   if (!need_more) {
     partial_since_ns.store(0);
     return;
@@ -925,29 +994,50 @@ void Connection::Write() {
   }
   if (written < out_.size()) {
     out_.erase(0, written);
-    stuck.store(out_.size() + in_.size());
     busy_ = true;
     writing_ = true;
-    auto done = [self = shared_from_this()](const asio::error_code& ec, std::size_t) {
-      self->writing_ = false;
-      self->busy_ = false;
-      self->stuck.store(0);
-      self->out_.clear();
-      self->out_.swap(self->held_);  // replies that came meanwhile
-      if (ec) {
-        self->Close();
-        return;
-      }
-      self->AfterWrite();
-    };
-    if (tls_ != nullptr) {
-      asio::async_write(*tls_, asio::buffer(out_), std::move(done));
-    } else {
-      asio::async_write(socket_, asio::buffer(out_), std::move(done));
-    }
+    write_pos_ = 0;
+    sent.store(0);
+    unsent.store(out_.size() + in_.size());
+    write_since_ns.store(NowNs());
+    WriteSome();
     return;
   }
   out_.clear();
+  AfterWrite();
+}
+
+void Connection::WriteSome() {
+  const auto rest = asio::buffer(out_.data() + write_pos_, out_.size() - write_pos_);
+  auto done = [self = shared_from_this()](const asio::error_code& ec, std::size_t n) {
+    self->OnWritten(ec, n);
+  };
+  if (tls_ != nullptr) {
+    tls_->async_write_some(rest, std::move(done));
+  } else {
+    socket_.async_write_some(rest, std::move(done));
+  }
+}
+
+void Connection::OnWritten(const asio::error_code& ec, std::size_t n) {
+  write_pos_ += n;
+  if (!ec && write_pos_ < out_.size()) {
+    sent.fetch_add(n);
+    unsent.store(out_.size() - write_pos_ + in_.size());
+    WriteSome();
+    return;
+  }
+  writing_ = false;
+  busy_ = false;
+  write_since_ns.store(0);
+  unsent.store(0);
+  write_pos_ = 0;
+  out_.clear();
+  out_.swap(held_);  // replies that came meanwhile
+  if (ec) {
+    Close();
+    return;
+  }
   AfterWrite();
 }
 

@@ -23,7 +23,7 @@ import uuid
 import redis
 
 sys.path.insert(0, os.path.dirname(__file__))
-from sekka_testlib import (SEKKA, Server, TempDirs, chromium, exchange, js_check_ids,  # noqa: E402
+from sekka_testlib import (SEKKA, Server, TempDirs, chromium, exchange, js_check_ids, wait_for,  # noqa: E402
                            private_file, redis_cli)
 
 MAX_ID = 2 ** 63 - 1
@@ -1144,6 +1144,33 @@ class LimitsTest(ServerTestCase):
             self.assertEqual(shed(s, "memory"), 0)
         finally:
             for c in conns:
+                c.close()
+
+    def test_the_budget_sheds_unfinished_requests_and_spares_fast_readers(self):
+        """Second review of issue 24: 300 RESP commands left 1 MB short of whole took RSS from
+        13 to 313 MB with --max-buffer-mib 16 and none was closed (the budget weighed only
+        unsent replies); and with 80 of them against a 64 MiB budget, 10 of 11 big replies to
+        clients reading at 25 MB/s were cut off. Unfinished requests now count, and replies
+        count only when their client reads them slower than 1 MiB/s."""
+        s = self.start("data", "--max-buffer-mib", "64", "--max-batch", "1000000",
+                       "--idle-timeout", "60s")
+        arg = b"$65536\r\n" + b"x" * 65536 + b"\r\n"
+        partial = b"*64\r\n$7\r\nID.NEXT\r\n" + arg * 15  # ~1 MB of a 4 MB command
+        attackers = []
+        try:
+            for _ in range(100):  # 100 MB of unfinished commands against 64 MiB
+                c = socket.create_connection(("127.0.0.1", s.resp_port), timeout=10)
+                c.sendall(partial)
+                attackers.append(c)
+            with concurrent.futures.ThreadPoolExecutor(2) as pool:
+                def fetch(_):
+                    status, _, body = s.get("/v1/uuids?count=300000")
+                    return status, len(json.loads(body)["uuids"])
+                replies = list(pool.map(fetch, range(6)))
+            self.assertEqual(replies, [(200, 300000)] * 6)
+            self.assertTrue(wait_for(lambda: shed(s, "memory") >= 30, 10), shed(s, "memory"))
+        finally:
+            for c in attackers:
                 c.close()
 
     def test_max_batch_is_bounded(self):
