@@ -10,10 +10,30 @@
 namespace sekka {
 namespace {
 
+int HexValue(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+// True when `key`, percent-decoded as libpq decodes a URI's parameter names
+// ("pass%77ord" is "password"), ends in "password", in any case.
 bool EndsWithPassword(std::string_view key) {
+  std::string decoded;
+  for (std::size_t i = 0; i < key.size(); ++i) {
+    const int hi = key[i] == '%' && i + 2 < key.size() ? HexValue(key[i + 1]) : -1;
+    const int lo = hi >= 0 ? HexValue(key[i + 2]) : -1;
+    if (lo >= 0) {
+      decoded += static_cast<char>(hi * 16 + lo);
+      i += 2;
+    } else {
+      decoded += key[i];
+    }
+  }
   constexpr std::string_view kWord = "password";
-  if (key.size() < kWord.size()) return false;
-  const std::string_view tail = key.substr(key.size() - kWord.size());
+  if (decoded.size() < kWord.size()) return false;
+  const std::string_view tail = std::string_view(decoded).substr(decoded.size() - kWord.size());
   for (std::size_t i = 0; i < kWord.size(); ++i) {
     if (std::tolower(static_cast<unsigned char>(tail[i])) != kWord[i]) return false;
   }
@@ -25,10 +45,10 @@ void RedactUserInfo(std::string& text) {
   for (std::size_t scheme = text.find("://"); scheme != std::string::npos;
        scheme = text.find("://", scheme + 3)) {
     const std::size_t start = scheme + 3;
-    // The user part ends at the last '@' of the address (libpq takes '/', '?' and '#' in an
-    // unencoded password); an '@' in a path or query gets it redacted too much, never too
-    // little.
-    const std::size_t end = std::min(text.find_first_of(" \t\n", start), text.size());
+    // The user part ends at the last '@' of the address's line (libpq takes '/', '?', '#' and
+    // spaces in an unencoded password); a later '@' on the line gets it redacted too much,
+    // never too little.
+    const std::size_t end = std::min(text.find('\n', start), text.size());
     const std::size_t at = text.rfind('@', end == 0 ? 0 : end - 1);
     if (at == std::string::npos || at < start) continue;
     const std::size_t colon = text.find(':', start);

@@ -19,6 +19,13 @@ TEST(RedactSecretsTest, HidesEveryFormOfPassword) {
             "postgres://u@127.0.0.1/db?password=***&sslpassword=***");
   EXPECT_EQ(RedactSecrets("host=127.0.0.1 password=hunter2 dbname=ids"),
             "host=127.0.0.1 password=*** dbname=ids");
+  // Second review of issue 24: libpq decodes parameter names and takes spaces in a password.
+  EXPECT_EQ(RedactSecrets("postgres://u@127.0.0.1:1/db?pass%77ord=S3cretPW1&x=1"),
+            "postgres://u@127.0.0.1:1/db?pass%77ord=***&x=1");
+  EXPECT_EQ(RedactSecrets("postgres://u@127.0.0.1:1/db?%50ASSWORD=S3cretPW2"),
+            "postgres://u@127.0.0.1:1/db?%50ASSWORD=***");
+  EXPECT_EQ(RedactSecrets("store postgres://u:S3cret PW3@127.0.0.1:1/db: down"),
+            "store postgres://u:***@127.0.0.1:1/db: down");
   EXPECT_EQ(RedactSecrets("segment store etcd://a:b@127.0.0.1:1,127.0.0.1:2 failed; PASSWORD=z"),
             "segment store etcd://a:***@127.0.0.1:1,127.0.0.1:2 failed; PASSWORD=***");
 }
