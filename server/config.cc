@@ -27,6 +27,9 @@ struct Key {
   const char* default_value;
   const char* help;
   const char* flag = nullptr;  // sekka serve's flag, if it has one
+  // A protection (a token, TLS) that an empty value turns off: one may not be given empty over
+  // a value an earlier source set (`--auth-token "$(cat missing)"` over the file's token).
+  bool protection = false;
 };
 
 // The one table of keys (docs/contract.md section 7 names, and more in the same style).
@@ -40,20 +43,20 @@ const std::vector<Key>& Keys() {
        "--thrift"},
       {"server.auth_token", Type::kString, "",
        "bearer token / AUTH password, at least 16 printable characters; \"\" = none",
-       "--auth-token"},
+       "--auth-token", true},
       {"server.auth_token_file", Type::kString, "",
        "a file holding the token (a trailing newline is ignored; not readable by other users), "
        "instead of auth_token",
-       "--auth-token-file"},
+       "--auth-token-file", true},
       {"server.tls_cert_file", Type::kString, "",
        "TLS on every listener: the server's certificate chain (PEM), with tls_key_file; \"\" = "
        "plain TCP",
-       "--tls-cert-file"},
+       "--tls-cert-file", true},
       {"server.tls_key_file", Type::kString, "",
-       "the certificate's private key (PEM; not readable by other users)", "--tls-key-file"},
+       "the certificate's private key (PEM; not readable by other users)", "--tls-key-file", true},
       {"server.tls_client_ca_file", Type::kString, "",
        "require client certificates signed by these CAs (PEM); \"\" = none asked for",
-       "--tls-client-ca-file"},
+       "--tls-client-ca-file", true},
       {"server.allowed_hosts", Type::kString, "",
        "host names HTTP requests may send in Host, comma-separated, besides IP addresses and "
        "localhost (a name not listed is refused: DNS rebinding); \"*\" = any",
@@ -401,8 +404,10 @@ using Values = std::map<std::string, std::string>;
     target = *result_;                         \
   } while (0)
 
-// Every key known, and no integer key given empty.
+// Every key known, no integer key given empty, and no protection turned off by an empty value
+// over one an earlier source set.
 Status CheckSources(const std::vector<ConfigValues>& sources) {
+  std::map<std::string, bool> set;  // protections given non-empty so far
   for (const ConfigValues& source : sources) {
     for (const auto& [key, value] : source) {
       const Key* k = FindKey(key);
@@ -416,6 +421,13 @@ Status CheckSources(const std::vector<ConfigValues>& sources) {
         return InvalidArgument(
             fmt::format("config {} is empty: give an integer, or leave the key out", key));
       }
+      if (k->protection && value.empty() && set[key]) {
+        return InvalidArgument(fmt::format(
+            "config {} is given empty over a value set before it (config file or environment), "
+            "which would turn that protection off: to run without it, remove it where it is set",
+            key));
+      }
+      if (k->protection && !value.empty()) set[key] = true;
     }
   }
   return Status::Ok();

@@ -1439,6 +1439,24 @@ class ConfigTest(ServerTestCase):
         self.assertIn('resp_listen = "127.0.0.1:3333"', out.stdout)
         self.assertIn('max_drift = "250ms"', out.stdout)
 
+    def test_an_empty_value_cannot_turn_a_protection_off(self):
+        """Second review of issue 24: `--auth-token "$(cat missing)"` or an empty
+        SEKKA_SERVER_AUTH_TOKEN over a config file's token started the server without one."""
+        path = self.dirs.path("sekka.toml")
+        with open(path, "w") as f:
+            f.write('[server]\nauth_token = "Sup3rSecretTok3nXYZ"\n')
+        sekka = os.environ.get("SEKKA_BIN", "build/cli/sekka")
+        for extra, env in ((["--auth-token", ""], {}), ([], {"SEKKA_SERVER_AUTH_TOKEN": ""})):
+            out = subprocess.run([sekka, "serve", "--config", path, *extra, "--print-config"],
+                                 capture_output=True, text=True, timeout=30,
+                                 env=dict(os.environ, **env))
+            self.assertEqual(out.returncode, 2, (extra, env, out.stdout))
+            self.assertIn("config server.auth_token is given empty over a value set before it",
+                          out.stderr)
+        out = subprocess.run([sekka, "serve", "--auth-token", "", "--print-config"],
+                             capture_output=True, text=True, timeout=30)
+        self.assertEqual(out.returncode, 0, out.stderr)  # empty over nothing: the default
+
     def test_print_config_is_toml_that_reads_back_to_itself(self):
         sekka = os.environ.get("SEKKA_BIN", "build/cli/sekka")
         first = subprocess.run([sekka, "serve", "--layout", "twitter", "--print-config"],
