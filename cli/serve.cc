@@ -143,6 +143,29 @@ void WarnOfExposure(const server::ServerConfig& config) {
                           config.thrift_listen));
 }
 
+// Room for max_connections sockets: the soft descriptor limit is raised to the hard one, and
+// max_connections lowered to fit under it (with room for the server's own files), so that the
+// limits that make room at max_connections (slow senders shed) act before accept() fails.
+void FitConnectionsToDescriptors(server::ServerConfig& config) {
+  constexpr rlim_t kOwnFiles = 128;  // stores, logs, the lock dir, the blocking pool
+  rlimit files{};
+  if (getrlimit(RLIMIT_NOFILE, &files) != 0) return;
+  if (files.rlim_cur < files.rlim_max) {
+    files.rlim_cur = files.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &files);
+    getrlimit(RLIMIT_NOFILE, &files);
+  }
+  const rlim_t room =
+      files.rlim_cur > 2 * kOwnFiles ? files.rlim_cur - kOwnFiles : files.rlim_cur / 2;
+  if (files.rlim_cur == RLIM_INFINITY || static_cast<rlim_t>(config.max_connections) <= room)
+    return;
+  server::Log(server::LogLevel::kWarn, "server.max_connections lowered to fit the open-file limit",
+              fmt::format("max_connections={} open_file_limit={} using={} hint=\"raise the limit "
+                          "(systemd LimitNOFILE=, ulimit -n) to allow more\"",
+                          config.max_connections, files.rlim_cur, room));
+  config.max_connections = static_cast<int>(room);
+}
+
 }  // namespace
 
 int RunServe(const ServeFlags& flags) {
@@ -168,12 +191,7 @@ int RunServe(const ServeFlags& flags) {
   }
   SetLogLevel(config->log_level);
   std::signal(SIGPIPE, SIG_IGN);
-  // Room for max_connections sockets: raise the soft descriptor limit to the hard one.
-  rlimit files{};
-  if (getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur < files.rlim_max) {
-    files.rlim_cur = files.rlim_max;
-    setrlimit(RLIMIT_NOFILE, &files);
-  }
+  FitConnectionsToDescriptors(*config);
 
   // Who this process is to the worker-id source: worker.name, else this host and data dir (a
   // restart of one slot finds the worker id it held before).

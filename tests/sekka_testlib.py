@@ -47,7 +47,7 @@ class Server:
     """One `sekka serve` process."""
 
     def __init__(self, data_dir, *flags, env=None, faketime_file=None, wait=True,
-                 resp="127.0.0.1:0"):
+                 resp="127.0.0.1:0", preexec=None):
         self.data_dir = data_dir
         self.env = dict(os.environ)
         # Each data dir is a host of its own (its own worker lock dir) unless the test shares
@@ -62,7 +62,7 @@ class Server:
         self.stderr_path = os.path.join(data_dir + ".log")
         self.stderr = open(self.stderr_path, "ab")
         self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=self.stderr,
-                                     env=self.env, text=True)
+                                     env=self.env, text=True, preexec_fn=preexec)
         _live.append(self.proc)
         self.http = self.resp = self.thrift = None
         self.worker_id = None

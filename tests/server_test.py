@@ -1204,6 +1204,28 @@ class LimitsTest(ServerTestCase):
                        b"GET /v1/id HTTP/1.1\r\nConnection: close\r\n\r\n", 10)
         self.assertEqual(raw.count(b"HTTP/1.1 401"), 3, raw)
 
+    def test_max_connections_fits_the_open_file_limit(self):
+        """Second review of issue 24: with 200 descriptors and max_connections 10000, 260 slow
+        senders made accept() fail (EMFILE) before the limit that sheds them could act, and a
+        good client timed out. max_connections is now lowered to fit, with a warning."""
+        s = Server(self.dirs.path("data"), "--threads", "1", "--idle-timeout", "60s",
+                   preexec=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (300, 300)))
+        self.addCleanup(s.stop)
+        self.assertIn("server.max_connections lowered to fit the open-file limit",
+                      s.stderr_text())
+        senders = []
+        try:
+            for _ in range(260):
+                c = socket.create_connection(("127.0.0.1", s.http_port), timeout=10)
+                c.sendall(b"GET /v1/id HTTP/1.1\r\nHo")
+                senders.append(c)
+            time.sleep(1.2)  # older than a second: they may be shed to make room
+            self.assertEqual(s.get("/v1/id")[0], 200)
+            self.assertGreater(shed(s, "slow_sender"), 0)
+        finally:
+            for c in senders:
+                c.close()
+
     def test_a_web_page_cannot_run_resp_commands(self):
         """Second review of issue 24: a cross-site fetch to the RESP port got an error per
         header line, then every line of its body ran as a command (a page could take every
