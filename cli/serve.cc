@@ -7,6 +7,7 @@
 #include <csignal>
 #include <cstdio>
 #include <cstring>
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 
@@ -123,6 +124,13 @@ bool Loopback(const std::string& listen) {
 // worker.source local, ids unique on this host only (served to other hosts, the ids of two
 // hosts repeat each other unless a coordinator hands out the worker ids).
 void WarnOfExposure(const server::ServerConfig& config) {
+  const auto& hosts = config.allowed_hosts;
+  if (config.auth_token.empty() && std::find(hosts.begin(), hosts.end(), "*") != hosts.end()) {
+    server::Log(server::LogLevel::kWarn,
+                "server.allowed_hosts = \"*\" without server.auth_token: a web page can reach "
+                "this server through DNS rebinding, even on loopback; list the names clients use "
+                "instead, or set a token");
+  }
   if (Loopback(config.http_listen) && Loopback(config.resp_listen) &&
       Loopback(config.thrift_listen)) {
     return;
