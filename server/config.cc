@@ -491,6 +491,15 @@ Status ServerSection(const Values& v, ServerConfig& c) {
                                                    get("server.request_timeout"), 100, 3'600'000));
   SEKKA_ASSIGN(c.max_buffer_mib,
                IntValue("server.max_buffer_mib", get("server.max_buffer_mib"), 16, 1'048'576));
+  // One reply of max_batch ids (a UUID batch as JSON: at most 48 bytes an id) must fit the
+  // budget, or the budget would close clients for asking what the server allows.
+  const std::int64_t reply_mib = (c.max_batch * 48 + (1 << 20) - 1) >> 20;
+  if (c.max_buffer_mib < reply_mib) {
+    return InvalidArgument(fmt::format(
+        "config server.max_buffer_mib = {} is below one reply of server.max_batch = {} ids ({} "
+        "MiB): allowed {} or more, or a smaller max_batch",
+        c.max_buffer_mib, c.max_batch, reply_mib, reply_mib));
+  }
   SEKKA_ASSIGN(c.busy_poll_us,
                IntValue("server.busy_poll_us", get("server.busy_poll_us"), 0, 100'000));
   c.log_level = get("server.log_level");

@@ -1180,6 +1180,12 @@ class LimitsTest(ServerTestCase):
         self.assertEqual(p.returncode, 2, p.stdout)
         self.assertIn('server.max_batch = "10000000" is not valid: allowed a whole number from 1 '
                       'to 1000000', p.stderr)
+        # Second review: a budget below one allowed reply closed clients that read.
+        p = subprocess.run([SEKKA, "serve", "--max-batch", "1000000", "--max-buffer-mib", "16",
+                            "--print-config"], capture_output=True, text=True, timeout=30)
+        self.assertEqual(p.returncode, 2, p.stdout)
+        self.assertIn("server.max_buffer_mib = 16 is below one reply of server.max_batch = "
+                      "1000000 ids (46 MiB): allowed 46 or more", p.stderr)
 
     def test_failed_auth_closes_the_connection_and_waits_its_turn(self):
         """Finding 6: a failed AUTH neither slowed nor closed the connection (~5 M pipelined
