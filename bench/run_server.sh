@@ -64,10 +64,13 @@ for round in $(seq "$ROUNDS"); do
   for pipeline in 1 16; do
     n=$((pipeline == 1 ? 300000 : 2000000))
     r=$(taskset -c 1 redis-benchmark -p "$REDIS" -c 50 -n "$n" -P "$pipeline" --csv INCR counter 2> /dev/null | csv)
+    c0=$(cpu_ticks "$REDIS_PID")
     b=$(taskset -c 1 redis-benchmark -p "$REDIS" -c 50 -n "$n" -P "$pipeline" --csv INCR idsized 2> /dev/null | csv)
+    c1=$(cpu_ticks "$REDIS_PID"); c2=$(cpu_ticks "$SEKKA_PID")
     s=$(taskset -c 1 redis-benchmark -p "$SEKKA_RESP" -c 50 -n "$n" -P "$pipeline" --csv ID.NEXT 2> /dev/null | csv)
+    c3=$(cpu_ticks "$SEKKA_PID")
     p=$(taskset -c 1 redis-benchmark -p "$SEKKA_RESP_BP" -c 50 -n "$n" -P "$pipeline" --csv ID.NEXT 2> /dev/null | csv)
-    echo "round $round -P $pipeline  redis INCR small: $r  redis INCR id-sized: $b  sekka ID.NEXT: $s  busy-poll: $p  ratios to id-sized: $(echo "$s $b $p" | awk '{ printf "%.3f busy-poll %.3f", $1 / $4, $7 / $4 }')"
+    echo "round $round -P $pipeline  redis INCR small: $r  redis INCR id-sized: $b  sekka ID.NEXT: $s  busy-poll: $p  ratios to id-sized: $(echo "$s $b $p" | awk '{ printf "%.3f busy-poll %.3f", $1 / $4, $7 / $4 }')  server CPU ticks redis $((c1 - c0)) sekka $((c3 - c2)) ratio $(echo "$((c3 - c2)) $((c1 - c0))" | awk '{ printf "%.3f", $1 / $2 }')"
   done
 done
 
@@ -81,7 +84,7 @@ for round in $(seq "$ROUNDS"); do
     s=$(taskset -c 1 redis-benchmark -p "$SEKKA_RESP" -c 50 -n "$n" -P "$pipeline" --csv SEG.NEXT bench 2> /dev/null | csv)
     c3=$(cpu_ticks "$SEKKA_PID")
     p=$(taskset -c 1 redis-benchmark -p "$SEKKA_RESP_BP" -c 50 -n "$n" -P "$pipeline" --csv SEG.NEXT bench 2> /dev/null | csv)
-    echo "round $round -P $pipeline  redis INCR: $r  sekka SEG.NEXT: $s  busy-poll: $p  ratios: $(echo "$s $r $p" | awk '{ printf "%.3f busy-poll %.3f", $1 / $4, $7 / $4 }')  server CPU ticks redis $((c1 - c0)) sekka $((c3 - c2))"
+    echo "round $round -P $pipeline  redis INCR: $r  sekka SEG.NEXT: $s  busy-poll: $p  ratios: $(echo "$s $r $p" | awk '{ printf "%.3f busy-poll %.3f", $1 / $4, $7 / $4 }')  server CPU ticks redis $((c1 - c0)) sekka $((c3 - c2)) ratio $(echo "$((c3 - c2)) $((c1 - c0))" | awk '{ printf "%.3f", $1 / $2 }')"
   done
 done
 
