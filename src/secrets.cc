@@ -45,14 +45,16 @@ void RedactUserInfo(std::string& text) {
   for (std::size_t scheme = text.find("://"); scheme != std::string::npos;
        scheme = text.find("://", scheme + 3)) {
     const std::size_t start = scheme + 3;
-    // The user part ends at the last '@' of the address's line (libpq takes '/', '?', '#' and
-    // spaces in an unencoded password); a later '@' on the line gets it redacted too much,
-    // never too little.
-    const std::size_t end = std::min(text.find('\n', start), text.size());
+    // The password runs from the user's ':' to the last '@' before the line or the next
+    // address ends (libpq takes '/', '?', '#' and spaces in an unencoded password): a later
+    // '@' gets it redacted too much, never too little. A user name holds no '@', so an address
+    // whose first ':' comes after an '@' (u@h:5432) has no password.
+    const std::size_t end =
+        std::min({text.find('\n', start), text.find("://", start), text.size()});
     const std::size_t at = text.rfind('@', end == 0 ? 0 : end - 1);
     if (at == std::string::npos || at < start) continue;
     const std::size_t colon = text.find(':', start);
-    if (colon == std::string::npos || colon > at) continue;
+    if (colon == std::string::npos || colon > at || text.find('@', start) < colon) continue;
     text.replace(colon + 1, at - colon - 1, "***");
   }
 }

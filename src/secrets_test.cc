@@ -43,7 +43,10 @@ TEST(RedactSecretsTest, RedactingTwiceChangesNothing) {
 }
 
 TEST(RedactSecretsTest, LeavesTextWithoutSecretsAlone) {
-  for (const char* text : {"postgres://u@127.0.0.1:5432/db", "sqlite:/var/lib/sekka/s.db",
+  for (const char* text : {"segment.store \"redis://x\" is not known: allowed sqlite:PATH, "
+                           "postgres://USER@HOST:PORT/DB",
+                           "store postgres://u@127.0.0.1:5432/db: down; mail ops@example.org",
+                           "postgres://u@127.0.0.1:5432/db", "sqlite:/var/lib/sekka/s.db",
                            "etcd://127.0.0.1:2379", "a=b&c=d", "", "://", "x://@", "user@host"}) {
     EXPECT_EQ(RedactSecrets(text), text);
   }
