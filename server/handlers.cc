@@ -1071,7 +1071,7 @@ void HandleHttp(Service& service, Session& session, const http::Request& request
       session.auth_failed = close = true;  // a guess: answered late, and the last on it
       break;
     case Credentials::kRight:
-      session.authenticated = true;
+      session.Authenticate();
       break;
     case Credentials::kNone:
       break;
@@ -1135,7 +1135,7 @@ bool AuthCommand(RespCall& c) {
   if (!CredentialsMatch(c.service, c.argc() == 3 ? c.args[1] : "default", c.args.back())) {
     return c.WrongPass();
   }
-  c.session.authenticated = true;
+  c.session.Authenticate();
   resp::AppendSimple(c.out, "OK");
   return true;
 }
@@ -1182,7 +1182,7 @@ bool HelloCommand(RespCall& c) {
   for (std::size_t i = 2; i < c.argc();) {
     if (Is(a[i], "AUTH") && i + 2 < c.argc()) {
       if (!CredentialsMatch(c.service, a[i + 1], a[i + 2])) return c.WrongPass();
-      c.session.authenticated = true;
+      c.session.Authenticate();
       i += 3;
     } else if (Is(a[i], "SETNAME") && i + 1 < c.argc()) {
       if (!ValidClientName(a[i + 1])) return c.Error(kBadClientName);

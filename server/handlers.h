@@ -45,9 +45,16 @@ enum class IdReply {
 
 struct Session {
   // Sent the right credentials (AUTH, HELLO AUTH, a bearer token, ?token=): the connection gets
-  // the larger buffer limits. The first time, its answer waits for the host's auth turn
-  // (server.cc, AwaitAuthTurn), as a wrong one's does.
+  // the larger buffer limits.
   bool authenticated = false;
+  // The right credentials came on this connection for the first time (Authenticate): their
+  // answer waits for the host's auth turn (server.cc, AwaitAuthTurn), as a wrong one's does.
+  // The server clears it.
+  bool first_auth = false;
+  void Authenticate() {
+    first_auth = first_auth || !authenticated;
+    authenticated = true;
+  }
   // The last request sent wrong credentials: its reply is the last, and is delayed (server.cc,
   // AwaitAuthTurn). The handler sets `close` with it.
   bool auth_failed = false;

@@ -12,13 +12,16 @@
 #include "server/server.h"
 
 #include <fmt/format.h>
+#include <linux/sockios.h>
 #include <openssl/ssl.h>
+#include <sys/ioctl.h>
 
 #include <asio.hpp>
 #include <asio/ssl.hpp>
 #include <atomic>
 #include <charconv>
 #include <chrono>
+#include <fstream>
 #include <functional>
 #include <list>
 #include <mutex>
@@ -37,7 +40,32 @@ namespace {
 
 using asio::ip::tcp;
 using Clock = std::chrono::steady_clock;
-using TlsStream = asio::ssl::stream<tcp::socket&>;
+class Connection;
+
+// The socket under a connection's TLS stream. It tells the connection when raw bytes arrive
+// (Connection::OnRawBytes), so that a TLS record that arrives only in part is an unfinished
+// request like plain bytes would be: held to server.request_timeout and evictable as a slow
+// sender. The stream sees no plaintext until a record is whole.
+class RawSocket {
+ public:
+  using executor_type = tcp::socket::executor_type;
+  using lowest_layer_type = tcp::socket::lowest_layer_type;
+  RawSocket(tcp::socket& socket, Connection& owner) : socket_(socket), owner_(owner) {}
+  executor_type get_executor() { return socket_.get_executor(); }
+  lowest_layer_type& lowest_layer() { return socket_.lowest_layer(); }
+  const lowest_layer_type& lowest_layer() const { return socket_.lowest_layer(); }
+  template <typename Buffers, typename Handler>
+  void async_read_some(const Buffers& buffers, Handler&& handler);  // after Connection
+  template <typename Buffers, typename Handler>
+  void async_write_some(const Buffers& buffers, Handler&& handler) {
+    socket_.async_write_some(buffers, std::forward<Handler>(handler));
+  }
+
+ private:
+  tcp::socket& socket_;
+  Connection& owner_;
+};
+using TlsStream = asio::ssl::stream<RawSocket>;
 
 constexpr std::size_t kReadChunk = 16 * 1024;
 // How much one connection may buffer, as Redis limits its clients: input (a RESP command may
@@ -103,6 +131,15 @@ Result<tcp::endpoint> ParseEndpoint(std::string_view key, const std::string& tex
   return tcp::endpoint(address, static_cast<unsigned short>(port));
 }
 
+// True when the PEM file at `path` holds an encrypted key (PKCS#8 or the traditional form).
+bool PemIsEncrypted(const std::string& path) {
+  std::ifstream in(path);
+  std::string head(4096, '\0');
+  in.read(head.data(), static_cast<std::streamsize>(head.size()));
+  head.resize(static_cast<std::size_t>(in.gcount()));
+  return head.find("ENCRYPTED") != std::string::npos;
+}
+
 // The listeners' TLS context when server.tls_cert_file is set, else null: TLS 1.2 or later, the
 // certificate chain and its key, and client certificates required when a client CA is set.
 // Idle connections give their TLS buffers back (SSL_MODE_RELEASE_BUFFERS).
@@ -113,6 +150,8 @@ Result<std::unique_ptr<asio::ssl::context>> TlsContext(const ServerConfig& confi
                    asio::ssl::context::no_sslv3 | asio::ssl::context::no_tlsv1 |
                    asio::ssl::context::no_tlsv1_1);
   SSL_CTX_set_mode(ctx->native_handle(), SSL_MODE_RELEASE_BUFFERS);
+  // An encrypted key is refused, never a passphrase prompt on the terminal (OpenSSL's default).
+  SSL_CTX_set_default_passwd_cb(ctx->native_handle(), [](char*, int, int, void*) { return 0; });
   auto refuse = [](const char* key, const std::string& path, const std::string& why) {
     return InvalidArgument(fmt::format("config {} \"{}\" cannot be used: {}", key, path, why));
   };
@@ -120,7 +159,13 @@ Result<std::unique_ptr<asio::ssl::context>> TlsContext(const ServerConfig& confi
   ctx->use_certificate_chain_file(config.server_tls_cert_file, ec);
   if (ec) return refuse("server.tls_cert_file", config.server_tls_cert_file, ec.message());
   ctx->use_private_key_file(config.server_tls_key_file, asio::ssl::context::pem, ec);
-  if (ec) return refuse("server.tls_key_file", config.server_tls_key_file, ec.message());
+  if (ec) {
+    return refuse("server.tls_key_file", config.server_tls_key_file,
+                  PemIsEncrypted(config.server_tls_key_file)
+                      ? "it is encrypted: allowed an unencrypted PEM key (openssl pkey -in KEY "
+                        "-out NEW), kept from other users by its mode"
+                      : ec.message());
+  }
   if (!config.server_tls_client_ca_file.empty()) {
     ctx->load_verify_file(config.server_tls_client_ca_file, ec);
     STACK_OF(X509_NAME)* names = SSL_load_client_CA_file(config.server_tls_client_ca_file.c_str());
@@ -140,7 +185,6 @@ std::string EndpointText(const tcp::endpoint& e) {
 }
 
 class ServerImpl;
-class Connection;
 
 // What one event loop shares between its connections; only that loop's thread touches it.
 struct LoopState {
@@ -162,23 +206,25 @@ class Connection : public std::enable_shared_from_this<Connection> {
   asio::any_io_executor executor() { return socket_.get_executor(); }
 
   // Read from other loops' threads (the limits' choice of whom to close, MemoryWeight).
-  // When its unfinished request began (steady clock, ns), or 0; and its bytes so far.
-  std::atomic<std::int64_t> partial_since_ns{0};
-  std::atomic<std::size_t> partial_bytes{0};
-  std::atomic<std::size_t> buffered{0};  // the capacity of its buffers, as in the budget
-  // A write the socket did not take at once: when it began (0: none), the bytes it has sent
-  // since, and the bytes still waiting on the client (its rest and the requests behind it).
+  std::atomic<std::int64_t> partial_since_ns{0};  // when its unfinished request began, or 0
+  std::atomic<std::size_t> buffered{0};           // the capacity of its buffers, as in the budget
+  // When a write the socket did not take at once began (0: none).
   std::atomic<std::int64_t> write_since_ns{0};
-  std::atomic<std::size_t> sent{0};
-  std::atomic<std::size_t> unsent{0};
   std::atomic<bool> chosen{false};  // picked for closing already
+  // From the budget's scan (one at a time, any thread): whether the client acknowledged less
+  // than kMinDrainRate of what the kernel holds for it since the scan's last look at least
+  // kStallAgeNs ago, with bytes still queued. The kernel keeps sending while this loop is busy,
+  // so the server's own pauses do not count. The first look only takes a mark.
+  bool ClientStalled(std::int64_t now);
+  // Raw bytes came under the TLS stream (RawSocket, on its loop): activity, and the start of an
+  // unfinished request if none has begun (its plaintext comes when the record is whole).
+  void OnRawBytes();
 
  private:
   void QueueWrite();
   static void Flush(LoopState& loop);
   void Write();
-  // The rest of a write the socket did not take at once, one write_some at a time, so that
-  // `sent` shows how fast the client reads.
+  // The rest of a write the socket did not take at once, one write_some at a time.
   void WriteSome();
   void OnWritten(const asio::error_code& ec, std::size_t n);
   // The TLS handshake, held to server.request_timeout like a request; then Read().
@@ -241,6 +287,13 @@ class Connection : public std::enable_shared_from_this<Connection> {
   bool auth_hold_ = false;     // replies wait for the host's auth turn (AwaitAuthTurn)
   std::string held_;           // a blocking-pool reply that came while writing_
   std::size_t write_pos_ = 0;  // what the write in flight has sent of out_
+  std::atomic<int> fd_{-1};    // the socket's, for ClientStalled (-1 once closed)
+  // Bytes handed to the socket so far (TLS: plaintext, which the records' overhead makes a
+  // little less than the kernel holds).
+  std::atomic<std::uint64_t> sent_total_{0};
+  // ClientStalled's last look: the bytes the client had acknowledged, and when.
+  std::atomic<std::uint64_t> acked_mark_{0};
+  std::atomic<std::int64_t> acked_mark_ns_{0};
   bool draining_ = false;
   bool closed_ = false;
 };
@@ -375,20 +428,16 @@ class ServerImpl final : public Server {
     }
   }
 
-  // The bytes closing `c` would free that its client makes the server hold: an unfinished
-  // request at least kStallAgeNs old, and replies its client reads slower than kMinDrainRate
-  // (a client draining a large reply at speed is never chosen, however large the reply).
-  static std::size_t MemoryWeight(const Connection& c, std::int64_t now) {
-    std::size_t weight = 0;
+  // What closing `c` frees (its buffers) when its client is what makes the server hold them:
+  // a request not whole for kStallAgeNs, or a reply waiting that long on a client that does not
+  // read it at kMinDrainRate (ClientStalled). 0 otherwise: a client reading a large reply at
+  // speed is never chosen, however large the reply.
+  static std::size_t MemoryWeight(Connection& c, std::int64_t now) {
     const std::int64_t partial = c.partial_since_ns.load();
-    if (partial != 0 && now - partial >= kStallAgeNs) weight += c.partial_bytes.load();
     const std::int64_t since = c.write_since_ns.load();
-    if (since != 0 && now - since >= kStallAgeNs &&
-        static_cast<double>(c.sent.load()) <
-            static_cast<double>(now - since) / 1e9 * kMinDrainRate) {
-      weight += c.unsent.load();
-    }
-    return weight;
+    const bool input = partial != 0 && now - partial >= kStallAgeNs;
+    const bool output = since != 0 && now - since >= kStallAgeNs && c.ClientStalled(now);
+    return input || output ? c.buffered.load() : 0;
   }
 
   // At max_connections: the connection whose request has been arriving longest (at least
@@ -629,7 +678,7 @@ Connection::Connection(ServerImpl& server, tcp::socket socket, Protocol protocol
     : server_(server),
       loop_(loop),
       socket_(std::move(socket)),
-      tls_(tls != nullptr ? std::make_unique<TlsStream>(socket_, *tls) : nullptr),
+      tls_(tls != nullptr ? std::make_unique<TlsStream>(RawSocket(socket_, *this), *tls) : nullptr),
       idle_timer_(socket_.get_executor()),
       protocol_(protocol),
       chunk_(kReadChunk),
@@ -639,6 +688,7 @@ void Connection::Begin() {
   server_.service().ConnectionOpened(protocol_);
   asio::error_code ignored;
   socket_.non_blocking(true, ignored);
+  fd_.store(socket_.native_handle());
   peer_ = socket_.remote_endpoint(ignored).address();
   ArmIdleTimer();
   if (tls_ != nullptr) {
@@ -646,6 +696,22 @@ void Connection::Begin() {
   } else {
     Read();
   }
+}
+
+template <typename Buffers, typename Handler>
+void RawSocket::async_read_some(const Buffers& buffers, Handler&& handler) {
+  socket_.async_read_some(buffers, [&owner = owner_, handler = std::forward<Handler>(handler)](
+                                       const asio::error_code& ec, std::size_t n) mutable {
+    if (!ec && n > 0) owner.OnRawBytes();
+    std::move(handler)(ec, n);
+  });
+}
+
+void Connection::OnRawBytes() {
+  last_activity_ = Clock::now();
+  if (handshaking_ || closed_ || partial_since_ns.load() != 0) return;
+  partial_since_ns.store(NowNs());
+  ArmIdleTimer();  // its deadline may come before the idle one
 }
 
 void Connection::Handshake() {
@@ -702,8 +768,23 @@ bool Connection::trusted() const {
 
 BufferLimits Connection::limits() const { return trusted() ? kTrustedLimits : kUntrustedLimits; }
 
+bool Connection::ClientStalled(std::int64_t now) {
+  const int fd = fd_.load();
+  int queued = 0;  // bytes in the kernel the client has not acknowledged
+  if (fd < 0 || ::ioctl(fd, SIOCOUTQ, &queued) != 0 || queued < 0) return false;
+  const std::uint64_t sent = sent_total_.load();
+  const std::uint64_t acked = sent - std::min(sent, static_cast<std::uint64_t>(queued));
+  const std::int64_t then = acked_mark_ns_.load();
+  if (then != 0 && then >= write_since_ns.load() && now - then < kStallAgeNs) return false;
+  const std::uint64_t before = acked_mark_.exchange(acked);
+  acked_mark_ns_.store(now);
+  if (then == 0 || then < write_since_ns.load()) return false;  // a mark for this write
+  const double rate = static_cast<double>(acked - std::min(acked, before)) /
+                      (static_cast<double>(now - then) / 1e9);
+  return queued > 0 && rate < kMinDrainRate;
+}
+
 void Connection::TrackPartial(bool completed, bool need_more) {
-  partial_bytes.store(need_more ? in_.size() : 0);
   if (!need_more) {
     partial_since_ns.store(0);
     return;
@@ -812,11 +893,13 @@ void Connection::OnRead(const asio::error_code& ec, std::size_t n) {
 
 void Connection::Continue() {
   if (closed_ || writing_) return;  // the write's completion continues
-  const bool was_trusted = trusted();
   if (!pending_) Process();
   Account();
   if (closed_) return;  // the budget closed it
-  if (session_.auth_failed || (!was_trusted && trusted())) {
+  // Credentials judged on the loop or on the blocking pool (Offload brings its session back
+  // before it continues): their answer waits for the host's turn.
+  if (session_.auth_failed || session_.first_auth) {
+    session_.first_auth = false;
     AwaitAuthTurn(session_.auth_failed);
     if (closed_) return;
   }
@@ -987,6 +1070,7 @@ void Connection::Write() {
         socket_.write_some(asio::buffer(out_.data() + written, out_.size() - written), ec);
     if (ec) break;
     written += n;
+    sent_total_.fetch_add(n, std::memory_order_relaxed);
   }
   if (ec && ec != asio::error::would_block && ec != asio::error::try_again) {
     Close();
@@ -997,8 +1081,6 @@ void Connection::Write() {
     busy_ = true;
     writing_ = true;
     write_pos_ = 0;
-    sent.store(0);
-    unsent.store(out_.size() + in_.size());
     write_since_ns.store(NowNs());
     WriteSome();
     return;
@@ -1021,19 +1103,20 @@ void Connection::WriteSome() {
 
 void Connection::OnWritten(const asio::error_code& ec, std::size_t n) {
   write_pos_ += n;
+  sent_total_.fetch_add(n, std::memory_order_relaxed);
   if (!ec && write_pos_ < out_.size()) {
-    sent.fetch_add(n);
-    unsent.store(out_.size() - write_pos_ + in_.size());
     WriteSome();
     return;
   }
   writing_ = false;
   busy_ = false;
   write_since_ns.store(0);
-  unsent.store(0);
   write_pos_ = 0;
   out_.clear();
   out_.swap(held_);  // replies that came meanwhile
+  // held_ now has the written buffer: a large one is given back here (nothing accounts for
+  // held_; a 43 MB reply's buffer stayed until the connection closed).
+  if (held_.capacity() > kKeptCapacity) std::string().swap(held_);
   if (ec) {
     Close();
     return;
@@ -1069,6 +1152,7 @@ void Connection::Close() {
   closed_ = true;
   asio::error_code ignored;
   idle_timer_.cancel();
+  fd_.store(-1);
   socket_.shutdown(tcp::socket::shutdown_both, ignored);
   socket_.close(ignored);
   partial_since_ns.store(0);

@@ -83,6 +83,8 @@ Result<std::shared_ptr<SSL_CTX>> TlsContext(const ClientOptions& o) {
   std::shared_ptr<SSL_CTX> ctx(SSL_CTX_new(TLS_client_method()), SSL_CTX_free);
   if (ctx == nullptr) return Internal("SSL_CTX_new: " + OpenSslError());
   SSL_CTX_set_min_proto_version(ctx.get(), TLS1_2_VERSION);
+  // An encrypted key fails here, never a passphrase prompt on the terminal (OpenSSL's default).
+  SSL_CTX_set_default_passwd_cb(ctx.get(), [](char*, int, int, void*) { return 0; });
   SSL_CTX_set_verify(ctx.get(), SSL_VERIFY_PEER, nullptr);
   const bool cas = o.tls_ca_file == "system" ? SSL_CTX_set_default_verify_paths(ctx.get()) == 1
                                              : SSL_CTX_load_verify_locations(

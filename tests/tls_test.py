@@ -127,6 +127,31 @@ class TlsTest(unittest.TestCase):
         self.assertEqual(metric(s, self.cert, 'sekka_connections_shed_total{reason="request_timeout"}'),
                          1)
 
+    def test_a_record_sent_in_part_is_held_to_the_request_timeout(self):
+        # Third review of issue 24: after the handshake, a record header promising 100 bytes
+        # and 3 of them held a slot until idle_timeout: the stream shows no plaintext until a
+        # record is whole. Raw bytes now start the request's deadline.
+        s = self.serve("partial", "--request-timeout", "1s", "--idle-timeout", "60s")
+        ctx = ssl.create_default_context(cafile=self.cert("ca.crt"))
+        incoming, outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
+        tls = ctx.wrap_bio(incoming, outgoing, server_hostname="127.0.0.1")
+        with socket.create_connection(("127.0.0.1", s.resp_port), timeout=10) as c:
+            while True:  # the handshake by hand, so that raw bytes can follow it
+                try:
+                    tls.do_handshake()
+                    break
+                except ssl.SSLWantReadError:
+                    c.sendall(outgoing.read())
+                    incoming.write(c.recv(65536))
+            c.sendall(outgoing.read())
+            c.sendall(b"\x17\x03\x03\x00\x64abc")
+            start = time.monotonic()
+            while c.recv(65536):  # session tickets, then the close
+                pass
+            self.assertLess(time.monotonic() - start, 5)
+        self.assertEqual(
+            metric(s, self.cert, 'sekka_connections_shed_total{reason="request_timeout"}'), 1)
+
     def test_python_ssl_client_sees_a_verified_server(self):
         s = self.serve("python")
         ctx = ssl.create_default_context(cafile=self.cert("ca.crt"))
@@ -187,6 +212,13 @@ class TlsConfigTest(unittest.TestCase):
             dst.write(src.read())
         os.chmod(open_key, 0o644)
         self.assertIn("readable by every user", self.refused(*good, "--tls-key-file", open_key))
+        # Third review: an encrypted key made serve ask for a passphrase on the terminal.
+        encrypted = self.dirs.path("encrypted.key")
+        subprocess.run(["openssl", "pkey", "-in", self.cert("server.key"), "-out", encrypted,
+                        "-aes256", "-passout", "pass:sekka-test"], check=True)
+        os.chmod(encrypted, 0o600)
+        self.assertIn("it is encrypted: allowed an unencrypted PEM key",
+                      self.refused(*good, "--tls-key-file", encrypted))
 
 
 if __name__ == "__main__":

@@ -339,12 +339,18 @@ class Scenarios(unittest.TestCase):
         for options in (dict(mine, tls_ca_file=cert("other-ca.crt")),
                         dict(token=token, tls_ca_file=cert("ca.crt")), dict(token=token)):
             self.error(self.open([s], **options, **quick), "ids", "no_server", n=1)
-        # Options that cannot be used are refused when the client is made.
+        # Options that cannot be used are refused when the client is made, an encrypted key
+        # among them (never a passphrase prompt on the terminal).
+        encrypted = self.dirs.path("encrypted.key")
+        subprocess.run(["openssl", "pkey", "-in", cert("client.key"), "-out", encrypted,
+                        "-aes256", "-passout", "pass:sekka-test"], check=True)
         d = self.driver()
         for options in (dict(tls_ca_file=cert("ca.crt"), tls_cert_file=cert("client.crt")),
                         dict(tls_ca_file=self.dirs.path("no-such-ca.pem")),
                         dict(tls_ca_file=cert("ca.crt"), tls_cert_file=cert("client.crt"),
-                             tls_key_file=cert("server.key"))):
+                             tls_key_file=cert("server.key")),
+                        dict(tls_ca_file=cert("ca.crt"), tls_cert_file=cert("client.crt"),
+                             tls_key_file=encrypted)):
             reply = d.open(s.resp, options)
             self.assertEqual(reply.get("error"), "invalid_argument", f"{options}: {reply}")
 

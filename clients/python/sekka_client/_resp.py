@@ -80,7 +80,8 @@ def tls_context(ca_file: Optional[str], cert_file: Optional[str],
     ctx.minimum_version = ssl.TLSVersion.TLSv1_2
     if cert_file is not None:
         try:
-            ctx.load_cert_chain(cert_file, key_file)
+            # An encrypted key fails here (an empty passphrase), never a prompt on the terminal.
+            ctx.load_cert_chain(cert_file, key_file, password=b"")
         except (OSError, ssl.SSLError) as e:
             raise ValueError(f"tls_cert_file = {cert_file!r} with tls_key_file = {key_file!r} "
                              f"cannot be used: {e}") from None
