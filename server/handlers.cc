@@ -5,7 +5,9 @@
 #include <strings.h>
 
 #include <algorithm>
+#include <atomic>
 #include <charconv>
+#include <chrono>
 #include <optional>
 #include <span>
 #include <variant>
@@ -1143,9 +1145,17 @@ bool AuthCommand(RespCall& c) {
 // A browser's request on the RESP port (a web page's fetch or form aimed at 127.0.0.1:6380): its
 // request line or Host header closes the connection unanswered, before the request's body can
 // run as commands (Redis's securityWarningCommand does the same).
+// The warning is logged at most once a second (a page can open connections in a loop).
 bool HttpOnRespCommand(RespCall& c) {
-  Log(LogLevel::kWarn, "closed a connection that sent HTTP to the Redis-protocol port",
-      "hint=\"a web page may be trying to reach it\"");
+  static std::atomic<std::int64_t> last_logged_s{0};
+  const std::int64_t now_s = std::chrono::duration_cast<std::chrono::seconds>(
+                                 std::chrono::steady_clock::now().time_since_epoch())
+                                 .count();
+  if (std::int64_t last = last_logged_s.load();
+      now_s != last && last_logged_s.compare_exchange_strong(last, now_s)) {
+    Log(LogLevel::kWarn, "closed a connection that sent HTTP to the Redis-protocol port",
+        "hint=\"a web page may be trying to reach it\" limit=\"one such line a second\"");
+  }
   c.close = true;
   return false;
 }
