@@ -193,6 +193,9 @@ int RunServe(const ServeFlags& flags) {
 
   Result<ServerConfig> config = BuildConfig(sources);
   if (!config.ok()) return Fail(kExitUsage, config.error().message);
+  if (Status s = server::CheckListeners(*config); !s.ok()) {
+    return Fail(kExitUsage, "cannot start: " + s.error().message);
+  }
   if (flags.print_config) {
     std::fputs(PrintConfig(sources).c_str(), stdout);
     return kExitOk;

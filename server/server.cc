@@ -1163,6 +1163,17 @@ void Connection::Close() {
 
 }  // namespace
 
+Status CheckListeners(const ServerConfig& config) {
+  for (auto [listen, key] : {std::pair{config.http_listen, "server.http_listen"},
+                             std::pair{config.resp_listen, "server.resp_listen"},
+                             std::pair{config.thrift_listen, "server.thrift_listen"}}) {
+    if (listen.empty()) continue;
+    if (Result<tcp::endpoint> e = ParseEndpoint(key, listen); !e.ok()) return std::move(e).error();
+  }
+  Result<std::unique_ptr<asio::ssl::context>> tls = TlsContext(config);
+  return tls.ok() ? Status::Ok() : Status(std::move(tls).error());
+}
+
 Result<std::unique_ptr<Server>> Server::Start(Service& service, const ServerConfig& config) {
   auto server = std::make_unique<ServerImpl>(service, config);
   if (Status s = server->Listen(); !s.ok()) return std::move(s).error();

@@ -17,6 +17,11 @@
 
 namespace sekka::server {
 
+// What Server::Start would refuse in `config` before binding anything: a listen address that
+// is not IP:port, and TLS files OpenSSL cannot use. `sekka serve --print-config` checks it too,
+// so that it never exits 0 on a configuration serve refuses. Errors: kInvalidArgument.
+Status CheckListeners(const ServerConfig& config);
+
 class Server {
  public:
   // Binds the listeners. Errors: kInvalidArgument (a bad address), kUnavailable (in use).

@@ -1509,6 +1509,23 @@ class ConfigTest(ServerTestCase):
         self.assertIn('resp_listen = "127.0.0.1:3333"', out.stdout)
         self.assertIn('max_drift = "250ms"', out.stdout)
 
+    def test_print_config_refuses_what_serve_refuses(self):
+        """Issue 24 (left over): --print-config exited 0 on a listen address or TLS files that
+        serve then refused. Both now run the same check (server::CheckListeners)."""
+        sekka = os.environ.get("SEKKA_BIN", "build/cli/sekka")
+        junk = self.dirs.path("junk.pem")
+        with open(junk, "w") as f:
+            f.write("not a certificate\n")
+        os.chmod(junk, 0o600)
+        for flags, expect in ((["--http", "127.0.0.1:99999"],
+                               'server.http_listen "127.0.0.1:99999" is not valid'),
+                              (["--tls-cert-file", junk, "--tls-key-file", junk],
+                               f'config server.tls_cert_file "{junk}" cannot be used')):
+            out = subprocess.run([sekka, "serve", *flags, "--print-config"], capture_output=True,
+                                 text=True, timeout=30)
+            self.assertEqual(out.returncode, 2, (flags, out.stdout))
+            self.assertIn(expect, out.stderr)
+
     def test_an_empty_value_cannot_turn_a_protection_off(self):
         """Second review of issue 24: `--auth-token "$(cat missing)"` or an empty
         SEKKA_SERVER_AUTH_TOKEN over a config file's token started the server without one."""
