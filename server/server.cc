@@ -211,6 +211,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // When a write the socket did not take at once began (0: none).
   std::atomic<std::int64_t> write_since_ns{0};
   std::atomic<bool> chosen{false};  // picked for closing already
+  std::atomic<bool> held{false};    // its replies wait for the host's auth turn (auth_hold_)
   // From the budget's scan (one at a time, any thread): whether the client acknowledged less
   // than kMinDrainRate of what the kernel holds for it since the scan's last look at least
   // kStallAgeNs ago, with bytes still queued. The kernel keeps sending while this loop is busy,
@@ -437,7 +438,8 @@ class ServerImpl final : public Server {
     const std::int64_t since = c.write_since_ns.load();
     const bool input = partial != 0 && now - partial >= kStallAgeNs;
     const bool output = since != 0 && now - since >= kStallAgeNs && c.ClientStalled(now);
-    return input || output ? c.buffered.load() : 0;
+    // Replies held for an auth turn wait on the host's guessing, up to 5 s: they count too.
+    return input || output || c.held.load() ? c.buffered.load() : 0;
   }
 
   // At max_connections: the connection whose request has been arriving longest (at least
@@ -845,9 +847,11 @@ void Connection::AwaitAuthTurn(bool failed) {
   }
   if (*delay <= Clock::duration::zero()) return;
   auth_hold_ = true;  // QueueWrite waits; the connection reads nothing meanwhile
+  held.store(true);
   auto timer = std::make_shared<asio::steady_timer>(executor(), *delay);
   timer->async_wait([self = shared_from_this(), timer](const asio::error_code&) {
     self->auth_hold_ = false;
+    self->held.store(false);
     if (!self->closed_ && self->busy_) self->QueueWrite();
   });
 }

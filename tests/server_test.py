@@ -1173,6 +1173,29 @@ class LimitsTest(ServerTestCase):
             for c in attackers:
                 c.close()
 
+    def test_the_budget_sheds_replies_held_for_an_auth_turn(self):
+        """Fourth review of issue 24: while wrong tokens queued turns, 150 right-token requests
+        for 100,000 ids each held their replies for the turn and took RSS from 13 to 335 MB
+        against a 16 MiB budget; a held connection weighed nothing. Held replies count now."""
+        s = self.start("data", "--auth-token", TOKEN, "--max-buffer-mib", "16",
+                       "--idle-timeout", "60s")
+        wrong = b"GET /v1/id HTTP/1.1\r\nAuthorization: Bearer guess-000000000001\r\n\r\n"
+        right = (b"GET /v1/ids?count=100000 HTTP/1.1\r\nAuthorization: Bearer " +
+                 TOKEN.encode() + b"\r\n\r\n")
+        conns = []
+        try:
+            for payload in [wrong] * 20 + [right] * 40:  # 4 s of turns, then 100 MB of replies
+                c = socket.socket()
+                c.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+                c.settimeout(10)
+                c.connect(("127.0.0.1", s.http_port))
+                c.sendall(payload)
+                conns.append(c)
+            self.assertTrue(wait_for(lambda: shed(s, "memory") >= 1, 3.5), shed(s, "memory"))
+        finally:
+            for c in conns:
+                c.close()
+
     def test_the_budget_sheds_stalled_readers_and_spares_fast_ones(self):
         """Third review of issue 24: clients that read part of a 43 MB reply fast and then
         stopped held their replies (the rate was averaged since the write began), and fast
