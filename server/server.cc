@@ -16,6 +16,7 @@
 #include <openssl/ssl.h>
 #include <sys/ioctl.h>
 
+#include <array>
 #include <asio.hpp>
 #include <asio/ssl.hpp>
 #include <atomic>
@@ -179,6 +180,14 @@ Result<std::unique_ptr<asio::ssl::context>> TlsContext(const ServerConfig& confi
   return ctx;
 }
 
+// Each listener's address, protocol and config key (Server::Start and CheckListeners).
+std::array<std::tuple<std::string, Protocol, const char*>, 3> ListenKeys(
+    const ServerConfig& config) {
+  return {std::tuple{config.http_listen, Protocol::kHttp, "server.http_listen"},
+          std::tuple{config.resp_listen, Protocol::kResp, "server.resp_listen"},
+          std::tuple{config.thrift_listen, Protocol::kThrift, "server.thrift_listen"}};
+}
+
 std::string EndpointText(const tcp::endpoint& e) {
   if (e.address().is_v6()) return fmt::format("[{}]:{}", e.address().to_string(), e.port());
   return fmt::format("{}:{}", e.address().to_string(), e.port());
@@ -211,7 +220,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // When a write the socket did not take at once began (0: none).
   std::atomic<std::int64_t> write_since_ns{0};
   std::atomic<bool> chosen{false};  // picked for closing already
-  std::atomic<bool> held{false};    // its replies wait for the host's auth turn (auth_hold_)
+  // Its replies wait for the host's auth turn (AwaitAuthTurn): QueueWrite waits, and the
+  // budget counts its buffers.
+  std::atomic<bool> held{false};
   // From the budget's scan (one at a time, any thread): whether the client acknowledged less
   // than kMinDrainRate of what the kernel holds for it since the scan's last look at least
   // kStallAgeNs ago, with bytes still queued. The kernel keeps sending while this loop is busy,
@@ -285,7 +296,6 @@ class Connection : public std::enable_shared_from_this<Connection> {
   bool reading_ = false;       // an async_read_some is in flight
   bool writing_ = false;       // an async_write is in flight: out_ is not touched
   bool queued_ = false;        // in the loop's write queue
-  bool auth_hold_ = false;     // replies wait for the host's auth turn (AwaitAuthTurn)
   std::string held_;           // a blocking-pool reply that came while writing_
   std::size_t write_pos_ = 0;  // what the write in flight has sent of out_
   std::atomic<int> fd_{-1};    // the socket's, for ClientStalled (-1 once closed)
@@ -316,10 +326,7 @@ class ServerImpl final : public Server {
     Result<std::unique_ptr<asio::ssl::context>> tls = TlsContext(config_);
     if (!tls.ok()) return std::move(tls).error();
     tls_ = std::move(*tls);
-    for (auto [listen, protocol, key] :
-         {std::tuple{config_.http_listen, Protocol::kHttp, "server.http_listen"},
-          std::tuple{config_.resp_listen, Protocol::kResp, "server.resp_listen"},
-          std::tuple{config_.thrift_listen, Protocol::kThrift, "server.thrift_listen"}}) {
+    for (auto [listen, protocol, key] : ListenKeys(config_)) {
       if (listen.empty()) continue;
       Result<tcp::endpoint> endpoint = ParseEndpoint(key, listen);
       if (!endpoint.ok()) return std::move(endpoint).error();
@@ -755,7 +762,7 @@ void Connection::ArmIdleTimer() {
     if (since != 0 && now.time_since_epoch() - std::chrono::nanoseconds(since) >=
                           std::chrono::milliseconds(config.request_timeout_ms)) {
       self->Shed(ShedReason::kRequestTimeout);
-    } else if (!self->pending_ && !self->auth_hold_ &&
+    } else if (!self->pending_ && !self->held.load() &&
                now - self->last_activity_ >= std::chrono::milliseconds(config.idle_timeout_ms)) {
       self->Close();
     } else {
@@ -846,11 +853,9 @@ void Connection::AwaitAuthTurn(bool failed) {
     return;
   }
   if (*delay <= Clock::duration::zero()) return;
-  auth_hold_ = true;  // QueueWrite waits; the connection reads nothing meanwhile
-  held.store(true);
+  held.store(true);  // QueueWrite waits; the connection reads nothing meanwhile
   auto timer = std::make_shared<asio::steady_timer>(executor(), *delay);
   timer->async_wait([self = shared_from_this(), timer](const asio::error_code&) {
-    self->auth_hold_ = false;
     self->held.store(false);
     if (!self->closed_ && self->busy_) self->QueueWrite();
   });
@@ -1042,7 +1047,7 @@ Connection::Step Connection::TakeResp(std::string_view data, std::size_t& pos) {
 
 void Connection::QueueWrite() {
   busy_ = true;  // Drain waits for the queued replies
-  if (queued_ || writing_ || auth_hold_) return;
+  if (queued_ || writing_ || held.load()) return;
   queued_ = true;
   loop_.write_queue.push_back(shared_from_this());
   if (!loop_.flush_posted) {
@@ -1168,9 +1173,7 @@ void Connection::Close() {
 }  // namespace
 
 Status CheckListeners(const ServerConfig& config) {
-  for (auto [listen, key] : {std::pair{config.http_listen, "server.http_listen"},
-                             std::pair{config.resp_listen, "server.resp_listen"},
-                             std::pair{config.thrift_listen, "server.thrift_listen"}}) {
+  for (auto [listen, protocol, key] : ListenKeys(config)) {
     if (listen.empty()) continue;
     if (Result<tcp::endpoint> e = ParseEndpoint(key, listen); !e.ok()) return std::move(e).error();
   }

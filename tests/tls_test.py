@@ -51,7 +51,9 @@ def metric(server, cert, line_start):
     raise AssertionError(f"no {line_start} in /metrics")
 
 
-class TlsTest(unittest.TestCase):
+class CertsTestCase(unittest.TestCase):
+    """A throwaway CA and certificates for the class (scripts/test_certs.sh), in a temp dir."""
+
     @classmethod
     def setUpClass(cls):
         cls.dirs = TempDirs()
@@ -60,6 +62,9 @@ class TlsTest(unittest.TestCase):
     @classmethod
     def tearDownClass(cls):
         cls.dirs.cleanup()
+
+
+class TlsTest(CertsTestCase):
 
     def serve(self, name, *flags):
         s = Server(self.dirs.path(name), "--tls-cert-file", self.cert("server.crt"),
@@ -167,17 +172,9 @@ class TlsTest(unittest.TestCase):
         self.assertRegex(data, rb"^:\d+\r\n\+PONG\r\n$")
 
 
-class TlsConfigTest(unittest.TestCase):
+class TlsConfigTest(CertsTestCase):
     """Configurations that must not start: exit 2 with a line naming the key."""
 
-    @classmethod
-    def setUpClass(cls):
-        cls.dirs = TempDirs()
-        cls.cert = staticmethod(make_certs(cls.dirs.path("tls")))
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.dirs.cleanup()
 
     def refused(self, *flags):
         env = {k: v for k, v in os.environ.items() if not k.startswith("SEKKA_")}

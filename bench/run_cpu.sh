@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Where a pinned server's CPU goes (docs/benchmarks.md, "The server after issue 24"): sekka
+# ID.NEXT against redis-server INCR, both on core 0 with the client (redis-benchmark -c 50) on
+# core 1; per run, requests/s, the server's CPU ticks and, from nstat, the TCP segments and ACKs
+# the whole machine sent meanwhile. Not part of the test suite; every process started here is
+# stopped by PID at exit; each load is bounded in count.
+#   P=1 N=300000 ROUNDS=2 bash bench/run_cpu.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+# shellcheck source=bench/lib.sh
+source bench/lib.sh
+start_work cpu
+SEKKA="${SEKKA:-build/cli/sekka}"
+SR=$(free_port); RR=$(free_port)
+taskset -c 0 "$SEKKA" serve --http "127.0.0.1:$(free_port)" --resp "127.0.0.1:$SR" \
+  --data-dir "$WORK/s" --threads 1 --log-level warn > /dev/null &
+SP=$!; PIDS+=($!)
+taskset -c 0 redis-server --bind 127.0.0.1 --port "$RR" --save '' --appendonly no --dir "$WORK" \
+  --daemonize no --loglevel warning > /dev/null &
+RP=$!; PIDS+=($!)
+wait_port "$SR"; wait_port "$RR"
+cpu() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
+for round in $(seq "${ROUNDS:-2}"); do
+  for who in redis sekka; do
+    pid=$([ $who = redis ] && echo "$RP" || echo "$SP")
+    port=$([ $who = redis ] && echo "$RR" || echo "$SR")
+    cmd=$([ $who = redis ] && echo "INCR x" || echo "ID.NEXT")
+    nstat -n > /dev/null; c0=$(cpu "$pid")
+    # shellcheck disable=SC2086
+    r=$(taskset -c 1 redis-benchmark -p "$port" -c 50 -n "${N:-300000}" -P "${P:-1}" --csv $cmd 2> /dev/null | csv)
+    c1=$(cpu "$pid")
+    segs=$(nstat -z TcpOutSegs TcpExtDelayedACKs TcpExtTCPPureAcks TcpExtTCPHPAcks | awk 'NR > 1 { printf "%s=%s ", $1, $2 }')
+    echo "round $round $who: $r  cpu ticks $((c1 - c0))  $segs"
+  done
+done
