@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Where a pinned server's CPU goes (docs/benchmarks.md, "The server after issue 24"): sekka
 # ID.NEXT against redis-server INCR, both on core 0 with the client (redis-benchmark -c 50) on
-# core 1; per run, requests/s, the server's CPU ticks and, from nstat, the TCP segments and ACKs
-# the whole machine sent meanwhile. Not part of the test suite; every process started here is
+# core 1; per run, requests/s, the server's CPU ticks, its syscalls per request (perf stat on
+# the syscall tracepoints: strace slows the server and hides its failed reads) and, from nstat,
+# the TCP segments and ACKs the whole machine sent meanwhile. Not part of the test suite; every process started here is
 # stopped by PID at exit; each load is bounded in count.
 #   P=1 N=300000 ROUNDS=2 bash bench/run_cpu.sh
 set -euo pipefail
@@ -19,6 +20,8 @@ taskset -c 0 redis-server --bind 127.0.0.1 --port "$RR" --save '' --appendonly n
   --daemonize no --loglevel warning > /dev/null &
 RP=$!; PIDS+=($!)
 wait_port "$SR"; wait_port "$RR"
+CALLS=$(printf 'syscalls:sys_enter_%s,' read recvfrom write sendto epoll_wait epoll_ctl)
+CALLS=${CALLS%,}
 cpu() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
 for round in $(seq "${ROUNDS:-2}"); do
   for who in redis sekka; do
@@ -26,10 +29,15 @@ for round in $(seq "${ROUNDS:-2}"); do
     port=$([ $who = redis ] && echo "$RR" || echo "$SR")
     cmd=$([ $who = redis ] && echo "INCR x" || echo "ID.NEXT")
     nstat -n > /dev/null; c0=$(cpu "$pid")
+    perf stat -x, -o "$WORK/stat" -e "$CALLS" -p "$pid" & PS=$!
+    sleep 0.3
     # shellcheck disable=SC2086
     r=$(taskset -c 1 redis-benchmark -p "$port" -c 50 -n "${N:-300000}" -P "${P:-1}" --csv $cmd 2> /dev/null | csv)
     c1=$(cpu "$pid")
+    kill -INT $PS; wait $PS || true
+    calls=$(awk -F, -v n="${N:-300000}" '/syscalls:/ && $1 / n >= 0.005 {
+      sub(/syscalls:sys_enter_/, "", $3); printf "%s=%.2f ", $3, $1 / n }' "$WORK/stat")
     segs=$(nstat -z TcpOutSegs TcpExtDelayedACKs TcpExtTCPPureAcks TcpExtTCPHPAcks | awk 'NR > 1 { printf "%s=%s ", $1, $2 }')
-    echo "round $round $who: $r  cpu ticks $((c1 - c0))  $segs"
+    echo "round $round $who: $r  cpu ticks $((c1 - c0))  per request: $calls $segs"
   done
 done
