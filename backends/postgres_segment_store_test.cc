@@ -87,8 +87,8 @@ TEST(PostgresSegmentStoreTest, ABadUriIsAnInvalidArgument) {
 }
 
 TEST(SegmentStoreUriTest, PicksTheStoreFromItsUri) {
-  EXPECT_EQ(OpenSegmentStore("redis://x", "/tmp").error().code, ErrorCode::kInvalidArgument);
-  EXPECT_NE(OpenSegmentStore("mysql://x", "/tmp").error().message.find("allowed"),
+  EXPECT_EQ(OpenSegmentStore("etcd://x", "/tmp").error().code, ErrorCode::kInvalidArgument);
+  EXPECT_NE(OpenSegmentStore("mongodb://x", "/tmp").error().message.find("allowed"),
             std::string::npos);
   EXPECT_EQ(OpenSegmentStore("sqlite:", "/tmp").error().code, ErrorCode::kInvalidArgument);
   EXPECT_TRUE(OpenSegmentStore(BaseUri(), "/tmp").ok());

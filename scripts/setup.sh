@@ -8,7 +8,8 @@ PACKAGES=(
   build-essential cmake pkg-config git clang-format
   # libraries (each one is justified in docs/design.md)
   libfmt-dev libcli11-dev nlohmann-json3-dev libasio-dev node-llhttp libtomlplusplus-dev
-  libsqlite3-dev libpq-dev postgresql libzookeeper-mt-dev libssl-dev libcurl4-openssl-dev
+  libsqlite3-dev libpq-dev postgresql libmariadb-dev mariadb-server mariadb-client
+  libhiredis-dev libzookeeper-mt-dev libssl-dev libcurl4-openssl-dev
   # coordinators the worker-id lease tests start (etcd 3.4, ZooKeeper 3.8)
   etcd-server etcd-client zookeeper
   # the TLS tests make their CA and certificates with the openssl command
@@ -18,7 +19,7 @@ PACKAGES=(
   # sanitizers and fuzzing (clang + its runtimes)
   clang libclang-rt-14-dev
   # end-to-end test and benchmark tools: real clients and peers
-  python3 python3-redis python3-thrift thrift-compiler curl procps redis-server redis-tools prometheus hyperfine faketime wrk nginx-light time
+  python3 python3-redis python3-pymysql python3-thrift thrift-compiler curl procps redis-server redis-tools prometheus hyperfine faketime wrk nginx-light time
   # charts in `sekka stats --html` and the /ui page (inlined at build time)
   libjs-chart.js
   # headless Chromium loads those pages in the tests (console errors, charts drawn, screenshots)

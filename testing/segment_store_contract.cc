@@ -123,6 +123,15 @@ TEST_P(SegmentStoreContractTest, TagsAreListedAndValidated) {
 TEST_P(SegmentStoreContractTest, DeltaAndRemainderAreKeptAndChecked) {
   auto store = Open(GetParam());
   const TagInfo odd{"odd", 1, 100, 2, 1};
+  if (!GetParam().has_delta) {
+    Status refused = store->CreateTag(odd);
+    ASSERT_FALSE(refused.ok());
+    EXPECT_EQ(refused.error().code, ErrorCode::kInvalidArgument);
+    EXPECT_NE(refused.error().message.find("allowed delta 1 and remainder 0"), std::string::npos)
+        << refused.error().message;
+    EXPECT_EQ(store->GetTag("odd").error().code, ErrorCode::kNotFound);
+    return;
+  }
   ASSERT_TRUE(store->CreateTag(odd).ok());
   ASSERT_TRUE(store->CreateTag({"plain", 1, 100}).ok());
   EXPECT_EQ(*store->GetTag("odd"), odd);

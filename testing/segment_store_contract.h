@@ -26,6 +26,8 @@ struct StoreFactory {
   std::function<std::string()> fresh;
   // Opens one more connection to it; several may be open at once (the concurrency cases).
   std::function<std::unique_ptr<SegmentStore>(const std::string& where)> open;
+  // false: a table without delta and remainder (Leaf's), which refuses tags that need them.
+  bool has_delta = true;
   friend void PrintTo(const StoreFactory& f, std::ostream* os) { *os << f.name; }
 };
 

@@ -1,7 +1,9 @@
 #!/usr/bin/python3
 """End-to-end tests of segments: the real `sekka serve` with its SQLite store and with a real
-PostgreSQL (started here with scripts/pg.sh), through redis-cli, python3-redis and http.client:
-uniqueness across servers, kill -9 crash safety, and a database outage under load."""
+PostgreSQL and MariaDB (started here with scripts/pg.sh and scripts/mariadb.sh), through
+redis-cli, python3-redis and http.client: uniqueness across servers, kill -9 crash safety, a
+database outage and a hung database under load, and Leaf's and tinyid's own servers drawing from
+the tables that sekka serves."""
 
 import concurrent.futures
 import http.client
@@ -10,13 +12,14 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 import unittest
 
 import redis
 
 sys.path.insert(0, os.path.dirname(__file__))
-from sekka_testlib import REPO, SEKKA, Postgres, Server, TempDirs  # noqa: E402
+from sekka_testlib import REPO, SEKKA, Mariadb, Postgres, Server, TempDirs  # noqa: E402
 
 def sekka(*args):
     return subprocess.run([SEKKA, *args], capture_output=True, text=True, timeout=60)
@@ -26,13 +29,13 @@ class SegmentTestCase(unittest.TestCase):
     def setUp(self):
         self.dirs = TempDirs()
         self.servers = []
-        self.pg = None
+        self.db = None
 
     def tearDown(self):
         for s in self.servers:
             s.stop(signal.SIGKILL if s.proc.poll() is None else signal.SIGTERM)
-        if self.pg:
-            self.pg.stop()
+        if self.db:
+            self.db.stop()
         self.dirs.cleanup()
 
     def start(self, name, *flags):
@@ -169,7 +172,7 @@ class SqliteSegmentTest(SegmentTestCase):
         self.assertIn('tag "nope" is not found', p.stderr)
         p = sekka("segment", "list", "--data-dir", data)
         self.assertEqual(p.stdout.strip(), "a next_id=1 step=1000")
-        p = sekka("segment", "list", "--segment-store", "redis://x")
+        p = sekka("segment", "list", "--segment-store", "mongodb://x")
         self.assertEqual(p.returncode, 2)
         self.assertIn("allowed", p.stderr)
 
@@ -180,18 +183,17 @@ class SqliteSegmentTest(SegmentTestCase):
                               lambda: sekka("segment", "show", "orders", "--data-dir", data))
 
 
-class PostgresSegmentTest(SegmentTestCase):
-    def setUp(self):
-        super().setUp()
-        self.pg = Postgres(self.dirs.path("pg"))
+class SharedStoreTests:
+    """The cases of a store that many servers share (self.db: Postgres or Mariadb, with `uri`,
+    stop_server(), start_server() and signal())."""
 
-    def start_pg(self, name, *flags):
-        return self.start(name, "--segment-store", self.pg.uri, *flags)
+    def start_db(self, name, *flags):
+        return self.start(name, "--segment-store", self.db.uri, *flags)
 
-    def test_two_servers_sharing_postgres_give_200000_distinct_ids(self):
-        self.create("shared", "--step", "1000", "--segment-store", self.pg.uri)
-        a = self.start_pg("a")
-        b = self.start_pg("b")
+    def test_two_servers_sharing_the_store_give_200000_distinct_ids(self):
+        self.create("shared", "--step", "1000", "--segment-store", self.db.uri)
+        a = self.start_db("a")
+        b = self.start_db("b")
 
         def take(server, n):
             r = redis.Redis(host="127.0.0.1", port=server.resp_port)
@@ -208,51 +210,19 @@ class PostgresSegmentTest(SegmentTestCase):
         self.assertEqual(len(ids), 200_000)
         self.assertEqual(len(set(ids)), 200_000)
 
-    def test_tls_settings_pass_through_the_uri(self):
-        """PostgreSQL with ssl on, its certificate from a CA made by openssl: sslmode=verify-full
-        with that CA gives ids over TLS; with another CA, a one-line error naming the cause."""
-        certs = self.dirs.path("certs")
-        subprocess.run([os.path.join(REPO, "scripts", "test_certs.sh"), certs], check=True)
-        data = os.path.join(self.pg.path, "data")
-        for name in ("server.crt", "server.key"):
-            shutil.copy(os.path.join(certs, name), os.path.join(data, name))
-            if os.getuid() == 0:
-                shutil.chown(os.path.join(data, name), "postgres")
-            os.chmod(os.path.join(data, name), 0o600)
-        subprocess.run(["psql", self.pg.uri, "-q", "-c", "ALTER SYSTEM SET ssl = on", "-c",
-                        "SELECT pg_reload_conf()"], check=True, capture_output=True, timeout=30)
-        tls_uri = f"{self.pg.uri}?sslmode=verify-full&sslrootcert={certs}/ca.crt"
-        self.create("secure", "--segment-store", tls_uri)
-        s = self.start("tls", "--segment-store", tls_uri)
-        r = redis.Redis(host="127.0.0.1", port=s.resp_port)
-        self.assertEqual(r.execute_command("SEG.NEXT", "secure", 3), [1, 2, 3])
-        # Counted from a connection without TLS: the server's own connection is the TLS one.
-        count = subprocess.run(
-            ["psql", self.pg.uri + "?sslmode=disable", "-Atc",
-             "SELECT count(*) FROM pg_stat_ssl s JOIN pg_stat_activity a USING (pid) "
-             "WHERE s.ssl AND a.datname IS NOT NULL"],
-            check=True, capture_output=True, text=True, timeout=30).stdout
-        self.assertGreaterEqual(int(count), 1)
-        wrong = f"{self.pg.uri}?sslmode=verify-full&sslrootcert={certs}/other-ca.crt"
-        p = sekka("segment", "list", "--segment-store", wrong)
-        self.assertNotEqual(p.returncode, 0)
-        lines = p.stderr.strip().splitlines()
-        self.assertEqual(len(lines), 1, p.stderr)
-        self.assertIn("certificate verify failed", lines[0])
-
     def test_kill_9_never_repeats_an_id(self):
-        self.create("orders", "--step", "500", "--segment-store", self.pg.uri)
+        self.create("orders", "--step", "500", "--segment-store", self.db.uri)
         self.kill_and_restart(
-            lambda: self.start_pg("data", "--segment-max-step", "1000"), "orders",
-            lambda: sekka("segment", "show", "orders", "--segment-store", self.pg.uri))
+            lambda: self.start_db("data", "--segment-max-step", "1000"), "orders",
+            lambda: sekka("segment", "show", "orders", "--segment-store", self.db.uri))
 
     def test_a_database_outage_is_served_from_the_buffer_then_unavailable_then_recovers(self):
-        self.create("orders", "--step", "200", "--segment-store", self.pg.uri)
-        s = self.start_pg("data", "--segment-max-step", "200")
+        self.create("orders", "--step", "200", "--segment-store", self.db.uri)
+        s = self.start_db("data", "--segment-max-step", "200")
         r = redis.Redis(host="127.0.0.1", port=s.resp_port)
         ids = [r.incr("orders") for _ in range(50)]  # past 10%: the next range is fetched
         time.sleep(0.3)
-        self.pg.pg_ctl("stop")
+        self.db.stop_server()
         served, failed = [], None
         for _ in range(1000):
             try:
@@ -265,7 +235,7 @@ class PostgresSegmentTest(SegmentTestCase):
         self.assertTrue(failed.startswith("UNAVAILABLE"), failed)
         status, body = s.get_json("/v1/segment/orders")
         self.assertEqual((status, body["error"]["code"]), (503, "unavailable"))
-        self.pg.pg_ctl("start")
+        self.db.start_server()
         recovered = self.recovered(r, "orders")
         everything = ids + served + [recovered]
         self.assertEqual(everything, sorted(set(everything)))
@@ -273,12 +243,12 @@ class PostgresSegmentTest(SegmentTestCase):
     def test_a_hung_database_makes_calls_fail_in_bounded_time_and_the_server_recovers(self):
         """The safety review's stall: with PostgreSQL stopped (SIGSTOP: its kernel still accepts
         and acknowledges), store calls had no timeout and hung the server's event loop."""
-        self.create("loaded", "--step", "10", "--segment-store", self.pg.uri)
-        self.create("cold", "--step", "10", "--segment-store", self.pg.uri)
-        s = self.start_pg("data", "--threads", "1", "--segment-max-step", "10")
+        self.create("loaded", "--step", "10", "--segment-store", self.db.uri)
+        self.create("cold", "--step", "10", "--segment-store", self.db.uri)
+        s = self.start_db("data", "--threads", "1", "--segment-max-step", "10")
         r = redis.Redis(host="127.0.0.1", port=s.resp_port, socket_timeout=30)
         first = [r.incr("loaded") for _ in range(5)]
-        self.pg.signal(signal.SIGSTOP)
+        self.db.signal(signal.SIGSTOP)
         try:
             # A request for a tag not loaded yet waits on the store, but not on the event loop:
             # the one loop keeps answering other clients meanwhile.
@@ -310,12 +280,161 @@ class PostgresSegmentTest(SegmentTestCase):
             self.assertEqual(s.get("/healthz")[0], 200)
             self.assertEqual(s.get("/v1/id")[0], 200)
         finally:
-            self.pg.signal(signal.SIGCONT)
+            self.db.signal(signal.SIGCONT)
         recovered = self.recovered(r, "cold")
         self.assertGreaterEqual(recovered, 1, "the cold tag serves once the database is back")
         later = r.incr("loaded")
         everything = first + served + [later]
         self.assertEqual(everything, sorted(set(everything)))
+
+
+class PostgresSegmentTest(SharedStoreTests, SegmentTestCase):
+    def setUp(self):
+        super().setUp()
+        self.db = Postgres(self.dirs.path("pg"))
+
+    def test_tls_settings_pass_through_the_uri(self):
+        """PostgreSQL with ssl on, its certificate from a CA made by openssl: sslmode=verify-full
+        with that CA gives ids over TLS; with another CA, a one-line error naming the cause."""
+        certs = self.dirs.path("certs")
+        subprocess.run([os.path.join(REPO, "scripts", "test_certs.sh"), certs], check=True)
+        data = os.path.join(self.db.path, "data")
+        for name in ("server.crt", "server.key"):
+            shutil.copy(os.path.join(certs, name), os.path.join(data, name))
+            if os.getuid() == 0:
+                shutil.chown(os.path.join(data, name), "postgres")
+            os.chmod(os.path.join(data, name), 0o600)
+        subprocess.run(["psql", self.db.uri, "-q", "-c", "ALTER SYSTEM SET ssl = on", "-c",
+                        "SELECT pg_reload_conf()"], check=True, capture_output=True, timeout=30)
+        tls_uri = f"{self.db.uri}?sslmode=verify-full&sslrootcert={certs}/ca.crt"
+        self.create("secure", "--segment-store", tls_uri)
+        s = self.start("tls", "--segment-store", tls_uri)
+        r = redis.Redis(host="127.0.0.1", port=s.resp_port)
+        self.assertEqual(r.execute_command("SEG.NEXT", "secure", 3), [1, 2, 3])
+        # Counted from a connection without TLS: the server's own connection is the TLS one.
+        count = subprocess.run(
+            ["psql", self.db.uri + "?sslmode=disable", "-Atc",
+             "SELECT count(*) FROM pg_stat_ssl s JOIN pg_stat_activity a USING (pid) "
+             "WHERE s.ssl AND a.datname IS NOT NULL"],
+            check=True, capture_output=True, text=True, timeout=30).stdout
+        self.assertGreaterEqual(int(count), 1)
+        wrong = f"{self.db.uri}?sslmode=verify-full&sslrootcert={certs}/other-ca.crt"
+        p = sekka("segment", "list", "--segment-store", wrong)
+        self.assertNotEqual(p.returncode, 0)
+        lines = p.stderr.strip().splitlines()
+        self.assertEqual(len(lines), 1, p.stderr)
+        self.assertIn("certificate verify failed", lines[0])
+
+
+class MysqlSegmentTest(SharedStoreTests, SegmentTestCase):
+    def setUp(self):
+        super().setUp()
+        self.db = Mariadb(self.dirs.path("mariadb"))
+
+
+LEAF_TABLE = """CREATE TABLE leaf_alloc (biz_tag VARCHAR(128) NOT NULL DEFAULT '',
+  max_id BIGINT NOT NULL DEFAULT 1, step INT NOT NULL, description VARCHAR(256) DEFAULT NULL,
+  update_time TIMESTAMP NOT NULL DEFAULT CURRENT_TIMESTAMP ON UPDATE CURRENT_TIMESTAMP,
+  PRIMARY KEY (biz_tag)) ENGINE=InnoDB"""
+TINYID_TABLE = """CREATE TABLE tiny_id_info (id BIGINT UNSIGNED NOT NULL AUTO_INCREMENT,
+  biz_type VARCHAR(63) NOT NULL DEFAULT '', begin_id BIGINT NOT NULL DEFAULT 0,
+  max_id BIGINT NOT NULL DEFAULT 0, step INT DEFAULT 0, delta INT NOT NULL DEFAULT 1,
+  remainder INT NOT NULL DEFAULT 0, create_time TIMESTAMP NOT NULL DEFAULT '2010-01-01 00:00:00',
+  update_time TIMESTAMP NOT NULL DEFAULT '2010-01-01 00:00:00', version BIGINT NOT NULL DEFAULT 0,
+  PRIMARY KEY (id), UNIQUE KEY uniq_biz_type (biz_type)) ENGINE=InnoDB DEFAULT CHARSET=utf8"""
+
+
+class PeerTablesTest(SegmentTestCase):
+    """Two sekka servers and a peer's own allocation (its statements, as its servers issue them,
+    over Debian's python3-pymysql) on one row of a real MariaDB: no id twice, each server's ids
+    increasing."""
+
+    def setUp(self):
+        super().setUp()
+        self.db = Mariadb(self.dirs.path("mariadb"))
+        self.stop_peer = threading.Event()
+
+    def take_from_sekka(self, server, tag, n):
+        r = redis.Redis(host="127.0.0.1", port=server.resp_port)
+        ids = []
+        while len(ids) < n:
+            ids += r.execute_command("SEG.NEXT", tag, 500)
+        self.assertEqual(ids, sorted(ids))
+        return ids
+
+    def run_beside_two_servers(self, uri, tag, peer):
+        """Two servers take 60,000 ids each while `peer` draws ranges; all ids, the peer's too."""
+        a = self.start("a", "--segment-store", uri)
+        b = self.start("b", "--segment-store", uri)
+        with concurrent.futures.ThreadPoolExecutor(3) as pool:
+            peer_ranges = pool.submit(peer)
+            parts = list(pool.map(lambda s: self.take_from_sekka(s, tag, 60_000), [a, b]))
+            self.stop_peer.set()
+            ranges = peer_ranges.result(timeout=60)
+        self.assertGreater(len(ranges), 10, "the peer should have drawn ranges meanwhile")
+        ids = [i for p in parts for i in p] + [i for lo, hi in ranges for i in range(lo, hi)]
+        self.assertEqual(len(ids), len(set(ids)), "an id was issued twice")
+        return ids
+
+    def test_leafs_own_allocation_beside_two_sekka_servers(self):
+        self.db.sql(LEAF_TABLE, "INSERT INTO leaf_alloc (biz_tag, max_id, step, description) "
+                    "VALUES ('leaf-orders', 1, 2000, 'from Leaf')")
+
+        def leaf():
+            """Leaf's SegmentIDGenImpl with its dynamic step: UPDATE and SELECT in one
+            transaction; it issues [max_id - step, max_id)."""
+            conn, ranges = self.db.connect(autocommit=False), []
+            with conn.cursor() as cur:
+                while not self.stop_peer.is_set():
+                    step = 1000 + 500 * (len(ranges) % 3)
+                    cur.execute("UPDATE leaf_alloc SET max_id = max_id + %s WHERE biz_tag = %s",
+                                (step, "leaf-orders"))
+                    cur.execute("SELECT biz_tag, max_id, step FROM leaf_alloc WHERE biz_tag = %s",
+                                ("leaf-orders",))
+                    max_id = cur.fetchone()[1]
+                    conn.commit()
+                    ranges.append((max_id - step, max_id))
+                    time.sleep(0.005)
+            conn.close()
+            return ranges
+
+        ids = self.run_beside_two_servers(self.db.uri + "?schema=leaf", "leaf-orders", leaf)
+        self.assertGreaterEqual(min(ids), 1)
+
+    def test_tinyids_own_allocation_beside_two_sekka_servers(self):
+        self.db.sql(TINYID_TABLE, "INSERT INTO tiny_id_info (biz_type, begin_id, max_id, step, "
+                    "delta, remainder) VALUES ('tiny-orders', 0, 0, 2000, 1, 0)")
+
+        def tinyid():
+            """tinyid's DbSegmentIdServiceImpl: read the row, update it on the max_id and version
+            read, retry on a conflict; it issues (max_id, max_id + step]."""
+            conn, ranges = self.db.connect(), []
+            with conn.cursor() as cur:
+                while not self.stop_peer.is_set():
+                    cur.execute("SELECT id, biz_type, begin_id, max_id, step, delta, remainder, "
+                                "create_time, update_time, version FROM tiny_id_info "
+                                "WHERE biz_type = %s", ("tiny-orders",))
+                    row = cur.fetchone()
+                    row_id, old, step, version = row[0], row[3], row[4], row[9]
+                    changed = cur.execute(
+                        "UPDATE tiny_id_info SET max_id = %s, update_time = now(), "
+                        "version = version + 1 WHERE id = %s AND max_id = %s AND version = %s "
+                        "AND biz_type = %s", (old + step, row_id, old, version, "tiny-orders"))
+                    if changed == 1:
+                        ranges.append((old + 1, old + step + 1))
+                    time.sleep(0.005)
+            conn.close()
+            return ranges
+
+        ids = self.run_beside_two_servers(self.db.uri + "?schema=tinyid", "tiny-orders", tinyid)
+        self.assertGreaterEqual(min(ids), 1)
+
+    def test_a_missing_peer_table_is_one_clear_line(self):
+        p = sekka("segment", "list", "--segment-store", self.db.uri + "?schema=leaf")
+        self.assertNotEqual(p.returncode, 0)
+        lines = p.stderr.strip().splitlines()
+        self.assertEqual(len(lines), 1, p.stderr)
+        self.assertIn("Leaf's table leaf_alloc in place, and it is missing", lines[0])
 
 
 if __name__ == "__main__":

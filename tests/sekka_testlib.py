@@ -280,6 +280,72 @@ class Postgres:
         """SIGSTOP or SIGCONT to every process of the server."""
         signal_pids(self.pids(), sig)
 
+    def stop_server(self):
+        self.pg_ctl("stop")
+
+    def start_server(self):
+        self.pg_ctl("start")
+
+    def stop(self):
+        self.signal(signal.SIGCONT)
+        subprocess.run(["bash", self.SCRIPT, "stop", self.path], timeout=120)
+
+
+class Mariadb:
+    """A throwaway MariaDB on a free port (scripts/mariadb.sh) with one database, `sekka`: tests
+    stop and start it, stop its process (SIGSTOP), and it is always stopped through its pid
+    file. `uri` is the database's; `sql()` runs statements as the peers' servers would."""
+
+    SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "scripts",
+                          "mariadb.sh")
+
+    def __init__(self, path, database="sekka"):
+        self.path = path
+        self.script("start")
+        with open(os.path.join(path, "uri")) as f:
+            self.base = f.read().strip()
+        self.port = int(self.base.rsplit(":", 1)[1].strip("/"))
+        self.database = database
+        self.sql(f"CREATE DATABASE {database}", database=None)
+        self.uri = self.base + database
+
+    def script(self, action):
+        subprocess.run(["bash", self.SCRIPT, action, self.path], check=True, timeout=120)
+
+    def connect(self, database="", autocommit=True):
+        import pymysql  # Debian's python3-pymysql, as a peer's server would use a driver
+        return pymysql.connect(host="127.0.0.1", port=self.port, user="sekka",
+                               database=self.database if database == "" else database,
+                               autocommit=autocommit)
+
+    def sql(self, *statements, database=""):
+        """Runs each statement on one connection; the rows of the last."""
+        conn = self.connect(database)
+        try:
+            with conn.cursor() as cur:
+                for statement in statements:
+                    cur.execute(statement)
+                return cur.fetchall()
+        finally:
+            conn.close()
+
+    def pid(self):
+        try:
+            with open(os.path.join(self.path, "pid")) as f:
+                return int(f.read())
+        except (OSError, ValueError):
+            return None
+
+    def signal(self, sig):
+        """SIGSTOP or SIGCONT to the server."""
+        signal_pids([self.pid()], sig)
+
+    def stop_server(self):
+        self.script("halt")
+
+    def start_server(self):
+        self.script("run")
+
     def stop(self):
         self.signal(signal.SIGCONT)
         subprocess.run(["bash", self.SCRIPT, "stop", self.path], timeout=120)

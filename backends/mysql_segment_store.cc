@@ -1,0 +1,353 @@
+#include "backends/mysql_segment_store.h"
+
+#include <fmt/format.h>
+#include <mysql.h>
+
+#include <array>
+#include <chrono>
+#include <cstdlib>
+#include <limits>
+#include <mutex>
+#include <optional>
+#include <vector>
+
+#include "backends/store_uri.h"
+#include "sekka/secrets.h"
+
+namespace sekka {
+namespace {
+
+// Each round trip is bounded by these (seconds): a stopped server (SIGSTOP, a hung machine whose
+// kernel still acknowledges TCP) answers nothing, and the call fails instead of waiting.
+constexpr unsigned kTimeoutSeconds = 5;
+constexpr std::int64_t kMax = std::numeric_limits<std::int64_t>::max();
+constexpr std::int64_t kIntMax = std::numeric_limits<std::int32_t>::max();
+
+// How one table keeps a tag. `next` is the SQL of the tag's next unallocated id, `columns` reads
+// a TagInfo (tag, next id, step, delta, remainder).
+struct Table {
+  std::string_view schema;  // the URI's name for it
+  std::string_view name;
+  std::string_view key;      // the tag's column
+  std::string_view counter;  // the column a range moves
+  std::string_view columns;
+  bool pessimistic;  // UPDATE then read in one transaction; else read, then UPDATE on what was read
+  bool has_delta;    // delta and remainder columns
+  std::int64_t first_gap;   // the first id of a range is counter + first_gap (before the update)
+  std::string_view create;  // the DDL, made when missing; empty: the table must be there
+};
+
+constexpr std::array<Table, 3> kTables = {{
+    {"sekka", "sekka_segments", "tag", "next_id", "tag, next_id, step, delta, remainder", true,
+     true, 0,
+     "CREATE TABLE IF NOT EXISTS sekka_segments ("
+     "  tag VARCHAR(128) CHARACTER SET ascii COLLATE ascii_bin PRIMARY KEY,"
+     "  next_id BIGINT NOT NULL CHECK (next_id >= 1),"
+     "  step BIGINT NOT NULL CHECK (step >= 1),"
+     "  delta BIGINT NOT NULL DEFAULT 1,"
+     "  remainder BIGINT NOT NULL DEFAULT 0,"
+     "  updated_at TIMESTAMP(3) NOT NULL DEFAULT CURRENT_TIMESTAMP(3)"
+     "    ON UPDATE CURRENT_TIMESTAMP(3)) ENGINE=InnoDB"},
+    // Leaf: the row's max_id is the next id no range has covered (Leaf's servers issue
+    // [max_id - step, max_id) after their update).
+    {"leaf", "leaf_alloc", "biz_tag", "max_id", "biz_tag, max_id, step, 1, 0", true, false, 0, ""},
+    // tinyid: max_id is the last id covered (tinyid's servers issue (max_id - step, max_id]).
+    {"tinyid", "tiny_id_info", "biz_type", "max_id", "biz_type, max_id + 1, step, delta, remainder",
+     false, true, 1, ""},
+}};
+
+std::optional<Table> FindTable(std::string_view schema) {
+  for (const Table& t : kTables) {
+    if (t.schema == schema) return t;
+  }
+  return std::nullopt;
+}
+
+struct Target {
+  StoreUri uri;
+  std::string text;  // for messages, without a password
+  Table table;
+};
+
+// One answer of a (multi-)statement: rows of text, or the rows it changed.
+struct Answer {
+  std::uint64_t affected = 0;
+  std::vector<std::vector<std::string>> rows;
+};
+
+class MysqlSegmentStore final : public SegmentStore {
+ public:
+  explicit MysqlSegmentStore(Target target) : t_(std::move(target)) {}
+  ~MysqlSegmentStore() override { Drop(); }
+
+  Result<IdRange> Allocate(std::string_view tag, std::int64_t step) override {
+    if (step < 1) return BadStep(step);
+    if (!ValidateTag(tag).ok()) return TagNotFound(tag);
+    std::lock_guard lock(mu_);
+    return t_.table.pessimistic ? Increment(tag, step) : CompareAndSet(tag, step);
+  }
+
+  Status CreateTag(const TagInfo& tag) override {
+    if (Status s = ValidateNewTag(tag); !s.ok()) return s;
+    if (!t_.table.has_delta && (tag.delta != 1 || tag.remainder != 0)) {
+      return InvalidArgument(fmt::format(
+          "tag {}: Leaf's table has no delta or remainder: allowed delta 1 and remainder 0 with "
+          "schema={}",
+          tag.tag, t_.table.schema));
+    }
+    if (t_.table.schema != "sekka" && tag.step > kIntMax) {
+      return InvalidArgument(
+          fmt::format("tag {}: step {} does not fit {}'s INT column: allowed "
+                      "1 to {}",
+                      tag.tag, tag.step, t_.table.name, kIntMax));
+    }
+    std::lock_guard lock(mu_);
+    const std::string values = Values(tag);
+    Result<std::vector<Answer>> r =
+        Run(fmt::format("INSERT INTO {} {} ON DUPLICATE KEY UPDATE {} = {}", t_.table.name, values,
+                        t_.table.key, t_.table.key));
+    if (!r.ok()) return std::move(r).error();
+    if (r->at(0).affected == 0) return TagExists(tag.tag);
+    return Status::Ok();
+  }
+
+  Result<TagInfo> GetTag(std::string_view tag) override {
+    if (!ValidateTag(tag).ok()) return TagNotFound(tag);
+    std::lock_guard lock(mu_);
+    return Get(tag);
+  }
+
+  Result<std::vector<TagInfo>> ListTags() override {
+    std::lock_guard lock(mu_);
+    Result<std::vector<Answer>> r = Run(fmt::format("SELECT {} FROM {} ORDER BY {}",
+                                                    t_.table.columns, t_.table.name, t_.table.key));
+    if (!r.ok()) return std::move(r).error();
+    std::vector<TagInfo> out;
+    for (const std::vector<std::string>& row : r->at(0).rows) out.push_back(Row(row));
+    return out;
+  }
+
+ private:
+  // The VALUES of a new row: the tag's first id is next_id (sekka, Leaf) or max_id + 1 (tinyid,
+  // whose begin_id and max_id start equal).
+  std::string Values(const TagInfo& tag) const {
+    const std::string name = Quote(tag.tag);
+    if (t_.table.schema == "leaf") {
+      return fmt::format("(biz_tag, max_id, step, description) VALUES ({}, {}, {}, 'sekka')", name,
+                         tag.next_id, tag.step);
+    }
+    if (t_.table.schema == "tinyid") {
+      return fmt::format(
+          "(biz_type, begin_id, max_id, step, delta, remainder, create_time, update_time, "
+          "version) VALUES ({0}, {1}, {1}, {2}, {3}, {4}, now(), now(), 0)",
+          name, tag.next_id - 1, tag.step, tag.delta, tag.remainder);
+    }
+    return fmt::format("(tag, next_id, step, delta, remainder) VALUES ({}, {}, {}, {}, {})", name,
+                       tag.next_id, tag.step, tag.delta, tag.remainder);
+  }
+
+  // Leaf's way (and sekka's table): the UPDATE takes the row's lock, the read in the same
+  // transaction sees what it wrote, and nobody else can move the row until the commit.
+  Result<IdRange> Increment(std::string_view tag, std::int64_t step) {
+    const Table& t = t_.table;
+    const std::string name = Quote(tag);
+    Result<std::vector<Answer>> r = Run(fmt::format(
+        "START TRANSACTION; UPDATE {0} SET {1} = {1} + {2} WHERE {3} = {4} AND {1} <= {5}; "
+        "SELECT {1} FROM {0} WHERE {3} = {4}; COMMIT",
+        t.name, t.counter, step, t.key, name, kMax - step));
+    if (!r.ok()) return std::move(r).error();
+    if (r->size() != 4 || r->at(2).rows.size() != 1) return TagNotFound(tag);
+    const std::int64_t counter = std::strtoll(r->at(2).rows[0][0].c_str(), nullptr, 10);
+    if (r->at(1).affected != 1) return TagExhausted(tag, counter, step);
+    return IdRange{counter - step, counter};
+  }
+
+  // tinyid's way: read the row, then move it only if nobody did meanwhile (its max_id and
+  // version unchanged), and read again when somebody did, until the call's time is up.
+  Result<IdRange> CompareAndSet(std::string_view tag, std::int64_t step) {
+    const Table& t = t_.table;
+    const std::string name = Quote(tag);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(kTimeoutSeconds);
+    do {
+      Result<std::vector<Answer>> read = Run(
+          fmt::format("SELECT {}, version FROM {} WHERE {} = {}", t.counter, t.name, t.key, name));
+      if (!read.ok()) return std::move(read).error();
+      if (read->at(0).rows.size() != 1) return TagNotFound(tag);
+      const std::vector<std::string>& row = read->at(0).rows[0];
+      const std::int64_t old = std::strtoll(row[0].c_str(), nullptr, 10);
+      if (old > kMax - 1 - step) return TagExhausted(tag, old + t.first_gap, step);
+      Result<std::vector<Answer>> moved =
+          Run(fmt::format("UPDATE {0} SET {1} = {2}, update_time = now(), version = version + 1 "
+                          "WHERE {3} = {4} AND {1} = {5} AND version = {6}",
+                          t.name, t.counter, old + step, t.key, name, old, Quote(row[1])));
+      if (!moved.ok()) return std::move(moved).error();
+      if (moved->at(0).affected == 1) return IdRange{old + t.first_gap, old + t.first_gap + step};
+    } while (std::chrono::steady_clock::now() < deadline);
+    return Unavailable(fmt::format("segment store {}: tag {} kept changing under {} s of tries",
+                                   t_.text, tag, kTimeoutSeconds));
+  }
+
+  Result<TagInfo> Get(std::string_view tag) {
+    Result<std::vector<Answer>> r =
+        Run(fmt::format("SELECT {} FROM {} WHERE {} = {}", t_.table.columns, t_.table.name,
+                        t_.table.key, Quote(tag)));
+    if (!r.ok()) return std::move(r).error();
+    if (r->at(0).rows.size() != 1) return TagNotFound(tag);
+    return Row(r->at(0).rows[0]);
+  }
+
+  static TagInfo Row(const std::vector<std::string>& row) {
+    TagInfo t;
+    t.tag = row[0];
+    t.next_id = std::strtoll(row[1].c_str(), nullptr, 10);
+    t.step = std::strtoll(row[2].c_str(), nullptr, 10);
+    t.delta = std::strtoll(row[3].c_str(), nullptr, 10);
+    t.remainder = std::strtoll(row[4].c_str(), nullptr, 10);
+    return t;
+  }
+
+  // A string literal. Tags are checked names already; this is the second wall (the session's
+  // sql_mode, set at connect, keeps backslash escapes on).
+  static std::string Quote(std::string_view text) {
+    std::string out = "'";
+    for (const char c : text) {
+      if (c == '\0') {
+        out += "\\0";
+        continue;
+      }
+      if (c == '\'' || c == '\\' || c == '"' || c == '\n' || c == '\r' || c == '\x1a') out += '\\';
+      out += c;
+    }
+    return out + "'";
+  }
+
+  // Runs one or more statements (`;`-separated) in one round trip and returns each one's answer.
+  // Any failure drops the connection: the server rolls back what it had not committed, and the
+  // next call connects again. Errors: kUnavailable.
+  Result<std::vector<Answer>> Run(const std::string& sql) {
+    if (Status s = Connect(); !s.ok()) return std::move(s).error();
+    if (mysql_real_query(conn_, sql.data(), sql.size()) != 0) return Fail();
+    std::vector<Answer> answers;
+    for (;;) {
+      Answer a;
+      if (MYSQL_RES* res = mysql_store_result(conn_); res != nullptr) {
+        const unsigned fields = mysql_num_fields(res);
+        while (MYSQL_ROW row = mysql_fetch_row(res)) {
+          std::vector<std::string>& out = a.rows.emplace_back();
+          for (unsigned i = 0; i < fields; ++i) out.emplace_back(row[i] != nullptr ? row[i] : "");
+        }
+        mysql_free_result(res);
+      } else if (mysql_field_count(conn_) != 0) {
+        return Fail();  // a result set that did not arrive
+      } else {
+        a.affected = mysql_affected_rows(conn_);
+      }
+      answers.push_back(std::move(a));
+      const int next = mysql_next_result(conn_);
+      if (next > 0) return Fail();
+      if (next < 0) return answers;
+    }
+  }
+
+  Error Fail() {
+    const std::string why = mysql_error(conn_);
+    Drop();
+    return Unavailable(fmt::format("segment store {}: {}", t_.text, OneLine(why)));
+  }
+
+  void Drop() {
+    if (conn_ != nullptr) mysql_close(conn_);
+    conn_ = nullptr;
+  }
+
+  // A live connection with the table checked, connecting (again) when needed.
+  Status Connect() {
+    if (conn_ != nullptr) return Status::Ok();
+    static std::once_flag init;
+    std::call_once(init, [] { mysql_library_init(0, nullptr, nullptr); });
+    conn_ = mysql_init(nullptr);
+    if (conn_ == nullptr) return Unavailable("segment store: out of memory for a connection");
+    const unsigned timeout = kTimeoutSeconds;
+    const my_bool no = 0;
+    mysql_options(conn_, MYSQL_OPT_CONNECT_TIMEOUT, &timeout);
+    mysql_options(conn_, MYSQL_OPT_READ_TIMEOUT, &timeout);
+    mysql_options(conn_, MYSQL_OPT_WRITE_TIMEOUT, &timeout);
+    mysql_options(conn_, MYSQL_OPT_RECONNECT, &no);  // a silent reconnect would lose a transaction
+    const StoreUri& u = t_.uri;
+    const auto socket = u.params.find("socket");
+    if (mysql_real_connect(conn_, u.host.c_str(), u.user.c_str(),
+                           u.has_password ? u.password.c_str() : nullptr, u.path.c_str(),
+                           static_cast<unsigned>(u.port),
+                           socket != u.params.end() ? socket->second.c_str() : nullptr,
+                           CLIENT_MULTI_STATEMENTS) == nullptr) {
+      const std::string why = mysql_error(conn_);
+      Drop();
+      return Unavailable(fmt::format("segment store {} is unreachable: {}", t_.text, OneLine(why)));
+    }
+    // Out-of-range values are errors, not truncations; a lock held longer than a call ends the
+    // statement that waits for it.
+    std::string setup = fmt::format(
+        "SET SESSION sql_mode = 'STRICT_ALL_TABLES,NO_ENGINE_SUBSTITUTION', "
+        "innodb_lock_wait_timeout = {}",
+        kTimeoutSeconds);
+    if (mysql_real_query(conn_, setup.data(), setup.size()) != 0) return Fail();
+    return CheckTable();
+  }
+
+  // sekka's table is made when missing; a peer's must be there, with the columns read.
+  Status CheckTable() {
+    const Table& t = t_.table;
+    std::string sql = t.create.empty() ? fmt::format("SELECT {} FROM {} LIMIT 0", t.columns, t.name)
+                                       : std::string(t.create);
+    if (mysql_real_query(conn_, sql.data(), sql.size()) == 0) {
+      if (MYSQL_RES* res = mysql_store_result(conn_); res != nullptr) mysql_free_result(res);
+      return Status::Ok();
+    }
+    const unsigned code = mysql_errno(conn_);
+    Error e = Fail();
+    if (code != 1146 && code != 1054) return e;  // ER_NO_SUCH_TABLE, ER_BAD_FIELD_ERROR
+    return Unavailable(fmt::format(
+        "segment store {}: schema={} uses {}'s table {} in place, and it is {} in database {}: "
+        "create it as docs/operations.md shows",
+        t_.text, t.schema, t.schema == "leaf" ? "Leaf" : "tinyid", t.name,
+        code == 1146 ? "missing" : "missing a column", t_.uri.path));
+  }
+
+  static std::string OneLine(std::string text) {
+    for (char& c : text) c = (c == '\n' || c == '\r') ? ' ' : c;
+    return text;
+  }
+
+  const Target t_;
+  std::mutex mu_;          // one connection, used by one thread at a time
+  MYSQL* conn_ = nullptr;  // guarded by mu_
+};
+
+constexpr std::array<std::string_view, 2> kParams = {"schema", "socket"};
+
+}  // namespace
+
+Result<std::unique_ptr<SegmentStore>> OpenMysqlSegmentStore(const std::string& uri) {
+  Result<StoreUri> parsed = ParseStoreUri(uri, "segment.store", kParams);
+  if (!parsed.ok()) return std::move(parsed).error();
+  if (parsed->scheme != "mysql" && parsed->scheme != "mariadb") {
+    return InvalidArgument("segment.store for MySQL begins mysql:// or mariadb://");
+  }
+  if (parsed->path.empty() || parsed->path.find('/') != std::string::npos) {
+    return InvalidArgument(fmt::format(
+        "segment.store \"{}\" names no database: allowed mysql://USER@HOST:PORT/DATABASE",
+        RedactSecrets(uri).substr(0, 200)));
+  }
+  const auto schema = parsed->params.find("schema");
+  const std::optional<Table> table =
+      FindTable(schema == parsed->params.end() ? "sekka" : schema->second);
+  if (!table) {
+    return InvalidArgument(fmt::format(
+        "segment.store parameter schema=\"{}\" is not known: allowed sekka, leaf, tinyid",
+        schema->second.substr(0, 40)));
+  }
+  Target target{std::move(parsed).value(), RedactSecrets(uri), *table};
+  return std::unique_ptr<SegmentStore>(new MysqlSegmentStore(std::move(target)));
+}
+
+}  // namespace sekka

@@ -1,0 +1,261 @@
+#include "backends/mysql_segment_store.h"
+
+#include <gtest/gtest.h>
+#include <mysql.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <set>
+#include <thread>
+
+#include "backends/segment_store_uri.h"
+#include "testing/segment_store_contract.h"
+
+namespace sekka {
+namespace {
+
+// The base URI (mysql://sekka@127.0.0.1:PORT/) of the MariaDB that the ctest fixture started
+// (scripts/mariadb.sh).
+std::string BaseUri() {
+  const char* file = std::getenv("SEKKA_TEST_MARIADB_FILE");
+  std::string uri;
+  if (file != nullptr) std::ifstream(file) >> uri;
+  if (uri.empty()) {
+    ADD_FAILURE() << "no MariaDB for the tests: run them through ctest, whose `mariadb` fixture "
+                     "starts one (scripts/mariadb.sh start DIR) and sets SEKKA_TEST_MARIADB_FILE";
+  }
+  return uri;
+}
+
+int Port() {
+  const std::string base = BaseUri();
+  return std::atoi(base.substr(base.rfind(':') + 1).c_str());
+}
+
+// A direct connection as the peers' servers have one (no sekka code in between).
+class Direct {
+ public:
+  explicit Direct(const std::string& db = "") : c_(mysql_init(nullptr)) {
+    EXPECT_NE(mysql_real_connect(c_, "127.0.0.1", "sekka", nullptr, db.c_str(), Port(), nullptr,
+                                 CLIENT_MULTI_STATEMENTS),
+              nullptr)
+        << mysql_error(c_);
+  }
+  ~Direct() { mysql_close(c_); }
+  // Runs statements, dropping their results; the last statement's changed rows.
+  std::uint64_t Exec(const std::string& sql) {
+    EXPECT_EQ(mysql_real_query(c_, sql.data(), sql.size()), 0) << sql << ": " << mysql_error(c_);
+    std::uint64_t affected = 0;
+    do {
+      if (MYSQL_RES* r = mysql_store_result(c_); r != nullptr) {
+        mysql_free_result(r);
+      } else {
+        affected = mysql_affected_rows(c_);
+      }
+    } while (mysql_next_result(c_) == 0);
+    return affected;
+  }
+  // The first column of the first row.
+  std::int64_t Value(const std::string& sql) {
+    EXPECT_EQ(mysql_real_query(c_, sql.data(), sql.size()), 0) << sql << ": " << mysql_error(c_);
+    MYSQL_RES* r = mysql_store_result(c_);
+    std::int64_t v = -1;
+    if (r != nullptr) {
+      if (MYSQL_ROW row = mysql_fetch_row(r); row != nullptr) v = std::atoll(row[0]);
+      mysql_free_result(r);
+    }
+    return v;
+  }
+
+ private:
+  MYSQL* c_;
+};
+
+// The peers' tables, column for column as their projects' scripts make them.
+constexpr const char* kLeafTable =
+    "CREATE TABLE leaf_alloc (biz_tag VARCHAR(128) NOT NULL DEFAULT '', "
+    "max_id BIGINT NOT NULL DEFAULT 1, step INT NOT NULL, description VARCHAR(256) DEFAULT NULL, "
+    "update_time TIMESTAMP NOT NULL DEFAULT CURRENT_TIMESTAMP ON UPDATE CURRENT_TIMESTAMP, "
+    "PRIMARY KEY (biz_tag)) ENGINE=InnoDB";
+constexpr const char* kTinyidTable =
+    "CREATE TABLE tiny_id_info (id BIGINT UNSIGNED NOT NULL AUTO_INCREMENT, "
+    "biz_type VARCHAR(63) NOT NULL DEFAULT '', begin_id BIGINT NOT NULL DEFAULT 0, "
+    "max_id BIGINT NOT NULL DEFAULT 0, step INT DEFAULT 0, delta INT NOT NULL DEFAULT 1, "
+    "remainder INT NOT NULL DEFAULT 0, "
+    "create_time TIMESTAMP NOT NULL DEFAULT '2010-01-01 00:00:00', "
+    "update_time TIMESTAMP NOT NULL DEFAULT '2010-01-01 00:00:00', "
+    "version BIGINT NOT NULL DEFAULT 0, PRIMARY KEY (id), UNIQUE KEY uniq_biz_type (biz_type)) "
+    "ENGINE=InnoDB DEFAULT CHARSET=utf8";
+
+// A fresh database per case, with the peer's table when the schema is a peer's.
+std::string FreshDatabase(const std::string& schema) {
+  static int n = 0;
+  const std::string name =
+      "sekka_" + schema + "_" + std::to_string(::getpid()) + "_" + std::to_string(++n);
+  Direct().Exec("CREATE DATABASE " + name);
+  if (schema == "leaf") Direct(name).Exec(kLeafTable);
+  if (schema == "tinyid") Direct(name).Exec(kTinyidTable);
+  return BaseUri() + name + "?schema=" + schema;
+}
+
+std::unique_ptr<SegmentStore> OpenOrNull(const std::string& uri) {
+  Result<std::unique_ptr<SegmentStore>> s = OpenMysqlSegmentStore(uri);
+  return s.ok() ? std::move(s).value() : nullptr;
+}
+
+StoreFactory Factory(const std::string& schema) {
+  return StoreFactory{"mysql_" + schema, [schema] { return FreshDatabase(schema); }, OpenOrNull,
+                      schema != "leaf"};
+}
+
+INSTANTIATE_TEST_SUITE_P(Mysql, SegmentStoreContractTest,
+                         ::testing::Values(Factory("sekka"), Factory("leaf"), Factory("tinyid")),
+                         [](const auto& info) { return info.param.name; });
+
+std::string DatabaseOf(const std::string& uri) {
+  const std::size_t slash = uri.rfind('/');
+  return uri.substr(slash + 1, uri.find('?') - slash - 1);
+}
+
+// Leaf's servers, as they take a range with a step of their own: the UPDATE and the read of the
+// row in one transaction. They issue [max_id - step, max_id).
+IdRange LeafTakes(Direct& leaf, const std::string& tag, int step) {
+  leaf.Exec("START TRANSACTION");
+  leaf.Exec("UPDATE leaf_alloc SET max_id = max_id + " + std::to_string(step) +
+            " WHERE biz_tag = '" + tag + "'");
+  const std::int64_t max_id =
+      leaf.Value("SELECT max_id FROM leaf_alloc WHERE biz_tag = '" + tag + "'");
+  leaf.Exec("COMMIT");
+  return IdRange{max_id - step, max_id};
+}
+
+// tinyid's servers: read the row, then update it on the max_id and version read; they issue
+// (max_id, max_id + step] when the update changed the row, and read again when it did not.
+std::optional<IdRange> TinyidTakes(Direct& tinyid, const std::string& tag) {
+  const std::string where = " FROM tiny_id_info WHERE biz_type = '" + tag + "'";
+  const std::int64_t id = tinyid.Value("SELECT id" + where);
+  const std::int64_t max_id = tinyid.Value("SELECT max_id" + where);
+  const std::int64_t step = tinyid.Value("SELECT step" + where);
+  const std::int64_t version = tinyid.Value("SELECT version" + where);
+  const std::uint64_t changed =
+      tinyid.Exec("UPDATE tiny_id_info SET max_id = " + std::to_string(max_id + step) +
+                  ", update_time = now(), version = version + 1 WHERE id = " + std::to_string(id) +
+                  " AND max_id = " + std::to_string(max_id) +
+                  " AND version = " + std::to_string(version) + " AND biz_type = '" + tag + "'");
+  if (changed != 1) return std::nullopt;
+  return IdRange{max_id + 1, max_id + step + 1};
+}
+
+// Two sekka stores and a peer's server draw from one row at once: no id is covered twice.
+void ExpectNoOverlap(std::vector<IdRange> all, std::int64_t first) {
+  std::sort(all.begin(), all.end(), [](auto& a, auto& b) { return a.begin < b.begin; });
+  ASSERT_FALSE(all.empty());
+  EXPECT_EQ(all.front().begin, first);
+  for (std::size_t i = 1; i < all.size(); ++i) {
+    EXPECT_EQ(all[i].begin, all[i - 1].end) << "a gap or an overlap at range " << i;
+  }
+}
+
+TEST(MysqlSegmentStoreTest, LeafsOwnServersAndSekkaShareARowWithoutOverlap) {
+  const std::string uri = FreshDatabase("leaf");
+  const std::string db = DatabaseOf(uri);
+  Direct(db).Exec("INSERT INTO leaf_alloc (biz_tag, max_id, step) VALUES ('orders', 1, 100)");
+  std::vector<std::vector<IdRange>> got(3);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 2; ++i) {
+    threads.emplace_back([&, i] {
+      auto store = OpenOrNull(uri);
+      for (int j = 0; j < 40; ++j) {
+        Result<IdRange> r = store->Allocate("orders", 1 + (i + j) % 50);
+        if (r.ok()) got[i].push_back(*r);
+      }
+    });
+  }
+  threads.emplace_back([&] {
+    Direct leaf(db);
+    for (int j = 0; j < 40; ++j) got[2].push_back(LeafTakes(leaf, "orders", 100));
+  });
+  for (auto& t : threads) t.join();
+  std::vector<IdRange> all;
+  for (auto& v : got) all.insert(all.end(), v.begin(), v.end());
+  ASSERT_EQ(all.size(), 120u);
+  ExpectNoOverlap(all, 1);
+}
+
+TEST(MysqlSegmentStoreTest, TinyidsOwnServersAndSekkaShareARowWithoutOverlap) {
+  const std::string uri = FreshDatabase("tinyid");
+  const std::string db = DatabaseOf(uri);
+  Direct(db).Exec(
+      "INSERT INTO tiny_id_info (biz_type, begin_id, max_id, step, delta, remainder) "
+      "VALUES ('test', 1, 1, 100, 1, 0)");
+  std::vector<std::vector<IdRange>> got(3);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 2; ++i) {
+    threads.emplace_back([&, i] {
+      auto store = OpenOrNull(uri);
+      for (int j = 0; j < 40; ++j) {
+        Result<IdRange> r = store->Allocate("test", 1 + (i + j) % 50);
+        if (r.ok()) got[i].push_back(*r);
+      }
+    });
+  }
+  threads.emplace_back([&] {
+    Direct tinyid(db);
+    while (got[2].size() < 40) {
+      if (std::optional<IdRange> r = TinyidTakes(tinyid, "test")) got[2].push_back(*r);
+    }
+  });
+  for (auto& t : threads) t.join();
+  std::vector<IdRange> all;
+  for (auto& v : got) all.insert(all.end(), v.begin(), v.end());
+  ASSERT_EQ(all.size(), 120u);
+  ExpectNoOverlap(all, 2);  // tinyid issues ids above max_id
+}
+
+TEST(MysqlSegmentStoreTest, APeersMissingTableIsNamedNotMade) {
+  const std::string uri = FreshDatabase("sekka");  // a database without Leaf's table
+  const std::string leaf = uri.substr(0, uri.find('?')) + "?schema=leaf";
+  Result<IdRange> r = OpenOrNull(leaf)->Allocate("orders", 1);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code, ErrorCode::kUnavailable);
+  EXPECT_NE(r.error().message.find("Leaf's table leaf_alloc in place, and it is missing"),
+            std::string::npos)
+      << r.error().message;
+}
+
+TEST(MysqlSegmentStoreTest, AnUnreachableDatabaseIsUnavailableAndNamed) {
+  auto store = OpenOrNull("mysql://sekka:pw@127.0.0.1:1/x");
+  ASSERT_NE(store, nullptr);
+  Result<IdRange> r = store->Allocate("t", 1);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code, ErrorCode::kUnavailable);
+  EXPECT_NE(r.error().message.find("is unreachable"), std::string::npos) << r.error().message;
+  EXPECT_EQ(r.error().message.find("pw"), std::string::npos) << "the password must not leak";
+}
+
+TEST(MysqlSegmentStoreTest, BadUrisAreInvalidArgumentsNamingWhatIsAllowed) {
+  for (const auto& [uri, says] : std::vector<std::pair<std::string, std::string>>{
+           {"mysql://sekka@127.0.0.1:3306/db?schema=cosid", "allowed sekka, leaf, tinyid"},
+           {"mysql://sekka@127.0.0.1:3306/db?sslmode=on", "allowed schema, socket"},
+           {"mysql://sekka@127.0.0.1:3306", "names no database"},
+           {"mysql://sekka@127.0.0.1:99999/db", "allowed 1 to 65535"},
+           {"mysql://sekka:p%zz@127.0.0.1/db", "bad %-escape"}}) {
+    Result<std::unique_ptr<SegmentStore>> s = OpenMysqlSegmentStore(uri);
+    ASSERT_FALSE(s.ok()) << uri;
+    EXPECT_EQ(s.error().code, ErrorCode::kInvalidArgument);
+    EXPECT_NE(s.error().message.find(says), std::string::npos) << s.error().message;
+  }
+  EXPECT_TRUE(OpenSegmentStore(BaseUri() + "x", "/tmp").ok());
+  EXPECT_TRUE(OpenSegmentStore("mariadb://u:p%40ss@127.0.0.1/db?schema=leaf", "/tmp").ok());
+}
+
+TEST(MysqlSegmentStoreTest, LeafsStepColumnBoundsNewTags) {
+  auto store = OpenOrNull(FreshDatabase("leaf"));
+  Status s = store->CreateTag({"big", 1, std::int64_t{1} << 31});
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.error().message.find("allowed 1 to 2147483647"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace sekka
