@@ -4,7 +4,9 @@
 
 #include <filesystem>
 
+#include "backends/mysql_segment_store.h"
 #include "backends/postgres_segment_store.h"
+#include "backends/redis_segment_store.h"
 #include "backends/sqlite_segment_store.h"
 #include "sekka/secrets.h"
 
@@ -30,9 +32,15 @@ Result<std::unique_ptr<SegmentStore>> OpenSegmentStore(const std::string& uri,
   if (uri.rfind("postgres://", 0) == 0 || uri.rfind("postgresql://", 0) == 0) {
     return OpenPostgresSegmentStore(uri);
   }
+  if (uri.rfind("mysql://", 0) == 0 || uri.rfind("mariadb://", 0) == 0) {
+    return OpenMysqlSegmentStore(uri);
+  }
+  if (uri.rfind("redis://", 0) == 0 || uri.rfind("rediss://", 0) == 0) {
+    return OpenRedisSegmentStore(uri);
+  }
   return InvalidArgument(fmt::format(
-      "segment.store \"{}\" is not known: allowed \"\" (SQLite in the data dir), sqlite:PATH or "
-      "postgres://USER@HOST:PORT/DB",
+      "segment.store \"{}\" is not known: allowed \"\" (SQLite in the data dir), sqlite:PATH, "
+      "postgres://USER@HOST:PORT/DB, mysql://USER@HOST:PORT/DB or redis://HOST:PORT/DB",
       RedactSecrets(uri).substr(0, 100)));
 }
 

@@ -5,6 +5,8 @@
 //   ""               SQLite in the data dir: <data_dir>/segments.db (the embedded default)
 //   sqlite:PATH      SQLite at PATH
 //   postgres://...   PostgreSQL (also postgresql://), a libpq connection URI
+//   mysql://...      MySQL or MariaDB (also mariadb://), backends/mysql_segment_store.h
+//   redis://...      Redis (rediss:// with TLS), backends/redis_segment_store.h
 
 #ifndef SEKKA_BACKENDS_SEGMENT_STORE_URI_H_
 #define SEKKA_BACKENDS_SEGMENT_STORE_URI_H_

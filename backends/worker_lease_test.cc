@@ -1,7 +1,8 @@
-// The worker-lease contract on real coordinators: etcd, etcd over TLS with authentication, and
-// ZooKeeper, started by the ctest fixture `coordinators` (scripts/coord.sh), whose addresses the
-// tests read from $SEKKA_TEST_COORDINATORS/test-<backend>/endpoints (and, for etcd-tls, the CA,
-// client certificate, key, user and password from .../test-etcd-tls/access).
+// The worker-lease contract on real coordinators: etcd, etcd over TLS with authentication,
+// ZooKeeper and Redis, started by the ctest fixtures `coordinators` (scripts/coord.sh), whose
+// addresses the tests read from $SEKKA_TEST_COORDINATORS/test-<backend>/endpoints (and, for
+// etcd-tls, the CA, client certificate, key, user and password from .../test-etcd-tls/access),
+// and `redis` (scripts/redis.sh, its URI in .../test-redis/uri).
 //
 // A holder that dies without releasing is a real process: this binary run again with
 // --hold-lease, which acquires an id, prints it, and kills itself with SIGKILL.
@@ -39,11 +40,19 @@ std::vector<std::string> ReadFixture(const std::string& backend, const char* fil
   return lines;
 }
 
-// `backend`: "etcd", "etcd-tls", "zookeeper" or "zookeeper-auth" (the same server, with a
-// digest user: every node the contract makes is that user's); the fixture's server of that kind.
+// The redis-server of the `redis` fixture (scripts/redis.sh), database 1.
+std::string RedisUri() {
+  const std::vector<std::string> uri = ReadFixture("redis", "uri");
+  return uri.empty() ? "" : uri[0] + "/1";
+}
+
+// `backend`: "etcd", "etcd-tls", "zookeeper", "zookeeper-auth" (the same server, with a digest
+// user: every node the contract makes is that user's) or "redis"; the fixture's server of that
+// kind.
 Result<std::unique_ptr<Coordinator>> OpenBackend(const std::string& backend,
                                                  const std::string& cluster,
                                                  const WorkerLeaseOptions& options) {
+  if (backend == "redis") return OpenCoordinator("redis", RedisUri(), cluster, options);
   const bool zookeeper = backend.starts_with("zookeeper");
   const std::vector<std::string> address =
       ReadFixture(zookeeper ? "zookeeper" : backend, "endpoints");
@@ -111,7 +120,8 @@ LeaseFactory Factory(const std::string& backend) {
 
 INSTANTIATE_TEST_SUITE_P(Coordinators, WorkerLeaseContractTest,
                          ::testing::Values(Factory("etcd"), Factory("etcd-tls"),
-                                           Factory("zookeeper"), Factory("zookeeper-auth")),
+                                           Factory("zookeeper"), Factory("zookeeper-auth"),
+                                           Factory("redis")),
                          [](const auto& info) {
                            std::string name = info.param.name;
                            std::replace(name.begin(), name.end(), '-', '_');
@@ -205,9 +215,11 @@ TEST(WorkerLeaseBackends, AnUnreachableCoordinatorIsUnavailable) {
   WorkerLeaseOptions o;
   o.identity = "x";
   o.call_timeout = std::chrono::milliseconds(500);
-  for (const char* source : {"etcd", "zookeeper"}) {
+  for (const char* source : {"etcd", "zookeeper", "redis"}) {
     SCOPED_TRACE(source);
-    Result<std::unique_ptr<WorkerLease>> l = OpenWorkerLease(source, "127.0.0.1:1", "c", o);
+    const std::string address =
+        std::string(source) == "redis" ? "redis://127.0.0.1:1" : "127.0.0.1:1";
+    Result<std::unique_ptr<WorkerLease>> l = OpenWorkerLease(source, address, "c", o);
     ASSERT_TRUE(l.ok());
     Result<LeaseGrant> g = (*l)->Acquire();
     ASSERT_FALSE(g.ok());

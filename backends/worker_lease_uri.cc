@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "backends/etcd_worker_lease.h"
+#include "backends/redis_worker_lease.h"
 #include "backends/zookeeper_worker_lease.h"
 
 namespace sekka {
@@ -12,9 +13,17 @@ Result<std::unique_ptr<Coordinator>> OpenCoordinator(std::string_view source,
                                                      std::string_view cluster,
                                                      const WorkerLeaseOptions& options,
                                                      const CoordinatorAccess& access) {
+  if (source == "redis") {
+    if (coordinator.empty()) {
+      return InvalidArgument(
+          "worker.coordinator is required with worker.source = \"redis\": allowed "
+          "redis://[USER:PASSWORD@]HOST:PORT[/DB] or rediss://...");
+    }
+    return NewRedisCoordinator(coordinator, cluster, options, access);
+  }
   if (source != "etcd" && source != "zookeeper") {
-    return InvalidArgument(
-        fmt::format("worker.source \"{}\" has no coordinator: allowed etcd or zookeeper", source));
+    return InvalidArgument(fmt::format(
+        "worker.source \"{}\" has no coordinator: allowed etcd, zookeeper or redis", source));
   }
   std::string_view addresses = coordinator;
   if (const std::size_t scheme = coordinator.find("://"); scheme != std::string_view::npos) {

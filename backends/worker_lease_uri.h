@@ -3,6 +3,7 @@
 // The one place that turns worker.source and worker.coordinator into a coordinator and its lease:
 //   source "etcd",      coordinator "etcd://127.0.0.1:2379,127.0.0.1:22379" (or without etcd://)
 //   source "zookeeper", coordinator "zookeeper://127.0.0.1:2181" (or without zookeeper://)
+//   source "redis",     coordinator "redis://127.0.0.1:6379/0" (rediss:// with TLS)
 
 #ifndef SEKKA_BACKENDS_WORKER_LEASE_URI_H_
 #define SEKKA_BACKENDS_WORKER_LEASE_URI_H_

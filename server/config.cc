@@ -111,8 +111,8 @@ const std::vector<Key>& Keys() {
       {"generator.after_id", Type::kInt, "",
        "issue only ids above this one (the largest id of the system sekka takes over from)",
        "--after-id"},
-      {"worker.source", Type::kString, "local", "static | local | hostname | etcd | zookeeper",
-       "--worker-source"},
+      {"worker.source", Type::kString, "local",
+       "static | local | hostname | etcd | zookeeper | redis", "--worker-source"},
       {"worker.id", Type::kInt, "",
        "source static: this process's worker id (required there, "
        "refused with any other source)",
@@ -124,14 +124,16 @@ const std::vector<Key>& Keys() {
        "--worker-lock-dir"},
       {"worker.datacenter_id", Type::kInt, "0", "where the layout has datacenter bits",
        "--datacenter-id"},
-      {"worker.coordinator", Type::kString, "", "etcd://h:p[,h:p] or zookeeper://h:p[,h:p]",
+      {"worker.coordinator", Type::kString, "",
+       "etcd://h:p[,h:p], zookeeper://h:p[,h:p] or redis://[user:password@]h:p[/db]",
        "--coordinator"},
       {"worker.cluster", Type::kString, "default", "key prefix at the coordinator", "--cluster"},
       {"worker.lease_ttl", Type::kDuration, "10s", "", "--lease-ttl"},
       {"worker.name", Type::kString, "", "identity for source local; \"\" = the listen addresses",
        "--worker-name"},
       {"worker.keep_id", Type::kBool, "false",
-       "local, etcd, zookeeper: a restart takes back its own worker id and waits past its hwm "
+       "local, etcd, zookeeper, redis: a restart takes back its own worker id and waits past its "
+       "hwm "
        "(up to ~4 s); false = it takes a free id whose hwm is past and does not wait"},
       {"worker.tls_ca_file", Type::kString, "",
        "etcd over HTTPS, verified with this CA file (PEM), or \"system\" (the system's CAs); "
@@ -612,8 +614,9 @@ Status WorkerSection(const Values& v, ServerConfig& c) {
   };
   c.worker_source = get("worker.source");
   if (c.worker_source != "static" && c.worker_source != "local" && c.worker_source != "hostname" &&
-      c.worker_source != "etcd" && c.worker_source != "zookeeper") {
-    return BadValue("worker.source", c.worker_source, "static, local, hostname, etcd or zookeeper");
+      !c.coordinated()) {
+    return BadValue("worker.source", c.worker_source,
+                    "static, local, hostname, etcd, zookeeper or redis");
   }
   // A key that does not apply to the chosen source is refused, never ignored: a worker.id that
   // `local` ignored ran two hosts told ids 1 and 2 both as worker 0.
@@ -645,7 +648,8 @@ Status WorkerSection(const Values& v, ServerConfig& c) {
   // ids alone, and hosts would repeat each other's ids.
   if (!c.coordinated() && (!c.coordinator.empty() || c.cluster != "default")) {
     return InvalidArgument(fmt::format(
-        "config {} applies to worker.source etcd or zookeeper only (the source is \"{}\"): set "
+        "config {} applies to worker.source etcd, zookeeper or redis only (the source is \"{}\"): "
+        "set "
         "worker.source (--worker-source) to the coordinator's kind, or drop it",
         c.coordinator.empty() ? "worker.cluster" : "worker.coordinator", c.worker_source));
   }
@@ -663,9 +667,10 @@ Status WorkerSection(const Values& v, ServerConfig& c) {
   c.worker_name = get("worker.name");
   SEKKA_ASSIGN(c.keep_worker_id, boolean("worker.keep_id"));
   if (c.keep_worker_id && (c.worker_source == "static" || c.worker_source == "hostname")) {
-    return BadValue("worker.source", c.worker_source,
-                    "local, etcd or zookeeper when worker.keep_id is set (static and hostname "
-                    "always keep their one id)");
+    return BadValue(
+        "worker.source", c.worker_source,
+        "local, etcd, zookeeper or redis when worker.keep_id is set (static and hostname "
+        "always keep their one id)");
   }
   return Status::Ok();
 }
@@ -681,13 +686,14 @@ Status CoordinatorAccessSection(const Values& v, ServerConfig& c) {
   c.password_file = get("worker.password_file");
   const bool tls = !c.tls_ca_file.empty() || !c.tls_cert_file.empty() || !c.tls_key_file.empty();
   const bool user = !c.username.empty() || !c.password.empty() || !c.password_file.empty();
-  if (tls && c.worker_source != "etcd") {
+  if (tls && c.worker_source != "etcd" && c.worker_source != "redis") {
     return BadValue("worker.source", c.worker_source,
-                    "etcd when worker.tls_* are set (Debian's ZooKeeper client has no TLS)");
+                    "etcd or redis when worker.tls_* are set (Debian's ZooKeeper client has no "
+                    "TLS)");
   }
   if (user && !c.coordinated()) {
     return BadValue("worker.source", c.worker_source,
-                    "etcd or zookeeper when worker.username or worker.password* are set");
+                    "etcd, zookeeper or redis when worker.username or worker.password* are set");
   }
   if (c.tls_cert_file.empty() != c.tls_key_file.empty()) {
     return BadValue(c.tls_cert_file.empty() ? "worker.tls_cert_file" : "worker.tls_key_file", "",

@@ -57,7 +57,9 @@ struct ServerConfig {
   // [worker]
   std::string worker_source = "local";  // static | local | hostname | etcd | zookeeper
   // True when worker ids come from a coordinator (etcd, zookeeper), not from this host.
-  bool coordinated() const { return worker_source == "etcd" || worker_source == "zookeeper"; }
+  bool coordinated() const {
+    return worker_source == "etcd" || worker_source == "zookeeper" || worker_source == "redis";
+  }
   std::int64_t worker_id = 0;
   // static, local, hostname: the host-wide directory of worker-id locks and hwm states.
   std::string worker_lock_dir = "/var/lib/sekka/workers";

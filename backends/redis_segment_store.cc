@@ -1,0 +1,174 @@
+#include "backends/redis_segment_store.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <array>
+#include <charconv>
+#include <limits>
+
+#include "backends/redis_client.h"
+#include "backends/store_uri.h"
+#include "sekka/secrets.h"
+
+namespace sekka {
+namespace {
+
+// A range: nil for an unknown tag; "EXHAUSTED ..." when the counter would pass 2^63 - 2 (so
+// that the range's end, v + 1, stays an int64: INCRBY by step + 1 fails exactly then, and the 1
+// is given back); else the counter's new value as a string (Lua's numbers are doubles, strings
+// are exact).
+constexpr const char* kAllocate = R"(
+if redis.call('EXISTS', KEYS[1]) == 0 then return false end
+local r = redis.pcall('INCRBY', KEYS[1], ARGV[1])
+if type(r) == 'table' and r.err then
+  if string.find(r.err, 'overflow') then return redis.error_reply('EXHAUSTED ' .. r.err) end
+  return r
+end
+redis.call('DECRBY', KEYS[1], 1)
+return redis.call('GET', KEYS[1])
+)";
+
+// A new tag: 0 when its counter exists; else the counter (first id - 1) and the metadata.
+constexpr const char* kCreate = R"(
+if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
+redis.call('SET', KEYS[1], ARGV[1])
+redis.call('HSET', KEYS[2], 'step', ARGV[2], 'delta', ARGV[3], 'remainder', ARGV[4])
+return 1
+)";
+
+// A tag's counter and metadata: {counter or nil, step, delta, remainder} (nil fields when the
+// tag was made by CosId, which keeps no metadata).
+constexpr const char* kGet = R"(
+local c = redis.call('GET', KEYS[1])
+if not c then return false end
+local m = redis.call('HMGET', KEYS[2], 'step', 'delta', 'remainder')
+return {c, m[1], m[2], m[3]}
+)";
+
+// CosId's DEFAULT_STEP, the step of a tag CosId made.
+constexpr std::int64_t kCosIdStep = 100;
+
+bool Number(std::string_view s, std::int64_t& v) {
+  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  return ec == std::errc() && end == s.data() + s.size() && !s.empty();
+}
+
+class RedisSegmentStore final : public SegmentStore {
+ public:
+  RedisSegmentStore(std::unique_ptr<RedisClient> redis, std::string prefix)
+      : redis_(std::move(redis)), prefix_(std::move(prefix)) {}
+
+  Result<IdRange> Allocate(std::string_view tag, std::int64_t step) override {
+    if (step < 1 || step == std::numeric_limits<std::int64_t>::max()) return BadStep(step);
+    if (!ValidateTag(tag).ok()) return TagNotFound(tag);
+    Result<RespReply> r =
+        redis_->Call({"EVAL", kAllocate, "1", Counter(tag), std::to_string(step + 1)});
+    if (!r.ok()) return std::move(r).error();
+    if (r->nil) return TagNotFound(tag);
+    std::int64_t v = 0;
+    if (r->kind == '-' && r->text.rfind("EXHAUSTED", 0) == 0) {
+      Result<TagInfo> info = GetTag(tag);
+      return TagExhausted(tag, info.ok() ? info->next_id : 0, step);
+    }
+    if (r->kind != '$' || !Number(r->text, v)) return Broken(tag, *r);
+    return IdRange{v - step + 1, v + 1};
+  }
+
+  Status CreateTag(const TagInfo& tag) override {
+    if (Status s = ValidateNewTag(tag); !s.ok()) return s;
+    Result<RespReply> r = redis_->Call({"EVAL", kCreate, "2", Counter(tag.tag), Meta(tag.tag),
+                                        std::to_string(tag.next_id - 1), std::to_string(tag.step),
+                                        std::to_string(tag.delta), std::to_string(tag.remainder)});
+    if (!r.ok()) return std::move(r).error();
+    if (r->kind != ':') return Broken(tag.tag, *r);
+    if (r->integer == 0) return TagExists(tag.tag);
+    return Status::Ok();
+  }
+
+  Result<TagInfo> GetTag(std::string_view tag) override {
+    if (!ValidateTag(tag).ok()) return TagNotFound(tag);
+    Result<RespReply> r = redis_->Call({"EVAL", kGet, "2", Counter(tag), Meta(tag)});
+    if (!r.ok()) return std::move(r).error();
+    if (r->nil) return TagNotFound(tag);
+    std::int64_t counter = 0;
+    if (r->kind != '*' || r->elements.size() != 4 || !Number(r->elements[0].text, counter)) {
+      return Broken(tag, *r);
+    }
+    TagInfo info{std::string(tag), counter + 1, kCosIdStep, 1, 0};
+    const std::array<std::int64_t*, 3> fields = {&info.step, &info.delta, &info.remainder};
+    for (std::size_t i = 0; i < fields.size(); ++i) {
+      const RespReply& field = r->elements[i + 1];
+      if (!field.nil && !Number(field.text, *fields[i])) return Broken(tag, *r);
+    }
+    return info;
+  }
+
+  Result<std::vector<TagInfo>> ListTags() override {
+    std::vector<std::string> names;
+    std::string cursor = "0";
+    const std::string pattern = prefix_ + ":{*}.adder";
+    do {  // SCAN's cursor: every key that exists throughout is returned at least once
+      Result<RespReply> r = redis_->Call({"SCAN", cursor, "MATCH", pattern, "COUNT", "1000"});
+      if (!r.ok()) return std::move(r).error();
+      if (r->kind != '*' || r->elements.size() != 2) return Broken("*", *r);
+      cursor = r->elements[0].text;
+      for (const RespReply& key : r->elements[1].elements) {
+        const std::size_t open = key.text.find('{'), close = key.text.rfind('}');
+        if (open == std::string::npos || close == std::string::npos || close < open) continue;
+        names.push_back(key.text.substr(open + 1, close - open - 1));
+      }
+    } while (cursor != "0");
+    std::sort(names.begin(), names.end());
+    names.erase(std::unique(names.begin(), names.end()), names.end());
+    std::vector<TagInfo> out;
+    for (const std::string& name : names) {
+      Result<TagInfo> info = GetTag(name);
+      if (info.ok()) out.push_back(*std::move(info));
+      if (!info.ok() && info.error().code != ErrorCode::kNotFound) return std::move(info).error();
+    }
+    return out;
+  }
+
+ private:
+  std::string Counter(std::string_view tag) const {
+    return fmt::format("{}:{{{}}}.adder", prefix_, tag);
+  }
+  std::string Meta(std::string_view tag) const {
+    return fmt::format("{}:{{{}}}.meta", prefix_, tag);
+  }
+
+  Error Broken(std::string_view tag, const RespReply& r) const {
+    return Unavailable(fmt::format("segment store {}: tag {}: {}", redis_->text(), tag,
+                                   r.kind == '-' ? r.text : "an answer that is not the script's"));
+  }
+
+  const std::unique_ptr<RedisClient> redis_;
+  const std::string prefix_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<SegmentStore>> OpenRedisSegmentStore(const std::string& uri) {
+  std::vector<std::string_view> params(std::begin(RedisClient::kParams),
+                                       std::end(RedisClient::kParams));
+  params.push_back("schema");
+  Result<StoreUri> parsed = ParseStoreUri(uri, "segment.store", params);
+  if (!parsed.ok()) return std::move(parsed).error();
+  if (parsed->scheme != "redis" && parsed->scheme != "rediss") {
+    return InvalidArgument("segment.store for Redis begins redis:// or rediss://");
+  }
+  const auto schema = parsed->params.find("schema");
+  const std::string prefix = schema == parsed->params.end() ? "sekka" : schema->second;
+  if (prefix != "sekka" && prefix != "cosid") {
+    return InvalidArgument(fmt::format(
+        "segment.store parameter schema=\"{}\" is not known for Redis: allowed sekka, cosid",
+        prefix.substr(0, 40)));
+  }
+  Result<std::unique_ptr<RedisClient>> redis =
+      RedisClient::Open(std::move(parsed).value(), RedactSecrets(uri), "segment.store");
+  if (!redis.ok()) return std::move(redis).error();
+  return std::unique_ptr<SegmentStore>(new RedisSegmentStore(std::move(redis).value(), prefix));
+}
+
+}  // namespace sekka

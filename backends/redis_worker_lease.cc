@@ -1,0 +1,269 @@
+#include "backends/redis_worker_lease.h"
+
+#include <fmt/format.h>
+
+#include <charconv>
+#include <random>
+
+#include "backends/redis_client.h"
+#include "backends/store_uri.h"
+#include "sekka/secrets.h"
+
+namespace sekka {
+namespace {
+
+// The live holders of a datacenter: id, identity, session, version, for each owner record whose
+// session key exists. KEYS: the owners set. ARGV: the key prefix, the datacenter.
+constexpr const char* kList = R"(
+local out = {}
+for _, id in ipairs(redis.call('SMEMBERS', KEYS[1])) do
+  local o = redis.call('HMGET', ARGV[1] .. 'owner:' .. ARGV[2] .. ':' .. id,
+                       'identity', 'session', 'version')
+  if o[2] and redis.call('EXISTS', ARGV[1] .. 'session:' .. o[2]) == 1 then
+    table.insert(out, id)
+    table.insert(out, o[1])
+    table.insert(out, o[2])
+    table.insert(out, o[3])
+  end
+end
+return out
+)";
+
+// Claim: the id must be free (no owner, or an owner whose session is gone) when no version was
+// listed, else still at the version listed; then this session owns it at a new version, the
+// listed holder's session (this identity's earlier run) ends, and the hwm is read. nil: the id
+// changed. KEYS: owner, hwm, owners set, this session, version counter. ARGV: prefix, id,
+// identity, session, listed version or "", listed session or "".
+constexpr const char* kClaim = R"(
+if redis.call('EXISTS', KEYS[4]) == 0 then return redis.error_reply('NOSESSION') end
+local cur = redis.call('HMGET', KEYS[1], 'session', 'version')
+local live = cur[1] and redis.call('EXISTS', ARGV[1] .. 'session:' .. cur[1]) == 1
+if ARGV[5] == '' then
+  if live then return false end
+elseif cur[2] ~= ARGV[5] then
+  return false
+end
+local v = redis.call('INCR', KEYS[5])
+redis.call('HSET', KEYS[1], 'identity', ARGV[3], 'session', ARGV[4], 'version', v)
+redis.call('SADD', KEYS[3], ARGV[2])
+if ARGV[6] ~= '' and ARGV[6] ~= ARGV[4] then
+  redis.call('DEL', ARGV[1] .. 'session:' .. ARGV[6])
+end
+return {tostring(v), redis.call('GET', KEYS[2]) or '0'}
+)";
+
+// KeepAlive: 1 when the owner record names this session and its key lived to be renewed.
+// KEYS: owner, this session. ARGV: session, ttl in ms.
+constexpr const char* kKeepAlive = R"(
+if redis.call('HGET', KEYS[1], 'session') ~= ARGV[1] then return 0 end
+return redis.call('PEXPIRE', KEYS[2], ARGV[2])
+)";
+
+// StoreHwm: raises the hwm (ms since 1970: exact in Lua's doubles) if the owner record names
+// this session and it lives; 0 when not. KEYS: owner, this session, hwm. ARGV: session, hwm.
+constexpr const char* kStoreHwm = R"(
+if redis.call('HGET', KEYS[1], 'session') ~= ARGV[1] then return 0 end
+if redis.call('EXISTS', KEYS[2]) == 0 then return 0 end
+local cur = tonumber(redis.call('GET', KEYS[3]) or '0')
+if tonumber(ARGV[2]) > cur then redis.call('SET', KEYS[3], ARGV[2]) end
+return 1
+)";
+
+bool Number(std::string_view s, std::int64_t& v) {
+  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  return ec == std::errc() && end == s.data() + s.size() && !s.empty();
+}
+
+class RedisCoordinator final : public Coordinator {
+ public:
+  RedisCoordinator(std::unique_ptr<RedisClient> redis, std::string cluster,
+                   WorkerLeaseOptions options)
+      : redis_(std::move(redis)),
+        cluster_(std::move(cluster)),
+        options_(std::move(options)),
+        prefix_(fmt::format("sekka:{{{}}}:", cluster_)) {}
+
+  Result<std::string> BindLayout(const std::string& layout) override {
+    Result<RespReply> set = Call({"SET", prefix_ + "layout", layout, "NX"});
+    if (!set.ok()) return std::move(set).error();
+    Result<RespReply> get = Call({"GET", prefix_ + "layout"});
+    if (!get.ok()) return std::move(get).error();
+    return get->text;
+  }
+
+  Result<std::map<std::int64_t, Holding>> ListHolders() override {
+    if (Status s = OpenSession(); !s.ok()) return std::move(s).error();
+    Result<RespReply> r = Call(
+        {"EVAL", kList, "1", Key("owners", ""), prefix_, std::to_string(options_.datacenter_id)});
+    if (!r.ok()) return std::move(r).error();
+    std::map<std::int64_t, Holding> holders;
+    for (std::size_t i = 0; i + 3 < r->elements.size(); i += 4) {
+      std::int64_t id = 0;
+      Holding h{r->elements[i + 1].text};
+      if (Number(r->elements[i].text, id) && Number(r->elements[i + 2].text, h.session) &&
+          Number(r->elements[i + 3].text, h.version)) {
+        holders[id] = h;
+      }
+    }
+    return holders;
+  }
+
+  std::int64_t session() const override { return session_; }
+
+  Result<std::int64_t> PeekHwm(std::int64_t id) override {
+    Result<RespReply> r = Call({"GET", Key("hwm", id)});
+    if (!r.ok()) return std::move(r).error();
+    return Hwm(id, r->nil ? "0" : r->text);
+  }
+
+  Result<std::optional<std::int64_t>> Claim(std::int64_t id,
+                                            const std::optional<Holding>& seen) override {
+    if (Status s = OpenSession(); !s.ok()) return std::move(s).error();
+    Result<RespReply> r = Call({"EVAL", kClaim, "5", Key("owner", id), Key("hwm", id),
+                                Key("owners", ""), SessionKey(session_), prefix_ + "version",
+                                prefix_, std::to_string(id), options_.identity,
+                                std::to_string(session_), seen ? std::to_string(seen->version) : "",
+                                seen ? std::to_string(seen->session) : ""});
+    if (!r.ok()) return std::move(r).error();
+    if (r->kind == '-' && r->text.rfind("NOSESSION", 0) == 0) {
+      session_ = 0;  // it expired before the claim: the next call opens a new one
+      return Unavailable(
+          fmt::format("the Redis session of {} expired before its claim", options_.identity));
+    }
+    if (r->nil) return std::optional<std::int64_t>();
+    if (r->kind != '*' || r->elements.size() != 2) return Broken("claim", *r);
+    Result<std::int64_t> hwm = Hwm(id, r->elements[1].text);
+    if (!hwm.ok()) return std::move(hwm).error();
+    return std::optional<std::int64_t>(*hwm);
+  }
+
+  Status KeepAlive(std::int64_t id) override {
+    if (session_ == 0) return LeaseLost("no worker id is held");
+    Result<RespReply> r = Call({"EVAL", kKeepAlive, "2", Key("owner", id), SessionKey(session_),
+                                std::to_string(session_), std::to_string(options_.ttl.count())});
+    if (!r.ok()) return std::move(r).error();
+    if (r->kind != ':') return Broken("keepalive", *r);
+    if (r->integer == 1) return Status::Ok();
+    session_ = 0;
+    return LeaseLost(fmt::format(
+        "the Redis session holding worker id {} expired, or the id was taken over", id));
+  }
+
+  Status StoreHwm(std::int64_t id, std::int64_t hwm_millis) override {
+    if (session_ == 0) return LeaseLost("no worker id is held");
+    Result<RespReply> r =
+        Call({"EVAL", kStoreHwm, "3", Key("owner", id), SessionKey(session_), Key("hwm", id),
+              std::to_string(session_), std::to_string(hwm_millis)});
+    if (!r.ok()) return std::move(r).error();
+    if (r->kind != ':') return Broken("hwm store", *r);
+    if (r->integer == 1) return Status::Ok();
+    return LeaseLost(fmt::format(
+        "worker id {} is no longer held by this process's Redis session (expired or taken over)",
+        id));
+  }
+
+  Status Close() override {
+    if (session_ == 0) return Status::Ok();
+    Result<RespReply> r = Call({"DEL", SessionKey(session_)});
+    if (!r.ok()) return std::move(r).error();
+    session_ = 0;
+    return Status::Ok();
+  }
+
+  std::string Describe() const override {
+    return fmt::format("Redis session {:x} on {} (cluster {})",
+                       static_cast<std::uint64_t>(session_), redis_->text(), cluster_);
+  }
+  std::string Where() const override { return "cluster " + cluster_; }
+  std::string_view source() const override { return "redis"; }
+
+ private:
+  // A new session key, with the lease's TTL, unless one is open.
+  Status OpenSession() {
+    if (session_ != 0) return Status::Ok();
+    static thread_local std::mt19937_64 random{std::random_device{}()};
+    for (int attempt = 0; attempt < 3; ++attempt) {
+      const std::int64_t candidate =
+          static_cast<std::int64_t>(random() >> 1) | 1;  // positive, never 0
+      Result<RespReply> r = Call({"SET", SessionKey(candidate), options_.identity, "PX",
+                                  std::to_string(options_.ttl.count()), "NX"});
+      if (!r.ok()) return std::move(r).error();
+      if (r->kind == '+') {
+        session_ = candidate;
+        return Status::Ok();
+      }
+    }
+    return Unavailable("Redis refused three new session keys in a row");
+  }
+
+  Result<RespReply> Call(const std::vector<std::string>& args) {
+    Result<RespReply> r = redis_->Call(args);
+    if (r.ok() && r->kind == '-' && r->text.rfind("NOSESSION", 0) != 0) {
+      return Unavailable(fmt::format("{}: {}: {}", redis_->text(), args[0], r->text));
+    }
+    return r;
+  }
+
+  std::string Key(std::string_view what, std::int64_t id) const {
+    return fmt::format("{}{}:{}:{}", prefix_, what, options_.datacenter_id, id);
+  }
+  std::string Key(std::string_view what, std::string_view) const {
+    return fmt::format("{}{}:{}", prefix_, what, options_.datacenter_id);
+  }
+  std::string SessionKey(std::int64_t session) const {
+    return fmt::format("{}session:{}", prefix_, session);
+  }
+
+  Result<std::int64_t> Hwm(std::int64_t id, const std::string& text) const {
+    std::int64_t hwm = -1;
+    if (Number(text, hwm) && hwm >= 0) return hwm;
+    return Internal(fmt::format("Redis key {} holds \"{}\", not a number of ms", Key("hwm", id),
+                                text.substr(0, 40)));
+  }
+
+  Error Broken(std::string_view what, const RespReply& r) const {
+    return Unavailable(fmt::format("{}: the {} script answered {}", redis_->text(), what,
+                                   r.kind == '-' ? r.text : "something else"));
+  }
+
+  const std::unique_ptr<RedisClient> redis_;
+  const std::string cluster_;
+  const WorkerLeaseOptions options_;
+  const std::string prefix_;
+  std::int64_t session_ = 0;  // 0: none open
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Coordinator>> NewRedisCoordinator(std::string_view uri,
+                                                         std::string_view cluster,
+                                                         const WorkerLeaseOptions& options,
+                                                         const CoordinatorAccess& access) {
+  Result<StoreUri> parsed = ParseStoreUri(uri, "worker.coordinator", RedisClient::kParams);
+  if (!parsed.ok()) return std::move(parsed).error();
+  if (parsed->scheme != "redis" && parsed->scheme != "rediss") {
+    return InvalidArgument(
+        "worker.coordinator for worker.source = \"redis\" begins redis:// or "
+        "rediss://");
+  }
+  if (Status s = ValidateClusterName(cluster); !s.ok()) return std::move(s).error();
+  if (parsed->user.empty() && !parsed->has_password && !access.password.empty()) {
+    parsed->user = access.username;
+    parsed->password = access.password;
+    parsed->has_password = true;
+  }
+  const std::pair<const char*, const std::string*> files[] = {
+      {"tls_ca_file", &access.tls.ca_file},
+      {"tls_cert_file", &access.tls.cert_file},
+      {"tls_key_file", &access.tls.key_file}};
+  for (const auto& [name, value] : files) {
+    if (!value->empty() && !parsed->params.contains(name)) parsed->params[name] = *value;
+  }
+  Result<std::unique_ptr<RedisClient>> redis = RedisClient::Open(
+      std::move(parsed).value(), RedactSecrets(uri), "worker.coordinator", options.call_timeout);
+  if (!redis.ok()) return std::move(redis).error();
+  return std::unique_ptr<Coordinator>(
+      std::make_unique<RedisCoordinator>(std::move(redis).value(), std::string(cluster), options));
+}
+
+}  // namespace sekka
