@@ -146,7 +146,8 @@ void WarnOfExposure(const server::ServerConfig& config) {
   if (config.worker_source != "local") return;
   server::Log(server::LogLevel::kWarn,
               "worker.source local picks worker ids unique on this host only; with more than one "
-              "host serving ids use worker.source etcd or zookeeper (or static ids you assign)",
+              "host serving ids use worker.source etcd, zookeeper or redis (or static ids you "
+              "assign)",
               fmt::format("http={} resp={} thrift={}", config.http_listen, config.resp_listen,
                           config.thrift_listen));
 }

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # The fault campaign on real processes (docs/reliability.md): set-up and build as the README's
 # commands do, then, per coordinator and seed, tests/faults/campaign.py: a 3-member etcd cluster
-# (etcd-tls: over TLS, with client certificates and users) or ZooKeeper ensemble, PostgreSQL and
-# 3 `sekka serve` on 127.0.0.1, 8 clients, a seeded nemesis, and the checker. Exit status 1 if
-# any run found a failure.
+# (etcd-tls: over TLS, with client certificates and users) or ZooKeeper ensemble, or one Redis, a
+# segment store (--store postgres|mariadb|redis; --peer leaf|tinyid runs that peer's allocation
+# beside sekka on MariaDB) and 3 `sekka serve` on 127.0.0.1, 8 clients, a seeded nemesis, and the
+# checker. Exit status 1 if any run found a failure.
 #
-#   bash scripts/faults.sh [--coordinator etcd|etcd-tls|zookeeper] [--minutes N] [--seed S]...
+#   bash scripts/faults.sh [--coordinator etcd|etcd-tls|zookeeper|redis] [--minutes N] [--seed S]...
 #                          [--out DIR] [other campaign.py flags]
 # Without --coordinator etcd and zookeeper run; each --seed adds a run (default: seed 1). Results go to
 # DIR/<coordinator>-seed<S>/result.json (DIR default: faults-out). Every run is bounded by

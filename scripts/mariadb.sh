@@ -3,7 +3,8 @@
 #   scripts/mariadb.sh start DIR   install a data dir in DIR, run it on a free port, make the
 #                                  passwordless user sekka@127.0.0.1 and write the server's
 #                                  base URI (mysql://sekka@127.0.0.1:PORT/) to DIR/uri
-#   scripts/mariadb.sh halt DIR    stop the server (by its pid file), keeping its data
+#   scripts/mariadb.sh halt DIR    stop the server (SIGTERM by its pid file; SIG=KILL to crash
+#                                  it), keeping its data
 #   scripts/mariadb.sh run DIR     run it again, on the same port, and wait until it answers
 #   scripts/mariadb.sh stop DIR    stop it and remove DIR
 # --no-defaults keeps Debian's /etc/mysql out; --skip-name-resolve keeps it from asking DNS.
@@ -28,7 +29,7 @@ halt() {
   local pid
   pid=$(cat "$dir/pid")
   kill -CONT "$pid" 2> /dev/null || true  # a test may have stopped it
-  kill "$pid" 2> /dev/null || true
+  kill -"${SIG:-TERM}" "$pid" 2> /dev/null || true
   for _ in $(seq 300); do kill -0 "$pid" 2> /dev/null || break; sleep 0.1; done
   kill -9 "$pid" 2> /dev/null || true
   rm -f "$dir/pid"

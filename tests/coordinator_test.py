@@ -1,6 +1,6 @@
-"""Worker-id leases on real etcd and ZooKeeper (Debian's packages, started here on loopback):
-several `sekka serve` processes sharing a coordinator, kill -9, a coordinator outage, a
-three-member etcd cluster losing its leader, and clock faults against the coordinator's hwm."""
+"""Worker-id leases on real etcd, ZooKeeper and Redis (Debian's packages, started here on
+loopback): several `sekka serve` processes sharing a coordinator, kill -9, a coordinator outage,
+a three-member etcd cluster losing its leader, and clock faults against the coordinator's hwm."""
 
 import datetime
 import os
@@ -15,7 +15,8 @@ import unittest
 import redis
 
 sys.path.insert(0, os.path.dirname(__file__))
-from sekka_testlib import SEKKA, Etcd, Server, TempDirs, ZooKeeper, _post_json  # noqa: E402
+from sekka_testlib import (SEKKA, Etcd, RedisStore, Server, TempDirs, ZooKeeper,  # noqa: E402
+                           _post_json)
 
 
 EPOCH_MS = 1735689600000  # the sekka layout's epoch, 2025-01-01
@@ -27,13 +28,13 @@ def iso_ms(text):
 
 
 class CoordinatorTestCase(unittest.TestCase):
-    source = None  # "etcd" or "zookeeper"
+    source = None  # "etcd", "zookeeper" or "redis"
 
     def setUp(self):
         self.dirs = TempDirs()
         self.servers = []
-        self.coord = (Etcd(self.dirs.path("etcd")) if self.source == "etcd"
-                      else ZooKeeper(self.dirs.path("zk")))
+        kinds = {"etcd": Etcd, "zookeeper": ZooKeeper, "redis": RedisStore}
+        self.coord = kinds[self.source](self.dirs.path(self.source))
 
     def tearDown(self):
         for s in self.servers:
@@ -479,6 +480,52 @@ class ZooKeeperTest(CoordinatorTestCase):
         self.assertGreater(len(client_lines), 0, "the outage should be logged")
         self.assertLessEqual(len(client_lines), 3, "\n".join(client_lines[:10]))
         self.assertIn("similar lines held back", client_lines[-1])
+
+
+class RedisTest(CoordinatorTestCase):
+    source = "redis"
+
+    def test_a_cluster_serves_one_layout(self):
+        self.one_layout_per_cluster()
+
+    def test_no_local_id_beside_a_server_of_the_cluster(self):
+        self.no_local_id_beside_a_server_of_the_cluster()
+
+    def test_three_servers_get_different_worker_ids_and_300k_distinct_ids(self):
+        self.three_servers_many_ids()
+
+    def test_kill_9_frees_the_worker_id_after_the_ttl_and_the_next_holder_waits_past_its_hwm(self):
+        self.dead_holders_id_after_the_ttl()
+
+    def test_a_restart_takes_a_free_id_whose_hwm_is_past_unless_keep_id(self):
+        self.restart_takes_a_free_id_whose_hwm_is_past()
+
+    def test_a_redis_that_can_lose_acknowledged_writes_is_refused_in_one_line(self):
+        """A Redis without appendonly yes and appendfsync always can lose a claim or an hwm in
+        a crash; sekka refuses it (naming the setting) unless the URI says durability=any."""
+        cache = RedisStore(self.dirs.path("cache"), persist=False)
+        try:
+            s = Server(self.dirs.path("refused"), "--worker-source", "redis", "--coordinator",
+                       f"redis://{cache.endpoints}", wait=False)
+            self.servers.append(s)
+            self.assertFalse(s.wait_listening(timeout=10), "served on a Redis that loses writes")
+            self.assertIn("Redis runs with appendonly \"no\"", s.stderr_text())
+            ok = Server(self.dirs.path("accepted"), "--worker-source", "redis", "--coordinator",
+                        f"redis://{cache.endpoints}/0?durability=any")
+            self.servers.append(ok)
+            self.assertEqual(ok.worker_id, 0)
+        finally:
+            for s in self.servers:
+                s.stop()
+            self.servers = []
+            cache.stop()
+
+
+class RedisClockTest(CoordinatorTestCase):
+    source = "redis"
+
+    def test_clock_step_back_and_a_pause_past_the_ttl_never_lower_the_hwm(self):
+        self.clock_step_back_and_pause_past_the_ttl()
 
 
 class ZooKeeperClockTest(CoordinatorTestCase):

@@ -129,7 +129,7 @@ class HostWorkerIdTest(HostTestCase):
                 ("c1", ["--coordinator", "etcd://127.0.0.1:2379"], {}, "worker.coordinator"),
                 ("c2", [], {"SEKKA_WORKER_CLUSTER": "orders"}, "worker.cluster")]:
             last = self.refused(name, *flags, code=2, env=env).strip().splitlines()[-1]
-            self.assertIn(f"{key} applies to worker.source etcd or zookeeper only", last)
+            self.assertIn(f"{key} applies to worker.source etcd, zookeeper or redis only", last)
 
     def test_serve_after_id_issues_only_ids_above_it(self):
         """Issue 22, finding 6: a server that takes over from Leaf starts above Leaf's max id."""

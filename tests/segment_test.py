@@ -19,7 +19,8 @@ import unittest
 import redis
 
 sys.path.insert(0, os.path.dirname(__file__))
-from sekka_testlib import REPO, SEKKA, Mariadb, Postgres, Server, TempDirs  # noqa: E402
+from sekka_testlib import (LEAF_TABLE, REPO, SEKKA, TINYID_TABLE, Mariadb,  # noqa: E402
+                           Postgres, RedisStore, Server, TempDirs, leaf_take, tinyid_take)
 
 def sekka(*args):
     return subprocess.run([SEKKA, *args], capture_output=True, text=True, timeout=60)
@@ -332,16 +333,43 @@ class MysqlSegmentTest(SharedStoreTests, SegmentTestCase):
         self.db = Mariadb(self.dirs.path("mariadb"))
 
 
-LEAF_TABLE = """CREATE TABLE leaf_alloc (biz_tag VARCHAR(128) NOT NULL DEFAULT '',
-  max_id BIGINT NOT NULL DEFAULT 1, step INT NOT NULL, description VARCHAR(256) DEFAULT NULL,
-  update_time TIMESTAMP NOT NULL DEFAULT CURRENT_TIMESTAMP ON UPDATE CURRENT_TIMESTAMP,
-  PRIMARY KEY (biz_tag)) ENGINE=InnoDB"""
-TINYID_TABLE = """CREATE TABLE tiny_id_info (id BIGINT UNSIGNED NOT NULL AUTO_INCREMENT,
-  biz_type VARCHAR(63) NOT NULL DEFAULT '', begin_id BIGINT NOT NULL DEFAULT 0,
-  max_id BIGINT NOT NULL DEFAULT 0, step INT DEFAULT 0, delta INT NOT NULL DEFAULT 1,
-  remainder INT NOT NULL DEFAULT 0, create_time TIMESTAMP NOT NULL DEFAULT '2010-01-01 00:00:00',
-  update_time TIMESTAMP NOT NULL DEFAULT '2010-01-01 00:00:00', version BIGINT NOT NULL DEFAULT 0,
-  PRIMARY KEY (id), UNIQUE KEY uniq_biz_type (biz_type)) ENGINE=InnoDB DEFAULT CHARSET=utf8"""
+class RedisSegmentTest(SharedStoreTests, SegmentTestCase):
+    def setUp(self):
+        super().setUp()
+        self.db = RedisStore(self.dirs.path("redis"))
+
+    def test_a_redis_crash_keeps_every_acknowledged_range(self):
+        """kill -9 of a Redis with appendfsync always, under load from two servers: after its
+        restart the counter is where the last acknowledged range left it, and no id repeats."""
+        self.create("orders", "--step", "100", "--segment-store", self.db.uri)
+        a = self.start_db("a", "--segment-max-step", "100")
+        b = self.start_db("b", "--segment-max-step", "100")
+        ids = []
+        for s in (a, b):
+            r = redis.Redis(host="127.0.0.1", port=s.resp_port)
+            for _ in range(20):
+                ids += r.execute_command("SEG.NEXT", "orders", 50)
+        self.db.stop_server(crash=True)
+        self.db.start_server()
+        for s in (a, b):
+            ids += [self.recovered(redis.Redis(host="127.0.0.1", port=s.resp_port), "orders")]
+        self.assertEqual(len(ids), len(set(ids)), "an id was issued twice after the crash")
+        counter = int(self.db.client().get("sekka:{orders}.adder"))
+        self.assertGreaterEqual(counter, max(ids))
+
+    def test_a_redis_that_can_lose_writes_is_refused_in_one_line(self):
+        cache = RedisStore(self.dirs.path("cache"), persist=False)
+        try:
+            p = sekka("segment", "list", "--segment-store", cache.uri)
+            self.assertNotEqual(p.returncode, 0)
+            lines = p.stderr.strip().splitlines()
+            self.assertEqual(len(lines), 1, p.stderr)
+            self.assertIn('Redis runs with appendonly "no"', lines[0])
+            self.assertIn("durability=any", lines[0])
+            p = sekka("segment", "list", "--segment-store", cache.uri + "?durability=any")
+            self.assertEqual(p.returncode, 0, p.stderr)
+        finally:
+            cache.stop()
 
 
 class PeerTablesTest(SegmentTestCase):
@@ -381,20 +409,10 @@ class PeerTablesTest(SegmentTestCase):
                     "VALUES ('leaf-orders', 1, 2000, 'from Leaf')")
 
         def leaf():
-            """Leaf's SegmentIDGenImpl with its dynamic step: UPDATE and SELECT in one
-            transaction; it issues [max_id - step, max_id)."""
             conn, ranges = self.db.connect(autocommit=False), []
-            with conn.cursor() as cur:
-                while not self.stop_peer.is_set():
-                    step = 1000 + 500 * (len(ranges) % 3)
-                    cur.execute("UPDATE leaf_alloc SET max_id = max_id + %s WHERE biz_tag = %s",
-                                (step, "leaf-orders"))
-                    cur.execute("SELECT biz_tag, max_id, step FROM leaf_alloc WHERE biz_tag = %s",
-                                ("leaf-orders",))
-                    max_id = cur.fetchone()[1]
-                    conn.commit()
-                    ranges.append((max_id - step, max_id))
-                    time.sleep(0.005)
+            while not self.stop_peer.is_set():
+                ranges.append(leaf_take(conn, "leaf-orders", 1000 + 500 * (len(ranges) % 3)))
+                time.sleep(0.005)
             conn.close()
             return ranges
 
@@ -406,23 +424,12 @@ class PeerTablesTest(SegmentTestCase):
                     "delta, remainder) VALUES ('tiny-orders', 0, 0, 2000, 1, 0)")
 
         def tinyid():
-            """tinyid's DbSegmentIdServiceImpl: read the row, update it on the max_id and version
-            read, retry on a conflict; it issues (max_id, max_id + step]."""
             conn, ranges = self.db.connect(), []
-            with conn.cursor() as cur:
-                while not self.stop_peer.is_set():
-                    cur.execute("SELECT id, biz_type, begin_id, max_id, step, delta, remainder, "
-                                "create_time, update_time, version FROM tiny_id_info "
-                                "WHERE biz_type = %s", ("tiny-orders",))
-                    row = cur.fetchone()
-                    row_id, old, step, version = row[0], row[3], row[4], row[9]
-                    changed = cur.execute(
-                        "UPDATE tiny_id_info SET max_id = %s, update_time = now(), "
-                        "version = version + 1 WHERE id = %s AND max_id = %s AND version = %s "
-                        "AND biz_type = %s", (old + step, row_id, old, version, "tiny-orders"))
-                    if changed == 1:
-                        ranges.append((old + 1, old + step + 1))
-                    time.sleep(0.005)
+            while not self.stop_peer.is_set():
+                taken = tinyid_take(conn, "tiny-orders")
+                if taken:
+                    ranges.append(taken)
+                time.sleep(0.005)
             conn.close()
             return ranges
 

@@ -247,6 +247,8 @@ class Postgres:
     """A throwaway PostgreSQL 15 on a free port (scripts/pg.sh): tests restart it, stop its
     processes (SIGSTOP) or crash it, and it is always stopped through its pid file."""
 
+    name = "postgres"
+
     BIN = "/usr/lib/postgresql/15/bin"
     SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "scripts", "pg.sh")
 
@@ -280,8 +282,9 @@ class Postgres:
         """SIGSTOP or SIGCONT to every process of the server."""
         signal_pids(self.pids(), sig)
 
-    def stop_server(self):
-        self.pg_ctl("stop")
+    def stop_server(self, crash=False):
+        """crash: no checkpoint, every connection dropped (as clients and recovery see one)."""
+        self.pg_ctl("stop", mode="immediate" if crash else "fast")
 
     def start_server(self):
         self.pg_ctl("start")
@@ -291,10 +294,53 @@ class Postgres:
         subprocess.run(["bash", self.SCRIPT, "stop", self.path], timeout=120)
 
 
+# The peers' tables, column for column as Leaf's and tinyid's own scripts make them.
+LEAF_TABLE = """CREATE TABLE leaf_alloc (biz_tag VARCHAR(128) NOT NULL DEFAULT '',
+  max_id BIGINT NOT NULL DEFAULT 1, step INT NOT NULL, description VARCHAR(256) DEFAULT NULL,
+  update_time TIMESTAMP NOT NULL DEFAULT CURRENT_TIMESTAMP ON UPDATE CURRENT_TIMESTAMP,
+  PRIMARY KEY (biz_tag)) ENGINE=InnoDB"""
+TINYID_TABLE = """CREATE TABLE tiny_id_info (id BIGINT UNSIGNED NOT NULL AUTO_INCREMENT,
+  biz_type VARCHAR(63) NOT NULL DEFAULT '', begin_id BIGINT NOT NULL DEFAULT 0,
+  max_id BIGINT NOT NULL DEFAULT 0, step INT DEFAULT 0, delta INT NOT NULL DEFAULT 1,
+  remainder INT NOT NULL DEFAULT 0, create_time TIMESTAMP NOT NULL DEFAULT '2010-01-01 00:00:00',
+  update_time TIMESTAMP NOT NULL DEFAULT '2010-01-01 00:00:00', version BIGINT NOT NULL DEFAULT 0,
+  PRIMARY KEY (id), UNIQUE KEY uniq_biz_type (biz_type)) ENGINE=InnoDB DEFAULT CHARSET=utf8"""
+
+
+def leaf_take(conn, tag, step):
+    """One range as Leaf's SegmentIDGenImpl takes it with its dynamic step, on a pymysql
+    connection without autocommit: UPDATE and SELECT in one transaction. Leaf issues
+    [max_id - step, max_id): returned as (first, end) once the commit returned."""
+    with conn.cursor() as cur:
+        cur.execute("UPDATE leaf_alloc SET max_id = max_id + %s WHERE biz_tag = %s", (step, tag))
+        cur.execute("SELECT biz_tag, max_id, step FROM leaf_alloc WHERE biz_tag = %s", (tag,))
+        max_id = cur.fetchone()[1]
+    conn.commit()
+    return max_id - step, max_id
+
+
+def tinyid_take(conn, tag):
+    """One try as tinyid's DbSegmentIdServiceImpl makes it, on an autocommit connection: read the
+    row, update it on the max_id and version read. tinyid issues (max_id, max_id + step]:
+    returned as (first, end), or None when the row changed meanwhile (tinyid tries again)."""
+    with conn.cursor() as cur:
+        cur.execute("SELECT id, biz_type, begin_id, max_id, step, delta, remainder, create_time, "
+                    "update_time, version FROM tiny_id_info WHERE biz_type = %s", (tag,))
+        row = cur.fetchone()
+        row_id, old, step, version = row[0], row[3], row[4], row[9]
+        changed = cur.execute(
+            "UPDATE tiny_id_info SET max_id = %s, update_time = now(), version = version + 1 "
+            "WHERE id = %s AND max_id = %s AND version = %s AND biz_type = %s",
+            (old + step, row_id, old, version, tag))
+    return (old + 1, old + step + 1) if changed == 1 else None
+
+
 class Mariadb:
     """A throwaway MariaDB on a free port (scripts/mariadb.sh) with one database, `sekka`: tests
     stop and start it, stop its process (SIGSTOP), and it is always stopped through its pid
     file. `uri` is the database's; `sql()` runs statements as the peers' servers would."""
+
+    name = "mariadb"
 
     SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "scripts",
                           "mariadb.sh")
@@ -340,13 +386,61 @@ class Mariadb:
         """SIGSTOP or SIGCONT to the server."""
         signal_pids([self.pid()], sig)
 
-    def stop_server(self):
-        self.script("halt")
+    def stop_server(self, crash=False):
+        subprocess.run(["bash", self.SCRIPT, "halt", self.path], check=True, timeout=120,
+                       env=dict(os.environ, SIG="KILL" if crash else "TERM"))
 
     def start_server(self):
         self.script("run")
 
     def stop(self):
+        self.signal(signal.SIGCONT)
+        subprocess.run(["bash", self.SCRIPT, "stop", self.path], timeout=120)
+
+
+class RedisStore:
+    """A throwaway redis-server on a free port (scripts/redis.sh), durable (appendonly yes,
+    appendfsync always) unless persist=False: tests stop it (SIGTERM, or SIGKILL as a crash),
+    start it again on the same port and files, stop its process (SIGSTOP); it is always stopped
+    through its pid file. `uri` is database 0's; `endpoints` is "127.0.0.1:PORT"."""
+
+    name = "redis"
+
+    SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "scripts",
+                          "redis.sh")
+
+    def __init__(self, path, persist=True):
+        self.path = path
+        subprocess.run(["bash", self.SCRIPT, "start", path], check=True, timeout=120,
+                       env=dict(os.environ, PERSIST="yes" if persist else "no"))
+        with open(os.path.join(path, "uri")) as f:
+            self.base = f.read().strip()
+        self.port = int(self.base.rsplit(":", 1)[1])
+        self.endpoints = f"127.0.0.1:{self.port}"
+        self.uri = self.base + "/0"
+
+    def client(self, db=0):
+        import redis  # Debian's python3-redis
+        return redis.Redis(host="127.0.0.1", port=self.port, db=db)
+
+    def pid(self):
+        try:
+            with open(os.path.join(self.path, "pid")) as f:
+                return int(f.read())
+        except (OSError, ValueError):
+            return None
+
+    def signal(self, sig):
+        signal_pids([self.pid()], sig)
+
+    def stop_server(self, crash=False):
+        subprocess.run(["bash", self.SCRIPT, "halt", self.path], check=True, timeout=120,
+                       env=dict(os.environ, SIG="KILL" if crash else "TERM"))
+
+    def start_server(self):
+        subprocess.run(["bash", self.SCRIPT, "run", self.path], check=True, timeout=120)
+
+    def stop(self, sig=None):
         self.signal(signal.SIGCONT)
         subprocess.run(["bash", self.SCRIPT, "stop", self.path], timeout=120)
 

@@ -3,9 +3,12 @@
 127.0.0.1. Run it through scripts/faults.sh or scripts/soak.sh, which set up and build first.
 
 Starts a 3-member etcd cluster (etcd-tls: over TLS, with client certificates and users) or
-ZooKeeper ensemble, a PostgreSQL with shared segment tags, and --servers sekka nodes; runs --clients client processes for --minutes while the nemesis injects
-faults (none with --soak); then stops everything, judges the history (checker.py) and writes
-result.json (and soak.json) into --out. Exit status 1 when the checker finds a failure."""
+ZooKeeper ensemble, or one Redis; a segment store with shared tags (--store: PostgreSQL, MariaDB,
+or the Redis that is the coordinator), with --peer, Leaf's or tinyid's own allocation drawing
+from MariaDB's rows beside sekka; and --servers sekka nodes; runs --clients client processes for
+--minutes while the nemesis injects faults (none with --soak); then stops everything, judges the
+history (checker.py) and writes result.json (and soak.json) into --out. Exit status 1 when the
+checker finds a failure."""
 
 import argparse
 import json
@@ -29,7 +32,8 @@ import cluster  # noqa: E402
 import proxy  # noqa: E402
 import soak as soak_report  # noqa: E402
 from nemesis import Nemesis  # noqa: E402
-from sekka_testlib import SEKKA, Postgres  # noqa: E402
+from sekka_testlib import (LEAF_TABLE, SEKKA, TINYID_TABLE, Mariadb, Postgres,  # noqa: E402
+                           RedisStore, leaf_take, tinyid_take)
 from workload import client_main  # noqa: E402
 
 TAGS = ["orders", "users", "messages"]
@@ -114,6 +118,48 @@ def sample_usage(nodes, record, stopping, every_s):
         record({"type": "usage", "t": time.monotonic(), "servers": servers})
 
 
+def open_store(args, base):
+    """The segment store and the URI sekka's servers and `segment create` use; with a peer, its
+    table made as the peer's own scripts make it, which sekka then serves in place."""
+    if args.store == "postgres":
+        store = Postgres(os.path.join(base, "pg"))
+        return store, store.uri
+    if args.store == "redis":
+        store = RedisStore(os.path.join(base, "redis"))
+        return store, store.uri
+    store = Mariadb(os.path.join(base, "mariadb"))
+    if args.peer == "leaf":
+        store.sql(LEAF_TABLE)
+    elif args.peer == "tinyid":
+        store.sql(TINYID_TABLE)
+    return store, store.uri + (f"?schema={args.peer}" if args.peer else "")
+
+
+def peer_main(peer, store, record, deadline):
+    """Leaf's or tinyid's server taking ranges of TAGS[0] from the row sekka serves, through the
+    store's faults: a range is recorded ("peer_range", first and last id) only once its commit
+    returned; a failed call reconnects and goes on, as the peer's connection pool would."""
+    conn = None
+    while time.monotonic() < deadline:
+        try:
+            if conn is None:
+                conn = store.connect(autocommit=peer == "tinyid")
+            taken = (leaf_take(conn, TAGS[0], 1000) if peer == "leaf"
+                     else tinyid_take(conn, TAGS[0]))
+            if taken:
+                record({"type": "peer_range", "tag": TAGS[0], "first": taken[0],
+                        "last": taken[1] - 1, "t": time.monotonic()})
+            time.sleep(0.05)
+        except Exception:  # noqa: BLE001 - the store is down or stopped: try again, as a pool
+            if conn is not None:
+                try:
+                    conn.close()
+                except Exception:  # noqa: BLE001
+                    pass
+            conn = None
+            time.sleep(0.2)
+
+
 def run(args):
     out = os.path.abspath(args.out)
     os.makedirs(out, exist_ok=True)
@@ -122,7 +168,7 @@ def run(args):
     os.makedirs(history)
     base = tempfile.mkdtemp(prefix="sekka-faults-")
     record = Recorder(os.path.join(history, "events.jsonl"))
-    coord = pg = None
+    coord = store = None
     nodes = []
     links = None
     stopping = threading.Event()
@@ -130,18 +176,20 @@ def run(args):
     clients = []
     try:
         t_setup = time.monotonic()
+        store, store_uri = open_store(args, base)
         if args.coordinator == "zookeeper":
             coord = cluster.ZooKeeperEnsemble(os.path.join(base, "zk"))
+        elif args.coordinator == "redis":
+            coord = cluster.RedisCoordinator(store)
         else:
             coord = cluster.EtcdCluster(os.path.join(base, "etcd"),
                                         tls=args.coordinator == "etcd-tls")
-        pg = Postgres(os.path.join(base, "pg"))
         for tag in TAGS:
             subprocess.run([SEKKA, "segment", "create", tag, "--step", "200", "--segment-store",
-                            pg.uri], check=True, capture_output=True)
+                            store_uri], check=True, capture_output=True)
         source = args.coordinator.removesuffix("-tls")  # etcd-tls: etcd over TLS, with a user
         flags = ["--worker-source", source, "--coordinator", coord.uri,
-                 "--lease-ttl", f"{args.lease_ttl}s", "--segment-store", pg.uri,
+                 "--lease-ttl", f"{args.lease_ttl}s", "--segment-store", store_uri,
                  "--log-level", "warn"]
         if args.transport:
             # Each server reaches every member through its own proxies (proxy.py).
@@ -167,14 +215,15 @@ def run(args):
         roles = {p: "coordinator" for p in coord.client_ports}
         for link in links or []:
             roles.update({p: "coordinator" for p in link.ports})
-        roles[pg.port] = "postgres"
+        roles[store.port] = store.name
 
         def record_fds(when):
             record({"type": "fds", "when": when, "t": time.monotonic(),
                     "servers": {n.index: n.fd_breakdown(roles) for n in nodes}})
 
         record_fds("start")
-        print(f"faults: {args.coordinator} x{coord.size}, PostgreSQL, {args.servers} sekka "
+        print(f"faults: {args.coordinator} x{coord.size}, {store.name}"
+              f"{' with ' + args.peer + ' beside' if args.peer else ''}, {args.servers} sekka "
               f"servers ready in {time.monotonic() - t_setup:.1f} s; "
               f"{'soak' if args.soak else 'campaign'} of {args.minutes} min, seed {args.seed}, "
               f"{args.clients} clients", flush=True)
@@ -185,7 +234,8 @@ def run(args):
         t0 = time.monotonic()
         deadline = t0 + args.minutes * 60
         record({"type": "campaign", "t0": t0, "deadline": deadline, "seed": args.seed,
-                "coordinator": args.coordinator, "servers": args.servers,
+                "coordinator": args.coordinator, "store": args.store, "peer": args.peer,
+                "servers": args.servers,
                 "clients": args.clients, "soak": args.soak, "tags": TAGS})
         servers = [(n.http_port, n.resp_port) for n in nodes]
         ctx = multiprocessing.get_context("fork")
@@ -194,8 +244,12 @@ def run(args):
                    for c in range(args.clients)]
         for c in clients:
             c.start()
+        if args.peer:
+            peer = threading.Thread(target=peer_main, args=(args.peer, store, record, deadline),
+                                    daemon=True)
+            peer.start()
         if not args.soak:
-            Nemesis(args.seed, nodes, coord, pg, record, args.lease_ttl, not args.short,
+            Nemesis(args.seed, nodes, coord, store, record, args.lease_ttl, not args.short,
                     supervisor, links, args.kinds.split(",") if args.kinds else None
                     ).run(deadline - 10)
         for c in clients:
@@ -216,10 +270,10 @@ def run(args):
             n.stop()
         for link in links or []:
             link.stop()
-        if pg is not None:
-            pg.stop()
         if coord is not None:
             coord.stop()
+        if store is not None:
+            store.stop()
         record.close()
         if args.keep:
             print(f"faults: kept {base}")
@@ -227,7 +281,8 @@ def run(args):
             shutil.rmtree(base, ignore_errors=True)
 
     result = checker.check(history, TAGS)
-    result.update({"coordinator": args.coordinator, "seed": args.seed, "minutes": args.minutes,
+    result.update({"coordinator": args.coordinator, "store": args.store, "peer": args.peer,
+                   "seed": args.seed, "minutes": args.minutes,
                    "servers": args.servers, "clients": args.clients})
     if args.soak:
         result["soak"] = soak_report.per_minute(checker.History(history))
@@ -271,7 +326,13 @@ def print_summary(r):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--coordinator", choices=["etcd", "etcd-tls", "zookeeper"], default="etcd")
+    p.add_argument("--coordinator", choices=["etcd", "etcd-tls", "zookeeper", "redis"],
+                   default="etcd", help="redis: one Redis, which is the segment store too")
+    p.add_argument("--store", choices=["postgres", "mariadb", "redis"], default="postgres",
+                   help="the segment store")
+    p.add_argument("--peer", choices=["leaf", "tinyid"], default=None,
+                   help="with --store mariadb: that peer's table, and its own allocation of "
+                        "the first tag beside sekka's servers")
     p.add_argument("--minutes", type=float, default=2.0)
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--servers", type=int, default=3, choices=range(3, 6))
@@ -289,6 +350,10 @@ def main():
     p.add_argument("--out", default="faults-out")
     p.add_argument("--keep", action="store_true", help="keep the processes' directories")
     args = p.parse_args()
+    if args.coordinator == "redis":
+        args.store = "redis"
+    if args.peer and args.store != "mariadb":
+        p.error("--peer needs --store mariadb (the peers' tables are MySQL's)")
     # SIGTERM (ctest's timeout, a user) unwinds like Ctrl-C: every process stopped by its PID,
     # stopped ones continued first, the tmpfs mounts and the temp dir removed.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))

@@ -7,6 +7,8 @@ errors-*.txt (samples of failures). check() returns a dict; its "failures" list 
 the campaign passed:
   - no snowflake id was received twice (any server, any incarnation, any client);
   - no segment id of a tag was received twice;
+  - no id of a range a peer's own server took ("peer_range" events: Leaf's or tinyid's
+    allocation on the same row) was received from sekka, and the peer's ranges are disjoint;
   - ids of a tag from one server process increase: a request that started after another one on
     the same process and tag had finished got larger ids;
   - the ids of one reply (a batch) increase, of either kind;
@@ -115,6 +117,33 @@ def repeated_ids(history):
                 covered, covered_by = last, i
         if repeats:
             found.append((space, repeats, example[0], example[1]))
+    return found
+
+
+def peer_overlaps(history, tag_names):
+    """[(tag, id, what)] for the first id of each tag that a peer's range shares with another of
+    its ranges or with an id sekka issued."""
+    found = []
+    by_tag = {}
+    for e in history.events:
+        if e.get("type") == "peer_range":
+            by_tag.setdefault(e["tag"], []).append((e["first"], e["last"]))
+    for tag, ranges in by_tag.items():
+        ranges.sort()
+        for (a0, a1), (b0, _) in zip(ranges, ranges[1:]):
+            if b0 <= a1:
+                found.append((tag, b0, "two of the peer's ranges"))
+                break
+        space = 1 + list(tag_names).index(tag) if tag in tag_names else None
+        starts = [r[0] for r in ranges]
+        for i in range(len(history.first)):
+            if history.space[i] != space:
+                continue
+            first, last = history.first[i], history.last[i]
+            k = bisect.bisect_right(starts, last) - 1  # the last range starting at or below `last`
+            if k >= 0 and ranges[k][1] >= first:
+                found.append((tag, max(first, ranges[k][0]), "a peer's range and sekka"))
+                break
     return found
 
 
@@ -306,6 +335,9 @@ def check(directory, tag_names=()):
         failures.append(f"{count} repeated {name} ids, e.g. {example} (requests at "
                         f"{h.start[a]:.3f} on server {h.server[a]} and {h.start[b]:.3f} on "
                         f"server {h.server[b]})")
+    shared = peer_overlaps(h, tag_names)
+    for tag, example, what in shared:
+        failures.append(f"id {example} of tag {tag} was issued by {what}")
     order = segment_order_violations(h)
     if order:
         space, server, a, b = order[0]
@@ -341,6 +373,8 @@ def check(directory, tag_names=()):
         "requests": len(h),
         "ids_checked": id_count(h),
         "repeated_ids": sum(r[1] for r in repeats),
+        "peer_ranges": sum(1 for e in h.events if e.get("type") == "peer_range"),
+        "peer_overlaps": len(shared),
         "segment_order_violations": len(order),
         "unordered_batches": len(h.unordered_batches),
         "undocumented_errors": undocumented,

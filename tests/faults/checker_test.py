@@ -80,6 +80,21 @@ class CheckerTest(unittest.TestCase):
         self.assertEqual(len(r["failures"]), 1)
         self.assertIn("11 repeated snowflake ids", r["failures"][0])
 
+    def test_an_id_in_a_peers_range_or_two_overlapping_peer_ranges_fail(self):
+        a = self.client(0)
+        a.op(1.0, 0.001, 0, RESP_SEG, space=1, runs=[(1, 100), (301, 400)])
+        a.close()
+        self.events += [{"type": "peer_range", "tag": "orders", "first": 101, "last": 300}]
+        self.assertEqual(self.check()["failures"], [], "disjoint ranges are fine")
+        self.events += [{"type": "peer_range", "tag": "orders", "first": 400, "last": 499}]
+        r = self.check()
+        self.assertEqual(r["peer_overlaps"], 1)
+        self.assertIn("id 400 of tag orders was issued by a peer's range and sekka",
+                      r["failures"][0])
+        self.events += [{"type": "peer_range", "tag": "orders", "first": 250, "last": 260}]
+        r = self.check()
+        self.assertTrue(any("two of the peer's ranges" in f for f in r["failures"]), r)
+
     def test_segment_ids_below_a_finished_request_on_the_same_process_fail(self):
         self.events.append({"type": "start", "server": 0, "t": 0.0})
         a, b = self.client(0), self.client(1)

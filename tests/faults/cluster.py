@@ -1,7 +1,7 @@
 """The processes a fault campaign runs on 127.0.0.1, each started, signalled and stopped by PID:
-a 3-member etcd cluster or ZooKeeper ensemble, one PostgreSQL, and several `sekka serve` nodes,
-each under its own libfaketime clock file and, as root, on its own small tmpfs (so that its disk
-can be filled)."""
+a 3-member etcd cluster or ZooKeeper ensemble (or one Redis), one segment store (PostgreSQL,
+MariaDB or that Redis), and several `sekka serve` nodes, each under its own libfaketime clock
+file and, as root, on its own small tmpfs (so that its disk can be filled)."""
 
 import http.client
 import json
@@ -166,6 +166,42 @@ class ZooKeeperEnsemble:
         for i in range(self.size):
             stop_process(self.procs[i])
             self.procs[i] = None
+
+
+class RedisCoordinator:
+    """One Redis (sekka_testlib.RedisStore) as the worker-id coordinator; it is the segment store
+    too, so the nemesis's faults on it are the store's kinds (a coordinator of one member has
+    none of its own)."""
+
+    name = "redis"
+    size = 1
+    server_env = {}
+
+    def __init__(self, store):
+        self.store = store
+
+    @property
+    def uri(self):
+        return self.store.uri
+
+    @property
+    def client_ports(self):
+        return [self.store.port]
+
+    def pid(self, i):
+        return self.store.pid()
+
+    def leader(self):
+        return 0 if self.healthy() else None
+
+    def healthy(self):
+        try:
+            return exchange(self.store.port, b"PING\r\nQUIT\r\n", timeout=1).startswith(b"+PONG")
+        except OSError:
+            return False
+
+    def stop(self):
+        pass  # the campaign stops the store
 
 
 class Node:

@@ -31,8 +31,11 @@ KINDS = {
     "coordinator_kill_minority": (2, "snowflake", None),
     "coordinator_kill_majority": (1, "snowflake", None),
     "coordinator_pause_majority": (1, "snowflake", None),
-    "postgres_pause": (2, "segment", None),
-    "postgres_crash": (2, "segment", None),
+    # The segment store's (postgres_, mariadb_ or redis_, by the campaign's --store): its
+    # process stopped (SIGSTOP), killed (SIGKILL, then started on its files), or restarted.
+    "store_pause": (2, "segment", None),
+    "store_crash": (2, "segment", None),
+    "store_restart": (1, "segment", None),
     # One server's link to the coordinator (proxy.py), with --transport only.
     "link_delay": (3, "snowflake", "transport"),
     "link_late": (3, "snowflake", "transport"),
@@ -50,12 +53,12 @@ TRANSPORT_FIRST = {k: i for i, k in enumerate([
 
 
 class Nemesis:
-    def __init__(self, rng_seed, nodes, coordinator, postgres, record, lease_ttl_s, long_steps,
+    def __init__(self, rng_seed, nodes, coordinator, store, record, lease_ttl_s, long_steps,
                  supervisor, links=None, only=None):
         self.rng = random.Random(rng_seed)
         self.nodes = nodes
         self.coord = coordinator
-        self.pg = postgres
+        self.store = store  # Postgres, Mariadb or RedisStore (sekka_testlib); `name` prefixes kinds
         self.record = record
         self.ttl = lease_ttl_s
         self.supervisor = supervisor
@@ -64,8 +67,10 @@ class Nemesis:
         self.kinds = [k for k, (_, _, need) in KINDS.items()
                       if need is None or (need == "long" and long_steps) or
                       (need == "tmpfs" and tmpfs) or (need == "transport" and links)]
+        if coordinator.size < 3:  # one Redis: its faults are the store's (the same process)
+            self.kinds = [k for k in self.kinds if not k.startswith("coordinator_")]
         if only:  # --kinds: a targeted run
-            self.kinds = [k for k in self.kinds if k in only]
+            self.kinds = [k for k in self.kinds if self.name(k) in only or k in only]
         self.deck = []
 
     def next_kind(self):
@@ -91,11 +96,16 @@ class Nemesis:
             kind = self.next_kind()
             servers, t0, heal = self.inject(kind)
             ready = time.monotonic() if wait_for(self.all_ready, RECOVERY_BOUND_S) else None
-            self.record({"type": "fault", "kind": kind, "servers": servers, "t0": t0,
+            self.record({"type": "fault", "kind": self.name(kind), "servers": servers, "t0": t0,
                          "heal": heal, "ready": ready, "class": KINDS[kind][1],
                          "keep_id": bool(servers) and all(self.nodes[i].keep_id
                                                           for i in servers)})
             time.sleep(self.rng.uniform(1.0, 3.0))
+
+    def name(self, kind):
+        """A kind as reports name it: the store's kinds by the store (postgres_crash)."""
+        return kind.replace("store_", self.store.name + "_", 1) if kind.startswith("store_") \
+            else kind
 
     def hold(self, lo, hi):
         time.sleep(self.rng.uniform(lo, hi))
@@ -105,17 +115,16 @@ class Nemesis:
         rng = self.rng
         if kind.startswith("coordinator_"):
             return (None,) + self.coordinator_fault(kind)
-        if kind.startswith("postgres_"):
+        if kind.startswith("store_"):
             t0 = time.monotonic()
-            if kind == "postgres_pause":
-                self.pg.signal(signal.SIGSTOP)
+            if kind == "store_pause":
+                self.store.signal(signal.SIGSTOP)
                 self.hold(3, 8)
-                self.pg.signal(signal.SIGCONT)
+                self.store.signal(signal.SIGCONT)
             else:
-                # No checkpoint, every connection dropped: a crash, as clients and recovery see it.
-                self.pg.pg_ctl("stop", mode="immediate")
+                self.store.stop_server(crash=kind == "store_crash")
                 self.hold(1, 3)
-                self.pg.pg_ctl("start")
+                self.store.start_server()
             return None, t0, time.monotonic()
         if kind == "same_identity_takeover":
             return self.same_identity_takeover()
