@@ -134,6 +134,10 @@ class PostgresSegmentStore final : public SegmentStore {
       conn_ = nullptr;
       return Unavailable(fmt::format("segment store {} is unreachable: {}", Redacted(), why));
     }
+    // Notices ("relation sekka_segments already exists, skipping") are not for the user's
+    // terminal: libpq would print each one on stderr.
+    PQsetNoticeProcessor(
+        conn_, [](void*, const char*) {}, nullptr);
     // A server that holds a row lock for long ends the statement itself.
     for (const char* sql : {"SET statement_timeout = 5000", kSchema}) {
       if (Status s = Prepare(sql); !s.ok()) return s;
