@@ -11,6 +11,7 @@
 #include <optional>
 #include <vector>
 
+#include "backends/segment_tables.h"
 #include "backends/store_uri.h"
 #include "sekka/secrets.h"
 
@@ -21,52 +22,22 @@ namespace {
 // kernel still acknowledges TCP) answers nothing, and the call fails instead of waiting.
 constexpr unsigned kTimeoutSeconds = 5;
 constexpr std::int64_t kMax = std::numeric_limits<std::int64_t>::max();
-constexpr std::int64_t kIntMax = std::numeric_limits<std::int32_t>::max();
 
-// How one table keeps a tag. `next` is the SQL of the tag's next unallocated id, `columns` reads
-// a TagInfo (tag, next id, step, delta, remainder).
-struct Table {
-  std::string_view schema;  // the URI's name for it
-  std::string_view name;
-  std::string_view key;      // the tag's column
-  std::string_view counter;  // the column a range moves
-  std::string_view columns;
-  bool pessimistic;  // UPDATE then read in one transaction; else read, then UPDATE on what was read
-  bool has_delta;    // delta and remainder columns
-  std::int64_t first_gap;   // the first id of a range is counter + first_gap (before the update)
-  std::string_view create;  // the DDL, made when missing; empty: the table must be there
-};
-
-constexpr std::array<Table, 3> kTables = {{
-    {"sekka", "sekka_segments", "tag", "next_id", "tag, next_id, step, delta, remainder", true,
-     true, 0,
-     "CREATE TABLE IF NOT EXISTS sekka_segments ("
-     "  tag VARCHAR(128) CHARACTER SET ascii COLLATE ascii_bin PRIMARY KEY,"
-     "  next_id BIGINT NOT NULL CHECK (next_id >= 1),"
-     "  step BIGINT NOT NULL CHECK (step >= 1),"
-     "  delta BIGINT NOT NULL DEFAULT 1,"
-     "  remainder BIGINT NOT NULL DEFAULT 0,"
-     "  updated_at TIMESTAMP(3) NOT NULL DEFAULT CURRENT_TIMESTAMP(3)"
-     "    ON UPDATE CURRENT_TIMESTAMP(3)) ENGINE=InnoDB"},
-    // Leaf: the row's max_id is the next id no range has covered (Leaf's servers issue
-    // [max_id - step, max_id) after their update).
-    {"leaf", "leaf_alloc", "biz_tag", "max_id", "biz_tag, max_id, step, 1, 0", true, false, 0, ""},
-    // tinyid: max_id is the last id covered (tinyid's servers issue (max_id - step, max_id]).
-    {"tinyid", "tiny_id_info", "biz_type", "max_id", "biz_type, max_id + 1, step, delta, remainder",
-     false, true, 1, ""},
-}};
-
-std::optional<Table> FindTable(std::string_view schema) {
-  for (const Table& t : kTables) {
-    if (t.schema == schema) return t;
-  }
-  return std::nullopt;
-}
+// sekka's own table on MySQL, made when missing (the peers' tables must be there).
+constexpr const char* kSekkaTable =
+    "CREATE TABLE IF NOT EXISTS sekka_segments ("
+    "  tag VARCHAR(128) CHARACTER SET ascii COLLATE ascii_bin PRIMARY KEY,"
+    "  next_id BIGINT NOT NULL CHECK (next_id >= 1),"
+    "  step BIGINT NOT NULL CHECK (step >= 1),"
+    "  delta BIGINT NOT NULL DEFAULT 1,"
+    "  remainder BIGINT NOT NULL DEFAULT 0,"
+    "  updated_at TIMESTAMP(3) NOT NULL DEFAULT CURRENT_TIMESTAMP(3)"
+    "    ON UPDATE CURRENT_TIMESTAMP(3)) ENGINE=InnoDB";
 
 struct Target {
   StoreUri uri;
   std::string text;  // for messages, without a password
-  Table table;
+  const SegmentTable& table;
 };
 
 // One answer of a (multi-)statement: rows of text, or the rows it changed.
@@ -84,23 +55,11 @@ class MysqlSegmentStore final : public SegmentStore {
     if (step < 1) return BadStep(step);
     if (!ValidateTag(tag).ok()) return TagNotFound(tag);
     std::lock_guard lock(mu_);
-    return t_.table.pessimistic ? Increment(tag, step) : CompareAndSet(tag, step);
+    return t_.table.optimistic ? CompareAndSet(tag, step) : Increment(tag, step);
   }
 
   Status CreateTag(const TagInfo& tag) override {
-    if (Status s = ValidateNewTag(tag); !s.ok()) return s;
-    if (!t_.table.has_delta && (tag.delta != 1 || tag.remainder != 0)) {
-      return InvalidArgument(fmt::format(
-          "tag {}: Leaf's table has no delta or remainder: allowed delta 1 and remainder 0 with "
-          "schema={}",
-          tag.tag, t_.table.schema));
-    }
-    if (t_.table.schema != "sekka" && tag.step > kIntMax) {
-      return InvalidArgument(
-          fmt::format("tag {}: step {} does not fit {}'s INT column: allowed "
-                      "1 to {}",
-                      tag.tag, tag.step, t_.table.name, kIntMax));
-    }
+    if (Status s = CheckNewTag(t_.table, tag); !s.ok()) return s;
     std::lock_guard lock(mu_);
     const std::string values = Values(tag);
     Result<std::vector<Answer>> r =
@@ -140,7 +99,7 @@ class MysqlSegmentStore final : public SegmentStore {
       return fmt::format(
           "(biz_type, begin_id, max_id, step, delta, remainder, create_time, update_time, "
           "version) VALUES ({0}, {1}, {1}, {2}, {3}, {4}, now(), now(), 0)",
-          name, tag.next_id - 1, tag.step, tag.delta, tag.remainder);
+          name, CounterFor(t_.table, tag.next_id), tag.step, tag.delta, tag.remainder);
     }
     return fmt::format("(tag, next_id, step, delta, remainder) VALUES ({}, {}, {}, {}, {})", name,
                        tag.next_id, tag.step, tag.delta, tag.remainder);
@@ -149,7 +108,7 @@ class MysqlSegmentStore final : public SegmentStore {
   // Leaf's way (and sekka's table): the UPDATE takes the row's lock, the read in the same
   // transaction sees what it wrote, and nobody else can move the row until the commit.
   Result<IdRange> Increment(std::string_view tag, std::int64_t step) {
-    const Table& t = t_.table;
+    const SegmentTable& t = t_.table;
     const std::string name = Quote(tag);
     Result<std::vector<Answer>> r = Run(fmt::format(
         "START TRANSACTION; UPDATE {0} SET {1} = {1} + {2} WHERE {3} = {4} AND {1} <= {5}; "
@@ -159,13 +118,13 @@ class MysqlSegmentStore final : public SegmentStore {
     if (r->size() != 4 || r->at(2).rows.size() != 1) return TagNotFound(tag);
     const std::int64_t counter = std::strtoll(r->at(2).rows[0][0].c_str(), nullptr, 10);
     if (r->at(1).affected != 1) return TagExhausted(tag, counter, step);
-    return IdRange{counter - step, counter};
+    return RangeAfter(t, counter - step, step);
   }
 
   // tinyid's way: read the row, then move it only if nobody did meanwhile (its max_id and
   // version unchanged), and read again when somebody did, until the call's time is up.
   Result<IdRange> CompareAndSet(std::string_view tag, std::int64_t step) {
-    const Table& t = t_.table;
+    const SegmentTable& t = t_.table;
     const std::string name = Quote(tag);
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(kTimeoutSeconds);
     do {
@@ -181,7 +140,7 @@ class MysqlSegmentStore final : public SegmentStore {
                           "WHERE {3} = {4} AND {1} = {5} AND version = {6}",
                           t.name, t.counter, old + step, t.key, name, old, Quote(row[1])));
       if (!moved.ok()) return std::move(moved).error();
-      if (moved->at(0).affected == 1) return IdRange{old + t.first_gap, old + t.first_gap + step};
+      if (moved->at(0).affected == 1) return RangeAfter(t, old, step);
     } while (std::chrono::steady_clock::now() < deadline);
     return Unavailable(fmt::format("segment store {}: tag {} kept changing under {} s of tries",
                                    t_.text, tag, kTimeoutSeconds));
@@ -196,10 +155,10 @@ class MysqlSegmentStore final : public SegmentStore {
     return Row(r->at(0).rows[0]);
   }
 
-  static TagInfo Row(const std::vector<std::string>& row) {
+  TagInfo Row(const std::vector<std::string>& row) const {
     TagInfo t;
     t.tag = row[0];
-    t.next_id = std::strtoll(row[1].c_str(), nullptr, 10);
+    t.next_id = NextIdOf(t_.table, std::strtoll(row[1].c_str(), nullptr, 10));
     t.step = std::strtoll(row[2].c_str(), nullptr, 10);
     t.delta = std::strtoll(row[3].c_str(), nullptr, 10);
     t.remainder = std::strtoll(row[4].c_str(), nullptr, 10);
@@ -285,10 +244,12 @@ class MysqlSegmentStore final : public SegmentStore {
       return Unavailable(fmt::format("segment store {} is unreachable: {}", t_.text, OneLine(why)));
     }
     // Out-of-range values are errors, not truncations; a lock held longer than a call ends the
-    // statement that waits for it.
+    // statement that waits for it; and every statement outside START TRANSACTION commits on its
+    // own, whatever the server's default (with autocommit off, tinyid's update and a new tag's
+    // insert were never committed, and their ids were handed out again).
     std::string setup = fmt::format(
         "SET SESSION sql_mode = 'STRICT_ALL_TABLES,NO_ENGINE_SUBSTITUTION', "
-        "innodb_lock_wait_timeout = {}",
+        "innodb_lock_wait_timeout = {}, autocommit = 1",
         kTimeoutSeconds);
     if (mysql_real_query(conn_, setup.data(), setup.size()) != 0) return Fail();
     return CheckTable();
@@ -296,9 +257,9 @@ class MysqlSegmentStore final : public SegmentStore {
 
   // sekka's table is made when missing; a peer's must be there, with the columns read.
   Status CheckTable() {
-    const Table& t = t_.table;
-    std::string sql = t.create.empty() ? fmt::format("SELECT {} FROM {} LIMIT 0", t.columns, t.name)
-                                       : std::string(t.create);
+    const SegmentTable& t = t_.table;
+    std::string sql = t.peer.empty() ? std::string(kSekkaTable)
+                                     : fmt::format("SELECT {} FROM {} LIMIT 0", t.columns, t.name);
     if (mysql_real_query(conn_, sql.data(), sql.size()) == 0) {
       if (MYSQL_RES* res = mysql_store_result(conn_); res != nullptr) mysql_free_result(res);
       return Status::Ok();
@@ -309,8 +270,8 @@ class MysqlSegmentStore final : public SegmentStore {
     return Unavailable(fmt::format(
         "segment store {}: schema={} uses {}'s table {} in place, and it is {} in database {}: "
         "create it as docs/operations.md shows",
-        t_.text, t.schema, t.schema == "leaf" ? "Leaf" : "tinyid", t.name,
-        code == 1146 ? "missing" : "missing a column", t_.uri.path));
+        t_.text, t.schema, t.peer, t.name, code == 1146 ? "missing" : "missing a column",
+        t_.uri.path));
   }
 
   static std::string OneLine(std::string text) {
@@ -339,12 +300,12 @@ Result<std::unique_ptr<SegmentStore>> OpenMysqlSegmentStore(const std::string& u
         RedactSecrets(uri).substr(0, 200)));
   }
   const auto schema = parsed->params.find("schema");
-  const std::optional<Table> table =
-      FindTable(schema == parsed->params.end() ? "sekka" : schema->second);
-  if (!table) {
-    return InvalidArgument(fmt::format(
-        "segment.store parameter schema=\"{}\" is not known: allowed sekka, leaf, tinyid",
-        schema->second.substr(0, 40)));
+  const SegmentTable* table =
+      FindSegmentTable(schema == parsed->params.end() ? "" : schema->second);
+  if (table == nullptr) {
+    return InvalidArgument(
+        fmt::format("segment.store parameter schema=\"{}\" is not known: allowed {}",
+                    schema->second.substr(0, 40), kSegmentSchemas));
   }
   Target target{std::move(parsed).value(), RedactSecrets(uri), *table};
   return std::unique_ptr<SegmentStore>(new MysqlSegmentStore(std::move(target)));

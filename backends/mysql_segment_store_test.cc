@@ -6,6 +6,7 @@
 
 #include <cstdlib>
 #include <fstream>
+#include <limits>
 #include <set>
 #include <thread>
 
@@ -248,6 +249,69 @@ TEST(MysqlSegmentStoreTest, BadUrisAreInvalidArgumentsNamingWhatIsAllowed) {
   }
   EXPECT_TRUE(OpenSegmentStore(BaseUri() + "x", "/tmp").ok());
   EXPECT_TRUE(OpenSegmentStore("mariadb://u:p%40ss@127.0.0.1/db?schema=leaf", "/tmp").ok());
+}
+
+// The review of issue 25: rows another program wrote are served only when they make sense. A
+// tinyid row with delta 0 crashed the server (a division by zero); one with delta -1 issued ids
+// outside its range, down through 0 to 2^64 - 1; a Leaf row at max_id 0 issued id 0.
+TEST(MysqlSegmentStoreTest, AnotherProgramsBadRowsAreRefusedNotServed) {
+  const std::string tinyid = FreshDatabase("tinyid");
+  Direct(DatabaseOf(tinyid))
+      .Exec(
+          "INSERT INTO tiny_id_info (biz_type, begin_id, max_id, step, delta, remainder) "
+          "VALUES ('d0', 0, 0, 100, 0, 0), ('dneg', 0, 100, 100, -1, 0), "
+          "('maxed', 0, 9223372036854775807, 100, 1, 0)");
+  auto store = OpenOrNull(tinyid);
+  SegmentAllocator allocator(*store, SystemClock());
+  for (const char* tag : {"d0", "dneg"}) {
+    Result<SegmentSequence*> seq = allocator.Sequence(tag);
+    ASSERT_FALSE(seq.ok()) << tag;
+    EXPECT_EQ(seq.error().code, ErrorCode::kUnavailable);
+    EXPECT_NE(seq.error().message.find("allowed delta 1 to"), std::string::npos)
+        << seq.error().message;
+  }
+  // A row at the end of int64 is listed (and exhausted), not an error for every tag.
+  Result<std::vector<TagInfo>> tags = store->ListTags();
+  ASSERT_TRUE(tags.ok()) << tags.error().message;
+  EXPECT_EQ(tags->back().next_id, std::numeric_limits<std::int64_t>::max());
+  EXPECT_EQ(store->Allocate("maxed", 1).error().code, ErrorCode::kExhausted);
+
+  const std::string leaf = FreshDatabase("leaf");
+  Direct(DatabaseOf(leaf))
+      .Exec("INSERT INTO leaf_alloc (biz_tag, max_id, step) VALUES ('zero', -50, 10)");
+  auto leaf_store = OpenOrNull(leaf);
+  SegmentOptions options;
+  options.wait_deadline = std::chrono::milliseconds(300);
+  SegmentAllocator leaf_allocator(*leaf_store, SystemClock(), options);
+  Result<SegmentSequence*> zero = leaf_allocator.Sequence("zero");
+  ASSERT_TRUE(zero.ok()) << zero.error().message;
+  Result<std::int64_t> id = (*zero)->NextId();
+  ASSERT_FALSE(id.ok()) << "issued " << *id;
+  EXPECT_NE(id.error().message.find("ids start at 1"), std::string::npos) << id.error().message;
+}
+
+// The review of issue 25: the parser and the redaction of messages disagreed on where a
+// password ends ('://' or a newline in it), and an '@' in a parameter's value was taken for the
+// end of a user part. Such URIs are refused, and no error quotes a password back.
+TEST(MysqlSegmentStoreTest, AUriThatHidesItsPasswordIsRefusedWithoutQuotingIt) {
+  for (const std::string uri :
+       {"mysql://u:a://SECRET@127.0.0.1:1/db", "mysql://u:SEC\nRET@127.0.0.1:1/db",
+        "mysql://u:SECRET#x@127.0.0.1:1/db", "redis://default:a://SECRET@127.0.0.1:1/0"}) {
+    Result<std::unique_ptr<SegmentStore>> s = OpenSegmentStore(uri, "/tmp");
+    if (s.ok()) {
+      Result<IdRange> r = (*s)->Allocate("t", 1);
+      ASSERT_FALSE(r.ok());
+      EXPECT_EQ(r.error().message.find("SEC"), std::string::npos) << r.error().message;
+      continue;
+    }
+    EXPECT_EQ(s.error().code, ErrorCode::kInvalidArgument) << uri;
+    EXPECT_EQ(s.error().message.find("SEC"), std::string::npos) << s.error().message;
+  }
+  Result<std::unique_ptr<SegmentStore>> at =
+      OpenSegmentStore("redis://127.0.0.1:1/0?tls_ca_file=/etc/ca@127.0.0.1", "/tmp");
+  ASSERT_FALSE(at.ok());
+  EXPECT_NE(at.error().message.find("use rediss://"), std::string::npos)
+      << "the '@' belongs to the file name: " << at.error().message;
 }
 
 TEST(MysqlSegmentStoreTest, LeafsStepColumnBoundsNewTags) {

@@ -11,6 +11,7 @@
 #include <mutex>
 #include <vector>
 
+#include "backends/segment_tables.h"
 #include "sekka/secrets.h"
 
 namespace sekka {
@@ -42,7 +43,8 @@ using PgResult = std::unique_ptr<PGresult, ResultDeleter>;
 
 class PostgresSegmentStore final : public SegmentStore {
  public:
-  explicit PostgresSegmentStore(std::string uri) : uri_(std::move(uri)) {}
+  PostgresSegmentStore(std::string uri, const SegmentTable& table)
+      : uri_(std::move(uri)), t_(table) {}
   ~PostgresSegmentStore() override {
     if (conn_ != nullptr) PQfinish(conn_);
   }
@@ -50,38 +52,37 @@ class PostgresSegmentStore final : public SegmentStore {
   Result<IdRange> Allocate(std::string_view tag, std::int64_t step) override {
     if (step < 1) return BadStep(step);
     std::lock_guard lock(mu_);
-    const std::string t(tag),
-        s = std::to_string(step),
-        limit = std::to_string(std::numeric_limits<std::int64_t>::max() - step);
-    Result<PgResult> r = Exec(
-        "UPDATE sekka_segments SET next_id = next_id + $2::bigint, updated_at = now() "
-        "WHERE tag = $1 AND next_id <= $3::bigint RETURNING next_id",
-        {t.c_str(), s.c_str(), limit.c_str()}, PGRES_TUPLES_OK);
-    if (!r.ok()) return std::move(r).error();
-    if (PQntuples(r->get()) == 1) {
-      const std::int64_t end = std::strtoll(PQgetvalue(r->get(), 0, 0), nullptr, 10);
-      return IdRange{end - step, end};
-    }
-    Result<TagInfo> info = GetLocked(tag);
-    if (!info.ok()) return std::move(info).error();
-    return TagExhausted(tag, info->next_id, step);
+    return t_.optimistic ? CompareAndSet(tag, step) : Increment(tag, step);
   }
 
   Status CreateTag(const TagInfo& tag) override {
-    if (Status s = ValidateNewTag(tag); !s.ok()) return s;
+    if (Status s = CheckNewTag(t_, tag); !s.ok()) return s;
     std::lock_guard lock(mu_);
-    const std::string start = std::to_string(tag.next_id), step = std::to_string(tag.step),
-                      delta = std::to_string(tag.delta), remainder = std::to_string(tag.remainder);
-    Result<PgResult> r = Exec(
-        "INSERT INTO sekka_segments (tag, next_id, step, delta, remainder) "
-        "VALUES ($1, $2::bigint, $3::bigint, $4::bigint, $5::bigint) "
-        "ON CONFLICT (tag) DO NOTHING RETURNING tag",
-        {tag.tag.c_str(), start.c_str(), step.c_str(), delta.c_str(), remainder.c_str()},
-        PGRES_TUPLES_OK);
+    const std::string counter = std::to_string(CounterFor(t_, tag.next_id)),
+                      step = std::to_string(tag.step), delta = std::to_string(tag.delta),
+                      remainder = std::to_string(tag.remainder);
+    const char* sql =
+        t_.schema == "leaf"
+            ? "INSERT INTO leaf_alloc (biz_tag, max_id, step, description, update_time) "
+              "VALUES ($1, $2::bigint, $3::int, 'sekka', now()) "
+              "ON CONFLICT (biz_tag) DO NOTHING RETURNING biz_tag"
+        : t_.schema == "tinyid"
+            ? "INSERT INTO tiny_id_info (biz_type, begin_id, max_id, step, delta, remainder, "
+              "create_time, update_time, version) VALUES ($1, $2::bigint, $2::bigint, $3::int, "
+              "$4::int, $5::int, now(), now(), 0) ON CONFLICT (biz_type) DO NOTHING "
+              "RETURNING biz_type"
+            : "INSERT INTO sekka_segments (tag, next_id, step, delta, remainder) "
+              "VALUES ($1, $2::bigint, $3::bigint, $4::bigint, $5::bigint) "
+              "ON CONFLICT (tag) DO NOTHING RETURNING tag";
+    // Leaf's table has no delta and remainder (CheckNewTag made sure they are 1 and 0).
+    Result<PgResult> r =
+        t_.has_delta ? Exec(sql,
+                            {tag.tag.c_str(), counter.c_str(), step.c_str(), delta.c_str(),
+                             remainder.c_str()},
+                            PGRES_TUPLES_OK)
+                     : Exec(sql, {tag.tag.c_str(), counter.c_str(), step.c_str()}, PGRES_TUPLES_OK);
     if (!r.ok()) return std::move(r).error();
-    if (PQntuples(r->get()) == 0) {
-      return TagExists(tag.tag);
-    }
+    if (PQntuples(r->get()) == 0) return TagExists(tag.tag);
     return Status::Ok();
   }
 
@@ -92,9 +93,9 @@ class PostgresSegmentStore final : public SegmentStore {
 
   Result<std::vector<TagInfo>> ListTags() override {
     std::lock_guard lock(mu_);
-    Result<PgResult> r =
-        Exec("SELECT tag, next_id, step, delta, remainder FROM sekka_segments ORDER BY tag", {},
-             PGRES_TUPLES_OK);
+    const std::string sql =
+        fmt::format("SELECT {} FROM {} ORDER BY {}", t_.columns, t_.name, t_.key);
+    Result<PgResult> r = Exec(sql.c_str(), {}, PGRES_TUPLES_OK);
     if (!r.ok()) return std::move(r).error();
     std::vector<TagInfo> out;
     for (int i = 0; i < PQntuples(r->get()); ++i) out.push_back(Row(r->get(), i));
@@ -102,10 +103,60 @@ class PostgresSegmentStore final : public SegmentStore {
   }
 
  private:
-  static TagInfo Row(PGresult* r, int i) {
+  // sekka's table and Leaf's: the UPDATE takes the row's lock and returns what it wrote, so
+  // nobody else (a Leaf server's UPDATE and read in one transaction included) moves the row
+  // between the two.
+  Result<IdRange> Increment(std::string_view tag, std::int64_t step) {
+    const std::string t(tag),
+        s = std::to_string(step),
+        limit = std::to_string(std::numeric_limits<std::int64_t>::max() - step);
+    const std::string sql = fmt::format(
+        "UPDATE {0} SET {1} = {1} + $2::bigint, {2} = now() WHERE {3} = $1 AND {1} <= $3::bigint "
+        "RETURNING {1}",
+        t_.name, t_.counter, t_.schema == "leaf" ? "update_time" : "updated_at", t_.key);
+    Result<PgResult> r = Exec(sql.c_str(), {t.c_str(), s.c_str(), limit.c_str()}, PGRES_TUPLES_OK);
+    if (!r.ok()) return std::move(r).error();
+    if (PQntuples(r->get()) == 1) {
+      const std::int64_t after = std::strtoll(PQgetvalue(r->get(), 0, 0), nullptr, 10);
+      return RangeAfter(t_, after - step, step);
+    }
+    Result<TagInfo> info = GetLocked(tag);
+    if (!info.ok()) return std::move(info).error();
+    return TagExhausted(tag, info->next_id, step);
+  }
+
+  // tinyid's way: read the row, then move it only if nobody did meanwhile (its max_id and
+  // version unchanged), and read again when somebody did, until the call's time is up.
+  Result<IdRange> CompareAndSet(std::string_view tag, std::int64_t step) {
+    const std::string t(tag);
+    const auto deadline = std::chrono::steady_clock::now() + kCallTimeout;
+    do {
+      Result<PgResult> read = Exec("SELECT max_id, version FROM tiny_id_info WHERE biz_type = $1",
+                                   {t.c_str()}, PGRES_TUPLES_OK);
+      if (!read.ok()) return std::move(read).error();
+      if (PQntuples(read->get()) == 0) return TagNotFound(tag);
+      const std::int64_t old = std::strtoll(PQgetvalue(read->get(), 0, 0), nullptr, 10);
+      if (old > std::numeric_limits<std::int64_t>::max() - 1 - step) {
+        return TagExhausted(tag, old + t_.first_gap, step);
+      }
+      const std::string next = std::to_string(old + step), before = std::to_string(old);
+      Result<PgResult> moved = Exec(
+          "UPDATE tiny_id_info SET max_id = $2::bigint, update_time = now(), "
+          "version = version + 1 WHERE biz_type = $1 AND max_id = $3::bigint AND version = $4 "
+          "RETURNING max_id",
+          {t.c_str(), next.c_str(), before.c_str(), PQgetvalue(read->get(), 0, 1)},
+          PGRES_TUPLES_OK);
+      if (!moved.ok()) return std::move(moved).error();
+      if (PQntuples(moved->get()) == 1) return RangeAfter(t_, old, step);
+    } while (std::chrono::steady_clock::now() < deadline);
+    return Unavailable(fmt::format("segment store {}: tag {} kept changing under {} ms of tries",
+                                   Redacted(), tag, kCallTimeout.count()));
+  }
+
+  TagInfo Row(PGresult* r, int i) const {
     TagInfo t;
     t.tag = PQgetvalue(r, i, 0);
-    t.next_id = std::strtoll(PQgetvalue(r, i, 1), nullptr, 10);
+    t.next_id = NextIdOf(t_, std::strtoll(PQgetvalue(r, i, 1), nullptr, 10));
     t.step = std::strtoll(PQgetvalue(r, i, 2), nullptr, 10);
     t.delta = std::strtoll(PQgetvalue(r, i, 3), nullptr, 10);
     t.remainder = std::strtoll(PQgetvalue(r, i, 4), nullptr, 10);
@@ -114,9 +165,9 @@ class PostgresSegmentStore final : public SegmentStore {
 
   Result<TagInfo> GetLocked(std::string_view tag) {
     const std::string t(tag);
-    Result<PgResult> r =
-        Exec("SELECT tag, next_id, step, delta, remainder FROM sekka_segments WHERE tag = $1",
-             {t.c_str()}, PGRES_TUPLES_OK);
+    const std::string sql =
+        fmt::format("SELECT {} FROM {} WHERE {} = $1", t_.columns, t_.name, t_.key);
+    Result<PgResult> r = Exec(sql.c_str(), {t.c_str()}, PGRES_TUPLES_OK);
     if (!r.ok()) return std::move(r).error();
     if (PQntuples(r->get()) == 0) return TagNotFound(tag);
     return Row(r->get(), 0);
@@ -138,10 +189,19 @@ class PostgresSegmentStore final : public SegmentStore {
     // terminal: libpq would print each one on stderr.
     PQsetNoticeProcessor(
         conn_, [](void*, const char*) {}, nullptr);
-    // A server that holds a row lock for long ends the statement itself.
-    for (const char* sql : {"SET statement_timeout = 5000", kSchema}) {
-      if (Status s = Prepare(sql); !s.ok()) return s;
+    // A connection whose set-up failed is not kept: the next call sets it up again.
+    Status s = Prepare("SET statement_timeout = 5000");  // a lock held long ends the statement
+    if (s.ok()) s = t_.peer.empty() ? PrepareSekkaTable() : CheckPeerTable();
+    if (!s.ok() && conn_ != nullptr) {
+      PQfinish(conn_);
+      conn_ = nullptr;
     }
+    return s;
+  }
+
+  // sekka's table, made when missing, with the columns added since.
+  Status PrepareSekkaTable() {
+    if (Status s = Prepare(kSchema); !s.ok()) return s;
     // ALTER TABLE locks the table even when there is nothing to add: only when a column is
     // missing (once per store), not on every connection.
     Result<PgResult> columns =
@@ -155,6 +215,24 @@ class PostgresSegmentStore final : public SegmentStore {
     }
     if (std::string_view(PQgetvalue(columns->get(), 0, 0)) != "2") return Prepare(kColumns);
     return Status::Ok();
+  }
+
+  // A peer's table is used in place: it must be there, with the columns sekka reads.
+  Status CheckPeerTable() {
+    const std::string sql = fmt::format("SELECT {} FROM {} LIMIT 0", t_.columns, t_.name);
+    Result<PgResult> r = Run(sql.c_str(), {});
+    if (!r.ok()) return std::move(r).error();
+    if (PQresultStatus(r->get()) == PGRES_TUPLES_OK) return Status::Ok();
+    const char* state = PQresultErrorField(r->get(), PG_DIAG_SQLSTATE);
+    const std::string_view code = state != nullptr ? state : "";
+    if (code != "42P01" && code != "42703") {  // undefined_table, undefined_column
+      return Unavailable(
+          fmt::format("segment store {}: {}", Redacted(), OneLine(PQresultErrorMessage(r->get()))));
+    }
+    return Unavailable(fmt::format(
+        "segment store {}: schema={} uses {}'s table {} in place, and it is {}: create it as "
+        "docs/operations.md shows",
+        Redacted(), t_.schema, t_.peer, t_.name, code == "42P01" ? "missing" : "missing a column"));
   }
 
   // Runs one statement of the table's set-up.
@@ -233,6 +311,7 @@ class PostgresSegmentStore final : public SegmentStore {
   std::string Redacted() const { return RedactSecrets(uri_); }
 
   const std::string uri_;
+  const SegmentTable& t_;
   std::mutex mu_;           // one connection, used by one thread at a time
   PGconn* conn_ = nullptr;  // guarded by mu_
 };
@@ -240,8 +319,17 @@ class PostgresSegmentStore final : public SegmentStore {
 }  // namespace
 
 Result<std::unique_ptr<SegmentStore>> OpenPostgresSegmentStore(const std::string& uri) {
+  std::string full = uri;
+  const std::string schema = TakePostgresOption(full, "schema");  // sekka's, not libpq's
+  const SegmentTable* table = FindSegmentTable(schema);
+  if (table == nullptr) {
+    return InvalidArgument(
+        fmt::format("segment.store parameter schema=\"{}\" is not known: "
+                    "allowed {}",
+                    schema.substr(0, 40), kSegmentSchemas));
+  }
   char* err = nullptr;
-  PQconninfoOption* options = PQconninfoParse(uri.c_str(), &err);
+  PQconninfoOption* options = PQconninfoParse(full.c_str(), &err);
   if (options == nullptr) {
     std::string why = err != nullptr ? err : "cannot parse it";
     PQfreemem(err);
@@ -249,13 +337,37 @@ Result<std::unique_ptr<SegmentStore>> OpenPostgresSegmentStore(const std::string
     return InvalidArgument(fmt::format("segment.store is not a valid PostgreSQL URI: {}", why));
   }
   PQconninfoFree(options);
-  std::string full = uri;
   // Bounded connects, and dead peers noticed by TCP (keepalives, unacknowledged data).
   for (const char* option : {"connect_timeout=5", "keepalives_idle=5", "keepalives_interval=2",
                              "keepalives_count=2", "tcp_user_timeout=5000"}) {
     full = WithPostgresOption(full, option);
   }
-  return std::unique_ptr<SegmentStore>(new PostgresSegmentStore(full));
+  return std::unique_ptr<SegmentStore>(new PostgresSegmentStore(full, *table));
+}
+
+std::string TakePostgresOption(std::string& uri, std::string_view name) {
+  const std::size_t scheme = uri.find("://");
+  const std::size_t at = uri.rfind('@');
+  const std::size_t from = at != std::string::npos ? at : scheme == std::string::npos ? 0 : scheme;
+  const std::size_t query = uri.find('?', from);
+  if (query == std::string::npos) return "";
+  const std::string key = std::string(name) + "=";
+  for (std::size_t pos = query + 1; pos < uri.size();) {
+    const std::size_t amp = std::min(uri.find('&', pos), uri.size());
+    if (uri.compare(pos, key.size(), key) == 0) {
+      std::string value = uri.substr(pos + key.size(), amp - pos - key.size());
+      // The separator before it goes with it ('?' passes to the next pair, if any).
+      const std::size_t cut_from = pos - 1, cut_to = amp;
+      if (uri[cut_from] == '?' && cut_to < uri.size()) {
+        uri.erase(pos, cut_to - pos + 1);
+      } else {
+        uri.erase(cut_from, cut_to - cut_from);
+      }
+      return value;
+    }
+    pos = amp + 1;
+  }
+  return "";
 }
 
 std::string WithPostgresOption(const std::string& uri, std::string_view option) {

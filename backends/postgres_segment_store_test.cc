@@ -3,8 +3,10 @@
 #include <gtest/gtest.h>
 #include <libpq-fe.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
+#include <thread>
 
 #include "backends/segment_store_uri.h"
 #include "testing/segment_store_contract.h"
@@ -25,27 +27,105 @@ std::string BaseUri() {
   return uri;
 }
 
-// A fresh database per contract case.
-std::string FreshDatabase() {
+// Runs `sql` on the database at `uri`.
+void Sql(const std::string& uri, const std::string& sql) {
+  PGconn* c = PQconnectdb(uri.c_str());
+  EXPECT_EQ(PQstatus(c), CONNECTION_OK) << PQerrorMessage(c);
+  PGresult* r = PQexec(c, sql.c_str());
+  EXPECT_EQ(PQresultStatus(r), PGRES_COMMAND_OK) << sql << ": " << PQresultErrorMessage(r);
+  PQclear(r);
+  PQfinish(c);
+}
+
+// The peers' tables as a team that keeps them in PostgreSQL has them: Leaf's and tinyid's
+// MySQL scripts, column for column, in PostgreSQL's types.
+constexpr const char* kLeafTable =
+    "CREATE TABLE leaf_alloc (biz_tag VARCHAR(128) NOT NULL DEFAULT '' PRIMARY KEY, "
+    "max_id BIGINT NOT NULL DEFAULT 1, step INT NOT NULL, description VARCHAR(256), "
+    "update_time TIMESTAMP NOT NULL DEFAULT now())";
+constexpr const char* kTinyidTable =
+    "CREATE TABLE tiny_id_info (id BIGSERIAL PRIMARY KEY, "
+    "biz_type VARCHAR(63) NOT NULL DEFAULT '' UNIQUE, begin_id BIGINT NOT NULL DEFAULT 0, "
+    "max_id BIGINT NOT NULL DEFAULT 0, step INT DEFAULT 0, delta INT NOT NULL DEFAULT 1, "
+    "remainder INT NOT NULL DEFAULT 0, create_time TIMESTAMP NOT NULL DEFAULT '2010-01-01', "
+    "update_time TIMESTAMP NOT NULL DEFAULT '2010-01-01', version BIGINT NOT NULL DEFAULT 0)";
+
+// A fresh database per contract case, with the peer's table when the schema is a peer's.
+std::string FreshDatabase(const std::string& schema = "") {
   static int n = 0;
   const std::string base = BaseUri();
   const std::string name =
       "sekka_contract_" + std::to_string(::getpid()) + "_" + std::to_string(++n);
-  PGconn* c = PQconnectdb(base.c_str());
-  EXPECT_EQ(PQstatus(c), CONNECTION_OK) << PQerrorMessage(c);
-  PQclear(PQexec(c, ("CREATE DATABASE " + name).c_str()));
-  PQfinish(c);
-  return base.substr(0, base.rfind('/') + 1) + name;
+  Sql(base, "CREATE DATABASE " + name);
+  const std::string uri = base.substr(0, base.rfind('/') + 1) + name;
+  if (schema == "leaf") Sql(uri, kLeafTable);
+  if (schema == "tinyid") Sql(uri, kTinyidTable);
+  return schema.empty() ? uri : uri + "?schema=" + schema;
+}
+
+StoreFactory Factory(const std::string& schema) {
+  return StoreFactory{"postgres" + (schema.empty() ? "" : "_" + schema),
+                      [schema] { return FreshDatabase(schema); },
+                      [](const std::string& uri) -> std::unique_ptr<SegmentStore> {
+                        Result<std::unique_ptr<SegmentStore>> s = OpenPostgresSegmentStore(uri);
+                        return s.ok() ? std::move(s).value() : nullptr;
+                      },
+                      schema != "leaf"};
 }
 
 INSTANTIATE_TEST_SUITE_P(Postgres, SegmentStoreContractTest,
-                         ::testing::Values(StoreFactory{
-                             "postgres", FreshDatabase,
-                             [](const std::string& uri) -> std::unique_ptr<SegmentStore> {
-                               Result<std::unique_ptr<SegmentStore>> s =
-                                   OpenPostgresSegmentStore(uri);
-                               return s.ok() ? std::move(s).value() : nullptr;
-                             }}));
+                         ::testing::Values(Factory(""), Factory("leaf"), Factory("tinyid")),
+                         [](const auto& info) { return info.param.name; });
+
+// Leaf's servers on PostgreSQL take a range as on MySQL (UPDATE, then the read, in one
+// transaction); beside two sekka stores on the same row, no id is covered twice.
+TEST(PostgresSegmentStoreTest, LeafsOwnServersAndSekkaShareARowWithoutOverlap) {
+  const std::string uri = FreshDatabase("leaf");
+  const std::string plain = uri.substr(0, uri.find('?'));
+  Sql(plain, "INSERT INTO leaf_alloc (biz_tag, max_id, step) VALUES ('orders', 1, 100)");
+  std::vector<std::vector<IdRange>> got(3);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 2; ++i) {
+    threads.emplace_back([&, i] {
+      auto store = std::move(OpenPostgresSegmentStore(uri)).value();
+      for (int j = 0; j < 40; ++j) {
+        Result<IdRange> r = store->Allocate("orders", 1 + (i + j) % 50);
+        if (r.ok()) got[i].push_back(*r);
+      }
+    });
+  }
+  threads.emplace_back([&] {
+    PGconn* c = PQconnectdb(plain.c_str());
+    for (int j = 0; j < 40; ++j) {
+      PGresult* r = PQexec(c,
+                           "BEGIN; UPDATE leaf_alloc SET max_id = max_id + 100 WHERE biz_tag = "
+                           "'orders'; SELECT max_id FROM leaf_alloc WHERE biz_tag = 'orders'");
+      const std::int64_t max_id = std::atoll(PQgetvalue(r, 0, 0));
+      PQclear(r);
+      PQclear(PQexec(c, "COMMIT"));
+      got[2].push_back(IdRange{max_id - 100, max_id});
+    }
+    PQfinish(c);
+  });
+  for (auto& t : threads) t.join();
+  std::vector<IdRange> all;
+  for (auto& v : got) all.insert(all.end(), v.begin(), v.end());
+  ASSERT_EQ(all.size(), 120u);
+  std::sort(all.begin(), all.end(), [](auto& a, auto& b) { return a.begin < b.begin; });
+  EXPECT_EQ(all.front().begin, 1);
+  for (std::size_t i = 1; i < all.size(); ++i) EXPECT_EQ(all[i].begin, all[i - 1].end);
+}
+
+TEST(PostgresSegmentStoreTest, APeersMissingTableIsNamedNotMade) {
+  auto store = std::move(OpenPostgresSegmentStore(FreshDatabase() + "?schema=tinyid")).value();
+  Result<IdRange> r = store->Allocate("t", 1);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message.find("tinyid's table tiny_id_info in place, and it is missing"),
+            std::string::npos)
+      << r.error().message;
+  EXPECT_EQ(OpenPostgresSegmentStore("postgres://127.0.0.1/db?schema=cosid").error().code,
+            ErrorCode::kInvalidArgument);
+}
 
 TEST(PostgresSegmentStoreTest, ATableFromBeforeDeltaGetsTheColumnsAndKeepsItsTags) {
   const std::string uri = FreshDatabase();
@@ -99,6 +179,21 @@ TEST(SegmentStoreUriTest, PicksTheStoreFromItsUri) {
 
 namespace sekka {
 namespace {
+
+TEST(TakePostgresOptionTest, TakesSekkasParameterAndLeavesLibpqsOnes) {
+  std::string a = "postgres://u:p?w@127.0.0.1/db?schema=leaf";
+  EXPECT_EQ(TakePostgresOption(a, "schema"), "leaf");
+  EXPECT_EQ(a, "postgres://u:p?w@127.0.0.1/db");
+  std::string b = "postgres://127.0.0.1/db?schema=tinyid&sslmode=disable";
+  EXPECT_EQ(TakePostgresOption(b, "schema"), "tinyid");
+  EXPECT_EQ(b, "postgres://127.0.0.1/db?sslmode=disable");
+  std::string c = "postgres://127.0.0.1/db?sslmode=disable&schema=leaf&connect_timeout=1";
+  EXPECT_EQ(TakePostgresOption(c, "schema"), "leaf");
+  EXPECT_EQ(c, "postgres://127.0.0.1/db?sslmode=disable&connect_timeout=1");
+  std::string d = "postgres://127.0.0.1/db?sslmode=disable";
+  EXPECT_EQ(TakePostgresOption(d, "schema"), "");
+  EXPECT_EQ(d, "postgres://127.0.0.1/db?sslmode=disable");
+}
 
 // Review of issue 24: with a '?' in the password, connect_timeout went into the database name
 // and a database that accepted and never answered hung every call.

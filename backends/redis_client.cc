@@ -81,7 +81,10 @@ Status RedisClient::Connect() {
 }
 
 Status RedisClient::CheckDurable(RespConnection& conn) {
-  for (const auto& [name, want] : {std::pair{"appendonly", "yes"}, {"appendfsync", "always"}}) {
+  // no-appendfsync-on-rewrite yes skips the fsync while the AOF is rewritten.
+  for (const auto& [name, want] : {std::pair{"appendonly", "yes"},
+                                   {"appendfsync", "always"},
+                                   {"no-appendfsync-on-rewrite", "no"}}) {
     RespReply reply;
     if (std::optional<TransportError> e = conn.Query({"CONFIG", "GET", name}, timeout_, reply)) {
       return Unavailable(fmt::format("{}: {}", text_, e->message));
@@ -91,7 +94,8 @@ Status RedisClient::CheckDurable(RespConnection& conn) {
     if (got == want) continue;
     return Unavailable(fmt::format(
         "{}: Redis runs with {} {}: an acknowledged write can be lost in a crash, and ids "
-        "handed out again; set appendonly yes and appendfsync always, or add durability=any to "
+        "handed out again; set appendonly yes, appendfsync always and no-appendfsync-on-rewrite "
+        "no, or add durability=any to "
         "the URI to accept that (docs/operations.md, \"Redis: what is promised\")",
         text_, name,
         reply.kind == '-' ? "unknown (CONFIG GET refused: " + reply.text + ")"

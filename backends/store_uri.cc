@@ -6,7 +6,6 @@
 #include <cctype>
 #include <optional>
 
-#include "sekka/secrets.h"
 
 namespace sekka {
 namespace {
@@ -28,8 +27,13 @@ std::optional<std::string> Decode(std::string_view text) {
   return out;
 }
 
+// The URI is not quoted back: one that does not parse may hold a password where the redaction
+// of messages would not look for it.
 Error Bad(std::string_view uri, std::string_view what, std::string_view why) {
-  return InvalidArgument(fmt::format("{} \"{}\" {}", what, RedactSecrets(uri).substr(0, 200), why));
+  const std::size_t scheme = uri.find("://");
+  const std::string_view name =
+      scheme == std::string_view::npos ? "?" : uri.substr(0, std::min<std::size_t>(scheme, 20));
+  return InvalidArgument(fmt::format("{} ({}://...) {}", what, name, why));
 }
 
 // "host", "host:port", "[v6]" or "[v6]:port" into the uri.
@@ -104,8 +108,20 @@ Result<StoreUri> ParseStoreUri(std::string_view uri, std::string_view what,
   }
   out.scheme = std::string(uri.substr(0, sep));
   for (char& c : out.scheme) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  for (const char c : uri) {
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {
+      return Bad(uri, what, "has a control character: percent-encode it (%0A for a newline)");
+    }
+  }
   std::string_view rest = uri.substr(sep + 3);
-  if (const std::size_t at = rest.rfind('@'); at != std::string_view::npos) {
+  if (rest.find('#') != std::string_view::npos) {
+    return Bad(uri, what, "has a '#': percent-encode it (%23)");
+  }
+  // The user part ends at the last '@' before the path or the query: an '@' in a password works
+  // unencoded, one in a parameter's value (a file name) is the value's; '/', '?' and '#' in a
+  // password are percent-encoded.
+  const std::size_t at = rest.substr(0, rest.find_first_of("/?")).rfind('@');
+  if (at != std::string_view::npos) {
     const std::string_view info = rest.substr(0, at);
     const std::size_t colon = info.find(':');
     const std::optional<std::string> user = Decode(info.substr(0, colon));

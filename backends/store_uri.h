@@ -3,7 +3,10 @@
 // The URIs of the network stores that sekka reaches without a client library's own parser
 // (mysql://, and redis:// for the Redis backends): scheme://[USER[:PASSWORD]@]HOST[:PORT]
 // [/PATH][?KEY=VALUE&...]. User, password and values are percent-decoded; the user part ends at
-// the last '@', so an unencoded '@' in a password still works. A pure parser (it resolves
+// the last '@' before the path or query, so an unencoded '@' in a password still works, and one
+// in a parameter's value is the value's ('/', '?', '#' in a password are percent-encoded).
+// Control characters are refused, and errors never quote the URI back (one that does not parse
+// may hold a password where message redaction would not find it). A pure parser (it resolves
 // nothing), with a fuzz target (fuzz/store_uri_fuzz.cc).
 
 #ifndef SEKKA_BACKENDS_STORE_URI_H_

@@ -235,6 +235,10 @@ Result<SegmentSequence*> SegmentAllocator::Sequence(std::string_view tag) {
   }
   Result<TagInfo> info = LookUp(tag, lock);
   if (!info.ok()) return std::move(info).error();
+  // A row that another program wrote is checked like a new tag: a delta of 0 divided by zero.
+  if (Status s = ValidateDelta(*info); !s.ok()) {
+    return Unavailable(s.error().message + " in the segment store: fix the tag's row");
+  }
   auto [it, inserted] = sequences_.emplace(std::string(tag), nullptr);
   if (!inserted) return it->second.get();  // another caller created it meanwhile
   // A sequence, once made, lives as long as the allocator: callers may hold it and wait on it,
@@ -340,6 +344,13 @@ Status SegmentAllocator::FetchNow(SegmentSequence& seq, std::unique_lock<std::mu
   seq.fetching_ = false;
   seq.fetches_.fetch_add(1, std::memory_order_relaxed);
   seq.fetch_micros_.fetch_add(static_cast<std::uint64_t>(micros), std::memory_order_relaxed);
+  // Ids start at 1: a row another program set below that (Leaf's max_id 0) hands out ranges
+  // that are not ids. Such a range is dropped like a failed fetch.
+  if (range.ok() && (range->begin < 1 || range->end <= range->begin)) {
+    range = Unavailable(fmt::format(
+        "the segment store handed out [{}, {}) for tag {}: ids start at 1; fix the tag's row",
+        range->begin, range->end, seq.tag_));
+  }
   if (!range.ok()) {
     seq.fetch_errors_.fetch_add(1, std::memory_order_relaxed);
     seq.last_error_ = range.error();

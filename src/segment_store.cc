@@ -80,6 +80,10 @@ Status ValidateNewTag(const TagInfo& tag) {
         fmt::format("tag \"{}\": start {} and step {} are not valid: allowed 1 or more", tag.tag,
                     tag.next_id, tag.step));
   }
+  return ValidateDelta(tag);
+}
+
+Status ValidateDelta(const TagInfo& tag) {
   if (tag.delta < 1 || tag.delta > kMaxDelta || tag.remainder < 0 || tag.remainder >= tag.delta) {
     return InvalidArgument(fmt::format(
         "tag \"{}\": delta {} and remainder {} are not valid: allowed delta 1 to {} and "

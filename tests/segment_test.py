@@ -368,6 +368,11 @@ class RedisSegmentTest(SharedStoreTests, SegmentTestCase):
             self.assertIn("durability=any", lines[0])
             p = sekka("segment", "list", "--segment-store", cache.uri + "?durability=any")
             self.assertEqual(p.returncode, 0, p.stderr)
+            # Durable, but without the fsync while the AOF is rewritten: refused too.
+            self.db.client().config_set("no-appendfsync-on-rewrite", "yes")
+            p = sekka("segment", "list", "--segment-store", self.db.uri)
+            self.assertNotEqual(p.returncode, 0)
+            self.assertIn('no-appendfsync-on-rewrite "yes"', p.stderr)
         finally:
             cache.stop()
 
@@ -435,6 +440,22 @@ class PeerTablesTest(SegmentTestCase):
 
         ids = self.run_beside_two_servers(self.db.uri + "?schema=tinyid", "tiny-orders", tinyid)
         self.assertGreaterEqual(min(ids), 1)
+
+    def test_a_server_with_autocommit_off_still_commits_every_range(self):
+        """The review of issue 25: with MariaDB's autocommit off, tinyid's update (and a new
+        tag's insert) was never committed; a restarted server issued the same ids again."""
+        self.db.sql("SET GLOBAL autocommit = 0")
+        self.db.sql(TINYID_TABLE)
+        uri = self.db.uri + "?schema=tinyid"
+        self.create("ok", "--step", "100", "--segment-store", uri)
+        ids = []
+        for run in range(2):
+            s = self.start(f"run{run}", "--segment-store", uri)
+            ids += redis.Redis(host="127.0.0.1", port=s.resp_port).execute_command(
+                "SEG.NEXT", "ok", 3)
+            s.stop(signal.SIGKILL)
+            self.servers.remove(s)
+        self.assertEqual(len(ids), len(set(ids)), f"ids issued twice: {ids}")
 
     def test_a_missing_peer_table_is_one_clear_line(self):
         p = sekka("segment", "list", "--segment-store", self.db.uri + "?schema=leaf")

@@ -63,6 +63,9 @@ Status ValidateTag(std::string_view tag);
 // A tag a store may create: a valid name, start >= 1, step >= 1, delta 1 to 1,000,000 and
 // remainder 0 to delta - 1. Errors: kInvalidArgument.
 Status ValidateNewTag(const TagInfo& tag);
+// The delta and remainder part of ValidateNewTag, also applied to every tag read from a store
+// (a row another program wrote may hold anything). Errors: kInvalidArgument.
+Status ValidateDelta(const TagInfo& tag);
 // The errors every store returns, worded once.
 Error TagNotFound(std::string_view tag);
 Error TagExhausted(std::string_view tag, std::int64_t next_id, std::int64_t step);

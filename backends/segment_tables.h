@@ -1,0 +1,66 @@
+// backends/segment_tables.h
+//
+// The tables a SQL segment store can serve, chosen by the store URI's `schema` parameter, on
+// MySQL/MariaDB and PostgreSQL alike. What a table means is here once; each store writes its
+// own SQL for it:
+//   sekka   sekka_segments (tag, next_id, step, delta, remainder): next_id is the next id no
+//           range covered; a range is an UPDATE that moves it (the default)
+//   leaf    Meituan Leaf's leaf_alloc (biz_tag, max_id, step, description, update_time): max_id
+//           is the next id too (Leaf's servers issue [max_id - step, max_id) after their
+//           UPDATE); no delta or remainder; step an INT
+//   tinyid  didi tinyid's tiny_id_info (biz_type, begin_id, max_id, step, delta, remainder,
+//           version, ...): max_id is the last id covered (tinyid's servers issue (max_id - step,
+//           max_id]); a range is tinyid's optimistic UPDATE on the max_id and version read;
+//           step, delta and remainder INTs
+// A peer's table is served in place: the peer's own servers may draw from the same rows, and
+// ranges never overlap because every allocation moves the row under the database's own row lock
+// or compare.
+
+#ifndef SEKKA_BACKENDS_SEGMENT_TABLES_H_
+#define SEKKA_BACKENDS_SEGMENT_TABLES_H_
+
+#include <cstdint>
+#include <string_view>
+
+#include "sekka/segment.h"
+
+namespace sekka {
+
+struct SegmentTable {
+  std::string_view schema;   // the URI's name for it
+  std::string_view peer;     // "Leaf", "tinyid"; "" for sekka's own
+  std::string_view name;     // the table
+  std::string_view key;      // the tag's column
+  std::string_view counter;  // the column a range moves
+  // A TagInfo's columns in order (tag, the counter, step, delta, remainder), as SQL both
+  // dialects read; NextIdOf turns the counter into the tag's next id.
+  std::string_view columns;
+  bool optimistic;         // read, then UPDATE on the counter and version read (tinyid)
+  bool has_delta;          // delta and remainder columns
+  std::int64_t first_gap;  // a range's first id is the counter's value before it + first_gap
+};
+
+// The table of `schema` ("" = sekka); nullptr when there is none.
+const SegmentTable* FindSegmentTable(std::string_view schema);
+// "sekka, leaf, tinyid", for messages.
+inline constexpr std::string_view kSegmentSchemas = "sekka, leaf, tinyid";
+
+// The range an allocation of `step` gives when the counter was `before`.
+inline IdRange RangeAfter(const SegmentTable& t, std::int64_t before, std::int64_t step) {
+  return IdRange{before + t.first_gap, before + t.first_gap + step};
+}
+// A tag's next id from its counter (at most 2^63 - 1: a counter at the end is exhausted).
+inline std::int64_t NextIdOf(const SegmentTable& t, std::int64_t counter) {
+  return counter > INT64_MAX - t.first_gap ? INT64_MAX : counter + t.first_gap;
+}
+// The counter's value for a new tag whose first id is `next_id`.
+inline std::int64_t CounterFor(const SegmentTable& t, std::int64_t next_id) {
+  return next_id - t.first_gap;
+}
+// What the table can hold beyond ValidateNewTag: delta and remainder only where it has them, and
+// the peers' INT columns. Errors: kInvalidArgument naming the table and what is allowed.
+Status CheckNewTag(const SegmentTable& t, const TagInfo& tag);
+
+}  // namespace sekka
+
+#endif  // SEKKA_BACKENDS_SEGMENT_TABLES_H_
