@@ -148,70 +148,25 @@ std::optional<IdRange> TinyidTakes(Direct& tinyid, const std::string& tag) {
   return IdRange{max_id + 1, max_id + step + 1};
 }
 
-// Two sekka stores and a peer's server draw from one row at once: no id is covered twice.
-void ExpectNoOverlap(std::vector<IdRange> all, std::int64_t first) {
-  std::sort(all.begin(), all.end(), [](auto& a, auto& b) { return a.begin < b.begin; });
-  ASSERT_FALSE(all.empty());
-  EXPECT_EQ(all.front().begin, first);
-  for (std::size_t i = 1; i < all.size(); ++i) {
-    EXPECT_EQ(all[i].begin, all[i - 1].end) << "a gap or an overlap at range " << i;
-  }
-}
-
 TEST(MysqlSegmentStoreTest, LeafsOwnServersAndSekkaShareARowWithoutOverlap) {
   const std::string uri = FreshDatabase("leaf");
-  const std::string db = DatabaseOf(uri);
-  Direct(db).Exec("INSERT INTO leaf_alloc (biz_tag, max_id, step) VALUES ('orders', 1, 100)");
-  std::vector<std::vector<IdRange>> got(3);
-  std::vector<std::thread> threads;
-  for (int i = 0; i < 2; ++i) {
-    threads.emplace_back([&, i] {
-      auto store = OpenOrNull(uri);
-      for (int j = 0; j < 40; ++j) {
-        Result<IdRange> r = store->Allocate("orders", 1 + (i + j) % 50);
-        if (r.ok()) got[i].push_back(*r);
-      }
-    });
-  }
-  threads.emplace_back([&] {
-    Direct leaf(db);
-    for (int j = 0; j < 40; ++j) got[2].push_back(LeafTakes(leaf, "orders", 100));
-  });
-  for (auto& t : threads) t.join();
-  std::vector<IdRange> all;
-  for (auto& v : got) all.insert(all.end(), v.begin(), v.end());
-  ASSERT_EQ(all.size(), 120u);
-  ExpectNoOverlap(all, 1);
+  Direct leaf(DatabaseOf(uri));
+  leaf.Exec("INSERT INTO leaf_alloc (biz_tag, max_id, step) VALUES ('orders', 1, 100)");
+  ExpectContiguous(DrawBeside([&] { return OpenOrNull(uri); }, "orders",
+                              [&] { return std::optional(LeafTakes(leaf, "orders", 100)); }),
+                   1);
 }
 
 TEST(MysqlSegmentStoreTest, TinyidsOwnServersAndSekkaShareARowWithoutOverlap) {
   const std::string uri = FreshDatabase("tinyid");
-  const std::string db = DatabaseOf(uri);
-  Direct(db).Exec(
+  Direct tinyid(DatabaseOf(uri));
+  tinyid.Exec(
       "INSERT INTO tiny_id_info (biz_type, begin_id, max_id, step, delta, remainder) "
       "VALUES ('test', 1, 1, 100, 1, 0)");
-  std::vector<std::vector<IdRange>> got(3);
-  std::vector<std::thread> threads;
-  for (int i = 0; i < 2; ++i) {
-    threads.emplace_back([&, i] {
-      auto store = OpenOrNull(uri);
-      for (int j = 0; j < 40; ++j) {
-        Result<IdRange> r = store->Allocate("test", 1 + (i + j) % 50);
-        if (r.ok()) got[i].push_back(*r);
-      }
-    });
-  }
-  threads.emplace_back([&] {
-    Direct tinyid(db);
-    while (got[2].size() < 40) {
-      if (std::optional<IdRange> r = TinyidTakes(tinyid, "test")) got[2].push_back(*r);
-    }
-  });
-  for (auto& t : threads) t.join();
-  std::vector<IdRange> all;
-  for (auto& v : got) all.insert(all.end(), v.begin(), v.end());
-  ASSERT_EQ(all.size(), 120u);
-  ExpectNoOverlap(all, 2);  // tinyid issues ids above max_id
+  // tinyid issues ids above max_id
+  ExpectContiguous(DrawBeside([&] { return OpenOrNull(uri); }, "test",
+                              [&] { return TinyidTakes(tinyid, "test"); }),
+                   2);
 }
 
 TEST(MysqlSegmentStoreTest, APeersMissingTableIsNamedNotMade) {

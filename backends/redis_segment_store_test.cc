@@ -64,33 +64,18 @@ TEST(RedisSegmentStoreTest, CosIdsOwnDistributorAndSekkaShareACounterWithoutOver
   const std::string key = "cosid:{orders.order_id}.adder";
   Command(db, {"SETNX", key, "0"});
   const std::string uri = BaseUri() + "/" + db + "?schema=cosid";
-  std::vector<std::vector<IdRange>> got(3);
-  std::vector<std::thread> threads;
-  for (int i = 0; i < 2; ++i) {
-    threads.emplace_back([&, i] {
-      auto store = std::move(OpenRedisSegmentStore(uri)).value();
-      for (int j = 0; j < 200; ++j) {
-        Result<IdRange> r = store->Allocate("orders.order_id", 1 + (i + j) % 50);
-        if (r.ok()) got[i].push_back(*r);
-      }
-    });
-  }
-  threads.emplace_back([&] {
-    for (int j = 0; j < 200; ++j) {
-      const std::int64_t max = Command(db, {"INCRBY", key, "100"}).integer;
-      got[2].push_back(IdRange{max - 100 + 1, max + 1});
-    }
-  });
-  for (auto& t : threads) t.join();
-  std::vector<IdRange> all;
-  for (auto& v : got) all.insert(all.end(), v.begin(), v.end());
-  ASSERT_EQ(all.size(), 600u);
-  std::sort(all.begin(), all.end(), [](auto& a, auto& b) { return a.begin < b.begin; });
-  EXPECT_EQ(all.front().begin, 1);
-  for (std::size_t i = 1; i < all.size(); ++i) EXPECT_EQ(all[i].begin, all[i - 1].end);
+  const auto cosid_takes = [&] {
+    const std::int64_t max = Command(db, {"INCRBY", key, "100"}).integer;
+    return std::optional(IdRange{max - 100 + 1, max + 1});
+  };
+  const auto open = [&] { return std::move(OpenRedisSegmentStore(uri)).value(); };
+  std::vector<IdRange> all = DrawBeside(open, "orders.order_id", cosid_takes, 2, 200, 200);
+  ExpectContiguous(all, 1);
+  const std::int64_t end =
+      std::max_element(all.begin(), all.end(), [](auto& a, auto& b) { return a.end < b.end; })->end;
   Result<TagInfo> info = std::move(OpenRedisSegmentStore(uri)).value()->GetTag("orders.order_id");
   ASSERT_TRUE(info.ok());
-  EXPECT_EQ(info->next_id, all.back().end);
+  EXPECT_EQ(info->next_id, end);
   EXPECT_EQ(info->step, 100) << "a tag CosId made has CosId's default step";
 }
 

@@ -6,7 +6,6 @@
 #include <cctype>
 #include <optional>
 
-
 namespace sekka {
 namespace {
 

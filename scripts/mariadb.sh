@@ -9,6 +9,8 @@
 #   scripts/mariadb.sh stop DIR    stop it and remove DIR
 # --no-defaults keeps Debian's /etc/mysql out; --skip-name-resolve keeps it from asking DNS.
 set -euo pipefail
+# shellcheck source=scripts/pidfile.sh
+source "$(dirname "$0")/pidfile.sh"
 cmd=${1:?start, halt, run or stop}
 dir=${2:?directory}
 client() { mariadb --no-defaults -S "$dir/sock" -u root "$@"; }
@@ -24,16 +26,7 @@ run() {
   echo "mariadb.sh: the server in $dir did not answer within 60 s (see $dir/err.log)" >&2
   exit 1
 }
-halt() {
-  [ -f "$dir/pid" ] || return 0
-  local pid
-  pid=$(cat "$dir/pid")
-  kill -CONT "$pid" 2> /dev/null || true  # a test may have stopped it
-  kill -"${SIG:-TERM}" "$pid" 2> /dev/null || true
-  for _ in $(seq 300); do kill -0 "$pid" 2> /dev/null || break; sleep 0.1; done
-  kill -9 "$pid" 2> /dev/null || true
-  rm -f "$dir/pid"
-}
+halt() { TIMEOUT=${TIMEOUT:-300} halt_pidfile "$dir/pid"; }
 case "$cmd" in
   start)
     "$0" stop "$dir" 2> /dev/null || true

@@ -8,6 +8,8 @@
 #   scripts/redis.sh run DIR     run it again on the same port and files
 #   scripts/redis.sh stop DIR    stop it and remove DIR
 set -euo pipefail
+# shellcheck source=scripts/pidfile.sh
+source "$(dirname "$0")/pidfile.sh"
 cmd=${1:?start, halt, run or stop}
 dir=${2:?directory}
 run() {
@@ -23,16 +25,7 @@ run() {
   echo "redis.sh: the server in $dir did not answer within 10 s (see $dir/log)" >&2
   exit 1
 }
-halt() {
-  [ -f "$dir/pid" ] || return 0
-  local pid
-  pid=$(cat "$dir/pid")
-  kill -CONT "$pid" 2> /dev/null || true  # a test may have stopped it
-  kill -"${SIG:-TERM}" "$pid" 2> /dev/null || true
-  for _ in $(seq 100); do kill -0 "$pid" 2> /dev/null || break; sleep 0.1; done
-  kill -9 "$pid" 2> /dev/null || true
-  rm -f "$dir/pid"
-}
+halt() { TIMEOUT=${TIMEOUT:-100} halt_pidfile "$dir/pid"; }
 case "$cmd" in
   start)
     "$0" stop "$dir" 2> /dev/null || true

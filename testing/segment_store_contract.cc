@@ -183,10 +183,45 @@ TEST_P(SegmentStoreContractTest, ManyThreadsAllocatingBatchesNeverOverlap) {
   std::vector<IdRange> all;
   for (auto& v : got) all.insert(all.end(), v.begin(), v.end());
   ASSERT_EQ(all.size(), 100u);
-  std::sort(all.begin(), all.end(), [](auto& a, auto& b) { return a.begin < b.begin; });
-  EXPECT_EQ(all.front().begin, 1);
-  for (std::size_t i = 1; i < all.size(); ++i) EXPECT_EQ(all[i].begin, all[i - 1].end);
+  ExpectContiguous(all, 1);
 }
 
 }  // namespace
+
+std::vector<IdRange> DrawBeside(const std::function<std::unique_ptr<SegmentStore>()>& open,
+                                const std::string& tag,
+                                const std::function<std::optional<IdRange>()>& peer, int stores,
+                                int per_store, int peer_ranges) {
+  std::vector<std::vector<IdRange>> got(static_cast<std::size_t>(stores) + 1);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < stores; ++i) {
+    threads.emplace_back([&, i] {
+      std::unique_ptr<SegmentStore> store = open();
+      for (int j = 0; store != nullptr && j < per_store; ++j) {
+        Result<IdRange> r = store->Allocate(tag, 1 + (i + j) % 50);
+        if (r.ok()) got[i].push_back(*r);
+      }
+    });
+  }
+  threads.emplace_back([&] {
+    while (static_cast<int>(got.back().size()) < peer_ranges) {
+      if (std::optional<IdRange> r = peer()) got.back().push_back(*r);
+    }
+  });
+  for (auto& t : threads) t.join();
+  std::vector<IdRange> all;
+  for (auto& v : got) all.insert(all.end(), v.begin(), v.end());
+  EXPECT_EQ(all.size(), static_cast<std::size_t>(stores * per_store + peer_ranges));
+  return all;
+}
+
+void ExpectContiguous(std::vector<IdRange> ranges, std::int64_t first) {
+  std::sort(ranges.begin(), ranges.end(), [](auto& a, auto& b) { return a.begin < b.begin; });
+  ASSERT_FALSE(ranges.empty());
+  EXPECT_EQ(ranges.front().begin, first);
+  for (std::size_t i = 1; i < ranges.size(); ++i) {
+    EXPECT_EQ(ranges[i].begin, ranges[i - 1].end) << "a gap or an overlap at range " << i;
+  }
+}
+
 }  // namespace sekka

@@ -13,8 +13,10 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <ostream>
 #include <string>
+#include <vector>
 
 #include "sekka/segment.h"
 
@@ -35,6 +37,17 @@ struct StoreFactory {
 StoreFactory MemoryStoreFactory();
 
 class SegmentStoreContractTest : public ::testing::TestWithParam<StoreFactory> {};
+
+// Sekka and a peer drawing from one tag at once, as the backends' tests run them: `stores`
+// threads each open a store with `open` and take `per_store` ranges of `tag` (steps 1 to 50),
+// while `peer` (the peer's own statements; nullopt: its compare failed, try again) takes
+// `peer_ranges` ranges. Every range taken, of either.
+std::vector<IdRange> DrawBeside(const std::function<std::unique_ptr<SegmentStore>()>& open,
+                                const std::string& tag,
+                                const std::function<std::optional<IdRange>()>& peer, int stores = 2,
+                                int per_store = 40, int peer_ranges = 40);
+// The ranges, in order, cover [first, ...) with no gap and no overlap.
+void ExpectContiguous(std::vector<IdRange> ranges, std::int64_t first);
 
 }  // namespace sekka
 

@@ -335,28 +335,60 @@ def tinyid_take(conn, tag):
     return (old + 1, old + step + 1) if changed == 1 else None
 
 
-class Mariadb:
-    """A throwaway MariaDB on a free port (scripts/mariadb.sh) with one database, `sekka`: tests
-    stop and start it, stop its process (SIGSTOP), and it is always stopped through its pid
-    file. `uri` is the database's; `sql()` runs statements as the peers' servers would."""
+class ScriptedServer:
+    """A throwaway server run by one of the scripts (scripts/mariadb.sh, scripts/redis.sh) in its
+    own directory: `start`, `halt` (SIGTERM, or SIGKILL as a crash), `run` again on the same
+    port and files, `stop` and remove. Tests also stop its process (SIGSTOP); it is always
+    stopped through its pid file."""
+
+    SCRIPT = None
+
+    def __init__(self, path, **env):
+        self.path = path
+        self.script("start", **env)
+
+    def script(self, action, check=True, **env):
+        subprocess.run(["bash", self.SCRIPT, action, self.path], check=check, timeout=120,
+                       env=dict(os.environ, **env))
+
+    def pid(self):
+        try:
+            with open(os.path.join(self.path, "pid")) as f:
+                return int(f.read())
+        except (OSError, ValueError):
+            return None
+
+    def signal(self, sig):
+        """SIGSTOP or SIGCONT to the server."""
+        signal_pids([self.pid()], sig)
+
+    def stop_server(self, crash=False):
+        self.script("halt", SIG="KILL" if crash else "TERM")
+
+    def start_server(self):
+        self.script("run")
+
+    def stop(self):
+        self.signal(signal.SIGCONT)
+        self.script("stop", check=False)
+
+
+class Mariadb(ScriptedServer):
+    """A throwaway MariaDB on a free port with one database, `sekka`. `uri` is the database's;
+    `sql()` runs statements as the peers' servers would."""
 
     name = "mariadb"
-
     SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "scripts",
                           "mariadb.sh")
 
     def __init__(self, path, database="sekka"):
-        self.path = path
-        self.script("start")
+        super().__init__(path)
         with open(os.path.join(path, "uri")) as f:
             self.base = f.read().strip()
         self.port = int(self.base.rsplit(":", 1)[1].strip("/"))
         self.database = database
         self.sql(f"CREATE DATABASE {database}", database=None)
         self.uri = self.base + database
-
-    def script(self, action):
-        subprocess.run(["bash", self.SCRIPT, action, self.path], check=True, timeout=120)
 
     def connect(self, database="", autocommit=True):
         import pymysql  # Debian's python3-pymysql, as a peer's server would use a driver
@@ -375,44 +407,17 @@ class Mariadb:
         finally:
             conn.close()
 
-    def pid(self):
-        try:
-            with open(os.path.join(self.path, "pid")) as f:
-                return int(f.read())
-        except (OSError, ValueError):
-            return None
 
-    def signal(self, sig):
-        """SIGSTOP or SIGCONT to the server."""
-        signal_pids([self.pid()], sig)
-
-    def stop_server(self, crash=False):
-        subprocess.run(["bash", self.SCRIPT, "halt", self.path], check=True, timeout=120,
-                       env=dict(os.environ, SIG="KILL" if crash else "TERM"))
-
-    def start_server(self):
-        self.script("run")
-
-    def stop(self):
-        self.signal(signal.SIGCONT)
-        subprocess.run(["bash", self.SCRIPT, "stop", self.path], timeout=120)
-
-
-class RedisStore:
-    """A throwaway redis-server on a free port (scripts/redis.sh), durable (appendonly yes,
-    appendfsync always) unless persist=False: tests stop it (SIGTERM, or SIGKILL as a crash),
-    start it again on the same port and files, stop its process (SIGSTOP); it is always stopped
-    through its pid file. `uri` is database 0's; `endpoints` is "127.0.0.1:PORT"."""
+class RedisStore(ScriptedServer):
+    """A throwaway redis-server on a free port, durable (appendonly yes, appendfsync always)
+    unless persist=False. `uri` is database 0's; `endpoints` is "127.0.0.1:PORT"."""
 
     name = "redis"
-
     SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "scripts",
                           "redis.sh")
 
     def __init__(self, path, persist=True):
-        self.path = path
-        subprocess.run(["bash", self.SCRIPT, "start", path], check=True, timeout=120,
-                       env=dict(os.environ, PERSIST="yes" if persist else "no"))
+        super().__init__(path, PERSIST="yes" if persist else "no")
         with open(os.path.join(path, "uri")) as f:
             self.base = f.read().strip()
         self.port = int(self.base.rsplit(":", 1)[1])
@@ -422,27 +427,6 @@ class RedisStore:
     def client(self, db=0):
         import redis  # Debian's python3-redis
         return redis.Redis(host="127.0.0.1", port=self.port, db=db)
-
-    def pid(self):
-        try:
-            with open(os.path.join(self.path, "pid")) as f:
-                return int(f.read())
-        except (OSError, ValueError):
-            return None
-
-    def signal(self, sig):
-        signal_pids([self.pid()], sig)
-
-    def stop_server(self, crash=False):
-        subprocess.run(["bash", self.SCRIPT, "halt", self.path], check=True, timeout=120,
-                       env=dict(os.environ, SIG="KILL" if crash else "TERM"))
-
-    def start_server(self):
-        subprocess.run(["bash", self.SCRIPT, "run", self.path], check=True, timeout=120)
-
-    def stop(self, sig=None):
-        self.signal(signal.SIGCONT)
-        subprocess.run(["bash", self.SCRIPT, "stop", self.path], timeout=120)
 
 
 class PostgresTestCase(unittest.TestCase):
