@@ -104,7 +104,7 @@ Status RedisClient::CheckDurable(RespConnection& conn) {
   return Status::Ok();
 }
 
-Result<RespReply> RedisClient::Call(const std::vector<std::string>& args) {
+Result<RespReply> RedisClient::Call(const std::vector<std::string>& args, bool may_repeat) {
   std::lock_guard lock(mu_);
   for (int attempt = 0;; ++attempt) {
     if (Status s = Connect(); !s.ok()) return std::move(s).error();
@@ -113,7 +113,7 @@ Result<RespReply> RedisClient::Call(const std::vector<std::string>& args) {
     if (!e) return reply;
     conn_.reset();
     // A connection the server closed before this command: the command never ran.
-    if (!e->stale || attempt > 0) {
+    if (!e->stale || attempt > 0 || !may_repeat) {
       return Unavailable(fmt::format(
           "{}: {}", text_,
           e->timed_out ? fmt::format("no answer within {} ms", timeout_.count()) : e->message));

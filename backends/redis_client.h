@@ -40,10 +40,13 @@ class RedisClient {
       StoreUri uri, std::string text, std::string_view what,
       std::chrono::milliseconds timeout = std::chrono::milliseconds(5000));
 
-  // Sends one command and returns its reply; an error reply is a reply of kind '-'. A
-  // connection the server had closed (a restart, its timeout) is replaced once. Errors:
-  // kUnavailable (no connection, no answer in time: the connection is dropped).
-  Result<RespReply> Call(const std::vector<std::string>& args);
+  // Sends one command and returns its reply; an error reply is a reply of kind '-'. When the
+  // connection turns out closed before any byte of the reply came (the server restarted, or
+  // closed it idle), the command is sent once more on a new one if `may_repeat`: such a
+  // connection may also have lost the reply of a command that ran, so a command whose second
+  // run would do something else (a claim, a create) passes false. Errors: kUnavailable (no
+  // connection, no answer in time: the connection is dropped).
+  Result<RespReply> Call(const std::vector<std::string>& args, bool may_repeat = true);
 
   // The URI without its password, for messages.
   const std::string& text() const { return text_; }

@@ -77,9 +77,10 @@ class RedisSegmentStore final : public SegmentStore {
 
   Status CreateTag(const TagInfo& tag) override {
     if (Status s = ValidateNewTag(tag); !s.ok()) return s;
-    Result<RespReply> r = redis_->Call({"EVAL", kCreate, "2", Counter(tag.tag), Meta(tag.tag),
-                                        std::to_string(tag.next_id - 1), std::to_string(tag.step),
-                                        std::to_string(tag.delta), std::to_string(tag.remainder)});
+    Result<RespReply> r = redis_->Call(
+        {"EVAL", kCreate, "2", Counter(tag.tag), Meta(tag.tag), std::to_string(tag.next_id - 1),
+         std::to_string(tag.step), std::to_string(tag.delta), std::to_string(tag.remainder)},
+        /*may_repeat=*/false);  // again after a lost reply: "exists"
     if (!r.ok()) return std::move(r).error();
     if (r->kind != ':') return Broken(tag.tag, *r);
     if (r->integer == 0) return TagExists(tag.tag);

@@ -119,11 +119,12 @@ class RedisCoordinator final : public Coordinator {
   Result<std::optional<std::int64_t>> Claim(std::int64_t id,
                                             const std::optional<Holding>& seen) override {
     if (Status s = OpenSession(); !s.ok()) return std::move(s).error();
-    Result<RespReply> r = Call({"EVAL", kClaim, "5", Key("owner", id), Key("hwm", id),
-                                Key("owners", ""), SessionKey(session_), prefix_ + "version",
-                                prefix_, std::to_string(id), options_.identity,
-                                std::to_string(session_), seen ? std::to_string(seen->version) : "",
-                                seen ? std::to_string(seen->session) : ""});
+    Result<RespReply> r =
+        Call({"EVAL", kClaim, "5", Key("owner", id), Key("hwm", id), Key("owners", ""),
+              SessionKey(session_), prefix_ + "version", prefix_, std::to_string(id),
+              options_.identity, std::to_string(session_),
+              seen ? std::to_string(seen->version) : "", seen ? std::to_string(seen->session) : ""},
+             /*may_repeat=*/false);  // again after a lost reply: "changed"
     if (!r.ok()) return std::move(r).error();
     if (r->kind == '-' && r->text.rfind("NOSESSION", 0) == 0) {
       session_ = 0;  // it expired before the claim: the next call opens a new one
@@ -196,8 +197,8 @@ class RedisCoordinator final : public Coordinator {
     return Unavailable("Redis refused three new session keys in a row");
   }
 
-  Result<RespReply> Call(const std::vector<std::string>& args) {
-    Result<RespReply> r = redis_->Call(args);
+  Result<RespReply> Call(const std::vector<std::string>& args, bool may_repeat = true) {
+    Result<RespReply> r = redis_->Call(args, may_repeat);
     if (r.ok() && r->kind == '-' && r->text.rfind("NOSESSION", 0) != 0) {
       return Unavailable(fmt::format("{}: {}: {}", redis_->text(), args[0], r->text));
     }
@@ -247,6 +248,20 @@ Result<std::unique_ptr<Coordinator>> NewRedisCoordinator(std::string_view uri,
         "rediss://");
   }
   if (Status s = ValidateClusterName(cluster); !s.ok()) return std::move(s).error();
+  // Credentials are given once: in the URI, or in worker.username/password and worker.tls_*.
+  if ((parsed->has_password || !parsed->user.empty()) && !access.password.empty()) {
+    return InvalidArgument(
+        "worker.coordinator has a user or password and worker.password is set too: give them "
+        "in one place");
+  }
+  for (const auto& [name, value] : {std::pair{"tls_ca_file", &access.tls.ca_file},
+                                    {"tls_cert_file", &access.tls.cert_file},
+                                    {"tls_key_file", &access.tls.key_file}}) {
+    if (!value->empty() && parsed->params.contains(name)) {
+      return InvalidArgument(fmt::format(
+          "worker.coordinator has {} and worker.{} is set too: give it in one place", name, name));
+    }
+  }
   if (parsed->user.empty() && !parsed->has_password && !access.password.empty()) {
     parsed->user = access.username;
     parsed->password = access.password;

@@ -159,6 +159,26 @@ TEST(ZooKeeperWorkerLease, AUserNeedsAPasswordAndNoColon) {
   EXPECT_NE(c.error().message.find("no TLS"), std::string::npos) << c.error().message;
 }
 
+// The review of issue 25: a password in the coordinator's URI silently won over
+// worker.password (and TLS files alike); credentials are given in one place.
+TEST(RedisWorkerLease, CredentialsInTheUriAndInTheSettingsAreRefusedTogether) {
+  WorkerLeaseOptions o;
+  o.identity = "x";
+  Result<std::unique_ptr<Coordinator>> both =
+      OpenCoordinator("redis", "redis://u:p@127.0.0.1:1/0", "c", o, {{}, "u2", "p2"});
+  ASSERT_FALSE(both.ok());
+  EXPECT_NE(both.error().message.find("give them in one place"), std::string::npos)
+      << both.error().message;
+  EXPECT_EQ(both.error().message.find("p2"), std::string::npos);
+  Result<std::unique_ptr<Coordinator>> tls =
+      OpenCoordinator("redis", "rediss://127.0.0.1:1/0?tls_ca_file=/etc/a.pem", "c", o,
+                      {{"/etc/b.pem", "", ""}, "", ""});
+  ASSERT_FALSE(tls.ok());
+  EXPECT_NE(tls.error().message.find("worker.tls_ca_file is set too"), std::string::npos)
+      << tls.error().message;
+  EXPECT_TRUE(OpenCoordinator("redis", "redis://127.0.0.1:1/0", "c", o, {{}, "u", "p"}).ok());
+}
+
 TEST(HostPorts, NamesAndAddressesParse) {
   Result<std::vector<HostPort>> h =
       ParseHostPorts("etcd-0.etcd.svc:2379, 127.0.0.1:22379,[::1]:1,localhost:65535", "x");

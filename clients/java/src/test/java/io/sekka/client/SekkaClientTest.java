@@ -60,9 +60,11 @@ class SekkaClientTest {
   void eightThreadsTwoClientsTwoServersGiveDistinctIds() throws Exception {
     SekkaServer a = server("a", 1);
     SekkaServer b = server("b", 2);
+    // A 10 s timeout: with both servers up no refill may fail over, but on a loaded 2-core
+    // machine (the suite runs two tests at once) one can wait past the 1 s default.
     SekkaClient[] cs = {
-      client(SekkaClient.builder(a.resp + "," + b.resp)),
-      client(SekkaClient.builder(b.resp + "," + a.resp))
+      client(SekkaClient.builder(a.resp + "," + b.resp).timeoutMs(10_000)),
+      client(SekkaClient.builder(b.resp + "," + a.resp).timeoutMs(10_000))
     };
     long[][] perThread = new long[8][100_000];
     List<Throwable> errors = Collections.synchronizedList(new ArrayList<>());
