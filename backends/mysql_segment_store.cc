@@ -134,7 +134,7 @@ class MysqlSegmentStore final : public SegmentStore {
       if (read->at(0).rows.size() != 1) return TagNotFound(tag);
       const std::vector<std::string>& row = read->at(0).rows[0];
       const std::int64_t old = std::strtoll(row[0].c_str(), nullptr, 10);
-      if (old > kMax - 1 - step) return TagExhausted(tag, old + t.first_gap, step);
+      if (old > kMax - 1 - step) return TagExhausted(tag, NextIdOf(t, old), step);
       Result<std::vector<Answer>> moved =
           Run(fmt::format("UPDATE {0} SET {1} = {2}, update_time = now(), version = version + 1 "
                           "WHERE {3} = {4} AND {1} = {5} AND version = {6}",

@@ -137,7 +137,7 @@ class PostgresSegmentStore final : public SegmentStore {
       if (PQntuples(read->get()) == 0) return TagNotFound(tag);
       const std::int64_t old = std::strtoll(PQgetvalue(read->get(), 0, 0), nullptr, 10);
       if (old > std::numeric_limits<std::int64_t>::max() - 1 - step) {
-        return TagExhausted(tag, old + t_.first_gap, step);
+        return TagExhausted(tag, NextIdOf(t_, old), step);
       }
       const std::string next = std::to_string(old + step), before = std::to_string(old);
       Result<PgResult> moved = Exec(
