@@ -42,7 +42,7 @@ cmake --build build-asan -j2
 # The coordinators' clock-fault tiers and the descending-gen test run in Release only (they are
 # the slowest here, and their code paths run under ASan in the simulation and the unit tests).
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:verify_asan_link_order=0 UBSAN_OPTIONS=print_stacktrace=1 \
-  ctest --test-dir build-asan --output-on-failure -j2 -E 'EtcdClockTest|ZooKeeperClockTest|DirectionTest'
+  ctest --test-dir build-asan --output-on-failure -j2 -E 'EtcdClockTest|ZooKeeperClockTest|RedisClockTest|DirectionTest'
 
 
 step "ThreadSanitizer (unit tests, and the server end to end)"
@@ -53,7 +53,7 @@ cmake --build build-tsan -j2
 # the two stages above (DirectionTest too: its descending gen runs at a faked date, and a TSan
 # gen is too slow to meet the mirror ticks its own check asks for).
 TSAN_OPTIONS=halt_on_error=1 ctest --test-dir build-tsan --output-on-failure -j2 \
-  -E 'ClockFaultTest|EtcdClockTest|ZooKeeperClockTest|ThriftClockTest|cli_test|DirectionTest'
+  -E 'ClockFaultTest|EtcdClockTest|ZooKeeperClockTest|RedisClockTest|ThriftClockTest|cli_test|DirectionTest'
 
 
 step "libFuzzer, ${FUZZ_SECONDS}s per target"
