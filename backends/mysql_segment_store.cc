@@ -11,6 +11,7 @@
 #include <optional>
 #include <vector>
 
+#include "backends/one_line.h"
 #include "backends/segment_tables.h"
 #include "backends/store_uri.h"
 #include "sekka/secrets.h"
@@ -272,11 +273,6 @@ class MysqlSegmentStore final : public SegmentStore {
         "create it as docs/operations.md shows",
         t_.text, t.schema, t.peer, t.name, code == 1146 ? "missing" : "missing a column",
         t_.uri.path));
-  }
-
-  static std::string OneLine(std::string text) {
-    for (char& c : text) c = (c == '\n' || c == '\r') ? ' ' : c;
-    return text;
   }
 
   const Target t_;

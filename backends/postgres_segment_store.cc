@@ -11,6 +11,7 @@
 #include <mutex>
 #include <vector>
 
+#include "backends/one_line.h"
 #include "backends/segment_tables.h"
 #include "sekka/secrets.h"
 
@@ -179,8 +180,7 @@ class PostgresSegmentStore final : public SegmentStore {
     if (conn_ != nullptr) PQfinish(conn_);
     conn_ = PQconnectdb(uri_.c_str());
     if (PQstatus(conn_) != CONNECTION_OK) {
-      std::string why = PQerrorMessage(conn_);
-      for (char& c : why) c = (c == '\n') ? ' ' : c;
+      const std::string why = OneLine(PQerrorMessage(conn_));
       PQfinish(conn_);
       conn_ = nullptr;
       return Unavailable(fmt::format("segment store {} is unreachable: {}", Redacted(), why));
@@ -282,12 +282,6 @@ class PostgresSegmentStore final : public SegmentStore {
     return last;
   }
 
-  static std::string OneLine(std::string text) {
-    for (char& c : text) c = (c == '\n') ? ' ' : c;
-    while (!text.empty() && text.back() == ' ') text.pop_back();
-    return text;
-  }
-
   Result<PgResult> Exec(const char* sql, std::initializer_list<const char*> params,
                         ExecStatusType want) {
     // One retry on a fresh connection: a server restart breaks the old one.
@@ -299,8 +293,7 @@ class PostgresSegmentStore final : public SegmentStore {
       PgResult r = std::move(run).value();
       if (PQresultStatus(r.get()) == want) return r;
       if (PQstatus(conn_) == CONNECTION_OK) {
-        std::string why = PQresultErrorMessage(r.get());
-        for (char& c : why) c = (c == '\n') ? ' ' : c;
+        const std::string why = OneLine(PQresultErrorMessage(r.get()));
         return Unavailable(fmt::format("segment store {}: {}", Redacted(), why));
       }
     }
@@ -331,9 +324,8 @@ Result<std::unique_ptr<SegmentStore>> OpenPostgresSegmentStore(const std::string
   char* err = nullptr;
   PQconninfoOption* options = PQconninfoParse(full.c_str(), &err);
   if (options == nullptr) {
-    std::string why = err != nullptr ? err : "cannot parse it";
+    const std::string why = OneLine(err != nullptr ? err : "cannot parse it");
     PQfreemem(err);
-    for (char& c : why) c = (c == '\n') ? ' ' : c;
     return InvalidArgument(fmt::format("segment.store is not a valid PostgreSQL URI: {}", why));
   }
   PQconninfoFree(options);
@@ -345,11 +337,21 @@ Result<std::unique_ptr<SegmentStore>> OpenPostgresSegmentStore(const std::string
   return std::unique_ptr<SegmentStore>(new PostgresSegmentStore(full, *table));
 }
 
-std::string TakePostgresOption(std::string& uri, std::string_view name) {
+namespace {
+
+// Where a libpq URI's query begins: the first '?' after the user's password (libpq takes '?',
+// '#' and '/' in an unencoded one); npos when there is none.
+std::size_t QueryStart(std::string_view uri) {
   const std::size_t scheme = uri.find("://");
   const std::size_t at = uri.rfind('@');
   const std::size_t from = at != std::string::npos ? at : scheme == std::string::npos ? 0 : scheme;
-  const std::size_t query = uri.find('?', from);
+  return uri.find('?', from);
+}
+
+}  // namespace
+
+std::string TakePostgresOption(std::string& uri, std::string_view name) {
+  const std::size_t query = QueryStart(uri);
   if (query == std::string::npos) return "";
   const std::string key = std::string(name) + "=";
   for (std::size_t pos = query + 1; pos < uri.size();) {
@@ -371,10 +373,7 @@ std::string TakePostgresOption(std::string& uri, std::string_view name) {
 }
 
 std::string WithPostgresOption(const std::string& uri, std::string_view option) {
-  const std::size_t scheme = uri.find("://");
-  const std::size_t at = uri.rfind('@');
-  const std::size_t from = at != std::string::npos ? at : scheme == std::string::npos ? 0 : scheme;
-  const std::size_t query = uri.find('?', from);
+  const std::size_t query = QueryStart(uri);
   const std::string name(option.substr(0, option.find('=') + 1));  // "connect_timeout="
   if (query != std::string::npos && (uri.find("?" + name, query) != std::string::npos ||
                                      uri.find("&" + name, query) != std::string::npos)) {

@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <array>
-#include <charconv>
 #include <limits>
 
 #include "backends/redis_client.h"
@@ -49,11 +48,6 @@ return {c, m[1], m[2], m[3]}
 // CosId's DEFAULT_STEP, the step of a tag CosId made.
 constexpr std::int64_t kCosIdStep = 100;
 
-bool Number(std::string_view s, std::int64_t& v) {
-  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-  return ec == std::errc() && end == s.data() + s.size() && !s.empty();
-}
-
 class RedisSegmentStore final : public SegmentStore {
  public:
   RedisSegmentStore(std::unique_ptr<RedisClient> redis, std::string prefix)
@@ -71,7 +65,7 @@ class RedisSegmentStore final : public SegmentStore {
       Result<TagInfo> info = GetTag(tag);
       return TagExhausted(tag, info.ok() ? info->next_id : 0, step);
     }
-    if (r->kind != '$' || !Number(r->text, v)) return Broken(tag, *r);
+    if (r->kind != '$' || !DecimalInt64(r->text, v)) return Broken(tag, *r);
     return IdRange{v - step + 1, v + 1};
   }
 
@@ -93,14 +87,14 @@ class RedisSegmentStore final : public SegmentStore {
     if (!r.ok()) return std::move(r).error();
     if (r->nil) return TagNotFound(tag);
     std::int64_t counter = 0;
-    if (r->kind != '*' || r->elements.size() != 4 || !Number(r->elements[0].text, counter)) {
+    if (r->kind != '*' || r->elements.size() != 4 || !DecimalInt64(r->elements[0].text, counter)) {
       return Broken(tag, *r);
     }
     TagInfo info{std::string(tag), counter + 1, kCosIdStep, 1, 0};
     const std::array<std::int64_t*, 3> fields = {&info.step, &info.delta, &info.remainder};
     for (std::size_t i = 0; i < fields.size(); ++i) {
       const RespReply& field = r->elements[i + 1];
-      if (!field.nil && !Number(field.text, *fields[i])) return Broken(tag, *r);
+      if (!field.nil && !DecimalInt64(field.text, *fields[i])) return Broken(tag, *r);
     }
     return info;
   }

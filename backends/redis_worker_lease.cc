@@ -2,7 +2,6 @@
 
 #include <fmt/format.h>
 
-#include <charconv>
 #include <random>
 
 #include "backends/redis_client.h"
@@ -69,11 +68,6 @@ if tonumber(ARGV[2]) > cur then redis.call('SET', KEYS[3], ARGV[2]) end
 return 1
 )";
 
-bool Number(std::string_view s, std::int64_t& v) {
-  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-  return ec == std::errc() && end == s.data() + s.size() && !s.empty();
-}
-
 class RedisCoordinator final : public Coordinator {
  public:
   RedisCoordinator(std::unique_ptr<RedisClient> redis, std::string cluster,
@@ -94,14 +88,15 @@ class RedisCoordinator final : public Coordinator {
   Result<std::map<std::int64_t, Holding>> ListHolders() override {
     if (Status s = OpenSession(); !s.ok()) return std::move(s).error();
     Result<RespReply> r = Call(
-        {"EVAL", kList, "1", Key("owners", ""), prefix_, std::to_string(options_.datacenter_id)});
+        {"EVAL", kList, "1", DcKey("owners"), prefix_, std::to_string(options_.datacenter_id)});
     if (!r.ok()) return std::move(r).error();
     std::map<std::int64_t, Holding> holders;
     for (std::size_t i = 0; i + 3 < r->elements.size(); i += 4) {
       std::int64_t id = 0;
       Holding h{r->elements[i + 1].text};
-      if (Number(r->elements[i].text, id) && Number(r->elements[i + 2].text, h.session) &&
-          Number(r->elements[i + 3].text, h.version)) {
+      if (DecimalInt64(r->elements[i].text, id) &&
+          DecimalInt64(r->elements[i + 2].text, h.session) &&
+          DecimalInt64(r->elements[i + 3].text, h.version)) {
         holders[id] = h;
       }
     }
@@ -120,7 +115,7 @@ class RedisCoordinator final : public Coordinator {
                                             const std::optional<Holding>& seen) override {
     if (Status s = OpenSession(); !s.ok()) return std::move(s).error();
     Result<RespReply> r =
-        Call({"EVAL", kClaim, "5", Key("owner", id), Key("hwm", id), Key("owners", ""),
+        Call({"EVAL", kClaim, "5", Key("owner", id), Key("hwm", id), DcKey("owners"),
               SessionKey(session_), prefix_ + "version", prefix_, std::to_string(id),
               options_.identity, std::to_string(session_),
               seen ? std::to_string(seen->version) : "", seen ? std::to_string(seen->session) : ""},
@@ -208,7 +203,7 @@ class RedisCoordinator final : public Coordinator {
   std::string Key(std::string_view what, std::int64_t id) const {
     return fmt::format("{}{}:{}:{}", prefix_, what, options_.datacenter_id, id);
   }
-  std::string Key(std::string_view what, std::string_view) const {
+  std::string DcKey(std::string_view what) const {
     return fmt::format("{}{}:{}", prefix_, what, options_.datacenter_id);
   }
   std::string SessionKey(std::int64_t session) const {
@@ -217,7 +212,7 @@ class RedisCoordinator final : public Coordinator {
 
   Result<std::int64_t> Hwm(std::int64_t id, const std::string& text) const {
     std::int64_t hwm = -1;
-    if (Number(text, hwm) && hwm >= 0) return hwm;
+    if (DecimalInt64(text, hwm) && hwm >= 0) return hwm;
     return Internal(fmt::format("Redis key {} holds \"{}\", not a number of ms", Key("hwm", id),
                                 text.substr(0, 40)));
   }

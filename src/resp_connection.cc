@@ -160,7 +160,7 @@ std::optional<TransportError> RespConnection::BatchIds(char kind, std::string_vi
                                                        std::size_t n, bool increasing,
                                                        std::vector<std::int64_t>& ids) {
   std::int64_t count = 0;
-  if (kind != '*' || !Number(rest, count) || count != static_cast<std::int64_t>(n)) {
+  if (kind != '*' || !DecimalInt64(rest, count) || count != static_cast<std::int64_t>(n)) {
     return TransportError{fmt::format("a reply to a batch of {} that is not {} ids", n, n)};
   }
   ids.clear();
@@ -170,12 +170,12 @@ std::optional<TransportError> RespConnection::BatchIds(char kind, std::string_vi
     if (auto e = Line(line)) return e;
     std::int64_t v = -1;
     const std::string_view element = std::string_view(line).substr(line.empty() ? 0 : 1);
-    if (!line.empty() && line[0] == ':' && !Number(element, v)) v = -1;
+    if (!line.empty() && line[0] == ':' && !DecimalInt64(element, v)) v = -1;
     std::int64_t length = 0;
-    if (!line.empty() && line[0] == '$' && Number(element, length) && length <= 20) {
+    if (!line.empty() && line[0] == '$' && DecimalInt64(element, length) && length <= 20) {
       std::string bulk;  // an id: at most 20 characters
       if (auto e = Bulk(element, bulk)) return e;
-      if (!Number(bulk, v)) v = -1;
+      if (!DecimalInt64(bulk, v)) v = -1;
     }
     if (v < 0 || (increasing && !ids.empty() && v <= ids.back())) {
       return TransportError{fmt::format("not an id, or not increasing, in a batch, at {}", i)};
@@ -239,7 +239,7 @@ std::optional<TransportError> RespConnection::Resolve(const std::string& host, i
   return std::nullopt;
 }
 
-bool RespConnection::Number(std::string_view s, std::int64_t& v) {
+bool DecimalInt64(std::string_view s, std::int64_t& v) {
   const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
   return ec == std::errc() && end == s.data() + s.size() && !s.empty();
 }
@@ -365,7 +365,8 @@ std::optional<TransportError> RespConnection::Line(std::string& line) {
 
 std::optional<TransportError> RespConnection::Bulk(std::string_view length, std::string& out) {
   std::int64_t n = 0;
-  if (!Number(length, n) || n < -1 || n > (64 << 20)) return TransportError{"a bad bulk length"};
+  if (!DecimalInt64(length, n) || n < -1 || n > (64 << 20))
+    return TransportError{"a bad bulk length"};
   if (n < 0) {
     out.clear();
     return std::nullopt;
@@ -424,7 +425,7 @@ std::optional<TransportError> RespConnection::Reply(RespReply& reply, int depth,
       reply.text = std::string(rest);
       return std::nullopt;
     case ':':
-      if (!Number(rest, reply.integer)) return TransportError{"a bad integer reply"};
+      if (!DecimalInt64(rest, reply.integer)) return TransportError{"a bad integer reply"};
       return std::nullopt;
     case '$':
       if (rest == "-1") reply.nil = true;
@@ -435,7 +436,7 @@ std::optional<TransportError> RespConnection::Reply(RespReply& reply, int depth,
         reply.nil = true;
         return std::nullopt;
       }
-      if (!Number(rest, n) || n < 0 || n > budget || depth >= 8) {
+      if (!DecimalInt64(rest, n) || n < 0 || n > budget || depth >= 8) {
         return TransportError{"an array reply too large or too deep"};
       }
       budget -= n;

@@ -59,6 +59,9 @@ struct TlsFiles {
 // cannot be used.
 Result<std::shared_ptr<SSL_CTX>> TlsClientContext(const TlsFiles& files);
 
+// `s` whole as a decimal int64 (a reply's integer, length or text). False for anything else.
+bool DecimalInt64(std::string_view s, std::int64_t& v);
+
 // A reply of any kind: '+' and '-' (text), ':' (integer), '$' (text; nil when null), '*'
 // (elements; nil when null).
 struct RespReply {
@@ -116,8 +119,6 @@ class RespConnection {
   static std::optional<TransportError> Resolve(const std::string& host, int port,
                                                milliseconds timeout,
                                                std::shared_ptr<addrinfo>& out);
-
-  static bool Number(std::string_view s, std::int64_t& v);
 
   // Waits for `events` on the socket until the command's deadline, or until the client closes.
   std::optional<TransportError> Wait(short events);
