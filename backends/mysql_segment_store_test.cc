@@ -19,14 +19,7 @@ namespace {
 // The base URI (mysql://sekka@127.0.0.1:PORT/) of the MariaDB that the ctest fixture started
 // (scripts/mariadb.sh).
 std::string BaseUri() {
-  const char* file = std::getenv("SEKKA_TEST_MARIADB_FILE");
-  std::string uri;
-  if (file != nullptr) std::ifstream(file) >> uri;
-  if (uri.empty()) {
-    ADD_FAILURE() << "no MariaDB for the tests: run them through ctest, whose `mariadb` fixture "
-                     "starts one (scripts/mariadb.sh start DIR) and sets SEKKA_TEST_MARIADB_FILE";
-  }
-  return uri;
+  return FixtureUri("SEKKA_TEST_MARIADB_FILE", "MariaDB", "mariadb", "mariadb.sh");
 }
 
 int Port() {

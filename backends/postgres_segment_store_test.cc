@@ -16,15 +16,7 @@ namespace {
 
 // The URI of the PostgreSQL that the ctest fixture started (scripts/pg.sh).
 std::string BaseUri() {
-  const char* file = std::getenv("SEKKA_TEST_POSTGRES_FILE");
-  std::string uri;
-  if (file != nullptr) std::ifstream(file) >> uri;
-  if (uri.empty()) {
-    ADD_FAILURE() << "no PostgreSQL for the tests: run them through ctest, whose `postgres` "
-                     "fixture starts one (scripts/pg.sh start DIR) and sets "
-                     "SEKKA_TEST_POSTGRES_FILE";
-  }
-  return uri;
+  return FixtureUri("SEKKA_TEST_POSTGRES_FILE", "PostgreSQL", "postgres", "pg.sh");
 }
 
 // Runs `sql` on the database at `uri`.

@@ -15,16 +15,7 @@ namespace {
 
 // The URI (redis://127.0.0.1:PORT) of the redis-server that the ctest fixture started
 // (scripts/redis.sh).
-std::string BaseUri() {
-  const char* file = std::getenv("SEKKA_TEST_REDIS_FILE");
-  std::string uri;
-  if (file != nullptr) std::ifstream(file) >> uri;
-  if (uri.empty()) {
-    ADD_FAILURE() << "no Redis for the tests: run them through ctest, whose `redis` fixture "
-                     "starts one (scripts/redis.sh start DIR) and sets SEKKA_TEST_REDIS_FILE";
-  }
-  return uri;
-}
+std::string BaseUri() { return FixtureUri("SEKKA_TEST_REDIS_FILE", "Redis", "redis", "redis.sh"); }
 
 // A command on database `db`, for the tests' own reads and writes (as CosId's client would).
 RespReply Command(const std::string& db, const std::vector<std::string>& args) {

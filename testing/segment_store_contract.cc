@@ -3,6 +3,8 @@
 #include "testing/segment_store_contract.h"
 
 #include <algorithm>
+#include <cstdlib>
+#include <fstream>
 #include <limits>
 #include <map>
 #include <mutex>
@@ -213,6 +215,18 @@ std::vector<IdRange> DrawBeside(const std::function<std::unique_ptr<SegmentStore
   for (auto& v : got) all.insert(all.end(), v.begin(), v.end());
   EXPECT_EQ(all.size(), static_cast<std::size_t>(stores * per_store + peer_ranges));
   return all;
+}
+
+std::string FixtureUri(const char* env, std::string_view server, std::string_view fixture,
+                       std::string_view script) {
+  const char* file = std::getenv(env);
+  std::string uri;
+  if (file != nullptr) std::ifstream(file) >> uri;
+  if (uri.empty()) {
+    ADD_FAILURE() << "no " << server << " for the tests: run them through ctest, whose `" << fixture
+                  << "` fixture starts one (scripts/" << script << " start DIR) and sets " << env;
+  }
+  return uri;
 }
 
 void ExpectContiguous(std::vector<IdRange> ranges, std::int64_t first) {

@@ -16,6 +16,7 @@
 #include <optional>
 #include <ostream>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "sekka/segment.h"
@@ -48,6 +49,12 @@ std::vector<IdRange> DrawBeside(const std::function<std::unique_ptr<SegmentStore
                                 int per_store = 40, int peer_ranges = 40);
 // The ranges, in order, cover [first, ...) with no gap and no overlap.
 void ExpectContiguous(std::vector<IdRange> ranges, std::int64_t first);
+
+// The URI of the server a ctest fixture started, read from the file the environment variable
+// `env` names (scripts/pg.sh, mariadb.sh, redis.sh write it); a test failure naming `server`,
+// the fixture and `script` when there is none.
+std::string FixtureUri(const char* env, std::string_view server, std::string_view fixture,
+                       std::string_view script);
 
 }  // namespace sekka
 

@@ -217,8 +217,8 @@ class CoordinatorTestCase(unittest.TestCase):
         self.assertGreater(min(later), max(ids))
 
 
-class EtcdTest(CoordinatorTestCase):
-    source = "etcd"
+class EveryCoordinatorTests:
+    """The cases each coordinator's test class runs (mixed into a CoordinatorTestCase)."""
 
     def test_a_cluster_serves_one_layout(self):
         self.one_layout_per_cluster()
@@ -234,6 +234,17 @@ class EtcdTest(CoordinatorTestCase):
 
     def test_a_restart_takes_a_free_id_whose_hwm_is_past_unless_keep_id(self):
         self.restart_takes_a_free_id_whose_hwm_is_past()
+
+
+class EveryCoordinatorClockTests:
+    """The clock case each coordinator's clock class runs (libfaketime: no sanitizer stage)."""
+
+    def test_clock_step_back_and_a_pause_past_the_ttl_never_lower_the_hwm(self):
+        self.clock_step_back_and_pause_past_the_ttl()
+
+
+class EtcdTest(EveryCoordinatorTests, CoordinatorTestCase):
+    source = "etcd"
 
     def test_outage_stops_issuing_within_the_ttl_and_servers_resume_by_themselves(self):
         servers = [self.start(f"s{i}", ttl="4s") for i in range(2)]
@@ -301,12 +312,10 @@ class EtcdTest(CoordinatorTestCase):
 
 
 
-class EtcdClockTest(CoordinatorTestCase):
+class EtcdClockTest(EveryCoordinatorClockTests, CoordinatorTestCase):
     """Separate from EtcdTest: libfaketime cannot be preloaded into the TSan build."""
     source = "etcd"
 
-    def test_clock_step_back_and_a_pause_past_the_ttl_never_lower_the_hwm(self):
-        self.clock_step_back_and_pause_past_the_ttl()
 
     def test_a_request_inside_a_replaced_generator_stops_at_its_own_hwm(self):
         """The safety review's narrow race (defect 2): one stored hwm vouched for every
@@ -450,23 +459,8 @@ class EtcdClockTest(CoordinatorTestCase):
         self.assertIn("behind the coordinator's high-water mark", err)
 
 
-class ZooKeeperTest(CoordinatorTestCase):
+class ZooKeeperTest(EveryCoordinatorTests, CoordinatorTestCase):
     source = "zookeeper"
-
-    def test_a_cluster_serves_one_layout(self):
-        self.one_layout_per_cluster()
-
-    def test_no_local_id_beside_a_server_of_the_cluster(self):
-        self.no_local_id_beside_a_server_of_the_cluster()
-
-    def test_three_servers_get_different_worker_ids_and_300k_distinct_ids(self):
-        self.three_servers_many_ids()
-
-    def test_kill_9_frees_the_worker_id_after_the_ttl_and_the_next_holder_waits_past_its_hwm(self):
-        self.dead_holders_id_after_the_ttl()
-
-    def test_a_restart_takes_a_free_id_whose_hwm_is_past_unless_keep_id(self):
-        self.restart_takes_a_free_id_whose_hwm_is_past()
 
 
     def test_a_long_outage_logs_a_few_lines_not_one_per_reconnect(self):
@@ -482,23 +476,8 @@ class ZooKeeperTest(CoordinatorTestCase):
         self.assertIn("similar lines held back", client_lines[-1])
 
 
-class RedisTest(CoordinatorTestCase):
+class RedisTest(EveryCoordinatorTests, CoordinatorTestCase):
     source = "redis"
-
-    def test_a_cluster_serves_one_layout(self):
-        self.one_layout_per_cluster()
-
-    def test_no_local_id_beside_a_server_of_the_cluster(self):
-        self.no_local_id_beside_a_server_of_the_cluster()
-
-    def test_three_servers_get_different_worker_ids_and_300k_distinct_ids(self):
-        self.three_servers_many_ids()
-
-    def test_kill_9_frees_the_worker_id_after_the_ttl_and_the_next_holder_waits_past_its_hwm(self):
-        self.dead_holders_id_after_the_ttl()
-
-    def test_a_restart_takes_a_free_id_whose_hwm_is_past_unless_keep_id(self):
-        self.restart_takes_a_free_id_whose_hwm_is_past()
 
     def test_a_redis_that_can_lose_acknowledged_writes_is_refused_in_one_line(self):
         """A Redis without appendonly yes and appendfsync always can lose a claim or an hwm in
@@ -521,18 +500,14 @@ class RedisTest(CoordinatorTestCase):
             cache.stop()
 
 
-class RedisClockTest(CoordinatorTestCase):
+class RedisClockTest(EveryCoordinatorClockTests, CoordinatorTestCase):
     source = "redis"
 
-    def test_clock_step_back_and_a_pause_past_the_ttl_never_lower_the_hwm(self):
-        self.clock_step_back_and_pause_past_the_ttl()
 
 
-class ZooKeeperClockTest(CoordinatorTestCase):
+class ZooKeeperClockTest(EveryCoordinatorClockTests, CoordinatorTestCase):
     source = "zookeeper"
 
-    def test_clock_step_back_and_a_pause_past_the_ttl_never_lower_the_hwm(self):
-        self.clock_step_back_and_pause_past_the_ttl()
 
 
 class EtcdTlsTest(unittest.TestCase):
