@@ -48,6 +48,19 @@ if ! command -v node > /dev/null || ! command -v npm > /dev/null; then
   missing+=(nodejs npm)
 fi
 
+# The registry sometimes stalls mid-download (EIDLETIMEOUT): npm's own fetch retries do not
+# cover that, so the whole install is tried three times before the setup fails.
+npm_ci() {
+  local attempt
+  for attempt in 1 2 3; do
+    (cd "$1" && npm ci --no-audit --no-fund --loglevel=error --fetch-retries=4 > /dev/null) &&
+      return 0
+    echo "setup: npm ci in $1 failed (attempt $attempt of 3)" >&2
+    sleep $((attempt * 10))
+  done
+  return 1
+}
+
 # The npm packages, exactly as the committed lock files say (npm ci), when they are not there
 # yet or a lock file changed: the independent checkers (tests/js) and the Node client's test
 # dependencies, ioredis and node-redis (clients/node).
@@ -56,7 +69,7 @@ npm_packages() {
   for dir in "$(dirname "$0")/../tests/js" "$(dirname "$0")/../clients/node"; do
     if [ ! -f "$dir/node_modules/.package-lock.json" ] ||
       [ "$dir/package-lock.json" -nt "$dir/node_modules/.package-lock.json" ]; then
-      (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error > /dev/null)
+      npm_ci "$dir"
     fi
   done
 }
