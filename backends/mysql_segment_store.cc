@@ -32,6 +32,7 @@ constexpr const char* kSekkaTable =
     "  step BIGINT NOT NULL CHECK (step >= 1),"
     "  delta BIGINT NOT NULL DEFAULT 1,"
     "  remainder BIGINT NOT NULL DEFAULT 0,"
+    "  deleted TINYINT NOT NULL DEFAULT 0,"
     "  updated_at TIMESTAMP(3) NOT NULL DEFAULT CURRENT_TIMESTAMP(3)"
     "    ON UPDATE CURRENT_TIMESTAMP(3)) ENGINE=InnoDB";
 
@@ -52,7 +53,7 @@ class MysqlSegmentStore final : public SegmentStore {
   explicit MysqlSegmentStore(Target target) : t_(std::move(target)) {}
   ~MysqlSegmentStore() override { Drop(); }
 
-  Result<IdRange> Allocate(std::string_view tag, std::int64_t step) override {
+  Result<Allocation> Allocate(std::string_view tag, std::int64_t step) override {
     if (step < 1) return BadStep(step);
     if (!ValidateTag(tag).ok()) return TagNotFound(tag);
     std::lock_guard lock(mu_);
@@ -60,15 +61,65 @@ class MysqlSegmentStore final : public SegmentStore {
   }
 
   Status CreateTag(const TagInfo& tag) override {
-    if (Status s = CheckNewTag(t_.table, tag); !s.ok()) return s;
     std::lock_guard lock(mu_);
-    const std::string values = Values(tag);
+    const std::string name = Quote(tag.tag);  // CreateInTable checks the tag before any step
+    auto changed = [&](const std::string& sql) -> Result<bool> {
+      Result<std::vector<Answer>> r = Run(sql);
+      if (!r.ok()) return std::move(r).error();
+      return r->at(0).affected == 1;
+    };
+    return CreateInTable(
+        t_.table, tag,
+        {[&] {
+           return changed(fmt::format(
+               "UPDATE sekka_segments SET next_id = {1}, step = {2}, delta = {3}, remainder = {4}, "
+               "deleted = 0 WHERE tag = {0} AND deleted = 1 AND next_id <= {1}",
+               name, tag.next_id, tag.step, tag.delta, tag.remainder));
+         },
+         [&] {
+           return changed(fmt::format("INSERT INTO {} {} ON DUPLICATE KEY UPDATE {} = {}",
+                                      t_.table.name, Values(tag), t_.table.key, t_.table.key));
+         },
+         [&]() -> Result<std::optional<std::int64_t>> {
+           Result<std::vector<Answer>> r = Run(fmt::format(
+               "SELECT next_id FROM sekka_segments WHERE tag = {} AND deleted = 1", name));
+           if (!r.ok()) return std::move(r).error();
+           if (r->at(0).rows.size() != 1) return std::optional<std::int64_t>();
+           return std::optional<std::int64_t>(
+               std::strtoll(r->at(0).rows[0][0].c_str(), nullptr, 10));
+         }});
+  }
+
+  Status SetStep(std::string_view tag, std::int64_t step) override {
+    if (Status s = CheckStep(t_.table, tag, step); !s.ok()) return s;
+    if (!ValidateTag(tag).ok()) return TagNotFound(tag);
+    std::lock_guard lock(mu_);
+    // affected counts changed rows: a step set to what it was is found with the read.
     Result<std::vector<Answer>> r =
-        Run(fmt::format("INSERT INTO {} {} ON DUPLICATE KEY UPDATE {} = {}", t_.table.name, values,
-                        t_.table.key, t_.table.key));
+        Run(fmt::format("UPDATE {0} SET step = {1} WHERE {2} = {3} AND {4}; "
+                        "SELECT COUNT(*) FROM {0} WHERE {2} = {3} AND {4}",
+                        t_.table.name, step, t_.table.key, Quote(tag), t_.table.live));
     if (!r.ok()) return std::move(r).error();
-    if (r->at(0).affected == 0) return TagExists(tag.tag);
+    if (r->size() != 2 || r->at(1).rows.size() != 1 || r->at(1).rows[0][0] != "1") {
+      return TagNotFound(tag);
+    }
     return Status::Ok();
+  }
+
+  Result<TagInfo> DeleteTag(std::string_view tag) override {
+    if (!t_.table.tombstones()) return NoDeleteOnPeerTable(tag, t_.table.peer);
+    if (!ValidateTag(tag).ok()) return TagNotFound(tag);
+    std::lock_guard lock(mu_);
+    // The row as it was and its tombstone, in one transaction under the row's lock.
+    const std::string name = Quote(tag);
+    Result<std::vector<Answer>> r = Run(fmt::format(
+        "START TRANSACTION; SELECT {0} FROM sekka_segments WHERE tag = {1} AND deleted = 0 "
+        "FOR UPDATE; UPDATE sekka_segments SET deleted = 1 WHERE tag = {1} AND deleted = 0; "
+        "COMMIT",
+        t_.table.columns, name));
+    if (!r.ok()) return std::move(r).error();
+    if (r->size() != 4 || r->at(1).rows.size() != 1) return TagNotFound(tag);
+    return Row(r->at(1).rows[0]);
   }
 
   Result<TagInfo> GetTag(std::string_view tag) override {
@@ -79,8 +130,9 @@ class MysqlSegmentStore final : public SegmentStore {
 
   Result<std::vector<TagInfo>> ListTags() override {
     std::lock_guard lock(mu_);
-    Result<std::vector<Answer>> r = Run(fmt::format("SELECT {} FROM {} ORDER BY {}",
-                                                    t_.table.columns, t_.table.name, t_.table.key));
+    Result<std::vector<Answer>> r =
+        Run(fmt::format("SELECT {} FROM {} WHERE {} ORDER BY {}", t_.table.columns, t_.table.name,
+                        t_.table.live, t_.table.key));
     if (!r.ok()) return std::move(r).error();
     std::vector<TagInfo> out;
     for (const std::vector<std::string>& row : r->at(0).rows) out.push_back(Row(row));
@@ -108,29 +160,31 @@ class MysqlSegmentStore final : public SegmentStore {
 
   // Leaf's way (and sekka's table): the UPDATE takes the row's lock, the read in the same
   // transaction sees what it wrote, and nobody else can move the row until the commit.
-  Result<IdRange> Increment(std::string_view tag, std::int64_t step) {
+  Result<Allocation> Increment(std::string_view tag, std::int64_t step) {
     const SegmentTable& t = t_.table;
     const std::string name = Quote(tag);
     Result<std::vector<Answer>> r = Run(fmt::format(
-        "START TRANSACTION; UPDATE {0} SET {1} = {1} + {2} WHERE {3} = {4} AND {1} <= {5}; "
-        "SELECT {1} FROM {0} WHERE {3} = {4}; COMMIT",
-        t.name, t.counter, step, t.key, name, kMax - step));
+        "START TRANSACTION; UPDATE {0} SET {1} = {1} + {2} WHERE {3} = {4} AND {1} <= {5} AND {6}; "
+        "SELECT {1}, step FROM {0} WHERE {3} = {4} AND {6}; COMMIT",
+        t.name, t.counter, step, t.key, name, kMax - step, t.live));
     if (!r.ok()) return std::move(r).error();
     if (r->size() != 4 || r->at(2).rows.size() != 1) return TagNotFound(tag);
-    const std::int64_t counter = std::strtoll(r->at(2).rows[0][0].c_str(), nullptr, 10);
+    const std::vector<std::string>& row = r->at(2).rows[0];
+    const std::int64_t counter = std::strtoll(row[0].c_str(), nullptr, 10);
     if (r->at(1).affected != 1) return TagExhausted(tag, counter, step);
-    return RangeAfter(t, counter - step, step);
+    return Allocation{RangeAfter(t, counter - step, step),
+                      std::strtoll(row[1].c_str(), nullptr, 10)};
   }
 
   // tinyid's way: read the row, then move it only if nobody did meanwhile (its max_id and
   // version unchanged), and read again when somebody did, until the call's time is up.
-  Result<IdRange> CompareAndSet(std::string_view tag, std::int64_t step) {
+  Result<Allocation> CompareAndSet(std::string_view tag, std::int64_t step) {
     const SegmentTable& t = t_.table;
     const std::string name = Quote(tag);
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(kTimeoutSeconds);
     do {
-      Result<std::vector<Answer>> read = Run(
-          fmt::format("SELECT {}, version FROM {} WHERE {} = {}", t.counter, t.name, t.key, name));
+      Result<std::vector<Answer>> read = Run(fmt::format(
+          "SELECT {}, version, step FROM {} WHERE {} = {}", t.counter, t.name, t.key, name));
       if (!read.ok()) return std::move(read).error();
       if (read->at(0).rows.size() != 1) return TagNotFound(tag);
       const std::vector<std::string>& row = read->at(0).rows[0];
@@ -141,7 +195,9 @@ class MysqlSegmentStore final : public SegmentStore {
                           "WHERE {3} = {4} AND {1} = {5} AND version = {6}",
                           t.name, t.counter, old + step, t.key, name, old, Quote(row[1])));
       if (!moved.ok()) return std::move(moved).error();
-      if (moved->at(0).affected == 1) return RangeAfter(t, old, step);
+      if (moved->at(0).affected == 1) {
+        return Allocation{RangeAfter(t, old, step), std::strtoll(row[2].c_str(), nullptr, 10)};
+      }
     } while (std::chrono::steady_clock::now() < deadline);
     return Unavailable(fmt::format("segment store {}: tag {} kept changing under {} s of tries",
                                    t_.text, tag, kTimeoutSeconds));
@@ -149,8 +205,8 @@ class MysqlSegmentStore final : public SegmentStore {
 
   Result<TagInfo> Get(std::string_view tag) {
     Result<std::vector<Answer>> r =
-        Run(fmt::format("SELECT {} FROM {} WHERE {} = {}", t_.table.columns, t_.table.name,
-                        t_.table.key, Quote(tag)));
+        Run(fmt::format("SELECT {} FROM {} WHERE {} = {} AND {}", t_.table.columns, t_.table.name,
+                        t_.table.key, Quote(tag), t_.table.live));
     if (!r.ok()) return std::move(r).error();
     if (r->at(0).rows.size() != 1) return TagNotFound(tag);
     return Row(r->at(0).rows[0]);
@@ -263,7 +319,7 @@ class MysqlSegmentStore final : public SegmentStore {
                                      : fmt::format("SELECT {} FROM {} LIMIT 0", t.columns, t.name);
     if (mysql_real_query(conn_, sql.data(), sql.size()) == 0) {
       if (MYSQL_RES* res = mysql_store_result(conn_); res != nullptr) mysql_free_result(res);
-      return Status::Ok();
+      return t.peer.empty() ? AddTombstoneColumn() : Status::Ok();
     }
     const unsigned code = mysql_errno(conn_);
     Error e = Fail();
@@ -273,6 +329,19 @@ class MysqlSegmentStore final : public SegmentStore {
         "create it as docs/operations.md shows",
         t_.text, t.schema, t.peer, t.name, code == 1146 ? "missing" : "missing a column",
         t_.uri.path));
+  }
+
+  // A table made before tombstones existed gets the column, with the value that keeps every tag.
+  Status AddTombstoneColumn() {
+    Result<std::vector<Answer>> r =
+        Run("SELECT COUNT(*) FROM information_schema.columns WHERE table_schema = DATABASE() AND "
+            "table_name = 'sekka_segments' AND column_name = 'deleted'");
+    if (!r.ok()) return std::move(r).error();
+    if (r->at(0).rows.size() == 1 && r->at(0).rows[0][0] == "1") return Status::Ok();
+    Result<std::vector<Answer>> added =
+        Run("ALTER TABLE sekka_segments ADD COLUMN deleted TINYINT NOT NULL DEFAULT 0");
+    if (!added.ok()) return std::move(added).error();
+    return Status::Ok();
   }
 
   const Target t_;

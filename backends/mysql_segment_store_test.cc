@@ -100,7 +100,7 @@ std::unique_ptr<SegmentStore> OpenOrNull(const std::string& uri) {
 
 StoreFactory Factory(const std::string& schema) {
   return StoreFactory{"mysql_" + schema, [schema] { return FreshDatabase(schema); }, OpenOrNull,
-                      schema != "leaf"};
+                      schema != "leaf", schema == "sekka"};
 }
 
 INSTANTIATE_TEST_SUITE_P(Mysql, SegmentStoreContractTest,
@@ -165,7 +165,7 @@ TEST(MysqlSegmentStoreTest, TinyidsOwnServersAndSekkaShareARowWithoutOverlap) {
 TEST(MysqlSegmentStoreTest, APeersMissingTableIsNamedNotMade) {
   const std::string uri = FreshDatabase("sekka");  // a database without Leaf's table
   const std::string leaf = uri.substr(0, uri.find('?')) + "?schema=leaf";
-  Result<IdRange> r = OpenOrNull(leaf)->Allocate("orders", 1);
+  Result<Allocation> r = OpenOrNull(leaf)->Allocate("orders", 1);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.error().code, ErrorCode::kUnavailable);
   EXPECT_NE(r.error().message.find("Leaf's table leaf_alloc in place, and it is missing"),
@@ -176,7 +176,7 @@ TEST(MysqlSegmentStoreTest, APeersMissingTableIsNamedNotMade) {
 TEST(MysqlSegmentStoreTest, AnUnreachableDatabaseIsUnavailableAndNamed) {
   auto store = OpenOrNull("mysql://sekka:pw@127.0.0.1:1/x");
   ASSERT_NE(store, nullptr);
-  Result<IdRange> r = store->Allocate("t", 1);
+  Result<Allocation> r = store->Allocate("t", 1);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.error().code, ErrorCode::kUnavailable);
   EXPECT_NE(r.error().message.find("is unreachable"), std::string::npos) << r.error().message;
@@ -247,7 +247,7 @@ TEST(MysqlSegmentStoreTest, AUriThatHidesItsPasswordIsRefusedWithoutQuotingIt) {
         "mysql://u:SECRET#x@127.0.0.1:1/db", "redis://default:a://SECRET@127.0.0.1:1/0"}) {
     Result<std::unique_ptr<SegmentStore>> s = OpenSegmentStore(uri, "/tmp");
     if (s.ok()) {
-      Result<IdRange> r = (*s)->Allocate("t", 1);
+      Result<Allocation> r = (*s)->Allocate("t", 1);
       ASSERT_FALSE(r.ok());
       EXPECT_EQ(r.error().message.find("SEC"), std::string::npos) << r.error().message;
       continue;

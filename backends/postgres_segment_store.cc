@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <limits>
 #include <mutex>
+#include <optional>
 #include <vector>
 
 #include "backends/one_line.h"
@@ -25,12 +26,14 @@ constexpr const char* kSchema =
     "  step BIGINT NOT NULL CHECK (step >= 1),"
     "  updated_at TIMESTAMPTZ NOT NULL DEFAULT now(),"
     "  delta BIGINT NOT NULL DEFAULT 1,"
-    "  remainder BIGINT NOT NULL DEFAULT 0)";
-// Tables made before delta and remainder existed get the columns, with the values that issue
-// every id (what those tags always did).
+    "  remainder BIGINT NOT NULL DEFAULT 0,"
+    "  deleted SMALLINT NOT NULL DEFAULT 0)";
+// Tables made before delta, remainder and tombstones existed get the columns, with the values
+// that issue every id and keep every tag (what those tags always did).
 constexpr const char* kColumns =
     "ALTER TABLE sekka_segments ADD COLUMN IF NOT EXISTS delta BIGINT NOT NULL DEFAULT 1, "
-    "ADD COLUMN IF NOT EXISTS remainder BIGINT NOT NULL DEFAULT 0";
+    "ADD COLUMN IF NOT EXISTS remainder BIGINT NOT NULL DEFAULT 0, "
+    "ADD COLUMN IF NOT EXISTS deleted SMALLINT NOT NULL DEFAULT 0";
 
 // Every call is bounded on the client side: a stopped server (SIGSTOP, a hung machine whose
 // kernel still acknowledges TCP) sends nothing, so neither keepalives nor statement_timeout can
@@ -50,15 +53,88 @@ class PostgresSegmentStore final : public SegmentStore {
     if (conn_ != nullptr) PQfinish(conn_);
   }
 
-  Result<IdRange> Allocate(std::string_view tag, std::int64_t step) override {
+  Result<Allocation> Allocate(std::string_view tag, std::int64_t step) override {
     if (step < 1) return BadStep(step);
     std::lock_guard lock(mu_);
     return t_.optimistic ? CompareAndSet(tag, step) : Increment(tag, step);
   }
 
   Status CreateTag(const TagInfo& tag) override {
-    if (Status s = CheckNewTag(t_, tag); !s.ok()) return s;
     std::lock_guard lock(mu_);
+    return CreateInTable(t_, tag,
+                         {[&] { return Revive(tag); }, [&] { return Insert(tag); },
+                          [&]() -> Result<std::optional<std::int64_t>> {
+                            Result<PgResult> r = Exec(
+                                "SELECT next_id FROM sekka_segments WHERE tag = $1 AND deleted = 1",
+                                {tag.tag.c_str()}, PGRES_TUPLES_OK);
+                            if (!r.ok()) return std::move(r).error();
+                            if (PQntuples(r->get()) == 0) return std::optional<std::int64_t>();
+                            return std::optional(Int(r->get(), 0, 0));
+                          }});
+  }
+
+  Status SetStep(std::string_view tag, std::int64_t step) override {
+    if (Status s = CheckStep(t_, tag, step); !s.ok()) return s;
+    std::lock_guard lock(mu_);
+    const std::string t(tag), n = std::to_string(step);
+    const std::string sql = fmt::format("UPDATE {} SET step = $2::bigint WHERE {} = $1 AND {}",
+                                        t_.name, t_.key, t_.live);
+    Result<PgResult> r = Exec(sql.c_str(), {t.c_str(), n.c_str()}, PGRES_COMMAND_OK);
+    if (!r.ok()) return std::move(r).error();
+    if (std::string_view(PQcmdTuples(r->get())) != "1") return TagNotFound(tag);
+    return Status::Ok();
+  }
+
+  Result<TagInfo> DeleteTag(std::string_view tag) override {
+    if (!t_.tombstones()) return NoDeleteOnPeerTable(tag, t_.peer);
+    std::lock_guard lock(mu_);
+    const std::string t(tag);
+    Result<PgResult> r = Exec(
+        "UPDATE sekka_segments SET deleted = 1, updated_at = now() WHERE tag = $1 AND "
+        "deleted = 0 RETURNING tag, next_id, step, delta, remainder",
+        {t.c_str()}, PGRES_TUPLES_OK);
+    if (!r.ok()) return std::move(r).error();
+    if (PQntuples(r->get()) == 0) return TagNotFound(tag);
+    return Row(r->get(), 0);
+  }
+
+  Result<TagInfo> GetTag(std::string_view tag) override {
+    std::lock_guard lock(mu_);
+    return GetLocked(tag);
+  }
+
+  Result<std::vector<TagInfo>> ListTags() override {
+    std::lock_guard lock(mu_);
+    const std::string sql =
+        fmt::format("SELECT {} FROM {} WHERE {} ORDER BY {}", t_.columns, t_.name, t_.live, t_.key);
+    Result<PgResult> r = Exec(sql.c_str(), {}, PGRES_TUPLES_OK);
+    if (!r.ok()) return std::move(r).error();
+    std::vector<TagInfo> out;
+    for (int i = 0; i < PQntuples(r->get()); ++i) out.push_back(Row(r->get(), i));
+    return out;
+  }
+
+ private:
+  static std::int64_t Int(PGresult* r, int row, int column) {
+    return std::strtoll(PQgetvalue(r, row, column), nullptr, 10);
+  }
+
+  // sekka's table: a tombstone at or below the new next id becomes the row.
+  Result<bool> Revive(const TagInfo& tag) {
+    const std::string next = std::to_string(tag.next_id), step = std::to_string(tag.step),
+                      delta = std::to_string(tag.delta), remainder = std::to_string(tag.remainder);
+    Result<PgResult> r = Exec(
+        "UPDATE sekka_segments SET next_id = $2::bigint, step = $3::bigint, delta = $4::bigint, "
+        "remainder = $5::bigint, deleted = 0, updated_at = now() WHERE tag = $1 AND deleted = 1 "
+        "AND next_id <= $2::bigint",
+        {tag.tag.c_str(), next.c_str(), step.c_str(), delta.c_str(), remainder.c_str()},
+        PGRES_COMMAND_OK);
+    if (!r.ok()) return std::move(r).error();
+    return std::string_view(PQcmdTuples(r->get())) == "1";
+  }
+
+  // A new row where the tag has none.
+  Result<bool> Insert(const TagInfo& tag) {
     const std::string counter = std::to_string(CounterFor(t_, tag.next_id)),
                       step = std::to_string(tag.step), delta = std::to_string(tag.delta),
                       remainder = std::to_string(tag.remainder);
@@ -83,43 +159,25 @@ class PostgresSegmentStore final : public SegmentStore {
                             PGRES_TUPLES_OK)
                      : Exec(sql, {tag.tag.c_str(), counter.c_str(), step.c_str()}, PGRES_TUPLES_OK);
     if (!r.ok()) return std::move(r).error();
-    if (PQntuples(r->get()) == 0) return TagExists(tag.tag);
-    return Status::Ok();
+    return PQntuples(r->get()) == 1;
   }
 
-  Result<TagInfo> GetTag(std::string_view tag) override {
-    std::lock_guard lock(mu_);
-    return GetLocked(tag);
-  }
-
-  Result<std::vector<TagInfo>> ListTags() override {
-    std::lock_guard lock(mu_);
-    const std::string sql =
-        fmt::format("SELECT {} FROM {} ORDER BY {}", t_.columns, t_.name, t_.key);
-    Result<PgResult> r = Exec(sql.c_str(), {}, PGRES_TUPLES_OK);
-    if (!r.ok()) return std::move(r).error();
-    std::vector<TagInfo> out;
-    for (int i = 0; i < PQntuples(r->get()); ++i) out.push_back(Row(r->get(), i));
-    return out;
-  }
-
- private:
   // sekka's table and Leaf's: the UPDATE takes the row's lock and returns what it wrote, so
   // nobody else (a Leaf server's UPDATE and read in one transaction included) moves the row
   // between the two.
-  Result<IdRange> Increment(std::string_view tag, std::int64_t step) {
+  Result<Allocation> Increment(std::string_view tag, std::int64_t step) {
     const std::string t(tag),
         s = std::to_string(step),
         limit = std::to_string(std::numeric_limits<std::int64_t>::max() - step);
     const std::string sql = fmt::format(
         "UPDATE {0} SET {1} = {1} + $2::bigint, {2} = now() WHERE {3} = $1 AND {1} <= $3::bigint "
-        "RETURNING {1}",
-        t_.name, t_.counter, t_.schema == "leaf" ? "update_time" : "updated_at", t_.key);
+        "AND {4} RETURNING {1}, step",
+        t_.name, t_.counter, t_.schema == "leaf" ? "update_time" : "updated_at", t_.key, t_.live);
     Result<PgResult> r = Exec(sql.c_str(), {t.c_str(), s.c_str(), limit.c_str()}, PGRES_TUPLES_OK);
     if (!r.ok()) return std::move(r).error();
     if (PQntuples(r->get()) == 1) {
-      const std::int64_t after = std::strtoll(PQgetvalue(r->get(), 0, 0), nullptr, 10);
-      return RangeAfter(t_, after - step, step);
+      const std::int64_t after = Int(r->get(), 0, 0);
+      return Allocation{RangeAfter(t_, after - step, step), Int(r->get(), 0, 1)};
     }
     Result<TagInfo> info = GetLocked(tag);
     if (!info.ok()) return std::move(info).error();
@@ -128,12 +186,13 @@ class PostgresSegmentStore final : public SegmentStore {
 
   // tinyid's way: read the row, then move it only if nobody did meanwhile (its max_id and
   // version unchanged), and read again when somebody did, until the call's time is up.
-  Result<IdRange> CompareAndSet(std::string_view tag, std::int64_t step) {
+  Result<Allocation> CompareAndSet(std::string_view tag, std::int64_t step) {
     const std::string t(tag);
     const auto deadline = std::chrono::steady_clock::now() + kCallTimeout;
     do {
-      Result<PgResult> read = Exec("SELECT max_id, version FROM tiny_id_info WHERE biz_type = $1",
-                                   {t.c_str()}, PGRES_TUPLES_OK);
+      Result<PgResult> read =
+          Exec("SELECT max_id, version, step FROM tiny_id_info WHERE biz_type = $1", {t.c_str()},
+               PGRES_TUPLES_OK);
       if (!read.ok()) return std::move(read).error();
       if (PQntuples(read->get()) == 0) return TagNotFound(tag);
       const std::int64_t old = std::strtoll(PQgetvalue(read->get(), 0, 0), nullptr, 10);
@@ -148,7 +207,9 @@ class PostgresSegmentStore final : public SegmentStore {
           {t.c_str(), next.c_str(), before.c_str(), PQgetvalue(read->get(), 0, 1)},
           PGRES_TUPLES_OK);
       if (!moved.ok()) return std::move(moved).error();
-      if (PQntuples(moved->get()) == 1) return RangeAfter(t_, old, step);
+      if (PQntuples(moved->get()) == 1) {
+        return Allocation{RangeAfter(t_, old, step), Int(read->get(), 0, 2)};
+      }
     } while (std::chrono::steady_clock::now() < deadline);
     return Unavailable(fmt::format("segment store {}: tag {} kept changing under {} ms of tries",
                                    Redacted(), tag, kCallTimeout.count()));
@@ -167,7 +228,7 @@ class PostgresSegmentStore final : public SegmentStore {
   Result<TagInfo> GetLocked(std::string_view tag) {
     const std::string t(tag);
     const std::string sql =
-        fmt::format("SELECT {} FROM {} WHERE {} = $1", t_.columns, t_.name, t_.key);
+        fmt::format("SELECT {} FROM {} WHERE {} = $1 AND {}", t_.columns, t_.name, t_.key, t_.live);
     Result<PgResult> r = Exec(sql.c_str(), {t.c_str()}, PGRES_TUPLES_OK);
     if (!r.ok()) return std::move(r).error();
     if (PQntuples(r->get()) == 0) return TagNotFound(tag);
@@ -206,14 +267,15 @@ class PostgresSegmentStore final : public SegmentStore {
     // missing (once per store), not on every connection.
     Result<PgResult> columns =
         Run("SELECT count(*) FROM information_schema.columns WHERE table_schema = current_schema() "
-            "AND table_name = 'sekka_segments' AND column_name IN ('delta', 'remainder')",
+            "AND table_name = 'sekka_segments' AND column_name IN ('delta', 'remainder', "
+            "'deleted')",
             {});
     if (!columns.ok()) return std::move(columns).error();
     if (PQresultStatus(columns->get()) != PGRES_TUPLES_OK || PQntuples(columns->get()) != 1) {
       return Unavailable(fmt::format("segment store {}: cannot read its table's columns: {}",
                                      Redacted(), PQresultErrorMessage(columns->get())));
     }
-    if (std::string_view(PQgetvalue(columns->get(), 0, 0)) != "2") return Prepare(kColumns);
+    if (std::string_view(PQgetvalue(columns->get(), 0, 0)) != "3") return Prepare(kColumns);
     return Status::Ok();
   }
 

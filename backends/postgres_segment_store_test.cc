@@ -62,7 +62,7 @@ StoreFactory Factory(const std::string& schema) {
                         Result<std::unique_ptr<SegmentStore>> s = OpenPostgresSegmentStore(uri);
                         return s.ok() ? std::move(s).value() : nullptr;
                       },
-                      schema != "leaf"};
+                      schema != "leaf", schema.empty()};
 }
 
 INSTANTIATE_TEST_SUITE_P(Postgres, SegmentStoreContractTest,
@@ -92,7 +92,7 @@ TEST(PostgresSegmentStoreTest, LeafsOwnServersAndSekkaShareARowWithoutOverlap) {
 
 TEST(PostgresSegmentStoreTest, APeersMissingTableIsNamedNotMade) {
   auto store = std::move(OpenPostgresSegmentStore(FreshDatabase() + "?schema=tinyid")).value();
-  Result<IdRange> r = store->Allocate("t", 1);
+  Result<Allocation> r = store->Allocate("t", 1);
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.error().message.find("tinyid's table tiny_id_info in place, and it is missing"),
             std::string::npos)
@@ -125,7 +125,7 @@ TEST(PostgresSegmentStoreTest, ATableFromBeforeDeltaGetsTheColumnsAndKeepsItsTag
 
 TEST(PostgresSegmentStoreTest, AnUnreachableDatabaseIsUnavailableAndNamed) {
   auto store = std::move(OpenPostgresSegmentStore("postgres://sekka:pw@127.0.0.1:1/x")).value();
-  Result<IdRange> r = store->Allocate("t", 1);
+  Result<Allocation> r = store->Allocate("t", 1);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.error().code, ErrorCode::kUnavailable);
   EXPECT_NE(r.error().message.find("is unreachable"), std::string::npos);

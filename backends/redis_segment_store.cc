@@ -25,16 +25,48 @@ if type(r) == 'table' and r.err then
   return r
 end
 redis.call('DECRBY', KEYS[1], 1)
-return redis.call('GET', KEYS[1])
+return {redis.call('GET', KEYS[1]), redis.call('HGET', KEYS[2], 'step')}
 )";
 
-// A new tag: 0 when its counter exists; else the counter (first id - 1) and the metadata.
-constexpr const char* kCreate = R"(
+// Counters as decimal strings compared exactly (Lua's numbers are doubles): a < b.
+#define SEKKA_LESS                          \
+  "local function less(a, b)\n"             \
+  "  if #a ~= #b then return #a < #b end\n" \
+  "  return a < b\n"                        \
+  "end\n"
+
+// A new tag: 0 when its counter exists; {tombstone} when the tag was deleted at a counter above
+// the new one (a tombstone is the metadata's 'deleted' field: the counter when it was deleted);
+// else the counter (first id - 1) and the metadata, and 1.
+constexpr const char* kCreate = SEKKA_LESS R"(
 if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
+local dead = redis.call('HGET', KEYS[2], 'deleted')
+if dead and less(ARGV[1], dead) then return {dead} end
 redis.call('SET', KEYS[1], ARGV[1])
 redis.call('HSET', KEYS[2], 'step', ARGV[2], 'delta', ARGV[3], 'remainder', ARGV[4])
+redis.call('HDEL', KEYS[2], 'deleted')
 return 1
 )";
+
+// A tag's step, where its counter exists: 1, else 0.
+constexpr const char* kSetStep = R"(
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+redis.call('HSET', KEYS[2], 'step', ARGV[1])
+return 1
+)";
+
+// Deletes a tag: its counter goes into the metadata as the tombstone (never below one kept
+// there), and the counter key is removed. Returns the tag as kGet does, or nil.
+constexpr const char* kDelete = SEKKA_LESS R"(
+local c = redis.call('GET', KEYS[1])
+if not c then return false end
+local dead = redis.call('HGET', KEYS[2], 'deleted')
+if not dead or less(dead, c) then redis.call('HSET', KEYS[2], 'deleted', c) end
+redis.call('DEL', KEYS[1])
+local m = redis.call('HMGET', KEYS[2], 'step', 'delta', 'remainder')
+return {c, m[1], m[2], m[3]}
+)";
+#undef SEKKA_LESS
 
 // A tag's counter and metadata: {counter or nil, step, delta, remainder} (nil fields when the
 // tag was made by CosId, which keeps no metadata).
@@ -53,11 +85,11 @@ class RedisSegmentStore final : public SegmentStore {
   RedisSegmentStore(std::unique_ptr<RedisClient> redis, std::string prefix)
       : redis_(std::move(redis)), prefix_(std::move(prefix)) {}
 
-  Result<IdRange> Allocate(std::string_view tag, std::int64_t step) override {
+  Result<Allocation> Allocate(std::string_view tag, std::int64_t step) override {
     if (step < 1 || step == std::numeric_limits<std::int64_t>::max()) return BadStep(step);
     if (!ValidateTag(tag).ok()) return TagNotFound(tag);
     Result<RespReply> r =
-        redis_->Call({"EVAL", kAllocate, "1", Counter(tag), std::to_string(step + 1)});
+        redis_->Call({"EVAL", kAllocate, "2", Counter(tag), Meta(tag), std::to_string(step + 1)});
     if (!r.ok()) return std::move(r).error();
     if (r->nil) return TagNotFound(tag);
     std::int64_t v = 0;
@@ -65,8 +97,15 @@ class RedisSegmentStore final : public SegmentStore {
       Result<TagInfo> info = GetTag(tag);
       return TagExhausted(tag, info.ok() ? info->next_id : 0, step);
     }
-    if (r->kind != '$' || !DecimalInt64(r->text, v)) return Broken(tag, *r);
-    return IdRange{v - step + 1, v + 1};
+    if (r->kind != '*' || r->elements.size() != 2 || !DecimalInt64(r->elements[0].text, v)) {
+      return Broken(tag, *r);
+    }
+    // CosId's counters have no metadata: no step to follow (0).
+    std::int64_t tag_step = 0;
+    if (!r->elements[1].nil && !DecimalInt64(r->elements[1].text, tag_step)) {
+      return Broken(tag, *r);
+    }
+    return Allocation{{v - step + 1, v + 1}, tag_step};
   }
 
   Status CreateTag(const TagInfo& tag) override {
@@ -76,27 +115,46 @@ class RedisSegmentStore final : public SegmentStore {
          std::to_string(tag.step), std::to_string(tag.delta), std::to_string(tag.remainder)},
         /*may_repeat=*/false);  // again after a lost reply: "exists"
     if (!r.ok()) return std::move(r).error();
+    std::int64_t dead = 0;
+    if (r->kind == '*' && r->elements.size() == 1 && DecimalInt64(r->elements[0].text, dead)) {
+      return TagDeletedAt(tag.tag, dead + 1);
+    }
     if (r->kind != ':') return Broken(tag.tag, *r);
     if (r->integer == 0) return TagExists(tag.tag);
     return Status::Ok();
+  }
+
+  Status SetStep(std::string_view tag, std::int64_t step) override {
+    if (step < 1) return BadStep(step);
+    if (prefix_ == "cosid") {
+      return InvalidArgument(fmt::format(
+          "tag {}: a CosId counter's step is set in each CosId client's configuration, not in "
+          "Redis; sekka's servers take theirs from --segment-min-step and --segment-max-step",
+          tag));
+    }
+    if (!ValidateTag(tag).ok()) return TagNotFound(tag);
+    Result<RespReply> r =
+        redis_->Call({"EVAL", kSetStep, "2", Counter(tag), Meta(tag), std::to_string(step)});
+    if (!r.ok()) return std::move(r).error();
+    if (r->kind != ':') return Broken(tag, *r);
+    if (r->integer == 0) return TagNotFound(tag);
+    return Status::Ok();
+  }
+
+  Result<TagInfo> DeleteTag(std::string_view tag) override {
+    if (prefix_ == "cosid") return NoDeleteOnPeerTable(tag, "CosId");
+    if (!ValidateTag(tag).ok()) return TagNotFound(tag);
+    Result<RespReply> r = redis_->Call({"EVAL", kDelete, "2", Counter(tag), Meta(tag)},
+                                       /*may_repeat=*/false);  // again: "not found"
+    if (!r.ok()) return std::move(r).error();
+    return Info(tag, *r);
   }
 
   Result<TagInfo> GetTag(std::string_view tag) override {
     if (!ValidateTag(tag).ok()) return TagNotFound(tag);
     Result<RespReply> r = redis_->Call({"EVAL", kGet, "2", Counter(tag), Meta(tag)});
     if (!r.ok()) return std::move(r).error();
-    if (r->nil) return TagNotFound(tag);
-    std::int64_t counter = 0;
-    if (r->kind != '*' || r->elements.size() != 4 || !DecimalInt64(r->elements[0].text, counter)) {
-      return Broken(tag, *r);
-    }
-    TagInfo info{std::string(tag), counter + 1, kCosIdStep, 1, 0};
-    const std::array<std::int64_t*, 3> fields = {&info.step, &info.delta, &info.remainder};
-    for (std::size_t i = 0; i < fields.size(); ++i) {
-      const RespReply& field = r->elements[i + 1];
-      if (!field.nil && !DecimalInt64(field.text, *fields[i])) return Broken(tag, *r);
-    }
-    return info;
+    return Info(tag, *r);
   }
 
   Result<std::vector<TagInfo>> ListTags() override {
@@ -126,6 +184,23 @@ class RedisSegmentStore final : public SegmentStore {
   }
 
  private:
+  // A tag from kGet's answer (kDelete's too).
+  Result<TagInfo> Info(std::string_view tag, const RespReply& reply) const {
+    if (reply.nil) return TagNotFound(tag);
+    std::int64_t counter = 0;
+    if (reply.kind != '*' || reply.elements.size() != 4 ||
+        !DecimalInt64(reply.elements[0].text, counter)) {
+      return Broken(tag, reply);
+    }
+    TagInfo info{std::string(tag), counter + 1, kCosIdStep, 1, 0};
+    const std::array<std::int64_t*, 3> fields = {&info.step, &info.delta, &info.remainder};
+    for (std::size_t i = 0; i < fields.size(); ++i) {
+      const RespReply& field = reply.elements[i + 1];
+      if (!field.nil && !DecimalInt64(field.text, *fields[i])) return Broken(tag, reply);
+    }
+    return info;
+  }
+
   std::string Counter(std::string_view tag) const {
     return fmt::format("{}:{{{}}}.adder", prefix_, tag);
   }

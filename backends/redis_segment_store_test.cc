@@ -41,7 +41,10 @@ StoreFactory Factory(const std::string& schema) {
                       [](const std::string& uri) -> std::unique_ptr<SegmentStore> {
                         Result<std::unique_ptr<SegmentStore>> s = OpenRedisSegmentStore(uri);
                         return s.ok() ? std::move(s).value() : nullptr;
-                      }};
+                      },
+                      true,
+                      schema == "sekka",
+                      schema == "sekka"};
 }
 
 INSTANTIATE_TEST_SUITE_P(Redis, SegmentStoreContractTest,
@@ -72,7 +75,7 @@ TEST(RedisSegmentStoreTest, CosIdsOwnDistributorAndSekkaShareACounterWithoutOver
 
 TEST(RedisSegmentStoreTest, AnUnreachableRedisIsUnavailableAndNamed) {
   auto store = std::move(OpenRedisSegmentStore("redis://sekka:pw@127.0.0.1:1/0")).value();
-  Result<IdRange> r = store->Allocate("t", 1);
+  Result<Allocation> r = store->Allocate("t", 1);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.error().code, ErrorCode::kUnavailable);
   EXPECT_NE(r.error().message.find("is unreachable"), std::string::npos) << r.error().message;
@@ -84,7 +87,7 @@ TEST(RedisSegmentStoreTest, AWrongPasswordIsNamedInOneLine) {
   auto wrong = std::move(OpenRedisSegmentStore("redis://nobody:secret@" +
                                                base.substr(base.find("//") + 2) + "/0"))
                    .value();
-  Result<IdRange> r = wrong->Allocate("t", 1);
+  Result<Allocation> r = wrong->Allocate("t", 1);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.error().code, ErrorCode::kUnavailable);
   EXPECT_NE(r.error().message.find("AUTH refused"), std::string::npos) << r.error().message;

@@ -10,11 +10,11 @@ namespace {
 
 constexpr std::array<SegmentTable, 3> kTables = {{
     {"sekka", "", "sekka_segments", "tag", "next_id", "tag, next_id, step, delta, remainder", false,
-     true, 0},
+     true, 0, "deleted = 0"},
     {"leaf", "Leaf", "leaf_alloc", "biz_tag", "max_id", "biz_tag, max_id, step, 1, 0", false, false,
-     0},
+     0, "1 = 1"},
     {"tinyid", "tinyid", "tiny_id_info", "biz_type", "max_id",
-     "biz_type, max_id, step, delta, remainder", true, true, 1},
+     "biz_type, max_id, step, delta, remainder", true, true, 1, "1 = 1"},
 }};
 
 constexpr std::int64_t kIntMax = std::numeric_limits<std::int32_t>::max();
@@ -36,12 +36,38 @@ Status CheckNewTag(const SegmentTable& t, const TagInfo& tag) {
         "schema={}",
         tag.tag, t.peer, t.schema));
   }
-  if (!t.peer.empty() && tag.step > kIntMax) {
+  return CheckStep(t, tag.tag, tag.step);
+}
+
+Status CheckStep(const SegmentTable& t, std::string_view tag, std::int64_t step) {
+  if (step < 1) return BadStep(step);
+  if (!t.peer.empty() && step > kIntMax) {
     return InvalidArgument(
-        fmt::format("tag {}: step {} does not fit {}'s INT column: allowed 1 to {}", tag.tag,
-                    tag.step, t.name, kIntMax));
+        fmt::format("tag {}: step {} does not fit {}'s INT column: allowed 1 to {}", tag, step,
+                    t.name, kIntMax));
   }
   return Status::Ok();
+}
+
+Status CreateInTable(const SegmentTable& t, const TagInfo& tag, const TableCreate& steps) {
+  if (Status s = CheckNewTag(t, tag); !s.ok()) return s;
+  // 1. A tombstone at or below the new next id becomes the row (under the row's lock).
+  if (t.tombstones()) {
+    Result<bool> revived = steps.revive();
+    if (!revived.ok()) return std::move(revived).error();
+    if (*revived) return Status::Ok();
+  }
+  // 2. No row at all: a new one.
+  Result<bool> inserted = steps.insert();
+  if (!inserted.ok()) return std::move(inserted).error();
+  if (*inserted) return Status::Ok();
+  // 3. A row is there: live (it exists), or a tombstone above the new next id (refused; a
+  //    tombstone never moves down, so this answer holds even if the row changed since).
+  if (!t.tombstones()) return TagExists(tag.tag);
+  Result<std::optional<std::int64_t>> dead = steps.tombstone();
+  if (!dead.ok()) return std::move(dead).error();
+  if (*dead) return TagDeletedAt(tag.tag, **dead);
+  return TagExists(tag.tag);
 }
 
 }  // namespace sekka

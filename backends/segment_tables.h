@@ -15,11 +15,18 @@
 // A peer's table is served in place: the peer's own servers may draw from the same rows, and
 // ranges never overlap because every allocation moves the row under the database's own row lock
 // or compare.
+//
+// Deleting a tag keeps its row in sekka's table as a tombstone (deleted = 1, next_id as it was):
+// every statement reads and moves live rows only, and a create brings a tombstone back only at
+// its next id or above (CreateInTable). The peers' tables have no such column, and a tag in one
+// is never deleted.
 
 #ifndef SEKKA_BACKENDS_SEGMENT_TABLES_H_
 #define SEKKA_BACKENDS_SEGMENT_TABLES_H_
 
 #include <cstdint>
+#include <functional>
+#include <optional>
 #include <string_view>
 
 #include "sekka/segment.h"
@@ -38,6 +45,10 @@ struct SegmentTable {
   bool optimistic;         // read, then UPDATE on the counter and version read (tinyid)
   bool has_delta;          // delta and remainder columns
   std::int64_t first_gap;  // a range's first id is the counter's value before it + first_gap
+  // A condition true for the rows of tags that exist: "deleted = 0" where tombstones are kept
+  // (sekka's), "1 = 1" elsewhere.
+  std::string_view live;
+  bool tombstones() const { return peer.empty(); }
 };
 
 // The table of `schema` ("" = sekka); nullptr when there is none.
@@ -60,6 +71,23 @@ inline std::int64_t CounterFor(const SegmentTable& t, std::int64_t next_id) {
 // What the table can hold beyond ValidateNewTag: delta and remainder only where it has them, and
 // the peers' INT columns. Errors: kInvalidArgument naming the table and what is allowed.
 Status CheckNewTag(const SegmentTable& t, const TagInfo& tag);
+// A step the table's column holds. Errors: kInvalidArgument.
+Status CheckStep(const SegmentTable& t, std::string_view tag, std::int64_t step);
+
+// What a store does for CreateInTable, each in one statement (or transaction) of its own.
+struct TableCreate {
+  // Turns the tag's tombstone into the new row if its next id is at most the new one; true when
+  // it did.
+  std::function<Result<bool>()> revive;
+  // Inserts the row if the tag has none, live or deleted; true when it did.
+  std::function<Result<bool>()> insert;
+  // The next id of the tag's tombstone; nullopt when its row is live (or gone again).
+  std::function<Result<std::optional<std::int64_t>>()> tombstone;
+};
+// CreateTag on a table, the rule written once: a tombstone comes back only at its next id or
+// above (else TagDeletedAt); with no row, one is inserted; a live row is TagExists. Errors: those
+// and the steps' own.
+Status CreateInTable(const SegmentTable& t, const TagInfo& tag, const TableCreate& steps);
 
 }  // namespace sekka
 

@@ -5,6 +5,9 @@
 
 #include <limits>
 #include <mutex>
+#include <optional>
+
+#include "backends/segment_tables.h"
 
 namespace sekka {
 namespace {
@@ -16,13 +19,15 @@ constexpr const char* kSchema =
     "  step INTEGER NOT NULL CHECK (step >= 1),"
     "  updated_ms INTEGER NOT NULL DEFAULT 0,"
     "  delta INTEGER NOT NULL DEFAULT 1,"
-    "  remainder INTEGER NOT NULL DEFAULT 0)";
+    "  remainder INTEGER NOT NULL DEFAULT 0,"
+    "  deleted INTEGER NOT NULL DEFAULT 0)";
 
-// Stores made before delta and remainder existed get the columns, with the values that issue
-// every id (what those tags always did).
+// Stores made before delta, remainder and tombstones existed get the columns, with the values
+// that issue every id and keep every tag (what those tags always did).
 constexpr const char* kColumns[] = {
     "ALTER TABLE sekka_segments ADD COLUMN delta INTEGER NOT NULL DEFAULT 1",
     "ALTER TABLE sekka_segments ADD COLUMN remainder INTEGER NOT NULL DEFAULT 0",
+    "ALTER TABLE sekka_segments ADD COLUMN deleted INTEGER NOT NULL DEFAULT 0",
 };
 
 class Statement {
@@ -41,7 +46,7 @@ class SqliteSegmentStore final : public SegmentStore {
   SqliteSegmentStore(sqlite3* db, std::string path) : db_(db), path_(std::move(path)) {}
   ~SqliteSegmentStore() override { sqlite3_close_v2(db_); }
 
-  Result<IdRange> Allocate(std::string_view tag, std::int64_t step) override {
+  Result<Allocation> Allocate(std::string_view tag, std::int64_t step) override {
     if (step < 1) return BadStep(step);
     std::lock_guard lock(mu_);
     // One statement: the row is updated and read back atomically, whatever other connections
@@ -49,16 +54,17 @@ class SqliteSegmentStore final : public SegmentStore {
     Statement update(db_,
                      "UPDATE sekka_segments SET next_id = next_id + ?2, "
                      "updated_ms = CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER) "
-                     "WHERE tag = ?1 AND next_id <= ?3 RETURNING next_id");
+                     "WHERE tag = ?1 AND next_id <= ?3 AND deleted = 0 RETURNING next_id, step");
     if (!update.ok()) return Failure("prepare allocate");
-    sqlite3_bind_text(update.get(), 1, tag.data(), static_cast<int>(tag.size()), SQLITE_TRANSIENT);
+    BindText(update.get(), 1, tag);
     sqlite3_bind_int64(update.get(), 2, step);
     sqlite3_bind_int64(update.get(), 3, std::numeric_limits<std::int64_t>::max() - step);
     const int rc = sqlite3_step(update.get());
     if (rc == SQLITE_ROW) {
       const std::int64_t end = sqlite3_column_int64(update.get(), 0);
+      const std::int64_t tag_step = sqlite3_column_int64(update.get(), 1);
       if (sqlite3_step(update.get()) != SQLITE_DONE) return Failure("allocate");
-      return IdRange{end - step, end};
+      return Allocation{{end - step, end}, tag_step};
     }
     if (rc != SQLITE_DONE) return Failure("allocate");
     // No row changed: an unknown tag, or one whose ids would pass 2^63 - 1.
@@ -68,24 +74,69 @@ class SqliteSegmentStore final : public SegmentStore {
   }
 
   Status CreateTag(const TagInfo& tag) override {
-    if (Status s = ValidateNewTag(tag); !s.ok()) return s;
     std::lock_guard lock(mu_);
-    Statement insert(db_,
-                     "INSERT INTO sekka_segments (tag, next_id, step, delta, remainder) "
-                     "VALUES (?1, ?2, ?3, ?4, ?5)");
-    if (!insert.ok()) return Failure("prepare create");
-    sqlite3_bind_text(insert.get(), 1, tag.tag.data(), static_cast<int>(tag.tag.size()),
-                      SQLITE_TRANSIENT);
-    sqlite3_bind_int64(insert.get(), 2, tag.next_id);
-    sqlite3_bind_int64(insert.get(), 3, tag.step);
-    sqlite3_bind_int64(insert.get(), 4, tag.delta);
-    sqlite3_bind_int64(insert.get(), 5, tag.remainder);
-    const int rc = sqlite3_step(insert.get());
-    if (rc == SQLITE_CONSTRAINT) {
-      return TagExists(tag.tag);
-    }
-    if (rc != SQLITE_DONE) return Failure("create");
+    // Each step binds the same five values: ?1 tag, ?2 next_id, ?3 step, ?4 delta, ?5 remainder.
+    auto changes = [&](const char* sql, const char* what) -> Result<bool> {
+      Statement st(db_, sql);
+      if (!st.ok()) return Failure(what);
+      BindText(st.get(), 1, tag.tag);
+      for (int i = 0; const std::int64_t v : {tag.next_id, tag.step, tag.delta, tag.remainder}) {
+        sqlite3_bind_int64(st.get(), 2 + i++, v);
+      }
+      if (sqlite3_step(st.get()) != SQLITE_DONE) return Failure(what);
+      return sqlite3_changes(db_) == 1;
+    };
+    return CreateInTable(
+        *FindSegmentTable("sekka"), tag,
+        {[&] {
+           return changes(
+               "UPDATE sekka_segments SET next_id = ?2, step = ?3, delta = ?4, remainder = ?5, "
+               "deleted = 0 WHERE tag = ?1 AND deleted = 1 AND next_id <= ?2",
+               "revive");
+         },
+         [&] {
+           return changes(
+               "INSERT INTO sekka_segments (tag, next_id, step, delta, remainder) "
+               "VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT (tag) DO NOTHING",
+               "create");
+         },
+         [&]() -> Result<std::optional<std::int64_t>> {
+           Statement st(db_, "SELECT next_id FROM sekka_segments WHERE tag = ?1 AND deleted = 1");
+           if (!st.ok()) return Failure("show");
+           BindText(st.get(), 1, tag.tag);
+           const int rc = sqlite3_step(st.get());
+           if (rc == SQLITE_ROW)
+             return std::optional<std::int64_t>(sqlite3_column_int64(st.get(), 0));
+           if (rc != SQLITE_DONE) return Failure("show");
+           return std::optional<std::int64_t>();
+         }});
+  }
+
+  Status SetStep(std::string_view tag, std::int64_t step) override {
+    if (step < 1) return BadStep(step);
+    std::lock_guard lock(mu_);
+    Statement update(db_, "UPDATE sekka_segments SET step = ?2 WHERE tag = ?1 AND deleted = 0");
+    if (!update.ok()) return Failure("prepare step");
+    BindText(update.get(), 1, tag);
+    sqlite3_bind_int64(update.get(), 2, step);
+    if (sqlite3_step(update.get()) != SQLITE_DONE) return Failure("step");
+    if (sqlite3_changes(db_) == 0) return TagNotFound(tag);
     return Status::Ok();
+  }
+
+  Result<TagInfo> DeleteTag(std::string_view tag) override {
+    std::lock_guard lock(mu_);
+    Statement update(db_,
+                     "UPDATE sekka_segments SET deleted = 1 WHERE tag = ?1 AND deleted = 0 "
+                     "RETURNING tag, next_id, step, delta, remainder");
+    if (!update.ok()) return Failure("prepare delete");
+    BindText(update.get(), 1, tag);
+    const int rc = sqlite3_step(update.get());
+    if (rc == SQLITE_DONE) return TagNotFound(tag);
+    if (rc != SQLITE_ROW) return Failure("delete");
+    TagInfo was = Row(update.get());
+    if (sqlite3_step(update.get()) != SQLITE_DONE) return Failure("delete");
+    return was;
   }
 
   Result<TagInfo> GetTag(std::string_view tag) override {
@@ -96,7 +147,9 @@ class SqliteSegmentStore final : public SegmentStore {
   Result<std::vector<TagInfo>> ListTags() override {
     std::lock_guard lock(mu_);
     Statement select(
-        db_, "SELECT tag, next_id, step, delta, remainder FROM sekka_segments ORDER BY tag");
+        db_,
+        "SELECT tag, next_id, step, delta, remainder FROM sekka_segments WHERE deleted = 0 "
+        "ORDER BY tag");
     if (!select.ok()) return Failure("prepare list");
     std::vector<TagInfo> out;
     int rc;
@@ -118,13 +171,19 @@ class SqliteSegmentStore final : public SegmentStore {
 
   Result<TagInfo> GetLocked(std::string_view tag) {
     Statement select(
-        db_, "SELECT tag, next_id, step, delta, remainder FROM sekka_segments WHERE tag = ?1");
+        db_,
+        "SELECT tag, next_id, step, delta, remainder FROM sekka_segments WHERE tag = ?1 AND "
+        "deleted = 0");
     if (!select.ok()) return Failure("prepare show");
-    sqlite3_bind_text(select.get(), 1, tag.data(), static_cast<int>(tag.size()), SQLITE_TRANSIENT);
+    BindText(select.get(), 1, tag);
     const int rc = sqlite3_step(select.get());
     if (rc == SQLITE_ROW) return Row(select.get());
     if (rc != SQLITE_DONE) return Failure("show");
     return TagNotFound(tag);
+  }
+
+  static void BindText(sqlite3_stmt* s, int i, std::string_view text) {
+    sqlite3_bind_text(s, i, text.data(), static_cast<int>(text.size()), SQLITE_TRANSIENT);
   }
 
   Error Failure(std::string_view what) {

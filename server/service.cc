@@ -261,7 +261,7 @@ Result<SegmentGrant> Service::AllocateSegmentRange(std::string_view tag, std::in
         "range: use a tag with delta 1",
         tag, info->delta, info->remainder));
   }
-  Result<IdRange> range = segment_store_->Allocate(tag, step > 0 ? step : info->step);
+  Result<Allocation> range = segment_store_->Allocate(tag, step > 0 ? step : info->step);
   if (!range.ok()) return std::move(range).error();
   return SegmentGrant{*range, info->delta, info->remainder};
 }

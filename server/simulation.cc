@@ -138,10 +138,14 @@ class FaultyLease final : public WorkerLease {
 class FaultySegmentStore final : public SegmentStore {
  public:
   FaultySegmentStore(SegmentStore& db, Simulation& sim) : db_(db), sim_(sim) {}
-  Result<IdRange> Allocate(std::string_view tag, std::int64_t step) override;
+  Result<Allocation> Allocate(std::string_view tag, std::int64_t step) override;
   Status CreateTag(const TagInfo& tag) override { return db_.CreateTag(tag); }
   Result<TagInfo> GetTag(std::string_view tag) override;
   Result<std::vector<TagInfo>> ListTags() override { return db_.ListTags(); }
+  Status SetStep(std::string_view tag, std::int64_t step) override {
+    return db_.SetStep(tag, step);
+  }
+  Result<TagInfo> DeleteTag(std::string_view tag) override { return db_.DeleteTag(tag); }
 
  private:
   SegmentStore& db_;
@@ -752,9 +756,9 @@ Status FaultyLease::StoreHwm(std::int64_t hwm_millis) {
   return s;
 }
 
-Result<IdRange> FaultySegmentStore::Allocate(std::string_view tag, std::int64_t step) {
+Result<Allocation> FaultySegmentStore::Allocate(std::string_view tag, std::int64_t step) {
   if (sim_.DatabaseRefused()) return Unavailable("simulated: the database did not answer");
-  Result<IdRange> r = db_.Allocate(tag, step);
+  Result<Allocation> r = db_.Allocate(tag, step);
   if (r.ok() && sim_.DatabaseLate())
     return Unavailable("simulated: allocated, but the answer was lost");
   return r;

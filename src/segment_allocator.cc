@@ -199,6 +199,18 @@ SegmentStats SegmentSequence::stats() const {
     st.issued = next;
     st.remaining = end_ticket_ > next ? static_cast<std::int64_t>(end_ticket_ - next) : 0;
     st.step = step_;
+    st.tag_step = tag_step_;
+    if (!last_error_.ok()) st.last_error = last_error_.error().message;
+    const std::uint64_t published = published_.load(std::memory_order_relaxed);
+    for (std::uint64_t r = current_.load(std::memory_order_relaxed); r < published; ++r) {
+      View v;
+      if (!Read(r, v)) continue;
+      // Positions of tickets not taken yet: from the next ticket's on, in the range in use.
+      const std::int64_t used =
+          next > v.first_ticket ? static_cast<std::int64_t>(next - v.first_ticket) : 0;
+      if (used >= v.size) continue;
+      st.buffered.push_back({ToId(v.begin + used), ToId(v.begin + v.size - 1) + 1});
+    }
   }
   st.fetches = fetches_.load();
   st.fetch_errors = fetch_errors_.load();
@@ -248,6 +260,7 @@ Result<SegmentSequence*> SegmentAllocator::Sequence(std::string_view tag) {
   it->second =
       std::make_unique<SegmentSequence>(*this, std::string(tag), info->delta, info->remainder);
   SegmentSequence& seq = *it->second;
+  seq.tag_step_ = info->step;
   seq.step_ = std::clamp(info->step, options_.min_step, options_.max_step);
   RequestFetch(seq);
   return &seq;
@@ -298,6 +311,17 @@ Status SegmentAllocator::CreateTag(const TagInfo& tag) {
   return s;
 }
 
+Status SegmentAllocator::SetStep(std::string_view tag, std::int64_t step) {
+  if (Status s = ValidateTag(tag); !s.ok()) return s;
+  if (Status s = store_.SetStep(tag, step); !s.ok()) return s;
+  std::lock_guard lock(mu_);
+  if (auto it = sequences_.find(tag); it != sequences_.end()) {
+    it->second->tag_step_ = step;
+    it->second->step_ = std::clamp(step, options_.min_step, options_.max_step);
+  }
+  return Status::Ok();
+}
+
 std::vector<const SegmentSequence*> SegmentAllocator::Sequences() const {
   std::lock_guard lock(mu_);
   std::vector<const SegmentSequence*> out;
@@ -336,7 +360,7 @@ Status SegmentAllocator::FetchNow(SegmentSequence& seq, std::unique_lock<std::mu
   const std::int64_t step = std::max(seq.step_, seq.delta_);
   lock.unlock();
   const auto begin = std::chrono::steady_clock::now();
-  Result<IdRange> range = store_.Allocate(seq.tag_, step);
+  Result<Allocation> range = store_.Allocate(seq.tag_, step);
   const auto micros = std::chrono::duration_cast<std::chrono::microseconds>(
                           std::chrono::steady_clock::now() - begin)
                           .count();
@@ -363,6 +387,11 @@ Status SegmentAllocator::FetchNow(SegmentSequence& seq, std::unique_lock<std::mu
   seq.last_error_ = Status::Ok();
   seq.backoff_ms_ = 0;
   seq.last_fetch_ms_ = now;
+  // A step changed in the store (SetStep) is where the adaptive step starts again.
+  if (range->tag_step > 0 && range->tag_step != seq.tag_step_) {
+    seq.tag_step_ = range->tag_step;
+    seq.step_ = std::clamp(range->tag_step, options_.min_step, options_.max_step);
+  }
   seq.Publish(IdPositions(*range, seq.delta_, seq.remainder_));
   fetched_.notify_all();
   return Status::Ok();

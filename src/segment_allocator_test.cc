@@ -18,7 +18,7 @@ using std::chrono::milliseconds;
 class ControlledStore final : public SegmentStore {
  public:
   ControlledStore() : inner_(NewMemorySegmentStore()) {}
-  Result<IdRange> Allocate(std::string_view tag, std::int64_t step) override {
+  Result<Allocation> Allocate(std::string_view tag, std::int64_t step) override {
     allocations.fetch_add(1);
     std::unique_lock lock(mu_);
     cv_.wait(lock, [&] { return !blocked_ && (hung_tag_.empty() || tag != hung_tag_); });
@@ -32,6 +32,8 @@ class ControlledStore final : public SegmentStore {
     return inner_->GetTag(t);
   }
   Result<std::vector<TagInfo>> ListTags() override { return inner_->ListTags(); }
+  Status SetStep(std::string_view t, std::int64_t n) override { return inner_->SetStep(t, n); }
+  Result<TagInfo> DeleteTag(std::string_view t) override { return inner_->DeleteTag(t); }
 
   void SetBlocked(bool b) {
     std::lock_guard lock(mu_);
@@ -411,6 +413,33 @@ TEST(SegmentAllocatorTest, IdsIncreaseAcrossThreadsInRealTimeOrder) {
     EXPECT_GT(id, last);
     last = id;
   }
+}
+
+TEST(SegmentAllocatorWithoutThreadsTest, AStepChangedInTheStoreIsTakenAtTheNextRange) {
+  ControlledStore store;
+  ASSERT_TRUE(store.CreateTag({"t", 1, 10}).ok());
+  FakeClock clock(1'700'000'000'000);
+  SegmentOptions o;
+  o.fetch_threads = false;
+  SegmentAllocator a(store, clock, o);
+  SegmentSequence* seq = *a.Sequence("t");
+  a.RunFetches();
+  EXPECT_EQ(seq->stats().buffered, (std::vector<IdRange>{{1, 11}}));
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(seq->NextId().ok());
+  EXPECT_EQ(seq->stats().buffered, (std::vector<IdRange>{{4, 11}}));
+  // Another server (or `sekka segment step`) changes the step in the store.
+  ASSERT_TRUE(store.SetStep("t", 1000).ok());
+  EXPECT_EQ(seq->stats().tag_step, 10);
+  while (seq->NextId().ok()) {
+  }
+  a.RunFetches();
+  EXPECT_EQ(seq->stats().tag_step, 1000);
+  EXPECT_EQ(seq->stats().step, 1000);
+  // Through this allocator, the change is taken at once.
+  ASSERT_TRUE(a.SetStep("t", 50).ok());
+  EXPECT_EQ(seq->stats().step, 50);
+  EXPECT_EQ(store.GetTag("t")->step, 50);
+  EXPECT_EQ(a.SetStep("t", 0).error().code, ErrorCode::kInvalidArgument);
 }
 
 }  // namespace

@@ -15,7 +15,7 @@ constexpr std::int64_t kMaxDelta = 1'000'000;
 
 class MemorySegmentStore final : public SegmentStore {
  public:
-  Result<IdRange> Allocate(std::string_view tag, std::int64_t step) override {
+  Result<Allocation> Allocate(std::string_view tag, std::int64_t step) override {
     if (step < 1) return BadStep(step);
     std::lock_guard lock(mu_);
     auto it = tags_.find(std::string(tag));
@@ -24,7 +24,7 @@ class MemorySegmentStore final : public SegmentStore {
     if (t.next_id > std::numeric_limits<std::int64_t>::max() - step) {
       return TagExhausted(tag, t.next_id, step);
     }
-    const IdRange range{t.next_id, t.next_id + step};
+    const Allocation range{{t.next_id, t.next_id + step}, t.step};
     t.next_id = range.end;
     return range;
   }
@@ -32,8 +32,31 @@ class MemorySegmentStore final : public SegmentStore {
   Status CreateTag(const TagInfo& tag) override {
     if (Status s = ValidateNewTag(tag); !s.ok()) return s;
     std::lock_guard lock(mu_);
+    if (auto dead = deleted_.find(tag.tag); dead != deleted_.end()) {
+      if (tag.next_id < dead->second) return TagDeletedAt(tag.tag, dead->second);
+    }
     if (!tags_.emplace(tag.tag, tag).second) return TagExists(tag.tag);
+    deleted_.erase(tag.tag);
     return Status::Ok();
+  }
+
+  Status SetStep(std::string_view tag, std::int64_t step) override {
+    if (step < 1) return BadStep(step);
+    std::lock_guard lock(mu_);
+    auto it = tags_.find(std::string(tag));
+    if (it == tags_.end()) return TagNotFound(tag);
+    it->second.step = step;
+    return Status::Ok();
+  }
+
+  Result<TagInfo> DeleteTag(std::string_view tag) override {
+    std::lock_guard lock(mu_);
+    auto it = tags_.find(std::string(tag));
+    if (it == tags_.end()) return TagNotFound(tag);
+    TagInfo was = it->second;
+    deleted_[was.tag] = was.next_id;
+    tags_.erase(it);
+    return was;
   }
 
   Result<TagInfo> GetTag(std::string_view tag) override {
@@ -53,6 +76,8 @@ class MemorySegmentStore final : public SegmentStore {
  private:
   std::mutex mu_;
   std::map<std::string, TagInfo> tags_;  // guarded by mu_
+  // Tombstones: a deleted tag's next id; guarded by mu_.
+  std::map<std::string, std::int64_t> deleted_;
 };
 
 }  // namespace
@@ -116,6 +141,20 @@ Error TagExists(std::string_view tag) {
 
 Error BadStep(std::int64_t step) {
   return InvalidArgument(fmt::format("step {} is not valid: allowed 1 or more", step));
+}
+
+Error TagDeletedAt(std::string_view tag, std::int64_t next_id) {
+  return InvalidArgument(fmt::format(
+      "tag \"{}\" was deleted at next id {}: create it again with a start of {} or more, so "
+      "that no id it issued is issued again",
+      tag, next_id, next_id));
+}
+
+Error NoDeleteOnPeerTable(std::string_view tag, std::string_view peer) {
+  return InvalidArgument(fmt::format(
+      "tag \"{}\" is not deleted: it lives in {}'s table, whose own servers keep no tombstone; "
+      "retire it with {}'s own tools",
+      tag, peer, peer));
 }
 
 std::unique_ptr<SegmentStore> NewMemorySegmentStore() {

@@ -18,12 +18,14 @@ StoreFactory MemoryStoreFactory() {
   // Connections to one memory store: views that share it.
   struct View final : SegmentStore {
     std::shared_ptr<SegmentStore> s;
-    Result<IdRange> Allocate(std::string_view t, std::int64_t n) override {
+    Result<Allocation> Allocate(std::string_view t, std::int64_t n) override {
       return s->Allocate(t, n);
     }
     Status CreateTag(const TagInfo& t) override { return s->CreateTag(t); }
     Result<TagInfo> GetTag(std::string_view t) override { return s->GetTag(t); }
     Result<std::vector<TagInfo>> ListTags() override { return s->ListTags(); }
+    Status SetStep(std::string_view t, std::int64_t n) override { return s->SetStep(t, n); }
+    Result<TagInfo> DeleteTag(std::string_view t) override { return s->DeleteTag(t); }
   };
   struct Registry {
     std::mutex mu;
@@ -66,7 +68,7 @@ std::unique_ptr<SegmentStore> Open(const StoreFactory& f) { return Contract(f).O
 
 TEST_P(SegmentStoreContractTest, AnUnknownTagIsNotFound) {
   auto store = Open(GetParam());
-  Result<IdRange> r = store->Allocate("nope", 10);
+  Result<Allocation> r = store->Allocate("nope", 10);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.error().code, ErrorCode::kNotFound);
   EXPECT_EQ(store->GetTag("nope").error().code, ErrorCode::kNotFound);
@@ -93,7 +95,7 @@ TEST_P(SegmentStoreContractTest, TwentyConcurrentAllocationsOfOneGiveExactlyOneT
   for (int i = 0; i < 20; ++i) {
     threads.emplace_back([&, i] {
       auto store = db.Open();  // its own connection
-      Result<IdRange> r = store->Allocate("counter", 1);
+      Result<Allocation> r = store->Allocate("counter", 1);
       if (r.ok() && r->size() == 1) got[i] = r->begin;
     });
   }
@@ -154,13 +156,69 @@ TEST_P(SegmentStoreContractTest, DeltaAndRemainderAreKeptAndChecked) {
   }
 }
 
+TEST_P(SegmentStoreContractTest, ADeletedTagComesBackOnlyAtOrAboveItsNextId) {
+  auto store = Open(GetParam());
+  ASSERT_TRUE(store->CreateTag({"gone", 1, 10}).ok());
+  ASSERT_TRUE(store->Allocate("gone", 10).ok());
+  Result<TagInfo> was = store->DeleteTag("gone");
+  if (!GetParam().deletes) {
+    ASSERT_FALSE(was.ok());
+    EXPECT_EQ(was.error().code, ErrorCode::kInvalidArgument);
+    EXPECT_NE(was.error().message.find("keep no tombstone"), std::string::npos)
+        << was.error().message;
+    EXPECT_EQ(store->GetTag("gone")->next_id, 11);
+    return;
+  }
+  ASSERT_TRUE(was.ok()) << was.error().message;
+  EXPECT_EQ(was->next_id, 11);
+  EXPECT_EQ(was->step, 10);
+  EXPECT_EQ(store->GetTag("gone").error().code, ErrorCode::kNotFound);
+  EXPECT_EQ(store->Allocate("gone", 5).error().code, ErrorCode::kNotFound);
+  EXPECT_EQ(store->SetStep("gone", 5).error().code, ErrorCode::kNotFound);
+  EXPECT_EQ(store->DeleteTag("gone").error().code, ErrorCode::kNotFound);
+  EXPECT_TRUE(store->ListTags()->empty());
+  Status below = store->CreateTag({"gone", 10, 10});
+  ASSERT_FALSE(below.ok());
+  EXPECT_EQ(below.error().code, ErrorCode::kInvalidArgument);
+  EXPECT_NE(below.error().message.find("deleted at next id 11"), std::string::npos)
+      << below.error().message;
+  ASSERT_TRUE(store->CreateTag({"gone", 11, 3}).ok());
+  EXPECT_EQ(*store->Allocate("gone", 3), (IdRange{11, 14}));
+  EXPECT_EQ(store->CreateTag({"gone", 20, 3}).error().code, ErrorCode::kAlreadyExists);
+  // Deleted again higher up, the tombstone moves up with it.
+  ASSERT_TRUE(store->DeleteTag("gone").ok());
+  EXPECT_EQ(store->CreateTag({"gone", 11, 3}).error().code, ErrorCode::kInvalidArgument);
+  EXPECT_TRUE(store->CreateTag({"gone", 100, 3}).ok());
+}
+
+TEST_P(SegmentStoreContractTest, AStepChangeIsKeptAndComesWithTheNextRange) {
+  auto store = Open(GetParam());
+  ASSERT_TRUE(store->CreateTag({"stepped", 1, 10}).ok());
+  EXPECT_EQ(store->SetStep("stepped", 0).error().code, ErrorCode::kInvalidArgument);
+  Status set = store->SetStep("stepped", 25);
+  if (!GetParam().keeps_step) {
+    ASSERT_FALSE(set.ok());
+    EXPECT_EQ(set.error().code, ErrorCode::kInvalidArgument);
+    EXPECT_EQ(store->GetTag("stepped")->step, 10);
+    return;
+  }
+  ASSERT_TRUE(set.ok()) << set.error().message;
+  EXPECT_EQ(store->SetStep("nope", 5).error().code, ErrorCode::kNotFound);
+  EXPECT_EQ(store->GetTag("stepped")->step, 25);
+  EXPECT_TRUE(store->SetStep("stepped", 25).ok());  // the same step again is no error
+  Result<Allocation> next = store->Allocate("stepped", 5);
+  ASSERT_TRUE(next.ok());
+  EXPECT_EQ(*next, (IdRange{1, 6}));
+  EXPECT_EQ(next->tag_step, 25);
+}
+
 TEST_P(SegmentStoreContractTest, ABadStepIsRejectedAndTheEndOfInt64IsExhausted) {
   auto store = Open(GetParam());
   const std::int64_t max = std::numeric_limits<std::int64_t>::max();
   ASSERT_TRUE(store->CreateTag({"edge", max - 10, 5}).ok());
   EXPECT_EQ(store->Allocate("edge", 0).error().code, ErrorCode::kInvalidArgument);
   EXPECT_EQ(*store->Allocate("edge", 5), (IdRange{max - 10, max - 5}));
-  Result<IdRange> over = store->Allocate("edge", 10);
+  Result<Allocation> over = store->Allocate("edge", 10);
   ASSERT_FALSE(over.ok());
   EXPECT_EQ(over.error().code, ErrorCode::kExhausted);
   EXPECT_EQ(*store->Allocate("edge", 5), (IdRange{max - 5, max}));  // nothing was lost
@@ -176,7 +234,7 @@ TEST_P(SegmentStoreContractTest, ManyThreadsAllocatingBatchesNeverOverlap) {
     threads.emplace_back([&, i] {
       auto store = db.Open();
       for (int j = 0; j < 25; ++j) {
-        Result<IdRange> r = store->Allocate("mixed", 1 + (i + j) % 7);
+        Result<Allocation> r = store->Allocate("mixed", 1 + (i + j) % 7);
         if (r.ok()) got[i].push_back(*r);
       }
     });
@@ -200,7 +258,7 @@ std::vector<IdRange> DrawBeside(const std::function<std::unique_ptr<SegmentStore
     threads.emplace_back([&, i] {
       std::unique_ptr<SegmentStore> store = open();
       for (int j = 0; store != nullptr && j < per_store; ++j) {
-        Result<IdRange> r = store->Allocate(tag, 1 + (i + j) % 50);
+        Result<Allocation> r = store->Allocate(tag, 1 + (i + j) % 50);
         if (r.ok()) got[i].push_back(*r);
       }
     });

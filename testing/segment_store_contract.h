@@ -31,6 +31,10 @@ struct StoreFactory {
   std::function<std::unique_ptr<SegmentStore>(const std::string& where)> open;
   // false: a table without delta and remainder (Leaf's), which refuses tags that need them.
   bool has_delta = true;
+  // false: a peer's table, where DeleteTag is refused (no tombstones).
+  bool deletes = true;
+  // false: a store that keeps no step (CosId's counters), where SetStep is refused.
+  bool keeps_step = true;
   friend void PrintTo(const StoreFactory& f, std::ostream* os) { *os << f.name; }
 };
 

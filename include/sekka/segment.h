@@ -39,6 +39,13 @@ struct IdRange {
   bool operator==(const IdRange&) const = default;
 };
 
+// A range as a store hands it out, with the tag's step as the store keeps it at that moment
+// (0 where the store keeps none), read with the allocation: a step an administrator changes
+// reaches every server at its next range, as Leaf's servers read theirs.
+struct Allocation : IdRange {
+  std::int64_t tag_step = 0;
+};
+
 // One tag as a store keeps it.
 struct TagInfo {
   std::string tag;
@@ -71,6 +78,10 @@ Error TagNotFound(std::string_view tag);
 Error TagExhausted(std::string_view tag, std::int64_t next_id, std::int64_t step);
 Error TagExists(std::string_view tag);
 Error BadStep(std::int64_t step);
+// A create below a deleted tag's tombstone (kInvalidArgument).
+Error TagDeletedAt(std::string_view tag, std::int64_t next_id);
+// DeleteTag on a peer's table (kInvalidArgument).
+Error NoDeleteOnPeerTable(std::string_view tag, std::string_view peer);
 
 class SegmentStore {
  public:
@@ -80,15 +91,27 @@ class SegmentStore {
   // Ranges of one tag never overlap, across threads and processes.
   // Errors: kNotFound (unknown tag), kInvalidArgument (step < 1), kExhausted (the range would
   // pass 2^63 - 1), kUnavailable (the store cannot be reached).
-  virtual Result<IdRange> Allocate(std::string_view tag, std::int64_t step) = 0;
+  virtual Result<Allocation> Allocate(std::string_view tag, std::int64_t step) = 0;
 
-  // Tag management, for `sekka segment create|list|show` and the server's auto-create.
-  // Errors: kInvalidArgument (bad name, start < 1, step < 1), kAlreadyExists, kUnavailable.
+  // Tag management, for `sekka segment ...`, the server's auto-create and its /v1/tags routes.
+  // A deleted tag leaves a tombstone: its next id stays in the store, and the tag can be
+  // created again only at that id or above, so no id it issued is issued again.
+  // Errors: kInvalidArgument (bad name, start < 1, step < 1, or a start below a deleted tag's
+  // next id: TagDeletedAt), kAlreadyExists, kUnavailable.
   virtual Status CreateTag(const TagInfo& tag) = 0;
-  // Errors: kNotFound, kUnavailable.
+  // Errors: kNotFound (unknown or deleted), kUnavailable.
   virtual Result<TagInfo> GetTag(std::string_view tag) = 0;
-  // All tags in name order. Errors: kUnavailable.
+  // All tags in name order (not the deleted ones). Errors: kUnavailable.
   virtual Result<std::vector<TagInfo>> ListTags() = 0;
+  // Sets the tag's step: the size of a server's first range of it, and where its adaptive step
+  // starts again at the server's next range. Errors: kNotFound, kInvalidArgument (step < 1, or
+  // more than the table's column holds, or a store that keeps no step: CosId's), kUnavailable.
+  virtual Status SetStep(std::string_view tag, std::int64_t step) = 0;
+  // Deletes the tag, leaving its tombstone; returns the row as it was. Servers go on issuing
+  // the ids they hold (they were allocated), then answer kNotFound. Errors: kNotFound,
+  // kInvalidArgument (a peer's table: its own servers know no tombstone, and one of them making
+  // the row again would issue old ids), kUnavailable.
+  virtual Result<TagInfo> DeleteTag(std::string_view tag) = 0;
 };
 
 // An in-memory store, for tests and for trying things out: nothing survives the process.
@@ -133,6 +156,11 @@ struct SegmentStats {
   std::uint64_t fetch_micros_total = 0;
   std::uint64_t waits = 0;        // callers that found both ranges empty
   std::uint64_t unavailable = 0;  // callers that gave up at the deadline
+  std::int64_t tag_step = 0;      // the tag's step as the store last said
+  // The ids this process holds, as ranges of ids [first, last + 1), the one in use first (with
+  // delta > 1 only every delta-th of them is issued).
+  std::vector<IdRange> buffered;
+  std::string last_error;  // of the last fetch; "" when it succeeded
 };
 
 class SegmentAllocator;
@@ -219,6 +247,7 @@ class SegmentSequence {
   std::uint64_t end_ticket_ = 0;  // one past the last ticket of the last published range
   bool fetching_ = false;
   std::int64_t step_ = 0;
+  std::int64_t tag_step_ = 0;  // the tag's own step, as the store last said
   std::int64_t last_fetch_ms_ = 0;
   std::int64_t retry_at_ms_ = 0;  // steady-clock ms before which no fetch is retried
   std::int64_t backoff_ms_ = 0;
@@ -251,6 +280,9 @@ class SegmentAllocator {
   // Creates `tag` in the store (and forgets that it was unknown). Errors: as
   // SegmentStore::CreateTag.
   Status CreateTag(const TagInfo& tag);
+  // The store's SetStep; a tag served here takes the new step at once (others at their next
+  // range). Errors: as SegmentStore::SetStep.
+  Status SetStep(std::string_view tag, std::int64_t step);
   // Every sequence created so far, for metrics.
   std::vector<const SegmentSequence*> Sequences() const;
   // Without fetch_threads: makes every fetch queued now, once each (a failed one stays queued,
