@@ -44,4 +44,15 @@ Result<std::unique_ptr<SegmentStore>> OpenSegmentStore(const std::string& uri,
       RedactSecrets(uri).substr(0, 100)));
 }
 
+Status CheckSegmentStoreUri(const std::string& uri) {
+  if (uri.empty() || uri.rfind("sqlite:", 0) == 0) {
+    return uri == "sqlite:" ? InvalidArgument("segment.store \"sqlite:\" needs a path: sqlite:PATH")
+                            : Status::Ok();
+  }
+  // The network stores check their URI when made and connect only at their first call.
+  Result<std::unique_ptr<SegmentStore>> store = OpenSegmentStore(uri, "");
+  if (!store.ok()) return std::move(store).error();
+  return Status::Ok();
+}
+
 }  // namespace sekka

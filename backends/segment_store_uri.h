@@ -23,6 +23,10 @@ namespace sekka {
 Result<std::unique_ptr<SegmentStore>> OpenSegmentStore(const std::string& uri,
                                                        const std::string& data_dir);
 
+// The checks OpenSegmentStore makes of the URI itself, without opening anything (no file made,
+// no connection), for `serve --print-config`. Errors: kInvalidArgument, as OpenSegmentStore.
+Status CheckSegmentStoreUri(const std::string& uri);
+
 }  // namespace sekka
 
 #endif  // SEKKA_BACKENDS_SEGMENT_STORE_URI_H_

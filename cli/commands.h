@@ -125,7 +125,7 @@ struct ServeFlags {
 int RunServe(const ServeFlags& flags);
 
 struct SegmentFlags {
-  std::string action;  // create | list | show
+  std::string action;  // create | list | show | step | delete
   std::string tag;
   std::int64_t start = 1;
   std::int64_t step = 1000;

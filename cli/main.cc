@@ -180,13 +180,15 @@ Subcommand AddOpaque(CLI::App& app, const std::string& layouts) {
       }};
 }
 
-// sekka segment create|list|show.
+// sekka segment create|list|show|step|delete.
 Subcommand AddSegment(CLI::App& app, const std::string& /*layouts*/) {
   auto segment = std::make_shared<SegmentFlags>();
-  CLI::App* cmd = app.add_subcommand("segment", "Manage segment tags: create, list, show");
+  CLI::App* cmd =
+      app.add_subcommand("segment", "Manage segment tags: create, list, show, step, delete");
   cmd->require_subcommand(1);
   const std::string store_help =
-      "Segment store: \"\" = SQLite in the data dir, sqlite:PATH or postgres://...";
+      "Segment store: \"\" = SQLite in the data dir, sqlite:PATH, postgres://..., mysql://..., "
+      "redis://...";
   CLI::App* seg_create = cmd->add_subcommand("create", "Create a tag");
   seg_create->add_option("tag", segment->tag, "Tag name")->required();
   seg_create->add_option("--start", segment->start, "First id")->capture_default_str();
@@ -197,16 +199,22 @@ Subcommand AddSegment(CLI::App& app, const std::string& /*layouts*/) {
   CLI::App* seg_list = cmd->add_subcommand("list", "List the tags");
   CLI::App* seg_show = cmd->add_subcommand("show", "Show one tag");
   seg_show->add_option("tag", segment->tag, "Tag name")->required();
-  for (CLI::App* sub : {seg_create, seg_list, seg_show}) {
+  CLI::App* seg_step =
+      cmd->add_subcommand("step", "Set a tag's step (servers take it at their next range)");
+  seg_step->add_option("tag", segment->tag, "Tag name")->required();
+  seg_step->add_option("step", segment->step, "The new step, 1 or more")->required();
+  CLI::App* seg_delete = cmd->add_subcommand(
+      "delete", "Delete a tag; it can be created again only at or above its next id");
+  seg_delete->add_option("tag", segment->tag, "Tag name")->required();
+  for (CLI::App* sub : {seg_create, seg_list, seg_show, seg_step, seg_delete}) {
     sub->add_option("--segment-store", segment->store, store_help);
     sub->add_option("--data-dir", segment->data_dir, "Data directory")->capture_default_str();
     sub->add_flag("--json", segment->json, "As JSON");
   }
-  return {
-      cmd, [segment, seg_create, seg_list] {
-        segment->action = seg_create->parsed() ? "create" : seg_list->parsed() ? "list" : "show";
-        return RunSegment(*segment);
-      }};
+  return {cmd, [segment, cmd] {
+            segment->action = cmd->get_subcommands().front()->get_name();
+            return RunSegment(*segment);
+          }};
 }
 
 // sekka serve: its flags come from the configuration's one table.

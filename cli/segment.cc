@@ -1,4 +1,4 @@
-// sekka segment create|list|show: tag management in any segment store.
+// sekka segment create|list|show|step|delete: tag management in any segment store.
 
 #include <fmt/format.h>
 
@@ -51,6 +51,20 @@ int RunSegment(const SegmentFlags& flags) {
     const TagInfo tag{flags.tag, flags.start, flags.step, flags.delta, flags.remainder};
     if (Status s = (*store)->CreateTag(tag); !s.ok()) return exit_for(s.error());
     show(tag);
+    return kExitOk;
+  }
+  if (flags.action == "step") {
+    if (Status s = (*store)->SetStep(flags.tag, flags.step); !s.ok()) return exit_for(s.error());
+    Result<TagInfo> t = (*store)->GetTag(flags.tag);
+    if (!t.ok()) return exit_for(t.error());
+    show(*t);
+    return kExitOk;
+  }
+  if (flags.action == "delete") {
+    // The row as it was: its next id is where the tag may start again.
+    Result<TagInfo> t = (*store)->DeleteTag(flags.tag);
+    if (!t.ok()) return exit_for(t.error());
+    show(*t);
     return kExitOk;
   }
   if (flags.action == "show") {

@@ -197,6 +197,10 @@ int RunServe(const ServeFlags& flags) {
   if (Status s = server::CheckListeners(*config); !s.ok()) {
     return Fail(kExitUsage, "cannot start: " + s.error().message);
   }
+  // A store URI that serve would refuse is refused here too, before --print-config shows it.
+  if (Status s = CheckSegmentStoreUri(config->segment_store); !s.ok()) {
+    return Fail(kExitUsage, "cannot start: " + s.error().message);
+  }
   if (flags.print_config) {
     std::fputs(PrintConfig(sources).c_str(), stdout);
     return kExitOk;

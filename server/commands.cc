@@ -113,6 +113,43 @@ Result<Reply> SegmentCreateCommand(Service& service, Args args) {
   return std::move(s).error();
 }
 
+// SEG.TAGS [<tag>]: the store's rows, with what this server holds of each (JSON text).
+Result<Reply> SegmentTagsCommand(Service& service, Args args) {
+  Result<std::string> json = service.SegmentTagsJson(args.empty() ? "" : args[0]);
+  if (!json.ok()) return std::move(json).error();
+  return Reply(std::move(json).value());
+}
+
+// A change to the store's tags needs the token: with none set, anyone who reaches the port
+// could delete every tag. Errors: kUnauthenticated naming the way that needs none.
+Status AdminAllowed(Service& service, std::string_view command, std::string_view cli) {
+  if (!service.config().auth_token.empty()) return Status::Ok();
+  return Unauthenticated(fmt::format(
+      "{} changes the segment store and is refused on a server without auth_token: set one, or "
+      "run `sekka segment {}` where the store is reachable",
+      command, cli));
+}
+
+// SEG.STEP <tag> <step>: sets the tag's step (JSON text of the tag after).
+Result<Reply> SegmentStepCommand(Service& service, Args args) {
+  if (Status s = AdminAllowed(service, "SEG.STEP", "step"); !s.ok()) return std::move(s).error();
+  Result<std::int64_t> step = ParseCount("step", args[1], service.config().segment_max_step);
+  if (!step.ok()) return std::move(step).error();
+  Result<std::string> json = service.SetSegmentStep(args[0], *step);
+  if (!json.ok()) return std::move(json).error();
+  return Reply(std::move(json).value());
+}
+
+// SEG.DELETE <tag>: deletes the tag, leaving its tombstone (JSON text of the tag as it was).
+Result<Reply> SegmentDeleteCommand(Service& service, Args args) {
+  if (Status s = AdminAllowed(service, "SEG.DELETE", "delete"); !s.ok()) {
+    return std::move(s).error();
+  }
+  Result<std::string> json = service.DeleteSegmentTag(args[0]);
+  if (!json.ok()) return std::move(json).error();
+  return Reply(std::move(json).value());
+}
+
 // MACHINE.DISTRIBUTE <namespace> <machine bits> <instance> <stable> <guard duration>
 Result<Reply> MachineDistributeCommand(Service& service, Args args) {
   Result<MachineRegistry*> machines = service.machines();
@@ -237,7 +274,7 @@ Result<Reply> RandomCommand(Service& service, Args args) {
   return Reply(std::move(ids));
 }
 
-constexpr std::array<CommandSpec, 18> kCommands = {{
+constexpr std::array<CommandSpec, 21> kCommands = {{
     // name, arguments (min, max), auth, may block, handler
     {Command::kId, "ID.NEXT", 0, 0, true, nullptr, NextIdCommand},
     {Command::kIds, "ID.BATCH", 1, 1, true, BatchMayWait, NextIdsCommand},  // <count>
@@ -248,6 +285,12 @@ constexpr std::array<CommandSpec, 18> kCommands = {{
      SegmentRangeCommand},
     {Command::kSegmentCreate, "SEG.CREATE", 3, 3, true, AlwaysMayBlock,  // <tag> <start> <step>
      SegmentCreateCommand},
+    // Tag administration, on the store itself (changes need auth_token set: AdminAllowed).
+    {Command::kSegmentAdmin, "SEG.TAGS", 0, 1, true, AlwaysMayBlock, SegmentTagsCommand},
+    {Command::kSegmentAdmin, "SEG.STEP", 2, 2, true, AlwaysMayBlock,  // <tag> <step>
+     SegmentStepCommand},
+    {Command::kSegmentAdmin, "SEG.DELETE", 1, 1, true, AlwaysMayBlock,  // <tag>
+     SegmentDeleteCommand},
     // Machine ids for CosId clients: each change is stored (fsync) before it is answered.
     {Command::kMachine, "MACHINE.DISTRIBUTE", 5, 5, true, AlwaysMayBlock,
      MachineDistributeCommand},  // <namespace> <bits> <instance> <stable> <guard>

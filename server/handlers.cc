@@ -540,6 +540,23 @@ std::string StableParam(const RouteInput& in) {
   return http::QueryParam(in.query, "stable").value_or("false");
 }
 
+// /v1/tags/{tag}: the tag, one path segment.
+Status TagArg(Service&, const RouteInput& in, ArgList& out) {
+  return PathSegments(in, 1, "/v1/tags/{tag}", out);
+}
+
+// PATCH /v1/tags/{tag}?step=N: SEG.STEP tag N
+Status TagStepArgs(Service& service, const RouteInput& in, ArgList& out) {
+  if (Status s = TagArg(service, in, out); !s.ok()) return s;
+  return RequiredParam(in, "step", out);
+}
+
+// /v1/tags...: the command's JSON text as the body.
+HttpReply TagsReply(Service&, const RouteInput&, Result<Reply>& reply) {
+  if (!reply.ok()) return FromError(reply.error());
+  return Json(std::get<std::string>(std::move(*reply)));
+}
+
 // POST /machines/{namespace}: MACHINE.DISTRIBUTE ns bits instance stable guard
 Status CosIdDistributeArgs(Service&, const RouteInput& in, ArgList& out) {
   if (Status s = PathSegments(in, 1, "/machines/{namespace}", out); !s.ok()) return s;
@@ -655,6 +672,9 @@ const CommandSpec* const kRandomNext = FindCommand("RANDOM.NEXT");
 const CommandSpec* const kRandomBatch = FindCommand("RANDOM.BATCH");
 const CommandSpec* const kSegRange = FindCommand("SEG.RANGE");
 const CommandSpec* const kSegCreate = FindCommand("SEG.CREATE");
+const CommandSpec* const kSegTags = FindCommand("SEG.TAGS");
+const CommandSpec* const kSegStep = FindCommand("SEG.STEP");
+const CommandSpec* const kSegDelete = FindCommand("SEG.DELETE");
 const CommandSpec* const kMachineDistribute = FindCommand("MACHINE.DISTRIBUTE");
 const CommandSpec* const kMachineGuard = FindCommand("MACHINE.GUARD");
 const CommandSpec* const kMachineRevert = FindCommand("MACHINE.REVERT");
@@ -674,6 +694,15 @@ const std::vector<HttpRoute>& Routes() {
       {"GET", "/ui/data", false, Auth::kBrowser, nullptr, Command::kInfo, NoArgs, UiDataReply},
       {"GET", "/v1/segment/", true, Auth::kCommand, kSegNext, Command::kSegment, TagAndCountArgs,
        SegmentReply},
+      // Tag administration: Leaf's /db (the rows) and /cache (the buffers) in one.
+      {"GET", "/v1/tags", false, Auth::kCommand, kSegTags, Command::kSegmentAdmin, NoArgs,
+       TagsReply},
+      {"GET", "/v1/tags/", true, Auth::kCommand, kSegTags, Command::kSegmentAdmin, TagArg,
+       TagsReply},
+      {"PATCH", "/v1/tags/", true, Auth::kCommand, kSegStep, Command::kSegmentAdmin, TagStepArgs,
+       TagsReply},
+      {"DELETE", "/v1/tags/", true, Auth::kCommand, kSegDelete, Command::kSegmentAdmin, TagArg,
+       TagsReply},
       {"GET", "/v1/uuid", false, Auth::kCommand, kUuidNext, Command::kUuid, NoArgs,
        TimeOrderedReply<false>},
       {"GET", "/v1/uuids", false, Auth::kCommand, kUuidBatch, Command::kUuid, CountArg,

@@ -54,13 +54,34 @@ WireError MapError(ErrorCode code) {
 }
 
 std::string_view CommandName(Command command) {
-  static constexpr std::string_view kNames[] = {
-      "id",          "ids",     "decode",  "segment",        "info",
-      "healthz",     "readyz",  "metrics", "leaf_snowflake", "leaf_segment",
-      "leaf_decode", "ping",    "echo",    "auth",           "hello",
-      "command",     "client",  "quit",    "segment_range",  "segment_create",
-      "worker",      "machine", "opaque",  "uuid",           "ulid",
-      "random",      "other"};
+  static constexpr std::string_view kNames[] = {"id",
+                                                "ids",
+                                                "decode",
+                                                "segment",
+                                                "info",
+                                                "healthz",
+                                                "readyz",
+                                                "metrics",
+                                                "leaf_snowflake",
+                                                "leaf_segment",
+                                                "leaf_decode",
+                                                "ping",
+                                                "echo",
+                                                "auth",
+                                                "hello",
+                                                "command",
+                                                "client",
+                                                "quit",
+                                                "segment_range",
+                                                "segment_create",
+                                                "segment_admin",
+                                                "worker",
+                                                "machine",
+                                                "opaque",
+                                                "uuid",
+                                                "ulid",
+                                                "random",
+                                                "other"};
   static_assert(std::size(kNames) == static_cast<std::size_t>(Command::kCount_));
   return kNames[static_cast<int>(command)];
 }
@@ -294,6 +315,69 @@ Status Service::CreateSegmentTag(const TagInfo& tag) {
   Status s = segments_->CreateTag(tag);
   if (!s.ok()) tags_created_.fetch_sub(1);
   return s;
+}
+
+namespace {
+
+std::string TagJson(const TagInfo& t, const SegmentSequence* served) {
+  std::string out = fmt::format(
+      "{{\"tag\":{},\"next_id\":\"{}\",\"step\":{},\"delta\":{},\"remainder\":{},\"served\":",
+      JsonString(t.tag), t.next_id, t.step, t.delta, t.remainder);
+  if (served == nullptr) return out + "null}";
+  const SegmentStats st = served->stats();
+  std::string ranges;
+  for (const IdRange& r : st.buffered) {
+    ranges += fmt::format("{}{{\"begin\":\"{}\",\"end\":\"{}\"}}", ranges.empty() ? "" : ",",
+                          r.begin, r.end);
+  }
+  return out + fmt::format(
+                   "{{\"issued\":{},\"remaining\":{},\"step\":{},\"fetches\":{},"
+                   "\"fetch_errors\":{},\"ranges\":[{}],\"last_error\":{}}}}}",
+                   st.issued, st.remaining, st.step, st.fetches, st.fetch_errors, ranges,
+                   JsonString(st.last_error));
+}
+
+}  // namespace
+
+const SegmentSequence* Service::Served(std::string_view tag) const {
+  for (const SegmentSequence* q : segments_->Sequences()) {
+    if (q->tag() == tag) return q;
+  }
+  return nullptr;
+}
+
+Result<std::string> Service::SegmentTagsJson(std::string_view tag) {
+  std::vector<TagInfo> rows;
+  if (tag.empty()) {
+    Result<std::vector<TagInfo>> all = segment_store_->ListTags();
+    if (!all.ok()) return std::move(all).error();
+    rows = std::move(all).value();
+  } else {
+    if (Status s = ValidateTag(tag); !s.ok()) return std::move(s).error();
+    Result<TagInfo> one = segment_store_->GetTag(tag);
+    if (!one.ok()) return std::move(one).error();
+    rows.push_back(std::move(one).value());
+  }
+  std::string out = "{\"tags\":[";
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    if (i > 0) out += ',';
+    out += TagJson(rows[i], Served(rows[i].tag));
+  }
+  return out + "]}";
+}
+
+Result<std::string> Service::SetSegmentStep(std::string_view tag, std::int64_t step) {
+  if (Status s = segments_->SetStep(tag, step); !s.ok()) return std::move(s).error();
+  Result<TagInfo> now = segment_store_->GetTag(tag);
+  if (!now.ok()) return std::move(now).error();
+  return TagJson(*now, Served(tag));
+}
+
+Result<std::string> Service::DeleteSegmentTag(std::string_view tag) {
+  if (Status s = ValidateTag(tag); !s.ok()) return std::move(s).error();
+  Result<TagInfo> was = segment_store_->DeleteTag(tag);
+  if (!was.ok()) return std::move(was).error();
+  return TagJson(*was, Served(tag));
 }
 
 Status Service::Ready() {

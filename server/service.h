@@ -84,12 +84,13 @@ enum class Command {
   kQuit,
   kSegmentRange,
   kSegmentCreate,
-  kWorker,   // Thrift get_worker_id, get_datacenter_id, get_timestamp
-  kMachine,  // machine ids for CosId clients
-  kOpaque,   // OPAQUE.ENCODE, OPAQUE.DECODE, /v1/opaque/...
-  kUuid,     // UUID.NEXT, UUID.BATCH, /v1/uuid(s)
-  kUlid,     // ULID.NEXT, ULID.BATCH, /v1/ulid(s)
-  kRandom,   // RANDOM.NEXT, RANDOM.BATCH, /v1/random(s)
+  kSegmentAdmin,  // SEG.TAGS, SEG.STEP, SEG.DELETE, /v1/tags
+  kWorker,        // Thrift get_worker_id, get_datacenter_id, get_timestamp
+  kMachine,       // machine ids for CosId clients
+  kOpaque,        // OPAQUE.ENCODE, OPAQUE.DECODE, /v1/opaque/...
+  kUuid,          // UUID.NEXT, UUID.BATCH, /v1/uuid(s)
+  kUlid,          // ULID.NEXT, ULID.BATCH, /v1/ulid(s)
+  kRandom,        // RANDOM.NEXT, RANDOM.BATCH, /v1/random(s)
   kOther,
   kCount_
 };
@@ -164,6 +165,15 @@ class Service {
   // segment.max_tags per process. Errors: kAlreadyExists, kNotFound (auto-create is off and the
   // tag does not exist), kExhausted, kInvalidArgument, kUnavailable.
   Status CreateSegmentTag(const TagInfo& tag);
+  // Tag administration (SEG.TAGS, SEG.STEP, SEG.DELETE and /v1/tags), straight on the store.
+  // `tag`'s row, or every tag's when empty, each with what this server holds of it, as JSON:
+  // {"tags":[{"tag":..,"next_id":"..","step":..,"delta":..,"remainder":..,"served":{..}|null}]}.
+  // Errors: kNotFound, kInvalidArgument (a bad name), kUnavailable.
+  Result<std::string> SegmentTagsJson(std::string_view tag);
+  // The store's SetStep and DeleteTag (segment.h), as JSON of one tag: after the change, and as it
+  // was before the delete. Errors: theirs.
+  Result<std::string> SetSegmentStep(std::string_view tag, std::int64_t step);
+  Result<std::string> DeleteSegmentTag(std::string_view tag);
   // Ids the other engines issued (snowflake ids count themselves), for sekka_ids_issued_total.
   enum class Engine { kSegment = 0, kRandom = 1, kUuid = 2, kUlid = 3 };
   void CountIssued(Engine engine, std::uint64_t n) {
@@ -237,6 +247,8 @@ class Service {
   void AppendLeaseMetrics(MetricsWriter& w);
   void AppendRequestMetrics(MetricsWriter& w);
   void AppendSegmentMetrics(MetricsWriter& w);
+  // The sequence of `tag` this process serves, or null.
+  const SegmentSequence* Served(std::string_view tag) const;
   void AppendConnectionMetrics(MetricsWriter& w);
   bool stopping();
 

@@ -7,6 +7,7 @@ the tables that sekka serves."""
 
 import concurrent.futures
 import http.client
+import json
 import os
 import shutil
 import signal
@@ -24,6 +25,13 @@ from sekka_testlib import (LEAF_TABLE, REPO, SEKKA, TINYID_TABLE, Mariadb,  # no
 
 def sekka(*args):
     return subprocess.run([SEKKA, *args], capture_output=True, text=True, timeout=60)
+
+
+def redis_cli_tags(server):
+    """The tags SEG.TAGS lists, through redis-cli."""
+    p = subprocess.run(["redis-cli", "-p", str(server.resp_port), "SEG.TAGS"], capture_output=True,
+                       text=True, timeout=30)
+    return ",".join(t["tag"] for t in json.loads(p.stdout)["tags"])
 
 
 class SegmentTestCase(unittest.TestCase):
@@ -79,8 +87,83 @@ class SegmentTestCase(unittest.TestCase):
         gap = min(second) - max(first) - 1
         self.assertLessEqual(gap, allocated - max(first) - 1, "gap beyond what was buffered")
 
+    def administer_tags(self, *store):
+        """Tag administration on one store, by two servers and the CLI: a step set over HTTP or
+        by the CLI reaches every server, a deleted tag is gone everywhere once the ids servers
+        held are issued, and it comes back only above every id it issued."""
+        token = "tok-0123456789abcdef"
+        auth = {"Authorization": "Bearer " + token}
+        p = sekka("segment", "create", "adm", "--step", "100", *store)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        a = self.start("a", *store, "--auth-token", token)
+        b = self.start("b", *store, "--auth-token", token)
+        ra = redis.Redis(host="127.0.0.1", port=a.resp_port, password=token)
+        rb = redis.Redis(host="127.0.0.1", port=b.resp_port, password=token)
+        ids = ra.execute_command("SEG.NEXT", "adm", 3)
+        self.assertEqual(ids, [1, 2, 3])
+        status, body = a.get_json("/v1/tags/adm", auth)
+        self.assertEqual(status, 200, body)
+        [row] = body["tags"]
+        self.assertEqual((row["next_id"], row["step"]), ("101", 100))
+        self.assertEqual(row["served"]["ranges"], [{"begin": "4", "end": "101"}])
+        self.assertIsNone(b.get_json("/v1/tags/adm", auth)[1]["tags"][0]["served"])
+        # A step set through server a: b, serving the tag only now, starts with it.
+        status, body = a.request_json("PATCH", "/v1/tags/adm?step=1000", auth)
+        self.assertEqual((status, body["step"], body["served"]["step"]), (200, 1000, 1000))
+        ids += rb.execute_command("SEG.NEXT", "adm", 1)
+        self.assertEqual(b.get_json("/v1/tags/adm", auth)[1]["tags"][0]["served"]["step"], 1000)
+        # A step set by the CLI: a takes it with its next range.
+        p = sekka("segment", "step", "adm", "50", *store)
+        self.assertEqual((p.returncode, p.stdout.split()[-1]), (0, "step=50"), p.stderr)
+        ids += ra.execute_command("SEG.NEXT", "adm", 97)  # a's first range, and one more
+        deadline = time.time() + 10
+        while a.get_json("/v1/tags/adm", auth)[1]["tags"][0]["served"]["step"] != 50:
+            self.assertLess(time.time(), deadline, "server a never took the step the CLI set")
+            time.sleep(0.1)
+        # RESP reads and changes tags too.
+        self.assertEqual(json.loads(ra.execute_command("SEG.STEP", "adm", "60"))["step"], 60)
+        self.assertEqual(json.loads(rb.execute_command("SEG.TAGS"))["tags"][0]["tag"], "adm")
+        # Deleted: a and b issue what they hold, then the tag is not found.
+        status, was = a.request_json("DELETE", "/v1/tags/adm", auth)
+        self.assertEqual(status, 200, was)
+        self.assertEqual(a.get_json("/v1/tags/adm", auth)[0], 404)
+        self.assertEqual(a.get_json("/v1/tags", auth)[1], {"tags": []})
+        for r in (ra, rb):
+            with self.assertRaises(redis.exceptions.ResponseError) as gone:
+                for _ in range(100):
+                    ids += r.execute_command("SEG.NEXT", "adm", 100)
+            self.assertIn('tag "adm" is not found', str(gone.exception))
+        self.assertEqual(len(ids), len(set(ids)))
+        # Back only at or above its tombstone.
+        p = sekka("segment", "create", "adm", "--start", "2", *store)
+        self.assertEqual(p.returncode, 2)
+        self.assertIn(f"deleted at next id {was['next_id']}", p.stderr)
+        self.assertGreater(int(was["next_id"]), max(ids))
+        p = sekka("segment", "create", "adm", "--start", was["next_id"], *store)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        # a's last fetch failed (not found): it tries again after its backoff, at most 5 s (b
+        # too, so which of them has the first range is open).
+        self.assertGreaterEqual(self.recovered(ra, "adm"), int(was["next_id"]))
+        status, body = a.request_json("DELETE", "/v1/tags/nope", auth)
+        self.assertEqual((status, body["error"]["code"]), (404, "not_found"))
+
 
 class SqliteSegmentTest(SegmentTestCase):
+    def test_tag_administration(self):
+        self.administer_tags("--segment-store", "sqlite:" + self.dirs.path("segments.db"))
+
+    def test_tag_changes_need_a_token(self):
+        """With no auth_token anyone who reaches the port could delete every tag: changes are
+        refused (the CLI, on the store itself, still works)."""
+        self.create("open", "--data-dir", self.dirs.path("data"))
+        s = self.start("data")
+        for method, path in (("PATCH", "/v1/tags/open?step=5"), ("DELETE", "/v1/tags/open")):
+            status, body = s.request_json(method, path)
+            self.assertEqual(status, 401, body)
+            self.assertIn("refused on a server without auth_token", body["error"]["message"])
+        self.assertEqual(s.get_json("/v1/tags/open")[0], 200)
+        self.assertEqual(redis_cli_tags(s), "open")
+
     def test_every_interface_gives_increasing_ids_of_a_tag(self):
         data = self.dirs.path("data")
         self.create("orders", "--start", "1000", "--step", "100", "--data-dir", data)
@@ -190,6 +273,9 @@ class SharedStoreTests:
 
     def start_db(self, name, *flags):
         return self.start(name, "--segment-store", self.db.uri, *flags)
+
+    def test_tag_administration(self):
+        self.administer_tags("--segment-store", self.db.uri)
 
     def test_two_servers_sharing_the_store_give_200000_distinct_ids(self):
         self.create("shared", "--step", "1000", "--segment-store", self.db.uri)
@@ -423,6 +509,24 @@ class PeerTablesTest(SegmentTestCase):
 
         ids = self.run_beside_two_servers(self.db.uri + "?schema=leaf", "leaf-orders", leaf)
         self.assertGreaterEqual(min(ids), 1)
+
+    def test_a_leaf_tags_step_is_set_in_place_and_it_is_never_deleted(self):
+        self.db.sql(LEAF_TABLE, "INSERT INTO leaf_alloc (biz_tag, max_id, step, description) "
+                    "VALUES ('leaf-admin', 1, 2000, 'from Leaf')")
+        token = "tok-0123456789abcdef"
+        auth = {"Authorization": "Bearer " + token}
+        s = self.start("a", "--segment-store", self.db.uri + "?schema=leaf", "--auth-token", token)
+        status, body = s.request_json("PATCH", "/v1/tags/leaf-admin?step=3000", auth)
+        self.assertEqual((status, body.get("step")), (200, 3000), body)
+        conn = self.db.connect()
+        with conn.cursor() as c:
+            c.execute("SELECT step FROM leaf_alloc WHERE biz_tag = 'leaf-admin'")
+            self.assertEqual(c.fetchone()[0], 3000)  # what Leaf's servers read at their next range
+        conn.close()
+        status, body = s.request_json("DELETE", "/v1/tags/leaf-admin", auth)
+        self.assertEqual(status, 400, body)
+        self.assertIn("keep no tombstone", body["error"]["message"])
+        self.assertEqual(s.get_json("/v1/tags/leaf-admin", auth)[0], 200)
 
     def test_tinyids_own_allocation_beside_two_sekka_servers(self):
         self.db.sql(TINYID_TABLE, "INSERT INTO tiny_id_info (biz_type, begin_id, max_id, step, "

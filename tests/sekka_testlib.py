@@ -124,10 +124,13 @@ class Server:
 
     # HTTP
     def get(self, path, headers=None, conn=None):
+        return self.request("GET", path, headers, conn)
+
+    def request(self, method, path, headers=None, conn=None):
         own = conn is None
         if own:
             conn = http.client.HTTPConnection("127.0.0.1", self.http_port, timeout=30)
-        conn.request("GET", path, headers=headers or {})
+        conn.request(method, path, headers=headers or {})
         r = conn.getresponse()
         body = r.read().decode()
         result = (r.status, dict(r.getheaders()), body)
@@ -136,7 +139,10 @@ class Server:
         return result
 
     def get_json(self, path, headers=None, conn=None):
-        status, hdrs, body = self.get(path, headers, conn)
+        return self.request_json("GET", path, headers, conn)
+
+    def request_json(self, method, path, headers=None, conn=None):
+        status, hdrs, body = self.request(method, path, headers, conn)
         return status, json.loads(body) if body else None
 
     # RESP over a raw socket (the clients under test are redis-cli and python3-redis).

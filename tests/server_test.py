@@ -1366,7 +1366,6 @@ class LimitsTest(ServerTestCase):
         self.assertEqual(s.get("/v1/id", {"Authorization": "Bearer " + TOKEN})[0], 200)
         self.assertEqual(redis_cli(s, "PING", extra=("-a", TOKEN, "--no-auth-warning")), "PONG")
 
-
 class SecretsTest(ServerTestCase):
     def test_store_passwords_are_never_shown(self):
         """Issue 24, finding 4: --print-config printed the PostgreSQL password of segment.store,
@@ -1518,6 +1517,19 @@ class DiskFullTest(ServerTestCase):
 
 
 class ConfigTest(ServerTestCase):
+    def test_print_config_refuses_the_store_uris_serve_refuses(self):
+        """--print-config exited 0 on a segment.store that serve refused at start, and showed it
+        as if it were fine."""
+        for store, why in (("mysql://u:pw-42@127.0.0.1:3306", "names no database"),
+                           ("redis://127.0.0.1:6379/0?schema=nope", "schema=\"nope\" is not known"),
+                           ("sqlite:", "needs a path"), ("mongodb://x", "is not known")):
+            p = subprocess.run([SEKKA, "serve", "--segment-store", store, "--print-config"],
+                               capture_output=True, text=True, timeout=30)
+            self.assertEqual(p.returncode, 2, store)
+            self.assertIn(why, p.stderr)
+            self.assertNotIn("pw-42", p.stderr)
+            self.assertEqual(p.stdout, "")
+
     def test_print_config_and_precedence(self):
         path = self.dirs.path("sekka.toml")
         with open(path, "w") as f:
