@@ -1,0 +1,119 @@
+#include "sekka/strict.h"
+
+#include <gtest/gtest.h>
+
+#include <set>
+#include <thread>
+#include <vector>
+
+#include "testing/fake_clock.h"
+
+namespace sekka {
+namespace {
+
+// Servers of one cluster, each a StrictLeader of tag "t" over the memory registry, on one clock.
+class StrictTest : public ::testing::Test {
+ protected:
+  std::unique_ptr<StrictLeader> Server(const std::string& name, std::int64_t window = 10) {
+    WorkerLeaseOptions o;
+    o.identity = name;
+    o.worker_count = 1;
+    o.ttl = std::chrono::milliseconds(10'000);
+    o.keep_id = true;
+    o.clock = &clock_;
+    StrictOptions s;
+    s.ttl = o.ttl;
+    s.window = window;
+    return std::make_unique<StrictLeader>("t", registry_->NewLease(o), clock_, s);
+  }
+
+  FakeClock clock_{1'700'000'000'000};
+  std::unique_ptr<WorkerLeaseRegistry> registry_ = NewMemoryWorkerLeaseRegistry(&clock_);
+};
+
+TEST_F(StrictTest, ANewLeaderStartsAboveEveryIdTheOldOneServed) {
+  auto a = Server("a"), b = Server("b");
+  ASSERT_TRUE(a->Lead().ok());
+  EXPECT_EQ(*a->Next(10), 1);  // 1..10: all of a's bound
+  EXPECT_EQ(b->Lead().error().code, ErrorCode::kExhausted);
+  clock_.AdvanceMillis(10'001);  // a stops renewing: its lease ends
+  EXPECT_EQ(a->Next().error().code, ErrorCode::kLeaseLost);
+  ASSERT_TRUE(b->Lead().ok());
+  EXPECT_EQ(*b->Next(), 11);
+}
+
+TEST_F(StrictTest, ALeaderPausedPastItsLeaseNeverServesAfterAnotherTookOver) {
+  auto a = Server("a"), b = Server("b");
+  ASSERT_TRUE(a->Lead().ok());
+  ASSERT_TRUE(a->Next().ok());
+  // Past its own margin but within the TTL: a stops answering, and a renewal that still lands
+  // (nobody could take over yet) lets it go on.
+  clock_.AdvanceMillis(9'500);
+  EXPECT_EQ(a->Next().error().code, ErrorCode::kLeaseLost);
+  ASSERT_TRUE(a->Tick().ok());
+  EXPECT_EQ(*a->Next(), 2);
+  // Paused past the TTL: b takes over, and a, back, is refused for good.
+  clock_.AdvanceMillis(10'001);
+  ASSERT_TRUE(b->Lead().ok());
+  const std::int64_t first_of_b = *b->Next();
+  EXPECT_GT(first_of_b, 2);
+  EXPECT_EQ(a->Tick().error().code, ErrorCode::kLeaseLost);
+  EXPECT_EQ(a->Next().error().code, ErrorCode::kLeaseLost);
+  EXPECT_FALSE(a->leading());
+  EXPECT_GT(*b->Next(), first_of_b);
+}
+
+TEST_F(StrictTest, TheBoundIsStoredBeforeItIsPassedAndRaisedAheadByTick) {
+  auto a = Server("a");
+  ASSERT_TRUE(a->Lead().ok());
+  EXPECT_EQ(a->state().bound, 10);
+  EXPECT_EQ(*a->Next(7), 1);
+  ASSERT_TRUE(a->Tick().ok());  // 3 left of a window of 10: raised
+  EXPECT_EQ(a->state().bound, 17);
+  EXPECT_EQ(a->Next(11).error().code, ErrorCode::kInvalidArgument);
+  EXPECT_EQ(*a->Next(10), 8);  // 8..17: no raise needed
+  EXPECT_EQ(a->state().bound, 17);
+  EXPECT_EQ(*a->Next(), 18);  // raised first
+  EXPECT_EQ(a->state().bound, 27);
+  a->Resign();
+  auto b = Server("b");
+  ASSERT_TRUE(b->Lead().ok());  // at once: a gave the lease back
+  EXPECT_EQ(*b->Next(), 28);
+}
+
+TEST_F(StrictTest, ConcurrentCallersGetDistinctIdsIncreasingForEach) {
+  auto a = Server("a", 1000);
+  ASSERT_TRUE(a->Lead().ok());
+  std::vector<std::vector<std::int64_t>> got(4);
+  std::vector<std::thread> threads;
+  for (auto& mine : got) {
+    threads.emplace_back([&a, &mine] {
+      for (int i = 0; i < 2000; ++i) {
+        const std::int64_t n = 1 + i % 3;
+        Result<std::int64_t> first = a->Next(n);
+        ASSERT_TRUE(first.ok()) << first.error().message;
+        for (std::int64_t k = 0; k < n; ++k) mine.push_back(*first + k);
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  std::set<std::int64_t> all;
+  for (const auto& mine : got) {
+    EXPECT_TRUE(std::is_sorted(mine.begin(), mine.end()));
+    all.insert(mine.begin(), mine.end());
+  }
+  EXPECT_EQ(all.size(), 4u * 3999u);   // 667 ones, 667 twos and 666 threes each
+  EXPECT_EQ(*all.rbegin(), 4 * 3999);  // no gap while one leader serves
+}
+
+TEST(StrictTagTest, NamesAreCheckedForTheCoordinatorsNamespace) {
+  EXPECT_TRUE(ValidateStrictTag("chat.room-7_a").ok());
+  for (const char* bad : {"", "a:b", "a/b", "a b", "0123456789012345678901234567890123456789X"}) {
+    Status s = ValidateStrictTag(bad);
+    ASSERT_FALSE(s.ok()) << bad;
+    EXPECT_NE(s.error().message.find("allowed 1 to 40 characters"), std::string::npos);
+  }
+}
+
+}  // namespace
+}  // namespace sekka
