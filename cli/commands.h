@@ -14,7 +14,11 @@
 #include <utility>
 #include <vector>
 
+#include "backends/coordinator_access.h"
+#include "sekka/clock.h"
 #include "sekka/status.h"
+#include "server/config.h"
+#include "server/strict_tags.h"
 
 namespace sekka::cli {
 
@@ -136,6 +140,11 @@ struct SegmentFlags {
   bool json = false;
 };
 int RunSegment(const SegmentFlags& flags);
+
+// How `sekka serve` reaches its cluster for strict ids, of worker.source and worker.coordinator
+// (cli/strict.cc).
+server::StrictCoordination StrictCoordinationOf(const server::ServerConfig& config,
+                                                const CoordinatorAccess& access, Clock* clock);
 
 }  // namespace sekka::cli
 

@@ -150,6 +150,34 @@ Result<Reply> SegmentDeleteCommand(Service& service, Args args) {
   return Reply(std::move(json).value());
 }
 
+// STRICT.NEXT <tag> answers one id; STRICT.NEXT <tag> <count> and STRICT.BATCH <tag> <count> a
+// list: consecutive ids, each larger than every strict id of the tag answered before the
+// request began (include/sekka/strict.h).
+Result<Reply> StrictCommand(Service& service, Args args) {
+  if (args.size() == 1) {
+    Result<std::int64_t> id = service.NextStrict(args[0], 1);
+    if (!id.ok()) return std::move(id).error();
+    return Reply(*id);
+  }
+  Result<std::int64_t> n = ParseCount("count", args[1], service.config().strict_window);
+  if (!n.ok()) return std::move(n).error();
+  Result<std::int64_t> first = service.NextStrict(args[0], *n);
+  if (!first.ok()) return std::move(first).error();
+  std::vector<std::int64_t> ids(static_cast<std::size_t>(*n));
+  for (std::int64_t i = 0; i < *n; ++i) ids[static_cast<std::size_t>(i)] = *first + i;
+  return Reply(std::move(ids));
+}
+
+// STRICT.FORWARDED <tag> <count>: the first of `count` consecutive ids, from this server's own
+// leadership only (-LEASELOST when it does not lead the tag): what a follower's call runs.
+Result<Reply> StrictForwardedCommand(Service& service, Args args) {
+  Result<std::int64_t> n = ParseCount("count", args[1], service.config().strict_window);
+  if (!n.ok()) return std::move(n).error();
+  Result<std::int64_t> first = service.NextStrictAsLeader(args[0], *n);
+  if (!first.ok()) return std::move(first).error();
+  return Reply(*first);
+}
+
 // MACHINE.DISTRIBUTE <namespace> <machine bits> <instance> <stable> <guard duration>
 Result<Reply> MachineDistributeCommand(Service& service, Args args) {
   Result<MachineRegistry*> machines = service.machines();
@@ -274,7 +302,7 @@ Result<Reply> RandomCommand(Service& service, Args args) {
   return Reply(std::move(ids));
 }
 
-constexpr std::array<CommandSpec, 21> kCommands = {{
+constexpr std::array<CommandSpec, 24> kCommands = {{
     // name, arguments (min, max), auth, may block, handler
     {Command::kId, "ID.NEXT", 0, 0, true, nullptr, NextIdCommand},
     {Command::kIds, "ID.BATCH", 1, 1, true, BatchMayWait, NextIdsCommand},  // <count>
@@ -291,6 +319,11 @@ constexpr std::array<CommandSpec, 21> kCommands = {{
      SegmentStepCommand},
     {Command::kSegmentAdmin, "SEG.DELETE", 1, 1, true, AlwaysMayBlock,  // <tag>
      SegmentDeleteCommand},
+    // Strict ids: led here, or forwarded to the tag's leader (both may wait).
+    {Command::kStrict, "STRICT.NEXT", 1, 2, true, AlwaysMayBlock, StrictCommand},   // <tag> [<n>]
+    {Command::kStrict, "STRICT.BATCH", 2, 2, true, AlwaysMayBlock, StrictCommand},  // <tag> <n>
+    {Command::kStrict, "STRICT.FORWARDED", 2, 2, true, AlwaysMayBlock,              // <tag> <n>
+     StrictForwardedCommand},
     // Machine ids for CosId clients: each change is stored (fsync) before it is answered.
     {Command::kMachine, "MACHINE.DISTRIBUTE", 5, 5, true, AlwaysMayBlock,
      MachineDistributeCommand},  // <namespace> <bits> <instance> <stable> <guard>

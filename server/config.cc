@@ -156,6 +156,8 @@ const std::vector<Key>& Keys() {
       {"segment.wait_deadline", Type::kDuration, "500ms",
        "both buffers empty: wait this long (below the clients' 1 s timeout)"},
       {"segment.max_tags", Type::kInt, "10000", "tags served at most, auto-created ones included"},
+      {"strict.window", Type::kInt, "100000",
+       "how far a strict tag's stored bound runs ahead: the ids a failover skips at most"},
       {"opaque.key_file", Type::kString, "",
        "opaque ids' key file (sekka opaque keygen); \"\" = no opaque ids", "--opaque-key-file"},
       {"random.layout", Type::kString, "random",
@@ -734,6 +736,7 @@ Status SegmentSection(const Values& v, ServerConfig& c) {
                DurationValue("segment.wait_deadline", get("segment.wait_deadline"), 10, 60'000));
   SEKKA_ASSIGN(c.segment_max_tags,
                IntValue("segment.max_tags", get("segment.max_tags"), 1, 1'000'000));
+  SEKKA_ASSIGN(c.strict_window, IntValue("strict.window", get("strict.window"), 1, 1'000'000'000));
   c.opaque_key_file = get("opaque.key_file");
   return Status::Ok();
 }

@@ -85,6 +85,7 @@ struct ServerConfig {
   std::int64_t segment_max_step = 10'000'000;    // the dynamic step never goes above this
   std::int64_t segment_wait_deadline_ms = 2000;  // both buffers empty: wait this long
   std::int64_t segment_max_tags = 10'000;        // tags served at most (auto-created included)
+  std::int64_t strict_window = 100'000;          // a strict tag's bound runs this far ahead
   // [opaque]
   std::string opaque_key_file;  // "" = no opaque ids
   // [random]: the layout of /v1/random, RANDOM.NEXT (a random layout: time and random bits)

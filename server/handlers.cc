@@ -672,6 +672,7 @@ const CommandSpec* const kRandomNext = FindCommand("RANDOM.NEXT");
 const CommandSpec* const kRandomBatch = FindCommand("RANDOM.BATCH");
 const CommandSpec* const kSegRange = FindCommand("SEG.RANGE");
 const CommandSpec* const kSegCreate = FindCommand("SEG.CREATE");
+const CommandSpec* const kStrictNext = FindCommand("STRICT.NEXT");
 const CommandSpec* const kSegTags = FindCommand("SEG.TAGS");
 const CommandSpec* const kSegStep = FindCommand("SEG.STEP");
 const CommandSpec* const kSegDelete = FindCommand("SEG.DELETE");
@@ -693,6 +694,8 @@ const std::vector<HttpRoute>& Routes() {
       {"GET", "/ui", false, Auth::kBrowser, nullptr, Command::kInfo, NoArgs, UiReply},
       {"GET", "/ui/data", false, Auth::kBrowser, nullptr, Command::kInfo, NoArgs, UiDataReply},
       {"GET", "/v1/segment/", true, Auth::kCommand, kSegNext, Command::kSegment, TagAndCountArgs,
+       SegmentReply},
+      {"GET", "/v1/strict/", true, Auth::kCommand, kStrictNext, Command::kStrict, TagAndCountArgs,
        SegmentReply},
       // Tag administration: Leaf's /db (the rows) and /cache (the buffers) in one.
       {"GET", "/v1/tags", false, Auth::kCommand, kSegTags, Command::kSegmentAdmin, NoArgs,

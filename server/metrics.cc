@@ -134,6 +134,22 @@ void Service::AppendSegmentMetrics(MetricsWriter& w) {
           [](const SegmentStats& st) { return st.unavailable; });
 }
 
+// Strict ids: where requests were answered, and the calls followers made to leaders (their ratio
+// is the coalescing).
+void Service::AppendStrictMetrics(MetricsWriter& w) {
+  if (strict_ == nullptr) return;
+  const StrictTags::Stats st = strict_->stats();
+  w.Family("sekka_strict_requests_total", "counter",
+           "Strict-id requests answered, by where: led here, or forwarded to the leader.");
+  w.out += fmt::format("sekka_strict_requests_total{{path=\"led\"}} {}\n", st.led);
+  w.out += fmt::format("sekka_strict_requests_total{{path=\"forwarded\"}} {}\n", st.forwarded);
+  w.Family("sekka_strict_leader_calls_total", "counter",
+           "Calls this server made to strict tags' leaders (coalesced requests count once).");
+  w.out += fmt::format("sekka_strict_leader_calls_total {}\n", st.leader_calls);
+  w.Family("sekka_strict_elections_total", "counter", "Strict tags this server took the lead of.");
+  w.out += fmt::format("sekka_strict_elections_total {}\n", st.elections);
+}
+
 // Connections: open, refused at the limit, closed for a limit.
 void Service::AppendConnectionMetrics(MetricsWriter& w) {
   w.Family("sekka_connections_open", "gauge", "Open client connections, by protocol.");
@@ -161,6 +177,7 @@ std::string Service::MetricsText() {
   AppendLeaseMetrics(w);
   AppendRequestMetrics(w);
   AppendSegmentMetrics(w);
+  AppendStrictMetrics(w);
   AppendConnectionMetrics(w);
   return std::move(w.out);
 }

@@ -75,6 +75,7 @@ std::string_view CommandName(Command command) {
                                                 "segment_range",
                                                 "segment_create",
                                                 "segment_admin",
+                                                "strict",
                                                 "worker",
                                                 "machine",
                                                 "opaque",
@@ -174,6 +175,14 @@ Result<std::unique_ptr<Service>> Service::Start(const ServerConfig& config, Serv
   segment_options.fetch_threads = parts.background_thread;
   s.segments_ = std::make_unique<SegmentAllocator>(*s.segment_store_, clock, segment_options);
 
+  if (parts.strict.open_lease) {
+    StrictOptions strict;
+    strict.ttl = std::chrono::milliseconds(config.lease_ttl_ms);
+    strict.window = config.strict_window;
+    s.strict_ = std::make_unique<StrictTags>(std::move(parts.strict), clock, strict,
+                                             parts.background_thread);
+  }
+
   // Machine ids for CosId clients: a store that cannot be read fails those requests only.
   s.machine_store_ = std::move(parts.machine_store);
   Result<std::unique_ptr<MachineRegistry>> machines =
@@ -233,6 +242,7 @@ void Service::RunBackgroundOnce() {
   SampleUi();
   leased_->RunBackgroundOnce([this] { return stopping(); });
   segments_->RunFetches();  // only where it has no fetcher threads
+  if (strict_ != nullptr && !strict_->ticks_itself()) strict_->Tick();
 }
 
 void Service::Stop() {
@@ -245,6 +255,24 @@ void Service::Stop() {
   if (reserver_.joinable()) reserver_.join();
   // The stored hwm covers every id issued; the id is free for others at once.
   if (leased_ != nullptr) (void)leased_->Stop();
+}
+
+Result<std::int64_t> Service::NextStrict(std::string_view tag, std::int64_t n) {
+  if (strict_ == nullptr) {
+    return Unavailable(
+        "strict ids need a coordinator: set worker.source to etcd, zookeeper or redis (every "
+        "server of the cluster leads or forwards through it)");
+  }
+  return strict_->Next(tag, n);
+}
+
+Result<std::int64_t> Service::NextStrictAsLeader(std::string_view tag, std::int64_t n) {
+  if (strict_ == nullptr) return NextStrict(tag, n);
+  return strict_->NextAsLeader(tag, n);
+}
+
+void Service::SetStrictAddress(const std::string& resp_address) {
+  if (strict_ != nullptr) strict_->SetAddress(resp_address);
 }
 
 Status Service::NextSegmentIds(std::string_view tag, std::span<std::int64_t> out) {

@@ -34,6 +34,7 @@
 #include "sekka/worker_lease.h"
 #include "server/config.h"
 #include "server/log.h"
+#include "server/strict_tags.h"
 
 namespace sekka::server {
 
@@ -85,6 +86,7 @@ enum class Command {
   kSegmentRange,
   kSegmentCreate,
   kSegmentAdmin,  // SEG.TAGS, SEG.STEP, SEG.DELETE, /v1/tags
+  kStrict,        // STRICT.NEXT, STRICT.BATCH, STRICT.FORWARDED, /v1/strict
   kWorker,        // Thrift get_worker_id, get_datacenter_id, get_timestamp
   kMachine,       // machine ids for CosId clients
   kOpaque,        // OPAQUE.ENCODE, OPAQUE.DECODE, /v1/opaque/...
@@ -128,6 +130,9 @@ struct ServiceParts {
   // False: no background thread, and no segment fetcher threads; the caller calls
   // RunBackgroundOnce(), which also makes the segment fetches (tests, simulation).
   bool background_thread = true;
+  // Strict ids (server/strict_tags.h): off when its functions are empty (a worker.source
+  // without a coordinator).
+  StrictCoordination strict;
 };
 
 class Service {
@@ -174,6 +179,16 @@ class Service {
   // was before the delete. Errors: theirs.
   Result<std::string> SetSegmentStep(std::string_view tag, std::int64_t step);
   Result<std::string> DeleteSegmentTag(std::string_view tag);
+  // Strict ids (STRICT.NEXT, /v1/strict): `n` consecutive ids of `tag`, the first returned.
+  // Errors: kInvalidArgument, kUnavailable (strict ids are off: no coordinator; no leader),
+  // kExhausted.
+  Result<std::int64_t> NextStrict(std::string_view tag, std::int64_t n);
+  // The same, only from this server's own leadership (a forwarded call). Errors: kLeaseLost
+  // when this server does not lead `tag`, and NextStrict's.
+  Result<std::int64_t> NextStrictAsLeader(std::string_view tag, std::int64_t n);
+  // Where other servers forward strict calls to this one: its RESP address.
+  void SetStrictAddress(const std::string& resp_address);
+  const StrictTags* strict_tags() const { return strict_.get(); }
   // Ids the other engines issued (snowflake ids count themselves), for sekka_ids_issued_total.
   enum class Engine { kSegment = 0, kRandom = 1, kUuid = 2, kUlid = 3 };
   void CountIssued(Engine engine, std::uint64_t n) {
@@ -247,6 +262,7 @@ class Service {
   void AppendLeaseMetrics(MetricsWriter& w);
   void AppendRequestMetrics(MetricsWriter& w);
   void AppendSegmentMetrics(MetricsWriter& w);
+  void AppendStrictMetrics(MetricsWriter& w);
   // The sequence of `tag` this process serves, or null.
   const SegmentSequence* Served(std::string_view tag) const;
   void AppendConnectionMetrics(MetricsWriter& w);
@@ -259,6 +275,7 @@ class Service {
   std::unique_ptr<LeasedGenerator> leased_;  // the snowflake engine
   std::unique_ptr<SegmentStore> segment_store_;
   std::unique_ptr<SegmentAllocator> segments_;  // destroyed before segment_store_
+  std::unique_ptr<StrictTags> strict_;          // null: strict ids are off
   std::unique_ptr<OpaqueCodec> opaque_;
   std::unique_ptr<OpaqueCodec> random_opaque_;
   std::unique_ptr<RandomIdGenerator> randoms_;

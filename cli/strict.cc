@@ -1,0 +1,154 @@
+// How `sekka serve` reaches its cluster for strict ids (server/strict_tags.h): each tag's lease and
+// its leader's identity in the namespace "<cluster>.strict.<tag>" at the worker-id coordinator,
+// and calls to a leader over its RESP port with the cluster's token.
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <map>
+#include <mutex>
+
+#include "backends/worker_lease_uri.h"
+#include "cli/commands.h"
+#include "src/resp_connection.h"
+
+namespace sekka::cli {
+namespace {
+
+// The coordinator namespace of a strict tag. Errors: kInvalidArgument when it is too long.
+Result<std::string> Namespace(const server::ServerConfig& config, const std::string& tag) {
+  std::string name = fmt::format("{}.strict.{}", config.cluster, tag);
+  if (Status s = ValidateClusterName(name); !s.ok()) {
+    return InvalidArgument(fmt::format(
+        "strict tag {} does not fit cluster {}: \"{}\" is its coordinator namespace, and {}", tag,
+        config.cluster, name, s.error().message));
+  }
+  return name;
+}
+
+WorkerLeaseOptions LeaseOptions(const server::ServerConfig& config, Clock* clock,
+                                std::string identity) {
+  WorkerLeaseOptions o;
+  o.identity = std::move(identity);
+  o.worker_count = 1;  // one holder: the leader
+  o.ttl = std::chrono::milliseconds(config.lease_ttl_ms);
+  o.call_timeout = std::chrono::milliseconds(server::CoordinatorCallTimeoutMs(config));
+  o.layout = "strict counter";  // the namespace serves strict ids only
+  o.keep_id = true;             // the one slot, whatever its bound
+  o.clock = clock;
+  return o;
+}
+
+// Calls to leaders, one connection per leader kept between calls.
+class Forwarder {
+ public:
+  explicit Forwarder(std::string token) : token_(std::move(token)) {}
+
+  Result<std::int64_t> Call(const std::string& address, const std::string& tag, std::int64_t n) {
+    std::unique_ptr<RespConnection> conn = Take(address);
+    if (conn == nullptr) {
+      const std::size_t colon = address.rfind(':');
+      if (colon == std::string::npos)
+        return Unavailable("leader address " + address + " has no port");
+      const std::string host = address.substr(0, colon);
+      const int port = std::atoi(address.c_str() + colon + 1);
+      if (auto e = RespConnection::Open(host, port, std::chrono::milliseconds(1000), -1, nullptr,
+                                        conn)) {
+        return Unavailable(fmt::format("leader {} is unreachable: {}", address, e->message));
+      }
+      if (!token_.empty()) {
+        RespReply ok;
+        if (auto e = conn->Query({"AUTH", token_}, std::chrono::milliseconds(2000), ok);
+            e || ok.kind != '+') {
+          return Unavailable(fmt::format("leader {} refused this server's token", address));
+        }
+      }
+    }
+    RespReply reply;
+    if (auto e = conn->Query({"STRICT.FORWARDED", tag, std::to_string(n)},
+                             std::chrono::milliseconds(3000), reply)) {
+      return Unavailable(fmt::format("leader {}: {}", address, e->message));
+    }
+    if (reply.kind == ':') {
+      Give(address, std::move(conn));
+      return reply.integer;
+    }
+    Give(address, std::move(conn));
+    if (reply.kind == '-' && reply.text.rfind("LEASELOST", 0) == 0) return LeaseLost(reply.text);
+    return Unavailable(fmt::format("leader {}: {}", address, reply.text.substr(0, 300)));
+  }
+
+ private:
+  std::unique_ptr<RespConnection> Take(const std::string& address) {
+    std::lock_guard lock(mu_);
+    auto it = idle_.find(address);
+    if (it == idle_.end()) return nullptr;
+    std::unique_ptr<RespConnection> conn = std::move(it->second);
+    idle_.erase(it);
+    return conn;
+  }
+  void Give(const std::string& address, std::unique_ptr<RespConnection> conn) {
+    std::lock_guard lock(mu_);
+    idle_[address] = std::move(conn);  // at most one kept per leader
+  }
+
+  const std::string token_;
+  std::mutex mu_;
+  std::map<std::string, std::unique_ptr<RespConnection>> idle_;  // guarded by mu_
+};
+
+// Leader lookups: one coordinator session per tag, kept.
+class Directory {
+ public:
+  Directory(server::ServerConfig config, CoordinatorAccess access, Clock* clock)
+      : config_(std::move(config)), access_(std::move(access)), clock_(clock) {}
+
+  Result<std::string> Leader(const std::string& tag) {
+    std::lock_guard lock(mu_);  // a coordinator is used by one thread at a time
+    auto it = sessions_.find(tag);
+    if (it == sessions_.end()) {
+      Result<std::string> name = Namespace(config_, tag);
+      if (!name.ok()) return std::move(name).error();
+      Result<std::unique_ptr<Coordinator>> c = OpenCoordinator(
+          config_.worker_source, config_.coordinator, *name,
+          LeaseOptions(config_, clock_, fmt::format("strict-lookup@{}", ::getpid())), access_);
+      if (!c.ok()) return std::move(c).error();
+      it = sessions_.emplace(tag, std::move(c).value()).first;
+    }
+    Result<std::map<std::int64_t, Holding>> holders = it->second->ListHolders();
+    if (!holders.ok()) return std::move(holders).error();
+    auto holder = holders->find(0);
+    return holder == holders->end() ? std::string() : holder->second.identity;
+  }
+
+ private:
+  const server::ServerConfig config_;
+  const CoordinatorAccess access_;
+  Clock* clock_;
+  std::mutex mu_;
+  std::map<std::string, std::unique_ptr<Coordinator>> sessions_;  // guarded by mu_
+};
+
+}  // namespace
+
+server::StrictCoordination StrictCoordinationOf(const server::ServerConfig& config,
+                                                const CoordinatorAccess& access, Clock* clock) {
+  auto forwarder = std::make_shared<Forwarder>(config.auth_token);
+  auto directory = std::make_shared<Directory>(config, access, clock);
+  server::StrictCoordination c;
+  c.open_lease = [config, access, clock](
+                     const std::string& tag,
+                     const std::string& identity) -> Result<std::unique_ptr<WorkerLease>> {
+    Result<std::string> name = Namespace(config, tag);
+    if (!name.ok()) return std::move(name).error();
+    return OpenWorkerLease(config.worker_source, config.coordinator, *name,
+                           LeaseOptions(config, clock, identity), access);
+  };
+  c.find_leader = [directory](const std::string& tag) { return directory->Leader(tag); };
+  c.forward = [forwarder](const std::string& address, const std::string& tag, std::int64_t n) {
+    return forwarder->Call(address, tag, n);
+  };
+  return c;
+}
+
+}  // namespace sekka::cli

@@ -1,0 +1,256 @@
+#include "server/strict_tags.h"
+
+#include <fmt/format.h>
+
+#include <deque>
+#include <optional>
+#include <random>
+#include <thread>
+#include <vector>
+
+namespace sekka::server {
+
+// One strict tag on this server: its lease (led or not) and its forwarding queue.
+struct StrictTags::Tag {
+  std::string name;
+  std::unique_ptr<StrictLeader> leader;  // null until this server has the address to lead
+  std::mutex lead_mu;                    // one Lead() at a time
+  std::int64_t next_tick_ms = 0;         // guarded by lead_mu (monotonic ms)
+  // Forwarding, guarded by fmu:
+  struct Waiter {
+    std::int64_t n = 0;
+    std::optional<Result<std::int64_t>> result;
+  };
+  std::mutex fmu;
+  std::condition_variable done;
+  std::deque<Waiter*> queue;
+  bool calling = false;
+  std::string leader_address;  // the leader's last known address ("" unknown)
+};
+
+std::string StrictIdentity(std::string_view resp_address, std::uint64_t run) {
+  return fmt::format("strict@{}#{:016x}", resp_address, run);
+}
+
+std::string StrictAddressOf(std::string_view identity) {
+  if (identity.rfind("strict@", 0) != 0) return "";
+  const std::size_t hash = identity.rfind('#');
+  if (hash == std::string_view::npos || hash < 7) return "";
+  return std::string(identity.substr(7, hash - 7));
+}
+
+StrictTags::StrictTags(StrictCoordination coordination, Clock& clock, StrictOptions options,
+                       bool tick_thread, std::size_t max_tags)
+    : coordination_(std::move(coordination)),
+      clock_(clock),
+      options_(options),
+      max_tags_(max_tags),
+      run_(std::random_device{}() * 0x100000000ull + std::random_device{}()) {
+  if (!tick_thread) return;
+  ticker_ = std::thread([this] {
+    std::unique_lock lock(stop_mu_);
+    while (!stopping_) {
+      lock.unlock();
+      Tick();
+      lock.lock();
+      stop_cv_.wait_for(lock, std::chrono::milliseconds(100), [this] { return stopping_; });
+    }
+  });
+}
+
+StrictTags::~StrictTags() {
+  {
+    std::lock_guard lock(stop_mu_);
+    stopping_ = true;
+  }
+  stop_cv_.notify_all();
+  if (ticker_.joinable()) ticker_.join();
+  std::lock_guard lock(mu_);
+  for (auto& [name, t] : tags_) {
+    if (t->leader != nullptr) t->leader->Resign();  // the next leader starts at once
+  }
+}
+
+void StrictTags::SetAddress(const std::string& resp_address) {
+  std::lock_guard lock(mu_);
+  address_ = resp_address;
+}
+
+Result<StrictTags::Tag*> StrictTags::Find(std::string_view tag) {
+  if (Status s = ValidateStrictTag(tag); !s.ok()) return std::move(s).error();
+  std::lock_guard lock(mu_);
+  if (auto it = tags_.find(tag); it != tags_.end()) return it->second.get();
+  if (tags_.size() >= max_tags_) {
+    return Exhausted(fmt::format("strict tag {} is not served: this server serves {} already", tag,
+                                 tags_.size()));
+  }
+  auto t = std::make_unique<Tag>();
+  t->name = std::string(tag);
+  if (!address_.empty()) {
+    Result<std::unique_ptr<WorkerLease>> lease =
+        coordination_.open_lease(t->name, StrictIdentity(address_, run_));
+    if (!lease.ok()) return std::move(lease).error();
+    t->leader = std::make_unique<StrictLeader>(t->name, std::move(lease).value(), clock_, options_);
+  }
+  Tag* raw = t.get();
+  tags_.emplace(t->name, std::move(t));
+  return raw;
+}
+
+Status StrictTags::TryLead(Tag& t) {
+  if (t.leader == nullptr) return LeaseLost("this server does not listen for forwarded calls yet");
+  std::lock_guard lock(t.lead_mu);
+  if (t.leader->leading()) return Status::Ok();
+  Status s = t.leader->Lead();
+  if (s.ok()) elections_.fetch_add(1, std::memory_order_relaxed);
+  return s;
+}
+
+Result<std::int64_t> StrictTags::NextAsLeader(std::string_view tag, std::int64_t n) {
+  Result<Tag*> t = Find(tag);
+  if (!t.ok()) return std::move(t).error();
+  if ((*t)->leader == nullptr || !(*t)->leader->leading()) {
+    return LeaseLost(fmt::format("this server does not lead strict tag {}", tag));
+  }
+  Result<std::int64_t> first = (*t)->leader->Next(n);
+  if (first.ok()) led_.fetch_add(1, std::memory_order_relaxed);
+  return first;
+}
+
+Result<std::int64_t> StrictTags::Next(std::string_view tag, std::int64_t n) {
+  if (n < 1 || n > options_.window) {
+    return InvalidArgument(
+        fmt::format("count {} is not valid for strict ids: allowed 1 to {}", n, options_.window));
+  }
+  Result<Tag*> found = Find(tag);
+  if (!found.ok()) return std::move(found).error();
+  Tag& t = **found;
+  // 1. Led here: served here.
+  if (t.leader != nullptr && t.leader->leading()) {
+    Result<std::int64_t> first = t.leader->Next(n);
+    if (first.ok() || first.error().code != ErrorCode::kLeaseLost) {
+      if (first.ok()) led_.fetch_add(1, std::memory_order_relaxed);
+      return first;
+    }
+  }
+  // 2. Else from the leader elsewhere, which Forward finds (or becomes).
+  return Forward(t, n);
+}
+
+Result<std::int64_t> StrictTags::Forward(Tag& t, std::int64_t n) {
+  Tag::Waiter me{n, std::nullopt};
+  std::unique_lock lock(t.fmu);
+  t.queue.push_back(&me);
+  while (!me.result) {
+    if (t.calling) {
+      t.done.wait(lock);
+      continue;
+    }
+    // This caller makes the next call, for every request queued now (within one window).
+    std::vector<Tag::Waiter*> batch;
+    std::int64_t total = 0;
+    while (!t.queue.empty() && total + t.queue.front()->n <= options_.window) {
+      total += t.queue.front()->n;
+      batch.push_back(t.queue.front());
+      t.queue.pop_front();
+    }
+    t.calling = true;
+    lock.unlock();
+    bool remote = false;
+    Result<std::int64_t> first = CallLeader(t, total, remote);
+    lock.lock();
+    t.calling = false;
+    if (first.ok()) (remote ? forwarded_ : led_).fetch_add(batch.size(), std::memory_order_relaxed);
+    for (Tag::Waiter* w : batch) {
+      if (first.ok()) {
+        w->result = *first;
+        *first += w->n;
+      } else {
+        w->result = first.error();
+      }
+    }
+    t.done.notify_all();
+  }
+  return *std::move(me.result);
+}
+
+Result<std::int64_t> StrictTags::CallLeader(Tag& t, std::int64_t n, bool& remote) {
+  // Until a leader answers, within the deadline: the known leader, else the coordinator's, else
+  // this server takes the lead. A failover takes up to a TTL; callers see kUnavailable after.
+  const std::int64_t deadline = clock_.MonotonicMillis() + 2000;
+  Error last = Unavailable(fmt::format("no leader of strict tag {} answered", t.name));
+  for (int attempt = 0; clock_.MonotonicMillis() < deadline; ++attempt) {
+    if (attempt > 0) std::this_thread::sleep_for(std::chrono::milliseconds(20 * attempt));
+    if (t.leader != nullptr && t.leader->leading()) {
+      Result<std::int64_t> first = t.leader->Next(n);
+      if (first.ok() || first.error().code != ErrorCode::kLeaseLost) return first;
+    }
+    std::string address;
+    {
+      std::lock_guard lock(t.fmu);
+      address = t.leader_address;
+    }
+    if (address.empty()) {
+      Result<std::string> holder = coordination_.find_leader(t.name);
+      if (!holder.ok()) {
+        last = std::move(holder).error();
+        continue;
+      }
+      if (holder->empty()) {  // nobody leads: this server does, if it can
+        Status led = TryLead(t);
+        if (!led.ok()) last = std::move(led).error();
+        continue;
+      }
+      address = StrictAddressOf(*holder);
+    }
+    std::string mine;
+    {
+      std::lock_guard lock(mu_);
+      mine = address_;
+    }
+    if (address == mine) {  // this server's own earlier run, or this one: lead here
+      if (Status led = TryLead(t); !led.ok()) last = std::move(led).error();
+      continue;
+    }
+    leader_calls_.fetch_add(1, std::memory_order_relaxed);
+    Result<std::int64_t> first = coordination_.forward(address, t.name, n);
+    if (first.ok()) {
+      remote = true;
+      std::lock_guard lock(t.fmu);
+      t.leader_address = address;
+      return first;
+    }
+    // Not (or no longer) the leader, or unreachable: look it up again.
+    {
+      std::lock_guard lock(t.fmu);
+      t.leader_address.clear();
+    }
+    const ErrorCode code = first.error().code;
+    if (code != ErrorCode::kLeaseLost && code != ErrorCode::kUnavailable) return first;
+    last = std::move(first).error();
+  }
+  return Unavailable(fmt::format("strict tag {}: {}", t.name, last.message));
+}
+
+void StrictTags::Tick() {
+  std::vector<Tag*> led;
+  {
+    std::lock_guard lock(mu_);
+    for (auto& [name, t] : tags_) {
+      if (t->leader != nullptr && t->leader->leading()) led.push_back(t.get());
+    }
+  }
+  const std::int64_t now = clock_.MonotonicMillis();
+  for (Tag* t : led) {
+    std::lock_guard lock(t->lead_mu);
+    if (now < t->next_tick_ms) continue;
+    t->next_tick_ms = now + options_.ttl.count() / 3;
+    (void)t->leader->Tick();  // a lost lease shows as leading() false: the next call re-elects
+  }
+}
+
+StrictTags::Stats StrictTags::stats() const {
+  return {led_.load(), forwarded_.load(), leader_calls_.load(), elections_.load()};
+}
+
+}  // namespace sekka::server

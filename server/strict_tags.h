@@ -1,0 +1,115 @@
+// server/strict_tags.h
+//
+// The strict engine of one server (include/sekka/strict.h): for each strict tag asked for, it
+// leads the tag (a StrictLeader) or forwards to the server that does. Forwarded requests that
+// wait at once are coalesced into one call to the leader (as PD batches its TSO requests): one
+// call is in flight per tag, and the requests that arrive meanwhile go together in the next one,
+// which splits the leader's consecutive run among them in arrival order (they overlap in time,
+// so any split keeps the real-time order).
+//
+// Thread-safety: all methods may be called from any thread; Next may block on the coordinator or
+// the leader (the command layer runs it off the event loops).
+
+#ifndef SEKKA_SERVER_STRICT_TAGS_H_
+#define SEKKA_SERVER_STRICT_TAGS_H_
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <thread>
+
+#include "sekka/clock.h"
+#include "sekka/status.h"
+#include "sekka/strict.h"
+#include "sekka/worker_lease.h"
+
+namespace sekka::server {
+
+// How a server reaches the cluster's coordinator for strict tags (cli/serve.cc makes it of
+// worker.source and worker.coordinator; tests and the simulation of the memory registry).
+struct StrictCoordination {
+  // A lease on `tag`'s own namespace, held as `identity` (unique to this process run).
+  std::function<Result<std::unique_ptr<WorkerLease>>(const std::string& tag,
+                                                     const std::string& identity)>
+      open_lease;
+  // The identity that holds `tag`'s lease now; "" when none. Errors: kUnavailable.
+  std::function<Result<std::string>(const std::string& tag)> find_leader;
+  // Asks the server at `address` (its RESP address) for `n` ids of `tag`; returns the first.
+  // Errors: kLeaseLost (it does not lead the tag), kUnavailable (unreachable), others as its.
+  std::function<Result<std::int64_t>(const std::string& address, const std::string& tag,
+                                     std::int64_t n)>
+      forward;
+};
+
+// A leader's identity: "strict@<its RESP address>#<a number of this run>".
+std::string StrictIdentity(std::string_view resp_address, std::uint64_t run);
+// The RESP address in a leader's identity; "" when it has none.
+std::string StrictAddressOf(std::string_view identity);
+
+class StrictTags {
+ public:
+  // With `tick_thread`, a thread of its own calls Tick() every 100 ms (a slow coordinator then
+  // holds up no other background work); without, the owner calls it.
+  StrictTags(StrictCoordination coordination, Clock& clock, StrictOptions options, bool tick_thread,
+             std::size_t max_tags = 1000);
+  // Gives back the leases of the tags led here: the next leaders start at once.
+  ~StrictTags();
+
+  // Where this server answers forwarded calls (its RESP address), set once it listens; until
+  // then it forwards only.
+  void SetAddress(const std::string& resp_address);
+  // `n` consecutive ids of `tag`, the first returned: from this server when it leads the tag
+  // (taking the lead when nobody has it), else from the leader. Errors: kInvalidArgument (tag,
+  // n), kUnavailable (no leader reachable within the deadline, or the coordinator),
+  // kExhausted.
+  Result<std::int64_t> Next(std::string_view tag, std::int64_t n);
+  // Only from this server's own leadership, never forwarded (what a forwarded call runs).
+  // Errors: kLeaseLost when this server does not lead `tag` (and cannot take the lead).
+  Result<std::int64_t> NextAsLeader(std::string_view tag, std::int64_t n);
+  // Renews the leases of the tags this server leads, each every ttl / 3 (the service's
+  // background thread calls it often).
+  void Tick();
+  bool ticks_itself() const { return ticker_.joinable(); }
+  // Counters, for metrics and tests.
+  struct Stats {
+    std::uint64_t led = 0;           // requests served from this server's leadership
+    std::uint64_t forwarded = 0;     // requests answered by a leader elsewhere
+    std::uint64_t leader_calls = 0;  // calls made to leaders (forwarded / leader_calls: coalescing)
+    std::uint64_t elections = 0;     // leaderships taken
+  };
+  Stats stats() const;
+
+ private:
+  struct Tag;
+  Result<Tag*> Find(std::string_view tag);
+  // Leads `t` if nobody does. Ok: this server leads it now.
+  Status TryLead(Tag& t);
+  Result<std::int64_t> Forward(Tag& t, std::int64_t n);
+  // One call for `n` ids: to the leader elsewhere (`remote` set), or led here.
+  Result<std::int64_t> CallLeader(Tag& t, std::int64_t n, bool& remote);
+
+  const StrictCoordination coordination_;
+  Clock& clock_;
+  const StrictOptions options_;
+  const std::size_t max_tags_;
+  const std::uint64_t run_;
+  mutable std::mutex mu_;
+  std::string address_;                                            // guarded by mu_
+  std::map<std::string, std::unique_ptr<Tag>, std::less<>> tags_;  // guarded by mu_
+  std::atomic<std::uint64_t> led_{0}, forwarded_{0}, leader_calls_{0}, elections_{0};
+  std::mutex stop_mu_;
+  std::condition_variable stop_cv_;
+  bool stopping_ = false;  // guarded by stop_mu_
+  std::thread ticker_;
+};
+
+}  // namespace sekka::server
+
+#endif  // SEKKA_SERVER_STRICT_TAGS_H_
