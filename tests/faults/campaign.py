@@ -299,6 +299,8 @@ def run(args):
 def print_summary(r):
     print(f"faults: {r['requests']} requests, {r['ids_checked']} ids checked, "
           f"{r['repeated_ids']} repeated, {r['segment_order_violations']} out of order, "
+          f"{r['strict_requests']} strict requests with {r['strict_order_violations']} out of "
+          "real-time order, "
           f"{r['undocumented_errors']} undocumented errors, {r['malformed_replies']} malformed")
     for kind, v in r["faults"].items():
         print(f"  {kind:28} x{v['count']:<3} unavailable median {v['unavailable_median_s']} s "

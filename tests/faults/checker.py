@@ -24,9 +24,11 @@ import os
 import statistics
 
 from workload import (CODES, DECODE_OPS, IDS_HEADER, MALFORMED, OK, OP_RECORD, OPS, OUTCOMES,
-                      RUN, SEGMENT_OPS, SNOWFLAKE_OPS, TRANSPORT, UNDOCUMENTED)
+                      RUN, SEGMENT_OPS, SNOWFLAKE_OPS, STRICT_OPS, STRICT_SPACE, TRANSPORT,
+                      UNDOCUMENTED)
 
-CLASSES = {"snowflake": SNOWFLAKE_OPS, "segment": SEGMENT_OPS, "decode": DECODE_OPS}
+CLASSES = {"snowflake": SNOWFLAKE_OPS, "segment": SEGMENT_OPS, "decode": DECODE_OPS,
+           "strict": STRICT_OPS}
 
 
 class History:
@@ -169,7 +171,7 @@ def segment_order_violations(history):
     groups = {}
     for i in range(len(history.first)):
         space = history.space[i]
-        if space == 0:
+        if space == 0 or space == STRICT_SPACE:  # strict ids: strict_order_violations
             continue
         r = history.ref[i]
         server = history.server[r]
@@ -193,6 +195,31 @@ def segment_order_violations(history):
                 j += 1
             if highest is not None and requests[r][0] <= highest:
                 violations.append((space, server, highest_by, r))
+    return violations
+
+
+def strict_order_violations(history):
+    """Strict-id requests whose ids are not above those of every strict request, on any server,
+    that had finished before they started (real-time order, as Jepsen's linearizability checks
+    order non-overlapping operations). [(request finished first, request started after)]."""
+    requests = {}
+    for i in range(len(history.first)):
+        if history.space[i] != STRICT_SPACE:
+            continue
+        r = history.ref[i]
+        lo, hi = requests.get(r, (history.first[i], history.last[i]))
+        requests[r] = (min(lo, history.first[i]), max(hi, history.last[i]))
+    by_start = sorted(requests, key=history.start.__getitem__)
+    by_end = sorted(requests, key=history.end.__getitem__)
+    violations, j, highest, highest_by = [], 0, None, None
+    for r in by_start:
+        while j < len(by_end) and history.end[by_end[j]] < history.start[r]:
+            done = by_end[j]
+            if highest is None or requests[done][1] > highest:
+                highest, highest_by = requests[done][1], done
+            j += 1
+        if highest is not None and requests[r][0] <= highest:
+            violations.append((highest_by, r))
     return violations
 
 
@@ -331,7 +358,8 @@ def check(directory, tag_names=()):
     failures = []
     repeats = repeated_ids(h)
     for space, count, example, (a, b) in repeats:
-        name = "snowflake" if space == 0 else f"tag {tag_names[space - 1] if tag_names else space}"
+        name = ("snowflake" if space == 0 else "strict" if space == STRICT_SPACE else
+                f"tag {tag_names[space - 1] if tag_names else space}")
         failures.append(f"{count} repeated {name} ids, e.g. {example} (requests at "
                         f"{h.start[a]:.3f} on server {h.server[a]} and {h.start[b]:.3f} on "
                         f"server {h.server[b]})")
@@ -344,6 +372,12 @@ def check(directory, tag_names=()):
         failures.append(f"{len(order)} segment requests got ids below an earlier request's on the "
                         f"same server process, e.g. server {server} at {h.start[a]:.3f} and "
                         f"{h.start[b]:.3f}")
+    strict = strict_order_violations(h)
+    if strict:
+        a, b = strict[0]
+        failures.append(f"{len(strict)} strict requests got ids below those of a strict request "
+                        f"that finished before they began, e.g. server {h.server[a]} done at "
+                        f"{h.end[a]:.3f}, server {h.server[b]} begun at {h.start[b]:.3f}")
     if h.unordered_batches:
         r = h.unordered_batches[0]
         failures.append(f"{len(h.unordered_batches)} replies whose ids did not increase within "
@@ -376,6 +410,9 @@ def check(directory, tag_names=()):
         "peer_ranges": sum(1 for e in h.events if e.get("type") == "peer_range"),
         "peer_overlaps": len(shared),
         "segment_order_violations": len(order),
+        "strict_requests": len({h.ref[i] for i in range(len(h.first))
+                                if h.space[i] == STRICT_SPACE}),
+        "strict_order_violations": len(strict),
         "unordered_batches": len(h.unordered_batches),
         "undocumented_errors": undocumented,
         "malformed_replies": malformed,

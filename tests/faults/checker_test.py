@@ -12,10 +12,10 @@ import unittest
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import checker  # noqa: E402
-from workload import (ERROR, IDS_HEADER, OK, OP_RECORD, RUN, TIMEOUT, TRANSPORT,  # noqa: E402
-                      UNDOCUMENTED)
+from workload import (ERROR, IDS_HEADER, OK, OP_RECORD, RUN, STRICT_SPACE, TIMEOUT,  # noqa: E402
+                      TRANSPORT, UNDOCUMENTED)
 
-RESP_NEXT, RESP_BATCH, RESP_SEG = 0, 1, 4
+RESP_NEXT, RESP_BATCH, RESP_SEG, RESP_STRICT = 0, 1, 4, 9
 
 
 class HistoryWriter:
@@ -106,6 +106,23 @@ class CheckerTest(unittest.TestCase):
         r = self.check()
         self.assertEqual(r["segment_order_violations"], 1)
         self.assertTrue(any("below an earlier request" in f for f in r["failures"]))
+
+    def test_strict_ids_below_a_finished_request_on_any_server_fail(self):
+        a, b = self.client(0), self.client(1)
+        a.op(1.0, 0.010, 0, RESP_STRICT, space=STRICT_SPACE, runs=[(50, 52)])
+        b.op(1.005, 0.010, 1, RESP_STRICT, space=STRICT_SPACE, runs=[(40, 40)])  # overlapping
+        b.op(2.0, 0.010, 2, RESP_STRICT, space=STRICT_SPACE, runs=[(53, 53)])    # after: fine
+        a.close()
+        b.close()
+        r = self.check()
+        self.assertEqual((r["strict_requests"], r["strict_order_violations"]), (3, 0), r)
+        self.assertEqual(r["failures"], [])
+        c = self.client(2)
+        c.op(3.0, 0.010, 1, RESP_STRICT, space=STRICT_SPACE, runs=[(51, 51)])  # another server,
+        c.close()                                                             # after 52 was out
+        r = self.check()
+        self.assertEqual(r["strict_order_violations"], 1)
+        self.assertTrue(any("strict requests got ids below" in f for f in r["failures"]), r)
 
     def test_a_batch_whose_ids_go_down_fails(self):
         a = self.client(0)

@@ -35,13 +35,15 @@ def fmt_s(v):
 def main(dirs):
     runs = [load(d) for d in dirs]
     print("| coordinator | seed | minutes | requests | ids checked | faults | repeated ids | "
-          "segment order violations | undocumented errors | dropped connections | crashes |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+          "segment order violations | strict requests | strict order violations | "
+          "undocumented errors | dropped connections | crashes |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in runs:
         crashes = sum(1 for e in r["server_exits"] if not e["expected"])
         print(f"| {r['coordinator']} | {r['seed']} | {r['minutes']:g} | {r['requests']:,} | "
               f"{r['ids_checked']:,} | {len(r['fault_events'])} | {r['repeated_ids']} | "
-              f"{r['segment_order_violations']} | {r['undocumented_errors']} | "
+              f"{r['segment_order_violations']} | {r.get('strict_requests', 0):,} | "
+              f"{r.get('strict_order_violations', 0)} | {r['undocumented_errors']} | "
               f"{r['unexplained_connection_failures']} | {crashes} |")
     for coordinator in sorted({r["coordinator"] for r in runs}):
         events = [e for r in runs if r["coordinator"] == coordinator for e in r["fault_events"]]

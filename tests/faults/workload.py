@@ -24,11 +24,15 @@ RUN = struct.Struct("<qq")
 
 # Operations (the op byte).
 OPS = ["resp_next", "resp_batch", "http_id", "http_ids", "resp_seg", "resp_seg_batch",
-       "http_seg", "resp_decode", "http_decode"]
-WEIGHTS = [20, 15, 10, 10, 15, 5, 10, 8, 7]
+       "http_seg", "resp_decode", "http_decode", "resp_strict", "http_strict"]
+WEIGHTS = [20, 15, 10, 10, 15, 5, 10, 8, 7, 8, 4]
 SNOWFLAKE_OPS = {0, 1, 2, 3}
 SEGMENT_OPS = {4, 5, 6}
 DECODE_OPS = {7, 8}
+STRICT_OPS = {9, 10}
+# The id space of strict tag STRICT_TAG (snowflake ids are space 0, segment tag k is 1 + k).
+STRICT_SPACE = 255
+STRICT_TAG = "campaign-strict"
 
 # Outcomes.
 OK, ERROR, TIMEOUT, TRANSPORT, MALFORMED = range(5)
@@ -156,6 +160,15 @@ class Client:
             if not isinstance(ids, list) or len(ids) != n:
                 raise Failure(MALFORMED, text=f"/v1/ids count={n}: {str(ids)[:100]}")
             return 0, [parse_int(v) for v in ids]
+        if op in STRICT_OPS:
+            n = rng.randint(1, 10)
+            if op == 9:
+                reply = self.resp(s, "STRICT.BATCH", STRICT_TAG, n)
+            else:
+                reply = self.get(s, f"/v1/strict/{STRICT_TAG}?count={n}").get("ids")
+            if not isinstance(reply, list) or len(reply) != n:
+                raise Failure(MALFORMED, text=f"strict {n}: {str(reply)[:100]}")
+            return STRICT_SPACE, [parse_int(v) for v in reply]
         t = rng.randrange(len(self.tags))
         if op == 4:
             return 1 + t, [parse_int(self.resp(s, "SEG.NEXT", self.tags[t]))]
