@@ -179,6 +179,7 @@ Result<std::unique_ptr<Service>> Service::Start(const ServerConfig& config, Serv
     StrictOptions strict;
     strict.ttl = std::chrono::milliseconds(config.lease_ttl_ms);
     strict.window = config.strict_window;
+    strict.planted_bug_start_at_bound = parts.strict.planted_bug_start_at_bound;
     s.strict_ = std::make_unique<StrictTags>(std::move(parts.strict), clock, strict,
                                              parts.background_thread);
   }

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "sekka/codec.h"
+#include "sekka/coordinator.h"
 #include "sekka/leased_generator.h"
 #include "sekka/machines.h"
 #include "sekka/segment.h"
@@ -28,6 +29,7 @@ namespace {
 
 constexpr std::int64_t kStartMillis = 1'800'000'000'000;  // 2027-01-15, past the layout's epoch
 constexpr const char* kSegmentTag = "orders";             // the one segment tag every server serves
+constexpr const char* kStrictTag = "chat";                // the one strict tag every server serves
 
 // Simulated time: one monotonic timeline for the whole run.
 struct World {
@@ -133,6 +135,28 @@ class FaultyLease final : public WorkerLease {
   std::int64_t worker_ = -1;
 };
 
+// A strict tag's lease (the memory registry of the tag's namespace), with the coordinator's
+// faults: calls refused, or landed and reported failed; a process killed (-9) makes no more
+// calls, so its lease ends only at its TTL.
+class StrictSimLease final : public WorkerLease {
+ public:
+  StrictSimLease(std::unique_ptr<WorkerLease> inner, Simulation& sim, std::shared_ptr<bool> dead)
+      : inner_(std::move(inner)), sim_(sim), dead_(std::move(dead)) {}
+  Result<LeaseGrant> Acquire() override;
+  Status Renew() override;
+  Status StoreHwm(std::int64_t bound) override;
+  Status Release() override { return *dead_ ? Status::Ok() : inner_->Release(); }
+  std::string Describe() const override { return inner_->Describe(); }
+  std::string_view source() const override { return inner_->source(); }
+
+ private:
+  bool Refused();
+  bool Late();
+  std::unique_ptr<WorkerLease> inner_;
+  Simulation& sim_;
+  std::shared_ptr<bool> dead_;
+};
+
 // The servers' shared database of segments (one memory store), with its faults: calls that fail
 // without effect, allocations that land while the caller is told they failed, outages.
 class FaultySegmentStore final : public SegmentStore {
@@ -159,6 +183,7 @@ struct Slot {
   std::shared_ptr<Disk> disk;
   std::unique_ptr<Service> service;
   FaultyLease* lease = nullptr;              // owned by service (or gen_run)
+  std::shared_ptr<bool> strict_dead;         // this incarnation was killed: its strict leases stop
   std::unique_ptr<LeasedGenerator> gen_run;  // a gen slot's current run
   std::int64_t gen_left = 0;                 // the ids it has still to print
   int incarnation = 0;
@@ -191,10 +216,12 @@ class Simulation {
         rng_(options.seed * 0x9E3779B97F4A7C15ULL + 1),
         machine_rng_(options.seed * 0xD1B54A32D192ED03ULL + 7),
         segment_rng_(options.seed * 0x94D049BB133111EBULL + 11),
-        keep_id_((options.seed & 1) == 1) {
+        keep_id_((options.seed & 1) == 1),
+        strict_rng_(options.seed * 0xBF58476D1CE4E5B9ULL + 13) {
     layout_ = *ParseLayout("time_bits=41,worker_bits=2,sequence_bits=20,epoch=2025-01-01");
     coordinator_clock_ = std::make_unique<SimClock>(world_);
     coordinator_.registry = NewMemoryWorkerLeaseRegistry(coordinator_clock_.get());
+    strict_registry_ = NewMemoryWorkerLeaseRegistry(coordinator_clock_.get());
     // Per run: how flaky the coordinator is, how long leases are, which clock policy.
     const double rates[] = {0, 0.02, 0.1, 0.3};
     coordinator_.fail = rates[Uniform(0, 3)];
@@ -232,6 +259,9 @@ class Simulation {
     return std::uniform_int_distribution<std::int64_t>(lo, hi)(rng_);
   }
   bool Chance(double p) { return std::uniform_real_distribution<double>(0, 1)(rng_) < p; }
+  bool StrictChance(double p) {
+    return std::uniform_real_distribution<double>(0, 1)(strict_rng_) < p;
+  }
   bool DatabaseRefused() { return world_.now < db_down_until_ || SegmentChance(db_fail_); }
   bool DatabaseLate() { return SegmentChance(db_late_); }
   const SimCoordinator& coordinator() const { return coordinator_; }
@@ -321,12 +351,16 @@ class Simulation {
     parts.segment_store = std::make_unique<FaultySegmentStore>(*segment_db_, *this);
     parts.machine_store = std::make_unique<SimMachineStore>(slot.disk);
     parts.background_thread = false;
+    slot.strict_dead = std::make_shared<bool>(false);
+    parts.strict = StrictCoordinationOf(slot.strict_dead);
+    config.strict_window = 8;  // small: leaders often serve up to their bound
     Result<std::unique_ptr<Service>> s = Service::Start(config, std::move(parts));
     if (!s.ok()) {
       Trace("server {} did not start: {}", i, s.error().message);
       return;
     }
     slot.service = std::move(s).value();
+    slot.service->SetStrictAddress(fmt::format("sim:{}", i));
     slot.lease = raw;
     slot.incarnation = incarnation;
     slot.next_background = world_.now + 100;
@@ -379,6 +413,7 @@ class Simulation {
     Slot& slot = slots_[i];
     if (!Alive(slot)) return;
     slot.lease->crashed_ = true;
+    if (slot.strict_dead) *slot.strict_dead = true;
     End(i, "killed (-9)");
   }
 
@@ -574,6 +609,81 @@ class Simulation {
     }
     if (std::uniform_real_distribution<double>(0, 1)(machine_rng_) < 0.1) MachineStep();
     if (SegmentChance(0.3)) SegmentStep();
+    if (StrictChance(0.3)) StrictStep();
+  }
+
+  std::int64_t StrictUniform(std::int64_t lo, std::int64_t hi) {
+    return std::uniform_int_distribution<std::int64_t>(lo, hi)(strict_rng_);
+  }
+
+  // How the servers reach the strict tag's namespace: the memory registry (on the coordinator's
+  // clock and with its outages), and each other in-process ("sim:<slot>": a server that is down
+  // or paused does not answer).
+  StrictCoordination StrictCoordinationOf(std::shared_ptr<bool> dead) {
+    StrictCoordination c;
+    c.open_lease = [this, dead](
+                       const std::string&,
+                       const std::string& identity) -> Result<std::unique_ptr<WorkerLease>> {
+      return std::unique_ptr<WorkerLease>(new StrictSimLease(
+          strict_registry_->NewLease(StrictLeaseOptions(identity)), *this, dead));
+    };
+    c.find_leader = [this](const std::string&) -> Result<std::string> {
+      if (world_.now < coordinator_.down_until) {
+        return Unavailable("simulated: the coordinator did not answer");
+      }
+      if (!strict_directory_) {
+        strict_directory_ = strict_registry_->NewCoordinator(StrictLeaseOptions("directory"));
+      }
+      Result<std::map<std::int64_t, Holding>> holders = strict_directory_->ListHolders();
+      if (!holders.ok()) return std::move(holders).error();
+      auto it = holders->find(0);
+      return it == holders->end() ? std::string() : it->second.identity;
+    };
+    c.forward = [this](const std::string& address, const std::string& tag,
+                       std::int64_t n) -> Result<std::int64_t> {
+      const std::size_t j = std::strtoul(address.c_str() + 4, nullptr, 10);  // "sim:<slot>"
+      if (j >= slots_.size() || !slots_[j].service || !Runnable(slots_[j])) {
+        return Unavailable("simulated: the leader does not answer");
+      }
+      return slots_[j].service->NextStrictAsLeader(tag, n);
+    };
+    c.pause = [this](std::chrono::milliseconds d) { world_.now += d.count(); };
+    c.planted_bug_start_at_bound = options_.plant_strict_bug;
+    return c;
+  }
+
+  WorkerLeaseOptions StrictLeaseOptions(const std::string& identity) {
+    WorkerLeaseOptions o;
+    o.identity = identity;
+    o.worker_count = 1;
+    o.ttl = std::chrono::milliseconds(ttl_ms_);
+    o.keep_id = true;
+    o.layout = "strict counter";
+    o.clock = coordinator_clock_.get();
+    return o;
+  }
+
+  // A client asks a server for strict ids. Each request here completes before the next begins,
+  // so real-time order means: every answer is above every strict id answered before it, by any
+  // server, across leader changes, pauses, crashes and clock steps.
+  void StrictStep() {
+    const std::size_t i = static_cast<std::size_t>(StrictUniform(0, options_.servers - 1));
+    Slot& slot = slots_[i];
+    if (!slot.service || !Runnable(slot)) return;
+    const std::int64_t n = StrictChance(0.5) ? 1 : StrictUniform(2, 8);
+    Result<std::int64_t> first = slot.service->NextStrict(kStrictTag, n);
+    if (!first.ok()) {
+      Trace("server {}: {} strict ids failed: {}", i, n, first.error().message);
+      return;
+    }
+    result_.strict_ids += static_cast<std::uint64_t>(n);
+    if (*first <= strict_last_) {
+      return Fail(fmt::format(
+          "strict ids {}..{} from server {} (incarnation {}) are not above {}, answered before "
+          "this request began",
+          *first, *first + n - 1, i, slot.incarnation, strict_last_));
+    }
+    strict_last_ = *first + n - 1;
   }
 
   std::int64_t SegmentUniform(std::int64_t lo, std::int64_t hi) {
@@ -720,6 +830,11 @@ class Simulation {
   double db_late_ = 0;
   std::unordered_set<std::int64_t> segment_ids_;        // every segment id issued
   std::unordered_map<int, std::int64_t> last_segment_;  // incarnation -> its last segment id
+  std::mt19937_64 strict_rng_;
+  // The strict tag's namespace at the coordinator, and a session that looks up its leader.
+  std::unique_ptr<WorkerLeaseRegistry> strict_registry_;
+  std::unique_ptr<Coordinator> strict_directory_;
+  std::int64_t strict_last_ = 0;  // the largest strict id answered so far
   std::vector<Instance> instances_{3};
   // Per machine id, its last holder as the instances saw it (server 0's registry).
   std::map<std::int64_t, MachineHolding> machine_last_;
@@ -753,6 +868,34 @@ Status FaultyLease::StoreHwm(std::int64_t hwm_millis) {
   if (!s.ok()) return s;
   sim_.Stored(incarnation_, worker_, hwm_millis);
   if (Late()) return Unavailable("simulated: stored, but the answer was lost");
+  return s;
+}
+
+bool StrictSimLease::Refused() {
+  return *dead_ || sim_.world().now < sim_.coordinator().down_until ||
+         sim_.StrictChance(sim_.coordinator().fail);
+}
+
+bool StrictSimLease::Late() { return sim_.StrictChance(sim_.coordinator().late); }
+
+Result<LeaseGrant> StrictSimLease::Acquire() {
+  if (Refused()) return Unavailable("simulated: the coordinator did not answer");
+  Result<LeaseGrant> g = inner_->Acquire();
+  if (g.ok() && Late()) return Unavailable("simulated: acquired, but the answer was lost");
+  return g;
+}
+
+Status StrictSimLease::Renew() {
+  if (Refused()) return Unavailable("simulated: the coordinator did not answer");
+  Status s = inner_->Renew();
+  if (s.ok() && Late()) return Unavailable("simulated: renewed, but the answer was lost");
+  return s;
+}
+
+Status StrictSimLease::StoreHwm(std::int64_t bound) {
+  if (Refused()) return Unavailable("simulated: the coordinator did not answer");
+  Status s = inner_->StoreHwm(bound);
+  if (s.ok() && Late()) return Unavailable("simulated: stored, but the answer was lost");
   return s;
 }
 
@@ -791,15 +934,17 @@ SimulationResult RunSimulations(SimulationOptions options, std::uint64_t first, 
     total.restarts += r.restarts;
     total.machine_grants += r.machine_grants;
     total.segment_ids += r.segment_ids;
+    total.strict_ids += r.strict_ids;
   }
   return total;
 }
 
 std::string Summary(const SimulationResult& total, std::uint64_t seeds) {
   return fmt::format(
-      "{} seeds, {} ids checked, {} segment ids checked, {} faults, {} restarts, {} machine ids "
-      "granted",
-      seeds, total.ids, total.segment_ids, total.faults, total.restarts, total.machine_grants);
+      "{} seeds, {} ids checked, {} segment ids checked, {} strict ids checked, {} faults, {} "
+      "restarts, {} machine ids granted",
+      seeds, total.ids, total.segment_ids, total.strict_ids, total.faults, total.restarts,
+      total.machine_grants);
 }
 
 bool RanForReal(const SimulationResult& total, std::uint64_t seeds) {

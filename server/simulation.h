@@ -18,7 +18,10 @@
 //    have issued;
 //  - a segment id (one tag, served by every server from one shared store whose calls fail, land
 //    unanswered, or stall in outages) is issued once across all servers and restarts, and above
-//    every earlier id of its server process.
+//    every earlier id of its server process;
+//  - a strict id (one strict tag, led by one server and forwarded to by the others, through the
+//    coordinator's faults, pauses past the TTL, crashes and clock steps) is above every strict id
+//    answered before its request began, by any server.
 // The same seed replays the same run: `sekka_sim --seed S --verbose`. A run may instead give
 // every process a lease of its own making (`new_lease`), e.g. the lock-file source of one host
 // on a temp dir (backends/local_simulation_test.cc), with the same faults at its calls.
@@ -50,6 +53,9 @@ struct SimulationOptions {
   std::function<std::unique_ptr<WorkerLease>(const WorkerLeaseOptions&)> new_lease;
   // How a failure says to replay it, with {seed} and {steps} for the run's; "" = sekka_sim.
   std::string replay;
+  // The checker's self-test (issue 26): a new strict leader starts at the old bound, not above
+  // it. The runs must then fail.
+  bool plant_strict_bug = false;
 };
 
 struct SimulationResult {
@@ -60,6 +66,7 @@ struct SimulationResult {
   std::uint64_t restarts = 0;
   std::uint64_t machine_grants = 0;  // CosId machine ids handed to the simulated instances
   std::uint64_t segment_ids = 0;     // segment ids issued and checked
+  std::uint64_t strict_ids = 0;      // strict ids answered and checked
 };
 
 SimulationResult RunSimulation(const SimulationOptions& options);

@@ -26,10 +26,12 @@ int main(int argc, char** argv) {
       options.steps = std::stoi(argv[++i]);
     } else if (arg == "--verbose") {
       options.verbose = true;
+    } else if (arg == "--plant-strict-bug") {
+      options.plant_strict_bug = true;
     } else {
       std::fprintf(stderr,
                    "sekka_sim: unknown argument \"%s\": allowed --seed S | --first S --seeds N, "
-                   "--steps K, --verbose\n",
+                   "--steps K, --verbose, --plant-strict-bug\n",
                    arg.c_str());
       return 2;
     }

@@ -24,6 +24,17 @@ TEST(SimulationTest, NoIdIsIssuedTwiceUnderRandomFaultSchedules) {
   ASSERT_TRUE(r.ok) << r.failure;
   std::printf("simulation: %s\n", Summary(r, seeds).c_str());
   EXPECT_TRUE(RanForReal(r, seeds)) << Summary(r, seeds);
+  EXPECT_GT(r.strict_ids, seeds * 50) << Summary(r, seeds);
+}
+
+// The checker's self-test (issue 26): a new strict leader that starts at the old bound instead
+// of above it repeats the old leader's last id whenever that one had served up to its bound.
+TEST(SimulationTest, FindsAStrictLeaderThatStartsAtTheOldBound) {
+  SimulationOptions options;
+  options.plant_strict_bug = true;
+  const SimulationResult r = RunSimulations(options, 1, 2000);
+  ASSERT_FALSE(r.ok) << "2,000 seeds missed the planted bug";
+  EXPECT_NE(r.failure.find("strict ids"), std::string::npos) << r.failure;
 }
 
 TEST(SimulationTest, ASeedReplaysTheSameRun) {

@@ -179,8 +179,11 @@ Result<std::int64_t> StrictTags::CallLeader(Tag& t, std::int64_t n, bool& remote
   // this server takes the lead. A failover takes up to a TTL; callers see kUnavailable after.
   const std::int64_t deadline = clock_.MonotonicMillis() + 2000;
   Error last = Unavailable(fmt::format("no leader of strict tag {} answered", t.name));
-  for (int attempt = 0; clock_.MonotonicMillis() < deadline; ++attempt) {
-    if (attempt > 0) std::this_thread::sleep_for(std::chrono::milliseconds(20 * attempt));
+  for (int attempt = 0; attempt < 10 && clock_.MonotonicMillis() < deadline; ++attempt) {
+    if (attempt > 0) {
+      const std::chrono::milliseconds wait(20 * attempt);
+      coordination_.pause ? coordination_.pause(wait) : std::this_thread::sleep_for(wait);
+    }
     if (t.leader != nullptr && t.leader->leading()) {
       Result<std::int64_t> first = t.leader->Next(n);
       if (first.ok() || first.error().code != ErrorCode::kLeaseLost) return first;

@@ -46,6 +46,10 @@ struct StrictCoordination {
   std::function<Result<std::int64_t>(const std::string& address, const std::string& tag,
                                      std::int64_t n)>
       forward;
+  // Waits between tries to reach a leader; null: sleeps (the simulation passes its own time).
+  std::function<void(std::chrono::milliseconds)> pause;
+  // StrictOptions::planted_bug_start_at_bound: the simulation's self-test only.
+  bool planted_bug_start_at_bound = false;
 };
 
 // A leader's identity: "strict@<its RESP address>#<a number of this run>".

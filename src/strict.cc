@@ -45,7 +45,7 @@ Status StrictLeader::Lead() {
   const std::int64_t stored = std::max<std::int64_t>(grant->hwm_millis, 0);
   if (stored == kMax) return Exhausted(fmt::format("strict tag {} is exhausted", tag_));
   bound_ = stored;
-  next_ = stored + 1;
+  next_ = options_.planted_bug_start_at_bound ? std::max<std::int64_t>(stored, 1) : stored + 1;
   leading_ = true;
   // 2. A window ahead, before any id is served.
   return RaiseLocked(next_);

@@ -45,6 +45,9 @@ struct StrictOptions {
   double margin = 0.1;
   // How far the stored bound runs ahead of what was served: the ids a failover skips at most.
   std::int64_t window = 100'000;
+  // The simulation's planted bug (server/simulation.h, plant_strict_bug): a new leader starts AT
+  // the stored bound instead of above it. Its self-test only; never set otherwise.
+  bool planted_bug_start_at_bound = false;
 };
 
 // Strict tag names: 1 to 40 characters of A-Z a-z 0-9 _ . - (the tag names a coordinator
