@@ -150,6 +150,16 @@ Result<Reply> SegmentDeleteCommand(Service& service, Args args) {
   return Reply(std::move(json).value());
 }
 
+// Strict commands wait only when this server must reach the coordinator or the tag's leader.
+bool StrictMayBlock(Service& service, Args args) {
+  std::int64_t n = 1;
+  if (args.size() > 1) {
+    const auto [p, ec] = std::from_chars(args[1].data(), args[1].data() + args[1].size(), n);
+    if (ec != std::errc() || p != args[1].data() + args[1].size()) return false;  // refused
+  }
+  return !service.StrictReady(args[0], n);
+}
+
 // STRICT.NEXT <tag> answers one id; STRICT.NEXT <tag> <count> and STRICT.BATCH <tag> <count> a
 // list: consecutive ids, each larger than every strict id of the tag answered before the
 // request began (include/sekka/strict.h).
@@ -320,9 +330,9 @@ constexpr std::array<CommandSpec, 24> kCommands = {{
     {Command::kSegmentAdmin, "SEG.DELETE", 1, 1, true, AlwaysMayBlock,  // <tag>
      SegmentDeleteCommand},
     // Strict ids: led here, or forwarded to the tag's leader (both may wait).
-    {Command::kStrict, "STRICT.NEXT", 1, 2, true, AlwaysMayBlock, StrictCommand},   // <tag> [<n>]
-    {Command::kStrict, "STRICT.BATCH", 2, 2, true, AlwaysMayBlock, StrictCommand},  // <tag> <n>
-    {Command::kStrict, "STRICT.FORWARDED", 2, 2, true, AlwaysMayBlock,              // <tag> <n>
+    {Command::kStrict, "STRICT.NEXT", 1, 2, true, StrictMayBlock, StrictCommand},   // <tag> [<n>]
+    {Command::kStrict, "STRICT.BATCH", 2, 2, true, StrictMayBlock, StrictCommand},  // <tag> <n>
+    {Command::kStrict, "STRICT.FORWARDED", 2, 2, true, StrictMayBlock,              // <tag> <n>
      StrictForwardedCommand},
     // Machine ids for CosId clients: each change is stored (fsync) before it is answered.
     {Command::kMachine, "MACHINE.DISTRIBUTE", 5, 5, true, AlwaysMayBlock,

@@ -186,6 +186,10 @@ class Service {
   // The same, only from this server's own leadership (a forwarded call). Errors: kLeaseLost
   // when this server does not lead `tag`, and NextStrict's.
   Result<std::int64_t> NextStrictAsLeader(std::string_view tag, std::int64_t n);
+  // True when NextStrict(tag, n) would not wait for the coordinator or another server.
+  bool StrictReady(std::string_view tag, std::int64_t n) {
+    return strict_ != nullptr && strict_->Ready(tag, n);
+  }
   // Where other servers forward strict calls to this one: its RESP address.
   void SetStrictAddress(const std::string& resp_address);
   const StrictTags* strict_tags() const { return strict_.get(); }

@@ -13,7 +13,7 @@ namespace sekka::server {
 // One strict tag on this server: its lease (led or not) and its forwarding queue.
 struct StrictTags::Tag {
   std::string name;
-  std::unique_ptr<StrictLeader> leader;  // null until this server has the address to lead
+  std::unique_ptr<StrictLeader> leader;  // made with the tag, never replaced
   std::mutex lead_mu;                    // one Lead() at a time
   std::int64_t next_tick_ms = 0;         // guarded by lead_mu (monotonic ms)
   // Forwarding, guarded by fmu:
@@ -84,26 +84,32 @@ Result<StrictTags::Tag*> StrictTags::Find(std::string_view tag) {
     return Exhausted(fmt::format("strict tag {} is not served: this server serves {} already", tag,
                                  tags_.size()));
   }
+  // A tag is made only once this server can be found by others: every tag then has a leader
+  // part that can take the lead (made once, never replaced: read without mu_).
+  if (address_.empty()) return Unavailable("this server is starting: it serves strict ids soon");
   auto t = std::make_unique<Tag>();
   t->name = std::string(tag);
-  if (!address_.empty()) {
-    Result<std::unique_ptr<WorkerLease>> lease =
-        coordination_.open_lease(t->name, StrictIdentity(address_, run_));
-    if (!lease.ok()) return std::move(lease).error();
-    t->leader = std::make_unique<StrictLeader>(t->name, std::move(lease).value(), clock_, options_);
-  }
+  Result<std::unique_ptr<WorkerLease>> lease =
+      coordination_.open_lease(t->name, StrictIdentity(address_, run_));
+  if (!lease.ok()) return std::move(lease).error();
+  t->leader = std::make_unique<StrictLeader>(t->name, std::move(lease).value(), clock_, options_);
   Tag* raw = t.get();
   tags_.emplace(t->name, std::move(t));
   return raw;
 }
 
 Status StrictTags::TryLead(Tag& t) {
-  if (t.leader == nullptr) return LeaseLost("this server does not listen for forwarded calls yet");
   std::lock_guard lock(t.lead_mu);
   if (t.leader->leading()) return Status::Ok();
   Status s = t.leader->Lead();
   if (s.ok()) elections_.fetch_add(1, std::memory_order_relaxed);
   return s;
+}
+
+bool StrictTags::Ready(std::string_view tag, std::int64_t n) {
+  std::lock_guard lock(mu_);
+  auto it = tags_.find(tag);
+  return it != tags_.end() && it->second->leader != nullptr && it->second->leader->Ready(n);
 }
 
 Result<std::int64_t> StrictTags::NextAsLeader(std::string_view tag, std::int64_t n) {

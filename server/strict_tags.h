@@ -77,6 +77,9 @@ class StrictTags {
   // Only from this server's own leadership, never forwarded (what a forwarded call runs).
   // Errors: kLeaseLost when this server does not lead `tag` (and cannot take the lead).
   Result<std::int64_t> NextAsLeader(std::string_view tag, std::int64_t n);
+  // True when Next(tag, n) would be answered here at once (this server leads `tag` and holds n
+  // ids below its bound): the command layer then runs it on the event loop.
+  bool Ready(std::string_view tag, std::int64_t n);
   // Renews the leases of the tags this server leads, each every ttl / 3 (the service's
   // background thread calls it often).
   void Tick();

@@ -117,6 +117,12 @@ bool StrictLeader::leading() const {
   return leading_;
 }
 
+bool StrictLeader::Ready(std::int64_t n) {
+  std::lock_guard lock(mu_);
+  return leading_ && n >= 1 && ValidLocked() && next_ <= kMax - (n - 1) &&
+         next_ + (n - 1) <= bound_;
+}
+
 StrictLeader::State StrictLeader::state() const {
   std::lock_guard lock(mu_);
   return {leading_, next_ - 1, bound_, valid_until_};

@@ -78,6 +78,9 @@ class StrictLeader {
   void Resign();
 
   bool leading() const;
+  // True when Next(n) would be answered now without a coordinator call: leading, the lease
+  // known valid, and n ids below the stored bound (a hint: another caller may take them first).
+  bool Ready(std::int64_t n);
   // The last id served (0 before any), the stored bound, and the lease's local deadline.
   struct State {
     bool leading = false;
