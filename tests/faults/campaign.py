@@ -306,7 +306,9 @@ def print_summary(r):
         print(f"  {kind:28} x{v['count']:<3} unavailable median {v['unavailable_median_s']} s "
               f"max {v['unavailable_max_s']} s; ready again median {v['recovery_median_s']} s "
               f"max {v['recovery_max_s']} s" + (f"; {v['unrecovered']} NOT RECOVERED"
-                                               if v["unrecovered"] else ""))
+                                               if v["unrecovered"] else "")
+              + (f"; strict ids unavailable max {v['strict_unavailable_max_s']} s"
+                 if v.get("strict_unavailable_max_s") is not None else ""))
     for s, u in r["resources"].items():
         print(f"  server {s} (process {u['process']}): RSS {u['rss_kib'][0]} -> "
               f"{u['rss_kib'][1]} KiB, fds {u['fds'][0]} -> {u['fds'][1]}")

@@ -291,6 +291,8 @@ def fault_stats(history, times=None):
     fault's start until every server was ready again, and the recovery time (heal to ready)."""
     times = times if times is not None else success_times(history)
     n_servers = 1 + max(history.server) if len(history) else 0
+    # Strict ids are the cluster's, not a server's: answered by any server counts.
+    strict = sorted(t for (_server, name), v in times.items() if name == "strict" for t in v)
     out = []
     for e in history.events:
         if e.get("type") != "fault":
@@ -305,6 +307,8 @@ def fault_stats(history, times=None):
         # restarts of servers that keep their id are their own rows.
         kind = e["kind"] + (" (keep_id)" if e.get("keep_id") and e["kind"] in RESTARTS else "")
         out.append({"kind": kind, "unavailable_s": round(max(gaps, default=0.0), 3),
+                    "strict_unavailable_s": (round(longest_gap(strict, e["t0"], window_end), 3)
+                                             if strict else None),
                     "recovery_s": (round(e["ready"] - e["heal"], 3)
                                    if e.get("ready") and e.get("heal") else None),
                     "recovered": bool(e.get("ready"))})
@@ -320,7 +324,10 @@ def summarize_faults(stats):
     for kind, items in sorted(by_kind.items()):
         un = [s["unavailable_s"] for s in items]
         rec = [s["recovery_s"] for s in items if s["recovery_s"] is not None]
+        strict = [s["strict_unavailable_s"] for s in items
+                  if s.get("strict_unavailable_s") is not None]
         out[kind] = {"count": len(items),
+                     "strict_unavailable_max_s": round(max(strict), 3) if strict else None,
                      "unavailable_median_s": round(statistics.median(un), 3),
                      "unavailable_max_s": round(max(un), 3),
                      "recovery_median_s": round(statistics.median(rec), 3) if rec else None,
