@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite, as CI runs it (.ci/run calls this script):
 #   0. formatting (clang-format --dry-run on every C++ file);
-#   1. Release build: unit tests, end-to-end tests, the simulation (10,000 seeds) and a 2-minute
+#   1. Release build: unit tests, end-to-end tests, the simulation (10,000 seeds) and a 1.5-minute
 #      fault campaign per coordinator (tests/faults, docs/reliability.md) (ctest);
 #   1b. the Debian package (scripts/package_test.sh: lintian, dpkg -i, checks, purge);
 #   2. AddressSanitizer + UndefinedBehaviorSanitizer build: the same tests but the slowest
