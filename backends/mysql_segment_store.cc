@@ -73,20 +73,21 @@ class MysqlSegmentStore final : public SegmentStore {
         {[&] {
            return changed(fmt::format(
                "UPDATE sekka_segments SET next_id = {1}, step = {2}, delta = {3}, remainder = {4}, "
-               "deleted = 0 WHERE tag = {0} AND deleted = 1 AND next_id <= {1}",
+               "deleted = 0 WHERE tag = {0} AND deleted = 1 AND next_id <= {1} AND delta = {3} AND "
+               "remainder = {4}",
                name, tag.next_id, tag.step, tag.delta, tag.remainder));
          },
          [&] {
            return changed(fmt::format("INSERT INTO {} {} ON DUPLICATE KEY UPDATE {} = {}",
                                       t_.table.name, Values(tag), t_.table.key, t_.table.key));
          },
-         [&]() -> Result<std::optional<std::int64_t>> {
-           Result<std::vector<Answer>> r = Run(fmt::format(
-               "SELECT next_id FROM sekka_segments WHERE tag = {} AND deleted = 1", name));
+         [&]() -> Result<std::optional<TagInfo>> {
+           Result<std::vector<Answer>> r =
+               Run(fmt::format("SELECT {} FROM sekka_segments WHERE tag = {} AND deleted = 1",
+                               t_.table.columns, name));
            if (!r.ok()) return std::move(r).error();
-           if (r->at(0).rows.size() != 1) return std::optional<std::int64_t>();
-           return std::optional<std::int64_t>(
-               std::strtoll(r->at(0).rows[0][0].c_str(), nullptr, 10));
+           if (r->at(0).rows.size() != 1) return std::optional<TagInfo>();
+           return std::optional<TagInfo>(Row(r->at(0).rows[0]));
          }});
   }
 
@@ -128,11 +129,14 @@ class MysqlSegmentStore final : public SegmentStore {
     return Get(tag);
   }
 
-  Result<std::vector<TagInfo>> ListTags() override {
+  Result<std::vector<TagInfo>> ListTagsAfter(std::string_view after, std::size_t limit) override {
+    if (!after.empty() && !ValidateTag(after).ok()) return std::vector<TagInfo>();
     std::lock_guard lock(mu_);
-    Result<std::vector<Answer>> r =
-        Run(fmt::format("SELECT {} FROM {} WHERE {} ORDER BY {}", t_.table.columns, t_.table.name,
-                        t_.table.live, t_.table.key));
+    // BINARY: byte order, as the other stores list (and as `after` continues).
+    Result<std::vector<Answer>> r = Run(fmt::format(
+        "SELECT {0} FROM {1} WHERE {2} AND BINARY {3} > BINARY {4} ORDER BY BINARY {3} LIMIT {5}",
+        t_.table.columns, t_.table.name, t_.table.live, t_.table.key, Quote(after),
+        limit == 0 ? std::string("18446744073709551615") : std::to_string(limit)));
     if (!r.ok()) return std::move(r).error();
     std::vector<TagInfo> out;
     for (const std::vector<std::string>& row : r->at(0).rows) out.push_back(Row(row));
@@ -338,10 +342,12 @@ class MysqlSegmentStore final : public SegmentStore {
             "table_name = 'sekka_segments' AND column_name = 'deleted'");
     if (!r.ok()) return std::move(r).error();
     if (r->at(0).rows.size() == 1 && r->at(0).rows[0][0] == "1") return Status::Ok();
-    Result<std::vector<Answer>> added =
-        Run("ALTER TABLE sekka_segments ADD COLUMN deleted TINYINT NOT NULL DEFAULT 0");
-    if (!added.ok()) return std::move(added).error();
-    return Status::Ok();
+    // Two processes may both find it missing: the second ALTER's "duplicate column" is success.
+    constexpr std::string_view kAdd =
+        "ALTER TABLE sekka_segments ADD COLUMN deleted TINYINT NOT NULL DEFAULT 0";
+    if (mysql_real_query(conn_, kAdd.data(), kAdd.size()) == 0) return Status::Ok();
+    if (mysql_errno(conn_) == 1060) return Status::Ok();  // ER_DUP_FIELDNAME
+    return Fail();
   }
 
   const Target t_;

@@ -63,13 +63,14 @@ class PostgresSegmentStore final : public SegmentStore {
     std::lock_guard lock(mu_);
     return CreateInTable(t_, tag,
                          {[&] { return Revive(tag); }, [&] { return Insert(tag); },
-                          [&]() -> Result<std::optional<std::int64_t>> {
+                          [&]() -> Result<std::optional<TagInfo>> {
                             Result<PgResult> r = Exec(
-                                "SELECT next_id FROM sekka_segments WHERE tag = $1 AND deleted = 1",
+                                "SELECT tag, next_id, step, delta, remainder FROM sekka_segments "
+                                "WHERE tag = $1 AND deleted = 1",
                                 {tag.tag.c_str()}, PGRES_TUPLES_OK);
                             if (!r.ok()) return std::move(r).error();
-                            if (PQntuples(r->get()) == 0) return std::optional<std::int64_t>();
-                            return std::optional(Int(r->get(), 0, 0));
+                            if (PQntuples(r->get()) == 0) return std::optional<TagInfo>();
+                            return std::optional<TagInfo>(Row(r->get(), 0));
                           }});
   }
 
@@ -103,11 +104,15 @@ class PostgresSegmentStore final : public SegmentStore {
     return GetLocked(tag);
   }
 
-  Result<std::vector<TagInfo>> ListTags() override {
+  Result<std::vector<TagInfo>> ListTagsAfter(std::string_view after, std::size_t limit) override {
     std::lock_guard lock(mu_);
-    const std::string sql =
-        fmt::format("SELECT {} FROM {} WHERE {} ORDER BY {}", t_.columns, t_.name, t_.live, t_.key);
-    Result<PgResult> r = Exec(sql.c_str(), {}, PGRES_TUPLES_OK);
+    // COLLATE "C": byte order, as the other stores list (and as `after` continues).
+    const std::string sql = fmt::format(
+        "SELECT {0} FROM {1} WHERE {2} AND {3} > $1 COLLATE \"C\" ORDER BY {3} COLLATE \"C\" "
+        "LIMIT $2::bigint",
+        t_.columns, t_.name, t_.live, t_.key);
+    const std::string from(after), n = std::to_string(limit == 0 ? INT64_MAX : limit);
+    Result<PgResult> r = Exec(sql.c_str(), {from.c_str(), n.c_str()}, PGRES_TUPLES_OK);
     if (!r.ok()) return std::move(r).error();
     std::vector<TagInfo> out;
     for (int i = 0; i < PQntuples(r->get()); ++i) out.push_back(Row(r->get(), i));
@@ -126,7 +131,7 @@ class PostgresSegmentStore final : public SegmentStore {
     Result<PgResult> r = Exec(
         "UPDATE sekka_segments SET next_id = $2::bigint, step = $3::bigint, delta = $4::bigint, "
         "remainder = $5::bigint, deleted = 0, updated_at = now() WHERE tag = $1 AND deleted = 1 "
-        "AND next_id <= $2::bigint",
+        "AND next_id <= $2::bigint AND delta = $4::bigint AND remainder = $5::bigint",
         {tag.tag.c_str(), next.c_str(), step.c_str(), delta.c_str(), remainder.c_str()},
         PGRES_COMMAND_OK);
     if (!r.ok()) return std::move(r).error();

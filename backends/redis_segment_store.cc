@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <array>
 #include <limits>
+#include <set>
 
 #include "backends/redis_client.h"
 #include "backends/store_uri.h"
@@ -35,13 +36,19 @@ return {redis.call('GET', KEYS[1]), redis.call('HGET', KEYS[2], 'step')}
   "  return a < b\n"                        \
   "end\n"
 
-// A new tag: 0 when its counter exists; {tombstone} when the tag was deleted at a counter above
-// the new one (a tombstone is the metadata's 'deleted' field: the counter when it was deleted);
-// else the counter (first id - 1) and the metadata, and 1.
+// A new tag: 0 when its counter exists; {tombstone, delta, remainder} when the tag was deleted
+// and CheckRevival refuses the new one (a tombstone is the metadata's 'deleted' field: the
+// counter when it was deleted); else the counter (first id - 1) and the metadata, and 1.
 constexpr const char* kCreate = SEKKA_LESS R"(
 if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
 local dead = redis.call('HGET', KEYS[2], 'deleted')
-if dead and less(ARGV[1], dead) then return {dead} end
+if dead then
+  local m = redis.call('HMGET', KEYS[2], 'delta', 'remainder')
+  local delta, remainder = m[1] or '1', m[2] or '0'
+  if less(ARGV[1], dead) or delta ~= ARGV[3] or remainder ~= ARGV[4] then
+    return {dead, delta, remainder}
+  end
+end
 redis.call('SET', KEYS[1], ARGV[1])
 redis.call('HSET', KEYS[2], 'step', ARGV[2], 'delta', ARGV[3], 'remainder', ARGV[4])
 redis.call('HDEL', KEYS[2], 'deleted')
@@ -115,9 +122,14 @@ class RedisSegmentStore final : public SegmentStore {
          std::to_string(tag.step), std::to_string(tag.delta), std::to_string(tag.remainder)},
         /*may_repeat=*/false);  // again after a lost reply: "exists"
     if (!r.ok()) return std::move(r).error();
-    std::int64_t dead = 0;
-    if (r->kind == '*' && r->elements.size() == 1 && DecimalInt64(r->elements[0].text, dead)) {
-      return TagDeletedAt(tag.tag, dead + 1);
+    TagInfo dead{tag.tag};
+    if (r->kind == '*' && r->elements.size() == 3 &&
+        DecimalInt64(r->elements[0].text, dead.next_id) &&
+        DecimalInt64(r->elements[1].text, dead.delta) &&
+        DecimalInt64(r->elements[2].text, dead.remainder)) {
+      dead.next_id += 1;  // the counter is the last id covered
+      if (Status s = CheckRevival(dead, tag); !s.ok()) return s;
+      return Broken(tag.tag, *r);  // the script refused what CheckRevival allows
     }
     if (r->kind != ':') return Broken(tag.tag, *r);
     if (r->integer == 0) return TagExists(tag.tag);
@@ -125,11 +137,11 @@ class RedisSegmentStore final : public SegmentStore {
   }
 
   Status SetStep(std::string_view tag, std::int64_t step) override {
-    if (step < 1) return BadStep(step);
+    if (Status s = ValidateTagStep(step); !s.ok()) return s;
     if (prefix_ == "cosid") {
       return InvalidArgument(fmt::format(
           "tag {}: a CosId counter's step is set in each CosId client's configuration, not in "
-          "Redis; sekka's servers take theirs from --segment-min-step and --segment-max-step",
+          "Redis; sekka's servers adapt theirs up to segment.max_step",
           tag));
     }
     if (!ValidateTag(tag).ok()) return TagNotFound(tag);
@@ -157,8 +169,10 @@ class RedisSegmentStore final : public SegmentStore {
     return Info(tag, *r);
   }
 
-  Result<std::vector<TagInfo>> ListTags() override {
-    std::vector<std::string> names;
+  Result<std::vector<TagInfo>> ListTagsAfter(std::string_view after, std::size_t limit) override {
+    // The `limit` smallest names after `after`, kept while SCAN walks the keys (memory bounded
+    // by the page, not the key space).
+    std::set<std::string> names;
     std::string cursor = "0";
     const std::string pattern = prefix_ + ":{*}.adder";
     do {  // SCAN's cursor: every key that exists throughout is returned at least once
@@ -169,11 +183,12 @@ class RedisSegmentStore final : public SegmentStore {
       for (const RespReply& key : r->elements[1].elements) {
         const std::size_t open = key.text.find('{'), close = key.text.rfind('}');
         if (open == std::string::npos || close == std::string::npos || close < open) continue;
-        names.push_back(key.text.substr(open + 1, close - open - 1));
+        std::string name = key.text.substr(open + 1, close - open - 1);
+        if (name <= after) continue;
+        names.insert(std::move(name));
+        if (limit != 0 && names.size() > limit) names.erase(std::prev(names.end()));
       }
     } while (cursor != "0");
-    std::sort(names.begin(), names.end());
-    names.erase(std::unique(names.begin(), names.end()), names.end());
     std::vector<TagInfo> out;
     for (const std::string& name : names) {
       Result<TagInfo> info = GetTag(name);

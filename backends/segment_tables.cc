@@ -40,7 +40,7 @@ Status CheckNewTag(const SegmentTable& t, const TagInfo& tag) {
 }
 
 Status CheckStep(const SegmentTable& t, std::string_view tag, std::int64_t step) {
-  if (step < 1) return BadStep(step);
+  if (Status s = ValidateTagStep(step); !s.ok()) return s;
   if (!t.peer.empty() && step > kIntMax) {
     return InvalidArgument(
         fmt::format("tag {}: step {} does not fit {}'s INT column: allowed 1 to {}", tag, step,
@@ -51,7 +51,7 @@ Status CheckStep(const SegmentTable& t, std::string_view tag, std::int64_t step)
 
 Status CreateInTable(const SegmentTable& t, const TagInfo& tag, const TableCreate& steps) {
   if (Status s = CheckNewTag(t, tag); !s.ok()) return s;
-  // 1. A tombstone at or below the new next id becomes the row (under the row's lock).
+  // 1. A tombstone that CheckRevival allows becomes the row (under the row's lock).
   if (t.tombstones()) {
     Result<bool> revived = steps.revive();
     if (!revived.ok()) return std::move(revived).error();
@@ -61,12 +61,14 @@ Status CreateInTable(const SegmentTable& t, const TagInfo& tag, const TableCreat
   Result<bool> inserted = steps.insert();
   if (!inserted.ok()) return std::move(inserted).error();
   if (*inserted) return Status::Ok();
-  // 3. A row is there: live (it exists), or a tombstone above the new next id (refused; a
-  //    tombstone never moves down, so this answer holds even if the row changed since).
+  // 3. A row is there: live (it exists), or a tombstone CheckRevival refuses (a tombstone never
+  //    moves down nor changes its delta, so this answer holds even if the row changed since).
   if (!t.tombstones()) return TagExists(tag.tag);
-  Result<std::optional<std::int64_t>> dead = steps.tombstone();
+  Result<std::optional<TagInfo>> dead = steps.tombstone();
   if (!dead.ok()) return std::move(dead).error();
-  if (*dead) return TagDeletedAt(tag.tag, **dead);
+  if (*dead) {
+    if (Status s = CheckRevival(**dead, tag); !s.ok()) return s;
+  }
   return TagExists(tag.tag);
 }
 

@@ -76,17 +76,17 @@ Status CheckStep(const SegmentTable& t, std::string_view tag, std::int64_t step)
 
 // What a store does for CreateInTable, each in one statement (or transaction) of its own.
 struct TableCreate {
-  // Turns the tag's tombstone into the new row if its next id is at most the new one; true when
-  // it did.
+  // Turns the tag's tombstone into the new row if CheckRevival allows it (its next id at most the
+  // new one, the same delta and remainder); true when it did.
   std::function<Result<bool>()> revive;
   // Inserts the row if the tag has none, live or deleted; true when it did.
   std::function<Result<bool>()> insert;
-  // The next id of the tag's tombstone; nullopt when its row is live (or gone again).
-  std::function<Result<std::optional<std::int64_t>>()> tombstone;
+  // The tag's tombstone (its row as it was deleted); nullopt when its row is live.
+  std::function<Result<std::optional<TagInfo>>()> tombstone;
 };
-// CreateTag on a table, the rule written once: a tombstone comes back only at its next id or
-// above (else TagDeletedAt); with no row, one is inserted; a live row is TagExists. Errors: those
-// and the steps' own.
+// CreateTag on a table, the rule written once: a tombstone comes back only as CheckRevival allows
+// (at or above its next id, with its delta and remainder); with no row, one is inserted; a live
+// row is TagExists. Errors: those and the steps' own.
 Status CreateInTable(const SegmentTable& t, const TagInfo& tag, const TableCreate& steps);
 
 }  // namespace sekka

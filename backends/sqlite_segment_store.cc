@@ -91,7 +91,8 @@ class SqliteSegmentStore final : public SegmentStore {
         {[&] {
            return changes(
                "UPDATE sekka_segments SET next_id = ?2, step = ?3, delta = ?4, remainder = ?5, "
-               "deleted = 0 WHERE tag = ?1 AND deleted = 1 AND next_id <= ?2",
+               "deleted = 0 WHERE tag = ?1 AND deleted = 1 AND next_id <= ?2 AND delta = ?4 AND "
+               "remainder = ?5",
                "revive");
          },
          [&] {
@@ -100,20 +101,21 @@ class SqliteSegmentStore final : public SegmentStore {
                "VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT (tag) DO NOTHING",
                "create");
          },
-         [&]() -> Result<std::optional<std::int64_t>> {
-           Statement st(db_, "SELECT next_id FROM sekka_segments WHERE tag = ?1 AND deleted = 1");
+         [&]() -> Result<std::optional<TagInfo>> {
+           Statement st(db_,
+                        "SELECT tag, next_id, step, delta, remainder FROM sekka_segments "
+                        "WHERE tag = ?1 AND deleted = 1");
            if (!st.ok()) return Failure("show");
            BindText(st.get(), 1, tag.tag);
            const int rc = sqlite3_step(st.get());
-           if (rc == SQLITE_ROW)
-             return std::optional<std::int64_t>(sqlite3_column_int64(st.get(), 0));
+           if (rc == SQLITE_ROW) return std::optional<TagInfo>(Row(st.get()));
            if (rc != SQLITE_DONE) return Failure("show");
-           return std::optional<std::int64_t>();
+           return std::optional<TagInfo>();
          }});
   }
 
   Status SetStep(std::string_view tag, std::int64_t step) override {
-    if (step < 1) return BadStep(step);
+    if (Status s = ValidateTagStep(step); !s.ok()) return s;
     std::lock_guard lock(mu_);
     Statement update(db_, "UPDATE sekka_segments SET step = ?2 WHERE tag = ?1 AND deleted = 0");
     if (!update.ok()) return Failure("prepare step");
@@ -144,13 +146,14 @@ class SqliteSegmentStore final : public SegmentStore {
     return GetLocked(tag);
   }
 
-  Result<std::vector<TagInfo>> ListTags() override {
+  Result<std::vector<TagInfo>> ListTagsAfter(std::string_view after, std::size_t limit) override {
     std::lock_guard lock(mu_);
-    Statement select(
-        db_,
-        "SELECT tag, next_id, step, delta, remainder FROM sekka_segments WHERE deleted = 0 "
-        "ORDER BY tag");
+    Statement select(db_,
+                     "SELECT tag, next_id, step, delta, remainder FROM sekka_segments WHERE "
+                     "deleted = 0 AND tag > ?1 ORDER BY tag LIMIT ?2");
     if (!select.ok()) return Failure("prepare list");
+    BindText(select.get(), 1, after);
+    sqlite3_bind_int64(select.get(), 2, limit == 0 ? -1 : static_cast<std::int64_t>(limit));
     std::vector<TagInfo> out;
     int rc;
     while ((rc = sqlite3_step(select.get())) == SQLITE_ROW) out.push_back(Row(select.get()));

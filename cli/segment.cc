@@ -73,10 +73,16 @@ int RunSegment(const SegmentFlags& flags) {
     show(*t);
     return kExitOk;
   }
-  Result<std::vector<TagInfo>> tags = (*store)->ListTags();
-  if (!tags.ok()) return exit_for(tags.error());
-  for (const TagInfo& t : *tags) show(t);
-  return kExitOk;
+  // A page at a time: a store of a million tags is listed in bounded memory.
+  constexpr std::size_t kPage = 1000;
+  std::string after;
+  for (;;) {
+    Result<std::vector<TagInfo>> tags = (*store)->ListTagsAfter(after, kPage);
+    if (!tags.ok()) return exit_for(tags.error());
+    for (const TagInfo& t : *tags) show(t);
+    if (tags->size() < kPage) return kExitOk;
+    after = tags->back().tag;
+  }
 }
 
 }  // namespace sekka::cli

@@ -113,9 +113,16 @@ Result<Reply> SegmentCreateCommand(Service& service, Args args) {
   return std::move(s).error();
 }
 
-// SEG.TAGS [<tag>]: the store's rows, with what this server holds of each (JSON text).
+// SEG.TAGS [<tag> | AFTER <tag>]: the store's rows (one tag, or a page of them), with what this
+// server holds of each (JSON text).
 Result<Reply> SegmentTagsCommand(Service& service, Args args) {
-  Result<std::string> json = service.SegmentTagsJson(args.empty() ? "" : args[0]);
+  if (args.size() == 2 && (args[0].size() != 5 || strncasecmp(args[0].data(), "AFTER", 5) != 0)) {
+    return InvalidArgument(fmt::format("SEG.TAGS option \"{}\" is not valid: allowed AFTER <tag>",
+                                       args[0].substr(0, 20)));
+  }
+  Result<std::string> json = args.size() == 2
+                                 ? service.SegmentTagsJson("", args[1])
+                                 : service.SegmentTagsJson(args.empty() ? "" : args[0]);
   if (!json.ok()) return std::move(json).error();
   return Reply(std::move(json).value());
 }
@@ -324,7 +331,7 @@ constexpr std::array<CommandSpec, 24> kCommands = {{
     {Command::kSegmentCreate, "SEG.CREATE", 3, 3, true, AlwaysMayBlock,  // <tag> <start> <step>
      SegmentCreateCommand},
     // Tag administration, on the store itself (changes need auth_token set: AdminAllowed).
-    {Command::kSegmentAdmin, "SEG.TAGS", 0, 1, true, AlwaysMayBlock, SegmentTagsCommand},
+    {Command::kSegmentAdmin, "SEG.TAGS", 0, 2, true, AlwaysMayBlock, SegmentTagsCommand},
     {Command::kSegmentAdmin, "SEG.STEP", 2, 2, true, AlwaysMayBlock,  // <tag> <step>
      SegmentStepCommand},
     {Command::kSegmentAdmin, "SEG.DELETE", 1, 1, true, AlwaysMayBlock,  // <tag>

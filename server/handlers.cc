@@ -540,6 +540,15 @@ std::string StableParam(const RouteInput& in) {
   return http::QueryParam(in.query, "stable").value_or("false");
 }
 
+// /v1/tags[?after=<tag>]: a page of tags, from the first or after that one.
+Status TagsPageArgs(Service&, const RouteInput& in, ArgList& out) {
+  if (std::optional<std::string> after = http::QueryParam(in.query, "after"); after) {
+    out.push_back("AFTER");
+    out.push_back(std::move(*after));
+  }
+  return Status::Ok();
+}
+
 // /v1/tags/{tag}: the tag, one path segment.
 Status TagArg(Service&, const RouteInput& in, ArgList& out) {
   return PathSegments(in, 1, "/v1/tags/{tag}", out);
@@ -698,7 +707,7 @@ const std::vector<HttpRoute>& Routes() {
       {"GET", "/v1/strict/", true, Auth::kCommand, kStrictNext, Command::kStrict, TagAndCountArgs,
        SegmentReply},
       // Tag administration: Leaf's /db (the rows) and /cache (the buffers) in one.
-      {"GET", "/v1/tags", false, Auth::kCommand, kSegTags, Command::kSegmentAdmin, NoArgs,
+      {"GET", "/v1/tags", false, Auth::kCommand, kSegTags, Command::kSegmentAdmin, TagsPageArgs,
        TagsReply},
       {"GET", "/v1/tags/", true, Auth::kCommand, kSegTags, Command::kSegmentAdmin, TagArg,
        TagsReply},

@@ -311,7 +311,9 @@ Result<SegmentGrant> Service::AllocateSegmentRange(std::string_view tag, std::in
         "range: use a tag with delta 1",
         tag, info->delta, info->remainder));
   }
-  Result<Allocation> range = segment_store_->Allocate(tag, step > 0 ? step : info->step);
+  // Without a step, the tag's own, within what this server allows (segment.max_step).
+  const std::int64_t size = step > 0 ? step : std::min(info->step, config_.segment_max_step);
+  Result<Allocation> range = segment_store_->Allocate(tag, size);
   if (!range.ok()) return std::move(range).error();
   return SegmentGrant{*range, info->delta, info->remainder};
 }
@@ -375,12 +377,17 @@ const SegmentSequence* Service::Served(std::string_view tag) const {
   return nullptr;
 }
 
-Result<std::string> Service::SegmentTagsJson(std::string_view tag) {
+Result<std::string> Service::SegmentTagsJson(std::string_view tag, std::string_view after) {
   std::vector<TagInfo> rows;
+  bool full = false;
   if (tag.empty()) {
-    Result<std::vector<TagInfo>> all = segment_store_->ListTags();
-    if (!all.ok()) return std::move(all).error();
-    rows = std::move(all).value();
+    if (!after.empty()) {
+      if (Status s = ValidateTag(after); !s.ok()) return std::move(s).error();
+    }
+    Result<std::vector<TagInfo>> page = segment_store_->ListTagsAfter(after, kTagsPage);
+    if (!page.ok()) return std::move(page).error();
+    rows = std::move(page).value();
+    full = rows.size() == kTagsPage;
   } else {
     if (Status s = ValidateTag(tag); !s.ok()) return std::move(s).error();
     Result<TagInfo> one = segment_store_->GetTag(tag);
@@ -392,7 +399,7 @@ Result<std::string> Service::SegmentTagsJson(std::string_view tag) {
     if (i > 0) out += ',';
     out += TagJson(rows[i], Served(rows[i].tag));
   }
-  return out + "]}";
+  return out + "],\"next_after\":" + (full ? JsonString(rows.back().tag) : "null") + "}";
 }
 
 Result<std::string> Service::SetSegmentStep(std::string_view tag, std::int64_t step) {

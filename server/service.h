@@ -171,10 +171,13 @@ class Service {
   // tag does not exist), kExhausted, kInvalidArgument, kUnavailable.
   Status CreateSegmentTag(const TagInfo& tag);
   // Tag administration (SEG.TAGS, SEG.STEP, SEG.DELETE and /v1/tags), straight on the store.
-  // `tag`'s row, or every tag's when empty, each with what this server holds of it, as JSON:
-  // {"tags":[{"tag":..,"next_id":"..","step":..,"delta":..,"remainder":..,"served":{..}|null}]}.
-  // Errors: kNotFound, kInvalidArgument (a bad name), kUnavailable.
-  Result<std::string> SegmentTagsJson(std::string_view tag);
+  // `tag`'s row, or when `tag` is empty a page of kTagsPage tags named after `after`, each with
+  // what this server holds of it, as JSON: {"tags":[{"tag":..,"next_id":"..","step":..,
+  // "delta":..,"remainder":..,"served":{..}|null}],"next_after":".."|null} (next_after: where the
+  // next page starts, when this one is full). Errors: kNotFound, kInvalidArgument (a bad name),
+  // kUnavailable.
+  static constexpr std::size_t kTagsPage = 1000;
+  Result<std::string> SegmentTagsJson(std::string_view tag, std::string_view after = "");
   // The store's SetStep and DeleteTag (segment.h), as JSON of one tag: after the change, and as it
   // was before the delete. Errors: theirs.
   Result<std::string> SetSegmentStep(std::string_view tag, std::int64_t step);

@@ -165,7 +165,9 @@ class FaultySegmentStore final : public SegmentStore {
   Result<Allocation> Allocate(std::string_view tag, std::int64_t step) override;
   Status CreateTag(const TagInfo& tag) override { return db_.CreateTag(tag); }
   Result<TagInfo> GetTag(std::string_view tag) override;
-  Result<std::vector<TagInfo>> ListTags() override { return db_.ListTags(); }
+  Result<std::vector<TagInfo>> ListTagsAfter(std::string_view after, std::size_t limit) override {
+    return db_.ListTagsAfter(after, limit);
+  }
   Status SetStep(std::string_view tag, std::int64_t step) override {
     return db_.SetStep(tag, step);
   }

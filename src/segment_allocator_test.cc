@@ -31,7 +31,9 @@ class ControlledStore final : public SegmentStore {
     lookups.fetch_add(1);
     return inner_->GetTag(t);
   }
-  Result<std::vector<TagInfo>> ListTags() override { return inner_->ListTags(); }
+  Result<std::vector<TagInfo>> ListTagsAfter(std::string_view a, std::size_t n) override {
+    return inner_->ListTagsAfter(a, n);
+  }
   Status SetStep(std::string_view t, std::int64_t n) override { return inner_->SetStep(t, n); }
   Result<TagInfo> DeleteTag(std::string_view t) override { return inner_->DeleteTag(t); }
 

@@ -33,7 +33,7 @@ class MemorySegmentStore final : public SegmentStore {
     if (Status s = ValidateNewTag(tag); !s.ok()) return s;
     std::lock_guard lock(mu_);
     if (auto dead = deleted_.find(tag.tag); dead != deleted_.end()) {
-      if (tag.next_id < dead->second) return TagDeletedAt(tag.tag, dead->second);
+      if (Status s = CheckRevival(dead->second, tag); !s.ok()) return s;
     }
     if (!tags_.emplace(tag.tag, tag).second) return TagExists(tag.tag);
     deleted_.erase(tag.tag);
@@ -41,7 +41,7 @@ class MemorySegmentStore final : public SegmentStore {
   }
 
   Status SetStep(std::string_view tag, std::int64_t step) override {
-    if (step < 1) return BadStep(step);
+    if (Status s = ValidateTagStep(step); !s.ok()) return s;
     std::lock_guard lock(mu_);
     auto it = tags_.find(std::string(tag));
     if (it == tags_.end()) return TagNotFound(tag);
@@ -54,7 +54,7 @@ class MemorySegmentStore final : public SegmentStore {
     auto it = tags_.find(std::string(tag));
     if (it == tags_.end()) return TagNotFound(tag);
     TagInfo was = it->second;
-    deleted_[was.tag] = was.next_id;
+    deleted_[was.tag] = was;
     tags_.erase(it);
     return was;
   }
@@ -66,18 +66,21 @@ class MemorySegmentStore final : public SegmentStore {
     return it->second;
   }
 
-  Result<std::vector<TagInfo>> ListTags() override {
+  Result<std::vector<TagInfo>> ListTagsAfter(std::string_view after, std::size_t limit) override {
     std::lock_guard lock(mu_);
     std::vector<TagInfo> out;
-    for (const auto& [name, info] : tags_) out.push_back(info);
+    for (auto it = tags_.upper_bound(std::string(after));
+         it != tags_.end() && (limit == 0 || out.size() < limit); ++it) {
+      out.push_back(it->second);
+    }
     return out;
   }
 
  private:
   std::mutex mu_;
   std::map<std::string, TagInfo> tags_;  // guarded by mu_
-  // Tombstones: a deleted tag's next id; guarded by mu_.
-  std::map<std::string, std::int64_t> deleted_;
+  // Tombstones: a deleted tag's row as it was; guarded by mu_.
+  std::map<std::string, TagInfo> deleted_;
 };
 
 }  // namespace
@@ -100,12 +103,18 @@ Status ValidateTag(std::string_view tag) {
 
 Status ValidateNewTag(const TagInfo& tag) {
   if (Status s = ValidateTag(tag.tag); !s.ok()) return s;
-  if (tag.next_id < 1 || tag.step < 1) {
+  if (tag.next_id < 1) {
     return InvalidArgument(
-        fmt::format("tag \"{}\": start {} and step {} are not valid: allowed 1 or more", tag.tag,
-                    tag.next_id, tag.step));
+        fmt::format("tag \"{}\": start {} is not valid: allowed 1 or more", tag.tag, tag.next_id));
   }
+  if (Status s = ValidateTagStep(tag.step); !s.ok()) return s;
   return ValidateDelta(tag);
+}
+
+Status ValidateTagStep(std::int64_t step) {
+  if (step >= 1 && step <= kMaxTagStep) return Status::Ok();
+  return InvalidArgument(
+      fmt::format("step {} is not valid for a tag: allowed 1 to {}", step, kMaxTagStep));
 }
 
 Status ValidateDelta(const TagInfo& tag) {
@@ -148,6 +157,17 @@ Error TagDeletedAt(std::string_view tag, std::int64_t next_id) {
       "tag \"{}\" was deleted at next id {}: create it again with a start of {} or more, so "
       "that no id it issued is issued again",
       tag, next_id, next_id));
+}
+
+Status CheckRevival(const TagInfo& dead, const TagInfo& tag) {
+  if (tag.next_id < dead.next_id) return TagDeletedAt(tag.tag, dead.next_id);
+  if (tag.delta != dead.delta || tag.remainder != dead.remainder) {
+    return InvalidArgument(fmt::format(
+        "tag \"{}\" was deleted with delta {} and remainder {}: create it again with the same "
+        "(servers that served it keep them until they restart), or use a new name",
+        tag.tag, dead.delta, dead.remainder));
+  }
+  return Status::Ok();
 }
 
 Error NoDeleteOnPeerTable(std::string_view tag, std::string_view peer) {

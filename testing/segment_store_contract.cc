@@ -23,7 +23,9 @@ StoreFactory MemoryStoreFactory() {
     }
     Status CreateTag(const TagInfo& t) override { return s->CreateTag(t); }
     Result<TagInfo> GetTag(std::string_view t) override { return s->GetTag(t); }
-    Result<std::vector<TagInfo>> ListTags() override { return s->ListTags(); }
+    Result<std::vector<TagInfo>> ListTagsAfter(std::string_view a, std::size_t n) override {
+      return s->ListTagsAfter(a, n);
+    }
     Status SetStep(std::string_view t, std::int64_t n) override { return s->SetStep(t, n); }
     Result<TagInfo> DeleteTag(std::string_view t) override { return s->DeleteTag(t); }
   };
@@ -188,7 +190,31 @@ TEST_P(SegmentStoreContractTest, ADeletedTagComesBackOnlyAtOrAboveItsNextId) {
   // Deleted again higher up, the tombstone moves up with it.
   ASSERT_TRUE(store->DeleteTag("gone").ok());
   EXPECT_EQ(store->CreateTag({"gone", 11, 3}).error().code, ErrorCode::kInvalidArgument);
+  Status other = store->CreateTag({"gone", 100, 3, 2, 1});
+  ASSERT_FALSE(other.ok());
+  EXPECT_EQ(other.error().code, ErrorCode::kInvalidArgument);
+  EXPECT_NE(other.error().message.find("was deleted with delta 1 and remainder 0"),
+            std::string::npos)
+      << other.error().message;
   EXPECT_TRUE(store->CreateTag({"gone", 100, 3}).ok());
+}
+
+TEST_P(SegmentStoreContractTest, TagsAreListedAPageAtATimeInByteOrder) {
+  auto store = Open(GetParam());
+  for (const char* t : {"b", "a", "B1", "c-1", "c.2", "d"})
+    ASSERT_TRUE(store->CreateTag({t, 1, 5}).ok());
+  auto names = [](const Result<std::vector<TagInfo>>& r) {
+    std::string out;
+    for (const TagInfo& t : *r) out += t.tag + " ";
+    return out;
+  };
+  EXPECT_EQ(names(store->ListTagsAfter("", 2)), "B1 a ");  // (a peer's table may ignore case)
+  EXPECT_EQ(names(store->ListTagsAfter("a", 2)), "b c-1 ");
+  if (GetParam().deletes) {
+    ASSERT_TRUE(store->DeleteTag("c.2").ok());
+  }
+  EXPECT_EQ(names(store->ListTagsAfter("c-1", 0)), GetParam().deletes ? "d " : "c.2 d ");
+  EXPECT_EQ(names(store->ListTagsAfter("d", 5)), "");
 }
 
 TEST_P(SegmentStoreContractTest, AStepChangeIsKeptAndComesWithTheNextRange) {

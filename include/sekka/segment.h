@@ -67,12 +67,17 @@ IdRange IdPositions(const IdRange& range, std::int64_t delta, std::int64_t remai
 // Tag names are 1 to 128 characters of A-Z a-z 0-9 _ . : - (they appear in URLs and metrics).
 // Errors: kInvalidArgument naming what is allowed.
 Status ValidateTag(std::string_view tag);
-// A tag a store may create: a valid name, start >= 1, step >= 1, delta 1 to 1,000,000 and
-// remainder 0 to delta - 1. Errors: kInvalidArgument.
+// A tag a store may create: a valid name, start >= 1, step 1 to kMaxTagStep, delta 1 to 1,000,000
+// and remainder 0 to delta - 1. Errors: kInvalidArgument.
 Status ValidateNewTag(const TagInfo& tag);
 // The delta and remainder part of ValidateNewTag, also applied to every tag read from a store
 // (a row another program wrote may hold anything). Errors: kInvalidArgument.
 Status ValidateDelta(const TagInfo& tag);
+// A tag's own step (TagInfo::step, SetStep): 1 to this, as segment.max_step bounds a server's.
+inline constexpr std::int64_t kMaxTagStep = 1'000'000'000;
+// A tag's own step in range. Errors: kInvalidArgument naming the range.
+Status ValidateTagStep(std::int64_t step);
+
 // The errors every store returns, worded once.
 Error TagNotFound(std::string_view tag);
 Error TagExhausted(std::string_view tag, std::int64_t next_id, std::int64_t step);
@@ -80,6 +85,10 @@ Error TagExists(std::string_view tag);
 Error BadStep(std::int64_t step);
 // A create below a deleted tag's tombstone (kInvalidArgument).
 Error TagDeletedAt(std::string_view tag, std::int64_t next_id);
+// Whether `tag` may take the place of the deleted row `dead` (its tombstone): at or above its
+// next id, and with its delta and remainder (servers that served it keep those until they
+// restart, so a change would make ids other stores of the tag issue). Errors: kInvalidArgument.
+Status CheckRevival(const TagInfo& dead, const TagInfo& tag);
 // DeleteTag on a peer's table (kInvalidArgument).
 Error NoDeleteOnPeerTable(std::string_view tag, std::string_view peer);
 
@@ -101,8 +110,12 @@ class SegmentStore {
   virtual Status CreateTag(const TagInfo& tag) = 0;
   // Errors: kNotFound (unknown or deleted), kUnavailable.
   virtual Result<TagInfo> GetTag(std::string_view tag) = 0;
-  // All tags in name order (not the deleted ones). Errors: kUnavailable.
-  virtual Result<std::vector<TagInfo>> ListTags() = 0;
+  // The tags named after `after` ("": from the first), in name order, at most `limit` of them
+  // (0: all); not the deleted ones. A page of a large store: the next starts after its last.
+  // Errors: kUnavailable.
+  virtual Result<std::vector<TagInfo>> ListTagsAfter(std::string_view after, std::size_t limit) = 0;
+  // Every tag (for tests and small stores).
+  Result<std::vector<TagInfo>> ListTags() { return ListTagsAfter("", 0); }
   // Sets the tag's step: the size of a server's first range of it, and where its adaptive step
   // starts again at the server's next range. Errors: kNotFound, kInvalidArgument (step < 1, or
   // more than the table's column holds, or a store that keeps no step: CosId's), kUnavailable.
