@@ -262,11 +262,13 @@ TEST(MysqlSegmentStoreTest, AUriThatHidesItsPasswordIsRefusedWithoutQuotingIt) {
       << "the '@' belongs to the file name: " << at.error().message;
 }
 
-TEST(MysqlSegmentStoreTest, LeafsStepColumnBoundsNewTags) {
+TEST(MysqlSegmentStoreTest, LeafsIntStepColumnHoldsEveryTagStep) {
   auto store = OpenOrNull(FreshDatabase("leaf"));
-  Status s = store->CreateTag({"big", 1, std::int64_t{1} << 31});
+  EXPECT_TRUE(store->CreateTag({"most", 1, kMaxTagStep}).ok());
+  EXPECT_TRUE(store->SetStep("most", kMaxTagStep).ok());
+  Status s = store->CreateTag({"big", 1, kMaxTagStep + 1});
   ASSERT_FALSE(s.ok());
-  EXPECT_NE(s.error().message.find("allowed 1 to 2147483647"), std::string::npos);
+  EXPECT_NE(s.error().message.find("allowed 1 to 1000000000"), std::string::npos);
 }
 
 }  // namespace

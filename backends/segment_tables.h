@@ -71,7 +71,8 @@ inline std::int64_t CounterFor(const SegmentTable& t, std::int64_t next_id) {
 // What the table can hold beyond ValidateNewTag: delta and remainder only where it has them, and
 // the peers' INT columns. Errors: kInvalidArgument naming the table and what is allowed.
 Status CheckNewTag(const SegmentTable& t, const TagInfo& tag);
-// A step the table's column holds. Errors: kInvalidArgument.
+// A step the table's column holds (ValidateTagStep's range fits every table). Errors:
+// kInvalidArgument.
 Status CheckStep(const SegmentTable& t, std::string_view tag, std::int64_t step);
 
 // What a store does for CreateInTable, each in one statement (or transaction) of its own.

@@ -190,6 +190,16 @@ Status ZooKeeperCoordinator::Connect() {
     return Unavailable(fmt::format("zookeeper {} cannot be reached within {} ms", servers_,
                                    options_.call_timeout.count()));
   }
+  // The servers grant at most their maxSessionTimeout (20 ticks unless set): a session shorter
+  // than the TTL would free this process's holdings before it stops trusting them (a strict
+  // tag's leader answers for ttl less a margin), so it is refused, naming both.
+  if (const int granted = zoo_recv_timeout(zh_); granted < options_.ttl.count()) {
+    Disconnect();
+    return InvalidArgument(fmt::format(
+        "zookeeper {} granted a session timeout of {} ms, below worker.lease_ttl ({} ms): set "
+        "worker.lease_ttl to {} ms or less, or raise the servers' maxSessionTimeout",
+        servers_, granted, options_.ttl.count(), granted));
+  }
   session_ = zoo_client_id(zh_)->client_id;
   if (!username_.empty() && !authenticated_) {
     // Digest authentication, once per client: the client sends it again by itself after a

@@ -167,6 +167,11 @@ bool StrictMayBlock(Service& service, Args args) {
   return !service.StrictReady(args[0], n);
 }
 
+// A strict batch is a list like ID.BATCH's (server.max_batch), and within one window.
+std::int64_t StrictBatchMax(Service& service) {
+  return std::min(service.config().strict_window, service.config().max_batch);
+}
+
 // STRICT.NEXT <tag> answers one id; STRICT.NEXT <tag> <count> and STRICT.BATCH <tag> <count> a
 // list: consecutive ids, each larger than every strict id of the tag answered before the
 // request began (include/sekka/strict.h).
@@ -176,7 +181,7 @@ Result<Reply> StrictCommand(Service& service, Args args) {
     if (!id.ok()) return std::move(id).error();
     return Reply(*id);
   }
-  Result<std::int64_t> n = ParseCount("count", args[1], service.config().strict_window);
+  Result<std::int64_t> n = ParseCount("count", args[1], StrictBatchMax(service));
   if (!n.ok()) return std::move(n).error();
   Result<std::int64_t> first = service.NextStrict(args[0], *n);
   if (!first.ok()) return std::move(first).error();

@@ -86,7 +86,11 @@ Result<StrictTags::Tag*> StrictTags::Find(std::string_view tag) {
   }
   // A tag is made only once this server can be found by others: every tag then has a leader
   // part that can take the lead (made once, never replaced: read without mu_).
-  if (address_.empty()) return Unavailable("this server is starting: it serves strict ids soon");
+  if (address_.empty()) {
+    return Unavailable(
+        "this server has no RESP address for other servers to forward to (server.resp_listen is "
+        "off, or it is starting): strict ids need it");
+  }
   auto t = std::make_unique<Tag>();
   t->name = std::string(tag);
   Result<std::unique_ptr<WorkerLease>> lease =
@@ -107,7 +111,8 @@ Status StrictTags::TryLead(Tag& t) {
 }
 
 bool StrictTags::Ready(std::string_view tag, std::int64_t n) {
-  std::lock_guard lock(mu_);
+  std::unique_lock lock(mu_, std::try_to_lock);  // never waits: the event loops ask
+  if (!lock.owns_lock()) return false;
   auto it = tags_.find(tag);
   return it != tags_.end() && it->second->leader != nullptr && it->second->leader->Ready(n);
 }
@@ -207,7 +212,7 @@ Result<std::int64_t> StrictTags::CallLeader(Tag& t, std::int64_t n, bool& remote
       }
       if (holder->empty()) {  // nobody leads: this server does, if it can
         Status led = TryLead(t);
-        if (!led.ok()) last = std::move(led).error();
+        if (!led.ok()) last = LeadFailure(t, led.error());
         continue;
       }
       address = StrictAddressOf(*holder);
@@ -218,7 +223,7 @@ Result<std::int64_t> StrictTags::CallLeader(Tag& t, std::int64_t n, bool& remote
       mine = address_;
     }
     if (address == mine) {  // this server's own earlier run, or this one: lead here
-      if (Status led = TryLead(t); !led.ok()) last = std::move(led).error();
+      if (Status led = TryLead(t); !led.ok()) last = LeadFailure(t, led.error());
       continue;
     }
     leader_calls_.fetch_add(1, std::memory_order_relaxed);
@@ -239,6 +244,15 @@ Result<std::int64_t> StrictTags::CallLeader(Tag& t, std::int64_t n, bool& remote
     last = std::move(first).error();
   }
   return Unavailable(fmt::format("strict tag {}: {}", t.name, last.message));
+}
+
+Error StrictTags::LeadFailure(const Tag& t, const Error& e) {
+  // "No free worker id" is the lease's word for a one-slot namespace someone else holds.
+  if (e.code != ErrorCode::kExhausted) return e;
+  return Unavailable(fmt::format(
+      "strict tag {} has a leader this server could not reach yet (its lease ends within "
+      "worker.lease_ttl if it is gone)",
+      t.name));
 }
 
 void StrictTags::Tick() {

@@ -101,6 +101,8 @@ class StrictTags {
   Result<std::int64_t> Forward(Tag& t, std::int64_t n);
   // One call for `n` ids: to the leader elsewhere (`remote` set), or led here.
   Result<std::int64_t> CallLeader(Tag& t, std::int64_t n, bool& remote);
+  // TryLead's error in a follower's words.
+  static Error LeadFailure(const Tag& t, const Error& e);
 
   const StrictCoordination coordination_;
   Clock& clock_;

@@ -35,11 +35,14 @@ StrictLeader::~StrictLeader() = default;
 Status StrictLeader::Lead() {
   std::lock_guard lock(mu_);
   if (leading_ && ValidLocked()) return Status::Ok();
-  // The lease is valid from before the call was sent (step 2 of the argument).
-  const std::int64_t sent = clock_.MonotonicMillis();
   std::lock_guard lease_lock(lease_mu_);
   Result<LeaseGrant> grant = lease_->Acquire();
   if (!grant.ok()) return std::move(grant).error();
+  // The lease is valid from before a renewal was sent (step 2 of the argument). Acquire alone is
+  // not one: it may claim with a session opened by an earlier, failed call, whose TTL has been
+  // running since; the renewal makes the coordinator count the TTL again from its arrival.
+  const std::int64_t sent = clock_.MonotonicMillis();
+  if (Status renewed = lease_->Renew(); !renewed.ok()) return renewed;
   valid_until_ = sent + Validity();
   // 1. Above every id an earlier leader served: they are all at or below the stored bound.
   const std::int64_t stored = std::max<std::int64_t>(grant->hwm_millis, 0);
@@ -118,8 +121,9 @@ bool StrictLeader::leading() const {
 }
 
 bool StrictLeader::Ready(std::int64_t n) {
-  std::lock_guard lock(mu_);
-  return leading_ && n >= 1 && ValidLocked() && next_ <= kMax - (n - 1) &&
+  // Never waits: a caller that would (a raise or a renewal holds mu_) is not ready.
+  std::unique_lock lock(mu_, std::try_to_lock);
+  return lock.owns_lock() && leading_ && n >= 1 && ValidLocked() && next_ <= kMax - (n - 1) &&
          next_ + (n - 1) <= bound_;
 }
 

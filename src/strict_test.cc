@@ -106,6 +106,48 @@ TEST_F(StrictTest, ConcurrentCallersGetDistinctIdsIncreasingForEach) {
   EXPECT_EQ(*all.rbegin(), 4 * 3999);  // no gap while one leader serves
 }
 
+// A lease whose Acquire claims with a session that an earlier, failed call opened: its TTL has
+// been running since. The leader must renew before it trusts the lease.
+class OldSessionLease final : public WorkerLease {
+ public:
+  OldSessionLease(std::unique_ptr<WorkerLease> inner, int* renewals, bool* renew_fails)
+      : inner_(std::move(inner)), renewals_(renewals), renew_fails_(renew_fails) {}
+  Result<LeaseGrant> Acquire() override { return inner_->Acquire(); }
+  Status Renew() override {
+    ++*renewals_;
+    return *renew_fails_ ? Unavailable("no answer") : inner_->Renew();
+  }
+  Status StoreHwm(std::int64_t v) override { return inner_->StoreHwm(v); }
+  Status Release() override { return inner_->Release(); }
+  std::string Describe() const override { return inner_->Describe(); }
+  std::string_view source() const override { return inner_->source(); }
+
+ private:
+  std::unique_ptr<WorkerLease> inner_;
+  int* renewals_;
+  bool* renew_fails_;
+};
+
+TEST_F(StrictTest, ALeaderRenewsBeforeItTrustsALeaseItJustClaimed) {
+  WorkerLeaseOptions o;
+  o.identity = "a";
+  o.worker_count = 1;
+  o.keep_id = true;
+  o.clock = &clock_;
+  int renewals = 0;
+  bool renew_fails = true;
+  StrictLeader a("t",
+                 std::make_unique<OldSessionLease>(registry_->NewLease(o), &renewals, &renew_fails),
+                 clock_, StrictOptions{});
+  EXPECT_EQ(a.Lead().error().code, ErrorCode::kUnavailable);  // claimed, not renewed: not led
+  EXPECT_EQ(renewals, 1);
+  EXPECT_FALSE(a.leading());
+  renew_fails = false;
+  ASSERT_TRUE(a.Lead().ok());
+  EXPECT_EQ(renewals, 2);
+  EXPECT_EQ(a.state().valid_until_ms, clock_.MonotonicMillis() + 9'000);
+}
+
 TEST(StrictTagTest, NamesAreCheckedForTheCoordinatorsNamespace) {
   EXPECT_TRUE(ValidateStrictTag("chat.room-7_a").ok());
   for (const char* bad : {"", "a:b", "a/b", "a b", "0123456789012345678901234567890123456789X"}) {

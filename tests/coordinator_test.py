@@ -462,6 +462,15 @@ class EtcdClockTest(EveryCoordinatorClockTests, CoordinatorTestCase):
 class ZooKeeperTest(EveryCoordinatorTests, CoordinatorTestCase):
     source = "zookeeper"
 
+    def test_a_session_shorter_than_the_ttl_is_refused(self):
+        """Review of issue 26: ZooKeeper grants at most its maxSessionTimeout (10 s here), so with
+        a 30 s lease_ttl it freed a strict tag's leader after 10 s while the leader trusted its
+        lease for 27 s, and a paused leader answered 11 after its successor's 100001."""
+        s = self.start("s0", ttl="30s", wait=False)
+        self.assertFalse(s.wait_listening())
+        self.assertEqual(s.proc.returncode, 2)
+        self.assertIn("granted a session timeout of 10000 ms, below worker.lease_ttl (30000 ms)",
+                      s.stderr_text())
 
     def test_a_long_outage_logs_a_few_lines_not_one_per_reconnect(self):
         """Found by the fault campaign: with the ensemble down, the ZooKeeper client logged

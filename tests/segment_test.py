@@ -521,7 +521,8 @@ class PeerTablesTest(SegmentTestCase):
             parts = list(pool.map(lambda s: self.take_from_sekka(s, tag, 60_000), [a, b]))
             self.stop_peer.set()
             ranges = peer_ranges.result(timeout=60)
-        self.assertGreater(len(ranges), 10, "the peer should have drawn ranges meanwhile")
+        # (How many depends on the machine's load: the point is that it drew while sekka did.)
+        self.assertGreater(len(ranges), 2, "the peer should have drawn ranges meanwhile")
         ids = [i for p in parts for i in p] + [i for lo, hi in ranges for i in range(lo, hi)]
         self.assertEqual(len(ids), len(set(ids)), "an id was issued twice")
         return ids

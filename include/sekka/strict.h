@@ -80,6 +80,7 @@ class StrictLeader {
   bool leading() const;
   // True when Next(n) would be answered now without a coordinator call: leading, the lease
   // known valid, and n ids below the stored bound (a hint: another caller may take them first).
+  // Never waits (the event loops ask it): false while another call holds the leader.
   bool Ready(std::int64_t n);
   // The last id served (0 before any), the stored bound, and the lease's local deadline.
   struct State {
