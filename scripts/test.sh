@@ -52,7 +52,7 @@ cmake --build build-tsan -j2
 # The clock-fault tests preload libfaketime, which the TSan runtime does not allow; they run in
 # the two stages above (DirectionTest too: its descending gen runs at a faked date, and a TSan
 # gen is too slow to meet the mirror ticks its own check asks for).
-TSAN_OPTIONS=halt_on_error=1 ctest --test-dir build-tsan --output-on-failure -j2 \
+TSAN_OPTIONS="halt_on_error=1 suppressions=$PWD/tests/tsan.supp" ctest --test-dir build-tsan --output-on-failure -j2 \
   -E 'ClockFaultTest|EtcdClockTest|ZooKeeperClockTest|RedisClockTest|ThriftClockTest|cli_test|DirectionTest'
 
 
