@@ -1152,8 +1152,10 @@ class LimitsTest(ServerTestCase):
         unsent replies); and with 80 of them against a 64 MiB budget, 10 of 11 big replies to
         clients reading at 25 MB/s were cut off. Unfinished requests now count, and replies
         count only when their client reads them slower than 1 MiB/s."""
+        # A request timeout past the test's length: on a slow machine (CI, a sanitizer) the
+        # attack takes more than 10 s to send, and the timeout, not the budget, would close it.
         s = self.start("data", "--max-buffer-mib", "64", "--max-batch", "1000000",
-                       "--idle-timeout", "60s")
+                       "--idle-timeout", "60s", "--request-timeout", "300s")
         arg = b"$65536\r\n" + b"x" * 65536 + b"\r\n"
         partial = b"*64\r\n$7\r\nID.NEXT\r\n" + arg * 15  # ~1 MB of a 4 MB command
         attackers = []
@@ -1168,7 +1170,8 @@ class LimitsTest(ServerTestCase):
                     return status, len(json.loads(body)["uuids"])
                 replies = list(pool.map(fetch, range(6)))
             self.assertEqual(replies, [(200, 300000)] * 6)
-            self.assertTrue(wait_for(lambda: shed(s, "memory") >= 30, 10), shed(s, "memory"))
+            self.assertTrue(wait_for(lambda: shed(s, "memory") >= 30, 10),
+                            (shed(s, "memory"), shed(s, "request_timeout")))
         finally:
             for c in attackers:
                 c.close()
