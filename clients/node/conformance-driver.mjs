@@ -13,6 +13,7 @@ const MS = {
   validity_ms: 'validity',
   backoff_min_ms: 'backoffMin',
   backoff_max_ms: 'backoffMax',
+  strict_wait_ms: 'strictWait',
 };
 const CAMEL = {
   batch: 'batch',
@@ -58,6 +59,21 @@ async function handle(req) {
       }
       return { ids };
     }
+    case 'strict': {
+      const ids = [];
+      try {
+        for (let i = 0; i < req.n; i++) ids.push(String(await client.strict(req.tag)));
+      } catch (e) {
+        return { ids, error: kind(e, true), message: String(e?.message ?? e) };
+      }
+      return { ids };
+    }
+    case 'strict_batch':
+      try {
+        return { ids: (await client.strictBatch(req.tag, req.n)).map(String) };
+      } catch (e) {
+        return { error: kind(e, true), message: String(e?.message ?? e) };
+      }
     case 'batch':
       return { ids: (await client.nextIds(req.n)).map(String) };
     case 'stats':

@@ -22,6 +22,8 @@ export interface ClientOptions {
   /** A failed server is skipped for backoffMin (100) doubling to backoffMax (5000) ms. */
   backoffMin?: number;
   backoffMax?: number;
+  /** How long a strict call tries the servers again and again (default 30000 ms). */
+  strictWait?: number;
   /** TLS to servers whose certificates this CA file (PEM) signed; 'system': the system's CAs. */
   tlsCaFile?: string;
   /** A client certificate and its key (PEM), for servers that require one. */
@@ -48,6 +50,10 @@ export class Client {
   nextIdString(): Promise<string>;
   nextIds(n: number): Promise<bigint[]>;
   next(tag: string): Promise<bigint>;
+  /** The next strict id of `tag`: one request, larger than every id of the tag got before. */
+  strict(tag: string): Promise<bigint>;
+  /** `n` consecutive strict ids of `tag`: one request, never buffered. */
+  strictBatch(tag: string, n: number): Promise<bigint[]>;
   stats(): ClientStats;
   close(): Promise<void>;
 }

@@ -7,6 +7,7 @@
 //   const id = await c.nextId();            // 250447712346773872n
 //   const text = await c.nextIdString();    // '250447712346773873'
 //   const invoice = await c.next('invoice');
+//   const version = await c.strict('ledger');   // one request, in the cluster's order
 //   await c.close();
 //
 // Options and failures: docs/clients.md.
@@ -17,6 +18,8 @@ import tls from 'node:tls';
 
 const FAILOVER_PREFIXES = new Set(['LEASELOST', 'CLOCKBACKWARDS', 'UNAVAILABLE']);
 const AUTH_PREFIXES = new Set(['NOAUTH', 'WRONGPASS']);
+// Batch commands whose ids must come increasing.
+const INCREASING = new Set(['SEG.NEXT', 'STRICT.BATCH']);
 
 export class SekkaError extends Error {
   constructor(message) {
@@ -316,7 +319,7 @@ function checkOptions(o) {
     throw new RangeError(`batch sizes minBatch ${o.minBatch}, batch ${o.batch}, maxBatch ${o.maxBatch}: allowed whole numbers, 1 <= minBatch <= batch <= maxBatch <= ${MAX_BATCH}`);
   }
   if (!(o.lowWater > 0 && o.lowWater < 1)) throw new RangeError(`lowWater = ${o.lowWater}: allowed above 0 and below 1`);
-  for (const name of ['connectTimeout', 'timeout', 'targetRefill', 'validity', 'backoffMin', 'backoffMax']) {
+  for (const name of ['connectTimeout', 'timeout', 'targetRefill', 'validity', 'backoffMin', 'backoffMax', 'strictWait']) {
     const v = o[name];
     if (!(typeof v === 'number' && v > 0 && v <= MAX_MS)) throw new RangeError(`${name} = ${v}: allowed above 0 and at most ${MAX_MS} ms`);
   }
@@ -355,8 +358,8 @@ const now = () => performance.now();
 export class Client {
   // Options (times in ms): servers (required), token, connectTimeout 1000, timeout 1000,
   // batch 1000, minBatch 100, maxBatch 100000, targetRefill 1000, lowWater 0.5,
-  // validity 10000, backoffMin 100, backoffMax 5000; tlsCaFile, tlsCertFile, tlsKeyFile (TLS,
-  // secureContextOf).
+  // validity 10000, backoffMin 100, backoffMax 5000, strictWait 30000; tlsCaFile, tlsCertFile,
+  // tlsKeyFile (TLS, secureContextOf).
   constructor(options = {}) {
     const o = {
       token: null,
@@ -370,6 +373,7 @@ export class Client {
       validity: 10000,
       backoffMin: 100,
       backoffMax: 5000,
+      strictWait: 30000,
       ...options,
     };
     checkOptions(o);
@@ -377,6 +381,10 @@ export class Client {
     this.secureContext = secureContextOf(o);
     this.servers = parseServers(o.servers);
     this.current = 0;
+    // Strict calls have connections (and backoffs) of their own: a tag without a leader for a
+    // while must not hold back the refills.
+    this.strictPool = { servers: parseServers(o.servers), current: 0 };
+    this.pauses = new Set(); // strict calls waiting for a server's backoff: {timer, resolve}
     this.streams = new Map(); // key: null (snowflake) or a tag
     this.closed = false;
     this.opening = new Set(); // sockets connecting now
@@ -409,6 +417,53 @@ export class Client {
     return this.take(tag);
   }
 
+  // The next strict id of `tag` (BigInt; docs/contract.md section 15): larger than every id of
+  // the tag that any client of the cluster got before this call began.
+  async strict(tag) {
+    return (await this.strictBatch(tag, 1))[0];
+  }
+
+  // `n` consecutive strict ids of `tag` (BigInt), larger than every id of the tag that any
+  // client got before this call began. One request, never buffered: on a connection error, a
+  // timeout or an -UNAVAILABLE (a leader failover) the servers are tried again, in turn and
+  // with their backoff, for up to strictWait ms; then NoServerError.
+  async strictBatch(tag, n) {
+    if (typeof tag !== 'string' || tag === '') throw new TypeError('tag must be a non-empty string');
+    if (!Number.isSafeInteger(n) || n < 1 || n > MAX_BATCH) throw new RangeError(`n = ${n}: allowed a whole number from 1 to ${MAX_BATCH}`);
+    const pool = this.strictPool;
+    const deadline = now() + this.options.strictWait;
+    for (;;) {
+      if (this.closed) throw new ClosedError();
+      let ids;
+      try {
+        ids = await this.call(pool, n, 'STRICT.BATCH', tag, n);
+      } catch (e) {
+        if (this.closed) throw new ClosedError();
+        if (!(e instanceof NoServerError)) throw e;
+        const up = Math.min(...pool.servers.map((s) => s.downUntil));
+        if (up >= deadline) throw new NoServerError(`no strict ids within ${this.options.strictWait} ms: ${e.message}`);
+        await this.pause(up - now());
+        continue;
+      }
+      if (ids[n - 1] - ids[0] !== BigInt(n - 1)) {
+        throw new SekkaError(`the ids of STRICT.BATCH ${tag} ${n} are not consecutive: ${ids[0]} to ${ids[n - 1]}`);
+      }
+      return ids;
+    }
+  }
+
+  // Resolves after `ms`, or at once when the client closes.
+  pause(ms) {
+    return new Promise((resolve) => {
+      const p = { resolve };
+      p.timer = setTimeout(() => {
+        this.pauses.delete(p);
+        resolve();
+      }, Math.max(0, ms));
+      this.pauses.add(p);
+    });
+  }
+
   stats() {
     let buffered = 0;
     for (const s of this.streams.values()) for (const b of s.batches) buffered += b.ids.length - b.pos;
@@ -420,10 +475,15 @@ export class Client {
   async close() {
     this.closed = true;
     for (const socket of this.opening) socket.destroy(new ClosedError());
-    for (const s of this.servers) {
+    for (const s of [...this.servers, ...this.strictPool.servers]) {
       if (s.conn) s.conn.close();
       s.conn = null;
     }
+    for (const p of this.pauses) {
+      clearTimeout(p.timer);
+      p.resolve();
+    }
+    this.pauses.clear();
     for (const st of this.streams.values()) {
       for (const w of st.waiters.splice(0)) w.reject(new ClosedError());
     }
@@ -508,7 +568,7 @@ export class Client {
     }
     let ids;
     try {
-      ids = s.key === null ? await this.call(s.size, 'ID.BATCH', s.size) : await this.call(s.size, 'SEG.NEXT', s.key, s.size);
+      ids = s.key === null ? await this.call(this, s.size, 'ID.BATCH', s.size) : await this.call(this, s.size, 'SEG.NEXT', s.key, s.size);
     } catch (e) {
       if (this.learnMaxBatch(e, s)) return this.fetch(s); // at once, with the server's size
       s.retryAt = now() + this.options.backoffMin;
@@ -592,34 +652,35 @@ export class Client {
     const reused = s.conn !== null;
     const conn = await this.connection(s);
     try {
-      return batchIds(await conn.batch(n, ...args), n, args[0] === 'SEG.NEXT');
+      return batchIds(await conn.batch(n, ...args), n, INCREASING.has(args[0]));
     } catch (e) {
       if (this.closed || !reused || e instanceof RespError || e.timedOut || e.replyStarted !== false) throw e;
       if (s.conn === conn) s.conn = null;
       conn.close();
-      return batchIds(await (await this.connection(s)).batch(n, ...args), n, args[0] === 'SEG.NEXT');
+      return batchIds(await (await this.connection(s)).batch(n, ...args), n, INCREASING.has(args[0]));
     }
   }
 
-  // The `count` ids of the first server that answers batch command `args`, from the current one;
-  // failover on connection errors, timeouts, broken replies and
-  // -LEASELOST/-CLOCKBACKWARDS/-UNAVAILABLE.
-  async call(count, ...args) {
+  // The `count` ids of the first server of `pool` (the client itself, or its strictPool) that
+  // answers batch command `args`, from the pool's current one; failover on connection errors,
+  // timeouts, broken replies and -LEASELOST/-CLOCKBACKWARDS/-UNAVAILABLE.
+  async call(pool, count, ...args) {
     const t = now();
-    const n = this.servers.length;
-    const order = Array.from({ length: n }, (_, i) => (this.current + i) % n);
-    let up = order.filter((i) => this.servers[i].downUntil <= t);
-    if (!up.length) up = [order.reduce((a, b) => (this.servers[b].downUntil < this.servers[a].downUntil ? b : a))];
+    const servers = pool.servers;
+    const n = servers.length;
+    const order = Array.from({ length: n }, (_, i) => (pool.current + i) % n);
+    let up = order.filter((i) => servers[i].downUntil <= t);
+    if (!up.length) up = [order.reduce((a, b) => (servers[b].downUntil < servers[a].downUntil ? b : a))];
     const tried = [];
     for (const i of up) {
-      const s = this.servers[i];
+      const s = servers[i];
       try {
         const reply = await this.callOn(s, count, args);
         s.backoff = 0;
         s.downUntil = 0;
-        if (i !== this.current) {
+        if (i !== pool.current) {
           this.counters.failovers++;
-          this.current = i;
+          pool.current = i;
         }
         return reply;
       } catch (e) {
@@ -638,7 +699,7 @@ export class Client {
       }
     }
     // Every server, with its last error (those backing off were not tried this time).
-    const each = this.servers.map((s, i) => `${s.name} (${s.lastError}${tried.includes(i) ? '' : '; backing off'})`);
+    const each = servers.map((s, i) => `${s.name} (${s.lastError}${tried.includes(i) ? '' : '; backing off'})`);
     throw new NoServerError(`no sekka server could serve ${args.join(' ')}: ${each.join(', ')}`);
   }
 }

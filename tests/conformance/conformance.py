@@ -23,7 +23,8 @@ import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
-from sekka_testlib import REPO, SEKKA, Server, TempDirs, free_port, wait_for  # noqa: E402
+from sekka_testlib import (REPO, SEKKA, Etcd, Server, TempDirs, free_port,  # noqa: E402
+                           wait_for)
 
 CLIENTS_DIR = os.path.join(REPO, "clients")
 SEQUENCE_BITS, WORKER_BITS = 12, 10  # the sekka layout: worker id at bits 12..21
@@ -555,6 +556,80 @@ class Scenarios(unittest.TestCase):
         self.error(d, "ids", "closed", n=1)
         self.assertTrue(d.exit(timeout=3), "the process did not end after close()")
 
+    # Strict ids (docs/contract.md section 15): one request a call, never buffered, tried
+    # again through a leader failover for up to strict_wait.
+
+    def counting_server(self, first=1):
+        """A scripted server that answers STRICT.BATCH tag n with the next n ids from `first`."""
+        state = {"next": first}
+
+        def answer(args, count):
+            if args[0].upper() != "STRICT.BATCH" or len(args) != 3:
+                return b"-ERR unexpected command\r\n"
+            n = int(args[2])
+            ids = range(state["next"], state["next"] + n)
+            state["next"] += n
+            return resp_array(ids)
+        return self.scripted_server(answer)
+
+    def test_strict_calls_are_one_request_each(self):
+        s = self.counting_server()
+        d = self.open([s])
+        self.assertEqual(self.ids(d, 5, op="strict", tag="ledger"), [1, 2, 3, 4, 5])
+        self.assertEqual(s.counts.get("STRICT.BATCH"), 5, "a strict id came from a buffer")
+        self.assertEqual(self.ids(d, 3, op="strict_batch", tag="ledger"), [6, 7, 8])
+        self.assertEqual(s.counts.get("STRICT.BATCH"), 6)
+        time.sleep(0.2)
+        self.assertEqual(sorted(s.counts), ["STRICT.BATCH"], "the client prefetched")
+
+    def test_strict_waits_out_a_leader_failover(self):
+        # No leader for the first four attempts (the servers answer -UNAVAILABLE meanwhile).
+        s = self.scripted_server(lambda args, n: b"-UNAVAILABLE no leader for tag t now\r\n"
+                                 if n <= 4 else resp_array([100 + n]))
+        d = self.open([s], backoff_min_ms=50, backoff_max_ms=100)
+        self.assertEqual(self.ids(d, 1, op="strict", tag="t"), [105])
+        # A dead server and an unavailable one: the call moves on to the one that answers.
+        bad = self.scripted_server(lambda args, n: b"-UNAVAILABLE no leader\r\n")
+        good = self.counting_server(first=50)
+        d = self.open(["127.0.0.1:%d" % free_port(), bad, good], driver=d)
+        self.assertEqual(self.ids(d, 2, op="strict", tag="t"), [50, 51])
+
+    def test_strict_gives_up_after_strict_wait(self):
+        bad = self.scripted_server(lambda args, n: b"-UNAVAILABLE no leader\r\n")
+        d = self.open([bad], strict_wait_ms=600, backoff_min_ms=50, backoff_max_ms=100)
+        reply = self.error(d, "strict", "no_server", tag="t", n=1)
+        self.assertIn(bad.address, reply["message"])
+        self.assertGreaterEqual(reply["ms"], 500, "gave up before strict_wait")
+        self.assertLess(reply["ms"], 5000, "went on long after strict_wait")
+        self.assertGreater(bad.counts["STRICT.BATCH"], 2, "did not try again")
+
+    def test_strict_refusals_and_broken_batches(self):
+        refuse = self.scripted_server(lambda args, n: b"-ERR count \"9\" is not valid\r\n")
+        d = self.open([refuse])
+        self.error(d, "strict_batch", "refused", tag="t", n=9)
+        self.assertEqual(refuse.counts["STRICT.BATCH"], 1, "a refused request was retried")
+        gap = self.scripted_server(lambda args, n: resp_array([10, 12]))
+        self.error(self.open([gap], driver=d), "strict_batch", "refused", tag="t", n=2)
+        for n in (0, -1):
+            self.error(d, "strict_batch", "invalid_argument", tag="t", n=n)
+        self.error(d, "strict", "invalid_argument", tag="", n=1)
+        d.request("close")
+        self.error(d, "strict", "closed", tag="t", n=1)
+
+    def test_strict_ids_of_a_cluster_increase_through_a_leader_kill(self):
+        etcd = Etcd(self.dirs.path("etcd"))
+        self.addCleanup(etcd.stop)
+        a, b = (Server(self.dirs.path(name), "--worker-source", "etcd", "--coordinator",
+                       f"etcd://{etcd.endpoints}", "--lease-ttl", "3s") for name in "ab")
+        self.servers += [a, b]
+        d = self.open([a, b])
+        got = self.ids(d, 20, op="strict", tag="chat")  # a leads
+        got += self.ids(self.open([b]), 20, op="strict", tag="chat")  # b forwards to a
+        got += self.ids(d, 30, op="strict_batch", tag="chat")
+        a.stop(signal.SIGKILL)
+        got += self.ids(d, 20, op="strict", tag="chat")  # b leads, after the TTL
+        self.assertEqual(got, sorted(set(got)), "strict ids did not increase call after call")
+
     # Options.
 
     def test_options_are_validated(self):
@@ -564,7 +639,8 @@ class Scenarios(unittest.TestCase):
                ("target_refill_ms", 0), ("backoff_min_ms", 0), ("backoff_min_ms", -1),
                ("batch", 150.5), ("timeout_ms", 2_000_000_000),
                ("connect_timeout_ms", 2_000_000_000), ("validity_ms", 10_000_000_000),
-               ("target_refill_ms", 10_000_000_000), ("backoff_min_ms", 10_000_000_000)]
+               ("target_refill_ms", 10_000_000_000), ("backoff_min_ms", 10_000_000_000),
+               ("strict_wait_ms", 0), ("strict_wait_ms", -1), ("strict_wait_ms", 10_000_000_000)]
         d = self.driver()  # one for every case: each open closes the client before
         for key, value in bad:
             reply = d.open(s, {key: value})

@@ -6,6 +6,7 @@ of sekka servers over the Redis protocol (RESP2), with failover. Standard librar
         order_id = c.next_id()          # from the buffer: no network in steady state
         ids = c.next_ids(100)
         invoice_no = c.next("invoice")  # a segment tag: increasing within this client
+        version = c.strict("ledger")    # a strict tag: one request, in the cluster's order
 
 See docs/clients.md for the options and what each failure looks like.
 """
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import collections
 import re
+import select
 import socket
 import threading
 import time
@@ -26,6 +28,8 @@ from ._resp import (MAX_BATCH, Aborted, Connection, ProtocolError, RespError, St
 # Error replies after which another server is tried (the server cannot issue ids now).
 FAILOVER_PREFIXES = ("LEASELOST", "CLOCKBACKWARDS", "UNAVAILABLE")
 AUTH_PREFIXES = ("NOAUTH", "WRONGPASS")
+# Batch commands whose ids must come increasing.
+INCREASING = ("SEG.NEXT", "STRICT.BATCH")
 
 
 class SekkaError(Exception):
@@ -148,6 +152,17 @@ class _Pool:
     def names(self) -> str:
         return ", ".join(s.name for s in self.servers)
 
+    def pause_until_one_is_up(self, deadline: float) -> bool:
+        """Sleeps until a server's backoff runs out, or to `deadline`, whichever is first; an
+        abort ends it at once. False when the deadline came first or the pool was aborted."""
+        now = time.monotonic()
+        up = min(s.down_until for s in self.servers)
+        if up >= deadline:
+            return False
+        if up > now:
+            select.select([self.wake_r], [], [], up - now)
+        return not self.aborted
+
     def _connect(self, s: _Server) -> Connection:
         if self.aborted:
             raise _closed()
@@ -179,12 +194,12 @@ class _Pool:
         reused = s.conn is not None
         conn = s.conn if reused else self._connect(s)
         try:
-            return conn.ids(n, args[0] == "SEG.NEXT", *args)
+            return conn.ids(n, args[0] in INCREASING, *args)
         except StaleConnection:
             if not reused or self.aborted:
                 raise
             s.drop()
-            return self._connect(s).ids(n, args[0] == "SEG.NEXT", *args)
+            return self._connect(s).ids(n, args[0] in INCREASING, *args)
 
     def call(self, count: int, *args) -> List[int]:
         """The `count` ids of the first server that answers batch command `args`, trying each once
@@ -267,6 +282,9 @@ class Client:
     - ``validity`` (10.0): ids buffered longer are dropped, so ids stay roughly time-ordered
       and a dead server's ids are not handed out after it
     - ``backoff_min`` (0.1), ``backoff_max`` (5.0): how long a failed server is skipped
+    - ``strict_wait`` (30.0): how long a strict call tries the servers, again and again,
+      before it raises NoServerError (a strict tag's leader failover takes the servers'
+      ``worker.lease_ttl`` and a few seconds)
     - ``tls_ca_file`` (None: plain TCP): TLS to servers whose certificates this CA file (PEM)
       signed, or ``"system"`` for the system's CAs; ``tls_cert_file`` and ``tls_key_file``: a
       client certificate for servers that require one (``server.tls_client_ca_file``)
@@ -276,15 +294,22 @@ class Client:
                  connect_timeout: float = 1.0, timeout: float = 1.0, batch: int = 1000,
                  min_batch: int = 100, max_batch: int = 100_000, target_refill: float = 1.0,
                  low_water: float = 0.5, validity: float = 10.0, backoff_min: float = 0.1,
-                 backoff_max: float = 5.0, tls_ca_file: Optional[str] = None,
-                 tls_cert_file: Optional[str] = None,
+                 backoff_max: float = 5.0, strict_wait: float = 30.0,
+                 tls_ca_file: Optional[str] = None, tls_cert_file: Optional[str] = None,
                  tls_key_file: Optional[str] = None) -> None:
         _check_options(batch, min_batch, max_batch, low_water, connect_timeout=connect_timeout,
                        timeout=timeout, target_refill=target_refill, validity=validity,
-                       backoff_min=backoff_min, backoff_max=backoff_max)
+                       backoff_min=backoff_min, backoff_max=backoff_max,
+                       strict_wait=strict_wait)
         tls = tls_context(tls_ca_file, tls_cert_file, tls_key_file)
-        self._pool = _Pool(_parse_servers(servers), token, connect_timeout, timeout,
-                           backoff_min, backoff_max, tls)
+        addresses = _parse_servers(servers)
+        pool_args = (token, connect_timeout, timeout, backoff_min, backoff_max, tls)
+        self._pool = _Pool(addresses, *pool_args)
+        # Strict calls have connections of their own, used by one caller at a time: the refill
+        # thread's are busy with batches, and a strict id is never buffered.
+        self._strict_pool = _Pool(addresses, *pool_args)
+        self._strict_lock = threading.Lock()
+        self._strict_wait = strict_wait
         self._batch, self._min, self._max = batch, min_batch, max_batch
         self._target, self._low_water, self._validity = target_refill, low_water, validity
         # A caller with an empty buffer waits at most this long: every server tried twice.
@@ -330,14 +355,47 @@ class Client:
             raise ValueError("tag is empty")
         return self._next(tag)
 
+    def strict(self, tag: str) -> int:
+        """The next strict id of `tag` (docs/contract.md section 15): larger than every id of
+        the tag that any client of the cluster got before this call began."""
+        return self.strict_batch(tag, 1)[0]
+
+    def strict_batch(self, tag: str, n: int) -> List[int]:
+        """`n` consecutive strict ids of `tag`, larger than every id of the tag that any client
+        got before this call began. One request, never buffered: on a connection error, a
+        timeout or an -UNAVAILABLE (a leader failover) the servers are tried again, in turn
+        and with their backoff, for up to ``strict_wait``; then NoServerError."""
+        if not tag:
+            raise ValueError("tag is empty")
+        if type(n) is not int or not 1 <= n <= MAX_BATCH:
+            raise ValueError(f"n = {n!r}: allowed a whole number from 1 to {MAX_BATCH}")
+        with self._strict_lock:
+            deadline = time.monotonic() + self._strict_wait
+            while True:
+                if self._closed:
+                    raise _closed()
+                try:
+                    ids = self._strict_pool.call(n, "STRICT.BATCH", tag, n)
+                except NoServerError as e:
+                    if self._strict_pool.pause_until_one_is_up(deadline):
+                        continue
+                    if self._closed:
+                        raise _closed() from None
+                    raise NoServerError(f"no strict ids within {self._strict_wait:g}s: {e}") \
+                        from None
+                if ids[-1] - ids[0] != n - 1:
+                    raise SekkaError(f"the ids of STRICT.BATCH {tag} {n} are not consecutive: "
+                                     f"{ids[0]} to {ids[-1]}")
+                return ids
+
     def stats(self) -> Dict[str, int]:
         """Counters: ids served locally, refills, failovers, ids buffered now, ids dropped
         (expired, or not above ids already given)."""
         with self._lock:
             buffered = sum(s.left for s in self._streams.values())
             return {"served": self._served, "refills": self._refills,
-                    "failovers": self._pool.failovers, "buffered": buffered,
-                    "dropped": self._dropped}
+                    "failovers": self._pool.failovers + self._strict_pool.failovers,
+                    "buffered": buffered, "dropped": self._dropped}
 
     def close(self) -> None:
         """Stops the refill (a call in flight is cut off), wakes waiting callers with
@@ -346,8 +404,11 @@ class Client:
             self._closed = True
             self._cond.notify_all()
         self._pool.abort()
+        self._strict_pool.abort()
         self._thread.join()
         self._pool.close()
+        with self._strict_lock:  # a strict call in flight has ended: the abort cut it off
+            self._strict_pool.close()
 
     def __enter__(self) -> "Client":
         return self

@@ -12,7 +12,8 @@ import sekka_client  # noqa: E402
 
 SECONDS = {"connect_timeout_ms": "connect_timeout", "timeout_ms": "timeout",
            "target_refill_ms": "target_refill", "validity_ms": "validity",
-           "backoff_min_ms": "backoff_min", "backoff_max_ms": "backoff_max"}
+           "backoff_min_ms": "backoff_min", "backoff_max_ms": "backoff_max",
+           "strict_wait_ms": "strict_wait"}
 
 
 def kind(e):
@@ -49,6 +50,16 @@ def handle(client, req):
         except Exception as e:  # noqa: BLE001 - every failure is reported by kind
             return {"ids": ids, "error": kind(e), "message": str(e)}, client
         return {"ids": ids}, client
+    if op == "strict":
+        ids = []
+        try:
+            for _ in range(req["n"]):
+                ids.append(str(client.strict(req["tag"])))
+        except Exception as e:  # noqa: BLE001 - every failure is reported by kind
+            return {"ids": ids, "error": kind(e), "message": str(e)}, client
+        return {"ids": ids}, client
+    if op == "strict_batch":
+        return {"ids": [str(i) for i in client.strict_batch(req["tag"], req["n"])]}, client
     if op == "batch":
         return {"ids": [str(i) for i in client.next_ids(req["n"])]}, client
     if op == "stats":
