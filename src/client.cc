@@ -98,10 +98,115 @@ Result<std::pair<std::string, int>> ParseServer(std::string_view text, std::size
 }  // namespace
 
 struct Client::Impl {
+  // The servers, with a connection each, their backoffs and the current one. Used by one
+  // thread at a time: the refill thread (`pool`), or a strict caller holding strict_mu
+  // (`strict_pool`).
+  struct Pool {
+    explicit Pool(Impl& owner) : impl(owner) {}
+
+    Impl& impl;
+    std::vector<Server> servers;
+    std::size_t current = 0;
+
+    // When the first server's backoff runs out.
+    TimePoint SoonestUp() const {
+      TimePoint soonest = servers.front().down_until;
+      for (const Server& s : servers) soonest = std::min(soonest, s.down_until);
+      return soonest;
+    }
+
+    // Opens `s`'s connection and authenticates; `error` holds a refused token.
+    std::optional<TransportError> Connect(Server& s, std::optional<ServerError>& error) {
+      std::optional<TransportError> t = RespConnection::Open(s.host, s.port, impl.o.connect_timeout,
+                                                             impl.wake, impl.tls.get(), s.conn);
+      if (!t && !impl.o.token.empty()) {
+        t = s.conn->Call({"AUTH", impl.o.token}, impl.o.timeout, nullptr, 0, &error);
+      }
+      return t;
+    }
+    Status Refused(Server& s, const ServerError& error) {
+      s.conn.reset();
+      return Unauthenticated(
+          fmt::format("sekka server {} refused the token: {}", s.name, error.message));
+    }
+
+    // The `count` ids of the first server that answers batch command `args`, from the current
+    // one.
+    Status Call(const std::vector<std::string>& args, std::size_t count,
+                std::vector<std::int64_t>& out) {
+      const TimePoint now = SteadyClock::now();
+      const std::size_t n = servers.size();
+      std::vector<std::size_t> up;
+      std::size_t soonest = current;
+      for (std::size_t k = 0; k < n; ++k) {
+        const std::size_t i = (current + k) % n;
+        if (servers[i].down_until <= now) up.push_back(i);
+        if (servers[i].down_until < servers[soonest].down_until) soonest = i;
+      }
+      if (up.empty()) up.push_back(soonest);  // all backing off: the one back first
+      std::vector<std::size_t> tried;
+      for (std::size_t i : up) {
+        Server& s = servers[i];
+        std::optional<ServerError> error;
+        std::optional<TransportError> transport;
+        const bool reused = s.conn != nullptr;
+        if (!s.conn) transport = Connect(s, error);
+        if (!transport && error) return Refused(s, *error);
+        if (!transport) transport = s.conn->Call(args, impl.o.timeout, &out, count, &error);
+        // A connection made before this call that failed before any byte of the reply (the
+        // server closed it while idle, or restarted) is replaced and the command sent once more,
+        // without counting against the server: a command it did run costs a range, never an id.
+        if (transport && transport->stale && reused) {
+          s.conn.reset();
+          transport = Connect(s, error);
+          if (!transport && error) return Refused(s, *error);
+          if (!transport) transport = s.conn->Call(args, impl.o.timeout, &out, count, &error);
+        }
+        if (!transport && !error) {
+          s.backoff = milliseconds(0);
+          s.down_until = TimePoint{};
+          if (i != current) {
+            std::lock_guard lock(impl.mu);
+            ++impl.counters.failovers;
+            current = i;
+          }
+          return Status::Ok();
+        }
+        if (error && error->auth()) {
+          s.conn.reset();
+          return Unauthenticated(fmt::format("sekka server {}: {}", s.name, error->message));
+        }
+        if (error && !error->failover()) {
+          return InvalidArgument(fmt::format("sekka server {}: {}", s.name, error->message));
+        }
+        if (transport && transport->closing) return Cancelled("the client is closed");
+        s.last_error = error ? error->message : transport->message;
+        {
+          std::lock_guard lock(impl.mu);
+          ++impl.counters.server_errors;
+        }
+        tried.push_back(i);
+        s.conn.reset();
+        s.backoff = std::min(impl.o.backoff_max, std::max(impl.o.backoff_min, s.backoff * 2));
+        s.down_until = SteadyClock::now() + s.backoff;
+      }
+      // Every server, with its last error (those backing off were not tried this time).
+      std::vector<std::string> each;
+      for (std::size_t i = 0; i < n; ++i) {
+        const bool now_tried = std::find(tried.begin(), tried.end(), i) != tried.end();
+        each.push_back(fmt::format("{} ({}{})", servers[i].name, servers[i].last_error,
+                                   now_tried ? "" : "; backing off"));
+      }
+      return Unavailable(fmt::format("no sekka server could serve {}: {}", fmt::join(args, " "),
+                                     fmt::join(each, ", ")));
+    }
+  };
+
   ClientOptions o;
   std::shared_ptr<SSL_CTX> tls;  // null: plain TCP
-  std::vector<Server> servers;   // the refill thread's
-  std::size_t current = 0;       // the refill thread's
+  Pool pool{*this};              // the refill thread's
+  Pool strict_pool{*this};       // strict calls' own connections (a strict id is never buffered)
+  std::mutex strict_mu;          // strict calls take turns on strict_pool
 
   mutable std::mutex mu;
   std::condition_variable changed;
@@ -200,7 +305,7 @@ struct Client::Impl {
         }
       }
       std::vector<std::int64_t> got;
-      Status status = Call(args, n, got);
+      Status status = pool.Call(args, n, got);
       std::lock_guard lock(mu);
       s->busy = false;
       if (!status.ok() && LearnMaxBatch(status.error(), n)) {
@@ -231,6 +336,38 @@ struct Client::Impl {
     }
   }
 
+  // Client::StrictBatch once its arguments are checked.
+  Result<std::vector<std::int64_t>> StrictBatch(std::string_view tag, std::size_t n) {
+    std::lock_guard turn(strict_mu);
+    const std::vector<std::string> args = {"STRICT.BATCH", std::string(tag), std::to_string(n)};
+    const TimePoint deadline = SteadyClock::now() + o.strict_wait;
+    for (;;) {
+      std::vector<std::int64_t> got;
+      Status status =
+          IsClosed() ? Cancelled("the client is closed") : strict_pool.Call(args, n, got);
+      if (status.ok() && got.back() - got.front() != static_cast<std::int64_t>(n - 1)) {
+        return InvalidArgument(
+            fmt::format("the ids of STRICT.BATCH {} {} are not consecutive: {} to {}", tag, n,
+                        got.front(), got.back()));
+      }
+      if (status.ok()) return got;
+      if (status.error().code != ErrorCode::kUnavailable) return std::move(status).error();
+      const TimePoint up = strict_pool.SoonestUp();
+      if (up >= deadline) {
+        return Unavailable(fmt::format("no strict ids within {} ms: {}", o.strict_wait.count(),
+                                       status.error().message));
+      }
+      std::unique_lock lock(mu);
+      if (changed.wait_until(lock, up, [&] { return closed; }))
+        return Cancelled("the client is closed");
+    }
+  }
+
+  bool IsClosed() {
+    std::lock_guard lock(mu);
+    return closed;
+  }
+
   // A batch of `n` refused because the server allows fewer ("... allowed 1 to M", its
   // server.max_batch): the client keeps to M from now on. REQUIRES: mu held.
   bool LearnMaxBatch(const Error& error, std::size_t n) {
@@ -249,92 +386,6 @@ struct Client::Impl {
     o.min_batch = std::min(o.min_batch, most);
     return true;
   }
-
-  // Opens `s`'s connection and authenticates; `error` holds a refused token.
-  std::optional<TransportError> Connect(Server& s, std::optional<ServerError>& error) {
-    std::optional<TransportError> t =
-        RespConnection::Open(s.host, s.port, o.connect_timeout, wake, tls.get(), s.conn);
-    if (!t && !o.token.empty()) {
-      t = s.conn->Call({"AUTH", o.token}, o.timeout, nullptr, 0, &error);
-    }
-    return t;
-  }
-  Status Refused(Server& s, const ServerError& error) {
-    s.conn.reset();
-    return Unauthenticated(
-        fmt::format("sekka server {} refused the token: {}", s.name, error.message));
-  }
-
-  // The `count` ids of the first server that answers batch command `args`, from the current
-  // one (refill thread only).
-  Status Call(const std::vector<std::string>& args, std::size_t count,
-              std::vector<std::int64_t>& out) {
-    const TimePoint now = SteadyClock::now();
-    const std::size_t n = servers.size();
-    std::vector<std::size_t> up;
-    std::size_t soonest = current;
-    for (std::size_t k = 0; k < n; ++k) {
-      const std::size_t i = (current + k) % n;
-      if (servers[i].down_until <= now) up.push_back(i);
-      if (servers[i].down_until < servers[soonest].down_until) soonest = i;
-    }
-    if (up.empty()) up.push_back(soonest);  // all backing off: the one back first
-    std::vector<std::size_t> tried;
-    for (std::size_t i : up) {
-      Server& s = servers[i];
-      std::optional<ServerError> error;
-      std::optional<TransportError> transport;
-      const bool reused = s.conn != nullptr;
-      if (!s.conn) transport = Connect(s, error);
-      if (!transport && error) return Refused(s, *error);
-      if (!transport) transport = s.conn->Call(args, o.timeout, &out, count, &error);
-      // A connection made before this call that failed before any byte of the reply (the
-      // server closed it while idle, or restarted) is replaced and the command sent once more,
-      // without counting against the server: a command it did run costs a range, never an id.
-      if (transport && transport->stale && reused) {
-        s.conn.reset();
-        transport = Connect(s, error);
-        if (!transport && error) return Refused(s, *error);
-        if (!transport) transport = s.conn->Call(args, o.timeout, &out, count, &error);
-      }
-      if (!transport && !error) {
-        s.backoff = milliseconds(0);
-        s.down_until = TimePoint{};
-        if (i != current) {
-          std::lock_guard lock(mu);
-          ++counters.failovers;
-          current = i;
-        }
-        return Status::Ok();
-      }
-      if (error && error->auth()) {
-        s.conn.reset();
-        return Unauthenticated(fmt::format("sekka server {}: {}", s.name, error->message));
-      }
-      if (error && !error->failover()) {
-        return InvalidArgument(fmt::format("sekka server {}: {}", s.name, error->message));
-      }
-      if (transport && transport->closing) return Cancelled("the client is closed");
-      s.last_error = error ? error->message : transport->message;
-      {
-        std::lock_guard lock(mu);
-        ++counters.server_errors;
-      }
-      tried.push_back(i);
-      s.conn.reset();
-      s.backoff = std::min(o.backoff_max, std::max(o.backoff_min, s.backoff * 2));
-      s.down_until = SteadyClock::now() + s.backoff;
-    }
-    // Every server, with its last error (those backing off were not tried this time).
-    std::vector<std::string> each;
-    for (std::size_t i = 0; i < n; ++i) {
-      const bool now_tried = std::find(tried.begin(), tried.end(), i) != tried.end();
-      each.push_back(fmt::format("{} ({}{})", servers[i].name, servers[i].last_error,
-                                 now_tried ? "" : "; backing off"));
-    }
-    return Unavailable(fmt::format("no sekka server could serve {}: {}", fmt::join(args, " "),
-                                   fmt::join(each, ", ")));
-  }
 };
 
 Result<std::unique_ptr<Client>> Client::Create(const ClientOptions& options) {
@@ -345,11 +396,13 @@ Result<std::unique_ptr<Client>> Client::Create(const ClientOptions& options) {
   for (std::size_t i = 0; i < options.servers.size(); ++i) {
     Result<std::pair<std::string, int>> hp = ParseServer(options.servers[i], i);
     if (!hp.ok()) return std::move(hp).error();
-    Server s;
-    s.host = hp->first;
-    s.port = hp->second;
-    s.name = options.servers[i];
-    impl->servers.push_back(std::move(s));
+    for (Impl::Pool* pool : {&impl->pool, &impl->strict_pool}) {
+      Server s;
+      s.host = hp->first;
+      s.port = hp->second;
+      s.name = options.servers[i];
+      pool->servers.push_back(std::move(s));
+    }
   }
   if (!(1 <= options.min_batch && options.min_batch <= options.batch &&
         options.batch <= options.max_batch && options.max_batch <= kMaxBatch)) {
@@ -367,7 +420,8 @@ Result<std::unique_ptr<Client>> Client::Create(const ClientOptions& options) {
        {std::pair{"connect_timeout", options.connect_timeout},
         std::pair{"timeout", options.timeout}, std::pair{"target_refill", options.target_refill},
         std::pair{"validity", options.validity}, std::pair{"backoff_min", options.backoff_min},
-        std::pair{"backoff_max", options.backoff_max}}) {
+        std::pair{"backoff_max", options.backoff_max},
+        std::pair{"strict_wait", options.strict_wait}}) {
     if (value.count() <= 0 || value > kDay) {
       return InvalidArgument(fmt::format("{} = {} ms: allowed 1 ms to {} ms (a day)", name,
                                          value.count(), kDay.count()));
@@ -415,7 +469,9 @@ void Client::Close() {
   (void)!::write(impl_->wake, &one, sizeof one);  // cannot fail: the counter is far from full
   impl_->changed.notify_all();
   if (impl_->refiller.joinable()) impl_->refiller.join();
-  for (Server& s : impl_->servers) s.conn.reset();  // the refill thread's, now ended
+  for (Server& s : impl_->pool.servers) s.conn.reset();  // the refill thread's, now ended
+  std::lock_guard turn(impl_->strict_mu);  // a strict call in flight has ended: the wake cut it off
+  for (Server& s : impl_->strict_pool.servers) s.conn.reset();
 }
 
 Result<Id> Client::NextId() {
@@ -450,6 +506,20 @@ Result<std::int64_t> Client::Next(std::string_view tag) {
     it = impl_->tags.emplace(std::string(tag), std::move(s)).first;
   }
   return impl_->Take(it->second, lock);
+}
+
+Result<std::int64_t> Client::Strict(std::string_view tag) {
+  Result<std::vector<std::int64_t>> ids = StrictBatch(tag, 1);
+  if (!ids.ok()) return std::move(ids).error();
+  return ids->front();
+}
+
+Result<std::vector<std::int64_t>> Client::StrictBatch(std::string_view tag, std::size_t n) {
+  if (tag.empty()) return InvalidArgument("tag is empty");
+  if (n < 1 || n > kMaxBatch) {
+    return InvalidArgument(fmt::format("n = {}: allowed 1 to {}", n, kMaxBatch));
+  }
+  return impl_->StrictBatch(tag, n);
 }
 
 ClientStats Client::stats() const {

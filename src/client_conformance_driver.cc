@@ -75,6 +75,7 @@ sekka::Result<std::unique_ptr<sekka::Client>> Open(const json& req) {
   ms("validity_ms", o.validity);
   ms("backoff_min_ms", o.backoff_min);
   ms("backoff_max_ms", o.backoff_max);
+  ms("strict_wait_ms", o.strict_wait);
   return sekka::Client::Create(o);
 }
 
@@ -94,6 +95,33 @@ json Draw(sekka::Client& client, const json& req) {
   return {{"ids", ids}};
 }
 
+// `strict` and `strict_batch`. The client refuses its own arguments and passes a server's
+// refusal on with one code (kInvalidArgument): the arguments it refuses tell them apart.
+json DrawStrict(sekka::Client& client, const json& req) {
+  const std::string tag = req.at("tag");
+  const std::int64_t n = req.at("n");
+  const bool bad_argument = tag.empty() || n < 1 || n > 10'000'000;
+  json ids = json::array();
+  const auto fail = [&](const sekka::Error& error) {
+    json reply = ErrorReply(error, bad_argument);
+    reply["ids"] = ids;
+    return reply;
+  };
+  if (req.at("op") == "strict_batch") {
+    sekka::Result<std::vector<std::int64_t>> got =
+        client.StrictBatch(tag, static_cast<std::size_t>(n));
+    if (!got.ok()) return fail(got.error());
+    for (std::int64_t id : *got) ids.push_back(std::to_string(id));
+    return {{"ids", ids}};
+  }
+  for (std::int64_t i = 0; i < n; ++i) {
+    sekka::Result<std::int64_t> id = client.Strict(tag);
+    if (!id.ok()) return fail(id.error());
+    ids.push_back(std::to_string(*id));
+  }
+  return {{"ids", ids}};
+}
+
 json Handle(std::unique_ptr<sekka::Client>& client, const json& req) {
   const std::string op = req.at("op");
   if (op == "open") {
@@ -103,6 +131,7 @@ json Handle(std::unique_ptr<sekka::Client>& client, const json& req) {
     return {{"ok", true}};
   }
   if (op == "ids" || op == "tag") return Draw(*client, req);
+  if (op == "strict" || op == "strict_batch") return DrawStrict(*client, req);
   if (op == "batch") {
     sekka::Result<std::vector<sekka::Id>> got = client->NextIds(req.at("n").get<std::size_t>());
     if (!got.ok()) return ErrorReply(got.error(), false);

@@ -149,7 +149,8 @@ std::optional<TransportError> RespConnection::Exchange(const std::vector<std::st
     *error = ServerError{std::string(rest.substr(0, space)), std::string(rest)};
     return std::nullopt;
   }
-  if (ids) return BatchIds(kind, rest, expect, args[0] == "SEG.NEXT", *ids);
+  if (ids)
+    return BatchIds(kind, rest, expect, args[0] == "SEG.NEXT" || args[0] == "STRICT.BATCH", *ids);
   if (kind == '+' || kind == ':') return std::nullopt;  // AUTH's +OK: nothing to keep
   std::string bulk;
   if (kind == '$') return Bulk(rest, bulk);

@@ -3,6 +3,7 @@ package sekka
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"math"
 	"strconv"
 	"strings"
@@ -41,6 +42,10 @@ type Options struct {
 	// BackoffMin and BackoffMax: a failed server is skipped for BackoffMin (default 100 ms),
 	// doubling up to BackoffMax (default 5 s) while it keeps failing.
 	BackoffMin, BackoffMax time.Duration
+	// StrictWait: how long a strict call tries the servers, again and again, before it
+	// returns ErrNoServer (default 30 s; a strict tag's leader failover takes the servers'
+	// worker.lease_ttl and a few seconds).
+	StrictWait time.Duration
 	// TLS, when set, makes every connection TLS with this configuration (the server name is
 	// the server's host when ServerName is empty); nil = plain TCP. TLSFiles makes one from
 	// PEM files. The handshake is part of the connect and bounded by ConnectTimeout.
@@ -58,6 +63,9 @@ const maxOption = 24 * time.Hour
 // servers. It is safe for use by many goroutines. Close it to stop the goroutine.
 type Client struct {
 	pool       *pool
+	strict     *pool      // strict calls' own connections (a strict id is never buffered)
+	strictMu   sync.Mutex // strict calls take turns on them
+	strictWait time.Duration
 	maxWait    time.Duration // a caller with an empty buffer waits at most this long
 	lowWater   float64
 	target     time.Duration
@@ -125,6 +133,8 @@ func New(o Options) (*Client, error) {
 	}
 	c := &Client{
 		pool:       newPool(&o, addrs),
+		strict:     newPool(&o, addrs),
+		strictWait: o.StrictWait,
 		maxWait:    2*(o.ConnectTimeout+o.Timeout)*time.Duration(len(o.Servers)) + time.Second,
 		lowWater:   o.LowWater,
 		target:     o.TargetRefill,
@@ -184,6 +194,7 @@ func (o *Options) check() ([]string, error) {
 		{"Validity", &o.Validity, 10 * time.Second},
 		{"BackoffMin", &o.BackoffMin, 100 * time.Millisecond},
 		{"BackoffMax", &o.BackoffMax, 5 * time.Second},
+		{"StrictWait", &o.StrictWait, 30 * time.Second},
 	} {
 		if *d.value < 0 || *d.value > maxOption {
 			return nil, errorf(ErrInvalidArgument, "%s %v is not valid: allowed above 0 and at most %v (0 = the default, %v)", d.name, *d.value, maxOption, d.def)
@@ -291,6 +302,77 @@ func (c *Client) Next(ctx context.Context, tag string) (int64, error) {
 	return c.take(ctx, s)
 }
 
+// Strict returns the next strict id of tag (docs/contract.md section 15): larger than every id
+// of the tag that any client of the cluster got before this call began. Errors: as StrictBatch.
+func (c *Client) Strict(ctx context.Context, tag string) (int64, error) {
+	ids, err := c.StrictBatch(ctx, tag, 1)
+	if err != nil {
+		return 0, err
+	}
+	return ids[0], nil
+}
+
+// StrictBatch returns n consecutive strict ids of tag, larger than every id of the tag that
+// any client got before this call began. One request, never buffered, on connections of its
+// own (a client's strict calls take turns): on a connection error, a timeout or an
+// -UNAVAILABLE (a leader failover) the servers are tried again, in turn and with their
+// backoff, until StrictWait passes (ErrNoServer) or ctx ends (ctx.Err(), checked between
+// attempts). Errors: ErrInvalidArgument (an empty tag, n outside 1 to 10,000,000),
+// ErrNoServer, ErrAuth, ErrRefused, ErrClosed, ctx.Err().
+func (c *Client) StrictBatch(ctx context.Context, tag string, n int) ([]int64, error) {
+	if tag == "" {
+		return nil, errorf(ErrInvalidArgument, "StrictBatch(\"\", %d): the tag is empty", n)
+	}
+	if n < 1 || n > maxBatchLimit {
+		return nil, errorf(ErrInvalidArgument, "StrictBatch(%q, %d): allowed 1 to %d ids", tag, n, maxBatchLimit)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	c.strictMu.Lock()
+	defer c.strictMu.Unlock()
+	args := []string{"STRICT.BATCH", tag, strconv.Itoa(n)}
+	deadline := time.Now().Add(c.strictWait)
+	for {
+		select {
+		case <-c.done:
+			return nil, errClosed
+		default:
+		}
+		ids, err := c.strict.call(args, n)
+		if err == nil {
+			if ids[n-1]-ids[0] != int64(n-1) {
+				return nil, errorf(ErrRefused, "the ids of %s are not consecutive: %d to %d",
+					strings.Join(args, " "), ids[0], ids[n-1])
+			}
+			return ids, nil
+		}
+		up := c.strict.soonestUp()
+		if !errors.Is(err, ErrNoServer) {
+			return nil, err
+		} else if !up.Before(deadline) {
+			return nil, errorf(ErrNoServer, "no strict ids within %v: %v", c.strictWait, err)
+		}
+		if err := c.pause(ctx, time.Until(up)); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// pause sleeps for d; it returns errClosed at Close, or ctx.Err() when ctx ends first.
+func (c *Client) pause(ctx context.Context, d time.Duration) error {
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+		return nil
+	case <-c.done:
+		return errClosed
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
 // Stats returns the counters.
 func (c *Client) Stats() Stats {
 	c.mu.Lock()
@@ -298,8 +380,8 @@ func (c *Client) Stats() Stats {
 	st := Stats{
 		Served:       c.served,
 		Refills:      c.refills,
-		Failovers:    c.pool.failovers.Load(),
-		ServerErrors: c.pool.serverErrors.Load(),
+		Failovers:    c.pool.failovers.Load() + c.strict.failovers.Load(),
+		ServerErrors: c.pool.serverErrors.Load() + c.strict.serverErrors.Load(),
 		Dropped:      c.dropped,
 	}
 	for _, s := range c.streams {
@@ -323,6 +405,7 @@ func (c *Client) Close() error {
 		}
 		c.mu.Unlock()
 		c.pool.close()
+		c.strict.close()
 	})
 	<-c.exited
 	return nil

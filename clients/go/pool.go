@@ -211,6 +211,17 @@ func (p *pool) call(args []string, want int) ([]int64, error) {
 		strings.Join(args, " "), strings.Join(each, ", "))
 }
 
+// soonestUp is when the first server's backoff runs out.
+func (p *pool) soonestUp() time.Time {
+	soonest := p.servers[0].downUntil
+	for _, s := range p.servers {
+		if s.downUntil.Before(soonest) {
+			soonest = s.downUntil
+		}
+	}
+	return soonest
+}
+
 // order lists the servers to try now, from the current one.
 func (p *pool) order(now time.Time) []int {
 	n := len(p.servers)

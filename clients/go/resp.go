@@ -95,7 +95,7 @@ func (c *conn) ids(args []string, want int) ([]int64, error) {
 	if err := c.send(args); err != nil {
 		return nil, c.fail(err)
 	}
-	ids, err := c.readIDs(want, args[0] == "SEG.NEXT")
+	ids, err := c.readIDs(want, args[0] == "SEG.NEXT" || args[0] == "STRICT.BATCH")
 	if err != nil {
 		return nil, c.fail(err)
 	}

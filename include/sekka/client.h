@@ -12,7 +12,10 @@
 //     next server; a failed server is skipped for a backoff that doubles; an error reaches the
 //     caller only when the buffer is empty and no server could serve (kUnavailable, naming each
 //     server tried);
-//   - a tag's ids increase within the client.
+//   - a tag's ids increase within the client;
+//   - strict ids (STRICT.BATCH tag n) are never buffered: each call is one request, on
+//     connections of their own, tried again through a leader failover for up to
+//     `strict_wait`.
 //
 //   ClientOptions o;
 //   o.servers = {"127.0.0.1:6380", "127.0.0.1:6381"};
@@ -53,6 +56,9 @@ struct ClientOptions {
   std::chrono::milliseconds validity{10'000};     // buffered ids older than this are dropped
   std::chrono::milliseconds backoff_min{100};     // a failed server is skipped this long,
   std::chrono::milliseconds backoff_max{5000};    //   doubling up to this
+  // How long a strict call tries the servers, again and again, before kUnavailable: a strict
+  // tag's leader failover takes the servers' worker.lease_ttl and a few seconds.
+  std::chrono::milliseconds strict_wait{30'000};
   // TLS to the servers (TLS 1.2 or later; the certificate must name the host they are reached
   // by) when set: the CA file (PEM) that signed their certificates, or "system" for the
   // system's CAs; "" = plain TCP. tls_cert_file and tls_key_file: a client certificate (PEM)
@@ -93,6 +99,17 @@ class Client {
   // The next id of segment tag `tag`, above every id this client gave for it. Errors: as
   // NextId (an unknown tag is the server's refusal, naming the tag).
   Result<std::int64_t> Next(std::string_view tag);
+  // The next strict id of `tag` (docs/contract.md section 15): larger than every id of the
+  // tag that any client of the cluster got before this call began. Errors: as StrictBatch.
+  Result<std::int64_t> Strict(std::string_view tag);
+  // `n` consecutive strict ids of `tag`, larger than every id of the tag that any client got
+  // before this call began. One request, never buffered, on connections of its own (a
+  // client's strict calls take turns): on a connection error, a timeout or -UNAVAILABLE (a
+  // leader failover) the servers are tried again, in turn and with their backoff, for up to
+  // `strict_wait`. Errors: kInvalidArgument (an empty tag, n outside 1 to 10,000,000, or the
+  // server's refusal with its message, or ids that are not consecutive), kUnavailable,
+  // kUnauthenticated, kCancelled after Close().
+  Result<std::vector<std::int64_t>> StrictBatch(std::string_view tag, std::size_t n);
 
   ClientStats stats() const;
 

@@ -98,6 +98,14 @@ func (d *driver) handle(line []byte) (reply, bool) {
 		return repeat(req.N, func() (int64, error) { return d.client.NextID(ctx) }), false
 	case "tag":
 		return repeat(req.N, func() (int64, error) { return d.client.Next(ctx, req.Tag) }), false
+	case "strict":
+		return repeat(req.N, func() (int64, error) { return d.client.Strict(ctx, req.Tag) }), false
+	case "strict_batch":
+		ids, err := d.client.StrictBatch(ctx, req.Tag, req.N)
+		if err != nil {
+			return failure(err), false
+		}
+		return reply{"ids": decimal(ids)}, false
 	case "batch":
 		ids, err := d.client.NextIDs(ctx, req.N)
 		if err != nil {
@@ -191,6 +199,7 @@ func options(raw map[string]json.RawMessage) (sekka.Options, error) {
 		"connect_timeout_ms": &o.ConnectTimeout, "timeout_ms": &o.Timeout,
 		"target_refill_ms": &o.TargetRefill, "validity_ms": &o.Validity,
 		"backoff_min_ms": &o.BackoffMin, "backoff_max_ms": &o.BackoffMax,
+		"strict_wait_ms": &o.StrictWait,
 	}
 	counts := map[string]*int{"batch": &o.Batch, "min_batch": &o.MinBatch, "max_batch": &o.MaxBatch}
 	files := map[string]*string{"tls_ca_file": new(string), "tls_cert_file": new(string), "tls_key_file": new(string)}

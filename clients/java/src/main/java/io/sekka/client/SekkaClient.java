@@ -25,6 +25,7 @@ import javax.net.ssl.SSLContext;
  *   long orderId = c.nextId();        // from the buffer: no network in steady state
  *   long[] ids = c.nextIds(100);
  *   long invoiceNo = c.next("invoice"); // a segment tag: increasing within this client
+ *   long version = c.strict("ledger");  // a strict tag: one request, in the cluster's order
  * }
  * }</pre>
  *
@@ -33,6 +34,8 @@ import javax.net.ssl.SSLContext;
 public final class SekkaClient implements AutoCloseable {
   private static final Set<String> FAILOVER = Set.of("LEASELOST", "CLOCKBACKWARDS", "UNAVAILABLE");
   private static final Set<String> AUTH = Set.of("NOAUTH", "WRONGPASS");
+  /** Batch commands whose ids must come increasing. */
+  private static final Set<String> INCREASING = Set.of("SEG.NEXT", "STRICT.BATCH");
   /** The longest any time option may be: a day. */
   private static final long MAX_MS = 86_400_000;
   // A batch refused for its size names the server's server.max_batch (docs/contract.md).
@@ -53,6 +56,7 @@ public final class SekkaClient implements AutoCloseable {
     private long validityMs = 10_000;
     private long backoffMinMs = 100;
     private long backoffMaxMs = 5000;
+    private long strictWaitMs = 30_000;
     private SSLContext tls; // null: plain TCP
 
     private Builder(String servers) {
@@ -75,6 +79,7 @@ public final class SekkaClient implements AutoCloseable {
       c.validityMs = validityMs;
       c.backoffMinMs = backoffMinMs;
       c.backoffMaxMs = backoffMaxMs;
+      c.strictWaitMs = strictWaitMs;
       c.tls = tls;
       return c;
     }
@@ -129,6 +134,16 @@ public final class SekkaClient implements AutoCloseable {
     }
 
     /**
+     * How long a strict call tries the servers, again and again, before it throws
+     * NoServerException (30000 ms): a strict tag's leader failover takes the servers'
+     * worker.lease_ttl and a few seconds.
+     */
+    public Builder strictWaitMs(long ms) {
+      this.strictWaitMs = ms;
+      return this;
+    }
+
+    /**
      * TLS to the servers with this context (TLS 1.2 or later; the server's certificate must
      * name the host it is reached by); null: plain TCP.
      */
@@ -170,6 +185,7 @@ public final class SekkaClient implements AutoCloseable {
       positive("targetRefillMs", targetRefillMs);
       positive("validityMs", validityMs);
       positive("backoff min", backoffMinMs);
+      positive("strictWaitMs", strictWaitMs);
       if (backoffMaxMs < backoffMinMs) {
         throw new IllegalArgumentException(
             "backoff max = " + backoffMaxMs + " ms: allowed at least min (" + backoffMinMs + ")");
@@ -251,30 +267,17 @@ public final class SekkaClient implements AutoCloseable {
   }
 
   private final Builder o;
-  private final List<Server> servers = new ArrayList<>();
-  private final Object connections = new Object(); // guards aborted and each server's conn
+  // Guards aborted, and each pool's connecting socket and its servers' conn fields.
+  private final Object connections = new Object();
   private boolean aborted; // close() began: no connection is made any more
-  private Socket connecting; // the socket connecting now, if any
-  private final RespConnection.Opening opening =
-      new RespConnection.Opening() {
-        @Override
-        public void begin(Socket socket) throws IOException {
-          synchronized (connections) {
-            if (aborted) throw new ClosedException();
-            connecting = socket;
-          }
-        }
-
-        @Override
-        public void end(Socket socket) {
-          synchronized (connections) {
-            connecting = null;
-          }
-        }
-      };
+  private final Pool pool; // the refill thread's
+  // Strict calls have connections (and backoffs) of their own, used by one caller at a time
+  // (strictLock): a strict id is never buffered, and a tag without a leader for a while must
+  // not hold back the refills.
+  private final Pool strictPool;
+  private final ReentrantLock strictLock = new ReentrantLock();
   private int minBatch; // the builder's, lowered to a server's max_batch when it refuses more
   private int maxBatch;
-  private int current;
   private final ReentrantLock lock = new ReentrantLock();
   private final Condition changed = lock.newCondition();
   private final Map<String, Stream> streams = new HashMap<>();
@@ -294,11 +297,12 @@ public final class SekkaClient implements AutoCloseable {
     this.o = b;
     this.minBatch = b.minBatch;
     this.maxBatch = b.maxBatch;
-    for (String s : b.servers) servers.add(new Server(s, servers.size()));
+    this.pool = new Pool(b.servers);
+    this.strictPool = new Pool(b.servers);
     this.ids = new Stream(null, b.batch, b.lowWater);
     this.maxWaitNanos =
         TimeUnit.MILLISECONDS.toNanos(
-            2L * ((long) b.connectTimeoutMs + b.timeoutMs) * servers.size() + 1000);
+            2L * ((long) b.connectTimeoutMs + b.timeoutMs) * b.servers.size() + 1000);
     this.refiller = new Thread(this::refillLoop, "sekka-refill");
     refiller.setDaemon(true);
     refiller.start();
@@ -335,9 +339,84 @@ public final class SekkaClient implements AutoCloseable {
     return take(s);
   }
 
+  /**
+   * The next strict id of {@code tag} (docs/contract.md section 15): larger than every id of the
+   * tag that any client of the cluster got before this call began.
+   */
+  public long strict(String tag) {
+    return strictBatch(tag, 1)[0];
+  }
+
+  /**
+   * {@code n} consecutive strict ids of {@code tag}, larger than every id of the tag that any
+   * client got before this call began. One request, never buffered: on a connection error, a
+   * timeout or an -UNAVAILABLE (a leader failover) the servers are tried again, in turn and with
+   * their backoff, for up to strictWaitMs; then NoServerException.
+   */
+  public long[] strictBatch(String tag, int n) {
+    if (tag == null || tag.isEmpty()) throw new IllegalArgumentException("tag is empty");
+    if (n < 1 || n > RespConnection.MAX_ARRAY) {
+      throw new IllegalArgumentException(
+          "n = " + n + ": allowed 1 to " + RespConnection.MAX_ARRAY);
+    }
+    String[] args = {"STRICT.BATCH", tag, Integer.toString(n)};
+    strictLock.lock();
+    try {
+      long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(o.strictWaitMs);
+      while (true) {
+        if (isClosed()) throw new ClosedException();
+        long[] got;
+        try {
+          got = strictPool.call(n, args);
+        } catch (NoServerException e) {
+          if (pauseUntil(strictPool.soonestUp(), deadline)) continue;
+          if (isClosed()) throw new ClosedException();
+          throw new NoServerException(
+              "no strict ids within " + o.strictWaitMs + " ms: " + e.getMessage());
+        }
+        if (got[n - 1] - got[0] != n - 1) {
+          throw new SekkaException("the ids of STRICT.BATCH " + tag + " " + n
+              + " are not consecutive: " + got[0] + " to " + got[n - 1]);
+        }
+        return got;
+      }
+    } finally {
+      strictLock.unlock();
+    }
+  }
+
+  /**
+   * Sleeps to {@code until} (System.nanoTime()), or wakes at close(); false when {@code until}
+   * is not before {@code deadline}, or the client closed.
+   */
+  private boolean pauseUntil(long until, long deadline) {
+    if (until - deadline >= 0) return false;
+    lock.lock();
+    try {
+      for (long left = until - System.nanoTime(); left > 0 && !closed; ) {
+        left = changed.awaitNanos(left);
+      }
+      return !closed;
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      throw new SekkaException("interrupted while waiting for a server");
+    } finally {
+      lock.unlock();
+    }
+  }
+
+  private boolean isClosed() {
+    lock.lock();
+    try {
+      return closed;
+    } finally {
+      lock.unlock();
+    }
+  }
+
   /** Server i's last error ("" when it has not failed), for this package's tests. */
   String lastErrorOf(int i) {
-    return servers.get(i).lastError;
+    return pool.servers.get(i).lastError;
   }
 
   public Stats stats() {
@@ -366,14 +445,8 @@ public final class SekkaClient implements AutoCloseable {
     }
     synchronized (connections) {
       aborted = true;
-      for (Server s : servers) if (s.conn != null) s.conn.close(); // ends a blocked read
-      if (connecting != null) {
-        try {
-          connecting.close(); // ends a connect in progress
-        } catch (IOException ignored) {
-          // closing: nothing to do
-        }
-      }
+      pool.abort();
+      strictPool.abort();
     }
     boolean interrupted = false;
     while (refiller.isAlive()) {
@@ -384,7 +457,13 @@ public final class SekkaClient implements AutoCloseable {
       }
     }
     if (interrupted) Thread.currentThread().interrupt();
-    for (Server s : servers) s.drop();
+    for (Server s : pool.servers) s.drop();
+    strictLock.lock(); // a strict call in flight has ended: the abort cut it off
+    try {
+      for (Server s : strictPool.servers) s.drop();
+    } finally {
+      strictLock.unlock();
+    }
   }
 
   private List<Stream> allStreams() {
@@ -429,7 +508,8 @@ public final class SekkaClient implements AutoCloseable {
         long left = deadline - System.nanoTime();
         if (left <= 0) {
           throw new NoServerException(
-              "no ids within " + TimeUnit.NANOSECONDS.toMillis(maxWaitNanos) + " ms from " + names());
+              "no ids within " + TimeUnit.NANOSECONDS.toMillis(maxWaitNanos) + " ms from "
+                  + pool.names());
         }
         try {
           changed.awaitNanos(left);
@@ -479,8 +559,8 @@ public final class SekkaClient implements AutoCloseable {
       try {
         got =
             s.tag == null
-                ? call(n, "ID.BATCH", Integer.toString(n))
-                : call(n, "SEG.NEXT", s.tag, Integer.toString(n));
+                ? pool.call(n, "ID.BATCH", Integer.toString(n))
+                : pool.call(n, "SEG.NEXT", s.tag, Integer.toString(n));
       } catch (RuntimeException e) {
         error = e;
       }
@@ -579,116 +659,171 @@ public final class SekkaClient implements AutoCloseable {
     return out;
   }
 
-  private String names() {
-    StringBuilder sb = new StringBuilder();
-    for (Server s : servers) sb.append(sb.length() > 0 ? ", " : "").append(s.name);
-    return sb.toString();
-  }
-
-  /**
-   * {@code args} on server {@code s}. A connection made before this call that fails before any
-   * byte of the reply (the server closed it while idle, or restarted) is replaced and the command
-   * sent once more, without counting against the server: a command the server did run costs a
-   * range, never an id.
-   */
-  private long[] callOn(Server s, int n, String[] args) throws IOException {
-    boolean reused = s.conn != null;
-    RespConnection conn = reused ? s.conn : connect(s);
-    try {
-      return batchIds(conn.batch(n, args), n, args[0].equals("SEG.NEXT"));
-    } catch (RespConnection.StaleConnection e) {
-      if (!reused || aborted()) throw e;
-      s.drop();
-      return batchIds(connect(s).batch(n, args), n, args[0].equals("SEG.NEXT"));
-    }
-  }
-
   private boolean aborted() {
     synchronized (connections) {
       return aborted;
     }
   }
 
-  /** Server {@code s}'s new connection, authenticated; none once close() began. */
-  private RespConnection connect(Server s) throws IOException {
-    if (aborted()) throw new ClosedException();
-    RespConnection conn =
-        new RespConnection(s.host, s.port, o.connectTimeoutMs, o.timeoutMs, o.tls, opening);
-    synchronized (connections) {
-      if (aborted) {
-        conn.close();
-        throw new ClosedException();
-      }
-      s.conn = conn;
+  /**
+   * The servers, with a connection each, their backoffs and the current one. Used by one thread
+   * at a time: the refill thread ({@code pool}), or the strict caller holding strictLock.
+   */
+  private final class Pool {
+    final List<Server> servers = new ArrayList<>();
+    private int current;
+    private Socket connecting; // the socket connecting now, if any (guarded by connections)
+    private final RespConnection.Opening opening =
+        new RespConnection.Opening() {
+          @Override
+          public void begin(Socket socket) throws IOException {
+            synchronized (connections) {
+              if (aborted) throw new ClosedException();
+              connecting = socket;
+            }
+          }
+
+          @Override
+          public void end(Socket socket) {
+            synchronized (connections) {
+              connecting = null;
+            }
+          }
+        };
+
+    Pool(List<String> names) {
+      for (String name : names) servers.add(new Server(name, servers.size()));
     }
-    if (o.token != null) {
+
+    /** Ends a blocked read or a connect in progress. Holds connections. */
+    void abort() {
+      for (Server s : servers) if (s.conn != null) s.conn.close();
+      if (connecting != null) {
+        try {
+          connecting.close();
+        } catch (IOException ignored) {
+          // closing: nothing to do
+        }
+      }
+    }
+
+    String names() {
+      StringBuilder sb = new StringBuilder();
+      for (Server s : servers) sb.append(sb.length() > 0 ? ", " : "").append(s.name);
+      return sb.toString();
+    }
+
+    /** When the first server's backoff runs out (System.nanoTime()). */
+    long soonestUp() {
+      long soonest = servers.get(0).downUntil;
+      for (Server s : servers) if (s.downUntil - soonest < 0) soonest = s.downUntil;
+      return soonest;
+    }
+
+    /**
+     * {@code args} on server {@code s}. A connection made before this call that fails before
+     * any byte of the reply (the server closed it while idle, or restarted) is replaced and the
+     * command sent once more, without counting against the server: a command the server did run
+     * costs a range, never an id.
+     */
+    private long[] callOn(Server s, int n, String[] args) throws IOException {
+      boolean reused = s.conn != null;
+      RespConnection conn = reused ? s.conn : connect(s);
+      boolean increasing = INCREASING.contains(args[0]);
       try {
-        conn.call("AUTH", o.token);
-      } catch (RespConnection.ErrorReply e) {
+        return batchIds(conn.batch(n, args), n, increasing);
+      } catch (RespConnection.StaleConnection e) {
+        if (!reused || aborted()) throw e;
         s.drop();
-        throw new AuthException("sekka server " + s.name + " refused the token: " + e.getMessage());
+        return batchIds(connect(s).batch(n, args), n, increasing);
       }
     }
-    return conn;
+
+    /** Server {@code s}'s new connection, authenticated; none once close() began. */
+    private RespConnection connect(Server s) throws IOException {
+      if (aborted()) throw new ClosedException();
+      RespConnection conn =
+          new RespConnection(s.host, s.port, o.connectTimeoutMs, o.timeoutMs, o.tls, opening);
+      synchronized (connections) {
+        if (aborted) {
+          conn.close();
+          throw new ClosedException();
+        }
+        s.conn = conn;
+      }
+      if (o.token != null) {
+        try {
+          conn.call("AUTH", o.token);
+        } catch (RespConnection.ErrorReply e) {
+          s.drop();
+          throw new AuthException("sekka server " + s.name + " refused the token: " + e.getMessage());
+        }
+      }
+      return conn;
+    }
+
+    /**
+     * The {@code count} ids of the first server that answers batch command {@code args}, from
+     * the current one.
+     */
+    long[] call(int count, String... args) {
+      long now = System.nanoTime();
+      int n = servers.size();
+      List<Integer> up = new ArrayList<>();
+      int soonest = current;
+      for (int k = 0; k < n; k++) {
+        int i = (current + k) % n;
+        if (now - servers.get(i).downUntil >= 0) up.add(i);
+        if (servers.get(i).downUntil - servers.get(soonest).downUntil < 0) soonest = i;
+      }
+      if (up.isEmpty()) up.add(soonest); // all backing off: the one that comes back first
+      List<Integer> tried = new ArrayList<>();
+      for (int i : up) {
+        Server s = servers.get(i);
+        try {
+          long[] reply = callOn(s, count, args);
+          s.backoff = 0;
+          s.downUntil = 0;
+          if (i != current) {
+            countFailover();
+            current = i;
+          }
+          return reply;
+        } catch (RespConnection.ErrorReply e) {
+          if (AUTH.contains(e.prefix)) {
+            s.drop();
+            throw new AuthException("sekka server " + s.name + ": " + e.getMessage());
+          }
+          if (!FAILOVER.contains(e.prefix)) {
+            throw new SekkaException("sekka server " + s.name + ": " + e.getMessage());
+          }
+          s.lastError = e.getMessage();
+        } catch (IOException e) {
+          if (aborted()) throw new ClosedException();
+          s.lastError = e.getClass().getSimpleName() + ": " + e.getMessage();
+        }
+        tried.add(i);
+        s.drop();
+        s.backoff = Math.min(o.backoffMaxMs, Math.max(o.backoffMinMs, s.backoff * 2));
+        s.downUntil = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(s.backoff);
+      }
+      // Every server, with its last error (those backing off were not tried this time).
+      List<String> each = new ArrayList<>();
+      for (int i = 0; i < n; i++) {
+        Server s = servers.get(i);
+        each.add(s.name + " (" + s.lastError + (tried.contains(i) ? "" : "; backing off") + ")");
+      }
+      throw new NoServerException(
+          "no sekka server could serve " + String.join(" ", args) + ": " + String.join(", ", each));
+    }
   }
 
-  /**
-   * The {@code count} ids of the first server that answers batch command {@code args}, from the
-   * current one (refill thread only).
-   */
-  private long[] call(int count, String... args) {
-    long now = System.nanoTime();
-    int n = servers.size();
-    List<Integer> up = new ArrayList<>();
-    int soonest = current;
-    for (int k = 0; k < n; k++) {
-      int i = (current + k) % n;
-      if (now - servers.get(i).downUntil >= 0) up.add(i);
-      if (servers.get(i).downUntil - servers.get(soonest).downUntil < 0) soonest = i;
+  private void countFailover() {
+    lock.lock();
+    try {
+      failovers++;
+    } finally {
+      lock.unlock();
     }
-    if (up.isEmpty()) up.add(soonest); // all backing off: the one that comes back first
-    List<Integer> tried = new ArrayList<>();
-    for (int i : up) {
-      Server s = servers.get(i);
-      try {
-        long[] reply = callOn(s, count, args);
-        s.backoff = 0;
-        s.downUntil = 0;
-        if (i != current) {
-          lock.lock();
-          try {
-            failovers++;
-          } finally {
-            lock.unlock();
-          }
-          current = i;
-        }
-        return reply;
-      } catch (RespConnection.ErrorReply e) {
-        if (AUTH.contains(e.prefix)) {
-          s.drop();
-          throw new AuthException("sekka server " + s.name + ": " + e.getMessage());
-        }
-        if (!FAILOVER.contains(e.prefix)) {
-          throw new SekkaException("sekka server " + s.name + ": " + e.getMessage());
-        }
-        s.lastError = e.getMessage();
-      } catch (IOException e) {
-        if (aborted()) throw new ClosedException();
-        s.lastError = e.getClass().getSimpleName() + ": " + e.getMessage();
-      }
-      tried.add(i);
-      s.drop();
-      s.backoff = Math.min(o.backoffMaxMs, Math.max(o.backoffMinMs, s.backoff * 2));
-      s.downUntil = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(s.backoff);
-    }
-    // Every server, with its last error (those backing off were not tried this time).
-    List<String> each = new ArrayList<>();
-    for (int i = 0; i < n; i++) {
-      Server s = servers.get(i);
-      each.add(s.name + " (" + s.lastError + (tried.contains(i) ? "" : "; backing off") + ")");
-    }
-    throw new NoServerException(
-        "no sekka server could serve " + String.join(" ", args) + ": " + String.join(", ", each));
   }
 }

@@ -60,6 +60,29 @@ public final class ConformanceDriver {
           error(reply, e, false);
         }
       }
+      case "strict" -> {
+        int n = ((Number) req.get("n")).intValue();
+        List<Long> ids = new ArrayList<>();
+        try {
+          for (int i = 0; i < n; i++) ids.add(client.strict((String) req.get("tag")));
+          appendIds(reply, ids);
+        } catch (RuntimeException e) {
+          appendIds(reply, ids);
+          reply.append(',');
+          error(reply, e, true);
+        }
+      }
+      case "strict_batch" -> {
+        List<Long> ids = new ArrayList<>();
+        try {
+          for (long id : client.strictBatch((String) req.get("tag"), ((Number) req.get("n")).intValue())) {
+            ids.add(id);
+          }
+          appendIds(reply, ids);
+        } catch (RuntimeException e) {
+          error(reply, e, true);
+        }
+      }
       case "batch" -> {
         List<Long> ids = new ArrayList<>();
         for (long id : client.nextIds(((Number) req.get("n")).intValue())) ids.add(id);
@@ -96,6 +119,7 @@ public final class ConformanceDriver {
           o.containsKey("backoff_min_ms") ? whole(o, "backoff_min_ms") : 100,
           o.containsKey("backoff_max_ms") ? whole(o, "backoff_max_ms") : 5000);
     }
+    if (o.containsKey("strict_wait_ms")) b.strictWaitMs(whole(o, "strict_wait_ms"));
     if (o.containsKey("tls_ca_file") || o.containsKey("tls_cert_file")
         || o.containsKey("tls_key_file")) {
       b.tlsFiles(
