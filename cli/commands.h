@@ -143,7 +143,7 @@ int RunSegment(const SegmentFlags& flags);
 
 // How `sekka serve` reaches its cluster for strict ids, of worker.source and worker.coordinator
 // (cli/strict.cc).
-server::StrictCoordination StrictCoordinationOf(const server::ServerConfig& config,
+Result<server::StrictCoordination> StrictCoordinationOf(const server::ServerConfig& config,
                                                 const CoordinatorAccess& access, Clock* clock);
 
 }  // namespace sekka::cli

@@ -108,7 +108,9 @@ Result<server::ServiceParts> OpenServiceParts(const server::ServerConfig& config
   Result<std::unique_ptr<WorkerLease>> lease =
       OpenWorkerLease(config.worker_source, config.coordinator, config.cluster, lo, *access);
   if (!lease.ok()) return std::move(lease).error();
-  parts.strict = StrictCoordinationOf(config, *access, parts.clock);
+  Result<server::StrictCoordination> strict = StrictCoordinationOf(config, *access, parts.clock);
+  if (!strict.ok()) return std::move(strict).error();
+  parts.strict = std::move(strict).value();
   // The host's lock dir serves this cluster's id space once the lease holds an id.
   parts.lease =
       NewHostBoundLease(std::move(lease).value(), config.worker_lock_dir, lo.layout,
@@ -239,7 +241,8 @@ int RunServe(const ServeFlags& flags) {
                 "cannot start: " + server.error().message);
   }
   // Other servers forward strict calls to this one's RESP port (none: it leads no strict tag).
-  if (!(*server)->resp_address().empty()) (*service)->SetStrictAddress((*server)->resp_address());
+  const std::string strict_address = server::StrictAddress(*config, (*server)->resp_address());
+  if (!strict_address.empty()) (*service)->SetStrictAddress(strict_address);
   const Service& s = **service;
   const std::string where = fmt::format(
       "sekka serve: HTTP on {}, Redis protocol on {}{} (worker id {}{}, layout {}, data {}{})",

@@ -1,6 +1,8 @@
 // How `sekka serve` reaches its cluster for strict ids (server/strict_tags.h): each tag's lease and
 // its leader's identity in the namespace "<cluster>.strict.<tag>" at the worker-id coordinator,
-// and calls to a leader over its RESP port with the cluster's token.
+// and calls to a leader over its RESP port with the cluster's token, over TLS when the
+// listeners have it (strict.tls_ca_file; this server's certificate as the client's when the
+// leaders require one).
 
 #include <fmt/format.h>
 #include <unistd.h>
@@ -42,7 +44,8 @@ WorkerLeaseOptions LeaseOptions(const server::ServerConfig& config, Clock* clock
 // Calls to leaders, one connection per leader kept between calls.
 class Forwarder {
  public:
-  explicit Forwarder(std::string token) : token_(std::move(token)) {}
+  Forwarder(std::string token, std::shared_ptr<SSL_CTX> tls)
+      : token_(std::move(token)), tls_(std::move(tls)) {}
 
   Result<std::int64_t> Call(const std::string& address, const std::string& tag, std::int64_t n) {
     std::unique_ptr<RespConnection> conn = Take(address);
@@ -52,7 +55,7 @@ class Forwarder {
         return Unavailable("leader address " + address + " has no port");
       const std::string host = address.substr(0, colon);
       const int port = std::atoi(address.c_str() + colon + 1);
-      if (auto e = RespConnection::Open(host, port, std::chrono::milliseconds(1000), -1, nullptr,
+      if (auto e = RespConnection::Open(host, port, std::chrono::milliseconds(1000), -1, tls_.get(),
                                         conn)) {
         return Unavailable(fmt::format("leader {} is unreachable: {}", address, e->message));
       }
@@ -93,6 +96,7 @@ class Forwarder {
   }
 
   const std::string token_;
+  const std::shared_ptr<SSL_CTX> tls_;  // null: plain TCP
   std::mutex mu_;
   std::map<std::string, std::unique_ptr<RespConnection>> idle_;  // guarded by mu_
 };
@@ -129,11 +133,32 @@ class Directory {
   std::map<std::string, std::unique_ptr<Coordinator>> sessions_;  // guarded by mu_
 };
 
+// The TLS context of calls to leaders, when the listeners have TLS; null: plain TCP.
+Result<std::shared_ptr<SSL_CTX>> LeaderTls(const server::ServerConfig& config) {
+  if (config.server_tls_cert_file.empty()) return std::shared_ptr<SSL_CTX>();
+  TlsFiles files{config.strict_tls_ca_file.empty() ? "system" : config.strict_tls_ca_file, "", ""};
+  if (!config.server_tls_client_ca_file.empty()) {  // the leaders ask for a client certificate
+    files.cert_file = config.server_tls_cert_file;
+    files.key_file = config.server_tls_key_file;
+  }
+  Result<std::shared_ptr<SSL_CTX>> tls = TlsClientContext(files);
+  if (!tls.ok()) {
+    return InvalidArgument(
+        "strict calls to other servers over TLS (strict.tls_ca_file, "
+        "server.tls_cert_file): " +
+        tls.error().message);
+  }
+  return tls;
+}
+
 }  // namespace
 
-server::StrictCoordination StrictCoordinationOf(const server::ServerConfig& config,
-                                                const CoordinatorAccess& access, Clock* clock) {
-  auto forwarder = std::make_shared<Forwarder>(config.auth_token);
+Result<server::StrictCoordination> StrictCoordinationOf(const server::ServerConfig& config,
+                                                        const CoordinatorAccess& access,
+                                                        Clock* clock) {
+  Result<std::shared_ptr<SSL_CTX>> tls = LeaderTls(config);
+  if (!tls.ok()) return std::move(tls).error();
+  auto forwarder = std::make_shared<Forwarder>(config.auth_token, std::move(tls).value());
   auto directory = std::make_shared<Directory>(config, access, clock);
   server::StrictCoordination c;
   c.open_lease = [config, access, clock](

@@ -159,6 +159,13 @@ const std::vector<Key>& Keys() {
       {"segment.max_tags", Type::kInt, "10000", "tags served at most, auto-created ones included"},
       {"strict.window", Type::kInt, "100000",
        "how far a strict tag's stored bound runs ahead: the ids a failover skips at most"},
+      {"strict.advertise", Type::kString, "",
+       "where other servers reach this one's RESP listener for forwarded strict calls (a numeric "
+       "IP and a port); \"\" = server.resp_listen, unless that is a wildcard address",
+       "--strict-advertise"},
+      {"strict.tls_ca_file", Type::kString, "",
+       "with TLS on the listeners: the CA file (PEM) that signed the other servers' "
+       "certificates, for forwarded strict calls; \"\" = the system's CAs"},
       {"opaque.key_file", Type::kString, "",
        "opaque ids' key file (sekka opaque keygen); \"\" = no opaque ids", "--opaque-key-file"},
       {"random.layout", Type::kString, "random",
@@ -738,6 +745,8 @@ Status SegmentSection(const Values& v, ServerConfig& c) {
   SEKKA_ASSIGN(c.segment_max_tags,
                IntValue("segment.max_tags", get("segment.max_tags"), 1, 1'000'000));
   SEKKA_ASSIGN(c.strict_window, IntValue("strict.window", get("strict.window"), 1, 1'000'000'000));
+  c.strict_advertise = get("strict.advertise");
+  c.strict_tls_ca_file = get("strict.tls_ca_file");
   c.opaque_key_file = get("opaque.key_file");
   return Status::Ok();
 }

@@ -1177,8 +1177,25 @@ Status CheckListeners(const ServerConfig& config) {
     if (listen.empty()) continue;
     if (Result<tcp::endpoint> e = ParseEndpoint(key, listen); !e.ok()) return std::move(e).error();
   }
+  if (!config.strict_advertise.empty()) {
+    Result<tcp::endpoint> e = ParseEndpoint("strict.advertise", config.strict_advertise);
+    if (!e.ok()) return std::move(e).error();
+    if (e->port() == 0 || e->address().is_unspecified()) {
+      return InvalidArgument(fmt::format(
+          "strict.advertise \"{}\" is not valid: other servers must be able to dial it (not a "
+          "wildcard address, not port 0)",
+          config.strict_advertise));
+    }
+  }
   Result<std::unique_ptr<asio::ssl::context>> tls = TlsContext(config);
   return tls.ok() ? Status::Ok() : Status(std::move(tls).error());
+}
+
+std::string StrictAddress(const ServerConfig& config, const std::string& bound_resp) {
+  if (bound_resp.empty()) return "";
+  if (!config.strict_advertise.empty()) return config.strict_advertise;
+  Result<tcp::endpoint> e = ParseEndpoint("server.resp_listen", bound_resp);
+  return e.ok() && !e->address().is_unspecified() ? bound_resp : "";
 }
 
 Result<std::unique_ptr<Server>> Server::Start(Service& service, const ServerConfig& config) {

@@ -21,6 +21,10 @@ namespace sekka::server {
 // is not IP:port, and TLS files OpenSSL cannot use. `sekka serve --print-config` checks it too,
 // so that it never exits 0 on a configuration serve refuses. Errors: kInvalidArgument.
 Status CheckListeners(const ServerConfig& config);
+// The RESP address other servers forward strict calls to: strict.advertise, else the RESP
+// listener's bound address `bound_resp` unless it is a wildcard (0.0.0.0, [::]) that other
+// hosts cannot dial; "" when there is none (strict tags then answer unavailable, saying why).
+std::string StrictAddress(const ServerConfig& config, const std::string& bound_resp);
 
 class Server {
  public:

@@ -89,7 +89,8 @@ Result<StrictTags::Tag*> StrictTags::Find(std::string_view tag) {
   if (address_.empty()) {
     return Unavailable(
         "this server has no RESP address for other servers to forward to (server.resp_listen is "
-        "off, or it is starting): strict ids need it");
+        "off or a wildcard address without strict.advertise, or it is starting): strict ids need "
+        "it");
   }
   auto t = std::make_unique<Tag>();
   t->name = std::string(tag);

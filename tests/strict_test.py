@@ -8,6 +8,8 @@ import os
 import random
 import re
 import signal
+import socket
+import subprocess
 import sys
 import threading
 import time
@@ -16,7 +18,7 @@ import unittest
 import redis
 
 sys.path.insert(0, os.path.dirname(__file__))
-from sekka_testlib import Etcd, Server, TempDirs, ZooKeeper  # noqa: E402
+from sekka_testlib import Etcd, Server, TempDirs, ZooKeeper, free_port  # noqa: E402
 
 TTL_S = 4
 
@@ -176,6 +178,111 @@ class StrictTests:
         # It answers again, as a follower of the new leader.
         r = redis.Redis(host="127.0.0.1", port=servers[0].resp_port)
         self.assertGreater(r.execute_command("STRICT.NEXT", "chat"), max(max(x[2]) for x in records))
+
+
+class Counter:
+    """A TCP relay on 127.0.0.1 to `port` that counts the connections it relays."""
+
+    def __init__(self, port):
+        self.port, self.connections = port, 0
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.address = "127.0.0.1:%d" % self.listener.getsockname()[1]
+        threading.Thread(target=self.accept, daemon=True).start()
+
+    def accept(self):
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            self.connections += 1
+            upstream = socket.create_connection(("127.0.0.1", self.port))
+            for a, b in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self.pump, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def pump(src, dst):
+        try:
+            while data := src.recv(65536):
+                dst.sendall(data)
+        except OSError:
+            pass
+        for sock in (src, dst):
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def stop(self):
+        self.listener.close()
+
+
+class StrictNetworkTest(unittest.TestCase):
+    """Forwarding across a real network's settings: TLS on every listener, with client
+    certificates and a token; an address other servers reach a server at that is not its
+    listen address (strict.advertise)."""
+
+    TOKEN = "strict-token-0123456789"
+
+    def setUp(self):
+        self.dirs = TempDirs()
+        self.servers = []
+        self.coord = Etcd(self.dirs.path("coord"))
+
+    def tearDown(self):
+        for s in self.servers:
+            s.stop()
+        self.coord.stop()
+        self.dirs.cleanup()
+
+    def server(self, name, *flags, env=None, resp="127.0.0.1:0"):
+        s = Server(self.dirs.path(name), "--worker-source", "etcd", "--coordinator",
+                   f"etcd://{self.coord.endpoints}", "--lease-ttl", f"{TTL_S}s", *flags,
+                   env=env, resp=resp)
+        self.servers.append(s)
+        return s
+
+    def test_forwarding_over_tls_with_client_certificates(self):
+        certs = self.dirs.path("tls")
+        subprocess.run([os.path.join(os.path.dirname(__file__), "..", "scripts", "test_certs.sh"),
+                        certs], check=True)
+        cert = lambda name: os.path.join(certs, name)  # noqa: E731
+        tls = ["--tls-cert-file", cert("server.crt"), "--tls-key-file", cert("server.key"),
+               "--tls-client-ca-file", cert("ca.crt"), "--auth-token", self.TOKEN]
+        leader = self.server("leader", *tls, env={"SEKKA_STRICT_TLS_CA_FILE": cert("ca.crt")})
+        follower = self.server("follower", *tls,
+                               env={"SEKKA_STRICT_TLS_CA_FILE": cert("ca.crt")})
+        stranger = self.server("stranger", *tls,
+                               env={"SEKKA_STRICT_TLS_CA_FILE": cert("other-ca.crt")})
+
+        def client(s):
+            return redis.Redis(host="127.0.0.1", port=s.resp_port, password=self.TOKEN,
+                               ssl=True, ssl_ca_certs=cert("ca.crt"),
+                               ssl_certfile=cert("client.crt"), ssl_keyfile=cert("client.key"))
+        got = [client(leader).execute_command("STRICT.NEXT", "chat")]
+        for _ in range(5):
+            got += client(follower).execute_command("STRICT.BATCH", "chat", 3)
+            got.append(client(leader).execute_command("STRICT.NEXT", "chat"))
+        self.assertEqual(got, sorted(set(got)), "strict ids did not increase call after call")
+        # A server that trusts another CA does not take the leader for the leader.
+        with self.assertRaises(redis.exceptions.ResponseError) as refused:
+            client(stranger).execute_command("STRICT.NEXT", "chat")
+        self.assertIn("UNAVAILABLE", str(refused.exception))
+        self.assertIn("unreachable", str(refused.exception))
+
+    def test_others_reach_a_leader_at_its_advertised_address(self):
+        port = free_port()
+        relay = Counter(port)
+        self.addCleanup(relay.stop)
+        leader = self.server("leader", "--strict-advertise", relay.address,
+                             resp=f"127.0.0.1:{port}")
+        follower = self.server("follower")
+        first = redis.Redis(host="127.0.0.1", port=leader.resp_port)
+        self.assertEqual(first.execute_command("STRICT.NEXT", "chat"), 1)
+        then = redis.Redis(host="127.0.0.1", port=follower.resp_port)
+        self.assertEqual(then.execute_command("STRICT.BATCH", "chat", 2), [2, 3])
+        self.assertGreaterEqual(relay.connections, 1, "the follower did not use the advertised "
+                                "address")
 
 
 class EtcdStrictTest(StrictTests, unittest.TestCase):
