@@ -342,10 +342,12 @@ constexpr std::array<CommandSpec, 24> kCommands = {{
     {Command::kSegmentAdmin, "SEG.DELETE", 1, 1, true, AlwaysMayBlock,  // <tag>
      SegmentDeleteCommand},
     // Strict ids: led here, or forwarded to the tag's leader (both may wait).
-    {Command::kStrict, "STRICT.NEXT", 1, 2, true, StrictMayBlock, StrictCommand},   // <tag> [<n>]
-    {Command::kStrict, "STRICT.BATCH", 2, 2, true, StrictMayBlock, StrictCommand},  // <tag> <n>
-    {Command::kStrict, "STRICT.FORWARDED", 2, 2, true, StrictMayBlock,              // <tag> <n>
-     StrictForwardedCommand},
+    {Command::kStrict, "STRICT.NEXT", 1, 2, true, StrictMayBlock, StrictCommand,  // <tag> [<n>]
+     Lane::kStrict},
+    {Command::kStrict, "STRICT.BATCH", 2, 2, true, StrictMayBlock, StrictCommand,  // <tag> <n>
+     Lane::kStrict},
+    {Command::kStrict, "STRICT.FORWARDED", 2, 2, true, StrictMayBlock,  // <tag> <n>
+     StrictForwardedCommand, Lane::kStrictLeader},
     // Machine ids for CosId clients: each change is stored (fsync) before it is answered.
     {Command::kMachine, "MACHINE.DISTRIBUTE", 5, 5, true, AlwaysMayBlock,
      MachineDistributeCommand},  // <namespace> <bits> <instance> <stable> <guard>
@@ -396,10 +398,10 @@ Result<Reply> Execute(Service& service, const CommandSpec& spec, Args args) {
   return spec.run(service, args);
 }
 
-bool MayBlock(Service& service, const CommandSpec& spec, Args args) {
-  if (spec.may_block == nullptr) return false;
-  if (args.size() < spec.min_args || args.size() > spec.max_args) return false;
-  return spec.may_block(service, args);
+Lane LaneOf(Service& service, const CommandSpec& spec, Args args) {
+  if (spec.may_block == nullptr) return Lane::kLoop;
+  if (args.size() < spec.min_args || args.size() > spec.max_args) return Lane::kLoop;
+  return spec.may_block(service, args) ? spec.lane : Lane::kLoop;
 }
 
 Result<std::int64_t> ParseAnyDuration(std::string_view what, std::string_view text) {

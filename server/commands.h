@@ -43,6 +43,17 @@ using Reply = std::variant<std::int64_t,               // one id
                            std::string,                // a text: a UUID, a ULID, an opaque id
                            std::vector<std::string>>;  // texts: UUIDs, ULIDs
 
+// Where a request that may wait runs: on one of the server's thread pools (server/server.cc),
+// one per kind of wait, so that a wait of one kind never holds up requests of another: a hung
+// segment store stalls no strict call, and two servers that forward strict calls to each other
+// never wait on each other's pool of forwarded calls.
+enum class Lane {
+  kLoop,          // never waits: answered on the connection's event loop
+  kStore,         // may wait for a segment store, the machine-id file, or the clock
+  kStrict,        // may wait for a strict tag's leader on another server, or the coordinator
+  kStrictLeader,  // STRICT.FORWARDED: this server's leadership (the coordinator), never another
+};
+
 struct CommandSpec {
   Command command;        // its metrics label
   std::string_view name;  // "ID.BATCH": the RESP name, and the name in errors
@@ -56,6 +67,7 @@ struct CommandSpec {
   // Runs with an argument count already checked. Errors: the service's, and kInvalidArgument
   // for an argument that fails its check (named, with what is allowed).
   Result<Reply> (*run)(Service& service, Args args) = nullptr;
+  Lane lane = Lane::kStore;  // where it runs when it may block
 };
 
 // The command of that name (case-insensitive), or null.
@@ -64,8 +76,9 @@ const CommandSpec* FindCommand(std::string_view name);
 // Checks the argument count and runs the command. Errors: kInvalidArgument "wrong number of
 // arguments for 'id.batch' command" (Redis's words), and the command's own.
 Result<Reply> Execute(Service& service, const CommandSpec& spec, Args args);
-// True when Execute may wait for a store (a bad argument count never waits).
-bool MayBlock(Service& service, const CommandSpec& spec, Args args);
+// Where Execute runs: kLoop when it cannot wait with these arguments (a bad argument count never
+// waits), else the command's lane.
+Lane LaneOf(Service& service, const CommandSpec& spec, Args args);
 
 // A duration argument: ISO-8601 as Java writes it ("PT5M", CosId's safeGuardDuration) or
 // sekka's ("5m"). Errors: kInvalidArgument naming both forms.

@@ -1057,26 +1057,26 @@ void AppendReply(std::string& out, const Reply& reply, bool string_ids) {
 
 }  // namespace
 
-bool MayBlock(Service& service, const http::Request& request) {
+Lane LaneOf(Service& service, const http::Request& request) {
   std::string_view path, query;
   http::SplitTarget(request.target, path, query);
   std::string allowed;
   const HttpRoute* route = FindRoute(request.method, path, allowed);
-  if (route == nullptr || route->command == nullptr) return false;
+  if (route == nullptr || route->command == nullptr) return Lane::kLoop;
   const RouteInput in{request, path, query,
                       route->prefix ? path.substr(route->path.size()) : std::string_view()};
   ArgList args;
   // A request with bad arguments is answered at once.
-  if (!route->args(service, in, args).ok()) return false;
+  if (!route->args(service, in, args).ok()) return Lane::kLoop;
   const std::vector<std::string_view> views = Views(args);
-  return MayBlock(service, *route->command, views);
+  return LaneOf(service, *route->command, views);
 }
 
-bool MayBlock(Service& service, const std::vector<std::string_view>& args) {
-  if (args.empty()) return false;
+Lane LaneOf(Service& service, const std::vector<std::string_view>& args) {
+  if (args.empty()) return Lane::kLoop;
   std::vector<std::string_view> command_args;
   const CommandSpec* spec = RespCommand(args, command_args);
-  return spec != nullptr && MayBlock(service, *spec, command_args);
+  return spec == nullptr ? Lane::kLoop : LaneOf(service, *spec, command_args);
 }
 
 // The credentials a request sent, when a token is set: an Authorization header (the bearer

@@ -13,6 +13,7 @@
 #include <string_view>
 #include <vector>
 
+#include "server/commands.h"
 #include "server/http.h"
 #include "server/service.h"
 #include "server/thrift.h"
@@ -29,11 +30,12 @@ void HandleHttp(Service& service, Session& session, const http::Request& request
 // The response for a request the parser rejected (400, 413, 431); always closes.
 std::string HttpParseError(int status, std::string_view message);
 
-// True when the request may wait for a segment store (a tag not loaded yet, or with fewer ids
-// buffered than asked): the event loop runs it on a blocking thread instead of on the loop, so
-// a slow or hung store never holds up the loop's other connections.
-bool MayBlock(Service& service, const http::Request& request);
-bool MayBlock(Service& service, const std::vector<std::string_view>& args);
+// Where the request runs (commands.h, Lane): kLoop unless it may wait (for a segment store: a
+// tag not loaded yet, or with fewer ids buffered than asked; for a strict tag's leader; ...);
+// else on that lane's thread pool, so a slow or hung store or server never holds up the loop's
+// other connections.
+Lane LaneOf(Service& service, const http::Request& request);
+Lane LaneOf(Service& service, const std::vector<std::string_view>& args);
 
 // How a connection gets ids: RESP integers, or decimal bulk strings (a JavaScript client turns
 // an integer into a double and loses a 64-bit id's low bits).

@@ -245,9 +245,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void OnRead(const asio::error_code& ec, std::size_t n);
   // Handles buffered requests (up to the output bound), then writes, closes or reads.
   void Continue();
-  // Runs a request that may wait for a store on the blocking pool; the connection handles
-  // nothing more until its reply is back (so replies keep their order).
-  void Offload(std::function<void(Session& session, std::string& out, bool& close)> work);
+  // Runs a request that may wait on its lane's pool; the connection handles nothing more until
+  // its reply is back (so replies keep their order).
+  void Offload(Lane lane,
+               std::function<void(Session& session, std::string& out, bool& close)> work);
   // Handles the buffered requests (up to the output bound) with the protocol's Take*, each of
   // which takes one request from the front of `data` and moves `pos` past what it used.
   void Process();
@@ -289,7 +290,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::uint64_t handled_ = 0;  // requests taken from in_
   bool closing_ = false;       // close after the pending write
   bool busy_ = false;          // replies are queued or a write is in flight
-  bool pending_ = false;       // a request runs on the blocking pool
+  bool pending_ = false;       // a request runs on a lane's pool
   // One read and one write at a time (the review of issue 24 saw two reads in flight into
   // chunk_ after pipelined blocking-pool requests, and a reply appended to out_ while an
   // async_write was sending it).
@@ -367,7 +368,9 @@ class ServerImpl final : public Server {
     }
     RunLoop(*loops_[0]);
     for (auto& t : threads) t.join();
-    blocking_.join();
+    store_.join();
+    strict_.join();
+    strict_leader_.join();
   }
 
   void RequestStop() override {
@@ -376,7 +379,10 @@ class ServerImpl final : public Server {
 
   Service& service() { return service_; }
   const ServerConfig& config() const { return config_; }
-  asio::thread_pool& blocking_pool() { return blocking_; }
+  // The thread pool of a lane (commands.h) other than kLoop.
+  asio::thread_pool& pool(Lane lane) {
+    return lane == Lane::kStrict ? strict_ : lane == Lane::kStrictLeader ? strict_leader_ : store_;
+  }
 
   void Register(const std::shared_ptr<Connection>& c) {
     std::lock_guard lock(mu_);
@@ -663,8 +669,10 @@ class ServerImpl final : public Server {
 
   Service& service_;
   const ServerConfig config_;
-  // Requests that may wait for a segment store run here, never on a loop (handlers.h, MayBlock).
-  asio::thread_pool blocking_{4};
+  // Requests that may wait run on their lane's pool, never on a loop (commands.h, Lane).
+  asio::thread_pool store_{4};
+  asio::thread_pool strict_{4};
+  asio::thread_pool strict_leader_{2};
   std::vector<std::unique_ptr<asio::io_context>> loops_;
   std::vector<std::unique_ptr<LoopState>> loop_states_;  // one per loop, same index
   std::unique_ptr<asio::signal_set> signals_;
@@ -924,9 +932,9 @@ void Connection::Continue() {
 }
 
 void Connection::Offload(
-    std::function<void(Session& session, std::string& out, bool& close)> work) {
+    Lane lane, std::function<void(Session& session, std::string& out, bool& close)> work) {
   pending_ = true;
-  asio::post(server_.blocking_pool(),
+  asio::post(server_.pool(lane),
              [self = shared_from_this(), session = session_, work = std::move(work)]() mutable {
                std::string reply;
                bool close = false;
@@ -977,9 +985,9 @@ Connection::Step Connection::TakeHttp(std::string_view data, std::size_t& pos) {
     return Step::kStop;
   }
   ++handled_;
-  if (MayBlock(service, o.request)) {
-    Offload([&service, request = std::move(o.request)](Session& session, std::string& out,
-                                                       bool& close) {
+  if (const Lane lane = LaneOf(service, o.request); lane != Lane::kLoop) {
+    Offload(lane, [&service, request = std::move(o.request)](Session& session, std::string& out,
+                                                             bool& close) {
       HandleHttp(service, session, request, out, close);
     });
     return Step::kStop;
@@ -1031,12 +1039,13 @@ Connection::Step Connection::TakeResp(std::string_view data, std::size_t& pos) {
   }
   pos += r.consumed;
   ++handled_;
-  if (MayBlock(service, r.args)) {
+  if (const Lane lane = LaneOf(service, r.args); lane != Lane::kLoop) {
     std::vector<std::string> args(r.args.begin(), r.args.end());
-    Offload([&service, args = std::move(args)](Session& session, std::string& out, bool& close) {
-      const std::vector<std::string_view> views(args.begin(), args.end());
-      HandleResp(service, session, views, out, close);
-    });
+    Offload(lane,
+            [&service, args = std::move(args)](Session& session, std::string& out, bool& close) {
+              const std::vector<std::string_view> views(args.begin(), args.end());
+              HandleResp(service, session, views, out, close);
+            });
     return Step::kStop;
   }
   bool close = false;

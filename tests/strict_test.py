@@ -235,9 +235,9 @@ class StrictNetworkTest(unittest.TestCase):
         self.coord.stop()
         self.dirs.cleanup()
 
-    def server(self, name, *flags, env=None, resp="127.0.0.1:0"):
+    def server(self, name, *flags, env=None, resp="127.0.0.1:0", ttl_s=TTL_S):
         s = Server(self.dirs.path(name), "--worker-source", "etcd", "--coordinator",
-                   f"etcd://{self.coord.endpoints}", "--lease-ttl", f"{TTL_S}s", *flags,
+                   f"etcd://{self.coord.endpoints}", "--lease-ttl", f"{ttl_s}s", *flags,
                    env=env, resp=resp)
         self.servers.append(s)
         return s
@@ -283,6 +283,39 @@ class StrictNetworkTest(unittest.TestCase):
         self.assertEqual(then.execute_command("STRICT.BATCH", "chat", 2), [2, 3])
         self.assertGreaterEqual(relay.connections, 1, "the follower did not use the advertised "
                                 "address")
+
+
+    def test_a_hung_leader_holds_up_no_other_kind_of_request(self):
+        # Strict calls that wait for a leader run on a pool of their own: with the leader of 20
+        # tags stopped, 20 calls to a follower wait seconds each for it, and the follower still
+        # answers a segment request that needs its store (they shared one pool of 4 threads, and
+        # the segment request waited behind the strict calls).
+        leader = self.server("leader", ttl_s=30)
+        follower = self.server("follower", "--segment-auto-create", "true", ttl_s=30)
+        first = redis.Redis(host="127.0.0.1", port=leader.resp_port)
+        tags = [f"t{i}" for i in range(20)]
+        for tag in tags:
+            self.assertEqual(first.execute_command("STRICT.NEXT", tag), 1)
+        leader.proc.send_signal(signal.SIGSTOP)
+        self.addCleanup(lambda: leader.proc.send_signal(signal.SIGCONT))
+
+        def ask(tag):
+            try:
+                redis.Redis(host="127.0.0.1", port=follower.resp_port,
+                            socket_timeout=60).execute_command("STRICT.NEXT", tag)
+            except redis.exceptions.RedisError:
+                pass  # unavailable: the leader does not answer
+        waiting = [threading.Thread(target=ask, args=(tag,), daemon=True) for tag in tags]
+        for t in waiting:
+            t.start()
+        time.sleep(1)  # they are waiting on the leader now
+        r = redis.Redis(host="127.0.0.1", port=follower.resp_port, socket_timeout=60)
+        start = time.monotonic()
+        self.assertEqual(r.execute_command("SEG.NEXT", "orders"), 1)
+        self.assertLess(time.monotonic() - start, 5, "a segment request waited for strict calls")
+        leader.proc.send_signal(signal.SIGCONT)
+        for t in waiting:
+            t.join(timeout=60)
 
 
 class EtcdStrictTest(StrictTests, unittest.TestCase):
