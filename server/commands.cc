@@ -372,12 +372,6 @@ constexpr std::array<CommandSpec, 24> kCommands = {{
     {Command::kRandom, "RANDOM.BATCH", 1, 1, true, nullptr, RandomCommand},  // <count>
 }};
 
-std::string Lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
-
 }  // namespace
 
 const CommandSpec* FindCommand(std::string_view name) {
@@ -402,6 +396,12 @@ Lane LaneOf(Service& service, const CommandSpec& spec, Args args) {
   if (spec.may_block == nullptr) return Lane::kLoop;
   if (args.size() < spec.min_args || args.size() > spec.max_args) return Lane::kLoop;
   return spec.may_block(service, args) ? spec.lane : Lane::kLoop;
+}
+
+std::string Lower(std::string_view s, std::size_t max) {
+  std::string out(s.substr(0, max));
+  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
 }
 
 Result<std::int64_t> ParseAnyDuration(std::string_view what, std::string_view text) {

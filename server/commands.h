@@ -80,6 +80,9 @@ Result<Reply> Execute(Service& service, const CommandSpec& spec, Args args);
 // waits), else the command's lane.
 Lane LaneOf(Service& service, const CommandSpec& spec, Args args);
 
+// `s` in lower case, cut at `max` characters (a command name in an error stays short).
+std::string Lower(std::string_view s, std::size_t max = 64);
+
 // A duration argument: ISO-8601 as Java writes it ("PT5M", CosId's safeGuardDuration) or
 // sekka's ("5m"). Errors: kInvalidArgument naming both forms.
 Result<std::int64_t> ParseAnyDuration(std::string_view what, std::string_view text);

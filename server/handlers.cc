@@ -32,13 +32,6 @@ struct HttpReply {
   std::string extra_headers;
 };
 
-// `s` in lower case, cut at `max` characters (for a command name in an error).
-std::string Lower(std::string_view s, std::size_t max = 64) {
-  std::string out(s.substr(0, max));
-  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
-
 // The headers every error of `status` carries, whatever its body's shape: when to come back
 // (503) and how to authenticate (401).
 std::string_view ErrorHeaders(int status) {

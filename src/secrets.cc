@@ -7,15 +7,10 @@
 #include <cctype>
 #include <fstream>
 
+#include "sekka/codec.h"
+
 namespace sekka {
 namespace {
-
-int HexValue(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
 
 // True when `key`, percent-decoded as libpq decodes a URI's parameter names
 // ("pass%77ord" is "password"), ends in "password", in any case.

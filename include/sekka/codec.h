@@ -40,6 +40,8 @@ inline constexpr std::size_t kMaxIdTextSize = 64;
 // Writes `id` in decimal to `out` (room for 19 characters) and returns the length.
 // REQUIRES: id >= 0.
 std::size_t FormatDec(Id id, char* out);
+// The value of hex digit `c` (0-9, a-f, A-F), or -1.
+int HexValue(char c);
 
 // The text of `id` in `format`. `layout` is used by kFriendly only.
 // REQUIRES: 0 <= id.
