@@ -40,7 +40,7 @@ namespace sekka::server {
 namespace {
 
 using asio::ip::tcp;
-using Clock = std::chrono::steady_clock;
+using SteadyClock = std::chrono::steady_clock;
 class Connection;
 
 // The socket under a connection's TLS stream. It tells the connection when raw bytes arrive
@@ -101,7 +101,7 @@ constexpr auto kSlowSenderAge = std::chrono::seconds(1);
 constexpr std::int64_t kStallAgeNs = 250'000'000;
 constexpr double kMinDrainRate = 1024.0 * 1024.0;  // bytes a second
 
-std::int64_t NowNs() { return Clock::now().time_since_epoch() / std::chrono::nanoseconds(1); }
+std::int64_t NowNs() { return SteadyClock::now().time_since_epoch() / std::chrono::nanoseconds(1); }
 
 Result<tcp::endpoint> ParseEndpoint(std::string_view key, const std::string& text) {
   auto bad = [&] {
@@ -286,7 +286,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   Session session_;
   resp::ParseResult parsed_;  // reused: its argument vector keeps its capacity
   asio::ip::address peer_;
-  Clock::time_point last_activity_ = Clock::now();
+  SteadyClock::time_point last_activity_ = SteadyClock::now();
   std::uint64_t handled_ = 0;  // requests taken from in_
   bool closing_ = false;       // close after the pending write
   bool busy_ = false;          // replies are queued or a write is in flight
@@ -459,7 +459,7 @@ class ServerImpl final : public Server {
   // kSlowSenderAge) is closed, so that slow senders cannot hold every slot.
   bool MakeRoom() {
     const std::int64_t limit =
-        (Clock::now() - kSlowSenderAge).time_since_epoch() / std::chrono::nanoseconds(1);
+        (SteadyClock::now() - kSlowSenderAge).time_since_epoch() / std::chrono::nanoseconds(1);
     return CloseOne(ShedReason::kSlowSender, [limit](Connection& c) -> std::int64_t {
       const std::int64_t since = c.partial_since_ns.load();
       return since != 0 && since <= limit ? limit - since + 1 : 0;
@@ -471,9 +471,9 @@ class ServerImpl final : public Server {
   // connection is then closed unanswered). Failed credentials (`failed`) take the turn, so the
   // host's next ones wait kAuthFailureSpacing more; right ones wait the same but take none. A
   // guess's timing thus says nothing about whether it was right.
-  std::optional<Clock::duration> AuthTurn(asio::ip::address peer, bool failed) {
+  std::optional<SteadyClock::duration> AuthTurn(asio::ip::address peer, bool failed) {
     std::lock_guard lock(mu_);
-    const auto now = Clock::now();
+    const auto now = SteadyClock::now();
     if (auth_failures_.size() > 4096) {
       std::erase_if(auth_failures_, [now](const auto& e) { return e.second < now; });
     }
@@ -490,8 +490,8 @@ class ServerImpl final : public Server {
       std::fill(b.begin() + 8, b.end(), 0);
       key = asio::ip::address_v6(b).to_string();
     }
-    Clock::time_point& next = auth_failures_[key];
-    const Clock::time_point turn = std::max(next, now);
+    SteadyClock::time_point& next = auth_failures_[key];
+    const SteadyClock::time_point turn = std::max(next, now);
     if (turn - now > kMaxAuthWait) return std::nullopt;
     if (failed) next = turn + kAuthFailureSpacing;
     return turn - now;
@@ -535,13 +535,13 @@ class ServerImpl final : public Server {
         }
         // Busy polling: after work, look for more for `spin` before sleeping in epoll_wait, so
         // that a client sending its next request soon does not have to wake this thread.
-        auto last_work = Clock::now();
+        auto last_work = SteadyClock::now();
         while (!loop.stopped()) {
           if (loop.poll() > 0) {
-            last_work = Clock::now();
-          } else if (Clock::now() - last_work >= spin) {
+            last_work = SteadyClock::now();
+          } else if (SteadyClock::now() - last_work >= spin) {
             loop.run_one();
-            last_work = Clock::now();
+            last_work = SteadyClock::now();
           }
         }
         break;
@@ -648,16 +648,16 @@ class ServerImpl final : public Server {
       }
     }
     for (auto& c : all) asio::post(c->executor(), [c] { c->Drain(); });
-    WaitForConnections(Clock::now() + std::chrono::seconds(5));
+    WaitForConnections(SteadyClock::now() + std::chrono::seconds(5));
   }
 
-  void WaitForConnections(Clock::time_point deadline) {
+  void WaitForConnections(SteadyClock::time_point deadline) {
     std::size_t open;
     {
       std::lock_guard lock(mu_);
       open = connections_.size();
     }
-    if (open == 0 || Clock::now() >= deadline) {
+    if (open == 0 || SteadyClock::now() >= deadline) {
       if (open > 0) Log(LogLevel::kWarn, "closing connections still open after 5 s");
       for (auto& loop : loops_) loop->stop();
       return;
@@ -687,7 +687,7 @@ class ServerImpl final : public Server {
   std::atomic<bool> stopping_{false};
   std::mutex mu_;
   std::unordered_map<Connection*, std::weak_ptr<Connection>> connections_;  // guarded by mu_
-  std::unordered_map<std::string, Clock::time_point> auth_failures_;        // guarded by mu_
+  std::unordered_map<std::string, SteadyClock::time_point> auth_failures_;  // guarded by mu_
 };
 
 Connection::Connection(ServerImpl& server, tcp::socket socket, Protocol protocol, LoopState& loop,
@@ -725,7 +725,7 @@ void RawSocket::async_read_some(const Buffers& buffers, Handler&& handler) {
 }
 
 void Connection::OnRawBytes() {
-  last_activity_ = Clock::now();
+  last_activity_ = SteadyClock::now();
   if (handshaking_ || closed_ || partial_since_ns.load() != 0) return;
   partial_since_ns.store(NowNs());
   ArmIdleTimer();  // its deadline may come before the idle one
@@ -746,7 +746,7 @@ void Connection::Handshake() {
           return;
         }
         self->TrackPartial(/*completed=*/true, /*need_more=*/false);
-        self->last_activity_ = Clock::now();
+        self->last_activity_ = SteadyClock::now();
         self->Read();
       });
 }
@@ -756,16 +756,16 @@ void Connection::Handshake() {
 // every byte resets the idle time, never the request's).
 void Connection::ArmIdleTimer() {
   const ServerConfig& config = server_.config();
-  Clock::time_point at = last_activity_ + std::chrono::milliseconds(config.idle_timeout_ms);
+  SteadyClock::time_point at = last_activity_ + std::chrono::milliseconds(config.idle_timeout_ms);
   if (const std::int64_t since = partial_since_ns.load(); since != 0) {
-    at = std::min(at, Clock::time_point(std::chrono::nanoseconds(since)) +
+    at = std::min(at, SteadyClock::time_point(std::chrono::nanoseconds(since)) +
                           std::chrono::milliseconds(config.request_timeout_ms));
   }
   idle_timer_.expires_at(at);
   idle_timer_.async_wait([self = shared_from_this()](const asio::error_code& ec) {
     if (ec || self->closed_) return;
     const ServerConfig& config = self->server_.config();
-    const auto now = Clock::now();
+    const auto now = SteadyClock::now();
     const std::int64_t since = self->partial_since_ns.load();
     if (since != 0 && now.time_since_epoch() - std::chrono::nanoseconds(since) >=
                           std::chrono::milliseconds(config.request_timeout_ms)) {
@@ -807,7 +807,7 @@ void Connection::TrackPartial(bool completed, bool need_more) {
     return;
   }
   if (!completed && partial_since_ns.load() != 0) return;  // the same request, still arriving
-  partial_since_ns.store(Clock::now().time_since_epoch() / std::chrono::nanoseconds(1));
+  partial_since_ns.store(SteadyClock::now().time_since_epoch() / std::chrono::nanoseconds(1));
   ArmIdleTimer();  // its deadline may come before the idle one
 }
 
@@ -855,12 +855,12 @@ void Connection::AwaitAuthTurn(bool failed) {
     in_.clear();
     closing_ = true;
   }
-  const std::optional<Clock::duration> delay = server_.AuthTurn(peer_, failed);
+  const std::optional<SteadyClock::duration> delay = server_.AuthTurn(peer_, failed);
   if (!delay) {
     Close();
     return;
   }
-  if (*delay <= Clock::duration::zero()) return;
+  if (*delay <= SteadyClock::duration::zero()) return;
   held.store(true);  // QueueWrite waits; the connection reads nothing meanwhile
   auto timer = std::make_shared<asio::steady_timer>(executor(), *delay);
   timer->async_wait([self = shared_from_this(), timer](const asio::error_code&) {
@@ -904,7 +904,7 @@ void Connection::OnRead(const asio::error_code& ec, std::size_t n) {
       if (more < chunk_.size()) break;
     }
   }
-  last_activity_ = Clock::now();
+  last_activity_ = SteadyClock::now();
   Continue();
 }
 
@@ -943,7 +943,7 @@ void Connection::Offload(
                                              reply = std::move(reply), close]() mutable {
                  self->pending_ = false;
                  if (self->closed_) return;
-                 self->last_activity_ = Clock::now();
+                 self->last_activity_ = SteadyClock::now();
                  self->session_ = std::move(session);
                  if (close) self->closing_ = true;
                  if (self->writing_) {
@@ -1147,7 +1147,7 @@ void Connection::AfterWrite() {
     Close();
     return;
   }
-  last_activity_ = Clock::now();
+  last_activity_ = SteadyClock::now();
   Account();
   // Requests may already be buffered (the output bound stopped them). Posted, so that the
   // loop's other connections get their turn between two rounds of this one's pipeline.
