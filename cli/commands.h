@@ -141,10 +141,14 @@ struct SegmentFlags {
 };
 int RunSegment(const SegmentFlags& flags);
 
+// What StrictCoordinationOf would refuse in `config` (strict.tls_ca_file, with TLS on the
+// listeners and a coordinated worker.source): checked before --print-config too.
+Status CheckStrictForwarding(const server::ServerConfig& config);
 // How `sekka serve` reaches its cluster for strict ids, of worker.source and worker.coordinator
 // (cli/strict.cc).
 Result<server::StrictCoordination> StrictCoordinationOf(const server::ServerConfig& config,
-                                                const CoordinatorAccess& access, Clock* clock);
+                                                        const CoordinatorAccess& access,
+                                                        Clock* clock);
 
 }  // namespace sekka::cli
 

@@ -200,8 +200,12 @@ int RunServe(const ServeFlags& flags) {
   if (Status s = server::CheckListeners(*config); !s.ok()) {
     return Fail(kExitUsage, "cannot start: " + s.error().message);
   }
-  // A store URI that serve would refuse is refused here too, before --print-config shows it.
+  // What serve would refuse (a store URI, strict TLS files) is refused here too, before
+  // --print-config shows it.
   if (Status s = CheckSegmentStoreUri(config->segment_store); !s.ok()) {
+    return Fail(kExitUsage, "cannot start: " + s.error().message);
+  }
+  if (Status s = CheckStrictForwarding(*config); !s.ok()) {
     return Fail(kExitUsage, "cannot start: " + s.error().message);
   }
   if (flags.print_config) {

@@ -47,41 +47,63 @@ class Forwarder {
   Forwarder(std::string token, std::shared_ptr<SSL_CTX> tls)
       : token_(std::move(token)), tls_(std::move(tls)) {}
 
-  Result<std::int64_t> Call(const std::string& address, const std::string& tag, std::int64_t n) {
+  // The first of `n` ids of `tag` from the leader at `address` ("ip:port" or "[ip]:port"),
+  // connection and authentication included, within `timeout`.
+  Result<std::int64_t> Call(const std::string& address, const std::string& tag, std::int64_t n,
+                            std::chrono::milliseconds timeout) {
+    const Deadline deadline = std::chrono::steady_clock::now() + timeout;
     std::unique_ptr<RespConnection> conn = Take(address);
     if (conn == nullptr) {
-      const std::size_t colon = address.rfind(':');
-      if (colon == std::string::npos)
-        return Unavailable("leader address " + address + " has no port");
-      const std::string host = address.substr(0, colon);
-      const int port = std::atoi(address.c_str() + colon + 1);
-      if (auto e = RespConnection::Open(host, port, std::chrono::milliseconds(1000), -1, tls_.get(),
-                                        conn)) {
-        return Unavailable(fmt::format("leader {} is unreachable: {}", address, e->message));
-      }
-      if (!token_.empty()) {
-        RespReply ok;
-        if (auto e = conn->Query({"AUTH", token_}, std::chrono::milliseconds(2000), ok);
-            e || ok.kind != '+') {
-          return Unavailable(fmt::format("leader {} refused this server's token", address));
-        }
-      }
+      Result<std::unique_ptr<RespConnection>> opened = Open(address, deadline);
+      if (!opened.ok()) return std::move(opened).error();
+      conn = std::move(opened).value();
     }
     RespReply reply;
-    if (auto e = conn->Query({"STRICT.FORWARDED", tag, std::to_string(n)},
-                             std::chrono::milliseconds(3000), reply)) {
+    if (auto e = conn->Query({"STRICT.FORWARDED", tag, std::to_string(n)}, Left(deadline), reply)) {
       return Unavailable(fmt::format("leader {}: {}", address, e->message));
     }
-    if (reply.kind == ':') {
-      Give(address, std::move(conn));
-      return reply.integer;
-    }
     Give(address, std::move(conn));
+    if (reply.kind == ':') return reply.integer;
     if (reply.kind == '-' && reply.text.rfind("LEASELOST", 0) == 0) return LeaseLost(reply.text);
     return Unavailable(fmt::format("leader {}: {}", address, reply.text.substr(0, 300)));
   }
 
  private:
+  using Deadline = std::chrono::steady_clock::time_point;
+
+  // What is left until `deadline`, at least 50 ms (a call is never sent with none).
+  static std::chrono::milliseconds Left(Deadline deadline) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    return std::max(left, std::chrono::milliseconds(50));
+  }
+
+  // A new connection to `address`, authenticated with the cluster's token.
+  Result<std::unique_ptr<RespConnection>> Open(const std::string& address, Deadline deadline) {
+    const std::size_t colon = address.rfind(':');
+    if (colon == std::string::npos)
+      return Unavailable("leader address " + address + " has no port");
+    std::string host = address.substr(0, colon);
+    if (host.size() > 2 && host.front() == '[' && host.back() == ']') {
+      host = host.substr(1, host.size() - 2);  // an IPv6 address
+    }
+    const int port = std::atoi(address.c_str() + colon + 1);
+    std::unique_ptr<RespConnection> conn;
+    if (auto e = RespConnection::Open(host, port, Left(deadline), -1, tls_.get(), conn)) {
+      return Unavailable(fmt::format("leader {} is unreachable: {}", address, e->message));
+    }
+    if (token_.empty()) return conn;
+    RespReply ok;
+    if (auto e = conn->Query({"AUTH", token_}, Left(deadline), ok)) {
+      return Unavailable(fmt::format("leader {} is unreachable: {}", address, e->message));
+    }
+    if (ok.kind != '+') {
+      return Unavailable(fmt::format("leader {} refused this server's token: {}", address,
+                                     ok.text.substr(0, 200)));
+    }
+    return conn;
+  }
+
   std::unique_ptr<RespConnection> Take(const std::string& address) {
     std::lock_guard lock(mu_);
     auto it = idle_.find(address);
@@ -153,6 +175,12 @@ Result<std::shared_ptr<SSL_CTX>> LeaderTls(const server::ServerConfig& config) {
 
 }  // namespace
 
+Status CheckStrictForwarding(const server::ServerConfig& config) {
+  if (!config.coordinated()) return Status::Ok();  // no strict ids: nothing is forwarded
+  Result<std::shared_ptr<SSL_CTX>> tls = LeaderTls(config);
+  return tls.ok() ? Status::Ok() : Status(std::move(tls).error());
+}
+
 Result<server::StrictCoordination> StrictCoordinationOf(const server::ServerConfig& config,
                                                         const CoordinatorAccess& access,
                                                         Clock* clock) {
@@ -170,8 +198,9 @@ Result<server::StrictCoordination> StrictCoordinationOf(const server::ServerConf
                            LeaseOptions(config, clock, identity), access);
   };
   c.find_leader = [directory](const std::string& tag) { return directory->Leader(tag); };
-  c.forward = [forwarder](const std::string& address, const std::string& tag, std::int64_t n) {
-    return forwarder->Call(address, tag, n);
+  c.forward = [forwarder](const std::string& address, const std::string& tag, std::int64_t n,
+                          std::chrono::milliseconds timeout) {
+    return forwarder->Call(address, tag, n, timeout);
   };
   return c;
 }

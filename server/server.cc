@@ -379,6 +379,8 @@ class ServerImpl final : public Server {
 
   Service& service() { return service_; }
   const ServerConfig& config() const { return config_; }
+  // True once stopping has let go of the connections still open after the grace period.
+  bool abandoned() const { return abandoned_.load(); }
   // The thread pool of a lane (commands.h) other than kLoop.
   asio::thread_pool& pool(Lane lane) {
     return lane == Lane::kStrict ? strict_ : lane == Lane::kStrictLeader ? strict_leader_ : store_;
@@ -659,6 +661,7 @@ class ServerImpl final : public Server {
     }
     if (open == 0 || SteadyClock::now() >= deadline) {
       if (open > 0) Log(LogLevel::kWarn, "closing connections still open after 5 s");
+      abandoned_.store(true);  // their requests still waiting for a thread are dropped
       for (auto& loop : loops_) loop->stop();
       return;
     }
@@ -684,6 +687,7 @@ class ServerImpl final : public Server {
   std::atomic<std::int64_t> buffered_{0};   // bytes, AddBuffered
   std::atomic<bool> shedding_{false};       // ShedForMemory is scanning
   std::atomic<bool> recheck_armed_{false};  // ShedForMemory looks again soon
+  std::atomic<bool> abandoned_{false};      // stopping, and the connections left were let go
   std::atomic<bool> stopping_{false};
   std::mutex mu_;
   std::unordered_map<Connection*, std::weak_ptr<Connection>> connections_;  // guarded by mu_
@@ -936,6 +940,9 @@ void Connection::Offload(
   pending_ = true;
   asio::post(server_.pool(lane),
              [self = shared_from_this(), session = session_, work = std::move(work)]() mutable {
+               // A connection closed while its request waited for a thread (its client gave
+               // up), or let go by a stopping server, is owed nothing: the request is dropped.
+               if (self->fd_.load() < 0 || self->server_.abandoned()) return;
                std::string reply;
                bool close = false;
                work(session, reply, close);
@@ -1202,7 +1209,10 @@ Status CheckListeners(const ServerConfig& config) {
 
 std::string StrictAddress(const ServerConfig& config, const std::string& bound_resp) {
   if (bound_resp.empty()) return "";
-  if (!config.strict_advertise.empty()) return config.strict_advertise;
+  if (!config.strict_advertise.empty()) {  // as others dial it: "ip:port", "[ipv6]:port"
+    Result<tcp::endpoint> e = ParseEndpoint("strict.advertise", config.strict_advertise);
+    return e.ok() ? EndpointText(*e) : "";
+  }
   Result<tcp::endpoint> e = ParseEndpoint("server.resp_listen", bound_resp);
   return e.ok() && !e->address().is_unspecified() ? bound_resp : "";
 }

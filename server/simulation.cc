@@ -641,8 +641,8 @@ class Simulation {
       auto it = holders->find(0);
       return it == holders->end() ? std::string() : it->second.identity;
     };
-    c.forward = [this](const std::string& address, const std::string& tag,
-                       std::int64_t n) -> Result<std::int64_t> {
+    c.forward = [this](const std::string& address, const std::string& tag, std::int64_t n,
+                       std::chrono::milliseconds) -> Result<std::int64_t> {
       const std::size_t j = std::strtoul(address.c_str() + 4, nullptr, 10);  // "sim:<slot>"
       if (j >= slots_.size() || !slots_[j].service || !Runnable(slots_[j])) {
         return Unavailable("simulated: the leader does not answer");

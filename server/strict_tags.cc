@@ -2,7 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <deque>
+#include <limits>
 #include <optional>
 #include <random>
 #include <thread>
@@ -26,6 +28,10 @@ struct StrictTags::Tag {
   std::deque<Waiter*> queue;
   bool calling = false;
   std::string leader_address;  // the leader's last known address ("" unknown)
+  // Until then (monotonic ms), a request that finds a call in flight is refused at once: the
+  // last call found no leader that answered in time.
+  std::int64_t suspect_until_ms = 0;
+  std::int64_t highest = 0;  // the highest id this server got for the tag through Forward
 };
 
 std::string StrictIdentity(std::string_view resp_address, std::uint64_t run) {
@@ -152,6 +158,13 @@ Result<std::int64_t> StrictTags::Next(std::string_view tag, std::int64_t n) {
 Result<std::int64_t> StrictTags::Forward(Tag& t, std::int64_t n) {
   Tag::Waiter me{n, std::nullopt};
   std::unique_lock lock(t.fmu);
+  // While the last call found no leader that answered in time, one request at a time tries
+  // again; the others are refused at once rather than wait on the lane's few threads, which
+  // the other tags need.
+  if (t.calling && clock_.MonotonicMillis() < t.suspect_until_ms) {
+    return Unavailable(fmt::format(
+        "strict tag {}: its leader did not answer in time; another call is trying again", t.name));
+  }
   t.queue.push_back(&me);
   while (!me.result) {
     if (t.calling) {
@@ -172,6 +185,7 @@ Result<std::int64_t> StrictTags::Forward(Tag& t, std::int64_t n) {
     Result<std::int64_t> first = CallLeader(t, total, remote);
     lock.lock();
     t.calling = false;
+    t.suspect_until_ms = first.ok() ? 0 : clock_.MonotonicMillis() + 1000;
     if (first.ok()) (remote ? forwarded_ : led_).fetch_add(batch.size(), std::memory_order_relaxed);
     for (Tag::Waiter* w : batch) {
       if (first.ok()) {
@@ -228,7 +242,9 @@ Result<std::int64_t> StrictTags::CallLeader(Tag& t, std::int64_t n, bool& remote
       continue;
     }
     leader_calls_.fetch_add(1, std::memory_order_relaxed);
-    Result<std::int64_t> first = coordination_.forward(address, t.name, n);
+    const std::chrono::milliseconds left(
+        std::max<std::int64_t>(deadline - clock_.MonotonicMillis(), 50));
+    Result<std::int64_t> first = Checked(t, n, coordination_.forward(address, t.name, n, left));
     if (first.ok()) {
       remote = true;
       std::lock_guard lock(t.fmu);
@@ -245,6 +261,22 @@ Result<std::int64_t> StrictTags::CallLeader(Tag& t, std::int64_t n, bool& remote
     last = std::move(first).error();
   }
   return Unavailable(fmt::format("strict tag {}: {}", t.name, last.message));
+}
+
+Result<std::int64_t> StrictTags::Checked(Tag& t, std::int64_t n, Result<std::int64_t> first) {
+  if (!first.ok()) return first;
+  std::lock_guard lock(t.fmu);
+  // A leader's run starts above every id of the tag answered before, and fits in an int64.
+  // Anything else is not a leader (a process that took a dead leader's port, a broken one):
+  // its answer is dropped, and the leader looked up again.
+  if (*first <= t.highest || *first > std::numeric_limits<std::int64_t>::max() - (n - 1)) {
+    return Unavailable(fmt::format(
+        "strict tag {}: the server at the leader's address answered {} ids from {}, not above "
+        "{} (ids this server got already) or past 2^63 - 1",
+        t.name, n, *first, t.highest));
+  }
+  t.highest = *first + n - 1;
+  return first;
 }
 
 Error StrictTags::LeadFailure(const Tag& t, const Error& e) {

@@ -41,10 +41,11 @@ struct StrictCoordination {
       open_lease;
   // The identity that holds `tag`'s lease now; "" when none. Errors: kUnavailable.
   std::function<Result<std::string>(const std::string& tag)> find_leader;
-  // Asks the server at `address` (its RESP address) for `n` ids of `tag`; returns the first.
-  // Errors: kLeaseLost (it does not lead the tag), kUnavailable (unreachable), others as its.
+  // Asks the server at `address` (its RESP address) for `n` ids of `tag` within `timeout`;
+  // returns the first. Errors: kLeaseLost (it does not lead the tag), kUnavailable
+  // (unreachable, or no answer in time), others as its.
   std::function<Result<std::int64_t>(const std::string& address, const std::string& tag,
-                                     std::int64_t n)>
+                                     std::int64_t n, std::chrono::milliseconds timeout)>
       forward;
   // Waits between tries to reach a leader; null: sleeps (the simulation passes its own time).
   std::function<void(std::chrono::milliseconds)> pause;
@@ -101,6 +102,9 @@ class StrictTags {
   Result<std::int64_t> Forward(Tag& t, std::int64_t n);
   // One call for `n` ids: to the leader elsewhere (`remote` set), or led here.
   Result<std::int64_t> CallLeader(Tag& t, std::int64_t n, bool& remote);
+  // A leader's answer `first` for `n` ids, refused (kUnavailable) unless above every id this
+  // server got for `t` and within an int64; the highest is then raised.
+  Result<std::int64_t> Checked(Tag& t, std::int64_t n, Result<std::int64_t> first);
   // TryLead's error in a follower's words.
   static Error LeadFailure(const Tag& t, const Error& e);
 

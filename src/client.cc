@@ -206,7 +206,7 @@ struct Client::Impl {
   std::shared_ptr<SSL_CTX> tls;  // null: plain TCP
   Pool pool{*this};              // the refill thread's
   Pool strict_pool{*this};       // strict calls' own connections (a strict id is never buffered)
-  std::mutex strict_mu;          // strict calls take turns on strict_pool
+  std::timed_mutex strict_mu;    // strict calls take turns on strict_pool
 
   mutable std::mutex mu;
   std::condition_variable changed;
@@ -338,9 +338,15 @@ struct Client::Impl {
 
   // Client::StrictBatch once its arguments are checked.
   Result<std::vector<std::int64_t>> StrictBatch(std::string_view tag, std::size_t n) {
-    std::lock_guard turn(strict_mu);
-    const std::vector<std::string> args = {"STRICT.BATCH", std::string(tag), std::to_string(n)};
+    // strict_wait bounds the whole call, its turn for the connections included.
     const TimePoint deadline = SteadyClock::now() + o.strict_wait;
+    std::unique_lock turn(strict_mu, deadline);
+    if (!turn.owns_lock()) {
+      return Unavailable(fmt::format(
+          "no strict ids within {} ms: the client's other strict calls held its connections",
+          o.strict_wait.count()));
+    }
+    const std::vector<std::string> args = {"STRICT.BATCH", std::string(tag), std::to_string(n)};
     for (;;) {
       std::vector<std::int64_t> got;
       Status status =

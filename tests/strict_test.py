@@ -18,7 +18,7 @@ import unittest
 import redis
 
 sys.path.insert(0, os.path.dirname(__file__))
-from sekka_testlib import Etcd, Server, TempDirs, ZooKeeper, free_port  # noqa: E402
+from sekka_testlib import SEKKA, Etcd, Server, TempDirs, ZooKeeper, free_port  # noqa: E402
 
 TTL_S = 4
 
@@ -274,7 +274,8 @@ class StrictNetworkTest(unittest.TestCase):
         port = free_port()
         relay = Counter(port)
         self.addCleanup(relay.stop)
-        leader = self.server("leader", "--strict-advertise", relay.address,
+        host, relay_port = relay.address.rsplit(":", 1)
+        leader = self.server("leader", "--strict-advertise", f"[{host}]:{relay_port}",
                              resp=f"127.0.0.1:{port}")
         follower = self.server("follower")
         first = redis.Redis(host="127.0.0.1", port=leader.resp_port)
@@ -286,14 +287,14 @@ class StrictNetworkTest(unittest.TestCase):
 
 
     def test_a_hung_leader_holds_up_no_other_kind_of_request(self):
-        # Strict calls that wait for a leader run on a pool of their own: with the leader of 20
-        # tags stopped, 20 calls to a follower wait seconds each for it, and the follower still
+        # Strict calls that wait for a leader run on a pool of their own: with the leader of 40
+        # tags stopped, 40 calls to a follower wait seconds each for it, and the follower still
         # answers a segment request that needs its store (they shared one pool of 4 threads, and
         # the segment request waited behind the strict calls).
         leader = self.server("leader", ttl_s=30)
         follower = self.server("follower", "--segment-auto-create", "true", ttl_s=30)
         first = redis.Redis(host="127.0.0.1", port=leader.resp_port)
-        tags = [f"t{i}" for i in range(20)]
+        tags = [f"t{i}" for i in range(40)]
         for tag in tags:
             self.assertEqual(first.execute_command("STRICT.NEXT", tag), 1)
         leader.proc.send_signal(signal.SIGSTOP)
@@ -313,9 +314,105 @@ class StrictNetworkTest(unittest.TestCase):
         start = time.monotonic()
         self.assertEqual(r.execute_command("SEG.NEXT", "orders"), 1)
         self.assertLess(time.monotonic() - start, 5, "a segment request waited for strict calls")
+        # And it stops within its 5 s for requests in flight and a call's 2 s: the requests still
+        # queued when their connections close are dropped (it took 28 s with 40 queued).
+        start = time.monotonic()
+        follower.stop(timeout=30)
+        self.assertLess(time.monotonic() - start, 12, "SIGTERM waited for queued strict calls")
         leader.proc.send_signal(signal.SIGCONT)
         for t in waiting:
             t.join(timeout=60)
+
+
+    def test_a_process_at_a_dead_leaders_port_cannot_repeat_ids(self):
+        # Review of issue 26: after the leader died, a process that bound its port answered the
+        # follower's forwarded calls with ids given before, negative ones and ones past 2^63 - 1,
+        # and the follower handed them out. It now takes only ids above those it got already.
+        leader = self.server("leader", "--auth-token", self.TOKEN, ttl_s=30)
+        follower = self.server("follower", "--auth-token", self.TOKEN, ttl_s=30)
+        r = redis.Redis(host="127.0.0.1", port=follower.resp_port, password=self.TOKEN,
+                        socket_timeout=30)
+        redis.Redis(host="127.0.0.1", port=leader.resp_port,
+                    password=self.TOKEN).execute_command("STRICT.BATCH", "chat", 5)
+        self.assertEqual(r.execute_command("STRICT.BATCH", "chat", 3), [6, 7, 8])
+        port = leader.resp_port
+        leader.stop(signal.SIGKILL)
+        answers = iter([b":1\r\n", b":-5\r\n", b":9223372036854775806\r\n"] * 50)
+        squatter = socket.create_server(("127.0.0.1", port))
+        self.addCleanup(squatter.close)
+
+        def serve():
+            while True:
+                try:
+                    conn, _ = squatter.accept()
+                except OSError:
+                    return
+                threading.Thread(target=answer, args=(conn,), daemon=True).start()
+
+        def answer(conn):
+            with conn:
+                while data := conn.recv(65536):
+                    conn.sendall(b"+OK\r\n" if b"AUTH" in data else next(answers, b":1\r\n"))
+        threading.Thread(target=serve, daemon=True).start()
+        for _ in range(3):
+            with self.assertRaises(redis.exceptions.ResponseError) as refused:
+                r.execute_command("STRICT.BATCH", "chat", 3)
+            self.assertIn("UNAVAILABLE", str(refused.exception))
+        self.assertIn("not above 8", str(refused.exception))
+
+    def test_a_hung_leader_of_one_tag_holds_up_no_other_tag(self):
+        # Review of issue 26: with one tag's leader stopped, 12 clients asking a follower for
+        # that tag held every strict thread of the follower, and a tag whose leader answered
+        # waited 14 s there. While a tag's leader does not answer, one call tries it again and
+        # the others for that tag are refused at once.
+        stopped = self.server("stopped", ttl_s=30)
+        healthy = self.server("healthy", ttl_s=30)
+        follower = self.server("follower", ttl_s=30)
+        redis.Redis(host="127.0.0.1", port=stopped.resp_port).execute_command("STRICT.NEXT", "a")
+        redis.Redis(host="127.0.0.1", port=healthy.resp_port).execute_command("STRICT.NEXT", "b")
+        r = redis.Redis(host="127.0.0.1", port=follower.resp_port, socket_timeout=60)
+        self.assertEqual(r.execute_command("STRICT.NEXT", "a"), 2)
+        stopped.proc.send_signal(signal.SIGSTOP)
+        self.addCleanup(lambda: stopped.proc.send_signal(signal.SIGCONT))
+        stop = threading.Event()
+
+        def ask_a():
+            c = redis.Redis(host="127.0.0.1", port=follower.resp_port, socket_timeout=1)
+            while not stop.is_set():
+                try:
+                    c.execute_command("STRICT.NEXT", "a")
+                except redis.exceptions.RedisError:
+                    pass
+        askers = [threading.Thread(target=ask_a, daemon=True) for _ in range(12)]
+        for t in askers:
+            t.start()
+        time.sleep(2)
+        try:
+            took = []
+            for _ in range(5):
+                start = time.monotonic()
+                r.execute_command("STRICT.NEXT", "b")
+                took.append(time.monotonic() - start)
+            self.assertLess(max(took), 3, f"tag b waited {took} s behind tag a")
+        finally:
+            stop.set()
+            for t in askers:
+                t.join(timeout=30)
+
+    def test_print_config_refuses_strict_tls_files_that_serve_refuses(self):
+        certs = self.dirs.path("tls")
+        subprocess.run([os.path.join(os.path.dirname(__file__), "..", "scripts", "test_certs.sh"),
+                        certs], check=True)
+        env = dict(os.environ, SEKKA_STRICT_TLS_CA_FILE=self.dirs.path("missing.crt"),
+                   SEKKA_WORKER_LOCK_DIR=self.dirs.path("locks"))
+        p = subprocess.run([SEKKA, "serve", "--print-config", "--worker-source", "etcd",
+                            "--coordinator", f"etcd://{self.coord.endpoints}",
+                            "--data-dir", self.dirs.path("d"),
+                            "--tls-cert-file", os.path.join(certs, "server.crt"),
+                            "--tls-key-file", os.path.join(certs, "server.key")],
+                           env=env, capture_output=True, text=True, timeout=30)
+        self.assertEqual(p.returncode, 2, p.stdout + p.stderr)
+        self.assertIn("strict.tls_ca_file", p.stderr)
 
 
 class EtcdStrictTest(StrictTests, unittest.TestCase):

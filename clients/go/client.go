@@ -63,8 +63,8 @@ const maxOption = 24 * time.Hour
 // servers. It is safe for use by many goroutines. Close it to stop the goroutine.
 type Client struct {
 	pool       *pool
-	strict     *pool      // strict calls' own connections (a strict id is never buffered)
-	strictMu   sync.Mutex // strict calls take turns on them
+	strict     *pool         // strict calls' own connections (a strict id is never buffered)
+	strictTurn chan struct{} // (one slot) strict calls take turns on them
 	strictWait time.Duration
 	maxWait    time.Duration // a caller with an empty buffer waits at most this long
 	lowWater   float64
@@ -134,6 +134,7 @@ func New(o Options) (*Client, error) {
 	c := &Client{
 		pool:       newPool(&o, addrs),
 		strict:     newPool(&o, addrs),
+		strictTurn: make(chan struct{}, 1),
 		strictWait: o.StrictWait,
 		maxWait:    2*(o.ConnectTimeout+o.Timeout)*time.Duration(len(o.Servers)) + time.Second,
 		lowWater:   o.LowWater,
@@ -316,8 +317,8 @@ func (c *Client) Strict(ctx context.Context, tag string) (int64, error) {
 // any client got before this call began. One request, never buffered, on connections of its
 // own (a client's strict calls take turns): on a connection error, a timeout or an
 // -UNAVAILABLE (a leader failover) the servers are tried again, in turn and with their
-// backoff, until StrictWait passes (ErrNoServer) or ctx ends (ctx.Err(), checked between
-// attempts). Errors: ErrInvalidArgument (an empty tag, n outside 1 to 10,000,000),
+// backoff, until StrictWait passes (ErrNoServer; the wait for the turn counts) or ctx ends
+// (ctx.Err(), checked while waiting for the turn and between attempts). Errors: ErrInvalidArgument (an empty tag, n outside 1 to 10,000,000),
 // ErrNoServer, ErrAuth, ErrRefused, ErrClosed, ctx.Err().
 func (c *Client) StrictBatch(ctx context.Context, tag string, n int) ([]int64, error) {
 	if tag == "" {
@@ -329,10 +330,12 @@ func (c *Client) StrictBatch(ctx context.Context, tag string, n int) ([]int64, e
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	c.strictMu.Lock()
-	defer c.strictMu.Unlock()
-	args := []string{"STRICT.BATCH", tag, strconv.Itoa(n)}
 	deadline := time.Now().Add(c.strictWait)
+	if err := c.takeStrictTurn(ctx, deadline); err != nil {
+		return nil, err
+	}
+	defer func() { <-c.strictTurn }()
+	args := []string{"STRICT.BATCH", tag, strconv.Itoa(n)}
 	for {
 		select {
 		case <-c.done:
@@ -356,6 +359,23 @@ func (c *Client) StrictBatch(ctx context.Context, tag string, n int) ([]int64, e
 		if err := c.pause(ctx, time.Until(up)); err != nil {
 			return nil, err
 		}
+	}
+}
+
+// takeStrictTurn waits for the strict connections until deadline (ErrNoServer), Close
+// (errClosed) or the end of ctx.
+func (c *Client) takeStrictTurn(ctx context.Context, deadline time.Time) error {
+	timer := time.NewTimer(time.Until(deadline))
+	defer timer.Stop()
+	select {
+	case c.strictTurn <- struct{}{}:
+		return nil
+	case <-timer.C:
+		return errorf(ErrNoServer, "no strict ids within %v: the client's other strict calls held its connections", c.strictWait)
+	case <-c.done:
+		return errClosed
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 }
 

@@ -41,6 +41,10 @@ class History:
         self.op = bytearray()
         self.outcome = bytearray()
         self.code = bytearray()
+        # When the connection a request used was last seen working: the start of the same
+        # client's previous request to that server if it succeeded (the connection was kept),
+        # else -1 (this request made a new one).
+        self.reused_since = array.array("d")
         # Runs of ids: first, last, the request's global index, and the id space
         # (0 = snowflake, 1 + k = the k-th tag).
         self.first = array.array("q")
@@ -56,7 +60,10 @@ class History:
             with open(path, "rb") as f:
                 data = f.read()
             usable = len(data) - len(data) % OP_RECORD.size  # a client killed mid-write
+            kept = {}  # server -> start of this client's last request there, if it succeeded
             for start, latency, server, op, outcome, code in OP_RECORD.iter_unpack(data[:usable]):
+                self.reused_since.append(kept.get(server, -1.0))
+                kept[server] = start if outcome == OK else -1.0
                 self.start.append(start)
                 self.end.append(start + latency)
                 self.server.append(server)
@@ -226,8 +233,10 @@ def strict_order_violations(history):
 def unexplained_connection_failures(history):
     """Requests that failed on the connection (refused, reset, closed) at a server that no
     fault aimed at then and that was not starting or exiting: a server that drops connections
-    on its own. [(request index)]. Timeouts are not counted: a loaded machine may be slow."""
-    windows = {}
+    on its own. [(request index)]. Timeouts are not counted: a loaded machine may be slow; nor
+    is the first use of a connection kept from before the server last exited (the server that
+    had it is gone, however long ago)."""
+    windows, exits = {}, {}
     for e in history.events:
         if e.get("type") == "fault" and e.get("servers"):
             end = e.get("ready") or e.get("heal") or e["t0"]
@@ -235,13 +244,18 @@ def unexplained_connection_failures(history):
                 windows.setdefault(s, []).append((e["t0"] - 0.5, end + 1.0))
         elif e.get("type") in ("start", "exit"):
             windows.setdefault(e["server"], []).append((e["t"] - 2.0, e["t"] + 2.0))
+            if e["type"] == "exit":
+                exits.setdefault(e["server"], []).append(e["t"])
     out = []
     for i in range(len(history)):
         if history.outcome[i] != TRANSPORT:
             continue
-        t = history.start[i]
-        if not any(a <= t <= b for a, b in windows.get(history.server[i], [])):
-            out.append(i)
+        t, since = history.start[i], history.reused_since[i]
+        if any(a <= t <= b for a, b in windows.get(history.server[i], [])):
+            continue
+        if since >= 0 and any(since < x < t for x in exits.get(history.server[i], [])):
+            continue
+        out.append(i)
     return out
 
 

@@ -182,6 +182,19 @@ class CheckerTest(unittest.TestCase):
         self.assertEqual(r["unexplained_connection_failures"], 1)
         self.assertIn("failed on the connection", r["failures"][0])
 
+    def test_a_connection_kept_from_before_a_server_exited_may_fail_later(self):
+        # Seen in CI's ZooKeeper campaign: a client's connection to a server that the nemesis
+        # then killed and restarted failed at its next use, 2.04 s after the kill.
+        self.events += [{"type": "exit", "server": 1, "t": 2.0, "status": "SIGKILL (nemesis)",
+                         "expected": True}, {"type": "start", "server": 1, "t": 2.1}]
+        a = self.client(0)
+        a.op(1.0, 0.001, 1, RESP_NEXT)                          # the connection works
+        a.op(9.0, 0.001, 1, RESP_NEXT, outcome=TRANSPORT)       # its first use since: explained
+        a.op(9.1, 0.001, 1, RESP_NEXT, outcome=TRANSPORT)       # a new connection: not
+        a.close()
+        r = self.check()
+        self.assertEqual(r["unexplained_connection_failures"], 1, r["failures"])
+
     def test_unavailability_is_the_longest_gap_from_the_fault_to_recovery(self):
         a = self.client(0)
         for t in [1.0, 1.1, 1.2, 4.0, 4.1, 9.0]:

@@ -369,8 +369,12 @@ class Client:
             raise ValueError("tag is empty")
         if type(n) is not int or not 1 <= n <= MAX_BATCH:
             raise ValueError(f"n = {n!r}: allowed a whole number from 1 to {MAX_BATCH}")
-        with self._strict_lock:
-            deadline = time.monotonic() + self._strict_wait
+        # strict_wait bounds the whole call, its turn for the connections included.
+        deadline = time.monotonic() + self._strict_wait
+        if not self._strict_lock.acquire(timeout=self._strict_wait):
+            raise NoServerError(f"no strict ids within {self._strict_wait:g}s: the client's "
+                                f"other strict calls held its connections")
+        try:
             while True:
                 if self._closed:
                     raise _closed()
@@ -387,6 +391,8 @@ class Client:
                     raise SekkaError(f"the ids of STRICT.BATCH {tag} {n} are not consecutive: "
                                      f"{ids[0]} to {ids[-1]}")
                 return ids
+        finally:
+            self._strict_lock.release()
 
     def stats(self) -> Dict[str, int]:
         """Counters: ids served locally, refills, failovers, ids buffered now, ids dropped

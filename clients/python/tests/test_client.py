@@ -5,6 +5,7 @@ all servers down and back, a wrong token, segment tags across a failover."""
 
 import os
 import signal
+import socket
 import sys
 import threading
 import time
@@ -233,6 +234,46 @@ class SegmentTagTest(ClientTestCase):
         with self.assertRaises(SekkaError) as e:
             c.next("no-such-tag")
         self.assertIn("no-such-tag", str(e.exception))
+
+
+class StrictWaitTest(ClientTestCase):
+    def test_strict_wait_bounds_a_call_that_waits_for_its_turn(self):
+        """Review of issue 26: strict calls take turns on the client's strict connections, and
+        strict_wait began only with a call's turn: 4 threads against a server answering
+        -UNAVAILABLE gave up after 2, 4, 6 and 8 s with strict_wait=2. Each now gives up within
+        strict_wait of its own start."""
+        listener = socket.create_server(("127.0.0.1", 0))
+        self.addCleanup(listener.close)
+
+        def serve():
+            while True:
+                try:
+                    conn, _ = listener.accept()
+                except OSError:
+                    return
+                threading.Thread(target=answer, args=(conn,), daemon=True).start()
+
+        def answer(conn):
+            with conn:
+                while conn.recv(65536):
+                    conn.sendall(b"-UNAVAILABLE no leader of the tag now\r\n")
+        threading.Thread(target=serve, daemon=True).start()
+        c = self.client(["127.0.0.1:%d" % listener.getsockname()[1]], strict_wait=1.0,
+                        backoff_min=0.05, backoff_max=0.1)
+        took = []
+
+        def call():
+            start = time.monotonic()
+            with self.assertRaises(NoServerError):
+                c.strict("t")
+            took.append(time.monotonic() - start)
+        threads = [threading.Thread(target=call) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=30)
+        self.assertEqual(len(took), 4)
+        self.assertLess(max(took), 1.8, f"calls gave up after {sorted(took)} s")
 
 
 if __name__ == "__main__":

@@ -360,9 +360,18 @@ public final class SekkaClient implements AutoCloseable {
           "n = " + n + ": allowed 1 to " + RespConnection.MAX_ARRAY);
     }
     String[] args = {"STRICT.BATCH", tag, Integer.toString(n)};
-    strictLock.lock();
+    // strictWaitMs bounds the whole call, its turn for the connections included.
+    long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(o.strictWaitMs);
     try {
-      long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(o.strictWaitMs);
+      if (!strictLock.tryLock(o.strictWaitMs, TimeUnit.MILLISECONDS)) {
+        throw new NoServerException("no strict ids within " + o.strictWaitMs
+            + " ms: the client's other strict calls held its connections");
+      }
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      throw new SekkaException("interrupted while waiting for the strict connections");
+    }
+    try {
       while (true) {
         if (isClosed()) throw new ClosedException();
         long[] got;

@@ -61,9 +61,9 @@ public final class ConformanceDriver {
         }
       }
       case "strict" -> {
-        int n = ((Number) req.get("n")).intValue();
         List<Long> ids = new ArrayList<>();
         try {
+          int n = count(req);
           for (int i = 0; i < n; i++) ids.add(client.strict((String) req.get("tag")));
           appendIds(reply, ids);
         } catch (RuntimeException e) {
@@ -75,7 +75,7 @@ public final class ConformanceDriver {
       case "strict_batch" -> {
         List<Long> ids = new ArrayList<>();
         try {
-          for (long id : client.strictBatch((String) req.get("tag"), ((Number) req.get("n")).intValue())) {
+          for (long id : client.strictBatch((String) req.get("tag"), count(req))) {
             ids.add(id);
           }
           appendIds(reply, ids);
@@ -101,6 +101,15 @@ public final class ConformanceDriver {
       case "exit" -> reply.append("\"ok\":true");
       default -> throw new IllegalStateException("unknown op " + op);
     }
+  }
+
+  /** The request's n; one an int cannot hold is refused here, as javac would refuse it. */
+  private static int count(Map<String, Object> req) {
+    Object v = req.get("n");
+    if (!(v instanceof Long l) || l != (int) (long) l) {
+      throw new IllegalArgumentException("n = " + v + ": not an int");
+    }
+    return (int) (long) l;
   }
 
   private static SekkaClient open(String servers, Map<String, Object> o) {
@@ -212,7 +221,12 @@ public final class ConformanceDriver {
       while (end < s.length() && "+-0123456789.eE".indexOf(s.charAt(end)) >= 0) end++;
       String number = s.substring(at, end);
       at = end;
-      return number.matches("-?\\d+") ? (Object) Long.parseLong(number) : Double.parseDouble(number);
+      if (!number.matches("-?\\d+")) return Double.parseDouble(number);
+      try {
+        return Long.parseLong(number);
+      } catch (NumberFormatException e) {
+        return new java.math.BigInteger(number); // beyond a long: no option or count holds it
+      }
     }
 
     private Object literal(int length, Object v) {
