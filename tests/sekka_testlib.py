@@ -13,6 +13,7 @@ import socket
 import ssl
 import subprocess
 import tempfile
+import threading
 import time
 import unittest
 
@@ -339,6 +340,37 @@ def tinyid_take(conn, tag):
             "WHERE id = %s AND max_id = %s AND version = %s AND biz_type = %s",
             (old + step, row_id, old, version, tag))
     return (old + 1, old + step + 1) if changed == 1 else None
+
+
+class ReplyServer:
+    """A TCP server on 127.0.0.1 (`port` 0: a free one) that answers every chunk it reads on a
+    connection with `answer(chunk)` until the client closes: a stand-in for a peer that
+    misbehaves. `address` is "127.0.0.1:port"; stop() closes the listener."""
+
+    def __init__(self, answer, port=0):
+        self.answer = answer
+        self.listener = socket.create_server(("127.0.0.1", port))
+        self.address = "127.0.0.1:%d" % self.listener.getsockname()[1]
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        while True:
+            try:
+                conn, _ = self.listener.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+
+    def _serve(self, conn):
+        with conn:
+            try:
+                while data := conn.recv(65536):
+                    conn.sendall(self.answer(data))
+            except OSError:
+                pass
+
+    def stop(self):
+        self.listener.close()
 
 
 class ScriptedServer:

@@ -18,7 +18,8 @@ import unittest
 import redis
 
 sys.path.insert(0, os.path.dirname(__file__))
-from sekka_testlib import SEKKA, Etcd, Server, TempDirs, ZooKeeper, free_port  # noqa: E402
+from sekka_testlib import (SEKKA, Etcd, ReplyServer, Server, TempDirs, ZooKeeper,  # noqa: E402
+                           free_port)
 
 TTL_S = 4
 
@@ -338,22 +339,9 @@ class StrictNetworkTest(unittest.TestCase):
         port = leader.resp_port
         leader.stop(signal.SIGKILL)
         answers = iter([b":1\r\n", b":-5\r\n", b":9223372036854775806\r\n"] * 50)
-        squatter = socket.create_server(("127.0.0.1", port))
-        self.addCleanup(squatter.close)
-
-        def serve():
-            while True:
-                try:
-                    conn, _ = squatter.accept()
-                except OSError:
-                    return
-                threading.Thread(target=answer, args=(conn,), daemon=True).start()
-
-        def answer(conn):
-            with conn:
-                while data := conn.recv(65536):
-                    conn.sendall(b"+OK\r\n" if b"AUTH" in data else next(answers, b":1\r\n"))
-        threading.Thread(target=serve, daemon=True).start()
+        squatter = ReplyServer(lambda data: b"+OK\r\n" if b"AUTH" in data
+                               else next(answers, b":1\r\n"), port=port)
+        self.addCleanup(squatter.stop)
         for _ in range(3):
             with self.assertRaises(redis.exceptions.ResponseError) as refused:
                 r.execute_command("STRICT.BATCH", "chat", 3)

@@ -5,7 +5,6 @@ all servers down and back, a wrong token, segment tags across a failover."""
 
 import os
 import signal
-import socket
 import sys
 import threading
 import time
@@ -15,7 +14,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))  # sekka_client
 sys.path.insert(0, os.path.join(HERE, "..", "..", "..", "tests"))  # sekka_testlib
 from sekka_client import AuthError, Client, NoServerError, SekkaError  # noqa: E402
-from sekka_testlib import SEKKA, Server, TempDirs, free_port  # noqa: E402
+from sekka_testlib import SEKKA, ReplyServer, Server, TempDirs, free_port  # noqa: E402
 
 import subprocess  # noqa: E402
 
@@ -242,24 +241,10 @@ class StrictWaitTest(ClientTestCase):
         strict_wait began only with a call's turn: 4 threads against a server answering
         -UNAVAILABLE gave up after 2, 4, 6 and 8 s with strict_wait=2. Each now gives up within
         strict_wait of its own start."""
-        listener = socket.create_server(("127.0.0.1", 0))
-        self.addCleanup(listener.close)
-
-        def serve():
-            while True:
-                try:
-                    conn, _ = listener.accept()
-                except OSError:
-                    return
-                threading.Thread(target=answer, args=(conn,), daemon=True).start()
-
-        def answer(conn):
-            with conn:
-                while conn.recv(65536):
-                    conn.sendall(b"-UNAVAILABLE no leader of the tag now\r\n")
-        threading.Thread(target=serve, daemon=True).start()
-        c = self.client(["127.0.0.1:%d" % listener.getsockname()[1]], strict_wait=1.0,
-                        backoff_min=0.05, backoff_max=0.1)
+        unavailable = ReplyServer(lambda data: b"-UNAVAILABLE no leader of the tag now\r\n")
+        self.addCleanup(unavailable.stop)
+        c = self.client([unavailable.address], strict_wait=1.0, backoff_min=0.05,
+                        backoff_max=0.1)
         took = []
 
         def call():
