@@ -13,6 +13,7 @@
 
 #include <fmt/format.h>
 #include <linux/sockios.h>
+#include <malloc.h>
 #include <openssl/ssl.h>
 #include <sys/ioctl.h>
 
@@ -434,6 +435,7 @@ class ServerImpl final : public Server {
       asio::post(executor, [c = std::move(c)] { c->Shed(ShedReason::kMemory); });
     }
     shedding_.store(false);
+    if (freed > 0) TrimSoon();
     if (freed < excess && !stopping_ && !recheck_armed_.exchange(true)) {
       auto timer =
           std::make_shared<asio::steady_timer>(*loops_[0], std::chrono::nanoseconds(kStallAgeNs));
@@ -442,6 +444,18 @@ class ServerImpl final : public Server {
         if (!ec && buffered_.load() > Budget()) ShedForMemory();
       });
     }
+  }
+
+  // Once the connections shed have gone (half a second), gives the memory they freed back to the
+  // system: glibc keeps freed buffers in its arenas, so the RSS of a server that shed an attack
+  // would otherwise stay near the attack's peak. At most one trim waits at a time.
+  void TrimSoon() {
+    if (stopping_ || trim_armed_.exchange(true)) return;
+    auto timer = std::make_shared<asio::steady_timer>(*loops_[0], std::chrono::milliseconds(500));
+    timer->async_wait([this, timer](const asio::error_code&) {
+      ::malloc_trim(0);
+      trim_armed_.store(false);
+    });
   }
 
   // What closing `c` frees (its buffers) when its client is what makes the server hold them:
@@ -687,6 +701,7 @@ class ServerImpl final : public Server {
   std::atomic<std::int64_t> buffered_{0};   // bytes, AddBuffered
   std::atomic<bool> shedding_{false};       // ShedForMemory is scanning
   std::atomic<bool> recheck_armed_{false};  // ShedForMemory looks again soon
+  std::atomic<bool> trim_armed_{false};     // TrimSoon's timer waits
   std::atomic<bool> abandoned_{false};      // stopping, and the connections left were let go
   std::atomic<bool> stopping_{false};
   std::mutex mu_;
