@@ -99,7 +99,7 @@ Result<std::pair<std::string, int>> ParseServer(std::string_view text, std::size
 
 struct Client::Impl {
   // The servers, with a connection each, their backoffs and the current one. Used by one
-  // thread at a time: the refill thread (`pool`), or a strict caller holding strict_mu
+  // thread at a time: the refill thread (`pool`), or a strict caller holding the strict turn
   // (`strict_pool`).
   struct Pool {
     explicit Pool(Impl& owner) : impl(owner) {}
@@ -206,7 +206,10 @@ struct Client::Impl {
   std::shared_ptr<SSL_CTX> tls;  // null: plain TCP
   Pool pool{*this};              // the refill thread's
   Pool strict_pool{*this};       // strict calls' own connections (a strict id is never buffered)
-  std::timed_mutex strict_mu;    // strict calls take turns on strict_pool
+  std::mutex strict_mu;          // guards strict_busy
+  std::condition_variable strict_free;  // strict_busy became false
+  bool strict_busy = false;  // a strict call (or Close) has strict_pool    // strict calls take
+                             // turns on strict_pool
 
   mutable std::mutex mu;
   std::condition_variable changed;
@@ -340,12 +343,15 @@ struct Client::Impl {
   Result<std::vector<std::int64_t>> StrictBatch(std::string_view tag, std::size_t n) {
     // strict_wait bounds the whole call, its turn for the connections included.
     const TimePoint deadline = SteadyClock::now() + o.strict_wait;
-    std::unique_lock turn(strict_mu, deadline);
-    if (!turn.owns_lock()) {
+    if (!TakeStrictTurn(deadline)) {
       return Unavailable(fmt::format(
           "no strict ids within {} ms: the client's other strict calls held its connections",
           o.strict_wait.count()));
     }
+    struct Turn {
+      Impl& impl;
+      ~Turn() { impl.GiveStrictTurn(); }
+    } turn{*this};
     const std::vector<std::string> args = {"STRICT.BATCH", std::string(tag), std::to_string(n)};
     for (;;) {
       std::vector<std::int64_t> got;
@@ -367,6 +373,22 @@ struct Client::Impl {
       if (changed.wait_until(lock, up, [&] { return closed; }))
         return Cancelled("the client is closed");
     }
+  }
+
+  // Waits until no other strict call has strict_pool, or until `deadline` (false). A mutex and a
+  // condition rather than a timed mutex, whose timed lock ThreadSanitizer does not see.
+  bool TakeStrictTurn(TimePoint deadline) {
+    std::unique_lock lock(strict_mu);
+    if (!strict_free.wait_until(lock, deadline, [&] { return !strict_busy; })) return false;
+    strict_busy = true;
+    return true;
+  }
+  void GiveStrictTurn() {
+    {
+      std::lock_guard lock(strict_mu);
+      strict_busy = false;
+    }
+    strict_free.notify_one();
   }
 
   bool IsClosed() {
@@ -476,8 +498,14 @@ void Client::Close() {
   impl_->changed.notify_all();
   if (impl_->refiller.joinable()) impl_->refiller.join();
   for (Server& s : impl_->pool.servers) s.conn.reset();  // the refill thread's, now ended
-  std::lock_guard turn(impl_->strict_mu);  // a strict call in flight has ended: the wake cut it off
+  // A strict call in flight ends at once (the wake cut it off); the next ones see the close.
+  {
+    std::unique_lock lock(impl_->strict_mu);
+    impl_->strict_free.wait(lock, [&] { return !impl_->strict_busy; });
+    impl_->strict_busy = true;
+  }
   for (Server& s : impl_->strict_pool.servers) s.conn.reset();
+  impl_->GiveStrictTurn();
 }
 
 Result<Id> Client::NextId() {

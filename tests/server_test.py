@@ -1209,8 +1209,8 @@ class LimitsTest(ServerTestCase):
         ask = b"*2\r\n$10\r\nUUID.BATCH\r\n$7\r\n1000000\r\n"
         checked = threading.Event()
 
-        def read(stop_after):
-            with socket.create_connection(("127.0.0.1", s.resp_port), timeout=30) as c:
+        def read(stop_after):  # a sanitizer's build takes seconds for each reply, one at a time
+            with socket.create_connection(("127.0.0.1", s.resp_port), timeout=120) as c:
                 c.sendall(ask)
                 got = 0
                 while got < stop_after:  # the whole reply is 43,000,010 bytes
