@@ -125,12 +125,18 @@ bool StrictTags::Ready(std::string_view tag, std::int64_t n) {
 }
 
 Result<std::int64_t> StrictTags::NextAsLeader(std::string_view tag, std::int64_t n) {
-  Result<Tag*> t = Find(tag);
-  if (!t.ok()) return std::move(t).error();
-  if ((*t)->leader == nullptr || !(*t)->leader->leading()) {
+  if (Status s = ValidateStrictTag(tag); !s.ok()) return std::move(s).error();
+  // A forwarded call never adds a tag: a server that does not know a tag does not lead it, and
+  // calls for made-up tags cannot fill the table (and open a lease each).
+  Tag* t = nullptr;
+  {
+    std::lock_guard lock(mu_);
+    if (auto it = tags_.find(tag); it != tags_.end()) t = it->second.get();
+  }
+  if (t == nullptr || t->leader == nullptr || !t->leader->leading()) {
     return LeaseLost(fmt::format("this server does not lead strict tag {}", tag));
   }
-  Result<std::int64_t> first = (*t)->leader->Next(n);
+  Result<std::int64_t> first = t->leader->Next(n);
   if (first.ok()) led_.fetch_add(1, std::memory_order_relaxed);
   return first;
 }

@@ -75,8 +75,9 @@ class StrictTags {
   // n), kUnavailable (no leader reachable within the deadline, or the coordinator),
   // kExhausted.
   Result<std::int64_t> Next(std::string_view tag, std::int64_t n);
-  // Only from this server's own leadership, never forwarded (what a forwarded call runs).
-  // Errors: kLeaseLost when this server does not lead `tag` (and cannot take the lead).
+  // Only from this server's own leadership, never forwarded (what a forwarded call runs); a
+  // tag this server does not know is not added. Errors: kLeaseLost when this server does not
+  // lead `tag`.
   Result<std::int64_t> NextAsLeader(std::string_view tag, std::int64_t n);
   // True when Next(tag, n) would be answered here at once (this server leads `tag` and holds n
   // ids below its bound): the command layer then runs it on the event loop.

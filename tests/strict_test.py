@@ -387,6 +387,19 @@ class StrictNetworkTest(unittest.TestCase):
             for t in askers:
                 t.join(timeout=30)
 
+    def test_forwarded_calls_for_made_up_tags_add_no_tag(self):
+        # Review of issue 26: STRICT.FORWARDED for made-up tags added each to the server's
+        # table (and opened a lease for it) until the table was full, and then STRICT.NEXT of a
+        # new tag answered "this server serves 1000 already" until a restart.
+        s = self.server("s")
+        r = redis.Redis(host="127.0.0.1", port=s.resp_port)
+        pipe = r.pipeline(transaction=False)
+        for i in range(1000):
+            pipe.execute_command("STRICT.FORWARDED", f"made-up-{i}", 1)
+        replies = pipe.execute(raise_on_error=False)
+        self.assertTrue(all("LEASELOST" in str(x) for x in replies), replies[:3])
+        self.assertEqual(r.execute_command("STRICT.NEXT", "brand-new"), 1)
+
     def test_print_config_refuses_strict_tls_files_that_serve_refuses(self):
         certs = self.dirs.path("tls")
         subprocess.run([os.path.join(os.path.dirname(__file__), "..", "scripts", "test_certs.sh"),
