@@ -350,10 +350,11 @@ func (c *Client) StrictBatch(ctx context.Context, tag string, n int) ([]int64, e
 			}
 			return ids, nil
 		}
-		up := c.strict.soonestUp()
 		if !errors.Is(err, ErrNoServer) {
 			return nil, err
-		} else if !up.Before(deadline) {
+		}
+		up := c.strict.soonestUp()
+		if !up.Before(deadline) {
 			return nil, errorf(ErrNoServer, "no strict ids within %v: %v", c.strictWait, err)
 		}
 		if err := c.pause(ctx, time.Until(up)); err != nil {
