@@ -3,11 +3,12 @@
 // client that pipelines gets batched replies, and a client that does not read its replies
 // stops being read and served (no unbounded buffers, no loop held by one connection).
 //
-// Replies are not written the moment they are ready: a connection with replies joins its loop's
-// write queue, and the queue is written out after the other connections that were ready in the
-// same round have been read (Redis does the same in beforeSleep), so a client waiting on many
-// connections can be woken once for many replies. On its own this measured no gain beyond noise
-// (docs/benchmarks.md); server.busy_poll_us is what closed the gap to Redis.
+// A reply is written the moment it is ready, and a connection whose buffer is empty starts its
+// next read at once: nothing is posted between a request and its reply, so the loop waits in
+// epoll once per round, as Redis's does. Reads of plain TCP sockets are drained reads
+// (server/drained_read.h): one recv per request, not two. (Writing replies at the end of the
+// loop's round, as Redis's beforeSleep does, cost a second epoll_wait per round under Asio's
+// scheduler and was dropped: docs/benchmarks.md.)
 
 #include "server/server.h"
 
@@ -32,6 +33,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "server/drained_read.h"
 #include "server/handlers.h"
 #include "server/http.h"
 #include "server/log.h"
@@ -52,7 +54,7 @@ class RawSocket {
  public:
   using executor_type = tcp::socket::executor_type;
   using lowest_layer_type = tcp::socket::lowest_layer_type;
-  RawSocket(tcp::socket& socket, Connection& owner) : socket_(socket), owner_(owner) {}
+  RawSocket(TcpSocket& socket, Connection& owner) : socket_(socket), owner_(owner) {}
   executor_type get_executor() { return socket_.get_executor(); }
   lowest_layer_type& lowest_layer() { return socket_.lowest_layer(); }
   const lowest_layer_type& lowest_layer() const { return socket_.lowest_layer(); }
@@ -64,7 +66,7 @@ class RawSocket {
   }
 
  private:
-  tcp::socket& socket_;
+  TcpSocket& socket_;
   Connection& owner_;
 };
 using TlsStream = asio::ssl::stream<RawSocket>;
@@ -196,18 +198,10 @@ std::string EndpointText(const tcp::endpoint& e) {
 
 class ServerImpl;
 
-// What one event loop shares between its connections; only that loop's thread touches it.
-struct LoopState {
-  std::vector<std::shared_ptr<Connection>> write_queue;
-  std::vector<std::shared_ptr<Connection>> writing;  // the queue being written, kept for reuse
-  bool flush_posted = false;
-};
-
 class Connection : public std::enable_shared_from_this<Connection> {
  public:
   // `tls` null: plain TCP.
-  Connection(ServerImpl& server, tcp::socket socket, Protocol protocol, LoopState& loop,
-             asio::ssl::context* tls);
+  Connection(ServerImpl& server, tcp::socket socket, Protocol protocol, asio::ssl::context* tls);
   void Begin();
   void Drain();  // from its own executor
   // Closes it for breaking a limit (from its own executor): a request-timeout reply first
@@ -234,8 +228,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void OnRawBytes();
 
  private:
+  // Writes the replies now, unless a write is in flight or the replies are held.
   void QueueWrite();
-  static void Flush(LoopState& loop);
   void Write();
   // The rest of a write the socket did not take at once, one write_some at a time.
   void WriteSome();
@@ -274,8 +268,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void AwaitAuthTurn(bool failed);
 
   ServerImpl& server_;
-  LoopState& loop_;
-  tcp::socket socket_;
+  TcpSocket socket_;
   std::unique_ptr<TlsStream> tls_;  // over socket_; null: plain TCP
   bool handshaking_ = false;
   asio::steady_timer idle_timer_;
@@ -297,7 +290,6 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // async_write was sending it).
   bool reading_ = false;       // an async_read_some is in flight
   bool writing_ = false;       // an async_write is in flight: out_ is not touched
-  bool queued_ = false;        // in the loop's write queue
   std::string held_;           // a blocking-pool reply that came while writing_
   std::size_t write_pos_ = 0;  // what the write in flight has sent of out_
   std::atomic<int> fd_{-1};    // the socket's, for ClientStalled (-1 once closed)
@@ -319,7 +311,6 @@ class ServerImpl final : public Server {
                       : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     for (int i = 0; i < n; ++i) {
       loops_.push_back(std::make_unique<asio::io_context>(1));
-      loop_states_.push_back(std::make_unique<LoopState>());
     }
     signals_ = std::make_unique<asio::signal_set>(*loops_[0], SIGINT, SIGTERM);
   }
@@ -568,10 +559,8 @@ class ServerImpl final : public Server {
   }
 
   void Accept(Listener& l) {
-    const std::size_t index = next_loop_++ % loops_.size();
-    asio::io_context& target = *loops_[index];
-    l.acceptor->async_accept(target, [this, &l, index](const asio::error_code& ec,
-                                                       tcp::socket socket) {
+    asio::io_context& target = *loops_[next_loop_++ % loops_.size()];
+    l.acceptor->async_accept(target, [this, &l](const asio::error_code& ec, tcp::socket socket) {
       if (ec) {
         if (ec == asio::error::operation_aborted || stopping_) return;
         Log(LogLevel::kWarn, "accept failed", fmt::format("error=\"{}\"", ec.message()));
@@ -599,8 +588,7 @@ class ServerImpl final : public Server {
       } else {
         asio::error_code ignored;
         socket.set_option(tcp::no_delay(true), ignored);
-        auto c = std::make_shared<Connection>(*this, std::move(socket), l.protocol,
-                                              *loop_states_[index], tls_.get());
+        auto c = std::make_shared<Connection>(*this, std::move(socket), l.protocol, tls_.get());
         Register(c);
         asio::post(c->executor(), [c] { c->Begin(); });
       }
@@ -691,7 +679,6 @@ class ServerImpl final : public Server {
   asio::thread_pool strict_{4};
   asio::thread_pool strict_leader_{2};
   std::vector<std::unique_ptr<asio::io_context>> loops_;
-  std::vector<std::unique_ptr<LoopState>> loop_states_;  // one per loop, same index
   std::unique_ptr<asio::signal_set> signals_;
   std::unique_ptr<asio::ssl::context> tls_;  // every listener's, when TLS is on
   std::list<Listener> acceptors_;
@@ -709,10 +696,9 @@ class ServerImpl final : public Server {
   std::unordered_map<std::string, SteadyClock::time_point> auth_failures_;  // guarded by mu_
 };
 
-Connection::Connection(ServerImpl& server, tcp::socket socket, Protocol protocol, LoopState& loop,
+Connection::Connection(ServerImpl& server, tcp::socket socket, Protocol protocol,
                        asio::ssl::context* tls)
     : server_(server),
-      loop_(loop),
       socket_(std::move(socket)),
       tls_(tls != nullptr ? std::make_unique<TlsStream>(RawSocket(socket_, *this), *tls) : nullptr),
       idle_timer_(socket_.get_executor()),
@@ -736,11 +722,17 @@ void Connection::Begin() {
 
 template <typename Buffers, typename Handler>
 void RawSocket::async_read_some(const Buffers& buffers, Handler&& handler) {
-  socket_.async_read_some(buffers, [&owner = owner_, handler = std::forward<Handler>(handler)](
-                                       const asio::error_code& ec, std::size_t n) mutable {
+  auto done = [&owner = owner_, handler = std::forward<Handler>(handler)](
+                  const asio::error_code& ec, std::size_t n) mutable {
     if (!ec && n > 0) owner.OnRawBytes();
     std::move(handler)(ec, n);
-  });
+  };
+  // The TLS stream reads into one buffer of its own.
+  if constexpr (std::is_convertible_v<Buffers, asio::mutable_buffer>) {
+    socket_.DrainedRead(asio::mutable_buffer(buffers), std::move(done));
+  } else {
+    socket_.async_read_some(buffers, std::move(done));
+  }
 }
 
 void Connection::OnRawBytes() {
@@ -891,16 +883,16 @@ void Connection::AwaitAuthTurn(bool failed) {
 void Connection::Read() {
   if (closed_ || reading_) return;
   reading_ = true;
-  // A speculative read: it never re-arms the socket in epoll (a wait op would, with one
-  // epoll_ctl per request). Read() runs posted, after the other connections ready in this round,
-  // so the client's next request has usually arrived and the read finds it instead of EAGAIN.
+  // A drained read: it never re-arms the socket in epoll (a wait op would, with one epoll_ctl
+  // per request), and after a read that emptied the socket it waits for epoll's next edge
+  // instead of trying the socket (server/drained_read.h).
   auto done = [self = shared_from_this()](const asio::error_code& ec, std::size_t n) {
     self->OnRead(ec, n);
   };
   if (tls_ != nullptr) {
     tls_->async_read_some(asio::buffer(chunk_), std::move(done));
   } else {
-    socket_.async_read_some(asio::buffer(chunk_), std::move(done));
+    socket_.DrainedRead(asio::buffer(chunk_), std::move(done));
   }
 }
 
@@ -1078,26 +1070,9 @@ Connection::Step Connection::TakeResp(std::string_view data, std::size_t& pos) {
 
 void Connection::QueueWrite() {
   busy_ = true;  // Drain waits for the queued replies
-  if (queued_ || writing_ || held.load()) return;
-  queued_ = true;
-  loop_.write_queue.push_back(shared_from_this());
-  if (!loop_.flush_posted) {
-    loop_.flush_posted = true;
-    // Posted handlers run after those already queued: the rest of this round's reads.
-    asio::post(socket_.get_executor(), [&loop = loop_] { Flush(loop); });
-  }
-}
-
-void Connection::Flush(LoopState& loop) {
-  loop.flush_posted = false;
-  loop.writing.swap(loop.write_queue);
-  for (const std::shared_ptr<Connection>& c : loop.writing) {
-    c->queued_ = false;
-    c->busy_ = false;
-    if (c->closed_) continue;
-    c->Write();
-  }
-  loop.writing.clear();
+  if (writing_ || held.load()) return;
+  busy_ = false;
+  Write();
 }
 
 void Connection::Write() {
@@ -1171,8 +1146,12 @@ void Connection::AfterWrite() {
   }
   last_activity_ = SteadyClock::now();
   Account();
-  // Requests may already be buffered (the output bound stopped them). Posted, so that the
-  // loop's other connections get their turn between two rounds of this one's pipeline.
+  if (in_.empty() && !pending_ && out_.empty()) {
+    Read();
+    return;
+  }
+  // Requests are buffered (the output bound stopped them). Posted, so that the loop's other
+  // connections get their turn between two rounds of this one's pipeline.
   asio::post(socket_.get_executor(), [self = shared_from_this()] {
     if (self->in_.empty() && !self->pending_ && self->out_.empty()) {
       self->Read();

@@ -218,6 +218,40 @@ def exchange(port, payload, timeout):
             data += chunk
 
 
+def check_read_sizes(test, c):
+    """Drives connection `c` (a socket, plain or TLS, to a RESP port) with requests at and
+    around the server's 16 KiB read buffer: one at a time, split by a pause, and pipelined. A
+    read that wrongly took the socket for empty (server/drained_read.h) leaves a request
+    unanswered, and the recv here times out."""
+    def echo(n):
+        return b"*2\r\n$4\r\nECHO\r\n$%d\r\n%s\r\n" % (n, b"x" * n)
+
+    def reply(n):
+        return b"$%d\r\n%s\r\n" % (n, b"x" * n)
+
+    def expect(want):
+        got = b""
+        while len(got) < len(want):
+            chunk = c.recv(len(want) - len(got))
+            test.assertTrue(chunk, f"closed after {len(got)} of {len(want)} bytes")
+            got += chunk
+        test.assertEqual(got, want)
+
+    sizes = range(16_340, 16_400)  # requests of 16,360 to 16,421 bytes
+    for n in sizes:
+        c.sendall(echo(n))
+        expect(reply(n))
+    for cut in (16_383, 16_384, 16_385):
+        c.sendall(echo(20_000)[:cut])
+        time.sleep(0.05)
+        c.sendall(echo(20_000)[cut:])
+        expect(reply(20_000))
+    # In one write: the replies (under 1 MiB) stay under the output bound, so the server reads
+    # on while nothing is read here.
+    c.sendall(b"".join(echo(n) for n in sizes))
+    expect(b"".join(reply(n) for n in sizes))
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -23,8 +23,8 @@ import uuid
 import redis
 
 sys.path.insert(0, os.path.dirname(__file__))
-from sekka_testlib import (SEKKA, Server, TempDirs, chromium, exchange, js_check_ids, wait_for,  # noqa: E402
-                           private_file, redis_cli)
+from sekka_testlib import (SEKKA, Server, TempDirs, check_read_sizes, chromium, exchange,  # noqa: E402
+                           js_check_ids, private_file, redis_cli, wait_for)
 
 MAX_ID = 2 ** 63 - 1
 
@@ -911,6 +911,11 @@ class AbuseTest(ServerTestCase):
             for b in req:
                 c.sendall(bytes([b]))
             self.assertTrue(c.recv(4096).startswith(b"HTTP/1.1 200"))
+
+    def test_requests_at_and_around_the_read_buffers_size(self):
+        with socket.create_connection(("127.0.0.1", self.s.resp_port), timeout=10) as c:
+            check_read_sizes(self, c)
+        self.assertStillServes()
 
     def test_pipelined_requests_that_wait_for_the_store_keep_their_order(self):
         """Review of issue 24: 2000 pipelined GET /v1/segment/tN (each run on the blocking

@@ -13,7 +13,7 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from sekka_testlib import REPO, SEKKA, Server, TempDirs  # noqa: E402
+from sekka_testlib import REPO, SEKKA, Server, TempDirs, check_read_sizes  # noqa: E402
 
 IDL = os.path.join(os.path.dirname(__file__), "data", "snowflake.thrift")
 _gen = tempfile.mkdtemp(prefix="sekka-thrift-")
@@ -170,6 +170,13 @@ class TlsTest(CertsTestCase):
                     self.assertTrue(chunk, data)
                     data += chunk
         self.assertRegex(data, rb"^:\d+\r\n\+PONG\r\n$")
+
+    def test_requests_at_and_around_the_read_buffers_size(self):
+        s = self.serve("sizes")
+        ctx = ssl.create_default_context(cafile=self.cert("ca.crt"))
+        with socket.create_connection(("127.0.0.1", s.resp_port), timeout=10) as raw:
+            with ctx.wrap_socket(raw, server_hostname="127.0.0.1") as c:
+                check_read_sizes(self, c)
 
 
 class TlsConfigTest(CertsTestCase):
