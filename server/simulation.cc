@@ -650,6 +650,7 @@ class Simulation {
       return slots_[j].service->NextStrictAsLeader(tag, n);
     };
     c.pause = [this](std::chrono::milliseconds d) { world_.now += d.count(); };
+    c.idle_release = std::chrono::milliseconds(ttl_ms_);  // tags are let go and led again often
     c.planted_bug_start_at_bound = options_.plant_strict_bug;
     return c;
   }

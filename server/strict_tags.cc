@@ -18,6 +18,9 @@ struct StrictTags::Tag {
   std::unique_ptr<StrictLeader> leader;  // made with the tag, never replaced
   std::mutex lead_mu;                    // one Lead() at a time
   std::int64_t next_tick_ms = 0;         // guarded by lead_mu (monotonic ms)
+  // Guarded by StrictTags::mu_: requests holding it now, and when it was last held.
+  int users = 0;
+  std::int64_t last_used_ms = 0;
   // Forwarding, guarded by fmu:
   struct Waiter {
     std::int64_t n = 0;
@@ -72,9 +75,7 @@ StrictTags::~StrictTags() {
   stop_cv_.notify_all();
   if (ticker_.joinable()) ticker_.join();
   std::lock_guard lock(mu_);
-  for (auto& [name, t] : tags_) {
-    if (t->leader != nullptr) t->leader->Resign();  // the next leader starts at once
-  }
+  for (auto& [name, t] : tags_) t->leader->Resign();  // the next leader starts at once
 }
 
 void StrictTags::SetAddress(const std::string& resp_address) {
@@ -82,13 +83,38 @@ void StrictTags::SetAddress(const std::string& resp_address) {
   address_ = resp_address;
 }
 
-Result<StrictTags::Tag*> StrictTags::Find(std::string_view tag) {
+void StrictTags::Unuse::operator()(Tag* t) const {
+  std::lock_guard lock(owner->mu_);
+  --t->users;
+  t->last_used_ms = owner->clock_.MonotonicMillis();
+}
+
+StrictTags::TagUse StrictTags::UseLocked(Tag& t) {
+  ++t.users;
+  t.last_used_ms = clock_.MonotonicMillis();
+  return TagUse(&t, Unuse{this});
+}
+
+StrictTags::TagUse StrictTags::Known(std::string_view tag) {
+  std::lock_guard lock(mu_);
+  auto it = tags_.find(tag);
+  return it == tags_.end() ? TagUse(nullptr, Unuse{this}) : UseLocked(*it->second);
+}
+
+std::size_t StrictTags::size() const {
+  std::lock_guard lock(mu_);
+  return tags_.size();
+}
+
+Result<StrictTags::TagUse> StrictTags::Find(std::string_view tag) {
   if (Status s = ValidateStrictTag(tag); !s.ok()) return std::move(s).error();
   std::lock_guard lock(mu_);
-  if (auto it = tags_.find(tag); it != tags_.end()) return it->second.get();
+  if (auto it = tags_.find(tag); it != tags_.end()) return UseLocked(*it->second);
   if (tags_.size() >= max_tags_) {
-    return Exhausted(fmt::format("strict tag {} is not served: this server serves {} already", tag,
-                                 tags_.size()));
+    return Exhausted(fmt::format(
+        "strict tag {} is not served: this server serves {} tags already (a tag unused for {} s "
+        "frees its place)",
+        tag, tags_.size(), coordination_.idle_release.count() / 1000));
   }
   // A tag is made only once this server can be found by others: every tag then has a leader
   // part that can take the lead (made once, never replaced: read without mu_).
@@ -104,9 +130,9 @@ Result<StrictTags::Tag*> StrictTags::Find(std::string_view tag) {
       coordination_.open_lease(t->name, StrictIdentity(address_, run_));
   if (!lease.ok()) return std::move(lease).error();
   t->leader = std::make_unique<StrictLeader>(t->name, std::move(lease).value(), clock_, options_);
-  Tag* raw = t.get();
-  tags_.emplace(t->name, std::move(t));
-  return raw;
+  Tag& added = *t;
+  tags_.emplace(added.name, std::move(t));
+  return UseLocked(added);
 }
 
 Status StrictTags::TryLead(Tag& t) {
@@ -121,19 +147,17 @@ bool StrictTags::Ready(std::string_view tag, std::int64_t n) {
   std::unique_lock lock(mu_, std::try_to_lock);  // never waits: the event loops ask
   if (!lock.owns_lock()) return false;
   auto it = tags_.find(tag);
-  return it != tags_.end() && it->second->leader != nullptr && it->second->leader->Ready(n);
+  if (it == tags_.end()) return false;
+  it->second->last_used_ms = clock_.MonotonicMillis();  // Next follows: it is not let go between
+  return it->second->leader->Ready(n);
 }
 
 Result<std::int64_t> StrictTags::NextAsLeader(std::string_view tag, std::int64_t n) {
   if (Status s = ValidateStrictTag(tag); !s.ok()) return std::move(s).error();
   // A forwarded call never adds a tag: a server that does not know a tag does not lead it, and
   // calls for made-up tags cannot fill the table (and open a lease each).
-  Tag* t = nullptr;
-  {
-    std::lock_guard lock(mu_);
-    if (auto it = tags_.find(tag); it != tags_.end()) t = it->second.get();
-  }
-  if (t == nullptr || t->leader == nullptr || !t->leader->leading()) {
+  TagUse t = Known(tag);
+  if (t == nullptr || !t->leader->leading()) {
     return LeaseLost(fmt::format("this server does not lead strict tag {}", tag));
   }
   Result<std::int64_t> first = t->leader->Next(n);
@@ -146,11 +170,11 @@ Result<std::int64_t> StrictTags::Next(std::string_view tag, std::int64_t n) {
     return InvalidArgument(
         fmt::format("count {} is not valid for strict ids: allowed 1 to {}", n, options_.window));
   }
-  Result<Tag*> found = Find(tag);
+  Result<TagUse> found = Find(tag);
   if (!found.ok()) return std::move(found).error();
   Tag& t = **found;
   // 1. Led here: served here.
-  if (t.leader != nullptr && t.leader->leading()) {
+  if (t.leader->leading()) {
     Result<std::int64_t> first = t.leader->Next(n);
     if (first.ok() || first.error().code != ErrorCode::kLeaseLost) {
       if (first.ok()) led_.fetch_add(1, std::memory_order_relaxed);
@@ -216,7 +240,7 @@ Result<std::int64_t> StrictTags::CallLeader(Tag& t, std::int64_t n, bool& remote
       const std::chrono::milliseconds wait(20 * attempt);
       coordination_.pause ? coordination_.pause(wait) : std::this_thread::sleep_for(wait);
     }
-    if (t.leader != nullptr && t.leader->leading()) {
+    if (t.leader->leading()) {
       Result<std::int64_t> first = t.leader->Next(n);
       if (first.ok() || first.error().code != ErrorCode::kLeaseLost) return first;
     }
@@ -299,7 +323,7 @@ void StrictTags::Tick() {
   {
     std::lock_guard lock(mu_);
     for (auto& [name, t] : tags_) {
-      if (t->leader != nullptr && t->leader->leading()) led.push_back(t.get());
+      if (t->leader->leading()) led.push_back(t.get());
     }
   }
   const std::int64_t now = clock_.MonotonicMillis();
@@ -309,6 +333,28 @@ void StrictTags::Tick() {
     t->next_tick_ms = now + options_.ttl.count() / 3;
     (void)t->leader->Tick();  // a lost lease shows as leading() false: the next call re-elects
   }
+  LetGoIdle();  // after the renewals, which have deadlines
+}
+
+void StrictTags::LetGoIdle() {
+  // A few per call: each gives its lease back with a coordinator call.
+  constexpr std::size_t kPerCall = 32;
+  std::vector<std::unique_ptr<Tag>> idle;
+  {
+    std::lock_guard lock(mu_);
+    const std::int64_t now = clock_.MonotonicMillis();
+    for (auto it = tags_.begin(); it != tags_.end() && idle.size() < kPerCall;) {
+      const Tag& t = *it->second;
+      if (t.users == 0 && now - t.last_used_ms >= coordination_.idle_release.count()) {
+        idle.push_back(std::move(it->second));
+        it = tags_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  // Out of the table, nobody holds them: the next request for one adds it anew and elects.
+  for (const std::unique_ptr<Tag>& t : idle) t->leader->Resign();
 }
 
 StrictTags::Stats StrictTags::stats() const {

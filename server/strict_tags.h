@@ -7,6 +7,13 @@
 // which splits the leader's consecutive run among them in arrival order (they overlap in time,
 // so any split keeps the real-time order).
 //
+// A server keeps at most max_tags tags at once. A tag no request has used here for
+// kStrictIdleRelease is let go (Tick): its lease is given back (its stored bound stays, so whoever
+// leads it next starts above every id served) and its slot is freed. So made-up tags cost
+// nothing after a minute, and only tags in use hold leases and coordinator sessions. A tag let
+// go forgets the highest id this server got for it (Checked): the check covers ids got since
+// the tag's last minute of use.
+//
 // Thread-safety: all methods may be called from any thread; Next may block on the coordinator or
 // the leader (the command layer runs it off the event loops).
 
@@ -32,6 +39,9 @@
 
 namespace sekka::server {
 
+// How long a tag may go unused on a server before the server lets it go.
+inline constexpr std::chrono::milliseconds kStrictIdleRelease{60'000};
+
 // How a server reaches the cluster's coordinator for strict tags (cli/serve.cc makes it of
 // worker.source and worker.coordinator; tests and the simulation of the memory registry).
 struct StrictCoordination {
@@ -49,6 +59,8 @@ struct StrictCoordination {
       forward;
   // Waits between tries to reach a leader; null: sleeps (the simulation passes its own time).
   std::function<void(std::chrono::milliseconds)> pause;
+  // kStrictIdleRelease, shorter in the simulation (so that its runs let tags go).
+  std::chrono::milliseconds idle_release = kStrictIdleRelease;
   // StrictOptions::planted_bug_start_at_bound: the simulation's self-test only.
   bool planted_bug_start_at_bound = false;
 };
@@ -82,9 +94,11 @@ class StrictTags {
   // True when Next(tag, n) would be answered here at once (this server leads `tag` and holds n
   // ids below its bound): the command layer then runs it on the event loop.
   bool Ready(std::string_view tag, std::int64_t n);
-  // Renews the leases of the tags this server leads, each every ttl / 3 (the service's
-  // background thread calls it often).
+  // Renews the leases of the tags this server leads, each every ttl / 3, and lets go of tags
+  // idle for kStrictIdleRelease (the service's background thread calls it often).
   void Tick();
+  // The tags in the table now (led or forwarded).
+  std::size_t size() const;
   bool ticks_itself() const { return ticker_.joinable(); }
   // Counters, for metrics and tests.
   struct Stats {
@@ -97,7 +111,21 @@ class StrictTags {
 
  private:
   struct Tag;
-  Result<Tag*> Find(std::string_view tag);
+  // A tag held for one request: Tick lets go only of tags nobody holds.
+  struct Unuse {
+    StrictTags* owner;
+    void operator()(Tag* t) const;
+  };
+  using TagUse = std::unique_ptr<Tag, Unuse>;
+  // The tag, added to the table when new. Errors: as Next's.
+  Result<TagUse> Find(std::string_view tag);
+  // The tag if the table has it (never added); null otherwise.
+  TagUse Known(std::string_view tag);
+  // Counts a use of `t` (under mu_).
+  TagUse UseLocked(Tag& t);
+  // Gives back the leases of tags idle for coordination_.idle_release, a few per call, and
+  // drops them.
+  void LetGoIdle();
   // Leads `t` if nobody does. Ok: this server leads it now.
   Status TryLead(Tag& t);
   Result<std::int64_t> Forward(Tag& t, std::int64_t n);
