@@ -147,6 +147,16 @@ class Directory {
     return holder == holders->end() ? std::string() : holder->second.identity;
   }
 
+  // Closes `tag`'s session (the server let the tag go).
+  void Forget(const std::string& tag) {
+    std::unique_ptr<Coordinator> closed;
+    std::lock_guard lock(mu_);
+    if (auto it = sessions_.find(tag); it != sessions_.end()) {
+      closed = std::move(it->second);
+      sessions_.erase(it);
+    }
+  }
+
  private:
   const server::ServerConfig config_;
   const CoordinatorAccess access_;
@@ -198,6 +208,7 @@ Result<server::StrictCoordination> StrictCoordinationOf(const server::ServerConf
                            LeaseOptions(config, clock, identity), access);
   };
   c.find_leader = [directory](const std::string& tag) { return directory->Leader(tag); };
+  c.forget = [directory](const std::string& tag) { directory->Forget(tag); };
   c.forward = [forwarder](const std::string& address, const std::string& tag, std::int64_t n,
                           std::chrono::milliseconds timeout) {
     return forwarder->Call(address, tag, n, timeout);

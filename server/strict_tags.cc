@@ -354,7 +354,10 @@ void StrictTags::LetGoIdle() {
     }
   }
   // Out of the table, nobody holds them: the next request for one adds it anew and elects.
-  for (const std::unique_ptr<Tag>& t : idle) t->leader->Resign();
+  for (const std::unique_ptr<Tag>& t : idle) {
+    t->leader->Resign();
+    if (coordination_.forget) coordination_.forget(t->name);
+  }
 }
 
 StrictTags::Stats StrictTags::stats() const {

@@ -57,6 +57,9 @@ struct StrictCoordination {
   std::function<Result<std::int64_t>(const std::string& address, const std::string& tag,
                                      std::int64_t n, std::chrono::milliseconds timeout)>
       forward;
+  // `tag` was let go (kStrictIdleRelease): closes what was kept for finding its leader (a
+  // session per tag). Null: nothing is kept.
+  std::function<void(const std::string& tag)> forget;
   // Waits between tries to reach a leader; null: sleeps (the simulation passes its own time).
   std::function<void(std::chrono::milliseconds)> pause;
   // kStrictIdleRelease, shorter in the simulation (so that its runs let tags go).

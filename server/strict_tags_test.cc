@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "sekka/coordinator.h"
 #include "sekka/worker_lease.h"
@@ -40,6 +41,7 @@ class StrictTagsTest : public ::testing::Test {
   }
 
   FakeClock clock_{1'700'000'000'000};
+  std::vector<std::string> forgotten_;  // tags whose lookup sessions were closed
   std::map<std::string, std::unique_ptr<WorkerLeaseRegistry>> registries_;
   StrictTags tags_{Coordination(), clock_, StrictOptions{}, /*tick_thread=*/false,
                    /*max_tags=*/2};
@@ -72,6 +74,7 @@ class StrictTagsTest : public ::testing::Test {
       return Unavailable("no other server here");
     };
     c.pause = [this](std::chrono::milliseconds d) { clock_.AdvanceMillis(d.count()); };
+    c.forget = [this](const std::string& tag) { forgotten_.push_back(tag); };
     return c;
   }
 };
@@ -93,6 +96,7 @@ TEST_F(StrictTagsTest, AFullTableRefusesANewTagUntilAnIdleOneIsLetGo) {
   Pass(1000);
   EXPECT_EQ(tags_.size(), 0u);
   EXPECT_EQ(Holder("a"), "");  // given back, long before its TTL would end
+  EXPECT_EQ(forgotten_, (std::vector<std::string>{"a", "b"}));
   EXPECT_TRUE(tags_.Next("c", 1).ok());
 }
 
