@@ -20,7 +20,7 @@ taskset -c 0 redis-server --bind 127.0.0.1 --port "$RR" --save '' --appendonly n
   --daemonize no --loglevel warning > /dev/null &
 RP=$!; PIDS+=($!)
 wait_port "$SR"; wait_port "$RR"
-CALLS=$(printf 'syscalls:sys_enter_%s,' read recvfrom write sendto epoll_wait epoll_ctl)
+CALLS=$(printf 'syscalls:sys_enter_%s,' read recvfrom recvmsg write sendto epoll_wait epoll_ctl)
 CALLS=${CALLS%,}
 cpu() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
 for round in $(seq "${ROUNDS:-2}"); do

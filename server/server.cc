@@ -223,6 +223,11 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // kStallAgeNs ago, with bytes still queued. The kernel keeps sending while this loop is busy,
   // so the server's own pauses do not count. The first look only takes a mark.
   bool ClientStalled(std::int64_t now);
+  // For the idle timer: whether the kernel still holds replies for the client and it took some
+  // since the last look (the first look gives it the benefit of the doubt). A client reading a
+  // long reply is not idle, however long ago the server wrote it; one that stops reading is
+  // closed an idle timeout later.
+  bool StillReading();
   // Raw bytes came under the TLS stream (RawSocket, on its loop): activity, and the start of an
   // unfinished request if none has begun (its plaintext comes when the record is whole).
   void OnRawBytes();
@@ -299,6 +304,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // ClientStalled's last look: the bytes the client had acknowledged, and when.
   std::atomic<std::uint64_t> acked_mark_{0};
   std::atomic<std::int64_t> acked_mark_ns_{0};
+  std::optional<std::uint64_t> idle_acked_;  // StillReading's last look: bytes acknowledged
   bool draining_ = false;
   bool closed_ = false;
 };
@@ -782,7 +788,8 @@ void Connection::ArmIdleTimer() {
                           std::chrono::milliseconds(config.request_timeout_ms)) {
       self->Shed(ShedReason::kRequestTimeout);
     } else if (!self->pending_ && !self->held.load() &&
-               now - self->last_activity_ >= std::chrono::milliseconds(config.idle_timeout_ms)) {
+               now - self->last_activity_ >= std::chrono::milliseconds(config.idle_timeout_ms) &&
+               !self->StillReading()) {
       self->Close();
     } else {
       self->ArmIdleTimer();
@@ -795,6 +802,19 @@ bool Connection::trusted() const {
 }
 
 BufferLimits Connection::limits() const { return trusted() ? kTrustedLimits : kUntrustedLimits; }
+
+bool Connection::StillReading() {
+  const int fd = fd_.load();
+  int queued = 0;  // bytes in the kernel the client has not acknowledged
+  if (fd < 0 || ::ioctl(fd, SIOCOUTQ, &queued) != 0 || queued <= 0) return false;
+  const std::uint64_t sent = sent_total_.load();
+  const std::uint64_t acked = sent - std::min(sent, static_cast<std::uint64_t>(queued));
+  const bool first_look = !idle_acked_.has_value();
+  const bool progress = first_look || acked > *idle_acked_;
+  idle_acked_ = acked;
+  if (progress) last_activity_ = SteadyClock::now();
+  return progress;
+}
 
 bool Connection::ClientStalled(std::int64_t now) {
   const int fd = fd_.load();

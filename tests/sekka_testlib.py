@@ -252,6 +252,55 @@ def check_read_sizes(test, c):
     expect(b"".join(reply(n) for n in sizes))
 
 
+def check_half_close(test, connect, request, trials=20):
+    """Over fresh connections from `connect()` (plain sockets): a request, its reply, then a
+    second request sent together with a half-close (shutdown(SHUT_WR)) must get its reply and
+    the server's close at once. A read that took a short read for an empty socket
+    (server/drained_read.h) left it waiting for the idle timeout (the review of that change)."""
+    for trial in range(trials):
+        with connect() as c:
+            c.settimeout(5)
+            c.sendall(request)
+            test.assertTrue(c.recv(65536), trial)
+            time.sleep(0.01)
+            c.sendall(request)
+            c.shutdown(socket.SHUT_WR)
+            c.settimeout(2)
+            got = b""
+            try:
+                while chunk := c.recv(65536):
+                    got += chunk
+            except socket.timeout:
+                test.fail(f"trial {trial}: no close within 2 s of a half-close (got {got!r})")
+            test.assertTrue(got, trial)
+
+
+def check_urgent_data(test, connect, request, trials=20):
+    """A request after TCP urgent data on a connection from `connect()` must be answered: the
+    kernel stops a read at the urgent byte with the request queued behind it, and a read that
+    took that short read for an empty socket left the request waiting for the next one."""
+    for trial in range(trials):
+        with connect() as c:
+            c.settimeout(5)
+            c.sendall(request)
+            one = c.recv(65536)  # the reply, the same each time
+            # Corked, the two go in one segment: the server's read stops at the urgent byte.
+            c.setsockopt(socket.IPPROTO_TCP, socket.TCP_CORK, 1)
+            c.send(request + b"!", socket.MSG_OOB)  # the last byte is urgent, out of the stream
+            c.send(request)
+            c.setsockopt(socket.IPPROTO_TCP, socket.TCP_CORK, 0)
+            got = b""
+            c.settimeout(1)
+            try:
+                while len(got) < 2 * len(one):
+                    chunk = c.recv(65536)
+                    test.assertTrue(chunk, f"trial {trial}: closed after {got!r}")
+                    got += chunk
+            except socket.timeout:
+                test.fail(f"trial {trial}: a request after urgent data unanswered (got {got!r})")
+            test.assertEqual(got, one * 2, trial)
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -23,8 +23,9 @@ import uuid
 import redis
 
 sys.path.insert(0, os.path.dirname(__file__))
-from sekka_testlib import (SEKKA, Server, TempDirs, check_read_sizes, chromium, exchange,  # noqa: E402
-                           js_check_ids, private_file, redis_cli, wait_for)
+from sekka_testlib import (SEKKA, Server, TempDirs, check_half_close, check_read_sizes,  # noqa: E402
+                           check_urgent_data, chromium, exchange, js_check_ids, private_file,
+                           redis_cli, wait_for)
 
 MAX_ID = 2 ** 63 - 1
 
@@ -917,6 +918,16 @@ class AbuseTest(ServerTestCase):
             check_read_sizes(self, c)
         self.assertStillServes()
 
+    def test_a_half_close_and_urgent_data_after_a_request(self):
+        def connect(port):
+            return lambda: socket.create_connection(("127.0.0.1", port), timeout=5)
+        ping = b"*1\r\n$4\r\nPING\r\n"
+        healthz = b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+        for port, request in [(self.s.resp_port, ping), (self.s.http_port, healthz)]:
+            check_half_close(self, connect(port), request)
+            check_urgent_data(self, connect(port), request)
+        self.assertStillServes()
+
     def test_pipelined_requests_that_wait_for_the_store_keep_their_order(self):
         """Review of issue 24: 2000 pipelined GET /v1/segment/tN (each run on the blocking
         pool) got a 400 "Invalid method" partway, or answers out of order: two reads were in
@@ -990,6 +1001,33 @@ class AbuseTest(ServerTestCase):
         time.sleep(2.5)
         self.assertEqual(c.recv(10), b"")  # closed by the server
         c.close()
+
+    def test_a_client_reading_a_long_reply_slowly_is_not_idle(self):
+        """The review of drained reads: a client reading 4.4 MB of replies at about 800 KB/s
+        got EOF in the middle of an id, the idle timeout counting from the last write the
+        kernel took. The client's acknowledgements now count as activity; one that stops
+        reading is still closed."""
+        s = self.start("slow-reader", "--idle-timeout", "1s")
+        for reading in (True, False):
+            with socket.socket() as c:
+                c.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 32 * 1024)
+                c.connect(("127.0.0.1", s.resp_port))
+                c.sendall(b"*2\r\n$8\r\nID.BATCH\r\n$6\r\n100000\r\n" * 2)
+                if not reading:
+                    time.sleep(3.5)  # at most two idle timeouts: the first look's benefit
+                c.settimeout(5)
+                lines = 0
+                while lines < 200_002:
+                    chunk = c.recv(16 * 1024)
+                    if not chunk:
+                        break
+                    lines += chunk.count(b"\n")
+                    if reading:
+                        time.sleep(0.02)
+                if reading:
+                    self.assertEqual(lines, 200_002)
+                else:
+                    self.assertLess(lines, 200_002)
 
 
 TOKEN = "limits-token-0123456789"

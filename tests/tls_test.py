@@ -171,6 +171,36 @@ class TlsTest(CertsTestCase):
                     data += chunk
         self.assertRegex(data, rb"^:\d+\r\n\+PONG\r\n$")
 
+    def test_a_half_close_after_a_request_ends_the_connection_at_once(self):
+        # The review of drained reads: a request record sent with the FIN was answered, and
+        # the connection then waited for the idle timeout.
+        s = self.serve("half-close")
+        ctx = ssl.create_default_context(cafile=self.cert("ca.crt"))
+        for trial in range(10):
+            incoming, outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
+            tls = ctx.wrap_bio(incoming, outgoing, server_hostname="127.0.0.1")
+            with socket.create_connection(("127.0.0.1", s.resp_port), timeout=5) as c:
+                while True:
+                    try:
+                        tls.do_handshake()
+                        break
+                    except ssl.SSLWantReadError:
+                        c.sendall(outgoing.read())
+                        incoming.write(c.recv(65536))
+                tls.write(b"*1\r\n$4\r\nPING\r\n")
+                c.sendall(outgoing.read())
+                incoming.write(c.recv(65536))
+                time.sleep(0.01)
+                tls.write(b"*1\r\n$4\r\nPING\r\n")
+                c.sendall(outgoing.read())
+                c.shutdown(socket.SHUT_WR)
+                c.settimeout(2)
+                try:
+                    while chunk := c.recv(65536):
+                        incoming.write(chunk)
+                except socket.timeout:
+                    self.fail(f"trial {trial}: no close within 2 s of a half-close")
+
     def test_requests_at_and_around_the_read_buffers_size(self):
         s = self.serve("sizes")
         ctx = ssl.create_default_context(cafile=self.cert("ca.crt"))
