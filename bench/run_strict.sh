@@ -38,7 +38,7 @@ for name in leader follower; do
   "$SEKKA" segment create bench --step 1000 --data-dir "$WORK/$name" > /dev/null
   taskset -c 0 "$SEKKA" serve --http "127.0.0.1:${HTTP[$name]}" --resp "127.0.0.1:${RESP[$name]}" \
     --data-dir "$WORK/$name" --worker-source etcd --coordinator "$COORD" --threads 1 \
-    --log-level warn > /dev/null &
+    --strict-tags chat --log-level warn > /dev/null &
   PIDS+=($!)
   wait_port "${RESP[$name]}"
   # The first server asked leads the tag.

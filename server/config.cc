@@ -15,6 +15,8 @@
 
 #include "sekka/codec.h"
 #include "sekka/secrets.h"
+#include "sekka/strict.h"
+#include "server/strict_tags.h"
 
 namespace sekka::server {
 namespace {
@@ -157,6 +159,9 @@ const std::vector<Key>& Keys() {
       {"segment.wait_deadline", Type::kDuration, "500ms",
        "both buffers empty: wait this long (below the clients' 1 s timeout)"},
       {"segment.max_tags", Type::kInt, "10000", "tags served at most, auto-created ones included"},
+      {"strict.tags", Type::kString, "",
+       "the strict tags this server serves, comma-separated (at most 1,000); \"\" = none",
+       "--strict-tags"},
       {"strict.window", Type::kInt, "100000",
        "how far a strict tag's stored bound runs ahead: the ids a failover skips at most"},
       {"strict.advertise", Type::kString, "",
@@ -258,6 +263,28 @@ Result<std::int64_t> DurationValue(std::string_view key, std::string_view value,
         fmt::format("a duration such as \"250ms\" or \"5s\", from {} ms to {} ms", min_ms, max_ms));
   }
   return ms;
+}
+
+// strict.tags: names ValidateStrictTag accepts, comma-separated, each once, at most
+// kStrictMaxTags (a server's table holds no more).
+Result<std::vector<std::string>> StrictTagsValue(std::string_view value) {
+  std::vector<std::string> tags;
+  std::set<std::string, std::less<>> seen;
+  for (std::string_view rest = value; !rest.empty();) {
+    const std::size_t comma = std::min(rest.find(','), rest.size());
+    std::string tag(rest.substr(0, comma));
+    std::erase(tag, ' ');
+    const std::string allowed = fmt::format(
+        "at most {} strict tag names (1 to 40 characters of A-Z a-z 0-9 _ . -), each once, "
+        "separated by commas",
+        kStrictMaxTags);
+    if (!ValidateStrictTag(tag).ok() || !seen.insert(tag).second || tags.size() == kStrictMaxTags) {
+      return BadValue("strict.tags", value, allowed);
+    }
+    tags.push_back(std::move(tag));
+    rest.remove_prefix(std::min(comma + 1, rest.size()));
+  }
+  return tags;
 }
 
 }  // namespace
@@ -744,6 +771,7 @@ Status SegmentSection(const Values& v, ServerConfig& c) {
                DurationValue("segment.wait_deadline", get("segment.wait_deadline"), 10, 60'000));
   SEKKA_ASSIGN(c.segment_max_tags,
                IntValue("segment.max_tags", get("segment.max_tags"), 1, 1'000'000));
+  SEKKA_ASSIGN(c.strict_tags, StrictTagsValue(get("strict.tags")));
   SEKKA_ASSIGN(c.strict_window, IntValue("strict.window", get("strict.window"), 1, 1'000'000'000));
   c.strict_advertise = get("strict.advertise");
   c.strict_tls_ca_file = get("strict.tls_ca_file");

@@ -85,6 +85,7 @@ struct ServerConfig {
   std::int64_t segment_max_step = 10'000'000;    // the dynamic step never goes above this
   std::int64_t segment_wait_deadline_ms = 2000;  // both buffers empty: wait this long
   std::int64_t segment_max_tags = 10'000;        // tags served at most (auto-created included)
+  std::vector<std::string> strict_tags;          // the strict tags served here (strict.tags)
   std::int64_t strict_window = 100'000;          // a strict tag's bound runs this far ahead
   std::string strict_advertise;    // "" = the RESP listener's address, unless a wildcard
   std::string strict_tls_ca_file;  // "" = the system's CAs (with TLS on the listeners)

@@ -82,6 +82,26 @@ TEST(ConfigTest, UnknownKeysAndBadValuesNameTheKey) {
   EXPECT_NE(bad("nope.key", "1").find("unknown config key nope.key"), std::string::npos);
 }
 
+TEST(ConfigTest, StrictTagsAreNamesEachOnceAtMostAThousand) {
+  Result<ServerConfig> ok = BuildConfig({{{"strict.tags", "orders, feed.1,ledger_2"}}});
+  ASSERT_TRUE(ok.ok()) << ok.error().message;
+  EXPECT_EQ(ok->strict_tags, (std::vector<std::string>{"orders", "feed.1", "ledger_2"}));
+  EXPECT_TRUE(BuildConfig({}).value().strict_tags.empty());  // none by default
+  std::string thousand_and_one;
+  for (int i = 0; i <= 1000; ++i) {
+    if (i > 0) thousand_and_one += ',';
+    thousand_and_one += 't';
+    thousand_and_one += std::to_string(i);
+  }
+  for (const std::string& value : {std::string("a,,b"), std::string("a,a"), std::string("a/b"),
+                                   std::string(41, 'x'), thousand_and_one}) {
+    Result<ServerConfig> c = BuildConfig({{{"strict.tags", value}}});
+    ASSERT_FALSE(c.ok()) << value;
+    EXPECT_NE(c.error().message.find("allowed at most 1000 strict tag names"), std::string::npos)
+        << c.error().message;
+  }
+}
+
 TEST(ConfigTest, ACustomLayoutOverridesThePreset) {
   Result<ServerConfig> c = BuildConfig(
       {{{"layout.worker_bits", "11"}, {"layout.sequence_bits", "11"}, {"layout.tick", "2ms"}}});

@@ -181,7 +181,7 @@ Result<std::unique_ptr<Service>> Service::Start(const ServerConfig& config, Serv
     strict.window = config.strict_window;
     strict.planted_bug_start_at_bound = parts.strict.planted_bug_start_at_bound;
     s.strict_ = std::make_unique<StrictTags>(std::move(parts.strict), clock, strict,
-                                             parts.background_thread);
+                                             parts.background_thread, config.strict_tags);
   }
 
   // Machine ids for CosId clients: a store that cannot be read fails those requests only.

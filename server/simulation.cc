@@ -356,6 +356,7 @@ class Simulation {
     slot.strict_dead = std::make_shared<bool>(false);
     parts.strict = StrictCoordinationOf(slot.strict_dead);
     config.strict_window = 8;  // small: leaders often serve up to their bound
+    config.strict_tags = {kStrictTag};
     Result<std::unique_ptr<Service>> s = Service::Start(config, std::move(parts));
     if (!s.ok()) {
       Trace("server {} did not start: {}", i, s.error().message);

@@ -49,10 +49,11 @@ std::string StrictAddressOf(std::string_view identity) {
 }
 
 StrictTags::StrictTags(StrictCoordination coordination, Clock& clock, StrictOptions options,
-                       bool tick_thread, std::size_t max_tags)
+                       bool tick_thread, std::vector<std::string> served, std::size_t max_tags)
     : coordination_(std::move(coordination)),
       clock_(clock),
       options_(options),
+      served_(std::make_move_iterator(served.begin()), std::make_move_iterator(served.end())),
       max_tags_(max_tags),
       run_(std::random_device{}() * 0x100000000ull + std::random_device{}()) {
   if (!tick_thread) return;
@@ -108,6 +109,13 @@ std::size_t StrictTags::size() const {
 
 Result<StrictTags::TagUse> StrictTags::Find(std::string_view tag) {
   if (Status s = ValidateStrictTag(tag); !s.ok()) return std::move(s).error();
+  // Only listed tags: each tag leaves records at the coordinator for good (its bound), so the
+  // operator decides how many there are, not whoever can send a request.
+  if (!served_.contains(tag)) {
+    return NotFound(fmt::format(
+        "strict tag {} is not served here: strict.tags lists the tags a server serves ({} here)",
+        tag, served_.size()));
+  }
   std::lock_guard lock(mu_);
   if (auto it = tags_.find(tag); it != tags_.end()) return UseLocked(*it->second);
   if (tags_.size() >= max_tags_) {

@@ -28,9 +28,11 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <string_view>
 #include <thread>
+#include <vector>
 
 #include "sekka/clock.h"
 #include "sekka/status.h"
@@ -38,6 +40,9 @@
 #include "sekka/worker_lease.h"
 
 namespace sekka::server {
+
+// The most strict tags a server serves (strict.tags lists at most this many).
+inline constexpr std::size_t kStrictMaxTags = 1000;
 
 // How long a tag may go unused on a server before the server lets it go.
 inline constexpr std::chrono::milliseconds kStrictIdleRelease{60'000};
@@ -77,8 +82,10 @@ class StrictTags {
  public:
   // With `tick_thread`, a thread of its own calls Tick() every 100 ms (a slow coordinator then
   // holds up no other background work); without, the owner calls it.
+  // `served`: the tags this server serves (strict.tags); a request for another is refused
+  // before anything is asked of the coordinator.
   StrictTags(StrictCoordination coordination, Clock& clock, StrictOptions options, bool tick_thread,
-             std::size_t max_tags = 1000);
+             std::vector<std::string> served, std::size_t max_tags = kStrictMaxTags);
   // Gives back the leases of the tags led here: the next leaders start at once.
   ~StrictTags();
 
@@ -143,6 +150,7 @@ class StrictTags {
   const StrictCoordination coordination_;
   Clock& clock_;
   const StrictOptions options_;
+  const std::set<std::string, std::less<>> served_;
   const std::size_t max_tags_;
   const std::uint64_t run_;
   mutable std::mutex mu_;

@@ -43,8 +43,8 @@ class StrictTagsTest : public ::testing::Test {
   FakeClock clock_{1'700'000'000'000};
   std::vector<std::string> forgotten_;  // tags whose lookup sessions were closed
   std::map<std::string, std::unique_ptr<WorkerLeaseRegistry>> registries_;
-  StrictTags tags_{Coordination(), clock_, StrictOptions{}, /*tick_thread=*/false,
-                   /*max_tags=*/2};
+  StrictTags tags_{Coordination(),        clock_,          StrictOptions{},
+                   /*tick_thread=*/false, {"a", "b", "c"}, /*max_tags=*/2};
 
  private:
   WorkerLeaseRegistry& Registry(const std::string& tag) {
@@ -122,6 +122,15 @@ TEST_F(StrictTagsTest, ATagLetGoIsLedAgainAboveEveryIdServed) {
   ASSERT_TRUE(after.ok()) << after.error().message;
   EXPECT_GT(*after, *before + 9);
   EXPECT_EQ(tags_.stats().elections, 2u);
+}
+
+TEST_F(StrictTagsTest, ATagNotListedIsRefusedBeforeTheCoordinatorIsAsked) {
+  Result<std::int64_t> r = tags_.Next("made-up", 1);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code, ErrorCode::kNotFound);
+  EXPECT_NE(r.error().message.find("strict.tags"), std::string::npos) << r.error().message;
+  EXPECT_EQ(tags_.size(), 0u);
+  EXPECT_EQ(registries_.count("made-up"), 0u);  // no namespace opened, nothing written
 }
 
 TEST_F(StrictTagsTest, AForwardedCallNeverAddsATag) {

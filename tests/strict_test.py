@@ -22,6 +22,8 @@ from sekka_testlib import (SEKKA, Etcd, ReplyServer, Server, TempDirs, ZooKeeper
                            free_port)
 
 TTL_S = 4
+# strict.tags of every server here: the tags the tests ask for.
+STRICT_TAGS = ",".join(["chat", "a", "b", "brand-new"] + [f"t{i}" for i in range(40)])
 
 
 def order_violations(records):
@@ -96,7 +98,8 @@ class StrictTests:
         for i in range(3):
             self.servers.append(Server(
                 self.dirs.path(f"s{i}"), "--worker-source", self.source, "--coordinator",
-                f"{self.source}://{self.coord.endpoints}", "--lease-ttl", f"{TTL_S}s"))
+                f"{self.source}://{self.coord.endpoints}", "--lease-ttl", f"{TTL_S}s",
+                "--strict-tags", STRICT_TAGS))
         # The first request makes s0 the leader.
         first = redis.Redis(host="127.0.0.1", port=self.servers[0].resp_port)
         self.assertEqual(first.execute_command("STRICT.NEXT", "chat"), 1)
@@ -238,8 +241,8 @@ class StrictNetworkTest(unittest.TestCase):
 
     def server(self, name, *flags, env=None, resp="127.0.0.1:0", ttl_s=TTL_S):
         s = Server(self.dirs.path(name), "--worker-source", "etcd", "--coordinator",
-                   f"etcd://{self.coord.endpoints}", "--lease-ttl", f"{ttl_s}s", *flags,
-                   env=env, resp=resp)
+                   f"etcd://{self.coord.endpoints}", "--lease-ttl", f"{ttl_s}s",
+                   "--strict-tags", STRICT_TAGS, *flags, env=env, resp=resp)
         self.servers.append(s)
         return s
 
@@ -398,6 +401,20 @@ class StrictNetworkTest(unittest.TestCase):
             pipe.execute_command("STRICT.FORWARDED", f"made-up-{i}", 1)
         replies = pipe.execute(raise_on_error=False)
         self.assertTrue(all("LEASELOST" in str(x) for x in replies), replies[:3])
+        self.assertEqual(r.execute_command("STRICT.NEXT", "brand-new"), 1)
+
+    def test_a_tag_not_in_strict_tags_is_refused_and_leaves_nothing_at_the_coordinator(self):
+        # Review of issue 26: each new tag left records at the coordinator for good (8 nodes
+        # on ZooKeeper, 2 keys on etcd), and letting idle tags go freed its place for another:
+        # one client could add about 1,000 tags a minute. Only listed tags are served now.
+        s = self.server("s")
+        r = redis.Redis(host="127.0.0.1", port=s.resp_port)
+        for i in range(50):
+            with self.assertRaisesRegex(redis.ResponseError, "not served here: strict.tags"):
+                r.execute_command("STRICT.NEXT", f"made-up-{i}")
+        status, body = s.get_json("/v1/strict/made-up-x")
+        self.assertEqual((status, body["error"]["code"]), (404, "not_found"), body)
+        self.assertNotIn("made-up", self.coord.etcdctl("get", "--prefix", "--keys-only", "sekka/"))
         self.assertEqual(r.execute_command("STRICT.NEXT", "brand-new"), 1)
 
     def test_print_config_refuses_strict_tls_files_that_serve_refuses(self):

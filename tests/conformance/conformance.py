@@ -620,7 +620,8 @@ class Scenarios(unittest.TestCase):
         etcd = Etcd(self.dirs.path("etcd"))
         self.addCleanup(etcd.stop)
         a, b = (Server(self.dirs.path(name), "--worker-source", "etcd", "--coordinator",
-                       f"etcd://{etcd.endpoints}", "--lease-ttl", "3s") for name in "ab")
+                       f"etcd://{etcd.endpoints}", "--lease-ttl", "3s", "--strict-tags", "chat")
+                for name in "ab")
         self.servers += [a, b]
         d = self.open([a, b])
         got = self.ids(d, 20, op="strict", tag="chat")  # a leads

@@ -34,7 +34,7 @@ import soak as soak_report  # noqa: E402
 from nemesis import Nemesis  # noqa: E402
 from sekka_testlib import (LEAF_TABLE, SEKKA, TINYID_TABLE, Mariadb, Postgres,  # noqa: E402
                            RedisStore, leaf_take, tinyid_take)
-from workload import client_main  # noqa: E402
+from workload import STRICT_TAG, client_main  # noqa: E402
 
 TAGS = ["orders", "users", "messages"]
 LEASE_TTL_S = 3  # short, so that pauses past the TTL are short (--lease-ttl)
@@ -190,7 +190,7 @@ def run(args):
         source = args.coordinator.removesuffix("-tls")  # etcd-tls: etcd over TLS, with a user
         flags = ["--worker-source", source, "--coordinator", coord.uri,
                  "--lease-ttl", f"{args.lease_ttl}s", "--segment-store", store_uri,
-                 "--log-level", "warn"]
+                 "--strict-tags", STRICT_TAG, "--log-level", "warn"]
         if args.transport:
             # Each server reaches every member through its own proxies (proxy.py).
             links = [proxy.Link(coord.client_ports, args.seed * 1000 + i)
