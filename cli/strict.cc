@@ -19,13 +19,7 @@ namespace {
 
 // The coordinator namespace of a strict tag. Errors: kInvalidArgument when it is too long.
 Result<std::string> Namespace(const server::ServerConfig& config, const std::string& tag) {
-  std::string name = fmt::format("{}.strict.{}", config.cluster, tag);
-  if (Status s = ValidateClusterName(name); !s.ok()) {
-    return InvalidArgument(fmt::format(
-        "strict tag {} does not fit cluster {}: \"{}\" is its coordinator namespace, and {}", tag,
-        config.cluster, name, s.error().message));
-  }
-  return name;
+  return server::StrictNamespace(config.cluster, tag);
 }
 
 WorkerLeaseOptions LeaseOptions(const server::ServerConfig& config, Clock* clock,

@@ -242,6 +242,27 @@ Error BadValue(std::string_view key, std::string_view value, std::string_view al
                                      RedactSecrets(value), allowed));
 }
 
+// A comma-separated list: each entry without the spaces around it; an empty entry (",,", a
+// comma at either end) is refused, naming where it is.
+Result<std::vector<std::string>> CommaList(std::string_view key, std::string_view value,
+                                           std::string_view allowed) {
+  std::vector<std::string> out;
+  if (value.find_first_not_of(" \t") == std::string_view::npos) return out;
+  for (std::size_t start = 0;;) {
+    const std::size_t comma = std::min(value.find(',', start), value.size());
+    std::string_view entry = value.substr(start, comma - start);
+    const std::size_t first = entry.find_first_not_of(" \t");
+    if (first == std::string_view::npos) {
+      return InvalidArgument(
+          fmt::format("config {}: entry {} is empty: allowed {}", key, out.size() + 1, allowed));
+    }
+    entry = entry.substr(first, entry.find_last_not_of(" \t") - first + 1);
+    out.emplace_back(entry);
+    if (comma == value.size()) return out;
+    start = comma + 1;
+  }
+}
+
 Result<std::int64_t> IntValue(std::string_view key, std::string_view value, std::int64_t lo,
                               std::int64_t hi) {
   std::int64_t v = 0;
@@ -265,24 +286,34 @@ Result<std::int64_t> DurationValue(std::string_view key, std::string_view value,
   return ms;
 }
 
-// strict.tags: names ValidateStrictTag accepts, comma-separated, each once, at most
-// kStrictMaxTags (a server's table holds no more).
-Result<std::vector<std::string>> StrictTagsValue(std::string_view value) {
-  std::vector<std::string> tags;
+// strict.tags (after the worker section): tag names, each once, at most kStrictMaxTags (a
+// server's table holds no more), each fitting the cluster's namespace; only with a coordinator.
+Result<std::vector<std::string>> StrictTagsValue(std::string_view value, const ServerConfig& c) {
+  Result<std::vector<std::string>> tags =
+      CommaList("strict.tags", value, "strict tag names separated by commas");
+  if (!tags.ok()) return tags;
+  if (!tags->empty() && !c.coordinated()) {
+    return InvalidArgument(fmt::format(
+        "config strict.tags applies to worker.source etcd, zookeeper or redis only (the source "
+        "is \"{}\"): strict ids need a coordinator; set worker.source, or drop strict.tags",
+        c.worker_source));
+  }
+  if (tags->size() > kStrictMaxTags) {
+    return InvalidArgument(fmt::format("config strict.tags lists {} tags: allowed at most {}",
+                                       tags->size(), kStrictMaxTags));
+  }
   std::set<std::string, std::less<>> seen;
-  for (std::string_view rest = value; !rest.empty();) {
-    const std::size_t comma = std::min(rest.find(','), rest.size());
-    std::string tag(rest.substr(0, comma));
-    std::erase(tag, ' ');
-    const std::string allowed = fmt::format(
-        "at most {} strict tag names (1 to 40 characters of A-Z a-z 0-9 _ . -), each once, "
-        "separated by commas",
-        kStrictMaxTags);
-    if (!ValidateStrictTag(tag).ok() || !seen.insert(tag).second || tags.size() == kStrictMaxTags) {
-      return BadValue("strict.tags", value, allowed);
+  for (const std::string& tag : *tags) {
+    if (Status s = ValidateStrictTag(tag); !s.ok()) {
+      return InvalidArgument("config strict.tags: " + s.error().message);
     }
-    tags.push_back(std::move(tag));
-    rest.remove_prefix(std::min(comma + 1, rest.size()));
+    if (Result<std::string> name = StrictNamespace(c.cluster, tag); !name.ok()) {
+      return InvalidArgument("config strict.tags: " + name.error().message);
+    }
+    if (!seen.insert(tag).second) {
+      return InvalidArgument(
+          fmt::format("config strict.tags lists \"{}\" twice: allowed each tag once", tag));
+    }
   }
   return tags;
 }
@@ -505,19 +536,20 @@ Status ServerSection(const Values& v, ServerConfig& c) {
         "IDL has no way to send a token, so the Thrift port would serve ids to anyone; turn one "
         "of them off");
   }
-  for (std::string_view rest = get("server.allowed_hosts"); !rest.empty();) {
-    const std::size_t comma = std::min(rest.find(','), rest.size());
-    std::string name(rest.substr(0, comma));
-    std::erase(name, ' ');
+  constexpr std::string_view kHostsAllowed =
+      "host names (letters, digits, '.', '-') separated by commas, or \"*\" for any";
+  Result<std::vector<std::string>> hosts =
+      CommaList("server.allowed_hosts", get("server.allowed_hosts"), kHostsAllowed);
+  if (!hosts.ok()) return std::move(hosts).error();
+  for (std::string& name : *hosts) {
     for (char& ch : name) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
     constexpr std::string_view kNameChars = "abcdefghijklmnopqrstuvwxyz0123456789.-";
-    if (name.empty() || (name != "*" && name.find_first_not_of(kNameChars) != name.npos)) {
-      return BadValue("server.allowed_hosts", get("server.allowed_hosts"),
-                      "host names (letters, digits, '.', '-') separated by commas, or \"*\" for "
-                      "any");
+    if (name != "*" && name.find_first_not_of(kNameChars) != name.npos) {
+      return InvalidArgument(
+          fmt::format("config server.allowed_hosts: \"{}\" is not valid: allowed {}",
+                      name.substr(0, 80), kHostsAllowed));
     }
     c.allowed_hosts.push_back(std::move(name));
-    rest.remove_prefix(std::min(comma + 1, rest.size()));
   }
   SEKKA_ASSIGN(c.threads, IntValue("server.threads", get("server.threads"), 0, 256));
   SEKKA_ASSIGN(c.max_connections,
@@ -771,7 +803,7 @@ Status SegmentSection(const Values& v, ServerConfig& c) {
                DurationValue("segment.wait_deadline", get("segment.wait_deadline"), 10, 60'000));
   SEKKA_ASSIGN(c.segment_max_tags,
                IntValue("segment.max_tags", get("segment.max_tags"), 1, 1'000'000));
-  SEKKA_ASSIGN(c.strict_tags, StrictTagsValue(get("strict.tags")));
+  SEKKA_ASSIGN(c.strict_tags, StrictTagsValue(get("strict.tags"), c));
   SEKKA_ASSIGN(c.strict_window, IntValue("strict.window", get("strict.window"), 1, 1'000'000'000));
   c.strict_advertise = get("strict.advertise");
   c.strict_tls_ca_file = get("strict.tls_ca_file");

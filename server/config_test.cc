@@ -83,7 +83,13 @@ TEST(ConfigTest, UnknownKeysAndBadValuesNameTheKey) {
 }
 
 TEST(ConfigTest, StrictTagsAreNamesEachOnceAtMostAThousand) {
-  Result<ServerConfig> ok = BuildConfig({{{"strict.tags", "orders, feed.1,ledger_2"}}});
+  auto build = [](const std::string& tags, const char* source = "etcd") {
+    return BuildConfig({{{"strict.tags", tags},
+                         {"worker.source", source},
+                         {"worker.coordinator", std::string(source) + "://127.0.0.1:2379"},
+                         {"worker.cluster", std::string(30, 'c')}}});
+  };
+  Result<ServerConfig> ok = build(" orders, feed.1 ,ledger_2");
   ASSERT_TRUE(ok.ok()) << ok.error().message;
   EXPECT_EQ(ok->strict_tags, (std::vector<std::string>{"orders", "feed.1", "ledger_2"}));
   EXPECT_TRUE(BuildConfig({}).value().strict_tags.empty());  // none by default
@@ -93,13 +99,27 @@ TEST(ConfigTest, StrictTagsAreNamesEachOnceAtMostAThousand) {
     thousand_and_one += 't';
     thousand_and_one += std::to_string(i);
   }
-  for (const std::string& value : {std::string("a,,b"), std::string("a,a"), std::string("a/b"),
-                                   std::string(41, 'x'), thousand_and_one}) {
-    Result<ServerConfig> c = BuildConfig({{{"strict.tags", value}}});
+  const std::vector<std::pair<std::string, std::string>> refused = {
+      {"a,,b", "entry 2 is empty"},
+      {"a,b,", "entry 3 is empty"},
+      {"ch at", "strict tag \"ch at\" is not valid"},
+      {"a,a", "lists \"a\" twice"},
+      {"a/b", "allowed 1 to 40 characters"},
+      {std::string(41, 'x'), "allowed 1 to 40 characters"},
+      {std::string(30, 't'), "does not fit cluster"},  // 30 + ".strict." + 30 > 64
+      {thousand_and_one, "lists 1001 tags: allowed at most 1000"},
+  };
+  for (const auto& [value, why] : refused) {
+    Result<ServerConfig> c = build(value);
     ASSERT_FALSE(c.ok()) << value;
-    EXPECT_NE(c.error().message.find("allowed at most 1000 strict tag names"), std::string::npos)
-        << c.error().message;
+    EXPECT_NE(c.error().message.find(why), std::string::npos) << c.error().message;
+    EXPECT_LT(c.error().message.size(), 400u) << "one short line, not the whole list";
   }
+  Result<ServerConfig> local = BuildConfig({{{"strict.tags", "a"}}});
+  ASSERT_FALSE(local.ok());
+  EXPECT_NE(local.error().message.find("strict.tags applies to worker.source etcd"),
+            std::string::npos)
+      << local.error().message;
 }
 
 TEST(ConfigTest, ACustomLayoutOverridesThePreset) {

@@ -16,7 +16,7 @@
 // kernel stops a read at urgent data with more queued behind it, and a FIN that came with the
 // data raises no edge of its own (the review of this change lost both). TCP_INQ counts the bytes
 // past an urgent mark, and reports 1 when a FIN is queued, so the next read tries the socket and
-// sees the end. Where the kernel gives no count (before Linux 4.18), no read is exhausted.
+// sees the end. Where the kernel has no TCP_INQ (before Linux 4.18), reads are Asio's own.
 //
 // Why no data is missed:
 //   1. The reactor registers sockets edge-triggered; any data that arrives after the read

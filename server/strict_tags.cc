@@ -37,6 +37,16 @@ struct StrictTags::Tag {
   std::int64_t highest = 0;  // the highest id this server got for the tag through Forward
 };
 
+Result<std::string> StrictNamespace(std::string_view cluster, std::string_view tag) {
+  std::string name = fmt::format("{}.strict.{}", cluster, tag);
+  if (Status s = ValidateClusterName(name); !s.ok()) {
+    return InvalidArgument(fmt::format(
+        "strict tag {} does not fit cluster {}: \"{}\" is its coordinator namespace, and {}", tag,
+        cluster, name, s.error().message));
+  }
+  return name;
+}
+
 std::string StrictIdentity(std::string_view resp_address, std::uint64_t run) {
   return fmt::format("strict@{}#{:016x}", resp_address, run);
 }
@@ -119,10 +129,8 @@ Result<StrictTags::TagUse> StrictTags::Find(std::string_view tag) {
   std::lock_guard lock(mu_);
   if (auto it = tags_.find(tag); it != tags_.end()) return UseLocked(*it->second);
   if (tags_.size() >= max_tags_) {
-    return Exhausted(fmt::format(
-        "strict tag {} is not served: this server serves {} tags already (a tag unused for {} s "
-        "frees its place)",
-        tag, tags_.size(), coordination_.idle_release.count() / 1000));
+    return Exhausted(fmt::format("strict tag {} is not served: this server serves {} tags already",
+                                 tag, tags_.size()));
   }
   // A tag is made only once this server can be found by others: every tag then has a leader
   // part that can take the lead (made once, never replaced: read without mu_).

@@ -73,6 +73,10 @@ struct StrictCoordination {
   bool planted_bug_start_at_bound = false;
 };
 
+// `tag`'s namespace at the coordinator: "<cluster>.strict.<tag>". Errors: kInvalidArgument when
+// that is not a valid cluster name (too long), naming the tag.
+Result<std::string> StrictNamespace(std::string_view cluster, std::string_view tag);
+
 // A leader's identity: "strict@<its RESP address>#<a number of this run>".
 std::string StrictIdentity(std::string_view resp_address, std::uint64_t run);
 // The RESP address in a leader's identity; "" when it has none.
