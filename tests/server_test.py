@@ -1052,7 +1052,12 @@ UNDER_SANITIZER = "ASAN_OPTIONS" in os.environ or "TSAN_OPTIONS" in os.environ
 
 
 def shed(server, reason):
-    _, _, text = server.get("/metrics")
+    # A sanitizer's one loop may be building 43 MB replies for seconds each: wait for it.
+    conn = http.client.HTTPConnection("127.0.0.1", server.http_port, timeout=120)
+    try:
+        _, _, text = server.get("/metrics", conn=conn)
+    finally:
+        conn.close()
     m = re.search(r'sekka_connections_shed_total\{reason="%s"\} (\d+)' % reason, text)
     return int(m.group(1))
 
