@@ -51,6 +51,21 @@ def metric(server, cert, line_start):
     raise AssertionError(f"no {line_start} in /metrics")
 
 
+def handshake_by_hand(ctx, c):
+    """A TLS client over memory BIOs on socket `c`, handshaken: returns (tls, incoming,
+    outgoing), so that a test can send raw bytes or a half-close after it."""
+    incoming, outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
+    tls = ctx.wrap_bio(incoming, outgoing, server_hostname="127.0.0.1")
+    while True:
+        try:
+            tls.do_handshake()
+            break
+        except ssl.SSLWantReadError:
+            c.sendall(outgoing.read())
+            incoming.write(c.recv(65536))
+    return tls, incoming, outgoing
+
+
 class CertsTestCase(unittest.TestCase):
     """A throwaway CA and certificates for the class (scripts/test_certs.sh), in a temp dir."""
 
@@ -138,16 +153,8 @@ class TlsTest(CertsTestCase):
         # record is whole. Raw bytes now start the request's deadline.
         s = self.serve("partial", "--request-timeout", "1s", "--idle-timeout", "60s")
         ctx = ssl.create_default_context(cafile=self.cert("ca.crt"))
-        incoming, outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
-        tls = ctx.wrap_bio(incoming, outgoing, server_hostname="127.0.0.1")
         with socket.create_connection(("127.0.0.1", s.resp_port), timeout=10) as c:
-            while True:  # the handshake by hand, so that raw bytes can follow it
-                try:
-                    tls.do_handshake()
-                    break
-                except ssl.SSLWantReadError:
-                    c.sendall(outgoing.read())
-                    incoming.write(c.recv(65536))
+            _, _, outgoing = handshake_by_hand(ctx, c)  # so that raw bytes can follow it
             c.sendall(outgoing.read())
             c.sendall(b"\x17\x03\x03\x00\x64abc")
             start = time.monotonic()
@@ -177,16 +184,8 @@ class TlsTest(CertsTestCase):
         s = self.serve("half-close")
         ctx = ssl.create_default_context(cafile=self.cert("ca.crt"))
         for trial in range(10):
-            incoming, outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
-            tls = ctx.wrap_bio(incoming, outgoing, server_hostname="127.0.0.1")
             with socket.create_connection(("127.0.0.1", s.resp_port), timeout=5) as c:
-                while True:
-                    try:
-                        tls.do_handshake()
-                        break
-                    except ssl.SSLWantReadError:
-                        c.sendall(outgoing.read())
-                        incoming.write(c.recv(65536))
+                tls, incoming, outgoing = handshake_by_hand(ctx, c)
                 tls.write(b"*1\r\n$4\r\nPING\r\n")
                 c.sendall(outgoing.read())
                 incoming.write(c.recv(65536))
