@@ -57,13 +57,27 @@ namespace drained_read_internal {
 template <typename Handler>  // void(const asio::error_code&, std::size_t)
 class Op : public asio::detail::reactor_op {
  public:
+  // In a block of the loop thread's recycled memory, as Asio keeps its own operations: one
+  // read per request, without a malloc.
+  static Op* Make(int fd, asio::mutable_buffer buffer, Handler handler) {
+    return new (Allocator().allocate(1)) Op(fd, buffer, std::move(handler));
+  }
+
+ private:
+  using Allocator = asio::recycling_allocator<Op>;
+  struct Free {
+    void operator()(Op* op) const {
+      op->~Op();
+      Allocator().deallocate(op, 1);
+    }
+  };
+
   Op(int fd, asio::mutable_buffer buffer, Handler handler)
       : reactor_op(asio::error_code(), &Op::Perform, &Op::Complete),
         fd_(fd),
         buffer_(buffer),
         handler_(std::move(handler)) {}
 
- private:
   static status Perform(reactor_op* base) {
     auto* op = static_cast<Op*>(base);
     for (;;) {
@@ -105,7 +119,7 @@ class Op : public asio::detail::reactor_op {
   // `owner` null: the loop is shutting down and destroys the operation unrun.
   static void Complete(void* owner, asio::detail::operation* base, const asio::error_code&,
                        std::size_t) {
-    std::unique_ptr<Op> op(static_cast<Op*>(base));
+    std::unique_ptr<Op, Free> op(static_cast<Op*>(base));
     if (owner == nullptr) return;
     Handler handler = std::move(op->handler_);
     const asio::error_code ec = op->ec_;
@@ -141,12 +155,14 @@ class TcpSocket : public asio::ip::tcp::socket {
         ((impl.state_ & asio::detail::socket_ops::internal_non_blocking) != 0 ||
          asio::detail::socket_ops::set_internal_non_blocking(impl.socket_, impl.state_, true,
                                                              ec))) {
-      auto& reactor = asio::use_service<asio::detail::epoll_reactor>(
-          asio::query(get_executor(), asio::execution::context));
-      auto* op = new drained_read_internal::Op<std::decay_t<Handler>>(
+      if (reactor_ == nullptr) {  // looked up once: a look-up takes the registry's lock
+        reactor_ = &asio::use_service<asio::detail::epoll_reactor>(
+            asio::query(get_executor(), asio::execution::context));
+      }
+      auto* op = drained_read_internal::Op<std::decay_t<Handler>>::Make(
           impl.socket_, buffer, std::forward<Handler>(handler));
-      reactor.start_op(asio::detail::epoll_reactor::read_op, impl.socket_, impl.reactor_data_, op,
-                       /*is_continuation=*/false, /*allow_speculative=*/true);
+      reactor_->start_op(asio::detail::epoll_reactor::read_op, impl.socket_, impl.reactor_data_, op,
+                         /*is_continuation=*/false, /*allow_speculative=*/true);
       return;
     }
 #endif
@@ -155,6 +171,9 @@ class TcpSocket : public asio::ip::tcp::socket {
 
  private:
   bool inq_ = false;  // TCP_INQ is on: reads learn how much is left
+#ifdef SEKKA_DRAINED_READ
+  asio::detail::epoll_reactor* reactor_ = nullptr;  // the socket's loop's, once looked up
+#endif
 };
 
 }  // namespace sekka::server

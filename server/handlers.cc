@@ -976,17 +976,16 @@ std::string InfoText(Service& service, std::string_view section) {
 // The table's command a RESP request runs, with its arguments in `command_args`; null for a
 // connection command (AUTH, PING, ...) or an unknown one. INCR <tag> and INCRBY <tag> 1 are
 // Redis clients' names for SEG.NEXT <tag>.
-const CommandSpec* RespCommand(const std::vector<std::string_view>& args,
-                               std::vector<std::string_view>& command_args) {
+const CommandSpec* RespCommand(Args args, Args& command_args) {
   static const CommandSpec* const seg_next = FindCommand("SEG.NEXT");
   const std::string_view name = args[0];
   if ((Is(name, "INCR") && args.size() == 2) ||
       (Is(name, "INCRBY") && args.size() == 3 && args[2] == "1")) {
-    command_args.assign(args.begin() + 1, args.begin() + 2);
+    command_args = args.subspan(1, 1);
     return seg_next;
   }
   const CommandSpec* spec = FindCommand(name);
-  if (spec != nullptr) command_args.assign(args.begin() + 1, args.end());
+  if (spec != nullptr) command_args = args.subspan(1);
   return spec;
 }
 
@@ -1067,7 +1066,7 @@ Lane LaneOf(Service& service, const http::Request& request) {
 
 Lane LaneOf(Service& service, const std::vector<std::string_view>& args) {
   if (args.empty()) return Lane::kLoop;
-  std::vector<std::string_view> command_args;
+  Args command_args;
   const CommandSpec* spec = RespCommand(args, command_args);
   return spec == nullptr ? Lane::kLoop : LaneOf(service, *spec, command_args);
 }
@@ -1409,7 +1408,7 @@ void HandleResp(Service& service, Session& session, const std::vector<std::strin
   RespCall call{service, session, args, out, close};
   Command label = Command::kOther;
   bool ok = false;
-  std::vector<std::string_view> command_args;
+  Args command_args;
   if (const CommandSpec* spec = RespCommand(args, command_args)) {
     label = spec->command;
     if (needs_auth && spec->needs_auth) {

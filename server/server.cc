@@ -896,6 +896,7 @@ void Connection::AwaitAuthTurn(bool failed) {
   auto timer = std::make_shared<asio::steady_timer>(executor(), *delay);
   timer->async_wait([self = shared_from_this(), timer](const asio::error_code&) {
     self->held.store(false);
+    self->last_activity_ = SteadyClock::now();
     if (!self->closed_ && self->busy_) self->QueueWrite();
   });
 }
@@ -1156,6 +1157,7 @@ void Connection::OnWritten(const asio::error_code& ec, std::size_t n) {
     Close();
     return;
   }
+  last_activity_ = SteadyClock::now();  // a reply written inline took no time of its own
   AfterWrite();
 }
 
@@ -1164,7 +1166,6 @@ void Connection::AfterWrite() {
     Close();
     return;
   }
-  last_activity_ = SteadyClock::now();
   Account();
   if (in_.empty() && !pending_ && out_.empty()) {
     Read();
