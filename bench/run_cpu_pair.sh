@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# sekka's CPU per request against Redis's, both measured over the same seconds: sekka (ID.NEXT)
+# and redis-server (INCR) pinned together to core 0, each loaded by its own redis-benchmark
+# (-c 25) pinned to core 1, for WINDOWS windows of SECONDS_PER seconds. Run one after the
+# other (bench/run_cpu.sh), the two servers met different moments of this shared machine, and
+# a server's CPU per request moved by up to 40% between rounds; side by side, what the machine
+# does to one it does to the other. Each server is busier than when alone (they share a core),
+# so both wake less often per request than in run_cpu.sh: the ratio, not the level, is the
+# result. Not part of the test suite; every process started here is stopped by PID at exit;
+# each load is bounded in count and in time.
+#   P=1 WINDOWS=6 SECONDS_PER=8 bash bench/run_cpu_pair.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+# shellcheck source=bench/lib.sh
+source bench/lib.sh
+start_work cpu-pair
+SEKKA="${SEKKA:-build/cli/sekka}"
+WINDOWS="${WINDOWS:-6}"
+SECONDS_PER="${SECONDS_PER:-8}"
+SH=$(free_port); SR=$(free_port); RR=$(free_port)
+taskset -c 0 "$SEKKA" serve --http "127.0.0.1:$SH" --resp "127.0.0.1:$SR" \
+  --data-dir "$WORK/s" --threads 1 --log-level warn > /dev/null &
+SP=$!; PIDS+=($!)
+taskset -c 0 redis-server --bind 127.0.0.1 --port "$RR" --save '' --appendonly no --dir "$WORK" \
+  --daemonize no --loglevel warning > /dev/null &
+RP=$!; PIDS+=($!)
+wait_port "$SR"; wait_port "$RR"; wait_port "$SH"
+cpu() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
+served_redis() { redis-cli -p "$RR" GET x | tr -d '\r'; }
+served_sekka() {
+  curl -s "http://127.0.0.1:$SH/metrics" |
+    awk '/^sekka_requests_total\{protocol="resp",command="id"/ { n += $2 } END { printf "%d\n", n }'
+}
+limit=$((WINDOWS * SECONDS_PER + 20))
+for who in redis sekka; do
+  port=$([ $who = redis ] && echo "$RR" || echo "$SR")
+  cmd=$([ $who = redis ] && echo "INCR x" || echo "ID.NEXT")
+  # shellcheck disable=SC2086
+  taskset -c 1 timeout "$limit" redis-benchmark -p "$port" -c 25 -n 200000000 -P "${P:-1}" \
+    $cmd > /dev/null 2>&1 &
+  PIDS+=($!)
+done
+sleep 3  # both loads running
+ratios=()
+for w in $(seq "$WINDOWS"); do
+  r0=$(served_redis); s0=$(served_sekka); rc0=$(cpu "$RP"); sc0=$(cpu "$SP")
+  sleep "$SECONDS_PER"
+  r1=$(served_redis); s1=$(served_sekka); rc1=$(cpu "$RP"); sc1=$(cpu "$SP")
+  line=$(awk -v r=$((r1 - r0)) -v s=$((s1 - s0)) -v rc=$((rc1 - rc0)) -v sc=$((sc1 - sc0)) 'BEGIN {
+    rpr = rc / r * 1e6; spr = sc / s * 1e6
+    printf "requests redis %d sekka %d  ticks per million requests redis %.0f sekka %.0f  ratio %.3f",
+      r, s, rpr, spr, spr / rpr }')
+  echo "window $w: $line"
+  ratios+=("${line##* }")
+done
+printf '%s\n' "${ratios[@]}" | sort -n | awk '{ a[NR] = $1 } END {
+  printf "median ratio %.3f (%d windows, %s s each)\n", (NR % 2 ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2), NR, "'"$SECONDS_PER"'" }'
