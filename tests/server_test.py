@@ -1029,6 +1029,26 @@ class AbuseTest(ServerTestCase):
                 else:
                     self.assertLess(lines, 200_002)
 
+    def test_the_idle_timeout_counts_from_the_last_reply(self):
+        """The review of the ninth session: with the clock read after a write left out, the
+        idle time counted from the last read, and a pipeline that took most of the timeout to
+        answer (ID.BATCH 4096 waits for a fresh tick each time) lost its connection within a
+        second of its last reply."""
+        s = self.start("idle-last-reply", "--idle-timeout", "2s")
+        batches = 2000  # at least 2 s: a fresh 1 ms tick for each
+        with socket.create_connection(("127.0.0.1", s.resp_port), timeout=30) as c:
+            started = time.monotonic()
+            c.sendall(b"ID.BATCH 4096\r\n" * batches)
+            lines = 0
+            while lines < batches * 4097:
+                chunk = c.recv(1 << 20)
+                self.assertTrue(chunk, "closed before the last reply")
+                lines += chunk.count(b"\n")
+            took = time.monotonic() - started
+            time.sleep(1)  # half the idle timeout after the last reply
+            c.sendall(b"PING\r\n")
+            self.assertEqual(c.recv(64), b"+PONG\r\n", f"the replies took {took:.2f} s")
+
 
 TOKEN = "limits-token-0123456789"
 
