@@ -17,6 +17,18 @@ cleanup_work() {
 }
 free_port() { /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 wait_port() { for _ in $(seq 100); do (exec 3<>"/dev/tcp/127.0.0.1/$1") 2> /dev/null && return 0; sleep 0.05; done; return 1; }
+# sekka serve (--threads 1, $SEKKA) and redis-server, both pinned to core 0 on free ports, for the
+# CPU comparisons: sets SP and RP (their PIDs), SR and RR (their RESP ports) and SH (sekka's HTTP).
+start_pinned_pair() {
+  SH=$(free_port); SR=$(free_port); RR=$(free_port)
+  taskset -c 0 "$SEKKA" serve --http "127.0.0.1:$SH" --resp "127.0.0.1:$SR" \
+    --data-dir "$WORK/s" --threads 1 --log-level warn > /dev/null &
+  SP=$!; PIDS+=($!)
+  taskset -c 0 redis-server --bind 127.0.0.1 --port "$RR" --save '' --appendonly no --dir "$WORK" \
+    --daemonize no --loglevel warning > /dev/null &
+  RP=$!; PIDS+=($!)
+  wait_port "$SR"; wait_port "$RR"; wait_port "$SH"
+}
 csv() { # redis-benchmark --csv line -> "rps p50 p99"
   tail -n 1 | tr -d '"' | awk -F, '{ printf "%s %s %s\n", $2, $5, $7 }'
 }

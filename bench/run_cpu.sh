@@ -12,14 +12,7 @@ cd "$(dirname "$0")/.."
 source bench/lib.sh
 start_work cpu
 SEKKA="${SEKKA:-build/cli/sekka}"
-SR=$(free_port); RR=$(free_port)
-taskset -c 0 "$SEKKA" serve --http "127.0.0.1:$(free_port)" --resp "127.0.0.1:$SR" \
-  --data-dir "$WORK/s" --threads 1 --log-level warn > /dev/null &
-SP=$!; PIDS+=($!)
-taskset -c 0 redis-server --bind 127.0.0.1 --port "$RR" --save '' --appendonly no --dir "$WORK" \
-  --daemonize no --loglevel warning > /dev/null &
-RP=$!; PIDS+=($!)
-wait_port "$SR"; wait_port "$RR"
+start_pinned_pair
 CALLS=$(printf 'syscalls:sys_enter_%s,' read recvfrom recvmsg write sendto epoll_wait epoll_ctl)
 CALLS=${CALLS%,}
 cpu() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }

@@ -17,14 +17,7 @@ start_work cpu-pair
 SEKKA="${SEKKA:-build/cli/sekka}"
 WINDOWS="${WINDOWS:-6}"
 SECONDS_PER="${SECONDS_PER:-8}"
-SH=$(free_port); SR=$(free_port); RR=$(free_port)
-taskset -c 0 "$SEKKA" serve --http "127.0.0.1:$SH" --resp "127.0.0.1:$SR" \
-  --data-dir "$WORK/s" --threads 1 --log-level warn > /dev/null &
-SP=$!; PIDS+=($!)
-taskset -c 0 redis-server --bind 127.0.0.1 --port "$RR" --save '' --appendonly no --dir "$WORK" \
-  --daemonize no --loglevel warning > /dev/null &
-RP=$!; PIDS+=($!)
-wait_port "$SR"; wait_port "$RR"; wait_port "$SH"
+start_pinned_pair
 cpu() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
 served_redis() { redis-cli -p "$RR" GET x | tr -d '\r'; }
 served_sekka() {
@@ -46,6 +39,10 @@ for w in $(seq "$WINDOWS"); do
   r0=$(served_redis); s0=$(served_sekka); rc0=$(cpu "$RP"); sc0=$(cpu "$SP")
   sleep "$SECONDS_PER"
   r1=$(served_redis); s1=$(served_sekka); rc1=$(cpu "$RP"); sc1=$(cpu "$SP")
+  if [ $((r1 - r0)) -le 0 ] || [ $((s1 - s0)) -le 0 ]; then
+    echo "window $w: a server answered no requests (redis $((r1 - r0)), sekka $((s1 - s0)))" >&2
+    exit 1
+  fi
   line=$(awk -v r=$((r1 - r0)) -v s=$((s1 - s0)) -v rc=$((rc1 - rc0)) -v sc=$((sc1 - sc0)) 'BEGIN {
     rpr = rc / r * 1e6; spr = sc / s * 1e6
     printf "requests redis %d sekka %d  ticks per million requests redis %.0f sekka %.0f  ratio %.3f",
