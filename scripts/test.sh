@@ -72,16 +72,29 @@ step "libFuzzer, ${FUZZ_SECONDS}s per target"
 CC=clang CXX=clang++ cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSEKKA_FUZZ=ON \
   -DSEKKA_BUILD_TESTS=OFF -DSEKKA_BUILD_CLI=OFF > /dev/null
 cmake --build build-fuzz -j2
-# One target per corpus directory (a stale binary of a removed target in the tree is skipped).
-for seeds in fuzz/corpus/*/; do
-  name=$(basename "$seeds")
-  target=build-fuzz/fuzz/${name}_fuzz
-  corpus=$(mktemp -d)
-  trap 'rm -rf "$corpus"' EXIT
-  cp "$seeds"* "$corpus"/
-  "$target" -max_total_time="$FUZZ_SECONDS" -max_len=256 -print_final_stats=1 "$corpus" \
-    2>&1 | tail -n 3
-  rm -rf "$corpus"
+# One target per corpus directory (a stale binary of a removed target in the tree is skipped),
+# two at a time: each fuzzes on one core. A target that fails prints its whole log.
+FUZZ_WORK=$(mktemp -d)
+trap 'rm -rf "$FUZZ_WORK"' EXIT
+fuzz_one() {
+  local name=$1 rc=0
+  mkdir "$FUZZ_WORK/$name"
+  cp "fuzz/corpus/$name/"* "$FUZZ_WORK/$name"/
+  "build-fuzz/fuzz/${name}_fuzz" -max_total_time="$FUZZ_SECONDS" -max_len=256 \
+    -print_final_stats=1 "$FUZZ_WORK/$name" > "$FUZZ_WORK/$name.log" 2>&1 || rc=$?
+  echo "--- $name (exit $rc)"
+  if [ "$rc" -eq 0 ]; then tail -n 3 "$FUZZ_WORK/$name.log"; else cat "$FUZZ_WORK/$name.log"; fi
+  return "$rc"
+}
+names=()
+for seeds in fuzz/corpus/*/; do names+=("$(basename "$seeds")"); done
+for ((i = 0; i < ${#names[@]}; i += 2)); do
+  pids=()
+  for name in "${names[@]:i:2}"; do
+    fuzz_one "$name" &
+    pids+=($!)
+  done
+  for pid in "${pids[@]}"; do wait "$pid"; done  # a failed target ends the suite (set -e)
 done
 
 step "all test stages passed"
