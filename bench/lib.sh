@@ -17,6 +17,8 @@ cleanup_work() {
 }
 free_port() { /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 wait_port() { for _ in $(seq 100); do (exec 3<>"/dev/tcp/127.0.0.1/$1") 2> /dev/null && return 0; sleep 0.05; done; return 1; }
+# The CPU a process has used so far, all its threads: user + system, in clock ticks.
+cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
 # sekka serve (--threads 1, $SEKKA) and redis-server, both pinned to core 0 on free ports, for the
 # CPU comparisons: sets SP and RP (their PIDs), SR and RR (their RESP ports) and SH (sekka's HTTP).
 start_pinned_pair() {

@@ -15,18 +15,17 @@ SEKKA="${SEKKA:-build/cli/sekka}"
 start_pinned_pair
 CALLS=$(printf 'syscalls:sys_enter_%s,' read recvfrom recvmsg write sendto epoll_wait epoll_ctl)
 CALLS=${CALLS%,}
-cpu() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
 for round in $(seq "${ROUNDS:-2}"); do
   for who in redis sekka; do
     pid=$([ $who = redis ] && echo "$RP" || echo "$SP")
     port=$([ $who = redis ] && echo "$RR" || echo "$SR")
     cmd=$([ $who = redis ] && echo "INCR x" || echo "ID.NEXT")
-    nstat -n > /dev/null; c0=$(cpu "$pid")
+    nstat -n > /dev/null; c0=$(cpu_ticks "$pid")
     perf stat -x, -o "$WORK/stat" -e "$CALLS" -p "$pid" & PS=$!
     sleep 0.3
     # shellcheck disable=SC2086
     r=$(taskset -c 1 redis-benchmark -p "$port" -c 50 -n "${N:-300000}" -P "${P:-1}" --csv $cmd 2> /dev/null | csv)
-    c1=$(cpu "$pid")
+    c1=$(cpu_ticks "$pid")
     kill -INT $PS; wait $PS || true
     calls=$(awk -F, -v n="${N:-300000}" '/syscalls:/ && $1 / n >= 0.005 {
       sub(/syscalls:sys_enter_/, "", $3); printf "%s=%.2f ", $3, $1 / n }' "$WORK/stat")

@@ -18,7 +18,6 @@ SEKKA="${SEKKA:-build/cli/sekka}"
 WINDOWS="${WINDOWS:-6}"
 SECONDS_PER="${SECONDS_PER:-8}"
 start_pinned_pair
-cpu() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
 served_redis() { redis-cli -p "$RR" GET x | tr -d '\r'; }
 served_sekka() {
   curl -s "http://127.0.0.1:$SH/metrics" |
@@ -36,9 +35,9 @@ done
 sleep 3  # both loads running
 ratios=()
 for w in $(seq "$WINDOWS"); do
-  r0=$(served_redis); s0=$(served_sekka); rc0=$(cpu "$RP"); sc0=$(cpu "$SP")
+  r0=$(served_redis); s0=$(served_sekka); rc0=$(cpu_ticks "$RP"); sc0=$(cpu_ticks "$SP")
   sleep "$SECONDS_PER"
-  r1=$(served_redis); s1=$(served_sekka); rc1=$(cpu "$RP"); sc1=$(cpu "$SP")
+  r1=$(served_redis); s1=$(served_sekka); rc1=$(cpu_ticks "$RP"); sc1=$(cpu_ticks "$SP")
   if [ $((r1 - r0)) -le 0 ] || [ $((s1 - s0)) -le 0 ]; then
     echo "window $w: a server answered no requests (redis $((r1 - r0)), sekka $((s1 - s0)))" >&2
     exit 1

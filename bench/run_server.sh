@@ -54,8 +54,6 @@ PIDS+=($!)
 start_nginx "$NGINX"
 wait_port "$SEKKA_RESP"; wait_port "$SEKKA_RESP_BP"; wait_port "$SEKKA_HTTP"; wait_port "$REDIS"; wait_port "$NGINX"
 
-# CPU time (user + system, in clock ticks) a process has used so far, all its threads.
-cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
 # INCR on a fresh counter answers with a few digits; ID.NEXT with 18. "idsized" starts at an
 # id-sized value so that both replies have the same length: both are reported.
 redis-cli -p "$REDIS" SET idsized 249780180292206592 > /dev/null

@@ -58,7 +58,6 @@ taskset -c 0 redis-server --bind 127.0.0.1 --port "$REDIS" --save '' --appendonl
   --daemonize no --loglevel warning > /dev/null &
 RP=$!; PIDS+=($!)
 wait_port "$REDIS"
-cpu() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
 echo "== redis-benchmark -c 50: SEG.NEXT from a sekka on each store against redis-server INCR"
 for name in "${ORDER[@]}"; do
   uri="${STORES[$name]}"
@@ -73,9 +72,9 @@ for name in "${ORDER[@]}"; do
       n=$((pipeline == 1 ? 200000 : 2000000))
       r=$(taskset -c 1 redis-benchmark -p "$REDIS" -c 50 -n "$n" -P "$pipeline" --csv INCR x 2> /dev/null | csv)
       f0=$(curl -s "127.0.0.1:$http/metrics" | awk '/^sekka_segment_fetches_total/ { s += $2 } END { print s + 0 }')
-      c0=$(cpu "$SP")
+      c0=$(cpu_ticks "$SP")
       s=$(taskset -c 1 redis-benchmark -p "$port" -c 50 -n "$n" -P "$pipeline" --csv SEG.NEXT bench 2> /dev/null | csv)
-      c1=$(cpu "$SP")
+      c1=$(cpu_ticks "$SP")
       f1=$(curl -s "127.0.0.1:$http/metrics" | awk '/^sekka_segment_fetches_total/ { s += $2 } END { print s + 0 }')
       echo "$name round $round -P $pipeline  INCR: $r  SEG.NEXT: $s  ratio $(echo "$s $r" | awk '{ printf "%.3f", $1 / $4 }')  store fetches $((f1 - f0)) for $n requests  sekka CPU ticks $((c1 - c0))"
     done
