@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
-# sekka's CPU per request against Redis's, both measured over the same seconds: sekka (ID.NEXT)
-# and redis-server (INCR) pinned together to core 0, each loaded by its own redis-benchmark
-# (-c 25) pinned to core 1, for WINDOWS windows of SECONDS_PER seconds. Run one after the
-# other (bench/run_cpu.sh), the two servers met different moments of this shared machine, and
-# a server's CPU per request moved by up to 40% between rounds; side by side, what the machine
+# sekka's CPU per request against Redis's, both measured over the same seconds: sekka (ID.NEXT,
+# or CMD="SEG.NEXT bench") and redis-server (INCR) pinned together to core 0, each loaded by its
+# own redis-benchmark (-c 25) pinned to core 1, for WINDOWS windows of SECONDS_PER seconds.
+# Run one after the other (bench/run_cpu.sh), the two servers met different moments of this
+# shared machine, and a server's CPU per request moved by up to 40% between rounds; side by side, what the machine
 # does to one it does to the other. Each server is busier than when alone (they share a core),
 # so both wake less often per request than in run_cpu.sh: the ratio, not the level, is the
 # result. Not part of the test suite; every process started here is stopped by PID at exit;
 # each load is bounded in count and in time.
 #   P=1 WINDOWS=6 SECONDS_PER=8 bash bench/run_cpu_pair.sh
+#   CMD="SEG.NEXT bench" P=1 WINDOWS=6 SECONDS_PER=8 bash bench/run_cpu_pair.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=bench/lib.sh
@@ -17,16 +18,25 @@ start_work cpu-pair
 SEKKA="${SEKKA:-build/cli/sekka}"
 WINDOWS="${WINDOWS:-6}"
 SECONDS_PER="${SECONDS_PER:-8}"
+CMD="${CMD:-ID.NEXT}"
+case "$CMD" in
+  ID.NEXT) label=id ;;
+  "SEG.NEXT bench")
+    label=segment
+    "$SEKKA" segment create bench --step 1000 --data-dir "$WORK/s" > /dev/null
+    ;;
+  *) echo "CMD is \"ID.NEXT\" or \"SEG.NEXT bench\", not \"$CMD\"" >&2; exit 2 ;;
+esac
 start_pinned_pair
 served_redis() { redis-cli -p "$RR" GET x | tr -d '\r'; }
 served_sekka() {
   curl -s "http://127.0.0.1:$SH/metrics" |
-    awk '/^sekka_requests_total\{protocol="resp",command="id"/ { n += $2 } END { printf "%d\n", n }'
+    awk '$0 ~ "^sekka_requests_total\\{protocol=\"resp\",command=\"'"$label"'\""  { n += $2 } END { printf "%d\n", n }'
 }
 limit=$((WINDOWS * SECONDS_PER + 20))
 for who in redis sekka; do
   port=$([ $who = redis ] && echo "$RR" || echo "$SR")
-  cmd=$([ $who = redis ] && echo "INCR x" || echo "ID.NEXT")
+  cmd=$([ $who = redis ] && echo "INCR x" || echo "$CMD")
   # shellcheck disable=SC2086
   taskset -c 1 timeout "$limit" redis-benchmark -p "$port" -c 25 -n 200000000 -P "${P:-1}" \
     $cmd > /dev/null 2>&1 &

@@ -11,36 +11,40 @@
 // as Asio's own writes report a full socket buffer; the reactor then skips the try until epoll
 // signals the socket again.
 //
-// "Empty" is the kernel's word, not a guess from the read's size: the socket has TCP_INQ set,
-// and each read returns, beside the bytes, how many are left. A short read does not tell: the
-// kernel stops a read at urgent data with more queued behind it, and a FIN that came with the
-// data raises no edge of its own (the review of this change lost both). TCP_INQ counts the bytes
-// past an urgent mark, and reports 1 when a FIN is queued, so the next read tries the socket and
-// sees the end. Where the kernel has no TCP_INQ (before Linux 4.18), reads are Asio's own.
+// "Empty" is a short read while the socket's last epoll report showed data and nothing else.
+// A short read alone does not tell: the kernel stops a read at urgent data with more queued
+// behind it, and a FIN that came with the data raises no edge of its own (an earlier review
+// lost both). epoll reports the socket's state at the time of the report: EPOLLPRI while urgent
+// data is pending, and EPOLLRDHUP (which DrainedRead adds to Asio's registration) once a FIN
+// has come. With either in the report, the next read tries the socket and sees the rest or the
+// end. (The kernel's own count, TCP_INQ, needs recvmsg and a control message: 3.5% more CPU per
+// request than recv, docs/benchmarks.md.)
 //
-// Why no data is missed:
-//   1. The reactor registers sockets edge-triggered; any data that arrives after the read
-//      emptied the socket raises an edge.
-//   2. The reactor records "exhausted" under the socket's lock, at the read itself; an edge
+// Why no data and no FIN is missed:
+//   1. The reactor registers sockets edge-triggered; any data, urgent byte or FIN that arrives
+//      after an epoll report raises a new edge, and a report describes the socket when it is
+//      made (the reactor keeps the last one in the descriptor's state).
+//   2. So a short read that is not the end either had urgent data or a FIN in the last report
+//      (and is not taken for empty), or has an edge still to come.
+//   3. The reactor records "exhausted" under the socket's lock, at the read itself; an edge
 //      taken later clears it under the same lock (epoll_reactor::descriptor_state::perform_io)
 //      and performs the waiting read.
-//   3. So a read started after an exhausted one either waits for an edge still to come, or
+//   4. So a read started after an exhausted one either waits for an edge still to come, or
 //      finds the flag cleared and tries the socket at once.
 //
-// It uses Asio 1.22's reactor (asio::detail): with another version or reactor it is Asio's
-// async_read_some.
+// It uses Asio 1.22's reactor (asio::detail), some of it private (named through explicit
+// instantiations, which the language exempts from access checks): with another version or
+// reactor it is Asio's async_read_some.
 
 #ifndef SEKKA_SERVER_DRAINED_READ_H_
 #define SEKKA_SERVER_DRAINED_READ_H_
 
-#include <netinet/in.h>
-#include <netinet/tcp.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
-#include <sys/uio.h>
 
 #include <asio.hpp>
 #include <cerrno>
-#include <cstring>
+#include <cstdint>
 #include <memory>
 #include <type_traits>
 #include <utility>
@@ -54,13 +58,63 @@ namespace sekka::server {
 #ifdef SEKKA_DRAINED_READ
 namespace drained_read_internal {
 
+using Reactor = asio::detail::epoll_reactor;
+using DescriptorState = Reactor::descriptor_state;
+
+// Asio's private members this needs, each named once by an explicit instantiation of Expose.
+template <typename Tag, typename Tag::Type member>
+struct Expose {
+  friend typename Tag::Type MemberOf(Tag) { return member; }
+};
+struct EpollFd {  // the reactor's epoll instance
+  using Type = int Reactor::*;
+  friend Type MemberOf(EpollFd);
+};
+struct RegisteredEvents {  // what the descriptor is registered for
+  using Type = std::uint32_t DescriptorState::*;
+  friend Type MemberOf(RegisteredEvents);
+};
+struct DescriptorMutex {
+  using Type = asio::detail::conditionally_enabled_mutex DescriptorState::*;
+  friend Type MemberOf(DescriptorMutex);
+};
+struct LastReport {  // the events of the descriptor's last epoll report (set_ready_events)
+  using Type = unsigned int asio::detail::scheduler_operation::*;
+  friend Type MemberOf(LastReport);
+};
+template struct Expose<EpollFd, &Reactor::epoll_fd_>;
+template struct Expose<RegisteredEvents, &DescriptorState::registered_events_>;
+template struct Expose<DescriptorMutex, &DescriptorState::mutex_>;
+template struct Expose<LastReport, &asio::detail::scheduler_operation::task_result_>;
+
+// The last report showed more than data: urgent data, a FIN, an error or a hang-up.
+inline bool ReportedMoreThanData(DescriptorState* state) {
+  // A C-style cast reaches the private base, as the reactor's own code does implicitly.
+  const auto* op = (const asio::detail::scheduler_operation*)state;  // NOLINT
+  return (op->*MemberOf(LastReport{}) & (EPOLLRDHUP | EPOLLPRI | EPOLLERR | EPOLLHUP)) != 0;
+}
+
+// Adds EPOLLRDHUP to the descriptor's registration, so that a report shows a FIN that has come.
+// Where that fails, DrainedRead is not used on the socket.
+inline bool ReportFin(Reactor& reactor, DescriptorState* state, int fd) {
+  asio::detail::conditionally_enabled_mutex::scoped_lock lock(state->*MemberOf(DescriptorMutex{}));
+  std::uint32_t& events = state->*MemberOf(RegisteredEvents{});
+  if (events == 0) return false;
+  epoll_event ev{};
+  ev.events = events | EPOLLRDHUP;
+  ev.data.ptr = state;
+  if (::epoll_ctl(reactor.*MemberOf(EpollFd{}), EPOLL_CTL_MOD, fd, &ev) != 0) return false;
+  events = ev.events;
+  return true;
+}
+
 template <typename Handler>  // void(const asio::error_code&, std::size_t)
 class Op : public asio::detail::reactor_op {
  public:
   // In a block of the loop thread's recycled memory, as Asio keeps its own operations: one
   // read per request, without a malloc.
-  static Op* Make(int fd, asio::mutable_buffer buffer, Handler handler) {
-    return new (Allocator().allocate(1)) Op(fd, buffer, std::move(handler));
+  static Op* Make(int fd, DescriptorState* state, asio::mutable_buffer buffer, Handler handler) {
+    return new (Allocator().allocate(1)) Op(fd, state, buffer, std::move(handler));
   }
 
  private:
@@ -72,26 +126,22 @@ class Op : public asio::detail::reactor_op {
     }
   };
 
-  Op(int fd, asio::mutable_buffer buffer, Handler handler)
+  Op(int fd, DescriptorState* state, asio::mutable_buffer buffer, Handler handler)
       : reactor_op(asio::error_code(), &Op::Perform, &Op::Complete),
         fd_(fd),
+        state_(state),
         buffer_(buffer),
         handler_(std::move(handler)) {}
 
   static status Perform(reactor_op* base) {
     auto* op = static_cast<Op*>(base);
     for (;;) {
-      iovec iov{op->buffer_.data(), op->buffer_.size()};
-      alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))];
-      msghdr msg{};
-      msg.msg_iov = &iov;
-      msg.msg_iovlen = 1;
-      msg.msg_control = control;
-      msg.msg_controllen = sizeof(control);
-      const ssize_t n = ::recvmsg(op->fd_, &msg, 0);
+      const ssize_t n = ::recv(op->fd_, op->buffer_.data(), op->buffer_.size(), 0);
       if (n > 0) {
         op->bytes_transferred_ = static_cast<std::size_t>(n);
-        return BytesLeft(msg) == 0 ? done_and_exhausted : done;
+        const bool emptied =
+            op->bytes_transferred_ < op->buffer_.size() && !ReportedMoreThanData(op->state_);
+        return emptied ? done_and_exhausted : done;
       }
       if (n == 0) {
         op->ec_ = asio::error::eof;
@@ -102,18 +152,6 @@ class Op : public asio::detail::reactor_op {
       op->ec_ = asio::error_code(errno, asio::error::get_system_category());
       return done;
     }
-  }
-
-  // TCP_INQ's count after a read: bytes still queued (1 when only a FIN is); -1 when absent.
-  static int BytesLeft(msghdr& msg) {
-    for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
-      if (c->cmsg_level == SOL_TCP && c->cmsg_type == TCP_CM_INQ) {
-        int left = -1;
-        std::memcpy(&left, CMSG_DATA(c), sizeof(left));
-        return left;
-      }
-    }
-    return -1;
   }
 
   // `owner` null: the loop is shutting down and destroys the operation unrun.
@@ -129,6 +167,7 @@ class Op : public asio::detail::reactor_op {
   }
 
   const int fd_;
+  DescriptorState* const state_;
   const asio::mutable_buffer buffer_;
   Handler handler_;
 };
@@ -139,10 +178,7 @@ class Op : public asio::detail::reactor_op {
 // A TCP socket with DrainedRead. Moved from an accepted tcp::socket.
 class TcpSocket : public asio::ip::tcp::socket {
  public:
-  explicit TcpSocket(asio::ip::tcp::socket&& socket) : asio::ip::tcp::socket(std::move(socket)) {
-    const int on = 1;
-    inq_ = ::setsockopt(native_handle(), SOL_TCP, TCP_INQ, &on, sizeof(on)) == 0;
-  }
+  explicit TcpSocket(asio::ip::tcp::socket&& socket) : asio::ip::tcp::socket(std::move(socket)) {}
 
   // async_read_some of one buffer, which lets the next read skip the try when this one emptied
   // the socket. One at a time; the handler runs on the socket's executor.
@@ -151,16 +187,12 @@ class TcpSocket : public asio::ip::tcp::socket {
 #ifdef SEKKA_DRAINED_READ
     auto& impl = impl_.get_implementation();
     asio::error_code ec;
-    if (inq_ && buffer.size() > 0 && impl.reactor_data_ != nullptr &&
+    if (buffer.size() > 0 && SetUp(impl.socket_, impl.reactor_data_) &&
         ((impl.state_ & asio::detail::socket_ops::internal_non_blocking) != 0 ||
          asio::detail::socket_ops::set_internal_non_blocking(impl.socket_, impl.state_, true,
                                                              ec))) {
-      if (reactor_ == nullptr) {  // looked up once: a look-up takes the registry's lock
-        reactor_ = &asio::use_service<asio::detail::epoll_reactor>(
-            asio::query(get_executor(), asio::execution::context));
-      }
       auto* op = drained_read_internal::Op<std::decay_t<Handler>>::Make(
-          impl.socket_, buffer, std::forward<Handler>(handler));
+          impl.socket_, impl.reactor_data_, buffer, std::forward<Handler>(handler));
       reactor_->start_op(asio::detail::epoll_reactor::read_op, impl.socket_, impl.reactor_data_, op,
                          /*is_continuation=*/false, /*allow_speculative=*/true);
       return;
@@ -170,9 +202,24 @@ class TcpSocket : public asio::ip::tcp::socket {
   }
 
  private:
-  bool inq_ = false;  // TCP_INQ is on: reads learn how much is left
 #ifdef SEKKA_DRAINED_READ
-  asio::detail::epoll_reactor* reactor_ = nullptr;  // the socket's loop's, once looked up
+  // Once per socket, before its first drained read: the reactor (a look-up takes the service
+  // registry's lock), and FINs in its epoll reports. False where either is missing.
+  bool SetUp(int fd, drained_read_internal::DescriptorState* state) {
+    if (reactor_ != nullptr) return true;
+    if (unusable_ || state == nullptr) return false;
+    auto& reactor = asio::use_service<drained_read_internal::Reactor>(
+        asio::query(get_executor(), asio::execution::context));
+    if (!drained_read_internal::ReportFin(reactor, state, fd)) {
+      unusable_ = true;
+      return false;
+    }
+    reactor_ = &reactor;
+    return true;
+  }
+
+  drained_read_internal::Reactor* reactor_ = nullptr;  // the socket's loop's, once set up
+  bool unusable_ = false;                              // reads are Asio's own
 #endif
 };
 
