@@ -28,6 +28,9 @@ case "$CMD" in
   *) echo "CMD is \"ID.NEXT\" or \"SEG.NEXT bench\", not \"$CMD\"" >&2; exit 2 ;;
 esac
 start_pinned_pair
+# Redis's counter starts at 19 digits, so that its replies are as long as sekka's ids (the
+# clients share core 1: a shorter reply would let Redis's client send more).
+redis-cli -p "$RR" SET x 1000000000000000000 > /dev/null
 served_redis() { redis-cli -p "$RR" GET x | tr -d '\r'; }
 served_sekka() {
   curl -s "http://127.0.0.1:$SH/metrics" |
@@ -54,8 +57,8 @@ for w in $(seq "$WINDOWS"); do
   fi
   line=$(awk -v r=$((r1 - r0)) -v s=$((s1 - s0)) -v rc=$((rc1 - rc0)) -v sc=$((sc1 - sc0)) 'BEGIN {
     rpr = rc / r * 1e6; spr = sc / s * 1e6
-    printf "requests redis %d sekka %d  ticks per million requests redis %.0f sekka %.0f  ratio %.3f",
-      r, s, rpr, spr, spr / rpr }')
+    printf "requests redis %d sekka %d (%.3f)  ticks per million requests redis %.0f sekka %.0f  ratio %.3f",
+      r, s, s / r, rpr, spr, spr / rpr }')
   echo "window $w: $line"
   ratios+=("${line##* }")
 done

@@ -32,9 +32,17 @@
 //   4. So a read started after an exhausted one either waits for an edge still to come, or
 //      finds the flag cleared and tries the socket at once.
 //
-// It uses Asio 1.22's reactor (asio::detail), some of it private (named through explicit
-// instantiations, which the language exempts from access checks): with another version or
-// reactor it is Asio's async_read_some.
+// The first drained read of a socket may meet a report made before EPOLLRDHUP was registered,
+// or one left in the descriptor's state by an earlier socket (Asio reuses them). It is safe
+// because ReportFin runs before that read, and EPOLL_CTL_MOD queues a new report when the
+// socket is already readable: keep it first and unconditional.
+//
+// It relies on each io_context being run by one thread (io_context(1), server/server.cc): the
+// reactor writes the report without the descriptor's lock. It uses Asio 1.22's reactor
+// (asio::detail), some of it private (named through explicit instantiations, which the language
+// exempts from access checks; they may be defined once in a program, so include this header
+// from one translation unit only): with another version or reactor it is Asio's
+// async_read_some.
 
 #ifndef SEKKA_SERVER_DRAINED_READ_H_
 #define SEKKA_SERVER_DRAINED_READ_H_
