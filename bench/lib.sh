@@ -17,6 +17,9 @@ cleanup_work() {
 }
 free_port() { /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 wait_port() { for _ in $(seq 100); do (exec 3<>"/dev/tcp/127.0.0.1/$1") 2> /dev/null && return 0; sleep 0.05; done; return 1; }
+# An id of the default layout has 18 digits: Redis counters start here when their replies must be
+# as long as sekka's.
+ID_SIZED=249780180292206592
 # The CPU a process has used so far, all its threads: user + system, in clock ticks.
 cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
 # sekka serve (--threads 1, $SEKKA) and redis-server, both pinned to core 0 on free ports, for the

@@ -38,7 +38,7 @@ taskset -c 0 redis-server --bind 127.0.0.1 --port "$REDIS" --save '' --appendonl
 PIDS+=($!)
 start_nginx "$NGINX"
 for p in "$OLD_RESP" "$NEW_RESP" "$OLD_HTTP" "$NEW_HTTP" "$REDIS" "$NGINX"; do wait_port "$p"; done
-redis-cli -p "$REDIS" SET idsized 249780180292206592 > /dev/null
+redis-cli -p "$REDIS" SET idsized "$ID_SIZED" > /dev/null
 
 echo "== redis-benchmark -c 50 (rps p50_ms p99_ms); servers on core 0, client on core 1; $ROUNDS rounds"
 for round in $(seq "$ROUNDS"); do

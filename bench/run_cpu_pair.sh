@@ -3,8 +3,8 @@
 # or CMD="SEG.NEXT bench") and redis-server (INCR) pinned together to core 0, each loaded by its
 # own redis-benchmark (-c 25) pinned to core 1, for WINDOWS windows of SECONDS_PER seconds.
 # Run one after the other (bench/run_cpu.sh), the two servers met different moments of this
-# shared machine, and a server's CPU per request moved by up to 40% between rounds; side by side, what the machine
-# does to one it does to the other. Each server is busier than when alone (they share a core),
+# shared machine, and a server's CPU per request moved by up to 40% between rounds; side by
+# side, what the machine does to one it does to the other. Each server is busier than when alone (they share a core),
 # so both wake less often per request than in run_cpu.sh: the ratio, not the level, is the
 # result. Not part of the test suite; every process started here is stopped by PID at exit;
 # each load is bounded in count and in time.
@@ -28,9 +28,9 @@ case "$CMD" in
   *) echo "CMD is \"ID.NEXT\" or \"SEG.NEXT bench\", not \"$CMD\"" >&2; exit 2 ;;
 esac
 start_pinned_pair
-# Redis's counter starts at 19 digits, so that its replies are as long as sekka's ids (the
-# clients share core 1: a shorter reply would let Redis's client send more).
-redis-cli -p "$RR" SET x 1000000000000000000 > /dev/null
+# Redis's counter starts id-sized, so that its replies are as long as sekka's ids (the clients
+# share core 1: a shorter reply would let Redis's client send more).
+redis-cli -p "$RR" SET x "$ID_SIZED" > /dev/null
 served_redis() { redis-cli -p "$RR" GET x | tr -d '\r'; }
 served_sekka() {
   curl -s "http://127.0.0.1:$SH/metrics" |

@@ -56,7 +56,7 @@ wait_port "$SEKKA_RESP"; wait_port "$SEKKA_RESP_BP"; wait_port "$SEKKA_HTTP"; wa
 
 # INCR on a fresh counter answers with a few digits; ID.NEXT with 18. "idsized" starts at an
 # id-sized value so that both replies have the same length: both are reported.
-redis-cli -p "$REDIS" SET idsized 249780180292206592 > /dev/null
+redis-cli -p "$REDIS" SET idsized "$ID_SIZED" > /dev/null
 echo "== redis-benchmark, 50 clients (rps p50_ms p99_ms), $ROUNDS rounds, sekka --threads 1; servers on core 0, client on core 1"
 for round in $(seq "$ROUNDS"); do
   for pipeline in 1 16; do
