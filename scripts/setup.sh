@@ -6,6 +6,8 @@ set -euo pipefail
 PACKAGES=(
   # build
   build-essential cmake pkg-config git clang-format
+  # the test suite's builds: Ninja, and mold as the linker (CMakeLists.txt)
+  ninja-build mold
   # libraries (each one is justified in docs/design.md)
   libfmt-dev libcli11-dev nlohmann-json3-dev libasio-dev node-llhttp libtomlplusplus-dev
   libsqlite3-dev libpq-dev postgresql libmariadb-dev mariadb-server mariadb-client

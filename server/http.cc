@@ -10,8 +10,6 @@
 namespace sekka::http {
 namespace {
 
-enum class Field { kNone, kKept, kOther };  // kKept: a header of kKeptHeaders
-
 // The headers sekka reads, and the Request member each goes to.
 constexpr std::pair<const char*, std::string Request::*> kKeptHeaders[] = {
     {"authorization", &Request::authorization},
@@ -23,6 +21,10 @@ constexpr std::pair<const char*, std::string Request::*> kKeptHeaders[] = {
 }  // namespace
 
 struct RequestParser::State {
+  // A member, not in the anonymous namespace: a class with linkage may not hold such a type
+  // (g++'s -Wsubobject-linkage, which a unity build of this file raises).
+  enum class Field { kNone, kKept, kOther };  // kKept: a header of kKeptHeaders
+
   Limits limits;
   llhttp_t parser;
   llhttp_settings_t settings;
@@ -75,8 +77,8 @@ RequestParser::RequestParser(const Limits& limits) : state_(std::make_unique<Sta
   };
   s.settings.on_header_field = [](llhttp_t* p, const char* at, std::size_t n) {
     State& st = State::Of(p);
-    if (st.current != Field::kNone) {  // a new header begins
-      st.current = Field::kNone;
+    if (st.current != State::Field::kNone) {  // a new header begins
+      st.current = State::Field::kNone;
       st.field.clear();
     }
     if (st.field.empty() && ++st.headers > st.limits.max_headers) {
@@ -87,21 +89,21 @@ RequestParser::RequestParser(const Limits& limits) : state_(std::make_unique<Sta
   };
   s.settings.on_header_value = [](llhttp_t* p, const char* at, std::size_t n) {
     State& st = State::Of(p);
-    if (st.current == Field::kNone) {
-      st.current = Field::kOther;
+    if (st.current == State::Field::kNone) {
+      st.current = State::Field::kOther;
       for (const auto& [name, member] : kKeptHeaders) {
         if (strcasecmp(st.field.c_str(), name) == 0) {
-          st.current = Field::kKept;
+          st.current = State::Field::kKept;
           st.value = &(st.request.*member);
         }
       }
     }
-    if (st.current == Field::kKept) st.value->append(at, n);
+    if (st.current == State::Field::kKept) st.value->append(at, n);
     return st.CountHeaderBytes(n);
   };
   s.settings.on_headers_complete = [](llhttp_t* p) {
     State& st = State::Of(p);
-    st.current = Field::kNone;
+    st.current = State::Field::kNone;
     st.field.clear();
     // Whitespace after a field value is not part of it (RFC 9110 5.5); llhttp keeps it.
     for (const auto& [name, member] : kKeptHeaders) {

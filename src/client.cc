@@ -46,36 +46,6 @@ Result<std::shared_ptr<SSL_CTX>> TlsContext(const ClientOptions& o) {
   return TlsClientContext(TlsFiles{o.tls_ca_file, o.tls_cert_file, o.tls_key_file});
 }
 
-struct Server {
-  std::string host;
-  int port = 0;
-  std::string name;
-  std::unique_ptr<RespConnection> conn;
-  TimePoint down_until{};
-  milliseconds backoff{0};
-  std::string last_error;
-};
-
-struct Batch {
-  std::vector<std::int64_t> ids;
-  std::size_t pos = 0;
-  TimePoint expires;
-};
-
-struct Stream {
-  std::optional<std::string> tag;  // none: snowflake ids
-  std::deque<Batch> batches;
-  std::size_t size = 0;
-  std::size_t left = 0;  // ids in batches not handed out yet
-  bool wanted = false;
-  bool busy = false;
-  std::uint64_t attempts = 0;
-  std::optional<Error> error;  // the last refill's failure
-  TimePoint retry_at{};
-  std::int64_t high = -1;  // tags: the highest id queued or handed out
-  std::optional<TimePoint> last_refill;
-};
-
 Result<std::pair<std::string, int>> ParseServer(std::string_view text, std::size_t index) {
   const std::size_t colon = text.rfind(':');
   int port = 0;
@@ -98,6 +68,38 @@ Result<std::pair<std::string, int>> ParseServer(std::string_view text, std::size
 }  // namespace
 
 struct Client::Impl {
+  // Its types are members, not in the anonymous namespace: a class with linkage may not hold
+  // one (g++'s -Wsubobject-linkage, which a unity build of this file raises).
+  struct Server {
+    std::string host;
+    int port = 0;
+    std::string name;
+    std::unique_ptr<RespConnection> conn;
+    TimePoint down_until{};
+    milliseconds backoff{0};
+    std::string last_error;
+  };
+
+  struct Batch {
+    std::vector<std::int64_t> ids;
+    std::size_t pos = 0;
+    TimePoint expires;
+  };
+
+  struct Stream {
+    std::optional<std::string> tag;  // none: snowflake ids
+    std::deque<Batch> batches;
+    std::size_t size = 0;
+    std::size_t left = 0;  // ids in batches not handed out yet
+    bool wanted = false;
+    bool busy = false;
+    std::uint64_t attempts = 0;
+    std::optional<Error> error;  // the last refill's failure
+    TimePoint retry_at{};
+    std::int64_t high = -1;  // tags: the highest id queued or handed out
+    std::optional<TimePoint> last_refill;
+  };
+
   // The servers, with a connection each, their backoffs and the current one. Used by one
   // thread at a time: the refill thread (`pool`), or a strict caller holding the strict turn
   // (`strict_pool`).
@@ -425,7 +427,7 @@ Result<std::unique_ptr<Client>> Client::Create(const ClientOptions& options) {
     Result<std::pair<std::string, int>> hp = ParseServer(options.servers[i], i);
     if (!hp.ok()) return std::move(hp).error();
     for (Impl::Pool* pool : {&impl->pool, &impl->strict_pool}) {
-      Server s;
+      Impl::Server s;
       s.host = hp->first;
       s.port = hp->second;
       s.name = options.servers[i];
@@ -497,14 +499,14 @@ void Client::Close() {
   (void)!::write(impl_->wake, &one, sizeof one);  // cannot fail: the counter is far from full
   impl_->changed.notify_all();
   if (impl_->refiller.joinable()) impl_->refiller.join();
-  for (Server& s : impl_->pool.servers) s.conn.reset();  // the refill thread's, now ended
+  for (Impl::Server& s : impl_->pool.servers) s.conn.reset();  // the refill thread's, now ended
   // A strict call in flight ends at once (the wake cut it off); the next ones see the close.
   {
     std::unique_lock lock(impl_->strict_mu);
     impl_->strict_free.wait(lock, [&] { return !impl_->strict_busy; });
     impl_->strict_busy = true;
   }
-  for (Server& s : impl_->strict_pool.servers) s.conn.reset();
+  for (Impl::Server& s : impl_->strict_pool.servers) s.conn.reset();
   impl_->GiveStrictTurn();
 }
 
@@ -534,7 +536,7 @@ Result<std::int64_t> Client::Next(std::string_view tag) {
   std::unique_lock lock(impl_->mu);
   auto it = impl_->tags.find(tag);
   if (it == impl_->tags.end()) {
-    Stream s;
+    Impl::Stream s;
     s.tag = std::string(tag);
     s.size = impl_->o.batch;
     it = impl_->tags.emplace(std::string(tag), std::move(s)).first;

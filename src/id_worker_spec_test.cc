@@ -9,6 +9,7 @@
 
 #include "sekka/snowflake.h"
 #include "testing/fake_clock.h"
+#include "testing/next_id.h"
 
 namespace sekka {
 namespace {
@@ -29,12 +30,6 @@ std::unique_ptr<Snowflake> TwitterWorker(
   Result<std::unique_ptr<Snowflake>> s = Snowflake::Create(o, clock);
   EXPECT_TRUE(s.ok());
   return std::move(s).value();
-}
-
-Id Next(Snowflake& s) {
-  Result<Id> id = s.NextId();
-  EXPECT_TRUE(id.ok()) << (id.ok() ? "" : id.error().message);
-  return id.ok() ? *id : -1;
 }
 
 TEST(IdWorkerSpec, GeneratesAnId) {

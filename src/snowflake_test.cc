@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "testing/fake_clock.h"
+#include "testing/next_id.h"
 
 namespace sekka {
 namespace {
@@ -25,12 +26,6 @@ IdFields Fields(const Snowflake& s, Id id) {
   Result<IdFields> f = s.layout().Decompose(id);
   EXPECT_TRUE(f.ok());
   return f.ok() ? *f : IdFields{};
-}
-
-Id Next(Snowflake& s) {
-  Result<Id> id = s.NextId();
-  EXPECT_TRUE(id.ok()) << (id.ok() ? "" : id.error().message);
-  return id.ok() ? *id : -1;
 }
 
 std::int64_t TickOf(const Snowflake& s, std::int64_t unix_millis) {

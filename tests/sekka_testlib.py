@@ -580,6 +580,12 @@ def _post_json(address, path, body, timeout=2):
         conn.close()
 
 
+# etcd hashes each user's password with bcrypt, and checks it on every authenticate: at its
+# default cost (10) one check took seconds on a busy 2-core machine, past the 2 s a call may take.
+# Tests use the least cost etcd accepts (4); a product's etcd keeps its own (docs/operations.md).
+TEST_BCRYPT = ["--bcrypt-cost", "4"]
+
+
 class Etcd:
     """etcd members on loopback (Debian's etcd-server), each stopped and restarted by PID.
 
@@ -622,7 +628,7 @@ class Etcd:
         log = open(os.path.join(self.dir, f"etcd-m{i}.log"), "ab")
         self.procs[i] = subprocess.Popen(
             ["etcd", "--name", f"m{i}", "--data-dir", os.path.join(self.dir, f"etcd-m{i}"),
-             "--logger=zap", "--log-level=warn", *tls,
+             "--logger=zap", "--log-level=warn", *tls, *TEST_BCRYPT,
              "--listen-client-urls", url, "--advertise-client-urls", url,
              "--listen-peer-urls", f"http://127.0.0.1:{self.peers[i]}",
              "--initial-advertise-peer-urls", f"http://127.0.0.1:{self.peers[i]}",

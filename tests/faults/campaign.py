@@ -14,6 +14,7 @@ import argparse
 import json
 import multiprocessing
 import os
+import random
 import shutil
 import signal
 import subprocess
@@ -328,6 +329,36 @@ def print_summary(r):
         print("faults: passed")
 
 
+def seed_arg(text):
+    """--seed: a number, or 'random' for one drawn from the OS (so that the suite's short
+    campaigns, run after run, deal every fault kind, not seed 1's first few)."""
+    if text == "random":
+        return random.SystemRandom().randrange(1, 1_000_000)
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a number or 'random'") from None
+
+
+def replay_command(args):
+    """The command that runs this campaign again with the same seed and settings."""
+    words = ["bash", "scripts/faults.sh", "--coordinator", args.coordinator, "--seed",
+             str(args.seed), "--minutes", f"{args.minutes:g}"]
+    if args.coordinator != "redis" and args.store != "postgres":
+        words += ["--store", args.store]
+    if args.peer:
+        words += ["--peer", args.peer]
+    if args.transport:
+        words += ["--transport"]
+    if args.lease_ttl != LEASE_TTL_S:
+        words += ["--lease-ttl", str(args.lease_ttl)]
+    if args.short:
+        words += ["--short"]
+    if args.kinds:
+        words += ["--kinds", args.kinds]
+    return " ".join(words)
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--coordinator", choices=["etcd", "etcd-tls", "zookeeper", "redis"],
@@ -338,7 +369,9 @@ def main():
                    help="with --store mariadb: that peer's table, and its own allocation of "
                         "the first tag beside sekka's servers")
     p.add_argument("--minutes", type=float, default=2.0)
-    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--seed", type=seed_arg, default=1,
+                   help="the nemesis's and clients' seed; 'random': a new one each run "
+                        "(the suite's short campaigns), printed with its replay command")
     p.add_argument("--servers", type=int, default=3, choices=range(3, 6))
     p.add_argument("--clients", type=int, default=8)
     p.add_argument("--timeout", type=float, default=1.0, help="client request timeout, s")
@@ -356,6 +389,7 @@ def main():
     args = p.parse_args()
     if args.coordinator == "redis":
         args.store = "redis"
+    print(f"faults: seed {args.seed}; replay: {replay_command(args)}", flush=True)
     if args.peer and args.store != "mariadb":
         p.error("--peer needs --store mariadb (the peers' tables are MySQL's)")
     # SIGTERM (ctest's timeout, a user) unwinds like Ctrl-C: every process stopped by its PID,

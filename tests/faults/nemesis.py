@@ -45,11 +45,10 @@ KINDS = {
     "same_identity_takeover": (3, "snowflake", "transport"),
 }
 STEPS = {"100ms": 0.1, "5s": 5.0, "1min": 60.0}
-# The order in which a --transport campaign deals its own kinds first: the takeover, which the
-# fences alone guard, leads.
-TRANSPORT_FIRST = {k: i for i, k in enumerate([
-    "same_identity_takeover", "link_delay", "link_late", "link_blackhole_past_ttl",
-    "link_partition_past_ttl", "link_drop"])}
+# A --transport campaign deals the takeover first, which the fences alone guard, then its other
+# link kinds (in the seed's order), then the rest: a short one is for them.
+TRANSPORT_FIRST = {"same_identity_takeover": 0, "link_delay": 1, "link_late": 1,
+                   "link_blackhole_past_ttl": 1, "link_partition_past_ttl": 1, "link_drop": 1}
 
 
 class Nemesis:
@@ -83,7 +82,7 @@ class Nemesis:
             for k in self.deck:
                 (tail if k in seen else head).append(k)
                 seen.add(k)
-            head.sort(key=lambda k: TRANSPORT_FIRST.get(k, len(TRANSPORT_FIRST)))
+            head.sort(key=lambda k: TRANSPORT_FIRST.get(k, 2))  # stable: the seed's order within
             self.deck = head + tail
         return self.deck.pop(0)
 
