@@ -31,7 +31,8 @@ case "$cmd" in
     echo $! > "$dir/pid"
     health=(curl -s "$scheme://127.0.0.1:$client/health")
     [ "$cmd" = etcd-tls ] && health+=(--cacert "$dir/tls/ca.crt" --cert "$dir/tls/client.crt" --key "$dir/tls/client.key")
-    for _ in $(seq 200); do
+    # A deadline for liveness (60 s; a quiet machine takes under 1 s), not a measure of speed.
+    for _ in $(seq 1200); do
       "${health[@]}" 2> /dev/null | grep -q '"health":"true"' && break
       sleep 0.05
     done
@@ -71,7 +72,9 @@ CFG
     echo $! > "$dir/pid"
     # A server that is still starting may accept and not answer: each try is bounded.
     ready() { timeout 2 bash -c "exec 3<>/dev/tcp/127.0.0.1/$port && echo srvr >&3 && grep -q 'Mode: standalone' <&3"; }
-    for _ in $(seq 200); do ready 2> /dev/null && break; sleep 0.05; done
+    # A deadline for liveness (each try up to 2 s; a quiet machine takes about 2 s in all).
+    end=$((SECONDS + 60))
+    while [ "$SECONDS" -lt "$end" ]; do ready 2> /dev/null && break; sleep 0.05; done
     ready 2> /dev/null || { cat "$dir/log" >&2; exit 1; }
     echo "127.0.0.1:$port" > "$dir/endpoints"
     ;;

@@ -611,7 +611,7 @@ class Etcd:
         for i in range(members):
             self.start_member(i, wait=False)
         for i in range(members):
-            _wait(lambda i=i: self.healthy(i), 20, f"etcd member {i}")
+            _wait(lambda i=i: self.healthy(i), 60, f"etcd member {i}")
 
     @property
     def endpoints(self):
@@ -637,7 +637,7 @@ class Etcd:
         log.close()
         _live.append(self.procs[i])
         if wait:
-            _wait(lambda: self.healthy(i), 20, f"etcd member {i}")
+            _wait(lambda: self.healthy(i), 60, f"etcd member {i}")
 
     def _connection(self, port, timeout):
         if not self.tls:
@@ -751,7 +751,8 @@ class ZooKeeper:
              "org.apache.zookeeper.server.ZooKeeperServerMain", self.cfg], stdout=log, stderr=log)
         log.close()
         _live.append(self.proc)
-        _wait(self._standalone, 30, "zookeeper")
+        # A deadline for liveness: the JVM starts it in about 2 s on a quiet machine.
+        _wait(self._standalone, 60, "zookeeper")
 
     def stop(self, sig=signal.SIGTERM):
         if self.proc is None:
