@@ -3,7 +3,7 @@
 // dir (one host), with the simulation's faults at its calls (a store that fails, or lands and is
 // reported failed; a renewal that fails) and its pauses, clock steps, kills and restarts. A
 // killed process's lock is dropped at once (its descriptor closes), unlike a coordinator's
-// lease. SEKKA_SIM_SEEDS seeds (1,000 unless set), from SEKKA_SIM_FIRST_SEED (1).
+// lease. SEKKA_SIM_SEEDS seeds (1,000 unless set), from SEKKA_SIM_FIRST_SEED (1, or "random").
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
@@ -22,11 +22,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::uint64_t EnvNumber(const char* name, std::uint64_t fallback) {
-  const char* v = std::getenv(name);
-  return v != nullptr && *v != '\0' ? std::stoull(v) : fallback;
-}
-
 // A memory file system where there is one: every hwm store is an fsync.
 fs::path LockDirRoot() {
   std::error_code ec;
@@ -35,8 +30,7 @@ fs::path LockDirRoot() {
 }
 
 TEST(LocalSimulationTest, NoIdIsIssuedTwiceOnOneHostsLockFiles) {
-  const std::uint64_t seeds = EnvNumber("SEKKA_SIM_SEEDS", 1000);
-  const std::uint64_t first = EnvNumber("SEKKA_SIM_FIRST_SEED", 1);
+  const auto [first, seeds] = server::SeedsFromEnvironment(1000);
   fs::path dir;  // the run's host: a fresh lock dir per seed
   server::SimulationOptions options;
   options.new_lease = [&dir](const WorkerLeaseOptions& lo) {

@@ -1,16 +1,21 @@
 #!/usr/bin/env bash
 # The whole test suite, as CI runs it (.ci/run calls this script):
 #   0. formatting (clang-format --dry-run on every C++ file);
-#   1. Release build: unit tests, end-to-end tests, the simulation (10,000 seeds) and a 30 to 45 s
+#   1. Release build: the unit tests, the simulation (10,000 seeds from a seed drawn per run),
+#      what needs the product's binary (the clients' and packages' suites, the coordinators' and
+#      network stores' end-to-end tests, the clock tiers, the hostile clients) and a 30 to 45 s
 #      fault campaign per coordinator on a new seed each run (tests/faults, docs/reliability.md;
-#      scripts/faults.sh runs the long form) (ctest);
+#      scripts/faults.sh runs the long form) (ctest); the other end-to-end tests run in stage 2
+#      (ASAN_COVERS below says why);
 #   1b. the Debian package (scripts/package_test.sh: lintian, dpkg -i, checks, purge);
 #   2. AddressSanitizer + UndefinedBehaviorSanitizer build: the same tests but the slowest
 #      clock-fault tiers and the network stores' and coordinators' end-to-end tests (Release
 #      runs them; SANITIZER_SKIP below says why);
 #   3. ThreadSanitizer build: the unit tests (the concurrency tests among them) and the server's
-#      end-to-end tests (its event loops and background thread), with the same skips;
+#      end-to-end tests (its event loops and background thread), with the same skips; stages 2
+#      and 3 run side by side;
 #   4. libFuzzer (clang, ASan + UBSan): each fuzz target for a bounded time.
+# scripts/test_busy.sh runs this script with two CPU hogs beside it (issue 39).
 # Each build has its own tree (build, build-asan, build-tsan, build-fuzz); re-runs are
 # incremental. The three checking trees build in the background at idle priority
 # (scripts/sanitizer_builds.sh under SCHED_IDLE) from the end of the Release build on, on what
@@ -27,11 +32,6 @@ FUZZ_SECONDS="${FUZZ_SECONDS:-15}"
 # in strict_test and the simulation; the Release stage runs them all.
 SANITIZER_SKIP='segment_test\.(Postgres|Mysql|Redis)SegmentTest|segment_test\.PeerTablesTest'
 SANITIZER_SKIP+='|coordinator_test\.(Etcd|EtcdTls|ZooKeeper|ZooKeeperAuth|Redis)Test$'
-# The simulations' seeds start at a new place each run (printed here; a failure names its seed
-# and the command that replays it), so that run after run they cover new schedules rather than
-# seeds 1 to 10,000 again. SEKKA_SIM_FIRST_SEED=1 runs the old ones.
-export SEKKA_SIM_FIRST_SEED="${SEKKA_SIM_FIRST_SEED:-$(((RANDOM << 15 | RANDOM) + 1))}"
-echo "test: the simulations start at seed $SEKKA_SIM_FIRST_SEED (SEKKA_SIM_FIRST_SEED)"
 # Each stage's heading says when it began (seconds since the start), to see where time goes.
 step() { printf '\n=== %s (at %d s)\n' "$*" "$SECONDS"; }
 export CMAKE_GENERATOR="${CMAKE_GENERATOR:-Ninja}"

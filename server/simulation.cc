@@ -7,10 +7,12 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <memory>
 #include <random>
 #include <set>
+#include <string>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
@@ -941,6 +943,26 @@ SimulationResult RunSimulations(SimulationOptions options, std::uint64_t first, 
     total.strict_ids += r.strict_ids;
   }
   return total;
+}
+
+SeedRange SeedsFromEnvironment(std::uint64_t fallback) {
+  const auto text = [](const char* name) {
+    const char* v = std::getenv(name);
+    return std::string(v != nullptr ? v : "");
+  };
+  const std::string count = text("SEKKA_SIM_SEEDS");
+  const std::string first = text("SEKKA_SIM_FIRST_SEED");
+  SeedRange range{1, count.empty() ? fallback : std::stoull(count)};
+  if (first == "random") {
+    range.first = std::random_device{}() % 1'000'000'000 + 1;
+    std::printf("simulation: seeds %llu to %llu (SEKKA_SIM_FIRST_SEED=%llu replays them)\n",
+                static_cast<unsigned long long>(range.first),
+                static_cast<unsigned long long>(range.first + range.count - 1),
+                static_cast<unsigned long long>(range.first));
+  } else if (!first.empty()) {
+    range.first = std::stoull(first);
+  }
+  return range;
 }
 
 std::string Summary(const SimulationResult& total, std::uint64_t seeds) {

@@ -77,6 +77,16 @@ SimulationResult RunSimulation(const SimulationOptions& options);
 SimulationResult RunSimulations(SimulationOptions options, std::uint64_t first, std::uint64_t seeds,
                                 const std::function<void(std::uint64_t seed)>& before = {});
 
+// The seeds a simulation test runs, from its environment: SEKKA_SIM_SEEDS of them (`fallback`
+// unless set), from SEKKA_SIM_FIRST_SEED (1 unless set), which may be "random": a first seed
+// drawn for this run and printed with the setting that replays it, so that run after run the
+// suite covers new schedules (a failure names its own seed either way).
+struct SeedRange {
+  std::uint64_t first = 1;
+  std::uint64_t count = 0;
+};
+SeedRange SeedsFromEnvironment(std::uint64_t fallback);
+
 // "N seeds, I ids checked, S segment ids checked, F faults, R restarts, M machine ids granted".
 std::string Summary(const SimulationResult& total, std::uint64_t seeds);
 // True when the runs really issued ids and injected faults (a simulation that does neither

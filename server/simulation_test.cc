@@ -1,5 +1,5 @@
 // The deterministic simulation as a test: SEKKA_SIM_SEEDS seeds (10,000 unless set), from
-// SEKKA_SIM_FIRST_SEED (1). A failure names the seed and the command that replays it.
+// SEKKA_SIM_FIRST_SEED (1, or "random"). A failure names the seed and the command that replays it.
 
 #include "server/simulation.h"
 
@@ -12,14 +12,8 @@
 namespace sekka::server {
 namespace {
 
-std::uint64_t EnvNumber(const char* name, std::uint64_t fallback) {
-  const char* v = std::getenv(name);
-  return v != nullptr && *v != '\0' ? std::stoull(v) : fallback;
-}
-
 TEST(SimulationTest, NoIdIsIssuedTwiceUnderRandomFaultSchedules) {
-  const std::uint64_t seeds = EnvNumber("SEKKA_SIM_SEEDS", 10'000);
-  const std::uint64_t first = EnvNumber("SEKKA_SIM_FIRST_SEED", 1);
+  const auto [first, seeds] = SeedsFromEnvironment(10'000);
   const SimulationResult r = RunSimulations(SimulationOptions(), first, seeds);
   ASSERT_TRUE(r.ok) << r.failure;
   std::printf("simulation: %s\n", Summary(r, seeds).c_str());
