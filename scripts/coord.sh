@@ -29,14 +29,19 @@ case "$cmd" in
       --listen-peer-urls "http://127.0.0.1:$peer" --initial-advertise-peer-urls "http://127.0.0.1:$peer" \
       --initial-cluster "m0=http://127.0.0.1:$peer" > "$dir/log" 2>&1 &
     echo $! > "$dir/pid"
-    health=(curl -s "$scheme://127.0.0.1:$client/health")
+    health=(curl -s --max-time 2 "$scheme://127.0.0.1:$client/health")
     [ "$cmd" = etcd-tls ] && health+=(--cacert "$dir/tls/ca.crt" --cert "$dir/tls/client.crt" --key "$dir/tls/client.key")
     # A deadline for liveness (60 s; a quiet machine takes under 1 s), not a measure of speed.
-    for _ in $(seq 1200); do
+    end=$((SECONDS + 60))
+    while [ "$SECONDS" -lt "$end" ]; do
       "${health[@]}" 2> /dev/null | grep -q '"health":"true"' && break
       sleep 0.05
     done
-    "${health[@]}" | grep -q '"health":"true"' || { cat "$dir/log" >&2; exit 1; }
+    "${health[@]}" | grep -q '"health":"true"' || {
+      cat "$dir/log" >&2
+      echo "coord.sh: etcd on 127.0.0.1:$client not healthy within 60 s" >&2
+      exit 1
+    }
     if [ "$cmd" = etcd-tls ]; then
       ctl() {
         etcdctl --endpoints "https://127.0.0.1:$client" --cacert "$dir/tls/ca.crt" \
@@ -75,7 +80,11 @@ CFG
     # A deadline for liveness (each try up to 2 s; a quiet machine takes about 2 s in all).
     end=$((SECONDS + 60))
     while [ "$SECONDS" -lt "$end" ]; do ready 2> /dev/null && break; sleep 0.05; done
-    ready 2> /dev/null || { cat "$dir/log" >&2; exit 1; }
+    ready 2> /dev/null || {
+      cat "$dir/log" >&2
+      echo "coord.sh: zookeeper on 127.0.0.1:$port not ready within 60 s" >&2
+      exit 1
+    }
     echo "127.0.0.1:$port" > "$dir/endpoints"
     ;;
   stop)

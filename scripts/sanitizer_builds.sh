@@ -18,20 +18,22 @@ SANITIZER_BUILD=(-DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITHDEB
   "-DCMAKE_C_FLAGS_RELWITHDEBINFO=-Og -g1 -DNDEBUG")
 
 asan() {
-  cmake -S . -B build-asan "${SANITIZER_BUILD[@]}" -DSEKKA_SANITIZE=address,undefined > /dev/null
-  cmake --build build-asan -j2
+  cmake -S . -B build-asan "${SANITIZER_BUILD[@]}" -DSEKKA_SANITIZE=address,undefined > /dev/null &&
+    cmake --build build-asan -j2
 }
 tsan() {
   cmake -S . -B build-tsan "${SANITIZER_BUILD[@]}" -DSEKKA_SANITIZE=thread -DSEKKA_BUILD_CLI=ON \
-    > /dev/null
-  cmake --build build-tsan -j2
+    > /dev/null &&
+    cmake --build build-tsan -j2
 }
 fuzz() {
   CC=clang CXX=clang++ cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSEKKA_FUZZ=ON \
-    -DSEKKA_BUILD_TESTS=OFF -DSEKKA_BUILD_CLI=OFF > /dev/null
-  cmake --build build-fuzz -j2
+    -DSEKKA_BUILD_TESTS=OFF -DSEKKA_BUILD_CLI=OFF > /dev/null &&
+    cmake --build build-fuzz -j2
 }
 
+# Each step chains its commands with &&: `set -e` does not hold inside a function called on the
+# left of `||`.
 for name in asan tsan fuzz; do
   rc=0
   "$name" > "$dir/$name.log" 2>&1 || rc=$?

@@ -24,6 +24,10 @@ WorkerLeaseOptions Options(std::string identity, std::int64_t count = 32,
   o.identity = std::move(identity);
   o.worker_count = count;
   o.ttl = ttl;
+  // The contract is about who holds which id, not how fast: a call may take up to the TTL. With
+  // the 2 s default, 33 ZooKeeper sessions opened at once on a busy machine (the ASan and TSan
+  // stages side by side) timed out, as did 32 TLS handshakes and bcrypt logins under TSan.
+  o.call_timeout = ttl;
   return o;
 }
 
@@ -114,9 +118,10 @@ TEST_P(WorkerLeaseContractTest, ADeadHoldersIdIsReusedOnlyAfterTheTtl) {
     EXPECT_EQ(g->worker_id, 1);
   }
   ASSERT_TRUE(next->Release().ok());
-  // After the TTL (and the coordinator's own expiry sweep), the dead holder's id is free.
+  // After the TTL (and the coordinator's own expiry sweep), the dead holder's id is free: a
+  // deadline for liveness of 30 s (a quiet machine frees it within a second of the TTL).
   bool reused = false;
-  for (int i = 0; i < 40 && !reused; ++i) {
+  for (int i = 0; i < 120 && !reused; ++i) {
     std::this_thread::sleep_for(milliseconds(250));
     auto later = GetParam().open(where, Options(Name("later-", i), 32, ttl));
     Result<LeaseGrant> l = later->Acquire();
@@ -127,18 +132,14 @@ TEST_P(WorkerLeaseContractTest, ADeadHoldersIdIsReusedOnlyAfterTheTtl) {
     }
     ASSERT_TRUE(later->Release().ok());
   }
-  EXPECT_TRUE(reused) << "the dead holder's id was not freed within 10 s after its TTL";
+  EXPECT_TRUE(reused) << "the dead holder's id was not freed within 30 s after its TTL";
 }
 
 TEST_P(WorkerLeaseContractTest, ThirtyTwoConcurrentAcquiresGetExactlyEveryId) {
   const std::string where = GetParam().fresh();
   std::vector<std::unique_ptr<WorkerLease>> leases;
   for (int i = 0; i < 32; ++i) {
-    // What is checked is who wins, not how fast: 32 TLS handshakes and 32 bcrypt logins at once
-    // on a 2-core machine under TSan took longer than the 2 s default.
-    WorkerLeaseOptions o = Options(Name("c", i));
-    o.call_timeout = milliseconds(10'000);  // = the TTL
-    leases.push_back(GetParam().open(where, o));
+    leases.push_back(GetParam().open(where, Options(Name("c", i))));
   }
   std::vector<Result<LeaseGrant>> grants(32, Result<LeaseGrant>(Internal("not run")));
   std::vector<std::thread> threads;

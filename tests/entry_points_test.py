@@ -342,15 +342,15 @@ class DirectionTest(HostTestCase):
         --worker-id 0 and gen --worker-id 1023 --descending at the mirror date printed the same
         ids. Now a descending id keeps its worker field, and worker ids are exclusive per host."""
         # Both runs at faked dates. libfaketime starts a clock at a whole second, and the mirror
-        # of a whole second's tick lies 551 ms into a second (2^41 - 1 ends in 551), so the
-        # descending run can start less than 1.6 s of ticks before the mirror of the ascending
-        # run's ticks, and stop past it.
+        # of a whole second's tick lies 551 ms into a second (2^41 - 1 ends in 551): the
+        # descending run starts one to two seconds of ticks before the mirror of the ascending
+        # run's ticks (time for a slow start on a busy machine), and stops past it.
         up_start = EPOCH_MS + 150 * 86_400_000  # 2025-05-31T00:00:00Z
         up = self.finish(self.gen("-n", "400000", "--worker-id", "0",
                                   env=dict(self.env, **fake_absolute(up_start))))
         ticks = {i >> TIME_SHIFT for i in up}
         max_tick = (1 << 41) - 1
-        down_start = EPOCH_MS + (max_tick - max(ticks)) // 1000 * 1000
+        down_start = EPOCH_MS + (max_tick - max(ticks)) // 1000 * 1000 - 1000
         span = max_tick - min(ticks) - (down_start - EPOCH_MS) + 50
         # A busy machine deschedules either run for whole ticks, so one descending run may meet
         # few of the ascending run's ticks: each run adds the ticks it met, up to five runs,

@@ -350,6 +350,12 @@ def replay_command(args):
         words += ["--peer", args.peer]
     if args.transport:
         words += ["--transport"]
+    if args.soak:
+        words += ["--soak"]
+    for flag, value, default in (("--servers", args.servers, 3), ("--clients", args.clients, 8),
+                                 ("--timeout", args.timeout, 1.0)):
+        if value != default:
+            words += [flag, f"{value:g}"]
     if args.lease_ttl != LEASE_TTL_S:
         words += ["--lease-ttl", str(args.lease_ttl)]
     if args.short:
