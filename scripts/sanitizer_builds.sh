@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the three checking trees one after the other, in the order scripts/test.sh uses them:
+#   tsan: ThreadSanitizer, with the CLI for the server's end-to-end tests (build-tsan), first:
+#         its tests take longest;
 #   asan: AddressSanitizer + UndefinedBehaviorSanitizer (build-asan);
-#   tsan: ThreadSanitizer, with the CLI for the server's end-to-end tests (build-tsan);
 #   fuzz: the libFuzzer targets under clang, ASan and UBSan (build-fuzz).
 # After each, it writes its log to DIR/NAME.log and its exit status to DIR/NAME.rc (DIR is the
 # first argument, default a new temp dir); it stops at the first that fails.
@@ -34,7 +35,7 @@ fuzz() {
 
 # Each step chains its commands with &&: `set -e` does not hold inside a function called on the
 # left of `||`.
-for name in asan tsan fuzz; do
+for name in tsan asan fuzz; do
   rc=0
   "$name" > "$dir/$name.log" 2>&1 || rc=$?
   echo "$rc" > "$dir/$name.rc.new"

@@ -13,7 +13,7 @@
 #      runs them; SANITIZER_SKIP below says why);
 #   3. ThreadSanitizer build: the unit tests (the concurrency tests among them) and the server's
 #      end-to-end tests (its event loops and background thread), with the same skips; stages 2
-#      and 3 run side by side;
+#      and 3, and the fuzz targets, run side by side;
 #   4. libFuzzer (clang, ASan + UBSan): each fuzz target for a bounded time.
 # scripts/test_busy.sh runs this script with two CPU hogs beside it (issue 39).
 # Each build has its own tree (build, build-asan, build-tsan, build-fuzz); re-runs are
@@ -119,9 +119,20 @@ bash scripts/package_test.sh
 # The two checking trees' tests run side by side (each ctest -j2): most of their time is spent
 # waiting on servers, coordinators and timeouts, and every test passes on a busy machine. Each
 # writes its own log, shown whole when it fails and by its summary when it passes.
-step "AddressSanitizer + UndefinedBehaviorSanitizer, and ThreadSanitizer, side by side"
-await_build asan
-await_build tsan
+# The two checking trees' tests and the fuzz targets run side by side (each ctest -j2, the fuzz
+# targets one at a time): most of the tests' time is spent waiting on servers, coordinators and
+# timeouts, and every test passes on a busy machine. Each starts as soon as its tree is built,
+# and writes its own log, shown whole when it fails and by its summary when it passes.
+step "ThreadSanitizer, AddressSanitizer + UndefinedBehaviorSanitizer and libFuzzer, side by side"
+# ThreadSanitizer: the unit tests and the server end to end. The clock-fault tests preload
+# libfaketime, which the TSan runtime does not allow; they run in the Release and ASan stages
+# (DirectionTest too: its descending gen runs at a faked date, and a TSan gen is too slow to
+# meet the mirror ticks its own check asks for).
+tsan_tests() {
+  TSAN_OPTIONS="halt_on_error=1 suppressions=$PWD/tests/tsan.supp" \
+    ctest --test-dir build-tsan --output-on-failure -j2 \
+    -E "ClockFaultTest|EtcdClockTest|ZooKeeperClockTest|RedisClockTest|ThriftClockTest|cli_test|DirectionTest|$SANITIZER_SKIP"
+}
 # verify_asan_link_order=0: the clock-fault tests preload libfaketime into the ASan binary.
 # The coordinators' clock-fault tiers and the descending-gen test run in Release only (they are
 # the slowest here, and their code paths run under ASan in the simulation and the unit tests).
@@ -130,28 +141,43 @@ asan_tests() {
     ctest --test-dir build-asan --output-on-failure -j2 \
     -E "EtcdClockTest|ZooKeeperClockTest|RedisClockTest|DirectionTest|$SANITIZER_SKIP"
 }
-# ThreadSanitizer: the unit tests and the server end to end. The clock-fault tests preload
-# libfaketime, which the TSan runtime does not allow; they run in the two stages above
-# (DirectionTest too: its descending gen runs at a faked date, and a TSan gen is too slow to
-# meet the mirror ticks its own check asks for).
-tsan_tests() {
-  TSAN_OPTIONS="halt_on_error=1 suppressions=$PWD/tests/tsan.supp" \
-    ctest --test-dir build-tsan --output-on-failure -j2 \
-    -E "ClockFaultTest|EtcdClockTest|ZooKeeperClockTest|RedisClockTest|ThriftClockTest|cli_test|DirectionTest|$SANITIZER_SKIP"
+# libFuzzer (clang, ASan + UBSan): one target per corpus directory (a stale binary of a removed
+# target in the tree is skipped), FUZZ_SECONDS each, one at a time. A target that fails prints
+# its whole log.
+fuzz_tests() {
+  local seeds name rc status=0
+  for seeds in fuzz/corpus/*/; do
+    name=$(basename "$seeds") rc=0
+    mkdir "$FUZZ_WORK/$name"
+    cp "fuzz/corpus/$name/"* "$FUZZ_WORK/$name"/
+    "build-fuzz/fuzz/${name}_fuzz" -max_total_time="$FUZZ_SECONDS" -max_len=256 \
+      -print_final_stats=1 "$FUZZ_WORK/$name" > "$FUZZ_WORK/$name.log" 2>&1 || rc=$?
+    echo "--- $name (exit $rc)"
+    if [ "$rc" -eq 0 ]; then tail -n 3 "$FUZZ_WORK/$name.log"; else cat "$FUZZ_WORK/$name.log"; fi
+    [ "$rc" -eq 0 ] || status=1
+  done
+  return "$status"
 }
-export -f asan_tests tsan_tests
-export SANITIZER_SKIP
-in_own_group bash -c asan_tests > "$WORK/asan-tests.log" 2>&1
-asan_pid=$!
-in_own_group bash -c tsan_tests > "$WORK/tsan-tests.log" 2>&1
-tsan_pid=$!
-TEST_PIDS=("$asan_pid" "$tsan_pid")
+FUZZ_WORK=$WORK/fuzz
+mkdir "$FUZZ_WORK"
+export -f tsan_tests asan_tests fuzz_tests
+export SANITIZER_SKIP FUZZ_WORK FUZZ_SECONDS
+declare -A stage_pid
+for name in tsan asan fuzz; do  # the order scripts/sanitizer_builds.sh builds them in
+  await_build "$name"
+  in_own_group bash -c "${name}_tests" > "$WORK/$name-tests.log" 2>&1
+  stage_pid[$name]=$!
+  TEST_PIDS+=("$!")
+done
 failed=0
-for name in asan tsan; do
-  pid_var=${name}_pid
-  if wait "${!pid_var}"; then
-    printf '%s tests passed (at %d s):\n' "$name" "$SECONDS"
-    grep -E '^(100% tests passed|Total Test time)' "$WORK/$name-tests.log" || true
+for name in tsan asan fuzz; do
+  if wait "${stage_pid[$name]}"; then
+    printf '%s passed (at %d s):\n' "$name" "$SECONDS"
+    if [ "$name" = fuzz ]; then
+      cat "$WORK/fuzz-tests.log"
+    else
+      grep -E '^(100% tests passed|Total Test time)' "$WORK/$name-tests.log" || true
+    fi
   else
     cat "$WORK/$name-tests.log"
     echo "test: the $name stage failed (its log is above)" >&2
@@ -159,32 +185,5 @@ for name in asan tsan; do
   fi
 done
 [ "$failed" -eq 0 ] || exit 1
-
-step "libFuzzer, ${FUZZ_SECONDS}s per target"
-await_build fuzz
-# One target per corpus directory (a stale binary of a removed target in the tree is skipped),
-# two at a time: each fuzzes on one core. A target that fails prints its whole log.
-FUZZ_WORK=$WORK/fuzz
-mkdir "$FUZZ_WORK"
-fuzz_one() {
-  local name=$1 rc=0
-  mkdir "$FUZZ_WORK/$name"
-  cp "fuzz/corpus/$name/"* "$FUZZ_WORK/$name"/
-  "build-fuzz/fuzz/${name}_fuzz" -max_total_time="$FUZZ_SECONDS" -max_len=256 \
-    -print_final_stats=1 "$FUZZ_WORK/$name" > "$FUZZ_WORK/$name.log" 2>&1 || rc=$?
-  echo "--- $name (exit $rc)"
-  if [ "$rc" -eq 0 ]; then tail -n 3 "$FUZZ_WORK/$name.log"; else cat "$FUZZ_WORK/$name.log"; fi
-  return "$rc"
-}
-names=()
-for seeds in fuzz/corpus/*/; do names+=("$(basename "$seeds")"); done
-for ((i = 0; i < ${#names[@]}; i += 2)); do
-  pids=()
-  for name in "${names[@]:i:2}"; do
-    fuzz_one "$name" &
-    pids+=($!)
-  done
-  for pid in "${pids[@]}"; do wait "$pid"; done  # a failed target ends the suite (set -e)
-done
 
 step "all test stages passed"
