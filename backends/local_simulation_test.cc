@@ -3,7 +3,8 @@
 // dir (one host), with the simulation's faults at its calls (a store that fails, or lands and is
 // reported failed; a renewal that fails) and its pauses, clock steps, kills and restarts. A
 // killed process's lock is dropped at once (its descriptor closes), unlike a coordinator's
-// lease. SEKKA_SIM_SEEDS seeds (1,000 unless set), from SEKKA_SIM_FIRST_SEED (1, or "random").
+// lease. SEKKA_SIM_SEEDS seeds (1,000 unless set), from SEKKA_SIM_FIRST_SEED (drawn per run
+// unless set).
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>

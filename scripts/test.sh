@@ -41,24 +41,37 @@ TEST_PIDS=()
 # Starts a command in the background in a process group of its own (its PID is the group's),
 # in this session: a new session (setsid) would be a scheduling group of its own under the
 # kernel's autogroup, where SCHED_IDLE ranks the builds only against themselves.
+# It returns once the group exists, so that cleanup can stop it whenever the script ends.
 in_own_group() {
   /usr/bin/python3 -c 'import os, sys; os.setpgid(0, 0); os.execvp(sys.argv[1], sys.argv[1:])' "$@" &
+  local pid=$! tries
+  for ((tries = 0; tries < 500; tries++)); do
+    [ "$(ps -o pgid= -p "$pid" 2> /dev/null | tr -d ' ')" = "$pid" ] && break
+    kill -0 "$pid" 2> /dev/null || break
+    sleep 0.01
+  done
 }
-# On any exit: the background builds and test runs (each its own process group) stop, and temp
-# files go.
+# On any exit: the background builds and test runs (each its own process group, not yet waited
+# for) stop, and temp files go. The fixtures a stopped ctest started (PostgreSQL, Redis, etcd,
+# ZooKeeper in their own sessions) stay until that tree's next run stops them.
 cleanup() {
   local pid
-  for pid in $BUILDS_PID "${TEST_PIDS[@]}"; do kill -- "-$pid" 2> /dev/null || true; done
+  for pid in $BUILDS_PID "${TEST_PIDS[@]}"; do
+    kill -- "-$pid" 2> /dev/null || kill "$pid" 2> /dev/null || true
+  done
   rm -rf "$WORK"
 }
 trap cleanup EXIT
-# The builds back at normal priority: a stage that waits for its tree would otherwise wait on
-# what the busy machine leaves (next to nothing beside two CPU hogs). Processes that the build
-# starts later inherit the priority of the one that starts them.
+# The builds and every process under them (Ninja starts each compiler in a process group of its
+# own) back at normal priority: a stage that waits for its tree would otherwise wait on what the
+# busy machine leaves (next to nothing beside two CPU hogs). Processes started later inherit it.
 promote_builds() {
   local pid
-  for pid in $(pgrep -g "$BUILDS_PID" 2> /dev/null); do
-    chrt --other -p 0 "$pid" 2> /dev/null || renice -n 0 -p "$pid" > /dev/null 2>&1 || true
+  for pid in $(ps -e -o pid=,ppid= | awk -v root="$BUILDS_PID" '
+      { parent[$1] = $2 }
+      END { for (p in parent) { q = p; while (q in parent && q != root && q > 1) q = parent[q];
+                                if (q == root) print p } }'); do
+    chrt -a --other -p 0 "$pid" > /dev/null 2>&1 || true
   done
 }
 # Waits for a checking tree's background build (asan, tsan or fuzz); shows its log's end, or the
@@ -81,10 +94,11 @@ await_build() {
 step "setup and Release build"
 bash scripts/build.sh
 mkdir "$WORK/builds"
-# SCHED_IDLE: the builds take only CPU time nothing else wants (nice 19 where it is refused).
-idle=(chrt --idle 0)
-"${idle[@]}" true 2> /dev/null || idle=(nice -n 19)
-in_own_group "${idle[@]}" bash scripts/sanitizer_builds.sh "$WORK/builds"
+# SCHED_IDLE: the builds take only CPU time nothing else wants. Only root may set them back to
+# normal when a stage waits (promote_builds); anyone else builds at normal priority.
+idle=()
+if [ "$(id -u)" -eq 0 ] && chrt --idle 0 true 2> /dev/null; then idle=(chrt --idle 0); fi
+in_own_group ${idle[@]+"${idle[@]}"} bash scripts/sanitizer_builds.sh "$WORK/builds"
 BUILDS_PID=$!
 
 step "formatting: every C++ file as .clang-format says"
@@ -116,13 +130,12 @@ ctest --test-dir build --output-on-failure -j2 -E "$ASAN_COVERS"
 step "Debian package: build, lintian, install, check, purge"
 bash scripts/package_test.sh
 
-# The two checking trees' tests run side by side (each ctest -j2): most of their time is spent
-# waiting on servers, coordinators and timeouts, and every test passes on a busy machine. Each
-# writes its own log, shown whole when it fails and by its summary when it passes.
 # The two checking trees' tests and the fuzz targets run side by side (each ctest -j2, the fuzz
 # targets one at a time): most of the tests' time is spent waiting on servers, coordinators and
 # timeouts, and every test passes on a busy machine. Each starts as soon as its tree is built,
-# and writes its own log, shown whole when it fails and by its summary when it passes.
+# and writes its own log, shown whole when it fails and by its summary when it passes. The
+# first wait puts the builds back at normal priority: the trees still building (ASan, fuzz)
+# then build beside the TSan tests.
 step "ThreadSanitizer, AddressSanitizer + UndefinedBehaviorSanitizer and libFuzzer, side by side"
 # ThreadSanitizer: the unit tests and the server end to end. The clock-fault tests preload
 # libfaketime, which the TSan runtime does not allow; they run in the Release and ASan stages
@@ -169,6 +182,8 @@ for name in tsan asan fuzz; do  # the order scripts/sanitizer_builds.sh builds t
   stage_pid[$name]=$!
   TEST_PIDS+=("$!")
 done
+wait "$BUILDS_PID" || true  # done (fuzz.rc is written): reaped, so cleanup leaves its PID be
+BUILDS_PID=
 failed=0
 for name in tsan asan fuzz; do
   if wait "${stage_pid[$name]}"; then
@@ -184,6 +199,7 @@ for name in tsan asan fuzz; do
     failed=1
   fi
 done
+TEST_PIDS=()  # all waited for: their PIDs may be another process's by now
 [ "$failed" -eq 0 ] || exit 1
 
 step "all test stages passed"

@@ -78,9 +78,10 @@ SimulationResult RunSimulations(SimulationOptions options, std::uint64_t first, 
                                 const std::function<void(std::uint64_t seed)>& before = {});
 
 // The seeds a simulation test runs, from its environment: SEKKA_SIM_SEEDS of them (`fallback`
-// unless set), from SEKKA_SIM_FIRST_SEED (1 unless set), which may be "random": a first seed
-// drawn for this run and printed with the setting that replays it, so that run after run the
-// suite covers new schedules (a failure names its own seed either way).
+// unless set), from SEKKA_SIM_FIRST_SEED; unless that is set, from a first seed drawn for this
+// run and printed with the setting that replays it, so that run after run the suite covers new
+// schedules (a failure names its own seed either way). A ctest ENVIRONMENT cannot carry it:
+// gtest_discover_tests splits a list of variables into separate properties.
 struct SeedRange {
   std::uint64_t first = 1;
   std::uint64_t count = 0;

@@ -1,5 +1,6 @@
 // The deterministic simulation as a test: SEKKA_SIM_SEEDS seeds (10,000 unless set), from
-// SEKKA_SIM_FIRST_SEED (1, or "random"). A failure names the seed and the command that replays it.
+// SEKKA_SIM_FIRST_SEED (drawn per run unless set). A failure names the seed and the command that
+// replays it.
 
 #include "server/simulation.h"
 

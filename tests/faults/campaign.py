@@ -355,7 +355,7 @@ def replay_command(args):
     for flag, value, default in (("--servers", args.servers, 3), ("--clients", args.clients, 8),
                                  ("--timeout", args.timeout, 1.0)):
         if value != default:
-            words += [flag, f"{value:g}"]
+            words += [flag, str(value)]
     if args.lease_ttl != LEASE_TTL_S:
         words += ["--lease-ttl", str(args.lease_ttl)]
     if args.short:
