@@ -6,8 +6,8 @@
 #   fuzz: the libFuzzer targets under clang, ASan and UBSan (build-fuzz).
 # After each, it writes its log to DIR/NAME.log and its exit status to DIR/NAME.rc (DIR is the
 # first argument, default a new temp dir); it stops at the first that fails.
-# scripts/test.sh runs it in the background at idle priority while the Release tests run, which
-# leave about 40% of the two cores unused (most of them wait on servers and timeouts).
+# scripts/test.sh runs it in the background, in a session of its own, while the Release tests
+# run, which leave much of the two cores unused (most of them wait on servers and timeouts).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 dir="${1:-$(mktemp -d)}"

@@ -17,12 +17,11 @@
 #   4. libFuzzer (clang, ASan + UBSan): each fuzz target for a bounded time.
 # scripts/test_busy.sh runs this script with two CPU hogs beside it (issue 39).
 # Each build has its own tree (build, build-asan, build-tsan, build-fuzz); re-runs are
-# incremental. The three checking trees build in the background at idle priority
-# (scripts/sanitizer_builds.sh under SCHED_IDLE) from the end of the Release build on, on what
-# the Release tests leave of the two cores; each stage waits for its tree. That is safe only
-# because every test passes on a busy machine (two CPU hogs beside the whole suite, issue 39):
-# a build at idle priority takes less from a test than a hog does. FUZZ_SECONDS (default 15)
-# bounds each fuzz target.
+# incremental. The three checking trees build in the background (scripts/sanitizer_builds.sh,
+# in a session of its own: at most half the machine while the tests want it) from the end of
+# the Release build on; each stage waits for its tree. That is safe only because every test
+# passes on a busy machine (two CPU hogs beside the whole suite, issue 39). FUZZ_SECONDS
+# (default 15) bounds each fuzz target.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 FUZZ_SECONDS="${FUZZ_SECONDS:-15}"
@@ -38,18 +37,20 @@ export CMAKE_GENERATOR="${CMAKE_GENERATOR:-Ninja}"
 WORK=$(mktemp -d)
 BUILDS_PID=
 TEST_PIDS=()
-# Starts a command in the background in a process group of its own (its PID is the group's),
-# in this session: a new session (setsid) would be a scheduling group of its own under the
-# kernel's autogroup, where SCHED_IDLE ranks the builds only against themselves.
-# It returns once the group exists, so that cleanup can stop it whenever the script ends.
-in_own_group() {
-  /usr/bin/python3 -c 'import os, sys; os.setpgid(0, 0); os.execvp(sys.argv[1], sys.argv[1:])' "$@" &
-  local pid=$! tries
+# Waits (up to 5 s) until background process `pid` leads a process group of its own, so that
+# cleanup can stop the group whenever the script ends.
+await_group() {
+  local pid=$1 tries
   for ((tries = 0; tries < 500; tries++)); do
-    [ "$(ps -o pgid= -p "$pid" 2> /dev/null | tr -d ' ')" = "$pid" ] && break
-    kill -0 "$pid" 2> /dev/null || break
+    [ "$(ps -o pgid= -p "$pid" 2> /dev/null | tr -d ' ')" = "$pid" ] && return 0
+    kill -0 "$pid" 2> /dev/null || return 0
     sleep 0.01
   done
+}
+# Starts a command in the background in a process group of its own (its PID is the group's).
+in_own_group() {
+  /usr/bin/python3 -c 'import os, sys; os.setpgid(0, 0); os.execvp(sys.argv[1], sys.argv[1:])' "$@" &
+  await_group "$!"
 }
 # On any exit: the background builds and test runs (each its own process group, not yet waited
 # for) stop, and temp files go. The fixtures a stopped ctest started (PostgreSQL, Redis, etcd,
@@ -62,26 +63,11 @@ cleanup() {
   rm -rf "$WORK"
 }
 trap cleanup EXIT
-# The builds and every process under them (Ninja starts each compiler in a process group of its
-# own) back at normal priority: a stage that waits for its tree would otherwise wait on what the
-# busy machine leaves (next to nothing beside two CPU hogs). Processes started later inherit it.
-promote_builds() {
-  local pid
-  for pid in $(ps -e -o pid=,ppid= | awk -v root="$BUILDS_PID" '
-      { parent[$1] = $2 }
-      END { for (p in parent) { q = p; while (q in parent && q != root && q > 1) q = parent[q];
-                                if (q == root) print p } }'); do
-    chrt -a --other -p 0 "$pid" > /dev/null 2>&1 || true
-  done
-}
 # Waits for a checking tree's background build (asan, tsan or fuzz); shows its log's end, or the
 # whole log and stops the suite if it failed.
 await_build() {
   local name=$1
-  while [ ! -e "$WORK/builds/$name.rc" ] && kill -0 "$BUILDS_PID" 2> /dev/null; do
-    promote_builds
-    sleep 1
-  done
+  while [ ! -e "$WORK/builds/$name.rc" ] && kill -0 "$BUILDS_PID" 2> /dev/null; do sleep 1; done
   if [ "$(cat "$WORK/builds/$name.rc" 2> /dev/null)" != 0 ]; then
     cat "$WORK/builds/$name.log" 2> /dev/null || true
     echo "test: the $name build failed (its log is above)" >&2
@@ -94,12 +80,13 @@ await_build() {
 step "setup and Release build"
 bash scripts/build.sh
 mkdir "$WORK/builds"
-# SCHED_IDLE: the builds take only CPU time nothing else wants. Only root may set them back to
-# normal when a stage waits (promote_builds); anyone else builds at normal priority.
-idle=()
-if [ "$(id -u)" -eq 0 ] && chrt --idle 0 true 2> /dev/null; then idle=(chrt --idle 0); fi
-in_own_group ${idle[@]+"${idle[@]}"} bash scripts/sanitizer_builds.sh "$WORK/builds"
+# The builds run in a session of their own: the kernel's autogroup gives a session's processes
+# one share, so the builds take at most half the machine while the tests want it, and all of it
+# when they do not. (At SCHED_IDLE in the tests' session they got so little beside the Release
+# tests that the ASan tree was built 150 s after them, and the suite took longer.)
+setsid bash scripts/sanitizer_builds.sh "$WORK/builds" &
 BUILDS_PID=$!
+await_group "$BUILDS_PID"
 
 step "formatting: every C++ file as .clang-format says"
 if ! git ls-files '*.cc' '*.h' | xargs clang-format --dry-run --Werror 2> /tmp/sekka-format.$$; then
@@ -133,9 +120,7 @@ bash scripts/package_test.sh
 # The two checking trees' tests and the fuzz targets run side by side (each ctest -j2, the fuzz
 # targets one at a time): most of the tests' time is spent waiting on servers, coordinators and
 # timeouts, and every test passes on a busy machine. Each starts as soon as its tree is built,
-# and writes its own log, shown whole when it fails and by its summary when it passes. The
-# first wait puts the builds back at normal priority: the trees still building (ASan, fuzz)
-# then build beside the TSan tests.
+# and writes its own log, shown whole when it fails and by its summary when it passes.
 step "ThreadSanitizer, AddressSanitizer + UndefinedBehaviorSanitizer and libFuzzer, side by side"
 # ThreadSanitizer: the unit tests and the server end to end. The clock-fault tests preload
 # libfaketime, which the TSan runtime does not allow; they run in the Release and ASan stages
