@@ -10,6 +10,20 @@
 set -euo pipefail
 cmd=${1:?etcd, etcd-tls, zk or stop}
 dir=${2:?directory}
+# await WHAT CHECK...: runs CHECK until it succeeds, for at most 60 s (a deadline for liveness,
+# not a measure of speed); past it, prints DIR/log and "WHAT not ready within 60 s", and exits 1.
+await() {
+  local what=$1 end=$((SECONDS + 60))
+  shift
+  until "$@" 2> /dev/null; do
+    if [ "$SECONDS" -ge "$end" ]; then
+      cat "$dir/log" >&2
+      echo "coord.sh: $what not ready within 60 s" >&2
+      exit 1
+    fi
+    sleep 0.05
+  done
+}
 free_port() { /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 case "$cmd" in
   etcd | etcd-tls)
@@ -31,17 +45,8 @@ case "$cmd" in
     echo $! > "$dir/pid"
     health=(curl -s --max-time 2 "$scheme://127.0.0.1:$client/health")
     [ "$cmd" = etcd-tls ] && health+=(--cacert "$dir/tls/ca.crt" --cert "$dir/tls/client.crt" --key "$dir/tls/client.key")
-    # A deadline for liveness (60 s; a quiet machine takes under 1 s), not a measure of speed.
-    end=$((SECONDS + 60))
-    while [ "$SECONDS" -lt "$end" ]; do
-      "${health[@]}" 2> /dev/null | grep -q '"health":"true"' && break
-      sleep 0.05
-    done
-    "${health[@]}" | grep -q '"health":"true"' || {
-      cat "$dir/log" >&2
-      echo "coord.sh: etcd on 127.0.0.1:$client not healthy within 60 s" >&2
-      exit 1
-    }
+    healthy() { "${health[@]}" 2> /dev/null | grep -q '"health":"true"'; }
+    await "etcd on 127.0.0.1:$client" healthy  # a quiet machine: under 1 s
     if [ "$cmd" = etcd-tls ]; then
       ctl() {
         etcdctl --endpoints "https://127.0.0.1:$client" --cacert "$dir/tls/ca.crt" \
@@ -77,14 +82,7 @@ CFG
     echo $! > "$dir/pid"
     # A server that is still starting may accept and not answer: each try is bounded.
     ready() { timeout 2 bash -c "exec 3<>/dev/tcp/127.0.0.1/$port && echo srvr >&3 && grep -q 'Mode: standalone' <&3"; }
-    # A deadline for liveness (each try up to 2 s; a quiet machine takes about 2 s in all).
-    end=$((SECONDS + 60))
-    while [ "$SECONDS" -lt "$end" ]; do ready 2> /dev/null && break; sleep 0.05; done
-    ready 2> /dev/null || {
-      cat "$dir/log" >&2
-      echo "coord.sh: zookeeper on 127.0.0.1:$port not ready within 60 s" >&2
-      exit 1
-    }
+    await "zookeeper on 127.0.0.1:$port" ready  # a quiet machine: about 1 s
     echo "127.0.0.1:$port" > "$dir/endpoints"
     ;;
   stop)

@@ -18,23 +18,20 @@ export CMAKE_GENERATOR="${CMAKE_GENERATOR:-Ninja}"
 SANITIZER_BUILD=(-DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-Og -g1 -DNDEBUG"
   "-DCMAKE_C_FLAGS_RELWITHDEBINFO=-Og -g1 -DNDEBUG")
 
-asan() {
-  cmake -S . -B build-asan "${SANITIZER_BUILD[@]}" -DSEKKA_SANITIZE=address,undefined > /dev/null &&
-    cmake --build build-asan -j2
+# Configures and builds one tree: tree DIR CMAKE_ARGS... (&&: `set -e` does not hold inside a
+# function called on the left of `||`).
+tree() {
+  local dir=$1
+  shift
+  cmake -S . -B "$dir" "$@" > /dev/null && cmake --build "$dir" -j2
 }
-tsan() {
-  cmake -S . -B build-tsan "${SANITIZER_BUILD[@]}" -DSEKKA_SANITIZE=thread -DSEKKA_BUILD_CLI=ON \
-    > /dev/null &&
-    cmake --build build-tsan -j2
-}
+tsan() { tree build-tsan "${SANITIZER_BUILD[@]}" -DSEKKA_SANITIZE=thread -DSEKKA_BUILD_CLI=ON; }
+asan() { tree build-asan "${SANITIZER_BUILD[@]}" -DSEKKA_SANITIZE=address,undefined; }
 fuzz() {
-  CC=clang CXX=clang++ cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSEKKA_FUZZ=ON \
-    -DSEKKA_BUILD_TESTS=OFF -DSEKKA_BUILD_CLI=OFF > /dev/null &&
-    cmake --build build-fuzz -j2
+  CC=clang CXX=clang++ tree build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSEKKA_FUZZ=ON \
+    -DSEKKA_BUILD_TESTS=OFF -DSEKKA_BUILD_CLI=OFF
 }
 
-# Each step chains its commands with &&: `set -e` does not hold inside a function called on the
-# left of `||`.
 for name in tsan asan fuzz; do
   rc=0
   "$name" > "$dir/$name.log" 2>&1 || rc=$?

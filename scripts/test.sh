@@ -36,7 +36,7 @@ step() { printf '\n=== %s (at %d s)\n' "$*" "$SECONDS"; }
 export CMAKE_GENERATOR="${CMAKE_GENERATOR:-Ninja}"
 WORK=$(mktemp -d)
 BUILDS_PID=
-TEST_PIDS=()
+declare -A TEST_PIDS=()  # a stage's name -> its process group, until it is waited for
 # Waits (up to 5 s) until background process `pid` leads a process group of its own, so that
 # cleanup can stop the group whenever the script ends.
 await_group() {
@@ -89,12 +89,10 @@ BUILDS_PID=$!
 await_group "$BUILDS_PID"
 
 step "formatting: every C++ file as .clang-format says"
-if ! git ls-files '*.cc' '*.h' | xargs clang-format --dry-run --Werror 2> /tmp/sekka-format.$$; then
-  grep -E 'warning:|error:' /tmp/sekka-format.$$ | cut -d: -f1 | sort -u | sed 's/^/  needs clang-format -i: /'
-  rm -f /tmp/sekka-format.$$
+if ! git ls-files '*.cc' '*.h' | xargs clang-format --dry-run --Werror 2> "$WORK/format.log"; then
+  grep -E 'warning:|error:' "$WORK/format.log" | cut -d: -f1 | sort -u | sed 's/^/  needs clang-format -i: /'
   exit 1
 fi
-rm -f /tmp/sekka-format.$$
 
 step "Release: unit and simulation tests, what needs the product's binary, fault campaigns"
 # The end-to-end tests that the AddressSanitizer stage runs whole leave the Release stage: the
@@ -160,18 +158,16 @@ FUZZ_WORK=$WORK/fuzz
 mkdir "$FUZZ_WORK"
 export -f tsan_tests asan_tests fuzz_tests
 export SANITIZER_SKIP FUZZ_WORK FUZZ_SECONDS
-declare -A stage_pid
 for name in tsan asan fuzz; do  # the order scripts/sanitizer_builds.sh builds them in
   await_build "$name"
   in_own_group bash -c "${name}_tests" > "$WORK/$name-tests.log" 2>&1
-  stage_pid[$name]=$!
-  TEST_PIDS+=("$!")
+  TEST_PIDS[$name]=$!
 done
 wait "$BUILDS_PID" || true  # done (fuzz.rc is written): reaped, so cleanup leaves its PID be
 BUILDS_PID=
 failed=0
 for name in tsan asan fuzz; do
-  if wait "${stage_pid[$name]}"; then
+  if wait "${TEST_PIDS[$name]}"; then
     printf '%s passed (at %d s):\n' "$name" "$SECONDS"
     if [ "$name" = fuzz ]; then
       cat "$WORK/fuzz-tests.log"

@@ -953,7 +953,7 @@ SeedRange SeedsFromEnvironment(std::uint64_t fallback) {
   const std::string count = text("SEKKA_SIM_SEEDS");
   const std::string first = text("SEKKA_SIM_FIRST_SEED");
   SeedRange range{1, count.empty() ? fallback : std::stoull(count)};
-  if (first.empty() || first == "random") {
+  if (first.empty()) {
     range.first = std::random_device{}() % 1'000'000'000 + 1;
     std::printf("simulation: seeds %llu to %llu (SEKKA_SIM_FIRST_SEED=%llu replays them)\n",
                 static_cast<unsigned long long>(range.first),

@@ -15,6 +15,7 @@ import json
 import multiprocessing
 import os
 import random
+import shlex
 import shutil
 import signal
 import subprocess
@@ -340,29 +341,20 @@ def seed_arg(text):
         raise argparse.ArgumentTypeError(f"'{text}' is not a number or 'random'") from None
 
 
-def replay_command(args):
-    """The command that runs this campaign again with the same seed and settings."""
-    words = ["bash", "scripts/faults.sh", "--coordinator", args.coordinator, "--seed",
-             str(args.seed), "--minutes", f"{args.minutes:g}"]
-    if args.coordinator != "redis" and args.store != "postgres":
-        words += ["--store", args.store]
-    if args.peer:
-        words += ["--peer", args.peer]
-    if args.transport:
-        words += ["--transport"]
-    if args.soak:
-        words += ["--soak"]
-    for flag, value, default in (("--servers", args.servers, 3), ("--clients", args.clients, 8),
-                                 ("--timeout", args.timeout, 1.0)):
-        if value != default:
-            words += [flag, str(value)]
-    if args.lease_ttl != LEASE_TTL_S:
-        words += ["--lease-ttl", str(args.lease_ttl)]
-    if args.short:
-        words += ["--short"]
-    if args.kinds:
-        words += ["--kinds", args.kinds]
-    return " ".join(words)
+def replay_command(args, argv):
+    """The command that runs this campaign again: its own arguments through scripts/faults.sh,
+    with the seed it drew and without --out (faults.sh names the directory). --coordinator and
+    --minutes are always given: faults.sh's defaults differ from this script's."""
+    words, rest = [], iter(argv)
+    for word in rest:
+        name = word.split("=", 1)[0]
+        if name in ("--seed", "--out", "--coordinator", "--minutes"):
+            if "=" not in word:
+                next(rest, None)
+            continue
+        words.append(word)
+    return shlex.join(["bash", "scripts/faults.sh", "--coordinator", args.coordinator,
+                       "--seed", str(args.seed), "--minutes", f"{args.minutes:g}", *words])
 
 
 def main():
@@ -395,7 +387,7 @@ def main():
     args = p.parse_args()
     if args.coordinator == "redis":
         args.store = "redis"
-    print(f"faults: seed {args.seed}; replay: {replay_command(args)}", flush=True)
+    print(f"faults: seed {args.seed}; replay: {replay_command(args, sys.argv[1:])}", flush=True)
     if args.peer and args.store != "mariadb":
         p.error("--peer needs --store mariadb (the peers' tables are MySQL's)")
     # SIGTERM (ctest's timeout, a user) unwinds like Ctrl-C: every process stopped by its PID,

@@ -45,10 +45,12 @@ KINDS = {
     "same_identity_takeover": (3, "snowflake", "transport"),
 }
 STEPS = {"100ms": 0.1, "5s": 5.0, "1min": 60.0}
-# A --transport campaign deals the takeover first, which the fences alone guard, then its other
-# link kinds (in the seed's order), then the rest: a short one is for them.
-TRANSPORT_FIRST = {"same_identity_takeover": 0, "link_delay": 1, "link_late": 1,
-                   "link_blackhole_past_ttl": 1, "link_partition_past_ttl": 1, "link_drop": 1}
+def transport_rank(kind):
+    """A --transport campaign deals the takeover first, which the fences alone guard, then its
+    other link kinds (in the seed's order), then the rest: a short one is for them."""
+    if kind == "same_identity_takeover":
+        return 0
+    return 1 if KINDS[kind][2] == "transport" else 2
 
 
 class Nemesis:
@@ -82,7 +84,7 @@ class Nemesis:
             for k in self.deck:
                 (tail if k in seen else head).append(k)
                 seen.add(k)
-            head.sort(key=lambda k: TRANSPORT_FIRST.get(k, 2))  # stable: the seed's order within
+            head.sort(key=transport_rank)  # stable: the seed's order within a rank
             self.deck = head + tail
         return self.deck.pop(0)
 
