@@ -129,6 +129,88 @@ class MysqlSegmentStore final : public SegmentStore {
     return Get(tag);
   }
 
+  Result<TagInfo> ImportTag(std::string_view tag, std::string_view from) override {
+    const SegmentTable* peer = FindSegmentTable(from);
+    if (peer == nullptr || peer->peer.empty()) {
+      return InvalidArgument(
+          fmt::format("segment import --from \"{}\" is not known: allowed leaf, "
+                      "tinyid",
+                      from.substr(0, 20)));
+    }
+    if (!t_.table.peer.empty()) return SegmentStore::ImportTag(tag, from);
+    if (Status s = ValidateTag(tag); !s.ok()) return std::move(s).error();
+    std::lock_guard lock(mu_);
+    // 1. Under the peer row's lock (and a lock on sekka's row, or on the gap where it would
+    //    be): the peer's row, and whether sekka's table has the tag.
+    const std::string name = Quote(tag);
+    Result<std::vector<Answer>> read =
+        Run(fmt::format("START TRANSACTION; SELECT {0} FROM {1} WHERE {2} = {3} FOR UPDATE; "
+                        "SELECT COUNT(*) FROM sekka_segments WHERE tag = {3} FOR UPDATE",
+                        peer->columns, peer->name, peer->key, name));
+    if (!read.ok()) return std::move(read).error();
+    auto refuse = [&](Error e) -> Result<TagInfo> {
+      (void)Run("ROLLBACK");
+      return e;
+    };
+    if (read->size() != 3 || read->at(1).rows.size() != 1) {
+      return refuse(NotFound(fmt::format("tag {} is not in {}'s table {} of segment store {}", tag,
+                                         peer->peer, peer->name, t_.text)));
+    }
+    const std::vector<std::string>& row = read->at(1).rows[0];
+    const std::int64_t counter = std::strtoll(row[1].c_str(), nullptr, 10);
+    if (counter >= kMax - peer->first_gap) {
+      return refuse(AlreadyExists(fmt::format(
+          "tag {}: {}'s row is at the end of the id space already (moved to sekka before?): "
+          "nothing to move",
+          tag, peer->peer)));
+    }
+    if (peer->has_delta && row[3] == "0") {
+      return refuse(AlreadyExists(
+          fmt::format("tag {}: {}'s row has delta 0, as a move to sekka leaves it: nothing to move",
+                      tag, peer->peer)));
+    }
+    if (read->at(2).rows.size() != 1 || read->at(2).rows[0][0] != "0") {
+      return refuse(AlreadyExists(fmt::format(
+          "tag {} is in sekka's table already (live or deleted): the move would start it again",
+          tag)));
+    }
+    // 2. sekka's row at the peer's next id; the peer's row past every id sekka will serve.
+    TagInfo moved;
+    moved.tag = std::string(tag);
+    moved.next_id = NextIdOf(*peer, counter);
+    moved.step = std::strtoll(row[2].c_str(), nullptr, 10);
+    moved.delta = std::strtoll(row[3].c_str(), nullptr, 10);
+    moved.remainder = std::strtoll(row[4].c_str(), nullptr, 10);
+    if (Status s = ValidateNewTag(moved); !s.ok()) return refuse(std::move(s).error());
+    // Leaf's servers add the step in SQL: past 2^63 - 1 their UPDATE fails. tinyid's add it in
+    // Java, where it wraps; delta 0 makes every segment they take fail ("/ by zero"), and keeps
+    // the row (and its name) so that nobody makes the tag again there at 1.
+    const std::string fence =
+        peer->schema == "tinyid"
+            ? fmt::format("max_id = {}, delta = 0, update_time = now(), version = version + 1",
+                          kMax)
+            : fmt::format("{} = {}", peer->counter, kMax);
+    Result<std::vector<Answer>> done = Run(fmt::format(
+        "INSERT INTO sekka_segments (tag, next_id, step, delta, remainder) VALUES ({}, {}, {}, "
+        "{}, {}); UPDATE {} SET {} WHERE {} = {}; COMMIT",
+        name, moved.next_id, moved.step, moved.delta, moved.remainder, peer->name, fence, peer->key,
+        name));
+    if (!done.ok()) return std::move(done).error();
+    return moved;
+  }
+
+  bool has_peer_tokens() const override { return t_.table.schema == "tinyid"; }
+
+  Result<std::vector<PeerToken>> PeerTokens() override {
+    if (!has_peer_tokens()) return SegmentStore::PeerTokens();
+    std::lock_guard lock(mu_);
+    Result<std::vector<Answer>> r = Run(std::string(kTinyidTokensSql));
+    if (!r.ok()) return std::move(r).error();
+    std::vector<PeerToken> out;
+    for (const std::vector<std::string>& row : r->at(0).rows) out.push_back({row[0], row[1]});
+    return out;
+  }
+
   Result<std::vector<TagInfo>> ListTagsAfter(std::string_view after, std::size_t limit) override {
     if (!after.empty() && !ValidateTag(after).ok()) return std::vector<TagInfo>();
     std::lock_guard lock(mu_);

@@ -119,6 +119,21 @@ class PostgresSegmentStore final : public SegmentStore {
     return out;
   }
 
+  bool has_peer_tokens() const override { return t_.schema == "tinyid"; }
+
+  Result<std::vector<PeerToken>> PeerTokens() override {
+    if (!has_peer_tokens()) return SegmentStore::PeerTokens();
+    std::lock_guard lock(mu_);
+    const std::string sql(kTinyidTokensSql);
+    Result<PgResult> r = Exec(sql.c_str(), {}, PGRES_TUPLES_OK);
+    if (!r.ok()) return std::move(r).error();
+    std::vector<PeerToken> out;
+    for (int i = 0; i < PQntuples(r->get()); ++i) {
+      out.push_back({PQgetvalue(r->get(), i, 0), PQgetvalue(r->get(), i, 1)});
+    }
+    return out;
+  }
+
  private:
   static std::int64_t Int(PGresult* r, int row, int column) {
     return std::strtoll(PQgetvalue(r, row, column), nullptr, 10);

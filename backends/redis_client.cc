@@ -46,6 +46,12 @@ Result<std::unique_ptr<RedisClient>> RedisClient::Open(StoreUri uri, std::string
         fmt::format("{} \"{}\": durability=\"{}\" is not known: allowed fsync (the default) or any",
                     what, text, durability.substr(0, 20)));
   }
+  const std::string eviction = Param(uri, "eviction");
+  if (!eviction.empty() && eviction != "any" && eviction != "none") {
+    return InvalidArgument(
+        fmt::format("{} \"{}\": eviction=\"{}\" is not known: allowed none (the default) or any",
+                    what, text, eviction.substr(0, 20)));
+  }
   if (uri.port == 0) uri.port = 6379;
   return std::unique_ptr<RedisClient>(
       new RedisClient(std::move(uri), std::move(text), std::move(ctx).value(), timeout));
@@ -76,8 +82,20 @@ Status RedisClient::Connect() {
   if (Param(uri_, "durability") != "any") {
     if (Status s = CheckDurable(*conn); !s.ok()) return s;
   }
+  if (Param(uri_, "eviction") != "any") {
+    if (Status s = CheckNoEviction(*conn); !s.ok()) return s;
+  }
   conn_ = std::move(conn);
   return Status::Ok();
+}
+
+Result<std::string> RedisClient::ConfigGet(RespConnection& conn, const char* name) {
+  RespReply reply;
+  if (std::optional<TransportError> e = conn.Query({"CONFIG", "GET", name}, timeout_, reply)) {
+    return Unavailable(fmt::format("{}: {}", text_, e->message));
+  }
+  if (reply.kind == '-') return "unknown (CONFIG GET refused: " + reply.text + ")";
+  return reply.kind == '*' && reply.elements.size() == 2 ? reply.elements[1].text : "";
 }
 
 Status RedisClient::CheckDurable(RespConnection& conn) {
@@ -85,23 +103,32 @@ Status RedisClient::CheckDurable(RespConnection& conn) {
   for (const auto& [name, want] : {std::pair{"appendonly", "yes"},
                                    {"appendfsync", "always"},
                                    {"no-appendfsync-on-rewrite", "no"}}) {
-    RespReply reply;
-    if (std::optional<TransportError> e = conn.Query({"CONFIG", "GET", name}, timeout_, reply)) {
-      return Unavailable(fmt::format("{}: {}", text_, e->message));
-    }
-    const std::string got =
-        reply.kind == '*' && reply.elements.size() == 2 ? reply.elements[1].text : "";
-    if (got == want) continue;
+    Result<std::string> got = ConfigGet(conn, name);
+    if (!got.ok()) return std::move(got).error();
+    if (*got == want) continue;
     return Unavailable(fmt::format(
-        "{}: Redis runs with {} {}: an acknowledged write can be lost in a crash, and ids "
+        "{}: Redis runs with {} \"{}\": an acknowledged write can be lost in a crash, and ids "
         "handed out again; set appendonly yes, appendfsync always and no-appendfsync-on-rewrite "
         "no, or add durability=any to "
         "the URI to accept that (docs/operations.md, \"Redis: what is promised\")",
-        text_, name,
-        reply.kind == '-' ? "unknown (CONFIG GET refused: " + reply.text + ")"
-                          : "\"" + got + "\""));
+        text_, name, *got));
   }
   return Status::Ok();
+}
+
+Status RedisClient::CheckNoEviction(RespConnection& conn) {
+  // volatile-* policies evict only keys with a TTL: sekka's session keys, whose early end the
+  // hwm fence and a new strict leader's settle cover (LeaseGrant::settle). An allkeys-* policy
+  // may evict a counter, an owner record or an hwm: ids again.
+  Result<std::string> policy = ConfigGet(conn, "maxmemory-policy");
+  if (!policy.ok()) return std::move(policy).error();
+  if (*policy == "noeviction" || policy->starts_with("volatile-")) return Status::Ok();
+  return Unavailable(fmt::format(
+      "{}: Redis runs with maxmemory-policy \"{}\": once maxmemory is reached it may evict "
+      "sekka's counters, owner records and high-water marks, and ids are handed out again; set "
+      "maxmemory-policy noeviction (or a volatile-* policy), or add eviction=any to the URI to "
+      "accept that (docs/operations.md, \"Redis: what is promised\")",
+      text_, *policy));
 }
 
 Result<RespReply> RedisClient::Call(const std::vector<std::string>& args, bool may_repeat) {
@@ -119,6 +146,23 @@ Result<RespReply> RedisClient::Call(const std::vector<std::string>& args, bool m
           e->timed_out ? fmt::format("no answer within {} ms", timeout_.count()) : e->message));
     }
   }
+}
+
+Result<std::vector<RespReply>> RedisClient::CallInOrder(
+    const std::vector<std::vector<std::string>>& commands) {
+  std::lock_guard lock(mu_);
+  if (Status s = Connect(); !s.ok()) return std::move(s).error();
+  std::vector<RespReply> replies;
+  for (const std::vector<std::string>& args : commands) {
+    RespReply& reply = replies.emplace_back();
+    if (std::optional<TransportError> e = conn_->Query(args, timeout_, reply)) {
+      conn_.reset();
+      return Unavailable(fmt::format(
+          "{}: {}", text_,
+          e->timed_out ? fmt::format("no answer within {} ms", timeout_.count()) : e->message));
+    }
+  }
+  return replies;
 }
 
 }  // namespace sekka

@@ -11,6 +11,11 @@
 // settings (CONFIG GET) and refuses to be used without them: an id store that loses writes it
 // acknowledged hands ids out twice.
 //
+// Eviction: an allkeys-* maxmemory-policy may evict any key (a counter, an owner record, an
+// hwm) once maxmemory is reached. Unless the URI says `eviction=any`, each new connection reads
+// the policy and refuses one other than noeviction or volatile-* (which evict only keys with a
+// TTL: sessions, whose early end the lease's rules cover).
+//
 // Thread-safety: one call at a time (a mutex); each backend owns its client.
 
 #ifndef SEKKA_BACKENDS_REDIS_CLIENT_H_
@@ -47,13 +52,17 @@ class RedisClient {
   // run would do something else (a claim, a create) passes false. Errors: kUnavailable (no
   // connection, no answer in time: the connection is dropped).
   Result<RespReply> Call(const std::vector<std::string>& args, bool may_repeat = true);
+  // Sends `commands` one after another on one connection (none is sent again, and no new
+  // connection is made between them: a MULTI ... EXEC, whose SELECT must not outlive it), and
+  // returns each reply. Errors: kUnavailable (the connection is dropped).
+  Result<std::vector<RespReply>> CallInOrder(const std::vector<std::vector<std::string>>& commands);
 
   // The URI without its password, for messages.
   const std::string& text() const { return text_; }
 
   // The URI parameters this client reads, for the backends' allowed lists.
-  static constexpr std::string_view kParams[] = {"durability", "tls_ca_file", "tls_cert_file",
-                                                 "tls_key_file"};
+  static constexpr std::string_view kParams[] = {"durability", "eviction", "tls_ca_file",
+                                                 "tls_cert_file", "tls_key_file"};
 
  private:
   RedisClient(StoreUri uri, std::string text, std::shared_ptr<SSL_CTX> tls,
@@ -62,6 +71,10 @@ class RedisClient {
   Status Connect();
   // Errors: kUnavailable naming the setting that makes acknowledged writes losable.
   Status CheckDurable(RespConnection& conn);
+  // Errors: kUnavailable naming the policy that may evict sekka's keys.
+  Status CheckNoEviction(RespConnection& conn);
+  // A setting's value; "unknown (...)" when CONFIG GET is refused. Errors: kUnavailable.
+  Result<std::string> ConfigGet(RespConnection& conn, const char* name);
 
   const StoreUri uri_;
   const std::string text_;

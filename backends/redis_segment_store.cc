@@ -38,10 +38,15 @@ return {redis.call('GET', KEYS[1]), redis.call('HGET', KEYS[2], 'step')}
 
 // A new tag: 0 when its counter exists; {tombstone, delta, remainder} when the tag was deleted
 // and CheckRevival refuses the new one (a tombstone is the metadata's 'deleted' field: the
-// counter when it was deleted); else the counter (first id - 1) and the metadata, and 1.
+// counter when it was deleted); VANISHED when the metadata of a live tag stays and its counter
+// is gone (evicted, or deleted by hand): starting it again would repeat its ids; else the
+// counter (first id - 1) and the metadata, and 1.
 constexpr const char* kCreate = SEKKA_LESS R"(
 if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
 local dead = redis.call('HGET', KEYS[2], 'deleted')
+if not dead and redis.call('HEXISTS', KEYS[2], 'step') == 1 then
+  return redis.error_reply('VANISHED the counter is gone')
+end
 if dead then
   local m = redis.call('HMGET', KEYS[2], 'delta', 'remainder')
   local delta, remainder = m[1] or '1', m[2] or '0'
@@ -122,6 +127,13 @@ class RedisSegmentStore final : public SegmentStore {
          std::to_string(tag.step), std::to_string(tag.delta), std::to_string(tag.remainder)},
         /*may_repeat=*/false);  // again after a lost reply: "exists"
     if (!r.ok()) return std::move(r).error();
+    if (r->kind == '-' && r->text.rfind("VANISHED", 0) == 0) {
+      return Internal(fmt::format(
+          "segment store {}: tag {} has its metadata {} but no counter {} (evicted, or deleted "
+          "by hand): sekka will not start it again, as its ids would repeat; restore the "
+          "counter to at least the last id served, or delete the metadata after checking",
+          redis_->text(), tag.tag, Meta(tag.tag), Counter(tag.tag)));
+    }
     TagInfo dead{tag.tag};
     if (r->kind == '*' && r->elements.size() == 3 &&
         DecimalInt64(r->elements[0].text, dead.next_id) &&

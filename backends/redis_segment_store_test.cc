@@ -97,8 +97,9 @@ TEST(RedisSegmentStoreTest, AWrongPasswordIsNamedInOneLine) {
 TEST(RedisSegmentStoreTest, BadUrisAreInvalidArgumentsNamingWhatIsAllowed) {
   for (const auto& [uri, says] : std::vector<std::pair<std::string, std::string>>{
            {"redis://127.0.0.1:6379/0?schema=leaf", "allowed sekka, cosid"},
-           {"redis://127.0.0.1:6379/0?db=1", "allowed durability, tls_ca_file"},
+           {"redis://127.0.0.1:6379/0?db=1", "allowed durability, eviction, tls_ca_file"},
            {"redis://127.0.0.1:6379/0?durability=some", "allowed fsync (the default) or any"},
+           {"redis://127.0.0.1:6379/0?eviction=lru", "allowed none (the default) or any"},
            {"redis://127.0.0.1:6379/x", "is a number"},
            {"rediss://127.0.0.1:6379/0", "without tls_ca_file"},
            {"redis://127.0.0.1:6379/0?tls_ca_file=/x", "use rediss://"},

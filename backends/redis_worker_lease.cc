@@ -30,25 +30,53 @@ return out
 
 // Claim: the id must be free (no owner, or an owner whose session is gone) when no version was
 // listed, else still at the version listed; then this session owns it at a new version, the
-// listed holder's session (this identity's earlier run) ends, and the hwm is read. nil: the id
-// changed. KEYS: owner, hwm, owners set, this session, version counter. ARGV: prefix, id,
-// identity, session, listed version or "", listed session or "".
+// listed holder's session (this identity's earlier run) ends, and the hwm is read. The owner
+// record keeps the claim's settle (ms) and the holder's TTL: when the earlier holder's session did
+// not end by Close (it expired, by Redis's wall clock, or was evicted, or is ended here) the
+// settle is the largest of the two TTLs and what the earlier holder owed itself (a wait it did
+// not finish is passed on); when the claim is this session's own again (a lost reply), what
+// its earlier claim owed. nil: the id changed. KEYS: owner, hwm, owners set, this
+// session, version counter. ARGV: prefix, id, identity, session, listed version or "", listed
+// session or "", this session's TTL in ms.
+// (An error reply needs a message after its code: Redis answers a code alone as "ERR CODE".)
 constexpr const char* kClaim = R"(
-if redis.call('EXISTS', KEYS[4]) == 0 then return redis.error_reply('NOSESSION') end
-local cur = redis.call('HMGET', KEYS[1], 'session', 'version')
+if redis.call('EXISTS', KEYS[4]) == 0 then return redis.error_reply('NOSESSION the session key is gone') end
+local cur = redis.call('HMGET', KEYS[1], 'session', 'version', 'settle', 'ttl')
 local live = cur[1] and redis.call('EXISTS', ARGV[1] .. 'session:' .. cur[1]) == 1
 if ARGV[5] == '' then
   if live then return false end
 elseif cur[2] ~= ARGV[5] then
   return false
 end
+local settle = 0
+if cur[1] == ARGV[4] then
+  settle = tonumber(cur[3] or '0')
+elseif cur[1] and redis.call('EXISTS', ARGV[1] .. 'released:' .. cur[1]) == 0 then
+  settle = math.max(tonumber(ARGV[7]), tonumber(cur[4] or ARGV[7]), tonumber(cur[3] or '0'))
+end
 local v = redis.call('INCR', KEYS[5])
-redis.call('HSET', KEYS[1], 'identity', ARGV[3], 'session', ARGV[4], 'version', v)
+redis.call('HSET', KEYS[1], 'identity', ARGV[3], 'session', ARGV[4], 'version', v,
+           'settle', settle, 'ttl', ARGV[7])
 redis.call('SADD', KEYS[3], ARGV[2])
 if ARGV[6] ~= '' and ARGV[6] ~= ARGV[4] then
   redis.call('DEL', ARGV[1] .. 'session:' .. ARGV[6])
 end
-return {tostring(v), redis.call('GET', KEYS[2]) or '0'}
+return {tostring(v), redis.call('GET', KEYS[2]) or '0', tostring(settle)}
+)";
+
+// Close: the session ends; with `released` = 1, a marker says it ended by Close (kClaim then owes
+// no settle) for a while. KEYS: the session, its marker. ARGV: released, the marker's TTL in ms.
+constexpr const char* kClose = R"(
+redis.call('DEL', KEYS[1])
+if ARGV[1] == '1' then redis.call('SET', KEYS[2], '1', 'PX', ARGV[2]) end
+return 1
+)";
+
+// The database a cluster's keys live in on this Redis, bound by its first server: the key in
+// database 0 (SET NX), then its value. KEYS: the binding. ARGV: this server's database.
+constexpr const char* kBindDatabase = R"(
+redis.call('SET', KEYS[1], ARGV[1], 'NX')
+return redis.call('GET', KEYS[1])
 )";
 
 // KeepAlive: 1 when the owner record names this session and its key lived to be renewed.
@@ -71,13 +99,15 @@ return 1
 class RedisCoordinator final : public Coordinator {
  public:
   RedisCoordinator(std::unique_ptr<RedisClient> redis, std::string cluster,
-                   WorkerLeaseOptions options)
+                   WorkerLeaseOptions options, std::string database)
       : redis_(std::move(redis)),
         cluster_(std::move(cluster)),
         options_(std::move(options)),
-        prefix_(fmt::format("sekka:{{{}}}:", cluster_)) {}
+        prefix_(fmt::format("sekka:{{{}}}:", cluster_)),
+        database_(database.empty() ? "0" : std::move(database)) {}
 
   Result<std::string> BindLayout(const std::string& layout) override {
+    if (Status s = BindDatabase(); !s.ok()) return std::move(s).error();
     Result<RespReply> set = Call({"SET", prefix_ + "layout", layout, "NX"});
     if (!set.ok()) return std::move(set).error();
     Result<RespReply> get = Call({"GET", prefix_ + "layout"});
@@ -114,12 +144,12 @@ class RedisCoordinator final : public Coordinator {
   Result<std::optional<std::int64_t>> Claim(std::int64_t id,
                                             const std::optional<Holding>& seen) override {
     if (Status s = OpenSession(); !s.ok()) return std::move(s).error();
-    Result<RespReply> r =
-        Call({"EVAL", kClaim, "5", Key("owner", id), Key("hwm", id), DcKey("owners"),
-              SessionKey(session_), prefix_ + "version", prefix_, std::to_string(id),
-              options_.identity, std::to_string(session_),
-              seen ? std::to_string(seen->version) : "", seen ? std::to_string(seen->session) : ""},
-             /*may_repeat=*/false);  // again after a lost reply: "changed"
+    Result<RespReply> r = Call(
+        {"EVAL", kClaim, "5", Key("owner", id), Key("hwm", id), DcKey("owners"),
+         SessionKey(session_), prefix_ + "version", prefix_, std::to_string(id), options_.identity,
+         std::to_string(session_), seen ? std::to_string(seen->version) : "",
+         seen ? std::to_string(seen->session) : "", std::to_string(options_.ttl.count())},
+        /*may_repeat=*/false);  // again after a lost reply: "changed"
     if (!r.ok()) return std::move(r).error();
     if (r->kind == '-' && r->text.rfind("NOSESSION", 0) == 0) {
       session_ = 0;  // it expired before the claim: the next call opens a new one
@@ -127,7 +157,13 @@ class RedisCoordinator final : public Coordinator {
           fmt::format("the Redis session of {} expired before its claim", options_.identity));
     }
     if (r->nil) return std::optional<std::int64_t>();
-    if (r->kind != '*' || r->elements.size() != 2) return Broken("claim", *r);
+    std::int64_t settle = -1;
+    if (r->kind != '*' || r->elements.size() != 3 || !DecimalInt64(r->elements[2].text, settle) ||
+        settle < 0) {
+      return Broken("claim", *r);
+    }
+    settle_ = std::chrono::milliseconds(settle);
+    claimed_at_ms_ = options_.clock_or_system().MonotonicMillis();
     Result<std::int64_t> hwm = Hwm(id, r->elements[1].text);
     if (!hwm.ok()) return std::move(hwm).error();
     return std::optional<std::int64_t>(*hwm);
@@ -141,6 +177,7 @@ class RedisCoordinator final : public Coordinator {
     if (r->kind != ':') return Broken("keepalive", *r);
     if (r->integer == 1) return Status::Ok();
     session_ = 0;
+    lost_ = true;
     return LeaseLost(fmt::format(
         "the Redis session holding worker id {} expired, or the id was taken over", id));
   }
@@ -153,6 +190,7 @@ class RedisCoordinator final : public Coordinator {
     if (!r.ok()) return std::move(r).error();
     if (r->kind != ':') return Broken("hwm store", *r);
     if (r->integer == 1) return Status::Ok();
+    lost_ = true;
     return LeaseLost(fmt::format(
         "worker id {} is no longer held by this process's Redis session (expired or taken over)",
         id));
@@ -160,11 +198,23 @@ class RedisCoordinator final : public Coordinator {
 
   Status Close() override {
     if (session_ == 0) return Status::Ok();
-    Result<RespReply> r = Call({"DEL", SessionKey(session_)});
+    // Released only by a holder that gives its id back (it has stopped: a strict leader resigns
+    // before it closes), not one that found it lost (it may still answer until its own lease
+    // ends), and only once the last claim's settle has passed here: a session that resigns
+    // while an earlier holder may still answer passes that wait on to the next holder.
+    const bool settled =
+        !lost_ && options_.clock_or_system().MonotonicMillis() >= claimed_at_ms_ + settle_.count();
+    Result<RespReply> r = Call({"EVAL", kClose, "2", SessionKey(session_),
+                                fmt::format("{}released:{}", prefix_, session_),
+                                settled ? "1" : "0", std::to_string(3 * options_.ttl.count())});
     if (!r.ok()) return std::move(r).error();
     session_ = 0;
     return Status::Ok();
   }
+
+  // Redis expires a session key by its wall clock (and an evicting Redis may drop it): a step
+  // of that clock frees an id before the TTL has passed since its holder's last renewal.
+  std::chrono::milliseconds settle() const override { return settle_; }
 
   std::string Describe() const override {
     return fmt::format("Redis session {:x} on {} (cluster {})",
@@ -186,6 +236,7 @@ class RedisCoordinator final : public Coordinator {
       if (!r.ok()) return std::move(r).error();
       if (r->kind == '+') {
         session_ = candidate;
+        lost_ = false;
         return Status::Ok();
       }
     }
@@ -226,7 +277,50 @@ class RedisCoordinator final : public Coordinator {
   const std::string cluster_;
   const WorkerLeaseOptions options_;
   const std::string prefix_;
-  std::int64_t session_ = 0;  // 0: none open
+  std::int64_t session_ = 0;             // 0: none open
+  std::chrono::milliseconds settle_{0};  // of the last claim
+  std::int64_t claimed_at_ms_ = 0;       // when it was answered, on options_.clock's monotonic
+  bool lost_ = false;                    // a renewal or store found the claim gone
+  const std::string database_;           // the URI's database ("0" when it names none)
+  bool database_bound_ = false;
+
+  // The cluster's database on this Redis, bound once (kBindDatabase). Errors: kInvalidArgument
+  // when it is bound to another database, kUnavailable.
+  Status BindDatabase() {
+    if (database_bound_) return Status::Ok();
+    const std::string binding = fmt::format("sekka:{{{}}}:database", cluster_);
+    RespReply bound;
+    if (database_ == "0") {
+      Result<RespReply> r = Call({"EVAL", kBindDatabase, "1", binding, database_});
+      if (!r.ok()) return std::move(r).error();
+      bound = std::move(r).value();
+    } else {
+      // The binding lives in database 0, whatever database this connection serves: one MULTI,
+      // which leaves the connection on its own database again.
+      Result<std::vector<RespReply>> all =
+          redis_->CallInOrder({{"MULTI"},
+                               {"SELECT", "0"},
+                               {"EVAL", kBindDatabase, "1", binding, database_},
+                               {"SELECT", database_},
+                               {"EXEC"}});
+      if (!all.ok()) return std::move(all).error();
+      const RespReply& exec = all->back();
+      if (exec.kind != '*' || exec.elements.size() != 3) return Broken("database binding", exec);
+      bound = exec.elements[1];
+    }
+    if (bound.kind == '-' || bound.nil) return Broken("database binding", bound);
+    if (bound.text != database_) {
+      return InvalidArgument(fmt::format(
+          "worker.coordinator {}: cluster {} keeps its worker ids in database {} of this Redis "
+          "(key {} in database 0), and this server is on database {}: servers of one "
+          "worker.cluster on one Redis share one database, or they would be two id spaces with "
+          "equal ids; use /{} in the URI, or another worker.cluster",
+          redis_->text(), cluster_, bound.text.substr(0, 8), binding, database_,
+          bound.text.substr(0, 8)));
+    }
+    database_bound_ = true;
+    return Status::Ok();
+  }
 };
 
 }  // namespace
@@ -243,6 +337,7 @@ Result<std::unique_ptr<Coordinator>> NewRedisCoordinator(std::string_view uri,
         "rediss://");
   }
   if (Status s = ValidateClusterName(cluster); !s.ok()) return std::move(s).error();
+
   // Credentials are given once: in the URI, or in worker.username/password and worker.tls_*.
   if ((parsed->has_password || !parsed->user.empty()) && !access.password.empty()) {
     return InvalidArgument(
@@ -269,11 +364,12 @@ Result<std::unique_ptr<Coordinator>> NewRedisCoordinator(std::string_view uri,
   for (const auto& [name, value] : files) {
     if (!value->empty() && !parsed->params.contains(name)) parsed->params[name] = *value;
   }
+  std::string database = parsed->path;
   Result<std::unique_ptr<RedisClient>> redis = RedisClient::Open(
       std::move(parsed).value(), RedactSecrets(uri), "worker.coordinator", options.call_timeout);
   if (!redis.ok()) return std::move(redis).error();
-  return std::unique_ptr<Coordinator>(
-      std::make_unique<RedisCoordinator>(std::move(redis).value(), std::string(cluster), options));
+  return std::unique_ptr<Coordinator>(std::make_unique<RedisCoordinator>(
+      std::move(redis).value(), std::string(cluster), options, std::move(database)));
 }
 
 }  // namespace sekka

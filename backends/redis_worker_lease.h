@@ -8,7 +8,13 @@
 //   sekka:{c}:hwm:<dc>:<id>      the high-water mark in ms, kept forever
 //   sekka:{c}:version            the counter that versions owner records
 //   sekka:{c}:layout             the layout the cluster serves
-// An id is held while its owner record names a session whose key lives. Every step is one
+//   sekka:{c}:released:<s>       session s ended by Close after its own settle (for a while):
+//                                a claim from it owes no settle
+//   sekka:{c}:database           in database 0: the database the cluster's keys live in, bound by
+//                                its first server (another database would be a second id space
+//                                under one name: refused)
+// An id is held while its owner record names a session whose key lives; the record also keeps
+// the claim's settle and the holder's TTL. Every step is one
 // script, so each is atomic on the one Redis: Claim takes the id only if it is still as listed
 // (free, or at the version listed) and reads its hwm (promise 1 of include/sekka/coordinator.h);
 // StoreHwm raises the hwm only while the owner record names this session and the session lives
@@ -17,7 +23,13 @@
 // What this rests on (docs/operations.md, "Redis: what is promised"): Redis keeps every write it
 // acknowledged. With appendonly yes and appendfsync always on one Redis it does; a failover to a
 // replica that lagged can lose a claim or an hwm, and sekka does not promise unique ids across
-// one. Unless the URI says durability=any, each connection checks both settings first.
+// one. Unless the URI says durability=any, each connection checks both settings first; unless
+// it says eviction=any, that maxmemory-policy evicts only keys with a TTL (sessions).
+//
+// Redis expires a session by its wall clock, which can step: an id can be freed before a TTL
+// has passed since its holder's last renewal. The hwm fence does not care; a claim that took an
+// id from a session that did not end by Close reports settle() = the larger TTL of the two, for
+// holders that rely on the TTL alone (strict leaders).
 
 #ifndef SEKKA_BACKENDS_REDIS_WORKER_LEASE_H_
 #define SEKKA_BACKENDS_REDIS_WORKER_LEASE_H_

@@ -51,6 +51,11 @@ struct SegmentTable {
   bool tombstones() const { return peer.empty(); }
 };
 
+// tinyid's tokens beside its table (tiny_id_token: token, biz_type), read as tinyid's
+// TinyIdTokenServiceImpl does, in both dialects; at most 100,000 rows.
+inline constexpr std::string_view kTinyidTokensSql =
+    "SELECT token, biz_type FROM tiny_id_token LIMIT 100000";
+
 // The table of `schema` ("" = sekka); nullptr when there is none.
 const SegmentTable* FindSegmentTable(std::string_view schema);
 // "sekka, leaf, tinyid", for messages.

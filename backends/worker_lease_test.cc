@@ -24,7 +24,10 @@
 #include "backends/etcd_worker_lease.h"
 #include "backends/host_ports.h"
 #include "backends/http_client.h"
+#include "backends/redis_client.h"
+#include "backends/store_uri.h"
 #include "backends/worker_lease_uri.h"
+#include "testing/fake_clock.h"
 #include "testing/worker_lease_contract.h"
 
 namespace sekka {
@@ -177,6 +180,88 @@ TEST(RedisWorkerLease, CredentialsInTheUriAndInTheSettingsAreRefusedTogether) {
   EXPECT_NE(tls.error().message.find("worker.tls_ca_file is set too"), std::string::npos)
       << tls.error().message;
   EXPECT_TRUE(OpenCoordinator("redis", "redis://127.0.0.1:1/0", "c", o, {{}, "u", "p"}).ok());
+}
+
+// A claim from a session that did not end by Close owes a settle (LeaseGrant::settle): the
+// larger TTL of the two holders; kept when this session claims the id again (after a lost
+// reply); and passed on by a holder that closes before its own settle has passed. The review of
+// issue 40 found the last two answering 0.
+TEST(RedisWorkerLease, AClaimFromAnExpiredSessionOwesTheLargerTtlUntilItHasPassed) {
+  const std::string uri = RedisUri();
+  ASSERT_FALSE(uri.empty()) << "the redis fixture wrote no URI";
+  FakeClock clock(1'700'000'000'000);
+  const std::string cluster = FreshCluster();
+  auto open = [&](const char* identity, std::int64_t ttl_ms) {
+    WorkerLeaseOptions o;
+    o.identity = identity;
+    o.worker_count = 1;
+    o.ttl = std::chrono::milliseconds(ttl_ms);
+    o.clock = &clock;
+    Result<std::unique_ptr<Coordinator>> c = OpenCoordinator("redis", uri, cluster, o);
+    EXPECT_TRUE(c.ok()) << c.error().message;
+    return c.ok() ? std::move(c).value() : nullptr;
+  };
+  Result<StoreUri> raw_uri = ParseStoreUri(uri, "test", RedisClient::kParams);
+  ASSERT_TRUE(raw_uri.ok());
+  Result<std::unique_ptr<RedisClient>> raw = RedisClient::Open(*raw_uri, uri, "test");
+  ASSERT_TRUE(raw.ok()) << raw.error().message;
+  auto claim = [](Coordinator& c, const std::optional<Holding>& seen) {
+    Result<std::optional<std::int64_t>> r = c.Claim(0, seen);
+    EXPECT_TRUE(r.ok() && r->has_value()) << (r.ok() ? "taken" : r.error().message);
+  };
+  using std::chrono::milliseconds;
+  auto x = open("x", 20'000);
+  ASSERT_NE(x, nullptr);
+  claim(*x, std::nullopt);
+  EXPECT_EQ(x->settle(), milliseconds(0));  // nobody held it
+  // x's session key is gone as if Redis's clock had stepped past its TTL.
+  ASSERT_TRUE(
+      (*raw)->Call({"DEL", fmt::format("sekka:{{{}}}:session:{}", cluster, x->session())}).ok());
+  auto y = open("y", 10'000);
+  claim(*y, std::nullopt);
+  EXPECT_EQ(y->settle(), milliseconds(20'000));  // x's TTL, the larger
+  Result<std::map<std::int64_t, Holding>> listed = y->ListHolders();
+  ASSERT_TRUE(listed.ok() && listed->contains(0));
+  claim(*y, listed->at(0));  // y's own claim again, as after a lost reply
+  EXPECT_EQ(y->settle(), milliseconds(20'000));
+  ASSERT_TRUE(y->Close().ok());  // before its settle passed: the next holder owes one
+  auto z = open("z", 10'000);
+  claim(*z, std::nullopt);
+  EXPECT_EQ(z->settle(), milliseconds(20'000));  // what y owed: x may still answer
+  clock.AdvanceMillis(20'001);
+  ASSERT_TRUE(z->Close().ok());  // after it: released
+  auto w = open("w", 10'000);
+  claim(*w, std::nullopt);
+  EXPECT_EQ(w->settle(), milliseconds(0));
+}
+
+// A session key gone before the claim (expired while the process was paused, or evicted):
+// the claim fails once, and the next opens a new session. The review of issue 40 found the
+// script's NOSESSION answered as "ERR NOSESSION", which was taken for another error: the
+// coordinator kept its dead session and every later claim failed.
+TEST(RedisWorkerLease, AClaimAfterTheSessionKeyWentOpensANewSession) {
+  const std::string uri = RedisUri();
+  ASSERT_FALSE(uri.empty()) << "the redis fixture wrote no URI";
+  const std::string cluster = FreshCluster();
+  WorkerLeaseOptions o;
+  o.identity = "x";
+  o.worker_count = 1;
+  Result<std::unique_ptr<Coordinator>> c = OpenCoordinator("redis", uri, cluster, o);
+  ASSERT_TRUE(c.ok()) << c.error().message;
+  ASSERT_TRUE((*c)->ListHolders().ok());  // opens the session
+  Result<StoreUri> raw_uri = ParseStoreUri(uri, "test", RedisClient::kParams);
+  ASSERT_TRUE(raw_uri.ok());
+  Result<std::unique_ptr<RedisClient>> raw = RedisClient::Open(*raw_uri, uri, "test");
+  ASSERT_TRUE(raw.ok()) << raw.error().message;
+  ASSERT_TRUE(
+      (*raw)->Call({"DEL", fmt::format("sekka:{{{}}}:session:{}", cluster, (*c)->session())}).ok());
+  Result<std::optional<std::int64_t>> first = (*c)->Claim(0, std::nullopt);
+  ASSERT_FALSE(first.ok());
+  EXPECT_NE(first.error().message.find("expired before its claim"), std::string::npos)
+      << first.error().message;
+  Result<std::optional<std::int64_t>> again = (*c)->Claim(0, std::nullopt);
+  ASSERT_TRUE(again.ok()) << again.error().message;
+  EXPECT_TRUE(again->has_value());
 }
 
 TEST(HostPorts, NamesAndAddressesParse) {

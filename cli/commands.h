@@ -129,8 +129,9 @@ struct ServeFlags {
 int RunServe(const ServeFlags& flags);
 
 struct SegmentFlags {
-  std::string action;  // create | list | show | step | delete
+  std::string action;  // create | list | show | step | delete | import
   std::string tag;
+  std::string from;  // import: the peer's table, leaf or tinyid
   std::int64_t start = 1;
   std::int64_t step = 1000;
   std::int64_t delta = 1;  // ids with id % delta == remainder (tinyid's multi-database setups)

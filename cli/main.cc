@@ -180,11 +180,11 @@ Subcommand AddOpaque(CLI::App& app, const std::string& layouts) {
       }};
 }
 
-// sekka segment create|list|show|step|delete.
+// sekka segment create|list|show|step|delete|import.
 Subcommand AddSegment(CLI::App& app, const std::string& /*layouts*/) {
   auto segment = std::make_shared<SegmentFlags>();
-  CLI::App* cmd =
-      app.add_subcommand("segment", "Manage segment tags: create, list, show, step, delete");
+  CLI::App* cmd = app.add_subcommand(
+      "segment", "Manage segment tags: create, list, show, step, delete, import");
   cmd->require_subcommand(1);
   const std::string store_help =
       "Segment store: \"\" = SQLite in the data dir, sqlite:PATH, postgres://..., mysql://..., "
@@ -206,7 +206,14 @@ Subcommand AddSegment(CLI::App& app, const std::string& /*layouts*/) {
   CLI::App* seg_delete = cmd->add_subcommand(
       "delete", "Delete a tag; it can be created again only at or above its next id");
   seg_delete->add_option("tag", segment->tag, "Tag name")->required();
-  for (CLI::App* sub : {seg_create, seg_list, seg_show, seg_step, seg_delete}) {
+  CLI::App* seg_import = cmd->add_subcommand(
+      "import",
+      "Move a tag from Leaf's or tinyid's table into sekka's on the same MySQL database, while "
+      "their servers run: sekka starts at the row's next id, the row is raised past it");
+  seg_import->add_option("tag", segment->tag, "Tag name (Leaf's biz_tag, tinyid's biz_type)")
+      ->required();
+  seg_import->add_option("--from", segment->from, "The peer's table: leaf or tinyid")->required();
+  for (CLI::App* sub : {seg_create, seg_list, seg_show, seg_step, seg_delete, seg_import}) {
     sub->add_option("--segment-store", segment->store, store_help);
     sub->add_option("--data-dir", segment->data_dir, "Data directory")->capture_default_str();
     sub->add_flag("--json", segment->json, "As JSON");

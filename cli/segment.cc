@@ -1,4 +1,4 @@
-// sekka segment create|list|show|step|delete: tag management in any segment store.
+// sekka segment create|list|show|step|delete|import: tag management in any segment store.
 
 #include <fmt/format.h>
 
@@ -56,6 +56,13 @@ int RunSegment(const SegmentFlags& flags) {
   if (flags.action == "step") {
     if (Status s = (*store)->SetStep(flags.tag, flags.step); !s.ok()) return exit_for(s.error());
     Result<TagInfo> t = (*store)->GetTag(flags.tag);
+    if (!t.ok()) return exit_for(t.error());
+    show(*t);
+    return kExitOk;
+  }
+  if (flags.action == "import") {
+    // sekka's new row: its next id is where the peer's row was.
+    Result<TagInfo> t = (*store)->ImportTag(flags.tag, flags.from);
     if (!t.ok()) return exit_for(t.error());
     show(*t);
     return kExitOk;

@@ -393,6 +393,72 @@ HttpReply LeafDecodeReply(Service&, const RouteInput&, Result<Reply>& reply) {
       d.timestamp_ms, time, d.datacenter, d.worker, d.sequence));
 }
 
+// Leaf's monitor pages (leaf-server's LeafMonitorController and its templates), for the
+// operators who look at them: HTML tables in Leaf's columns. /cache: the two buffers of each tag
+// served here (value: the next id; max: the end, not included); /db: a page of the store's rows
+// (max: where the next range starts). Both behind the token.
+std::string LeafPage(std::string_view columns, const std::vector<std::vector<std::string>>& rows) {
+  std::string out =
+      "<!DOCTYPE html>\n<html>\n<head>\n<meta charset=\"UTF-8\">\n<title>Leaf</title>\n"
+      "</head>\n<body>\n<table class=\"table table-hover\">\n<thead>\n<tr>";
+  for (std::size_t at = 0; at < columns.size();) {
+    const std::size_t space = std::min(columns.find(' ', at), columns.size());
+    out += fmt::format("<th>{}</th>", columns.substr(at, space - at));
+    at = space + 1;
+  }
+  out += "</tr>\n</thead>\n<tbody>\n";
+  for (const std::vector<std::string>& row : rows) {
+    out += "<tr>";
+    for (const std::string& cell : row) out += "<td>" + http::HtmlEscape(cell) + "</td>";
+    out += "</tr>\n";
+  }
+  return out + "</tbody>\n</table>\n</body>\n</html>\n";
+}
+
+HttpReply Html(std::string body) {
+  HttpReply r;
+  r.content_type = "text/html; charset=utf-8";
+  r.body = std::move(body);
+  return r;
+}
+
+// GET /cache: answered from this process's buffers (no store call).
+HttpReply LeafCacheReply(Service& service, const RouteInput&, Result<Reply>& reply) {
+  if (!reply.ok()) return FromError(reply.error());
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& [tag, st] : service.ServedSegments()) {
+    std::vector<std::string> row = {tag, st.buffered.empty() ? "false" : "true",
+                                    st.buffered.size() > 1 ? "true" : "false", "0"};
+    for (std::size_t i = 0; i < 2; ++i) {
+      const bool held = i < st.buffered.size();
+      row.push_back(std::to_string(held ? st.buffered[i].begin : 0));
+      row.push_back(std::to_string(held ? st.buffered[i].end : 0));
+      row.push_back(std::to_string(held ? st.step : 0));
+    }
+    rows.push_back(std::move(row));
+  }
+  return Html(LeafPage("name init next pos value0 max0 step0 value1 max1 step1", rows));
+}
+
+// GET /db: the store's rows (it may wait for the store: run on the store lane).
+Result<Reply> LeafDbCommand(Service& service, Args) {
+  Result<std::vector<TagInfo>> page = service.SegmentTagRows("");
+  if (!page.ok()) return std::move(page).error();
+  std::vector<std::vector<std::string>> rows;
+  for (const TagInfo& t : *page) {
+    rows.push_back({t.tag, std::to_string(t.next_id), std::to_string(t.step), "-"});
+  }
+  return Reply(LeafPage("tag max step update", rows));
+}
+bool LeafDbMayBlock(Service&, Args) { return true; }
+constexpr CommandSpec kLeafDb{Command::kSegmentAdmin, "GET /db",    0, 0, true,
+                              LeafDbMayBlock,         LeafDbCommand};
+
+HttpReply LeafDbReply(Service&, const RouteInput&, Result<Reply>& reply) {
+  if (!reply.ok()) return FromError(reply.error());
+  return Html(std::get<std::string>(std::move(*reply)));
+}
+
 // didi's tinyid: /tinyid/id/nextId, nextIdSimple, nextSegmentId and nextSegmentIdSimple with
 // ?bizType= (the tag), &batchSize= and &token=, on any method (tinyid's client POSTs). The JSON
 // routes answer {"data":...,"code":200,"message":""} with code 5 for a bad token and 6 for any
@@ -731,6 +797,9 @@ const std::vector<HttpRoute>& Routes() {
        LeafIdReply},
       {"GET", "/decodeSnowflakeId", false, Auth::kNone, kIdDecode, Command::kLeafDecode,
        LeafDecodeArgs, LeafDecodeReply},
+      {"GET", "/cache", false, Auth::kCommand, nullptr, Command::kSegmentAdmin, NoArgs,
+       LeafCacheReply},
+      {"GET", "/db", false, Auth::kCommand, &kLeafDb, Command::kSegmentAdmin, NoArgs, LeafDbReply},
       // didi's tinyid
       {kAnyMethod, "/tinyid/id/nextId", false, Auth::kTinyid, kSegNext, Command::kSegment,
        TinyidIdArgs, TinyidNextId},
@@ -802,7 +871,23 @@ bool BasicAuthorized(Service& service, const http::Request& request) {
          TokenEquals(std::string_view(decoded).substr(colon + 1), service.config().auth_token);
 }
 
+// tinyid's routes on a store that keeps tinyid's tokens: tinyid's own rule (?token= is one that
+// tiny_id_token lets ask for ?bizType=), beside the server token where one is set.
+bool TinyidAuthorized(Service& service, const RouteInput& in) {
+  const std::string& server_token = service.config().auth_token;
+  const std::optional<std::string> token = http::QueryParam(in.query, "token");
+  if (!server_token.empty() &&
+      (Authorized(service, in.request) || (token && TokenEquals(*token, server_token)))) {
+    return true;
+  }
+  const std::optional<std::string> tag = http::QueryParam(in.query, "bizType");
+  return token && tag && service.TinyidTokenAllows(*tag, *token);
+}
+
 bool RouteAuthorized(Service& service, const HttpRoute& route, const RouteInput& in) {
+  if (route.auth == Auth::kTinyid && service.tinyid_tokens_on()) {
+    return TinyidAuthorized(service, in);
+  }
   const bool needs_auth =
       route.auth != Auth::kNone && (route.command == nullptr || route.command->needs_auth);
   if (!needs_auth || Authorized(service, in.request)) return true;
@@ -816,7 +901,10 @@ HttpReply RunRoute(Service& service, const HttpRoute& route, const RouteInput& i
   Result<Reply> reply = Reply(std::int64_t{0});
   ArgList args;
   if (!RouteAuthorized(service, route, in)) {
-    reply = Unauthenticated(route.auth == Auth::kTinyid
+    reply = Unauthenticated(route.auth == Auth::kTinyid && service.tinyid_tokens_on()
+                                ? "token is error: send ?token= a token that tiny_id_token gives "
+                                  "this bizType (or server.auth_token)"
+                            : route.auth == Auth::kTinyid
                                 ? "token is error: send ?token=<server.auth_token>"
                             : route.auth == Auth::kBrowser
                                 ? "the status page needs the token: as the password (any user), "

@@ -75,6 +75,8 @@ std::string_view ReasonPhrase(int status);
 std::string JsonEscape(std::string_view text);
 // `text` as a JSON string: quoted and escaped.
 inline std::string JsonString(std::string_view text) { return '"' + JsonEscape(text) + '"'; }
+// `text` escaped for HTML text and attribute values (& < > " ').
+std::string HtmlEscape(std::string_view text);
 
 }  // namespace sekka::http
 

@@ -107,9 +107,13 @@ void Service::AppendRequestMetrics(MetricsWriter& w) {
 
 // Per segment tag.
 void Service::AppendSegmentMetrics(MetricsWriter& w) {
-  const std::vector<const SegmentSequence*> tags = segments_->Sequences();
-  std::vector<std::pair<std::string, SegmentStats>> seg;
-  for (const SegmentSequence* q : tags) seg.emplace_back(q->tag(), q->stats());
+  std::vector<std::pair<std::string, SegmentStats>> seg = ServedSegments();
+  // Tags whose row never loaded: their failed loads, so that an outage from the start is seen.
+  for (const auto& [tag, failed] : segments_->LoadErrors()) {
+    SegmentStats st;
+    st.fetch_errors = failed;
+    seg.emplace_back(tag, std::move(st));
+  }
   auto per_tag = [&](std::string_view name, std::string_view type, std::string_view help,
                      auto value) {
     w.Family(name, type, help);
@@ -126,7 +130,8 @@ void Service::AppendSegmentMetrics(MetricsWriter& w) {
           [](const SegmentStats& st) { return st.fetches; });
   per_tag("sekka_segment_fetch_seconds_total", "counter", "Time spent fetching ranges, by tag.",
           [](const SegmentStats& st) { return static_cast<double>(st.fetch_micros_total) / 1e6; });
-  per_tag("sekka_segment_store_errors_total", "counter", "Failed range fetches, by tag.",
+  per_tag("sekka_segment_store_errors_total", "counter",
+          "Failed range fetches and loads of the tag's row, by tag.",
           [](const SegmentStats& st) { return st.fetch_errors; });
   per_tag("sekka_segment_waits_total", "counter", "Callers that found both buffers empty, by tag.",
           [](const SegmentStats& st) { return st.waits; });

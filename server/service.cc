@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "sekka/secrets.h"
 #include "server/http.h"
 #include "server/log.h"
 
@@ -115,7 +116,12 @@ Service::Service(const ServerConfig& config, Clock& clock)
       coordinated_(config.coordinated()),
       started_ms_(clock.NowMillis()) {}
 
-Service::~Service() { Stop(); }
+Service::~Service() {
+  Stop();
+  // The allocator's fetcher threads report failures through LeaseLogLine (log_mu_, declared
+  // after it): they end here, before any member they use.
+  segments_.reset();
+}
 
 Result<std::unique_ptr<Service>> Service::Start(const ServerConfig& config, ServiceParts parts) {
   if (parts.clock == nullptr || parts.lease == nullptr || parts.data_dir == nullptr ||
@@ -173,7 +179,22 @@ Result<std::unique_ptr<Service>> Service::Start(const ServerConfig& config, Serv
   segment_options.max_tags = static_cast<std::size_t>(config.segment_max_tags);
   // Without a background thread, its owner's RunBackgroundOnce makes the fetches too.
   segment_options.fetch_threads = parts.background_thread;
+  segment_options.on_store_error = [&s, store = RedactSecrets(config.segment_store)](
+                                       std::string_view tag, const Error& error) {
+    s.LeaseLogLine(LeaseLogLevel::kWarn, "the segment store failed a call",
+                   fmt::format("tag={} store={} error={}", http::JsonString(tag),
+                               http::JsonString(store.empty() ? "sqlite in the data dir" : store),
+                               http::JsonString(RedactSecrets(error.message))),
+                   /*repeats=*/true);
+  };
   s.segments_ = std::make_unique<SegmentAllocator>(*s.segment_store_, clock, segment_options);
+  if (s.segment_store_->has_peer_tokens()) {
+    // Read before the first request, as tinyid does at start; a failure is retried.
+    const bool read = s.ReadTinyidTokens();
+    if (parts.background_thread) {
+      s.tokens_thread_ = std::thread([&s, read] { s.RereadTinyidTokens(read); });
+    }
+  }
 
   if (parts.strict.open_lease) {
     StrictOptions strict;
@@ -254,8 +275,44 @@ void Service::Stop() {
   }
   wake_.notify_all();
   if (reserver_.joinable()) reserver_.join();
+  if (tokens_thread_.joinable()) tokens_thread_.join();
   // The stored hwm covers every id issued; the id is free for others at once.
   if (leased_ != nullptr) (void)leased_->Stop();
+}
+
+bool Service::ReadTinyidTokens() {
+  Result<std::vector<PeerToken>> rows = segment_store_->PeerTokens();
+  if (!rows.ok()) {
+    LeaseLogLine(LeaseLogLevel::kWarn, "tinyid's tokens could not be read",
+                 fmt::format("error={}", JsonString(RedactSecrets(rows.error().message))),
+                 /*repeats=*/true);
+    return false;
+  }
+  if (rows->size() >= 100'000) {
+    LeaseLogLine(LeaseLogLevel::kWarn, "tinyid's tokens: only the first 100,000 rows are read", "",
+                 /*repeats=*/true);
+  }
+  std::map<std::string, std::set<std::string, std::less<>>, std::less<>> tokens;
+  for (PeerToken& row : *rows) tokens[std::move(row.token)].insert(std::move(row.tag));
+  std::lock_guard lock(tokens_mu_);
+  tinyid_tokens_ = std::move(tokens);
+  return true;
+}
+
+void Service::RereadTinyidTokens(bool read) {
+  std::unique_lock lock(mu_);
+  while (!wake_.wait_for(lock, std::chrono::seconds(read ? 60 : 5), [this] { return stopping_; })) {
+    lock.unlock();
+    read = ReadTinyidTokens();
+    lock.lock();
+  }
+}
+
+bool Service::TinyidTokenAllows(std::string_view tag, std::string_view token) const {
+  if (token.empty()) return false;  // as tinyid: an empty token is no token
+  std::lock_guard lock(tokens_mu_);
+  auto it = tinyid_tokens_.find(token);
+  return it != tinyid_tokens_.end() && it->second.find(tag) != it->second.end();
 }
 
 Result<std::int64_t> Service::NextStrict(std::string_view tag, std::int64_t n) {
@@ -381,10 +438,7 @@ Result<std::string> Service::SegmentTagsJson(std::string_view tag, std::string_v
   std::vector<TagInfo> rows;
   bool full = false;
   if (tag.empty()) {
-    if (!after.empty()) {
-      if (Status s = ValidateTag(after); !s.ok()) return std::move(s).error();
-    }
-    Result<std::vector<TagInfo>> page = segment_store_->ListTagsAfter(after, kTagsPage);
+    Result<std::vector<TagInfo>> page = SegmentTagRows(after);
     if (!page.ok()) return std::move(page).error();
     rows = std::move(page).value();
     full = rows.size() == kTagsPage;
@@ -400,6 +454,19 @@ Result<std::string> Service::SegmentTagsJson(std::string_view tag, std::string_v
     out += TagJson(rows[i], Served(rows[i].tag));
   }
   return out + "],\"next_after\":" + (full ? JsonString(rows.back().tag) : "null") + "}";
+}
+
+Result<std::vector<TagInfo>> Service::SegmentTagRows(std::string_view after) {
+  if (!after.empty()) {
+    if (Status s = ValidateTag(after); !s.ok()) return std::move(s).error();
+  }
+  return segment_store_->ListTagsAfter(after, kTagsPage);
+}
+
+std::vector<std::pair<std::string, SegmentStats>> Service::ServedSegments() const {
+  std::vector<std::pair<std::string, SegmentStats>> out;
+  for (const SegmentSequence* q : segments_->Sequences()) out.emplace_back(q->tag(), q->stats());
+  return out;
 }
 
 Result<std::string> Service::SetSegmentStep(std::string_view tag, std::int64_t step) {

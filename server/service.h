@@ -17,6 +17,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <span>
 #include <string>
 #include <thread>
@@ -178,6 +179,18 @@ class Service {
   // kUnavailable.
   static constexpr std::size_t kTagsPage = 1000;
   Result<std::string> SegmentTagsJson(std::string_view tag, std::string_view after = "");
+  // A page of the store's rows: kTagsPage tags named after `after` ("": from the first).
+  // Errors: kInvalidArgument (a bad `after`), kUnavailable.
+  Result<std::vector<TagInfo>> SegmentTagRows(std::string_view after);
+  // The tags this process serves, with their buffers and counters, in name order.
+  std::vector<std::pair<std::string, SegmentStats>> ServedSegments() const;
+  // tinyid's per-bizType tokens (SegmentStore::has_peer_tokens): on when the store keeps them;
+  // then a thread reads them at start and every minute (as tinyid does), every 5 s while reads
+  // fail.
+  bool tinyid_tokens_on() const { return segment_store_->has_peer_tokens(); }
+  // True when tiny_id_token, as last read, lets `token` ask for `tag`; false before a read
+  // succeeded.
+  bool TinyidTokenAllows(std::string_view tag, std::string_view token) const;
   // The store's SetStep and DeleteTag (segment.h), as JSON of one tag: after the change, and as it
   // was before the delete. Errors: theirs.
   Result<std::string> SetSegmentStep(std::string_view tag, std::int64_t step);
@@ -323,6 +336,14 @@ class Service {
   // One limiter per repeating lease message. Guarded by log_mu_.
   std::map<std::string, LogLimiter, std::less<>> repeating_logs_;
   std::thread reserver_;
+  // tinyid's tokens: token -> the tags it may ask for, as last read; guarded by tokens_mu_.
+  // Reads them once; false (logged) when the read failed.
+  bool ReadTinyidTokens();
+  // tokens_thread_: reads them again a minute after a read, 5 s after a failed one.
+  void RereadTinyidTokens(bool read);
+  mutable std::mutex tokens_mu_;
+  std::map<std::string, std::set<std::string, std::less<>>, std::less<>> tinyid_tokens_;
+  std::thread tokens_thread_;
 };
 
 }  // namespace sekka::server

@@ -41,8 +41,9 @@ class CoordinatedLease final : public WorkerLease {
   const WorkerLeaseOptions options_;
   Clock& clock_;
   bool layout_bound_ = false;
-  std::int64_t held_ = -1;      // the worker id held; -1: none
-  std::int64_t hwm_known_ = 0;  // its hwm: as claimed, then as stored
+  std::int64_t held_ = -1;               // the worker id held; -1: none
+  std::int64_t hwm_known_ = 0;           // its hwm: as claimed, then as stored
+  std::chrono::milliseconds settle_{0};  // as claimed
 };
 
 Status CoordinatedLease::BindLayout() {
@@ -89,7 +90,7 @@ std::vector<std::int64_t> CoordinatedLease::Order(const std::map<std::int64_t, H
 
 Result<LeaseGrant> CoordinatedLease::Acquire() {
   if (options_.identity.empty()) return InvalidArgument("the lease identity must not be empty");
-  if (held_ >= 0) return LeaseGrant{options_.datacenter_id, held_, hwm_known_};
+  if (held_ >= 0) return LeaseGrant{options_.datacenter_id, held_, hwm_known_, settle_};
   if (Status s = BindLayout(); !s.ok()) return std::move(s).error();
   for (int pass = 0; pass < kMaxPasses; ++pass) {
     Result<std::map<std::int64_t, Holding>> listed = c_->ListHolders();
@@ -105,7 +106,8 @@ Result<LeaseGrant> CoordinatedLease::Acquire() {
       if (!hwm->has_value()) continue;  // taken meanwhile: the next candidate
       held_ = id;
       hwm_known_ = **hwm;
-      return LeaseGrant{options_.datacenter_id, id, hwm_known_};
+      settle_ = c_->settle();
+      return LeaseGrant{options_.datacenter_id, id, hwm_known_, settle_};
     }
   }
   (void)c_->Close();  // nothing is held: the session is not kept open for nothing

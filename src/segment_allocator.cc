@@ -253,6 +253,11 @@ Result<SegmentSequence*> SegmentAllocator::Sequence(std::string_view tag) {
   }
   auto [it, inserted] = sequences_.emplace(std::string(tag), nullptr);
   if (!inserted) return it->second.get();  // another caller created it meanwhile
+  std::uint64_t load_errors = 0;
+  if (auto failed = load_errors_.find(tag); failed != load_errors_.end()) {
+    load_errors = failed->second;
+    load_errors_.erase(failed);
+  }
   // A sequence, once made, lives as long as the allocator: callers may hold it and wait on it,
   // so a first fetch that fails leaves it in place (with the error) rather than erasing it.
   // Its first range is fetched by the fetcher thread like every other; callers wait for it up
@@ -260,6 +265,7 @@ Result<SegmentSequence*> SegmentAllocator::Sequence(std::string_view tag) {
   it->second =
       std::make_unique<SegmentSequence>(*this, std::string(tag), info->delta, info->remainder);
   SegmentSequence& seq = *it->second;
+  seq.fetch_errors_.store(load_errors, std::memory_order_relaxed);
   seq.tag_step_ = info->step;
   seq.step_ = std::clamp(info->step, options_.min_step, options_.max_step);
   RequestFetch(seq);
@@ -281,12 +287,29 @@ Result<TagInfo> SegmentAllocator::LookUp(std::string_view tag, std::unique_lock<
   }
   lock.unlock();
   Result<TagInfo> info = store_.GetTag(tag);
+  const bool failed = !info.ok() && info.error().code != ErrorCode::kNotFound;
+  if (failed && options_.on_store_error) options_.on_store_error(tag, info.error());
   lock.lock();
+  if (auto served = sequences_.find(tag); failed && served != sequences_.end() && served->second) {
+    served->second->fetch_errors_.fetch_add(1, std::memory_order_relaxed);  // a served tag's row
+  } else if (failed) {
+    auto counted = load_errors_.find(tag);
+    if (counted == load_errors_.end()) {
+      const bool room = load_errors_.size() < options_.max_tags;
+      counted = load_errors_.emplace(room ? std::string(tag) : std::string(), 0).first;
+    }
+    ++counted->second;
+  }
   if (!info.ok() && info.error().code == ErrorCode::kNotFound) {
     if (unknown_.size() >= options_.max_tags) unknown_.clear();
     unknown_[std::string(tag)] = SteadyMillis();
   }
   return info;
+}
+
+std::vector<std::pair<std::string, std::uint64_t>> SegmentAllocator::LoadErrors() const {
+  std::lock_guard lock(mu_);
+  return {load_errors_.begin(), load_errors_.end()};
 }
 
 Result<TagInfo> SegmentAllocator::GetTag(std::string_view tag) {
@@ -364,10 +387,6 @@ Status SegmentAllocator::FetchNow(SegmentSequence& seq, std::unique_lock<std::mu
   const auto micros = std::chrono::duration_cast<std::chrono::microseconds>(
                           std::chrono::steady_clock::now() - begin)
                           .count();
-  lock.lock();
-  seq.fetching_ = false;
-  seq.fetches_.fetch_add(1, std::memory_order_relaxed);
-  seq.fetch_micros_.fetch_add(static_cast<std::uint64_t>(micros), std::memory_order_relaxed);
   // Ids start at 1: a row another program set below that (Leaf's max_id 0) hands out ranges
   // that are not ids. Such a range is dropped like a failed fetch.
   if (range.ok() && (range->begin < 1 || range->end <= range->begin)) {
@@ -375,6 +394,11 @@ Status SegmentAllocator::FetchNow(SegmentSequence& seq, std::unique_lock<std::mu
         "the segment store handed out [{}, {}) for tag {}: ids start at 1; fix the tag's row",
         range->begin, range->end, seq.tag_));
   }
+  if (!range.ok() && options_.on_store_error) options_.on_store_error(seq.tag_, range.error());
+  lock.lock();
+  seq.fetching_ = false;
+  seq.fetches_.fetch_add(1, std::memory_order_relaxed);
+  seq.fetch_micros_.fetch_add(static_cast<std::uint64_t>(micros), std::memory_order_relaxed);
   if (!range.ok()) {
     seq.fetch_errors_.fetch_add(1, std::memory_order_relaxed);
     seq.last_error_ = range.error();

@@ -1,3 +1,4 @@
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -29,6 +30,10 @@ class ControlledStore final : public SegmentStore {
   Status CreateTag(const TagInfo& t) override { return inner_->CreateTag(t); }
   Result<TagInfo> GetTag(std::string_view t) override {
     lookups.fetch_add(1);
+    {
+      std::lock_guard lock(mu_);
+      if (down_) return Unavailable("store is down");
+    }
     return inner_->GetTag(t);
   }
   Result<std::vector<TagInfo>> ListTagsAfter(std::string_view a, std::size_t n) override {
@@ -229,14 +234,19 @@ TEST(SegmentAllocatorTest, BothRangesEmptyWaitsUpToTheDeadlineThenIsUnavailable)
   EXPECT_EQ(s.stats().unavailable, 1u);
 }
 
+// Options for a store that goes down: callers and retries wait briefly.
+SegmentOptions ForOutages() {
+  SegmentOptions o;
+  o.wait_deadline = milliseconds(50);
+  o.retry_backoff = milliseconds(10);
+  return o;
+}
+
 TEST(SegmentAllocatorTest, AStoreOutageIsSurvivedWhileBufferedIdsLastAndRecovers) {
   ControlledStore store;
   ASSERT_TRUE(store.CreateTag({"t", 1, 100}).ok());
   FakeClock clock(1'000'000);
-  SegmentOptions o;
-  o.wait_deadline = milliseconds(50);
-  o.retry_backoff = milliseconds(10);
-  SegmentAllocator a(store, clock, o);
+  SegmentAllocator a(store, clock, ForOutages());
   SegmentSequence& s = Loaded(a, "t");
   store.SetDown(true);
   std::vector<std::int64_t> served;
@@ -250,6 +260,40 @@ TEST(SegmentAllocatorTest, AStoreOutageIsSurvivedWhileBufferedIdsLastAndRecovers
   EXPECT_TRUE(std::is_sorted(served.begin(), served.end()));
   EXPECT_EQ(std::adjacent_find(served.begin(), served.end()), served.end());
   EXPECT_GT(s.stats().fetch_errors, 0u);
+}
+
+TEST(SegmentAllocatorTest, EveryFailedStoreCallIsReportedAndCountedTheFirstLoadToo) {
+  ControlledStore store;
+  ASSERT_TRUE(store.CreateTag({"t", 1, 100}).ok());
+  FakeClock clock(1'000'000);
+  SegmentOptions o = ForOutages();
+  std::mutex mu;
+  std::vector<std::string> reported;
+  o.on_store_error = [&](std::string_view tag, const Error& e) {
+    std::lock_guard lock(mu);
+    reported.push_back(fmt::format("{}: {}", tag, e.message));
+  };
+  SegmentAllocator a(store, clock, o);
+  store.SetDown(true);
+  for (int i = 0; i < 2; ++i) EXPECT_FALSE(a.Sequence("t").ok());  // the row's first load
+  EXPECT_TRUE(a.Sequence("unknown-but-down").error().code == ErrorCode::kUnavailable);
+  using Counts = std::vector<std::pair<std::string, std::uint64_t>>;
+  EXPECT_EQ(a.LoadErrors(), (Counts{{"t", 2}, {"unknown-but-down", 1}}));
+  {
+    std::lock_guard lock(mu);
+    EXPECT_EQ(reported, (std::vector<std::string>{"t: store is down", "t: store is down",
+                                                  "unknown-but-down: store is down"}));
+  }
+  store.SetDown(false);
+  SegmentSequence& s = Loaded(a, "t");
+  EXPECT_EQ(s.stats().fetch_errors, 2u);  // carried from the loads: the counter never drops
+  EXPECT_EQ(a.LoadErrors(), (Counts{{"unknown-but-down", 1}}));
+  store.SetDown(true);
+  for (int i = 0; i < 100; ++i) Next(s);
+  EXPECT_FALSE(s.NextId().ok());  // a range fetch fails: counted and reported as well
+  EXPECT_GT(s.stats().fetch_errors, 2u);
+  std::lock_guard lock(mu);
+  EXPECT_GT(reported.size(), 3u);
 }
 
 // Defect: a tag's entry was erased when its first fetch failed while other callers waited on

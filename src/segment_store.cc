@@ -85,6 +85,18 @@ class MemorySegmentStore final : public SegmentStore {
 
 }  // namespace
 
+Result<TagInfo> SegmentStore::ImportTag(std::string_view tag, std::string_view from) {
+  return InvalidArgument(fmt::format(
+      "segment import of tag {} from {}: this segment store cannot: it moves a tag from Leaf's or "
+      "tinyid's table into sekka's on the same MySQL database, given as "
+      "--segment-store mysql://USER@HOST:PORT/DATABASE (sekka's table, no schema parameter)",
+      tag.substr(0, 128), from.substr(0, 20)));
+}
+
+Result<std::vector<PeerToken>> SegmentStore::PeerTokens() {
+  return InvalidArgument("this segment store keeps no tinyid tokens: only ?schema=tinyid does");
+}
+
 Status ValidateTag(std::string_view tag) {
   auto allowed = [](char c) {
     return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||

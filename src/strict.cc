@@ -44,6 +44,10 @@ Status StrictLeader::Lead() {
   const std::int64_t sent = clock_.MonotonicMillis();
   if (Status renewed = lease_->Renew(); !renewed.ok()) return renewed;
   valid_until_ = sent + Validity();
+  // An earlier leader that did not resign may answer until the TTL after its last renewal
+  // reached the coordinator, which came before this claim; where the coordinator cannot promise
+  // to have waited that long (Redis: its wall clock), this leader waits it out on its own.
+  serve_from_ = sent + grant->settle.count();
   // 1. Above every id an earlier leader served: they are all at or below the stored bound.
   const std::int64_t stored = std::max<std::int64_t>(grant->hwm_millis, 0);
   if (stored == kMax) return Exhausted(fmt::format("strict tag {} is exhausted", tag_));
@@ -67,6 +71,12 @@ Result<std::int64_t> StrictLeader::Next(std::int64_t n) {
         "this server's lease on strict tag {} is not known valid now (last renewed {} ms before "
         "its TTL ended)",
         tag_, clock_.MonotonicMillis() - valid_until_));
+  }
+  if (const std::int64_t wait = serve_from_ - clock_.MonotonicMillis(); wait > 0) {
+    return Unavailable(fmt::format(
+        "strict tag {}: this server took the lead from a leader that did not resign, and "
+        "answers once its lease has surely ended, in {} ms",
+        tag_, wait));
   }
   // 2. Within int64.
   if (next_ > kMax - (n - 1)) {
@@ -123,7 +133,8 @@ bool StrictLeader::leading() const {
 bool StrictLeader::Ready(std::int64_t n) {
   // Never waits: a caller that would (a raise or a renewal holds mu_) is not ready.
   std::unique_lock lock(mu_, std::try_to_lock);
-  return lock.owns_lock() && leading_ && n >= 1 && ValidLocked() && next_ <= kMax - (n - 1) &&
+  return lock.owns_lock() && leading_ && n >= 1 && ValidLocked() &&
+         clock_.MonotonicMillis() >= serve_from_ && next_ <= kMax - (n - 1) &&
          next_ + (n - 1) <= bound_;
 }
 

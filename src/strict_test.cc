@@ -31,6 +31,52 @@ class StrictTest : public ::testing::Test {
   std::unique_ptr<WorkerLeaseRegistry> registry_ = NewMemoryWorkerLeaseRegistry(&clock_);
 };
 
+// A lease whose grants carry a settle, as Redis's do after a claim from a holder that did not
+// release (its key may have expired early, by Redis's wall clock).
+class SettlingLease final : public WorkerLease {
+ public:
+  SettlingLease(std::unique_ptr<WorkerLease> lease, std::chrono::milliseconds settle)
+      : lease_(std::move(lease)), settle_(settle) {}
+  Result<LeaseGrant> Acquire() override {
+    Result<LeaseGrant> g = lease_->Acquire();
+    if (g.ok()) g->settle = settle_;
+    return g;
+  }
+  Status Renew() override { return lease_->Renew(); }
+  Status StoreHwm(std::int64_t hwm) override { return lease_->StoreHwm(hwm); }
+  Status Release() override { return lease_->Release(); }
+  std::string Describe() const override { return lease_->Describe(); }
+  std::string_view source() const override { return "settling"; }
+
+ private:
+  std::unique_ptr<WorkerLease> lease_;
+  std::chrono::milliseconds settle_;
+};
+
+TEST_F(StrictTest, ALeaderWhoseGrantSettlesAnswersOnlyOnceTheSettleHasPassed) {
+  WorkerLeaseOptions o;
+  o.identity = "a";
+  o.worker_count = 1;
+  o.ttl = std::chrono::milliseconds(10'000);
+  o.clock = &clock_;
+  StrictOptions s;
+  s.ttl = o.ttl;
+  s.window = 10;
+  StrictLeader a("t", std::make_unique<SettlingLease>(registry_->NewLease(o), o.ttl), clock_, s);
+  ASSERT_TRUE(a.Lead().ok());
+  clock_.AdvanceMillis(3'000);
+  ASSERT_TRUE(a.Tick().ok());
+  EXPECT_FALSE(a.Ready(1));
+  Result<std::int64_t> early = a.Next();
+  ASSERT_FALSE(early.ok());
+  EXPECT_EQ(early.error().code, ErrorCode::kUnavailable) << early.error().message;
+  clock_.AdvanceMillis(3'000);
+  ASSERT_TRUE(a.Tick().ok());
+  clock_.AdvanceMillis(4'000);  // 10 s after the claim
+  EXPECT_TRUE(a.Ready(1));
+  EXPECT_EQ(*a.Next(), 1);
+}
+
 TEST_F(StrictTest, ANewLeaderStartsAboveEveryIdTheOldOneServed) {
   auto a = Server("a"), b = Server("b");
   ASSERT_TRUE(a->Lead().ok());

@@ -517,6 +517,46 @@ class RedisTest(EveryCoordinatorTests, CoordinatorTestCase):
             cache.stop()
 
 
+    def test_a_redis_that_may_evict_sekkas_keys_is_refused_in_one_line(self):
+        """With an allkeys-* maxmemory-policy, a full Redis evicts owner records and hwms, and a
+        second server takes a worker id the first still serves: refused unless eviction=any."""
+        self.coord.client().config_set("maxmemory-policy", "allkeys-lru")
+        s = self.on("refused", "", wait=False)
+        self.assertFalse(s.wait_listening(timeout=30), "served on a Redis that evicts any key")
+        lines = [line for line in s.stderr_text().splitlines() if "maxmemory-policy" in line]
+        self.assertTrue(lines, s.stderr_text())
+        self.assertIn('maxmemory-policy "allkeys-lru"', lines[0])
+        self.assertIn("eviction=any", lines[0])
+        self.assertEqual(self.on("accepted", "?eviction=any").worker_id, 0)
+        self.coord.client().config_set("maxmemory-policy", "volatile-lru")  # sessions only
+        self.assertEqual(self.on("volatile", "").worker_id, 1)
+
+    def test_a_database_number_never_makes_a_second_id_space(self):
+        """Servers of one cluster on one Redis, on databases 5 and 6: the first binds the
+        cluster to database 5, and the other is refused, naming both; never two servers on
+        worker 0. A server on database 5 joins, and another cluster may use database 6."""
+        a = self.on("a", "/5")
+        b = self.on("b", "/6", wait=False)
+        if b.wait_listening(timeout=30):
+            self.assertNotEqual(b.worker_id, a.worker_id, "two servers hold one worker id")
+        self.assertIn("keeps its worker ids in database 5 of this Redis", b.stderr_text())
+        self.assertIn("this server is on database 6", b.stderr_text())
+        zero = self.on("zero", "", wait=False)
+        self.assertFalse(zero.wait_listening(timeout=30), "database 0 beside database 5")
+        self.assertNotEqual(self.on("c", "/5").worker_id, a.worker_id)
+        other = Server(self.dirs.path("other"), "--worker-source", "redis", "--coordinator",
+                       f"redis://{self.coord.endpoints}/6", "--cluster", "other")
+        self.servers.append(other)
+        self.assertEqual(other.worker_id, 0)
+
+    def on(self, name, uri_tail, wait=True):
+        """A server on this Redis, its coordinator URI ending in `uri_tail`."""
+        s = Server(self.dirs.path(name), "--worker-source", "redis", "--coordinator",
+                   f"redis://{self.coord.endpoints}{uri_tail}", wait=wait)
+        self.servers.append(s)
+        return s
+
+
 class RedisClockTest(EveryCoordinatorClockTests, CoordinatorTestCase):
     source = "redis"
 

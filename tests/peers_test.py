@@ -15,7 +15,7 @@ import unittest
 import redis
 
 sys.path.insert(0, os.path.dirname(__file__))
-from sekka_testlib import SEKKA, Server, TempDirs  # noqa: E402
+from sekka_testlib import SEKKA, TINYID_TABLE, Mariadb, Server, TempDirs  # noqa: E402
 
 
 def create_tag(data_dir, tag, *flags):
@@ -209,6 +209,66 @@ class TinyIdTokenTest(unittest.TestCase):
         self.assertEqual(reply["code"], 200)
         # sekka's own routes still want the header: a ?token= there is not a credential.
         self.assertEqual(request(self.s, "GET", "/v1/segment/test?token=s3cret-token-0123456")[0], 401)
+
+
+TINYID_TOKEN_TABLE = """CREATE TABLE tiny_id_token (id INT UNSIGNED NOT NULL AUTO_INCREMENT,
+  token VARCHAR(255) NOT NULL DEFAULT '', biz_type VARCHAR(63) NOT NULL DEFAULT '',
+  remark VARCHAR(255) NOT NULL DEFAULT '',
+  create_time TIMESTAMP NOT NULL DEFAULT '2010-01-01 00:00:00',
+  update_time TIMESTAMP NOT NULL DEFAULT '2010-01-01 00:00:00',
+  PRIMARY KEY (id)) ENGINE=InnoDB DEFAULT CHARSET=utf8"""
+
+
+class TinyIdTableTokenTest(unittest.TestCase):
+    """On tinyid's own tables (a real MariaDB), tinyid's routes check tiny_id_token as tinyid
+    does, token per bizType, beside the server token; sekka's own routes keep the server's."""
+
+    def setUp(self):
+        self.dirs = TempDirs()
+        self.db = Mariadb(self.dirs.path("mariadb"))
+        self.db.sql(TINYID_TABLE, TINYID_TOKEN_TABLE,
+                    "INSERT INTO tiny_id_info (biz_type, begin_id, max_id, step, delta, "
+                    "remainder) VALUES ('test', 0, 0, 100, 1, 0), ('other', 0, 0, 100, 1, 0)",
+                    "INSERT INTO tiny_id_token (token, biz_type) VALUES ('tok-test', 'test'), "
+                    "('tok-other', 'other'), ('tok-both', 'test'), ('tok-both', 'other')")
+        self.servers = []
+
+    def tearDown(self):
+        for s in self.servers:
+            s.stop()
+        self.db.stop()
+        self.dirs.cleanup()
+
+    def start(self, *flags):
+        s = Server(self.dirs.path(f"s{len(self.servers)}"), "--segment-store",
+                   self.db.uri + "?schema=tinyid", *flags)
+        self.servers.append(s)
+        return s
+
+    def code(self, s, query, headers=None):
+        return json.loads(request(s, "GET", f"/tinyid/id/nextId?{query}", headers)[2])["code"]
+
+    def test_each_biztype_takes_its_own_tokens(self):
+        s = self.start()
+        self.assertEqual(self.code(s, "bizType=test&token=tok-test"), 200)
+        self.assertEqual(self.code(s, "bizType=other&token=tok-both"), 200)
+        for query in ["bizType=test", "bizType=test&token=", "bizType=test&token=tok-other",
+                      "bizType=test&token=wrong", "bizType=other&token=tok-test"]:
+            self.assertEqual(self.code(s, query), 5, query)
+        status, headers, body = request(s, "POST", "/tinyid/id/nextIdSimple?bizType=test")
+        self.assertEqual((status, body), (200, ""))
+        self.assertIn("tiny_id_token", headers["X-Sekka-Error"])
+        # sekka's own routes follow the server's token: none set here.
+        self.assertEqual(request(s, "GET", "/v1/segment/test")[0], 200)
+
+    def test_the_server_token_works_beside_them(self):
+        s = self.start("--auth-token", "s3cret-token-0123456")
+        self.assertEqual(self.code(s, "bizType=test&token=tok-test"), 200)
+        self.assertEqual(self.code(s, "bizType=test&token=s3cret-token-0123456"), 200)
+        self.assertEqual(self.code(s, "bizType=test", {"Authorization":
+                                                       "Bearer s3cret-token-0123456"}), 200)
+        self.assertEqual(self.code(s, "bizType=test&token=tok-other"), 5)
+        self.assertEqual(request(s, "GET", "/v1/segment/test?token=tok-test")[0], 401)
 
 
 def java_duration(seconds):

@@ -9,6 +9,7 @@ import concurrent.futures
 import http.client
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -21,7 +22,8 @@ import redis
 
 sys.path.insert(0, os.path.dirname(__file__))
 from sekka_testlib import (LEAF_TABLE, REPO, SEKKA, TINYID_TABLE, Mariadb,  # noqa: E402
-                           Postgres, RedisStore, Server, TempDirs, leaf_take, tinyid_take)
+                           Postgres, RedisStore, Server, TempDirs, leaf_take, tinyid_take,
+                           wait_for)
 
 def sekka(*args):
     return subprocess.run([SEKKA, *args], capture_output=True, text=True, timeout=60)
@@ -157,6 +159,37 @@ class SegmentTestCase(unittest.TestCase):
 class SqliteSegmentTest(SegmentTestCase):
     def test_tag_administration(self):
         self.administer_tags("--segment-store", "sqlite:" + self.dirs.path("segments.db"))
+
+    def test_leafs_monitor_pages_show_the_buffers_and_the_rows(self):
+        """Leaf's /cache and /db, which Leaf operators look at: HTML tables in Leaf's columns,
+        behind the token."""
+        token = "tok-0123456789abcdef"
+        auth = {"Authorization": "Bearer " + token}
+        store = ("--segment-store", "sqlite:" + self.dirs.path("segments.db"))
+        self.create("orders", "--step", "100", *store)
+        self.create("users", "--start", "500", "--step", "10", *store)
+        s = self.start("a", *store, "--auth-token", token)
+        r = redis.Redis(host="127.0.0.1", port=s.resp_port, password=token)
+        self.assertEqual(r.execute_command("SEG.NEXT", "orders", 3), [1, 2, 3])
+
+        def table(path):
+            status, headers, body = s.get(path, auth)
+            self.assertEqual(status, 200, body)
+            self.assertIn("text/html", headers.get("Content-Type", ""))
+            head = re.findall(r"<th>([^<]*)</th>", body)
+            rows = [re.findall(r"<td>([^<]*)</td>", row)
+                    for row in re.findall(r"<tr>(.*?)</tr>", body) if "<td>" in row]
+            return head, rows
+
+        head, rows = table("/cache")
+        self.assertEqual(head, "name init next pos value0 max0 step0 value1 max1 step1".split())
+        self.assertEqual(rows[0][:2] + rows[0][3:7], ["orders", "true", "0", "4", "101", "100"])
+        self.assertEqual(len(rows), 1, "only the tags this server serves")
+        head, rows = table("/db")
+        self.assertEqual(head, ["tag", "max", "step", "update"])
+        self.assertEqual(rows, [["orders", "101", "100", "-"], ["users", "500", "10", "-"]])
+        self.assertEqual(s.get("/db")[0], 401)
+        self.assertEqual(s.get("/cache")[0], 401)
 
     def test_tags_are_listed_a_page_at_a_time(self):
         """Review of issue 25: GET /v1/tags sent every row at once (166 MB and 685 MB of RSS for a
@@ -494,6 +527,64 @@ class RedisSegmentTest(SharedStoreTests, SegmentTestCase):
             cache.stop()
 
 
+    def test_an_evicting_redis_is_refused_and_a_vanished_counter_never_restarts(self):
+        """An allkeys-* policy may evict a tag's counter: refused unless eviction=any. A counter
+        gone while its metadata stays (evicted, or deleted by hand) is never created again at
+        1, by `segment create` or a server's auto-create: its ids would repeat."""
+        self.db.client().config_set("maxmemory-policy", "allkeys-lfu")
+        p = sekka("segment", "list", "--segment-store", self.db.uri)
+        self.assertNotEqual(p.returncode, 0)
+        lines = p.stderr.strip().splitlines()
+        self.assertEqual(len(lines), 1, p.stderr)
+        self.assertIn('maxmemory-policy "allkeys-lfu"', lines[0])
+        p = sekka("segment", "list", "--segment-store", self.db.uri + "?eviction=any")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.db.client().config_set("maxmemory-policy", "noeviction")
+        self.create("orders", "--step", "10", "--segment-store", self.db.uri)
+        a = self.start_db("a", "--segment-auto-create", "true")
+        served = redis.Redis(host="127.0.0.1", port=a.resp_port).execute_command(
+            "SEG.NEXT", "orders", 25)
+        a.stop()
+        self.servers.remove(a)
+        self.db.client().delete("sekka:{orders}.adder")
+        p = sekka("segment", "create", "orders", "--segment-store", self.db.uri)
+        self.assertNotEqual(p.returncode, 0, "a tag whose counter vanished was made again")
+        self.assertIn("no counter", p.stderr)
+        b = self.start_db("b", "--segment-auto-create", "true")
+        try:
+            again = redis.Redis(host="127.0.0.1", port=b.resp_port).execute_command(
+                "SEG.NEXT", "orders", 5)
+        except redis.exceptions.ResponseError as e:
+            again = []
+            self.assertIn("no counter", str(e))
+        self.assertEqual(set(again) & set(served), set(), "ids repeated after the counter went")
+
+
+    def test_a_store_failure_on_a_tags_first_load_is_counted_and_logged(self):
+        """The store goes away before a tag was ever asked for: the request fails, and the
+        failure is counted in sekka_segment_store_errors_total{tag} (which the shipped alert
+        watches) and logged as a warning naming the store, its password masked."""
+        self.create("orders", "--segment-store", self.db.uri)
+        self.db.client().config_set("requirepass", "S3cret-pw")
+        uri = f"redis://:S3cret-pw@{self.db.endpoints}/0"
+        s = self.start("a", "--segment-store", uri)
+        self.db.stop_server(crash=True)
+        r = redis.Redis(host="127.0.0.1", port=s.resp_port)
+        for _ in range(3):
+            with self.assertRaises(redis.exceptions.ResponseError):
+                r.execute_command("SEG.NEXT", "orders", 1)
+        metrics = s.get("/metrics")[2]
+        m = re.search(r'^sekka_segment_store_errors_total\{tag="orders"\} (\d+)$', metrics, re.M)
+        self.assertTrue(m, "no store error counted for the tag's first load")
+        self.assertGreaterEqual(int(m.group(1)), 3)
+        lines = [line for line in s.stderr_text().splitlines()
+                 if "the segment store failed a call" in line]
+        self.assertTrue(lines, s.stderr_text()[-2000:])
+        self.assertIn('tag="orders"', lines[0])
+        self.assertIn(f"redis://:***@{self.db.endpoints}/0", lines[0])
+        self.assertNotIn("S3cret-pw", s.stderr_text())
+
+
 class PeerTablesTest(SegmentTestCase):
     """Two sekka servers and a peer's own allocation (its statements, as its servers issue them,
     over Debian's python3-pymysql) on one row of a real MariaDB: no id twice, each server's ids
@@ -592,6 +683,81 @@ class PeerTablesTest(SegmentTestCase):
             s.stop(signal.SIGKILL)
             self.servers.remove(s)
         self.assertEqual(len(ids), len(set(ids)), f"ids issued twice: {ids}")
+
+    def move_while_drawn(self, peer, tag, take, delta=1, remainder=0):
+        """`sekka segment import` of `tag` from `peer`'s table while `take` (the peer's own
+        statements) draws ranges from it and a sekka server serves it in place, then two servers
+        on sekka's table: no id twice, and the peer's draws fail after the move."""
+        import pymysql
+        drawn, failed = [], []
+
+        def peer_server():
+            conn = self.db.connect(autocommit=(peer == "tinyid"))
+            while not self.stop_peer.is_set():
+                try:
+                    taken = take(conn)
+                    if taken:
+                        drawn.append(taken)
+                except (pymysql.err.MySQLError, TypeError) as e:  # TypeError: tinyid's row gone
+                    failed.append(str(e))
+                    conn.rollback()
+                time.sleep(0.002)
+            conn.close()
+
+        in_place = self.start("in-place", "--segment-store", f"{self.db.uri}?schema={peer}",
+                              "--segment-auto-create", "true")
+        thread = threading.Thread(target=peer_server)
+        thread.start()
+        ids = redis.Redis(host="127.0.0.1", port=in_place.resp_port).execute_command(
+            "SEG.NEXT", tag, 300)
+        wait_for(lambda: len(drawn) > 5, 60)
+        p = sekka("segment", "import", tag, "--from", peer, "--segment-store", self.db.uri)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn(f"{tag} next_id=", p.stdout)
+        self.assertTrue(wait_for(lambda: len(failed) > 3, 60), "the peer drew on after the move")
+        self.stop_peer.set()
+        thread.join(timeout=60)
+        again = sekka("segment", "import", tag, "--from", peer, "--segment-store", self.db.uri)
+        self.assertNotEqual(again.returncode, 0, "a second move would start the tag again")
+        for name in ("a", "b"):
+            s = self.start(name, "--segment-store", self.db.uri)
+            ids += redis.Redis(host="127.0.0.1", port=s.resp_port).execute_command(
+                "SEG.NEXT", tag, 500)
+        try:  # the server in place: its buffers, then nothing
+            ids += redis.Redis(host="127.0.0.1", port=in_place.resp_port).execute_command(
+                "SEG.NEXT", tag, 5)
+        except redis.exceptions.ResponseError:
+            pass
+        # A server in place that never served the tag, with auto-create: it must not make the
+        # tag again in the peer's table (at 1).
+        late = self.start("late", "--segment-store", f"{self.db.uri}?schema={peer}",
+                          "--segment-auto-create", "true")
+        try:
+            ids += redis.Redis(host="127.0.0.1", port=late.resp_port).execute_command(
+                "SEG.NEXT", tag, 5)
+        except redis.exceptions.ResponseError:
+            pass
+        peer_ids = [i for lo, hi in drawn for i in range(lo, hi) if i % delta == remainder]
+        every = ids + peer_ids
+        self.assertEqual(len(every), len(set(every)), "an id was issued twice across the move")
+        self.assertTrue(all(i % delta == remainder for i in ids), "delta and remainder lost")
+        return p.stdout
+
+    def test_a_leaf_tag_moves_to_sekkas_table_while_leaf_draws(self):
+        self.db.sql(LEAF_TABLE, "INSERT INTO leaf_alloc (biz_tag, max_id, step, description) "
+                    "VALUES ('leaf-move', 1, 1000, 'from Leaf')")
+        self.move_while_drawn("leaf", "leaf-move", lambda c: leaf_take(c, "leaf-move", 1000))
+        [(max_id,)] = self.db.sql("SELECT max_id FROM leaf_alloc WHERE biz_tag = 'leaf-move'")
+        self.assertEqual(max_id, 2**63 - 1)
+
+    def test_a_tinyid_tag_moves_to_sekkas_table_while_tinyid_draws(self):
+        self.db.sql(TINYID_TABLE, "INSERT INTO tiny_id_info (biz_type, begin_id, max_id, step, "
+                    "delta, remainder) VALUES ('tiny-move', 0, 0, 1000, 2, 1)")
+        out = self.move_while_drawn("tinyid", "tiny-move", lambda c: tinyid_take(c, "tiny-move"),
+                                    delta=2, remainder=1)
+        self.assertIn("delta=2 remainder=1", out)
+        rows = self.db.sql("SELECT biz_type, max_id, delta FROM tiny_id_info")
+        self.assertEqual(rows, (("tiny-move", 2**63 - 1, 0),))
 
     def test_a_missing_peer_table_is_one_clear_line(self):
         p = sekka("segment", "list", "--segment-store", self.db.uri + "?schema=leaf")

@@ -34,6 +34,16 @@ def faketime_env(clock_file):
             "FAKETIME_NO_CACHE": "1", "FAKETIME_DONT_FAKE_MONOTONIC": "1"}
 
 
+def clockshift_env(clock_file):
+    """Environment that runs a program (a redis-server, whose jemalloc hangs under libfaketime)
+    on tests/clockshift.c: its wall clock is real time plus the whole seconds in `clock_file`
+    ("+30"), re-read every 50 ms; its monotonic clocks stay real."""
+    lib = os.environ.get("CLOCKSHIFT_LIB",
+                         os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(SEKKA))),
+                                      "tests", "libsekka_clockshift.so"))
+    return {"LD_PRELOAD": lib, "CLOCKSHIFT_FILE": clock_file}
+
+
 def _cleanup():
     for proc in list(_live):
         if proc.poll() is None:
@@ -531,14 +541,15 @@ class Mariadb(ScriptedServer):
 
 class RedisStore(ScriptedServer):
     """A throwaway redis-server on a free port, durable (appendonly yes, appendfsync always)
-    unless persist=False. `uri` is database 0's; `endpoints` is "127.0.0.1:PORT"."""
+    unless persist=False, started with `env` added to its environment. `uri` is database 0's; `endpoints` is "127.0.0.1:PORT"."""
 
     name = "redis"
     SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "scripts",
                           "redis.sh")
 
-    def __init__(self, path, persist=True):
-        super().__init__(path, PERSIST="yes" if persist else "no")
+    def __init__(self, path, persist=True, env=None):
+        # env: more of the server's environment (faketime_env to step its wall clock).
+        super().__init__(path, PERSIST="yes" if persist else "no", **(env or {}))
         with open(os.path.join(path, "uri")) as f:
             self.base = f.read().strip()
         self.port = int(self.base.rsplit(":", 1)[1])

@@ -18,8 +18,8 @@ import unittest
 import redis
 
 sys.path.insert(0, os.path.dirname(__file__))
-from sekka_testlib import (SEKKA, Etcd, ReplyServer, Server, TempDirs, ZooKeeper,  # noqa: E402
-                           free_port)
+from sekka_testlib import (SEKKA, Etcd, RedisStore, ReplyServer, Server, TempDirs,  # noqa: E402
+                           ZooKeeper, clockshift_env, free_port, wait_for)
 
 TTL_S = 4
 # strict.tags of every server here: the tags the tests ask for.
@@ -431,6 +431,68 @@ class StrictNetworkTest(unittest.TestCase):
                            env=env, capture_output=True, text=True, timeout=30)
         self.assertEqual(p.returncode, 2, p.stdout + p.stderr)
         self.assertIn("strict.tls_ca_file", p.stderr)
+
+
+class RedisClockStepTest(unittest.TestCase):
+    """Strict ids on a Redis whose host's wall clock steps forward 30 s (tests/clockshift.c in
+    the redis-server): Redis expires the leader's session key at once, by that clock, while the
+    leader still holds its lease by its own. A server that takes the lead then answers only once
+    a TTL has passed since its claim (LeaseGrant::settle): no request breaks real-time order."""
+
+    def setUp(self):
+        self.dirs = TempDirs()
+        self.clock = self.dirs.path("redis-clock")
+        with open(self.clock, "w") as f:
+            f.write("+0")
+        self.redis = RedisStore(self.dirs.path("redis"), env=clockshift_env(self.clock))
+        self.servers = [Server(self.dirs.path(f"s{i}"), "--worker-source", "redis",
+                               "--coordinator", f"redis://{self.redis.endpoints}",
+                               "--lease-ttl", "10s", "--strict-tags", STRICT_TAGS)
+                        for i in range(2)]
+
+    def tearDown(self):
+        for s in self.servers:
+            s.stop()
+        self.redis.stop()
+        self.dirs.cleanup()
+
+    def ask(self, server, records, refusals):
+        r = redis.Redis(host="127.0.0.1", port=server.resp_port, socket_timeout=60)
+        sent = time.monotonic()
+        try:
+            ids = r.execute_command("STRICT.BATCH", "chat", 1)
+        except redis.exceptions.ResponseError as e:
+            refusals.append(str(e))
+            return
+        records.append((sent, time.monotonic(), ids))
+
+    def test_a_clock_step_on_the_redis_host_never_reorders_ids(self):
+        s0, s1 = self.servers
+        records, refusals = [], []
+        self.ask(s0, records, refusals)  # s0 leads; s1 has not looked for the leader yet
+        self.assertEqual(len(records), 1, refusals)
+        with open(self.clock, "w") as f:
+            f.write("+30")
+        self.assertTrue(wait_for(lambda: self.redis.client().time()[0] > time.time() + 25, 60),
+                        "the Redis host's clock did not step within 60 s")
+        # s1 finds no live holder and takes the lead while s0's lease holds by s0's clock.
+        for _ in range(20):
+            self.ask(s1, records, refusals)
+            self.ask(s0, records, refusals)
+        load = Load(self.servers, threads=4, timeout=30)
+        time.sleep(15)  # past the new leader's settle (the TTL)
+        records += load.finish()
+        bad = order_violations(records)
+        self.assertEqual(bad[:3], [], f"{len(bad)} of {len(records)} requests broke real-time "
+                         "order after the Redis host's clock stepped")
+        ids = [i for r in records for i in r[2]]
+        self.assertEqual(len(ids), len(set(ids)), "a strict id was issued twice")
+        errors = refusals + [e[2] for e in load.errors]
+        for e in errors:
+            self.assertTrue(e.startswith("UNAVAILABLE"), e)
+        # The new leader waited out the old one's lease (on the code before, nobody did).
+        self.assertTrue(any("did not resign" in e for e in errors), errors[:5])
+        self.assertGreater(len(load.records), 10, "nobody answered after the settle")
 
 
 class EtcdStrictTest(StrictTests, unittest.TestCase):

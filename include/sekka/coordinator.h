@@ -20,6 +20,7 @@
 #ifndef SEKKA_COORDINATOR_H_
 #define SEKKA_COORDINATOR_H_
 
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -73,6 +74,10 @@ class Coordinator {
   virtual Status Close() = 0;
   // For logs and /v1/info: "etcd lease 694d7a3c1b2e0f04 on 127.0.0.1:2379 (cluster c)".
   virtual std::string Describe() const = 0;
+  // LeaseGrant::settle of the id the last Claim took (include/sekka/worker_lease.h): 0 unless
+  // this coordinator can free an id before a TTL has passed since its holder's last renewal
+  // reached it, and the id's earlier holder did not release it.
+  virtual std::chrono::milliseconds settle() const { return std::chrono::milliseconds(0); }
   // The id space's name in messages: "cluster c" (etcd, ZooKeeper), "the memory registry".
   virtual std::string Where() const = 0;
   // "etcd", "zookeeper", "memory".

@@ -17,6 +17,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -92,6 +93,12 @@ Status CheckRevival(const TagInfo& dead, const TagInfo& tag);
 // DeleteTag on a peer's table (kInvalidArgument).
 Error NoDeleteOnPeerTable(std::string_view tag, std::string_view peer);
 
+// A row of tinyid's tiny_id_token table: a token, and a bizType (tag) it may ask for.
+struct PeerToken {
+  std::string token;
+  std::string tag;
+};
+
 class SegmentStore {
  public:
   virtual ~SegmentStore() = default;
@@ -125,6 +132,24 @@ class SegmentStore {
   // kInvalidArgument (a peer's table: its own servers know no tombstone, and one of them making
   // the row again would issue old ids), kUnavailable.
   virtual Result<TagInfo> DeleteTag(std::string_view tag) = 0;
+  // Moves `tag` from a peer's table in this store's database (`from`: "leaf", "tinyid") into
+  // this store's own table, while the peer's servers may still draw from the peer's row: in one
+  // transaction, under the peer row's lock, sekka's row is made at the peer's next id (step,
+  // delta and remainder carried over) and the peer's row is raised to 2^63 - 1, past every id
+  // sekka will serve, so that a peer server's next range fails instead of overlapping (tinyid's
+  // row also gets delta 0: tinyid's servers compute the next max_id in Java, where it would
+  // wrap, and fail on a delta of 0; the row stays, so the tag is never made there again).
+  // Returns sekka's new row. Errors: kInvalidArgument (a store that cannot: not a SQL store
+  // serving sekka's table on the peer's database), kNotFound (no such row in the peer's table),
+  // kAlreadyExists (sekka's table has the tag, live or deleted; or the peer's row was moved
+  // already), kUnavailable.
+  virtual Result<TagInfo> ImportTag(std::string_view tag, std::string_view from);
+  // True for a store serving tinyid's table in place, whose database holds tinyid's per-bizType
+  // tokens (tiny_id_token): tinyid's routes then check them as tinyid does.
+  virtual bool has_peer_tokens() const { return false; }
+  // Those tokens (at most 100,000 rows). Errors: kUnavailable (the table cannot be read),
+  // kInvalidArgument (a store without them).
+  virtual Result<std::vector<PeerToken>> PeerTokens();
 };
 
 // An in-memory store, for tests and for trying things out: nothing survives the process.
@@ -153,6 +178,10 @@ struct SegmentOptions {
   // process is seen at once unless clients flood the server with unknown names.
   std::chrono::milliseconds unknown_tag_ttl{5000};
   int unknown_tag_rechecks_per_second = 20;
+  // Called after each failed store call for a tag: a range fetch, or the load of its row on
+  // first use (an unknown tag is not a failure); from the thread that made the call, without
+  // the allocator's lock. Unset: none.
+  std::function<void(std::string_view tag, const Error& error)> on_store_error;
   // false: no fetcher threads. The owner makes the queued fetches with RunFetches() (the
   // simulation: every store call under its scheduler), and a caller with no ids buffered is
   // answered kUnavailable at once instead of waiting for a fetch.
@@ -298,6 +327,10 @@ class SegmentAllocator {
   Status SetStep(std::string_view tag, std::int64_t step);
   // Every sequence created so far, for metrics.
   std::vector<const SegmentSequence*> Sequences() const;
+  // The tags not served yet whose row failed to load, with how many loads failed (for
+  // metrics; a tag's count moves into its sequence's fetch_errors once it is served). At most
+  // max_tags names; failures of names past that are counted under "".
+  std::vector<std::pair<std::string, std::uint64_t>> LoadErrors() const;
   // Without fetch_threads: makes every fetch queued now, once each (a failed one stays queued,
   // with no backoff: the caller paces the calls). With fetch threads: nothing.
   void RunFetches();
@@ -319,6 +352,8 @@ class SegmentAllocator {
   std::map<std::string, std::unique_ptr<SegmentSequence>, std::less<>> sequences_;  // mu_
   // Tags the store did not know, and when (steady ms); guarded by mu_.
   std::map<std::string, std::int64_t, std::less<>> unknown_;
+  // LoadErrors(); guarded by mu_.
+  std::map<std::string, std::uint64_t, std::less<>> load_errors_;
   // The re-check budget (unknown_tag_rechecks_per_second): tokens, and when they were counted
   // (steady ms); guarded by mu_.
   double recheck_tokens_ = 0;

@@ -17,7 +17,10 @@
 //     error. The coordinator frees the lease no earlier than the TTL after it *received* that
 //     call, so a new leader exists only after the old one stopped answering: a request the old
 //     one answers overlaps every request the new one completed (order holds, pauses included,
-//     as the check runs after the request arrived).
+//     as the check runs after the request arrived). A coordinator that may free it sooner
+//     (Redis expires keys by its wall clock, which can step) says so in the grant
+//     (LeaseGrant::settle), and the new leader then answers only once that long has passed on
+//     its own clock since its claim, which came after the old one's last renewal arrived.
 //
 // Thread-safety: all methods may be called from any thread.
 
@@ -112,6 +115,7 @@ class StrictLeader {
   std::int64_t next_ = 1;         // guarded by mu_: the next id to serve
   std::int64_t bound_ = 0;        // guarded by mu_: the stored bound
   std::int64_t valid_until_ = 0;  // guarded by mu_: on clock_.MonotonicMillis()
+  std::int64_t serve_from_ = 0;   // guarded by mu_: on clock_.MonotonicMillis() (the settle)
 };
 
 }  // namespace sekka

@@ -75,6 +75,13 @@ struct LeaseGrant {
   // The id's hwm: the highest time (ms since 1970) any holder of this id stored; 0 when none
   // did. Ids may be issued only once the clock is past it.
   std::int64_t hwm_millis = 0;
+  // How long, on this process's monotonic clock from the grant, an earlier holder of the id
+  // that did not release it may still take itself to hold it: 0 where the coordinator frees an
+  // id only a TTL after the holder's last renewal reached it, on a clock that does not step
+  // (etcd, ZooKeeper, memory, lock files); the TTL on Redis, which expires keys by its wall
+  // clock. The hwm fence needs no wait; a holder that relies on the TTL alone (a strict leader,
+  // include/sekka/strict.h) waits it out.
+  std::chrono::milliseconds settle{0};
 };
 
 class WorkerLease {
