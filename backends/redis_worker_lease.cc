@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <random>
 
 #include "backends/redis_client.h"
@@ -31,17 +32,17 @@ return out
 // Claim: the id must be free (no owner, or an owner whose session is gone) when no version was
 // listed, else still at the version listed; then this session owns it at a new version, the
 // listed holder's session (this identity's earlier run) ends, and the hwm is read. The owner
-// record keeps the claim's settle (ms) and the holder's TTL: when the earlier holder's session did
-// not end by Close (it expired, by Redis's wall clock, or was evicted, or is ended here) the
-// settle is the largest of the two TTLs and what the earlier holder owed itself (a wait it did
-// not finish is passed on); when the claim is this session's own again (a lost reply), what
-// its earlier claim owed. nil: the id changed. KEYS: owner, hwm, owners set, this
-// session, version counter. ARGV: prefix, id, identity, session, listed version or "", listed
-// session or "", this session's TTL in ms.
+// record keeps the claim's settle (ms), the holder's TTL, and whether the holder released it
+// (Close): when the earlier holder did not (its session expired, by Redis's wall clock, or was
+// evicted, or is ended here) the settle is the largest of the two TTLs and what the earlier
+// holder owed itself (a wait it did not finish is passed on); when the claim is this session's
+// own again (a lost reply), what its earlier claim owed. nil: the id changed. KEYS: owner, hwm,
+// owners set, this session, version counter. ARGV: prefix, id, identity, session, listed
+// version or "", listed session or "", this session's TTL in ms.
 // (An error reply needs a message after its code: Redis answers a code alone as "ERR CODE".)
 constexpr const char* kClaim = R"(
 if redis.call('EXISTS', KEYS[4]) == 0 then return redis.error_reply('NOSESSION the session key is gone') end
-local cur = redis.call('HMGET', KEYS[1], 'session', 'version', 'settle', 'ttl')
+local cur = redis.call('HMGET', KEYS[1], 'session', 'version', 'settle', 'ttl', 'released')
 local live = cur[1] and redis.call('EXISTS', ARGV[1] .. 'session:' .. cur[1]) == 1
 if ARGV[5] == '' then
   if live then return false end
@@ -51,12 +52,12 @@ end
 local settle = 0
 if cur[1] == ARGV[4] then
   settle = tonumber(cur[3] or '0')
-elseif cur[1] and redis.call('EXISTS', ARGV[1] .. 'released:' .. cur[1]) == 0 then
+elseif cur[1] and cur[5] ~= '1' then
   settle = math.max(tonumber(ARGV[7]), tonumber(cur[4] or ARGV[7]), tonumber(cur[3] or '0'))
 end
 local v = redis.call('INCR', KEYS[5])
 redis.call('HSET', KEYS[1], 'identity', ARGV[3], 'session', ARGV[4], 'version', v,
-           'settle', settle, 'ttl', ARGV[7])
+           'settle', settle, 'ttl', ARGV[7], 'released', '0')
 redis.call('SADD', KEYS[3], ARGV[2])
 if ARGV[6] ~= '' and ARGV[6] ~= ARGV[4] then
   redis.call('DEL', ARGV[1] .. 'session:' .. ARGV[6])
@@ -64,11 +65,18 @@ end
 return {tostring(v), redis.call('GET', KEYS[2]) or '0', tostring(settle)}
 )";
 
-// Close: the session ends; with `released` = 1, a marker says it ended by Close (kClaim then owes
-// no settle) for a while. KEYS: the session, its marker. ARGV: released, the marker's TTL in ms.
+// Close: the session ends; with `released` = 1, the owner records it still heads say that it
+// gave them back (their next claim owes no settle). KEYS: the session, then owner records.
+// ARGV: the session, released.
 constexpr const char* kClose = R"(
 redis.call('DEL', KEYS[1])
-if ARGV[1] == '1' then redis.call('SET', KEYS[2], '1', 'PX', ARGV[2]) end
+if ARGV[2] == '1' then
+  for i = 2, #KEYS do
+    if redis.call('HGET', KEYS[i], 'session') == ARGV[1] then
+      redis.call('HSET', KEYS[i], 'released', '1')
+    end
+  end
+end
 return 1
 )";
 
@@ -150,7 +158,10 @@ class RedisCoordinator final : public Coordinator {
          std::to_string(session_), seen ? std::to_string(seen->version) : "",
          seen ? std::to_string(seen->session) : "", std::to_string(options_.ttl.count())},
         /*may_repeat=*/false);  // again after a lost reply: "changed"
-    if (!r.ok()) return std::move(r).error();
+    if (!r.ok()) {
+      claim_unknown_ = true;  // it may have landed: this session may head the id, owing a settle
+      return std::move(r).error();
+    }
     if (r->kind == '-' && r->text.rfind("NOSESSION", 0) == 0) {
       session_ = 0;  // it expired before the claim: the next call opens a new one
       return Unavailable(
@@ -164,6 +175,8 @@ class RedisCoordinator final : public Coordinator {
     }
     settle_ = std::chrono::milliseconds(settle);
     claimed_at_ms_ = options_.clock_or_system().MonotonicMillis();
+    claim_unknown_ = false;
+    if (std::find(claimed_.begin(), claimed_.end(), id) == claimed_.end()) claimed_.push_back(id);
     Result<std::int64_t> hwm = Hwm(id, r->elements[1].text);
     if (!hwm.ok()) return std::move(hwm).error();
     return std::optional<std::int64_t>(*hwm);
@@ -202,11 +215,17 @@ class RedisCoordinator final : public Coordinator {
     // before it closes), not one that found it lost (it may still answer until its own lease
     // ends), and only once the last claim's settle has passed here: a session that resigns
     // while an earlier holder may still answer passes that wait on to the next holder.
-    const bool settled =
-        !lost_ && options_.clock_or_system().MonotonicMillis() >= claimed_at_ms_ + settle_.count();
-    Result<RespReply> r = Call({"EVAL", kClose, "2", SessionKey(session_),
-                                fmt::format("{}released:{}", prefix_, session_),
-                                settled ? "1" : "0", std::to_string(3 * options_.ttl.count())});
+    // A claim whose answer was lost may have landed with a settle this session never saw: not
+    // released either.
+    const bool released =
+        !lost_ && !claim_unknown_ &&
+        options_.clock_or_system().MonotonicMillis() >= claimed_at_ms_ + settle_.count();
+    std::vector<std::string> args = {"EVAL", kClose, std::to_string(1 + claimed_.size()),
+                                     SessionKey(session_)};
+    for (std::int64_t id : claimed_) args.push_back(Key("owner", id));
+    args.push_back(std::to_string(session_));
+    args.push_back(released ? "1" : "0");
+    Result<RespReply> r = Call(args);
     if (!r.ok()) return std::move(r).error();
     session_ = 0;
     return Status::Ok();
@@ -237,6 +256,8 @@ class RedisCoordinator final : public Coordinator {
       if (r->kind == '+') {
         session_ = candidate;
         lost_ = false;
+        claim_unknown_ = false;
+        claimed_.clear();
         return Status::Ok();
       }
     }
@@ -281,6 +302,8 @@ class RedisCoordinator final : public Coordinator {
   std::chrono::milliseconds settle_{0};  // of the last claim
   std::int64_t claimed_at_ms_ = 0;       // when it was answered, on options_.clock's monotonic
   bool lost_ = false;                    // a renewal or store found the claim gone
+  bool claim_unknown_ = false;           // a claim's answer was lost
+  std::vector<std::int64_t> claimed_;    // the ids this session claimed
   const std::string database_;           // the URI's database ("0" when it names none)
   bool database_bound_ = false;
 

@@ -8,13 +8,12 @@
 //   sekka:{c}:hwm:<dc>:<id>      the high-water mark in ms, kept forever
 //   sekka:{c}:version            the counter that versions owner records
 //   sekka:{c}:layout             the layout the cluster serves
-//   sekka:{c}:released:<s>       session s ended by Close after its own settle (for a while):
-//                                a claim from it owes no settle
 //   sekka:{c}:database           in database 0: the database the cluster's keys live in, bound by
 //                                its first server (another database would be a second id space
 //                                under one name: refused)
 // An id is held while its owner record names a session whose key lives; the record also keeps
-// the claim's settle and the holder's TTL. Every step is one
+// the claim's settle, the holder's TTL, and whether its holder released it (Close, once its own
+// settle had passed: then the next claim owes none). Every step is one
 // script, so each is atomic on the one Redis: Claim takes the id only if it is still as listed
 // (free, or at the version listed) and reads its hwm (promise 1 of include/sekka/coordinator.h);
 // StoreHwm raises the hwm only while the owner record names this session and the session lives

@@ -38,14 +38,22 @@ int RunSegment(const SegmentFlags& flags) {
                                           {"step", t.step},
                                           {"delta", t.delta},
                                           {"remainder", t.remainder}}
-                       .dump()
-                << '\n';
-    } else if (t.delta == 1) {
-      std::cout << fmt::format("{} next_id={} step={}\n", t.tag, t.next_id, t.step);
-    } else {
-      std::cout << fmt::format("{} next_id={} step={} delta={} remainder={}\n", t.tag, t.next_id,
-                               t.step, t.delta, t.remainder);
+                       .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)
+                << '\n';  // a peer's row may hold bytes that are not UTF-8
+      return;
     }
+    // A row a peer's table holds under a name sekka cannot serve: shown quoted and escaped, with
+    // the reason (sekka's own tables hold valid names only).
+    const Status name = ValidateTag(t.tag);
+    const std::string shown = name.ok() ? t.tag : "\"" + ShownTag(t.tag) + "\"";
+    std::string line = fmt::format("{} next_id={} step={}", shown, t.next_id, t.step);
+    if (t.delta != 1) line += fmt::format(" delta={} remainder={}", t.delta, t.remainder);
+    if (!name.ok()) {
+      const std::string& why = name.error().message;
+      const std::size_t at = why.find("is not valid: ");
+      line += " (not served: " + (at == std::string::npos ? why : why.substr(at + 14)) + ")";
+    }
+    std::cout << line << '\n';
   };
   if (flags.action == "create") {
     const TagInfo tag{flags.tag, flags.start, flags.step, flags.delta, flags.remainder};

@@ -171,6 +171,10 @@ const std::vector<Key>& Keys() {
       {"strict.tls_ca_file", Type::kString, "",
        "with TLS on the listeners: the CA file (PEM) that signed the other servers' "
        "certificates, for forwarded strict calls; \"\" = the system's CAs"},
+      {"machines.single_server", Type::kBool, "false",
+       "this server alone answers CosId's /machines (its data dir keeps them); with a "
+       "coordinated worker.source they are refused otherwise",
+       "--machines-single-server"},
       {"opaque.key_file", Type::kString, "",
        "opaque ids' key file (sekka opaque keygen); \"\" = no opaque ids", "--opaque-key-file"},
       {"random.layout", Type::kString, "random",
@@ -796,6 +800,7 @@ Status SegmentSection(const Values& v, ServerConfig& c) {
   };
   c.segment_store = get("segment.store");
   SEKKA_ASSIGN(c.segment_auto_create, boolean("segment.auto_create"));
+  SEKKA_ASSIGN(c.machines_single_server, boolean("machines.single_server"));
   SEKKA_ASSIGN(c.segment_step, IntValue("segment.step", get("segment.step"), 1, 1'000'000'000));
   SEKKA_ASSIGN(c.segment_max_step,
                IntValue("segment.max_step", get("segment.max_step"), 1, 1'000'000'000));

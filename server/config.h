@@ -79,8 +79,11 @@ struct ServerConfig {
   std::string password;
   std::string password_file;
   // [segment]
-  std::string segment_store;                     // "" = sqlite in the data dir
-  bool segment_auto_create = false;              // create unknown tags on first use
+  std::string segment_store;         // "" = sqlite in the data dir
+  bool segment_auto_create = false;  // create unknown tags on first use
+  // [machines] this server alone answers CosId's /machines (refused with a coordinated
+  // worker.source otherwise: each server keeps its own file)
+  bool machines_single_server = false;
   std::int64_t segment_step = 1000;              // step of auto-created tags
   std::int64_t segment_max_step = 10'000'000;    // the dynamic step never goes above this
   std::int64_t segment_wait_deadline_ms = 2000;  // both buffers empty: wait this long

@@ -362,6 +362,7 @@ Result<SegmentGrant> Service::AllocateSegmentRange(std::string_view tag, std::in
   }
   Result<TagInfo> info = segments_->GetTag(tag);
   if (!info.ok()) return std::move(info).error();
+  if (Status s = CheckServedRow(*info); !s.ok()) return std::move(s).error();
   if (dense && info->delta != 1) {
     return InvalidArgument(fmt::format(
         "tag \"{}\" issues only ids with id % {} == {}, and this client issues every id of a "
@@ -372,10 +373,22 @@ Result<SegmentGrant> Service::AllocateSegmentRange(std::string_view tag, std::in
   const std::int64_t size = step > 0 ? step : std::min(info->step, config_.segment_max_step);
   Result<Allocation> range = segment_store_->Allocate(tag, size);
   if (!range.ok()) return std::move(range).error();
+  if (Status s = CheckServedRange(tag, *range); !s.ok()) return std::move(s).error();
   return SegmentGrant{*range, info->delta, info->remainder};
 }
 
 Result<MachineRegistry*> Service::machines() {
+  // Each server keeps its machine ids in its own data dir: a server of a cluster (a coordinated
+  // worker.source: others share its worker ids) behind a load balancer would give one machine
+  // id to two CosId instances, unless the operator says it alone answers /machines.
+  if (coordinated_ && !config_.machines_single_server) {
+    return Unavailable(fmt::format(
+        "CosId's machine ids are kept in this server's data dir, and it is one of a cluster "
+        "(worker.source = {}): two servers behind a load balancer would give one machine id to "
+        "two instances; send /machines to one server only and set machines.single_server = "
+        "true there (docs/operations.md, \"Coming from CosId\")",
+        config_.worker_source));
+  }
   if (machines_ == nullptr) {
     return Unavailable("machine ids cannot be read: " + machines_error_);
   }

@@ -341,6 +341,7 @@ class Simulation {
     std::unique_ptr<FaultyLease> lease = NewLease(slot, slot.disk->preferred, incarnation);
     ServerConfig config;
     config.worker_source = Coordinated(*lease) ? "etcd" : std::string(lease->source());
+    config.machines_single_server = true;  // CosId's instances ask server 0 only
     config.lease_ttl_ms = ttl_ms_;
     config.generator.layout = layout_;
     config.generator.on_clock_backwards = policy_;

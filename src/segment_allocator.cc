@@ -248,9 +248,7 @@ Result<SegmentSequence*> SegmentAllocator::Sequence(std::string_view tag) {
   Result<TagInfo> info = LookUp(tag, lock);
   if (!info.ok()) return std::move(info).error();
   // A row that another program wrote is checked like a new tag: a delta of 0 divided by zero.
-  if (Status s = ValidateDelta(*info); !s.ok()) {
-    return Unavailable(s.error().message + " in the segment store: fix the tag's row");
-  }
+  if (Status s = CheckServedRow(*info); !s.ok()) return std::move(s).error();
   auto [it, inserted] = sequences_.emplace(std::string(tag), nullptr);
   if (!inserted) return it->second.get();  // another caller created it meanwhile
   std::uint64_t load_errors = 0;
@@ -387,12 +385,9 @@ Status SegmentAllocator::FetchNow(SegmentSequence& seq, std::unique_lock<std::mu
   const auto micros = std::chrono::duration_cast<std::chrono::microseconds>(
                           std::chrono::steady_clock::now() - begin)
                           .count();
-  // Ids start at 1: a row another program set below that (Leaf's max_id 0) hands out ranges
-  // that are not ids. Such a range is dropped like a failed fetch.
-  if (range.ok() && (range->begin < 1 || range->end <= range->begin)) {
-    range = Unavailable(fmt::format(
-        "the segment store handed out [{}, {}) for tag {}: ids start at 1; fix the tag's row",
-        range->begin, range->end, seq.tag_));
+  // A range that is not ids (CheckServedRange) is dropped like a failed fetch.
+  if (range.ok()) {
+    if (Status s = CheckServedRange(seq.tag_, *range); !s.ok()) range = std::move(s).error();
   }
   if (!range.ok() && options_.on_store_error) options_.on_store_error(seq.tag_, range.error());
   lock.lock();

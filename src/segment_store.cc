@@ -105,12 +105,29 @@ Status ValidateTag(std::string_view tag) {
   bool ok = !tag.empty() && tag.size() <= 128;
   for (char c : tag) ok = ok && allowed(c);
   if (!ok) {
-    std::string shown;
-    for (char c : tag.substr(0, 40)) shown += allowed(c) ? c : '?';
-    return InvalidArgument(fmt::format(
-        "tag \"{}\" is not valid: allowed 1 to 128 characters of A-Z a-z 0-9 _ . : -", shown));
+    return InvalidArgument(
+        fmt::format("tag \"{}\" is not valid: allowed 1 to 128 characters of A-Z a-z 0-9 _ . : -",
+                    ShownTag(tag)));
   }
   return Status::Ok();
+}
+
+std::string ShownTag(std::string_view tag) {
+  // Printable ASCII as it is (a space, a slash), the quote and the backslash escaped, any other
+  // byte (UTF-8 included) as \xNN: a name is shown as it was given, never garbled.
+  std::string shown;
+  for (char c : tag.substr(0, 60)) {
+    const auto b = static_cast<unsigned char>(c);
+    if (c == '"' || c == '\\') {
+      shown += '\\';
+      shown += c;
+    } else if (b >= 0x20 && b < 0x7f) {
+      shown += c;
+    } else {
+      shown += fmt::format("\\x{:02x}", b);
+    }
+  }
+  return tag.size() > 60 ? shown + "..." : shown;
 }
 
 Status ValidateNewTag(const TagInfo& tag) {
@@ -137,6 +154,19 @@ Status ValidateDelta(const TagInfo& tag) {
         tag.tag, tag.delta, tag.remainder, kMaxDelta));
   }
   return Status::Ok();
+}
+
+Status CheckServedRow(const TagInfo& row) {
+  Status s = ValidateDelta(row);
+  if (s.ok()) return s;
+  return Unavailable(s.error().message + " in the segment store: fix the tag's row");
+}
+
+Status CheckServedRange(std::string_view tag, const IdRange& range) {
+  if (range.begin >= 1 && range.end > range.begin) return Status::Ok();
+  return Unavailable(fmt::format(
+      "the segment store handed out [{}, {}) for tag {}: ids start at 1; fix the tag's row",
+      range.begin, range.end, tag));
 }
 
 namespace {

@@ -549,6 +549,20 @@ class RedisTest(EveryCoordinatorTests, CoordinatorTestCase):
         self.servers.append(other)
         self.assertEqual(other.worker_id, 0)
 
+    def test_cosids_machine_ids_need_the_one_server_that_keeps_them(self):
+        """Issue 40: every server answered /machines from its own data dir, so behind a load
+        balancer two CosId instances got machine id 0 from two servers. A server of a cluster
+        refuses, naming the rule, unless machines.single_server says it alone answers."""
+        ask = "/machines/ns?instanceId=a&stable=false&machineBit=4&safeGuardDuration=PT5M"
+        status, _, body = self.on("a", "").request("POST", ask)
+        self.assertEqual(status, 503, body)
+        self.assertIn("one of a cluster", body)
+        one = Server(self.dirs.path("one"), "--worker-source", "redis", "--coordinator",
+                     f"redis://{self.coord.endpoints}", "--machines-single-server", "true")
+        self.servers.append(one)
+        status, _, body = one.request("POST", ask)
+        self.assertEqual(status, 200, body)
+
     def on(self, name, uri_tail, wait=True):
         """A server on this Redis, its coordinator URI ending in `uri_tail`."""
         s = Server(self.dirs.path(name), "--worker-source", "redis", "--coordinator",

@@ -15,7 +15,8 @@ import unittest
 import redis
 
 sys.path.insert(0, os.path.dirname(__file__))
-from sekka_testlib import SEKKA, TINYID_TABLE, Mariadb, Server, TempDirs  # noqa: E402
+from sekka_testlib import (SEKKA, TINYID_TABLE, TINYID_TOKEN_TABLE, Mariadb,  # noqa: E402
+                           Server, TempDirs)
 
 
 def create_tag(data_dir, tag, *flags):
@@ -209,14 +210,6 @@ class TinyIdTokenTest(unittest.TestCase):
         self.assertEqual(reply["code"], 200)
         # sekka's own routes still want the header: a ?token= there is not a credential.
         self.assertEqual(request(self.s, "GET", "/v1/segment/test?token=s3cret-token-0123456")[0], 401)
-
-
-TINYID_TOKEN_TABLE = """CREATE TABLE tiny_id_token (id INT UNSIGNED NOT NULL AUTO_INCREMENT,
-  token VARCHAR(255) NOT NULL DEFAULT '', biz_type VARCHAR(63) NOT NULL DEFAULT '',
-  remark VARCHAR(255) NOT NULL DEFAULT '',
-  create_time TIMESTAMP NOT NULL DEFAULT '2010-01-01 00:00:00',
-  update_time TIMESTAMP NOT NULL DEFAULT '2010-01-01 00:00:00',
-  PRIMARY KEY (id)) ENGINE=InnoDB DEFAULT CHARSET=utf8"""
 
 
 class TinyIdTableTokenTest(unittest.TestCase):

@@ -406,6 +406,12 @@ TINYID_TABLE = """CREATE TABLE tiny_id_info (id BIGINT UNSIGNED NOT NULL AUTO_IN
   update_time TIMESTAMP NOT NULL DEFAULT '2010-01-01 00:00:00', version BIGINT NOT NULL DEFAULT 0,
   PRIMARY KEY (id), UNIQUE KEY uniq_biz_type (biz_type)) ENGINE=InnoDB DEFAULT CHARSET=utf8"""
 
+TINYID_TOKEN_TABLE = """CREATE TABLE tiny_id_token (id INT UNSIGNED NOT NULL AUTO_INCREMENT,
+  token VARCHAR(255) NOT NULL DEFAULT '', biz_type VARCHAR(63) NOT NULL DEFAULT '',
+  remark VARCHAR(255) NOT NULL DEFAULT '',
+  create_time TIMESTAMP NOT NULL DEFAULT '2010-01-01 00:00:00',
+  update_time TIMESTAMP NOT NULL DEFAULT '2010-01-01 00:00:00',
+  PRIMARY KEY (id)) ENGINE=InnoDB DEFAULT CHARSET=utf8"""
 
 def leaf_take(conn, tag, step):
     """One range as Leaf's SegmentIDGenImpl takes it with its dynamic step, on a pymysql

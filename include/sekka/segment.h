@@ -68,12 +68,22 @@ IdRange IdPositions(const IdRange& range, std::int64_t delta, std::int64_t remai
 // Tag names are 1 to 128 characters of A-Z a-z 0-9 _ . : - (they appear in URLs and metrics).
 // Errors: kInvalidArgument naming what is allowed.
 Status ValidateTag(std::string_view tag);
+// A tag name for messages and listings: printable ASCII as it is, `"` and `\` escaped, other bytes
+// as \xNN; cut at 60 bytes ("...").
+std::string ShownTag(std::string_view tag);
 // A tag a store may create: a valid name, start >= 1, step 1 to kMaxTagStep, delta 1 to 1,000,000
 // and remainder 0 to delta - 1. Errors: kInvalidArgument.
 Status ValidateNewTag(const TagInfo& tag);
 // The delta and remainder part of ValidateNewTag, also applied to every tag read from a store
 // (a row another program wrote may hold anything). Errors: kInvalidArgument.
 Status ValidateDelta(const TagInfo& tag);
+// What a server serves from a store, checked the same on every path (its own buffers, and
+// ranges handed straight to clients): a row with a valid delta and remainder (a row another
+// program wrote may hold anything: a tag moved off tinyid's table has delta 0), and ranges of ids
+// from 1 (Leaf's max_id 0, or a tinyid max_id that wrapped below 0, hands out values that are not
+// ids). Errors: kUnavailable naming the row or the range and saying to fix the tag's row.
+Status CheckServedRow(const TagInfo& row);
+Status CheckServedRange(std::string_view tag, const IdRange& range);
 // A tag's own step (TagInfo::step, SetStep): 1 to this, as segment.max_step bounds a server's.
 inline constexpr std::int64_t kMaxTagStep = 1'000'000'000;
 // A tag's own step in range. Errors: kInvalidArgument naming the range.
