@@ -24,7 +24,7 @@ await() {
     sleep 0.05
   done
 }
-free_port() { /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+free_port() { /usr/bin/python3 "$(dirname "$0")/../tests/free_port.py"; }
 case "$cmd" in
   etcd | etcd-tls)
     "$0" stop "$dir" 2> /dev/null || true

@@ -15,7 +15,7 @@ case "$cmd" in
       chown postgres "$dir"
       chmod o+x "$(dirname "$dir")"  # PostgreSQL runs as postgres: the parent must be traversable
     fi
-    port=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+    port=$(/usr/bin/python3 "$(dirname "$0")/../tests/free_port.py")
     as_pg "$BIN/initdb" -D "$dir/data" -U postgres --auth=trust --no-sync > "$dir/initdb.log"
     # In the configuration file, so that a plain `pg_ctl start` (tests restart it) keeps them.
     cat >> "$dir/data/postgresql.conf" << CONF

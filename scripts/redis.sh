@@ -31,7 +31,7 @@ case "$cmd" in
     "$0" stop "$dir" 2> /dev/null || true
     mkdir -p "$dir"
     dir=$(cd "$dir" && pwd)
-    /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])' > "$dir/port"
+    /usr/bin/python3 "$(dirname "$0")/../tests/free_port.py" > "$dir/port"
     [ "${PERSIST:-yes}" = no ] && echo no > "$dir/aof" || echo yes > "$dir/aof"
     run
     echo "redis://127.0.0.1:$(cat "$dir/port")" > "$dir/uri"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite, as CI runs it (.ci/run calls this script):
 #   0. formatting (clang-format --dry-run on every C++ file);
-#   1. Release build: the unit tests, the simulation (10,000 seeds from a seed drawn per run),
+#   1. Release build: the unit tests, the simulation (5,000 seeds from a seed drawn per run),
 #      what needs the product's binary (the clients' and packages' suites, the coordinators' and
 #      network stores' end-to-end tests, the clock tiers, the hostile clients) and a 30 to 45 s
 #      fault campaign per coordinator on a new seed each run (tests/faults, docs/reliability.md;
@@ -21,10 +21,10 @@
 # in a session of its own: at most half the machine while the tests want it) from the end of
 # the Release build on; each stage waits for its tree. That is safe only because every test
 # passes on a busy machine (two CPU hogs beside the whole suite, issue 39). FUZZ_SECONDS
-# (default 15) bounds each fuzz target.
+# (default 10) bounds each fuzz target.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-FUZZ_SECONDS="${FUZZ_SECONDS:-15}"
+FUZZ_SECONDS="${FUZZ_SECONDS:-10}"
 # In the sanitizer stages, the end-to-end tests of the network stores and coordinators are left
 # out: their client code runs under both sanitizers in the contract suites (unit tests against
 # the real etcd, ZooKeeper, PostgreSQL, MariaDB and Redis), and the server's coordinated paths

@@ -17,6 +17,8 @@ import threading
 import time
 import unittest
 
+from free_port import free_port  # noqa: F401 (the tests import it from here)
+
 SEKKA = os.environ.get("SEKKA_BIN", "build/cli/sekka")
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FAKETIME_LIB = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1"
@@ -309,12 +311,6 @@ def check_urgent_data(test, connect, request, trials=20):
             except socket.timeout:
                 test.fail(f"trial {trial}: a request after urgent data unanswered (got {got!r})")
             test.assertEqual(got, one * 2, trial)
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def wait_for(predicate, timeout):

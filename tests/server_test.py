@@ -1070,6 +1070,7 @@ def read_all(c, timeout=15):
 # the sanitizer's allocator (ASan's quarantine, TSan's caches), so RSS says nothing about
 # buffers given back.
 UNDER_SANITIZER = "ASAN_OPTIONS" in os.environ or "TSAN_OPTIONS" in os.environ
+UNDER_TSAN = "TSAN_OPTIONS" in os.environ
 
 
 def shed(server, reason):
@@ -1281,6 +1282,10 @@ class LimitsTest(ServerTestCase):
         stopped held their replies (the rate was averaged since the write began), and fast
         readers were cut off while the loop built other replies. A reply now counts when the
         kernel holds bytes for its client that it is not acknowledging at 1 MiB/s."""
+        if UNDER_TSAN:  # issue 39: half of the TSan stage's longest test, for nothing TSan sees
+            self.skipTest("one event loop (--threads 1) and 344 MB of UUIDs: no thread for "
+                          "ThreadSanitizer to check that the budget tests above (default loops) "
+                          "lack; the Release and ASan stages run it")
         s = self.start("data", "--threads", "1", "--max-buffer-mib", "64", "--max-batch",
                        "1000000", "--idle-timeout", "60s")
         ask = b"*2\r\n$10\r\nUUID.BATCH\r\n$7\r\n1000000\r\n"
