@@ -27,9 +27,17 @@ tree() {
 }
 tsan() { tree build-tsan "${SANITIZER_BUILD[@]}" -DSEKKA_SANITIZE=thread -DSEKKA_BUILD_CLI=ON; }
 asan() { tree build-asan "${SANITIZER_BUILD[@]}" -DSEKKA_SANITIZE=address,undefined; }
+# The fuzz tree builds its targets alone (one per corpus directory, as scripts/test.sh runs
+# them), at -O1 with line tables: the libraries they do not link (the client) stay unbuilt, and
+# the build takes about half of what -O2 -g and everything took.
 fuzz() {
-  CC=clang CXX=clang++ tree build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSEKKA_FUZZ=ON \
-    -DSEKKA_BUILD_TESTS=OFF -DSEKKA_BUILD_CLI=OFF
+  local targets=() seeds
+  for seeds in fuzz/corpus/*/; do targets+=("$(basename "$seeds")_fuzz"); done
+  CC=clang CXX=clang++ cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1 -DNDEBUG" \
+    "-DCMAKE_C_FLAGS_RELWITHDEBINFO=-O1 -g1 -DNDEBUG" \
+    -DSEKKA_FUZZ=ON -DSEKKA_BUILD_TESTS=OFF -DSEKKA_BUILD_CLI=OFF > /dev/null &&
+    cmake --build build-fuzz -j2 --target "${targets[@]}"
 }
 
 for name in tsan asan fuzz; do

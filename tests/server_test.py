@@ -1015,8 +1015,11 @@ class AbuseTest(ServerTestCase):
                 c.connect(("127.0.0.1", s.resp_port))
                 c.sendall(b"*2\r\n$8\r\nID.BATCH\r\n$6\r\n100000\r\n" * 2)
                 if not reading:
-                    time.sleep(3.5)  # at most two idle timeouts: the first look's benefit
-                c.settimeout(5)
+                    # At most two idle timeouts once the kernel's buffers are full (the first
+                    # look's benefit); a sanitizer's build on a busy machine takes seconds to fill
+                    # them (a TSan run read every line after 3.5 s).
+                    time.sleep(15 if UNDER_SANITIZER else 3.5)
+                c.settimeout(60)
                 lines = 0
                 while lines < 200_002:
                     chunk = c.recv(16 * 1024)
@@ -1188,7 +1191,7 @@ class LimitsTest(ServerTestCase):
                 c = socket.create_connection(("127.0.0.1", s.http_port), timeout=10)
                 c.sendall(b"GET /v1/ids?count=100000 HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n" * 40)
                 hogs.append(c)
-            deadline = time.monotonic() + 20
+            deadline = time.monotonic() + 120  # a TSan build on a busy machine: over 20 s
             while shed(s, "memory") == 0 and time.monotonic() < deadline:
                 time.sleep(0.2)
             self.assertGreater(shed(s, "memory"), 0)

@@ -228,7 +228,8 @@ def run(args):
               f"{' with ' + args.peer + ' beside' if args.peer else ''}, {args.servers} sekka "
               f"servers ready in {time.monotonic() - t_setup:.1f} s; "
               f"{'soak' if args.soak else 'campaign'} of {args.minutes} min, seed {args.seed}, "
-              f"{args.clients} clients", flush=True)
+              f"{args.clients} clients"
+              f"{f' at {args.rate} requests/s each' if args.rate else ''}", flush=True)
         sampler = threading.Thread(target=sample_usage,
                                    args=(nodes, record, stopping, 10 if args.soak else 5),
                                    daemon=True)
@@ -242,7 +243,8 @@ def run(args):
         servers = [(n.http_port, n.resp_port) for n in nodes]
         ctx = multiprocessing.get_context("fork")
         clients = [ctx.Process(target=client_main,
-                               args=(c, args.seed, servers, TAGS, args.timeout, history, deadline))
+                               args=(c, args.seed, servers, TAGS, args.timeout, history, deadline,
+                                     args.rate))
                    for c in range(args.clients)]
         for c in clients:
             c.start()
@@ -374,7 +376,12 @@ def main():
     p.add_argument("--clients", type=int, default=8)
     p.add_argument("--timeout", type=float, default=1.0, help="client request timeout, s")
     p.add_argument("--short", action="store_true",
-                   help="leave out the 1-minute clock steps (for the test suite)")
+                   help="leave out the 1-minute clock steps, and pace the clients (--rate "
+                        "250 unless given): the test suite's form")
+    p.add_argument("--rate", type=int, default=None,
+                   help="requests a second per client at most (default: as fast as answered; "
+                        "250 with --short: the suite's campaigns used 1.5 of its 2 cores "
+                        "unpaced)")
     p.add_argument("--soak", action="store_true", help="no faults: throughput and resources")
     p.add_argument("--lease-ttl", type=int, default=LEASE_TTL_S, help="seconds")
     p.add_argument("--kinds", default="",
@@ -385,6 +392,8 @@ def main():
     p.add_argument("--out", default="faults-out")
     p.add_argument("--keep", action="store_true", help="keep the processes' directories")
     args = p.parse_args()
+    if args.rate is None:
+        args.rate = 250 if args.short else 0
     if args.coordinator == "redis":
         args.store = "redis"
     print(f"faults: seed {args.seed}; replay: {replay_command(args, sys.argv[1:])}", flush=True)
