@@ -8,11 +8,15 @@
 
 namespace sekka {
 
-Result<std::unique_ptr<Coordinator>> OpenCoordinator(std::string_view source,
-                                                     std::string_view coordinator,
-                                                     std::string_view cluster,
-                                                     const WorkerLeaseOptions& options,
-                                                     const CoordinatorAccess& access) {
+Result<std::unique_ptr<Coordinator>> OpenCoordinator(
+    std::string_view source, std::string_view coordinator, std::string_view cluster,
+    const WorkerLeaseOptions& options, const CoordinatorAccess& access, const LeafRegistry& leaf) {
+  if (!leaf.name.empty() && source != "zookeeper") {
+    return InvalidArgument(fmt::format(
+        "worker.leaf_name applies to worker.source = \"zookeeper\" only (Leaf's registry is on "
+        "ZooKeeper); the source is \"{}\"",
+        source));
+  }
   if (source == "redis") {
     if (coordinator.empty()) {
       return InvalidArgument(
@@ -47,16 +51,15 @@ Result<std::unique_ptr<Coordinator>> OpenCoordinator(std::string_view source,
         "worker.tls_ca_file and worker.tls_cert_file apply to worker.source = \"etcd\" only: "
         "Debian's ZooKeeper C client has no TLS");
   }
-  return NewZooKeeperCoordinator(addresses, cluster, options, access.username, access.password);
+  return NewZooKeeperCoordinator(addresses, cluster, options, access.username, access.password,
+                                 leaf);
 }
 
-Result<std::unique_ptr<WorkerLease>> OpenWorkerLease(std::string_view source,
-                                                     std::string_view coordinator,
-                                                     std::string_view cluster,
-                                                     const WorkerLeaseOptions& options,
-                                                     const CoordinatorAccess& access) {
+Result<std::unique_ptr<WorkerLease>> OpenWorkerLease(
+    std::string_view source, std::string_view coordinator, std::string_view cluster,
+    const WorkerLeaseOptions& options, const CoordinatorAccess& access, const LeafRegistry& leaf) {
   Result<std::unique_ptr<Coordinator>> c =
-      OpenCoordinator(source, coordinator, cluster, options, access);
+      OpenCoordinator(source, coordinator, cluster, options, access, leaf);
   if (!c.ok()) return std::move(c).error();
   return NewCoordinatedLease(std::move(c).value(), options);
 }

@@ -12,11 +12,13 @@
 #include <string_view>
 
 #include "backends/coordinator_access.h"
+#include "backends/zookeeper_worker_lease.h"
 #include "sekka/coordinator.h"
 
 namespace sekka {
 
-// `access`: TLS (etcd only) and a user (etcd's users; ZooKeeper's digest authentication).
+// `access`: TLS (etcd only) and a user (etcd's users; ZooKeeper's digest authentication);
+// `leaf`: Leaf's registry beside (ZooKeeper only).
 // Errors: kInvalidArgument (an unknown source, a scheme that is not the source's, bad addresses
 // or cluster name, TLS for ZooKeeper, unreadable certificate files), naming the setting and
 // what is allowed.
@@ -24,13 +26,15 @@ Result<std::unique_ptr<Coordinator>> OpenCoordinator(std::string_view source,
                                                      std::string_view coordinator,
                                                      std::string_view cluster,
                                                      const WorkerLeaseOptions& options,
-                                                     const CoordinatorAccess& access = {});
+                                                     const CoordinatorAccess& access = {},
+                                                     const LeafRegistry& leaf = {});
 // The lease of OpenCoordinator's coordinator (NewCoordinatedLease). Errors: as OpenCoordinator.
 Result<std::unique_ptr<WorkerLease>> OpenWorkerLease(std::string_view source,
                                                      std::string_view coordinator,
                                                      std::string_view cluster,
                                                      const WorkerLeaseOptions& options,
-                                                     const CoordinatorAccess& access = {});
+                                                     const CoordinatorAccess& access = {},
+                                                     const LeafRegistry& leaf = {});
 
 }  // namespace sekka
 

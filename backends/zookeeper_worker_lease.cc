@@ -1,5 +1,6 @@
 #include "backends/zookeeper_worker_lease.h"
 
+#include <arpa/inet.h>
 #include <fmt/format.h>
 #include <zookeeper/zookeeper.h>
 
@@ -9,6 +10,7 @@
 #include <cstdio>
 #include <map>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <string_view>
 #include <vector>
@@ -59,6 +61,17 @@ void RateLimitedClientLog(const char* message) {
   held = 0;
 }
 
+// zoo_multi, with the session's end named as such: the C client's zoo_amulti turns every
+// failure to send (ZINVALIDSTATE once the session expired among them) into ZMARSHALLINGERROR,
+// which would read as a passing fault and never end the lease (the fault campaign's paused
+// server stayed unready for good).
+int Multi(zhandle_t* zh, int count, const zoo_op_t* ops, zoo_op_result_t* results) {
+  const int rc = zoo_multi(zh, count, ops, results);
+  if (rc != ZMARSHALLINGERROR) return rc;
+  const int state = zoo_state(zh);
+  return state == ZOO_EXPIRED_SESSION_STATE || state == ZOO_AUTH_FAILED_STATE ? ZINVALIDSTATE : rc;
+}
+
 bool IsConnectionError(int rc) {
   return rc == ZCONNECTIONLOSS || rc == ZOPERATIONTIMEOUT || rc == ZCLOSING;
 }
@@ -87,13 +100,41 @@ void AuthAnswered(int rc, const void* data) {
 // What this session knows of an id it claimed: the hwm node's version its writes name.
 struct Fence {
   std::int32_t hwm_version = -1;
-  std::int64_t hwm_known = 0;  // what the hwm node holds (this session wrote it last)
+  std::int64_t hwm_known = 0;      // what the hwm node holds (this session wrote it last)
+  std::int32_t leaf_version = -1;  // with a Leaf registry: its node's version, likewise
 };
+
+// How often Leaf's servers write their node's timestamp (SnowflakeZookeeperHolder: every 3 s).
+constexpr std::int64_t kLeafReportMillis = 3000;
+
+// A child of Leaf's `forever` node, "<ip>:<port>-<sequence>", read as Leaf reads it (split at
+// '-': the first part is the address, the second the sequence). nullopt: not that shape.
+std::optional<std::pair<std::string, std::int64_t>> ParseLeafNodeName(std::string_view name) {
+  const std::size_t dash = name.find('-');
+  if (dash == std::string_view::npos || dash == 0) return std::nullopt;
+  std::string_view digits = name.substr(dash + 1);
+  digits = digits.substr(0, digits.find('-'));
+  std::int64_t seq = -1;
+  const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), seq);
+  if (ec != std::errc() || end != digits.data() + digits.size() || seq < 0) return std::nullopt;
+  return std::make_pair(std::string(name.substr(0, dash)), seq);
+}
+
+// The timestamp of a Leaf node's data, {"ip":"..","port":"..","timestamp":N}. nullopt: not
+// that shape (Leaf's own servers cannot read it either).
+std::optional<std::int64_t> ParseLeafTimestamp(std::string_view data) {
+  const nlohmann::json j = nlohmann::json::parse(data, nullptr, false);
+  if (!j.is_object() || !j.contains("timestamp") || !j["timestamp"].is_number_integer()) {
+    return std::nullopt;
+  }
+  const std::int64_t t = j["timestamp"].get<std::int64_t>();
+  return t >= 0 ? std::optional<std::int64_t>(t) : std::nullopt;
+}
 
 class ZooKeeperCoordinator final : public Coordinator {
  public:
   ZooKeeperCoordinator(std::string servers, std::string cluster, WorkerLeaseOptions options,
-                       std::string username, std::string password)
+                       std::string username, std::string password, LeafRegistry leaf)
       : servers_(std::move(servers)),
         cluster_(std::move(cluster)),
         options_(std::move(options)),
@@ -101,7 +142,9 @@ class ZooKeeperCoordinator final : public Coordinator {
         password_(std::move(password)),
         root_(fmt::format("/sekka/{}", cluster_)),
         // With a user, the cluster's nodes are that user's alone (digest ACL of the creator).
-        acl_(username_.empty() ? &ZOO_OPEN_ACL_UNSAFE : &ZOO_CREATOR_ALL_ACL) {}
+        acl_(username_.empty() ? &ZOO_OPEN_ACL_UNSAFE : &ZOO_CREATOR_ALL_ACL),
+        leaf_(std::move(leaf)),
+        leaf_dir_(leaf_.name.empty() ? "" : fmt::format("/snowflake/{}/forever", leaf_.name)) {}
   ~ZooKeeperCoordinator() override { Disconnect(); }
 
   Result<std::string> BindLayout(const std::string& layout) override;
@@ -114,10 +157,14 @@ class ZooKeeperCoordinator final : public Coordinator {
   Status StoreHwm(std::int64_t id, std::int64_t hwm_millis) override;
   Status Close() override;
   std::string Describe() const override {
-    return fmt::format("zookeeper session {:x} on {}{} (cluster {})", session_, servers_,
-                       username_.empty() ? "" : " as digest user " + username_, cluster_);
+    return fmt::format("zookeeper session {:x} on {}{} ({})", session_, servers_,
+                       username_.empty() ? "" : " as digest user " + username_, Where());
   }
-  std::string Where() const override { return "cluster " + cluster_; }
+  std::string Where() const override {
+    if (!leaf()) return "cluster " + cluster_;
+    return fmt::format("cluster {} beside Leaf's registry {} as {}", cluster_, leaf_dir_,
+                       leaf_.address);
+  }
   std::string_view source() const override { return "zookeeper"; }
 
  private:
@@ -133,6 +180,19 @@ class ZooKeeperCoordinator final : public Coordinator {
   // The hwm node of `id`: its value and stat; 0 and a zero stat when it does not exist.
   // Errors: as FromRc, kInternal (not a number).
   Result<std::int64_t> ReadHwm(std::int64_t id, Stat* stat, bool* exists);
+  bool leaf() const { return !leaf_.name.empty(); }
+  // With a Leaf registry: this address's node, found or made (LeafRegistry); its sequence is
+  // the one worker id this coordinator may claim. Errors: as FromRc; kInvalidArgument (two
+  // nodes of this address, a sequence past the layout's worker ids), kInternal (a node that
+  // is not Leaf's shape).
+  Result<std::int64_t> LeafNode();
+  // The node's data as Leaf writes it, with `timestamp` (ms since 1970).
+  std::string LeafData(std::int64_t timestamp) const;
+  // The timestamp in this address's node, and its stat. Errors: as FromRc, kInternal.
+  Result<std::int64_t> ReadLeafTimestamp(Stat* stat);
+  // ListHolders with a Leaf registry: every worker id but this address's node's is held (by
+  // Leaf's servers, now or later: their sequence numbers come from the same counter).
+  Result<std::map<std::int64_t, Holding>> WithLeafRegistry(std::map<std::int64_t, Holding> sekka);
 
   const std::string servers_;
   const std::string cluster_;
@@ -147,6 +207,10 @@ class ZooKeeperCoordinator final : public Coordinator {
   zhandle_t* zh_ = nullptr;
   std::int64_t session_ = 0;
   std::map<std::int64_t, Fence> fences_;  // the ids this session claimed
+  const LeafRegistry leaf_;
+  const std::string leaf_dir_;  // "/snowflake/<name>/forever"; "" without a Leaf registry
+  std::int64_t leaf_seq_ = -1;  // this address's node's sequence, once found or made
+  std::string leaf_node_;       // and its path
 };
 
 Error ZooKeeperCoordinator::FromRc(int rc, std::string_view what) const {
@@ -235,6 +299,14 @@ Status ZooKeeperCoordinator::Connect() {
     const int rc = zoo_create(zh_, path.c_str(), nullptr, -1, acl, ZOO_PERSISTENT, nullptr, 0);
     if (rc != ZOK && rc != ZNODEEXISTS) return FromRc(rc, "create " + path);
   }
+  if (leaf()) {  // Leaf's parents, open to all as Leaf's own (Curator's) are
+    for (const std::string& path :
+         {std::string("/snowflake"), fmt::format("/snowflake/{}", leaf_.name), leaf_dir_}) {
+      const int rc = zoo_create(zh_, path.c_str(), nullptr, -1, &ZOO_OPEN_ACL_UNSAFE,
+                                ZOO_PERSISTENT, nullptr, 0);
+      if (rc != ZOK && rc != ZNODEEXISTS) return FromRc(rc, "create " + path);
+    }
+  }
   return Status::Ok();
 }
 
@@ -249,7 +321,10 @@ void ZooKeeperCoordinator::Disconnect() {
 Result<std::string> ZooKeeperCoordinator::BindLayout(const std::string& layout) {
   if (Status c = Connect(); !c.ok()) return std::move(c).error();
   const std::string path = root_ + "/layout";
-  int rc = zoo_create(zh_, path.c_str(), layout.data(), static_cast<int>(layout.size()), acl_,
+  // A cluster beside a Leaf registry is bound to it too: a server of the cluster without it
+  // would take the lowest free ids, Leaf's among them (CheckClusterLayout shows both).
+  const std::string bound = leaf() ? fmt::format("{} beside Leaf {}", layout, leaf_.name) : layout;
+  int rc = zoo_create(zh_, path.c_str(), bound.data(), static_cast<int>(bound.size()), acl_,
                       ZOO_PERSISTENT, nullptr, 0);
   if (rc != ZOK && rc != ZNODEEXISTS) return FromRc(rc, "create " + path);
   char buf[512];
@@ -257,7 +332,8 @@ Result<std::string> ZooKeeperCoordinator::BindLayout(const std::string& layout) 
   Stat stat{};
   rc = zoo_get(zh_, path.c_str(), 0, buf, &len, &stat);
   if (rc != ZOK) return FromRc(rc, "get " + path);
-  return std::string(buf, static_cast<std::size_t>(std::max(len, 0)));
+  const std::string stored(buf, static_cast<std::size_t>(std::max(len, 0)));
+  return stored == bound ? layout : stored;
 }
 
 Result<std::map<std::int64_t, Holding>> ZooKeeperCoordinator::ListHolders() {
@@ -282,7 +358,94 @@ Result<std::map<std::int64_t, Holding>> ZooKeeperCoordinator::ListHolders() {
                           stat.ephemeralOwner, stat.version};
   }
   deallocate_String_vector(&children);
+  if (leaf()) return WithLeafRegistry(std::move(holders));
   return holders;
+}
+
+std::string ZooKeeperCoordinator::LeafData(std::int64_t timestamp) const {
+  const std::size_t colon = leaf_.address.rfind(':');
+  return fmt::format(R"({{"ip":"{}","port":"{}","timestamp":{}}})", leaf_.address.substr(0, colon),
+                     leaf_.address.substr(colon + 1), timestamp);
+}
+
+Result<std::int64_t> ZooKeeperCoordinator::LeafNode() {
+  if (leaf_seq_ >= 0) return leaf_seq_;
+  String_vector children{};
+  const int rc = zoo_get_children(zh_, leaf_dir_.c_str(), 0, &children);
+  if (rc != ZOK) return FromRc(rc, "list " + leaf_dir_);
+  const std::vector<std::string> names(children.data, children.data + children.count);
+  deallocate_String_vector(&children);
+  std::vector<std::string> ours;
+  for (const std::string& name : names) {
+    const auto node = ParseLeafNodeName(name);
+    if (!node) {
+      return Internal(fmt::format(
+          "Leaf's registry {} holds a node \"{}\" that is not ip:port-sequence: Leaf's own "
+          "servers cannot read the registry either; remove that node",
+          leaf_dir_, name.substr(0, 80)));
+    }
+    if (node->first == leaf_.address) ours.push_back(name);
+  }
+  if (ours.size() > 1) {
+    return InvalidArgument(fmt::format(
+        "Leaf's registry {} has two nodes of {} ({} and {}): Leaf would take either; register "
+        "this server as another worker.leaf_address",
+        leaf_dir_, leaf_.address, ours[0], ours[1]));
+  }
+  if (ours.empty()) {  // made as Leaf makes it, with no timestamp yet: no id was issued
+    const std::string prefix = fmt::format("{}/{}-", leaf_dir_, leaf_.address);
+    const std::string data = LeafData(0);
+    char made[512];
+    const int c = zoo_create(zh_, prefix.c_str(), data.data(), static_cast<int>(data.size()),
+                             &ZOO_OPEN_ACL_UNSAFE, ZOO_PERSISTENT_SEQUENTIAL, made, sizeof(made));
+    if (c != ZOK) return FromRc(c, "create " + prefix);
+    const std::string_view path(made);
+    ours.emplace_back(path.substr(path.rfind('/') + 1));
+  }
+  const std::int64_t seq = ParseLeafNodeName(ours[0])->second;
+  if (seq >= options_.worker_count) {
+    return InvalidArgument(fmt::format(
+        "Leaf's registry {} gave {} sequence {}: past worker id {}, the layout's last (Leaf's "
+        "servers refuse it too); start a new registry (another worker.leaf_name and leaf.name)",
+        leaf_dir_, leaf_.address, seq, options_.worker_count - 1));
+  }
+  leaf_seq_ = seq;
+  leaf_node_ = fmt::format("{}/{}", leaf_dir_, ours[0]);
+  return seq;
+}
+
+Result<std::map<std::int64_t, Holding>> ZooKeeperCoordinator::WithLeafRegistry(
+    std::map<std::int64_t, Holding> sekka) {
+  Result<std::int64_t> seq = LeafNode();
+  if (!seq.ok()) return std::move(seq).error();
+  if (auto it = sekka.find(*seq); it != sekka.end() && it->second.session != session_ &&
+                                  it->second.identity != options_.identity) {
+    return InvalidArgument(fmt::format(
+        "worker id {} ({}) is held by the live sekka server \"{}\": two servers registered as {}; "
+        "give each its own worker.leaf_address",
+        *seq, leaf_node_, it->second.identity.substr(0, 120), leaf_.address));
+  }
+  for (std::int64_t id = 0; id < options_.worker_count; ++id) {
+    if (id != *seq) sekka.try_emplace(id, Holding{"Leaf's registry " + leaf_dir_, 0, 0});
+  }
+  return sekka;
+}
+
+Result<std::int64_t> ZooKeeperCoordinator::ReadLeafTimestamp(Stat* stat) {
+  char buf[512];
+  int len = sizeof(buf);
+  *stat = Stat{};
+  const int rc = zoo_get(zh_, leaf_node_.c_str(), 0, buf, &len, stat);
+  if (rc != ZOK) return FromRc(rc, "get " + leaf_node_);
+  const std::string data(buf, static_cast<std::size_t>(std::max(len, 0)));
+  const std::optional<std::int64_t> t =
+      stat->dataLength <= len ? ParseLeafTimestamp(data) : std::nullopt;
+  if (!t) {
+    return Internal(fmt::format(
+        "Leaf node {} holds \"{}\", not {{\"ip\",\"port\",\"timestamp\"}} as Leaf writes it",
+        leaf_node_, data.substr(0, 80)));
+  }
+  return *t;
 }
 
 Result<std::int64_t> ZooKeeperCoordinator::ReadHwm(std::int64_t id, Stat* stat, bool* exists) {
@@ -321,6 +484,7 @@ Result<std::optional<std::int64_t>> ZooKeeperCoordinator::Claim(
   const std::string path = OwnerPath(id);
   const std::string hwm_path = HwmPath(id);
   const bool ours = seen.has_value() && seen->session == session_;
+  if (leaf() && id != leaf_seq_) return std::optional<std::int64_t>();  // Leaf's, not ours
   for (int attempt = 0; attempt < 20; ++attempt) {
     // 1. The hwm node and its version (made first if it never existed).
     Stat hwm_stat{};
@@ -331,6 +495,21 @@ Result<std::optional<std::int64_t>> ZooKeeperCoordinator::Claim(
       const int rc = zoo_create(zh_, hwm_path.c_str(), "0", 1, acl_, ZOO_PERSISTENT, nullptr, 0);
       if (rc != ZOK && rc != ZNODEEXISTS) return FromRc(rc, "create " + hwm_path);
       continue;
+    }
+    // 1b. With a Leaf registry, this address's node: sekka writes its timestamp only with its
+    //     hwm, so a timestamp past the hwm was written by a Leaf server registered as this
+    //     address, which may still run (Leaf keeps no liveness): refused, never taken over.
+    Stat leaf_stat{};
+    if (leaf()) {
+      Result<std::int64_t> written = ReadLeafTimestamp(&leaf_stat);
+      if (!written.ok()) return std::move(written).error();
+      if (*written > *hwm) {
+        return InvalidArgument(fmt::format(
+            "Leaf node {} was written by a Leaf server (timestamp {}, past sekka's hwm {} for "
+            "worker id {}): Leaf keeps no liveness, so sekka never takes a Leaf server's worker "
+            "id; register this server as another worker.leaf_address",
+            leaf_node_, *written, *hwm, id));
+      }
     }
     // 2. The owner node is still as listed.
     Stat owner{};
@@ -345,8 +524,8 @@ Result<std::optional<std::int64_t>> ZooKeeperCoordinator::Claim(
     //    claim by anyone since 1 (or a store by the earlier holder) fails this one, and from
     //    now on only this session knows the node's version (the fence of StoreHwm and Close).
     const std::string text = std::to_string(*hwm);
-    zoo_op_t ops[3];
-    zoo_op_result_t results[3] = {};
+    zoo_op_t ops[4];
+    zoo_op_result_t results[4] = {};
     Stat after{};
     int n = 0;
     if (held && !ours) zoo_delete_op_init(&ops[n++], path.c_str(), owner.version);
@@ -358,17 +537,21 @@ Result<std::optional<std::int64_t>> ZooKeeperCoordinator::Claim(
     const int set = n;
     zoo_set_op_init(&ops[n++], hwm_path.c_str(), text.data(), static_cast<int>(text.size()),
                     hwm_stat.version, &after);
-    rc = zoo_multi(zh_, n, ops, results);
+    // The Leaf node as read in 1b: a Leaf server's write since fails this claim too.
+    if (leaf()) zoo_check_op_init(&ops[n++], leaf_node_.c_str(), leaf_stat.version);
+    rc = Multi(zh_, n, ops, results);
     if (rc == ZOK) {
-      fences_[id] = Fence{after.version, *hwm};
+      fences_[id] = Fence{after.version, *hwm, leaf_stat.version};
       return std::optional<std::int64_t>(*hwm);
     }
     if (IsConnectionError(rc) || IsSessionGone(rc) || rc == ZNOAUTH) {
       return FromRc(rc, "claim " + path);
     }
-    // The hwm node was written meanwhile: read it again (step 2 sees a new holder). Any other
-    // failed op (the owner node came or went): the id changed meanwhile.
-    if (results[set].err != ZBADVERSION) return std::optional<std::int64_t>();
+    // The hwm node (or the Leaf node) was written meanwhile: read it again (step 2 sees a new
+    // holder, 1b a Leaf server's write). Any other failed op (the owner node came or went): the
+    // id changed meanwhile.
+    const bool leaf_written = leaf() && results[set + 1].err == ZBADVERSION;
+    if (results[set].err != ZBADVERSION && !leaf_written) return std::optional<std::int64_t>();
   }
   return Unavailable(fmt::format("zookeeper node {} keeps changing", hwm_path));
 }
@@ -402,16 +585,35 @@ Status ZooKeeperCoordinator::StoreHwm(std::int64_t id, std::int64_t hwm_millis) 
   Fence& f = it->second;
   if (hwm_millis <= f.hwm_known) return Status::Ok();
   const std::string text = std::to_string(hwm_millis);
+  // With a Leaf registry, the node's timestamp is the hwm too, in the same multi-op, at the
+  // version this session last saw: a Leaf server's write there since ends this lease.
+  const std::string hwm_path = HwmPath(id);  // the ops keep pointers into both strings
+  const std::string leaf_data = leaf() ? LeafData(hwm_millis) : "";
+  zoo_op_t ops[2];
+  zoo_op_result_t results[2] = {};
   Stat stat{};
-  const int rc = zoo_set2(zh_, HwmPath(id).c_str(), text.data(), static_cast<int>(text.size()),
-                          f.hwm_version, &stat);
+  Stat leaf_stat{};
+  zoo_set_op_init(&ops[0], hwm_path.c_str(), text.data(), static_cast<int>(text.size()),
+                  f.hwm_version, &stat);
+  if (leaf()) {
+    zoo_set_op_init(&ops[1], leaf_node_.c_str(), leaf_data.data(),
+                    static_cast<int>(leaf_data.size()), f.leaf_version, &leaf_stat);
+  }
+  const int rc = Multi(zh_, leaf() ? 2 : 1, ops, results);
   if (rc == ZOK) {
     f.hwm_version = stat.version;
     f.hwm_known = hwm_millis;
+    f.leaf_version = leaf_stat.version;
     return Status::Ok();
   }
   if (rc == ZBADVERSION || rc == ZNONODE) {
     fences_.erase(it);
+    if (leaf() && results[0].err != ZBADVERSION && results[0].err != ZNONODE) {
+      return LeaseLost(
+          fmt::format("Leaf node {} of worker id {} was written by another process (a Leaf server "
+                      "registered as {}?)",
+                      leaf_node_, id, leaf_.address));
+    }
     return LeaseLost(fmt::format("worker id {} was taken over by another zookeeper session", id));
   }
   Error e = FromRc(rc, "set " + HwmPath(id));
@@ -432,7 +634,7 @@ Status ZooKeeperCoordinator::Close() {
     zoo_op_result_t results[2] = {};
     zoo_check_op_init(&ops[0], hwm_path.c_str(), fence.hwm_version);
     zoo_delete_op_init(&ops[1], path.c_str(), -1);
-    const int rc = zoo_multi(zh_, 2, ops, results);
+    const int rc = Multi(zh_, 2, ops, results);
     if (IsConnectionError(rc)) return FromRc(rc, "delete " + path);
   }
   Disconnect();
@@ -441,11 +643,9 @@ Status ZooKeeperCoordinator::Close() {
 
 }  // namespace
 
-Result<std::unique_ptr<Coordinator>> NewZooKeeperCoordinator(std::string_view servers,
-                                                             std::string_view cluster,
-                                                             const WorkerLeaseOptions& options,
-                                                             const std::string& username,
-                                                             const std::string& password) {
+Result<std::unique_ptr<Coordinator>> NewZooKeeperCoordinator(
+    std::string_view servers, std::string_view cluster, const WorkerLeaseOptions& options,
+    const std::string& username, const std::string& password, const LeafRegistry& leaf) {
   Result<std::vector<HostPort>> s = ParseHostPorts(servers, "zookeeper servers");
   if (!s.ok()) return std::move(s).error();
   if (Status c = ValidateClusterName(cluster); !c.ok()) return std::move(c).error();
@@ -462,8 +662,42 @@ Result<std::unique_ptr<Coordinator>> NewZooKeeperCoordinator(std::string_view se
     return InvalidArgument(fmt::format(
         "worker.username \"{}\" is not valid for ZooKeeper: allowed a name without ':'", username));
   }
+  if (!leaf.name.empty() || !leaf.address.empty()) {
+    if (Status l = ValidateLeafRegistry(leaf); !l.ok()) return std::move(l).error();
+  }
   return std::unique_ptr<Coordinator>(std::make_unique<ZooKeeperCoordinator>(
-      std::move(list), std::string(cluster), options, username, password));
+      std::move(list), std::string(cluster), options, username, password, leaf));
+}
+
+Status ValidateLeafRegistry(const LeafRegistry& leaf) {
+  // Leaf reads its node's path split at '-', so a name with one breaks Leaf's own servers.
+  const bool name_ok =
+      !leaf.name.empty() && leaf.name.size() <= 200 &&
+      leaf.name.find_first_not_of(
+          "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._") == std::string::npos;
+  if (!name_ok) {
+    return InvalidArgument(fmt::format(
+        "worker.leaf_name \"{}\" is not valid: allowed Leaf's leaf.name, 1 to 200 of A-Z a-z 0-9 "
+        ". _ (Leaf's own servers cannot read a path with '-')",
+        leaf.name.substr(0, 80)));
+  }
+  // Leaf registers a host's IPv4 address and a port, "a.b.c.d:port".
+  const std::size_t colon = leaf.address.rfind(':');
+  in_addr ip{};
+  int port = 0;
+  const std::string host = leaf.address.substr(0, colon == std::string::npos ? 0 : colon);
+  const std::string_view digits = colon == std::string::npos
+                                      ? std::string_view()
+                                      : std::string_view(leaf.address).substr(colon + 1);
+  const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), port);
+  if (colon == std::string::npos || inet_pton(AF_INET, host.c_str(), &ip) != 1 ||
+      ec != std::errc() || end != digits.data() + digits.size() || port < 1 || port > 65535) {
+    return InvalidArgument(fmt::format(
+        "worker.leaf_address \"{}\" is not valid: allowed IPv4:PORT, the address this server "
+        "registers as in Leaf's registry, as Leaf registers its servers' ip:port",
+        leaf.address.substr(0, 80)));
+  }
+  return Status::Ok();
 }
 
 }  // namespace sekka

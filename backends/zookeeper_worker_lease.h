@@ -33,14 +33,35 @@
 
 namespace sekka {
 
+// Leaf's snowflake registry on the same ZooKeeper (worker.leaf_name; issue 40). Leaf's servers
+// take their worker id as the sequence number of a persistent sequential node
+// /snowflake/<name>/forever/<ip>:<port>-<10 digits> (data {"ip","port","timestamp"}), made once
+// per ip:port and kept forever. Beside them, a sekka server registers as `address` the same way,
+// and its worker id is its node's sequence number, which ZooKeeper gives no other node: Leaf's
+// and sekka's servers never share a worker id. On top of Leaf's scheme, sekka's own claim (the
+// ephemeral owner node and the fenced hwm of its cluster) keeps two sekka processes registered as
+// one address apart, and every hwm store writes the node's timestamp in the same multi-op.
+// Where Leaf's scheme is weaker, sekka refuses rather than follows it: a node a Leaf server
+// wrote (its timestamp past what sekka stored for that id) is never taken over, since Leaf keeps
+// no liveness; nor a sequence past the layout's worker ids.
+struct LeafRegistry {
+  std::string name;     // Leaf's leaf.name: [A-Za-z0-9._]; "" = no Leaf registry
+  std::string address;  // "IPv4:port" this server registers as, as Leaf's ip:port
+};
+
+// Checks a LeafRegistry as worker.leaf_name and worker.leaf_address. Errors: kInvalidArgument.
+Status ValidateLeafRegistry(const LeafRegistry& leaf);
+
 // `servers`: "127.0.0.1:2181[,host:port...]"; `cluster` as ValidateClusterName allows;
-// `username` and `password` both or neither ("" = no authentication, open ACLs).
-// Errors: kInvalidArgument. Connects on the first Acquire.
+// `username` and `password` both or neither ("" = no authentication, open ACLs); `leaf` as
+// above (its nodes are open to all, as Leaf makes them). Errors: kInvalidArgument. Connects on
+// the first Acquire.
 Result<std::unique_ptr<Coordinator>> NewZooKeeperCoordinator(std::string_view servers,
                                                              std::string_view cluster,
                                                              const WorkerLeaseOptions& options,
                                                              const std::string& username = "",
-                                                             const std::string& password = "");
+                                                             const std::string& password = "",
+                                                             const LeafRegistry& leaf = {});
 
 }  // namespace sekka
 

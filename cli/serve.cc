@@ -105,8 +105,9 @@ Result<server::ServiceParts> OpenServiceParts(const server::ServerConfig& config
   lo.call_timeout = std::chrono::milliseconds(server::CoordinatorCallTimeoutMs(config));
   Result<CoordinatorAccess> access = CoordinatorAccessOf(config);
   if (!access.ok()) return std::move(access).error();
+  const LeafRegistry leaf{config.leaf_name, config.leaf_address};
   Result<std::unique_ptr<WorkerLease>> lease =
-      OpenWorkerLease(config.worker_source, config.coordinator, config.cluster, lo, *access);
+      OpenWorkerLease(config.worker_source, config.coordinator, config.cluster, lo, *access, leaf);
   if (!lease.ok()) return std::move(lease).error();
   Result<server::StrictCoordination> strict = StrictCoordinationOf(config, *access, parts.clock);
   if (!strict.ok()) return std::move(strict).error();
@@ -114,7 +115,8 @@ Result<server::ServiceParts> OpenServiceParts(const server::ServerConfig& config
   // The host's lock dir serves this cluster's id space once the lease holds an id.
   parts.lease =
       NewHostBoundLease(std::move(lease).value(), config.worker_lock_dir, lo.layout,
-                        fmt::format("{} cluster {}", config.worker_source, config.cluster));
+                        fmt::format("{} cluster {}{}", config.worker_source, config.cluster,
+                                    leaf.name.empty() ? "" : " beside Leaf " + leaf.name));
   return parts;
 }
 
@@ -207,6 +209,11 @@ int RunServe(const ServeFlags& flags) {
   }
   if (Status s = CheckStrictForwarding(*config); !s.ok()) {
     return Fail(kExitUsage, "cannot start: " + s.error().message);
+  }
+  if (!config->leaf_name.empty()) {
+    if (Status s = ValidateLeafRegistry({config->leaf_name, config->leaf_address}); !s.ok()) {
+      return Fail(kExitUsage, "cannot start: " + s.error().message);
+    }
   }
   if (flags.print_config) {
     std::fputs(PrintConfig(sources).c_str(), stdout);

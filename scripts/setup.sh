@@ -21,7 +21,7 @@ PACKAGES=(
   # sanitizers and fuzzing (clang + its runtimes)
   clang libclang-rt-14-dev
   # end-to-end test and benchmark tools: real clients and peers
-  python3 python3-redis python3-pymysql python3-thrift thrift-compiler curl procps redis-server redis-tools prometheus hyperfine faketime wrk nginx-light time
+  python3 python3-redis python3-pymysql python3-thrift python3-kazoo thrift-compiler curl procps redis-server redis-tools prometheus hyperfine faketime wrk nginx-light time
   # charts in `sekka stats --html` and the /ui page (inlined at build time)
   libjs-chart.js
   # headless Chromium loads those pages in the tests (console errors, charts drawn, screenshots)

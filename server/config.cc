@@ -137,6 +137,15 @@ const std::vector<Key>& Keys() {
        "local, etcd, zookeeper, redis: a restart takes back its own worker id and waits past its "
        "hwm "
        "(up to ~4 s); false = it takes a free id whose hwm is past and does not wait"},
+      {"worker.leaf_name", Type::kString, "",
+       "zookeeper: run beside Leaf's snowflake servers of this leaf.name (layout leaf): the "
+       "worker id is the sequence of this server's node in /snowflake/NAME/forever, as Leaf's; "
+       "\"\" = none",
+       "--leaf-name"},
+      {"worker.leaf_address", Type::kString, "",
+       "with leaf_name: the IPv4:PORT this server registers as there, as Leaf's ip:port "
+       "(never a Leaf server's)",
+       "--leaf-address"},
       {"worker.tls_ca_file", Type::kString, "",
        "etcd over HTTPS, verified with this CA file (PEM), or \"system\" (the system's CAs); "
        "\"\" = plain HTTP"},
@@ -677,6 +686,31 @@ Status GeneratorSection(const Values& v, ServerConfig& c) {
   return Status::Ok();
 }
 
+// [worker] leaf_name and leaf_address: both or neither, on ZooKeeper, with Leaf's layout (ids
+// beside Leaf's are Leaf's ids). Their values are checked as the coordinator opens
+// (ValidateLeafRegistry), before --print-config too.
+Status LeafRegistryKeys(const Values& v, ServerConfig& c) {
+  c.leaf_name = v.at("worker.leaf_name");
+  c.leaf_address = v.at("worker.leaf_address");
+  if (c.leaf_name.empty() && c.leaf_address.empty()) return Status::Ok();
+  if (c.worker_source != "zookeeper") {
+    return BadValue("worker.source", c.worker_source,
+                    "zookeeper when worker.leaf_name or worker.leaf_address is set (Leaf's "
+                    "registry is on ZooKeeper)");
+  }
+  if (c.leaf_name.empty() || c.leaf_address.empty()) {
+    return BadValue(c.leaf_name.empty() ? "worker.leaf_name" : "worker.leaf_address", "",
+                    "a value: worker.leaf_name and worker.leaf_address go together");
+  }
+  Result<Layout> leaf = Layout::Preset("leaf");
+  if (!leaf.ok() || LayoutFingerprint(*leaf) != LayoutFingerprint(c.generator.layout)) {
+    return BadValue("layout.preset", v.at("layout.preset"),
+                    "leaf (Leaf's epoch and bits, no layout.* override) when worker.leaf_name is "
+                    "set: ids beside Leaf's servers are Leaf's ids");
+  }
+  return Status::Ok();
+}
+
 // [worker]: where worker ids come from.
 Status WorkerSection(const Values& v, ServerConfig& c) {
   auto get = [&](const char* key) -> const std::string& { return v.at(key); };
@@ -738,6 +772,7 @@ Status WorkerSection(const Values& v, ServerConfig& c) {
     }
   }
   c.worker_name = get("worker.name");
+  if (Status leaf = LeafRegistryKeys(v, c); !leaf.ok()) return leaf;
   SEKKA_ASSIGN(c.keep_worker_id, boolean("worker.keep_id"));
   if (c.keep_worker_id && (c.worker_source == "static" || c.worker_source == "hostname")) {
     return BadValue(

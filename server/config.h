@@ -71,6 +71,9 @@ struct ServerConfig {
   // A restart takes back its own worker id and waits past its hwm, instead of taking a free id
   // whose hwm is past (WorkerLeaseOptions::keep_id).
   bool keep_worker_id = false;
+  // Leaf's snowflake registry beside (backends/zookeeper_worker_lease.h LeafRegistry): "" = none
+  std::string leaf_name;
+  std::string leaf_address;
   // etcd's transport and user (backends/etcd_worker_lease.h): "" = plain HTTP, no user
   std::string tls_ca_file;  // a PEM file, or "system"
   std::string tls_cert_file;

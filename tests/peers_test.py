@@ -1,14 +1,17 @@
 #!/usr/bin/python3
-"""The peers' HTTP APIs on the real binary: didi's tinyid and the CosId proxy,
-spoken to with curl and http.client in the shapes the peers' clients parse. Run with
-/usr/bin/python3 (python3-redis); SEKKA_BIN names the binary."""
+"""The peers on the real binary: didi's tinyid and the CosId proxy, spoken to with curl and
+http.client in the shapes the peers' clients parse; Meituan Leaf's snowflake servers beside
+sekka's on one ZooKeeper. Run with /usr/bin/python3 (python3-redis, python3-kazoo); SEKKA_BIN
+names the binary."""
 
 import http.client
 import json
 import os
+import random
 import signal
 import subprocess
 import sys
+import threading
 import time
 import unittest
 
@@ -16,7 +19,7 @@ import redis
 
 sys.path.insert(0, os.path.dirname(__file__))
 from sekka_testlib import (SEKKA, TINYID_TABLE, TINYID_TOKEN_TABLE, Mariadb,  # noqa: E402
-                           Server, TempDirs)
+                           Server, TempDirs, ZooKeeper, wait_for)
 
 
 def create_tag(data_dir, tag, *flags):
@@ -567,6 +570,213 @@ class CosIdAuthTest(unittest.TestCase):
         self.assertEqual(c.create_distributor("app", "known", 0, 10), (200, ""))
         status, body = c.next_max_id("app", "known", 10)
         self.assertEqual((status, body), (200, "10"))
+
+
+class LeafSnowflakeServer:
+    """What one of Meituan Leaf's snowflake servers does (leaf-core, SnowflakeZookeeperHolder and
+    SnowflakeIDGenImpl), with kazoo for Curator: under /snowflake/<leaf.name>/forever it finds
+    the node of its ip:port, or makes one (persistent sequential, data {"ip","port","timestamp"};
+    the first node of a new registry is worker 0 unparsed); a node of its own must not hold a
+    timestamp past its clock; the node's sequence is its worker id (0 to 1023); every 3 s it
+    rewrites the node with its clock; ids are (ms - twepoch) << 22 | worker << 12 | sequence,
+    the sequence starting at 0 to 99 each ms. Its local-file fallback is left out."""
+
+    TWEPOCH = 1288834974657
+
+    def __init__(self, hosts, name, ip, port):
+        from kazoo.client import KazooClient
+        self.zk = KazooClient(hosts=hosts, timeout=30)
+        self.zk.start(timeout=60)
+        self.ip, self.port = ip, str(port)
+        forever = f"/snowflake/{name}/forever"
+        address = f"{ip}:{port}"
+        if not self.zk.exists(forever):
+            self.path = self.zk.create(f"{forever}/{address}-", self.data(), makepath=True,
+                                       sequence=True)
+            self.worker_id = 0
+        else:
+            nodes = {child.split("-")[0]: child for child in self.zk.get_children(forever)}
+            if address in nodes:
+                self.path = f"{forever}/{nodes[address]}"
+                endpoint = json.loads(self.zk.get(self.path)[0])
+                if endpoint["timestamp"] > int(time.time() * 1000):
+                    raise AssertionError("init timestamp check error")
+                self.worker_id = int(nodes[address].split("-")[1])
+            else:
+                self.path = self.zk.create(f"{forever}/{address}-", self.data(), sequence=True)
+                self.worker_id = int(self.path.split("-")[1])
+        assert 0 <= self.worker_id <= 1023, "workerID must gte 0 and lte 1023"
+        self.last, self.sequence = 0, 0
+        self.lock = threading.Lock()
+        self.stopped = threading.Event()
+        self.reporter = threading.Thread(target=self.report, daemon=True)
+        self.reporter.start()
+
+    def data(self):
+        return json.dumps({"ip": self.ip, "port": self.port,
+                           "timestamp": int(time.time() * 1000)}).encode()
+
+    def report(self):
+        self.stopped.wait(1)
+        while not self.stopped.is_set():
+            self.zk.set(self.path, self.data())
+            self.stopped.wait(3)
+
+    def next_id(self):
+        with self.lock:
+            now = int(time.time() * 1000)
+            assert now >= self.last, "clock moved backwards"
+            if now == self.last:
+                self.sequence = (self.sequence + 1) & 4095
+                if self.sequence == 0:
+                    self.sequence = random.randrange(100)
+                    while now <= self.last:
+                        now = int(time.time() * 1000)
+            else:
+                self.sequence = random.randrange(100)
+            self.last = now
+            return (now - self.TWEPOCH) << 22 | self.worker_id << 12 | self.sequence
+
+    def stop(self):
+        self.stopped.set()
+        self.reporter.join(10)
+        self.zk.stop()
+        self.zk.close()
+
+
+class LeafSnowflakeTest(unittest.TestCase):
+    """Issue 40, point 2: Leaf's snowflake servers take worker ids from ZooKeeper; a sekka worker
+    0 beside a Leaf worker 0 repeated ids. With worker.leaf_name, sekka's servers register in
+    Leaf's registry as Leaf's do, and every server of both holds its own worker id."""
+
+    NAME = "com.example.leaf.orders"
+
+    def setUp(self):
+        self.dirs = TempDirs()
+        self.zk = ZooKeeper(self.dirs.path("zk"))
+        self.servers, self.leafs = [], []
+
+    def tearDown(self):
+        for s in self.servers:
+            s.stop()
+        for leaf in self.leafs:
+            leaf.stop()
+        self.zk.stop()
+        self.dirs.cleanup()
+
+    def leaf(self, port):
+        self.leafs.append(LeafSnowflakeServer(self.zk.endpoints, self.NAME, "127.0.0.9", port))
+        return self.leafs[-1]
+
+    def sekka(self, name, address, *flags, wait=True):
+        s = Server(self.dirs.path(name), "--worker-source", "zookeeper", "--coordinator",
+                   f"zookeeper://{self.zk.endpoints}", "--layout", "leaf", "--leaf-name",
+                   self.NAME, "--leaf-address", address, *flags, wait=wait)
+        self.servers.append(s)
+        return s
+
+    @staticmethod
+    def batch(s, n):
+        return [int(i) for i in s.get_json(f"/v1/ids?count={n}")[1]["ids"]]
+
+    def test_leaf_and_sekka_servers_hold_distinct_worker_ids_and_repeat_no_id(self):
+        leafs = [self.leaf(8080), self.leaf(8081)]
+        a = self.sekka("a", "127.0.0.1:9001")
+        b = self.sekka("b", "127.0.0.1:9002")
+        leafs.append(self.leaf(8082))  # a Leaf server started after sekka's takes the next
+        workers = [leaf.worker_id for leaf in leafs] + [a.worker_id, b.worker_id]
+        self.assertEqual(sorted(workers), [0, 1, 2, 3, 4])
+        ids = []
+        for _ in range(20):
+            for leaf in leafs:
+                ids += [leaf.next_id() for _ in range(500)]
+            ids += self.batch(a, 2000) + self.batch(b, 2000)
+        self.assertEqual(len(set(ids)), len(ids), "an id was issued twice")
+        self.assertEqual({(i >> 12) & 1023 for i in ids}, set(workers))
+        children = self.leafs[0].zk.get_children(f"/snowflake/{self.NAME}/forever")
+        self.assertEqual(sorted(c.split("-")[0] for c in children),
+                         ["127.0.0.1:9001", "127.0.0.1:9002", "127.0.0.9:8080",
+                          "127.0.0.9:8081", "127.0.0.9:8082"])
+
+    def test_a_restart_takes_its_node_back_and_its_timestamp_is_the_hwm(self):
+        a = self.sekka("a", "127.0.0.1:9001")
+        before = self.batch(a, 1000)
+        worker = a.worker_id
+        a.stop()
+        self.servers.remove(a)
+        a = self.sekka("a", "127.0.0.1:9001")
+        self.assertEqual(a.worker_id, worker)
+        after = self.batch(a, 1000)
+        self.assertGreater(min(after), max(before))
+        zk = self.leaf(8080).zk
+        (child,) = [c for c in zk.get_children(f"/snowflake/{self.NAME}/forever")
+                    if c.startswith("127.0.0.1:9001-")]
+        data = json.loads(zk.get(f"/snowflake/{self.NAME}/forever/{child}")[0])
+        self.assertEqual((data["ip"], data["port"]), ("127.0.0.1", "9001"))
+        issued_ms = (max(after) >> 22) + LeafSnowflakeServer.TWEPOCH
+        self.assertGreaterEqual(data["timestamp"], issued_ms)
+
+    def test_a_leaf_servers_address_is_never_taken_over(self):
+        leaf = self.leaf(8080)
+        leaf.stop()
+        self.leafs.remove(leaf)
+        s = self.sekka("taker", "127.0.0.9:8080", wait=False)
+        self.assertFalse(s.wait_listening(), "took a Leaf server's worker id")
+        self.assertIn("was written by a Leaf server", s.stderr_text())
+
+    def test_two_sekka_servers_at_one_address_are_refused(self):
+        self.sekka("a", "127.0.0.1:9001")
+        s = self.sekka("b", "127.0.0.1:9001", wait=False)
+        self.assertFalse(s.wait_listening())
+        self.assertIn("two servers registered as 127.0.0.1:9001", s.stderr_text())
+
+    def test_a_server_of_the_cluster_without_the_registry_is_refused(self):
+        self.sekka("a", "127.0.0.1:9001")
+        s = Server(self.dirs.path("plain"), "--worker-source", "zookeeper", "--coordinator",
+                   f"zookeeper://{self.zk.endpoints}", "--layout", "leaf", wait=False)
+        self.servers.append(s)
+        self.assertFalse(s.wait_listening())
+        self.assertIn("beside Leaf " + self.NAME, s.stderr_text())
+
+    def test_the_operations_guides_config_runs_beside_a_leaf_server(self):
+        """docs/operations.md's "Coming from Leaf's snowflake mode" as written, but for the
+        ZooKeeper address: a server started on it holds a worker id of its own."""
+        with open(os.path.join(os.path.dirname(__file__), "..", "docs", "operations.md")) as f:
+            guide = f.read()
+        section = guide[guide.index("### Coming from Leaf's snowflake mode"):]
+        toml = section[section.index("```toml\n") + 8:section.index("```\n", 10)]
+        self.assertIn('coordinator = "zookeeper://127.0.0.1:2181"', toml)
+        toml = toml.replace("127.0.0.1:2181", self.zk.endpoints)
+        config = self.dirs.path("leaf.toml")
+        with open(config, "w") as f:
+            f.write(toml)
+        leaf = self.leaf(8080)
+        s = Server(self.dirs.path("guide"), "--config", config)
+        self.servers.append(s)
+        self.assertNotEqual(s.worker_id, leaf.worker_id)
+        ids = self.batch(s, 1000) + [leaf.next_id() for _ in range(1000)]
+        self.assertEqual(len(set(ids)), 2000)
+
+    def test_bad_settings_are_named(self):
+        cases = [
+            (["--leaf-name", "a-b", "--leaf-address", "127.0.0.1:9001"],
+             'worker.leaf_name "a-b" is not valid'),
+            (["--leaf-name", "orders", "--leaf-address", "localhost:9001"],
+             'worker.leaf_address "localhost:9001" is not valid'),
+            (["--leaf-name", "orders"], "worker.leaf_name and worker.leaf_address go together"),
+        ]
+        for flags, message in cases:
+            p = subprocess.run([SEKKA, "serve", "--worker-source", "zookeeper", "--coordinator",
+                                f"zookeeper://{self.zk.endpoints}", "--layout", "leaf", *flags,
+                                "--print-config"], capture_output=True, text=True, timeout=30)
+            self.assertEqual(p.returncode, 2, (flags, p.stderr))
+            self.assertIn(message, p.stderr)
+        p = subprocess.run([SEKKA, "serve", "--worker-source", "zookeeper", "--coordinator",
+                            f"zookeeper://{self.zk.endpoints}", "--leaf-name", "orders",
+                            "--leaf-address", "127.0.0.1:9001", "--print-config"],
+                           capture_output=True, text=True, timeout=30)
+        self.assertEqual(p.returncode, 2, p.stderr)
+        self.assertIn("allowed leaf (Leaf's epoch and bits", p.stderr)
 
 
 if __name__ == "__main__":
