@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "backends/host_ports.h"
+#include "backends/one_line.h"
 #include "sekka/coordinator.h"
 
 namespace sekka {
@@ -186,6 +187,11 @@ class ZooKeeperCoordinator final : public Coordinator {
   // nodes of this address, a sequence past the layout's worker ids), kInternal (a node that
   // is not Leaf's shape).
   Result<std::int64_t> LeafNode();
+  // This address's nodes in Leaf's registry, by sequence. Errors: as FromRc; kInternal (a node
+  // Leaf's parser breaks on).
+  Result<std::map<std::int64_t, std::string>> LeafNodesOfAddress();
+  // Makes this address's node as Leaf does, never of sequence 0. Errors: as FromRc.
+  Status MakeLeafNode();
   // The node's data as Leaf writes it, with `timestamp` (ms since 1970).
   std::string LeafData(std::int64_t timestamp) const;
   // The timestamp in this address's node, and its stat. Errors: as FromRc, kInternal.
@@ -333,6 +339,13 @@ Result<std::string> ZooKeeperCoordinator::BindLayout(const std::string& layout) 
   rc = zoo_get(zh_, path.c_str(), 0, buf, &len, &stat);
   if (rc != ZOK) return FromRc(rc, "get " + path);
   const std::string stored(buf, static_cast<std::size_t>(std::max(len, 0)));
+  if (leaf() && stored == layout) {  // bound by servers that take the lowest free ids
+    return InvalidArgument(fmt::format(
+        "cluster {} is bound to layout \"{}\" without Leaf's registry: its servers take the "
+        "lowest free worker ids, Leaf's among them; run the servers beside Leaf {} in a cluster "
+        "of their own (worker.cluster)",
+        cluster_, layout, leaf_.name));
+  }
   return stored == bound ? layout : stored;
 }
 
@@ -368,49 +381,82 @@ std::string ZooKeeperCoordinator::LeafData(std::int64_t timestamp) const {
                      leaf_.address.substr(colon + 1), timestamp);
 }
 
-Result<std::int64_t> ZooKeeperCoordinator::LeafNode() {
-  if (leaf_seq_ >= 0) return leaf_seq_;
+Result<std::map<std::int64_t, std::string>> ZooKeeperCoordinator::LeafNodesOfAddress() {
   String_vector children{};
   const int rc = zoo_get_children(zh_, leaf_dir_.c_str(), 0, &children);
   if (rc != ZOK) return FromRc(rc, "list " + leaf_dir_);
   const std::vector<std::string> names(children.data, children.data + children.count);
   deallocate_String_vector(&children);
-  std::vector<std::string> ours;
+  std::map<std::int64_t, std::string> ours;
   for (const std::string& name : names) {
     const auto node = ParseLeafNodeName(name);
     if (!node) {
       return Internal(fmt::format(
           "Leaf's registry {} holds a node \"{}\" that is not ip:port-sequence: Leaf's own "
           "servers cannot read the registry either; remove that node",
-          leaf_dir_, name.substr(0, 80)));
+          leaf_dir_, OneLine(name.substr(0, 80))));
     }
-    if (node->first == leaf_.address) ours.push_back(name);
+    if (node->first == leaf_.address) ours[node->second] = name;
   }
-  if (ours.size() > 1) {
+  return ours;
+}
+
+Status ZooKeeperCoordinator::MakeLeafNode() {
+  const std::string prefix = fmt::format("{}/{}-", leaf_dir_, leaf_.address);
+  const std::string data = LeafData(0);  // no timestamp yet: no id was issued
+  char made[512];
+  const int rc = zoo_create(zh_, prefix.c_str(), data.data(), static_cast<int>(data.size()), acl_,
+                            ZOO_PERSISTENT_SEQUENTIAL, made, sizeof(made));
+  if (rc != ZOK) return FromRc(rc, "create " + prefix);
+  if (ParseLeafNodeName(std::string_view(made).substr(leaf_dir_.size() + 1))->second != 0) {
+    return Status::Ok();
+  }
+  // Sequence 0 is Leaf's: a Leaf server that finds no registry runs as worker 0 whatever
+  // sequence its node gets (it does not read it). This node goes, and another is made.
+  const int d = zoo_delete(zh_, made, -1);
+  if (d != ZOK && d != ZNONODE) return FromRc(d, fmt::format("delete {}", made));
+  return MakeLeafNode();
+}
+
+Result<std::int64_t> ZooKeeperCoordinator::LeafNode() {
+  if (leaf_seq_ >= 0) return leaf_seq_;
+  Result<std::map<std::int64_t, std::string>> ours = LeafNodesOfAddress();
+  if (!ours.ok()) return std::move(ours).error();
+  if (ours->empty()) {
+    // Made as Leaf makes it. Two sekka servers of one address that both made one keep the
+    // lowest (it was made first: its maker saw no other): the others go, and the cluster's
+    // owner node refuses the second server.
+    if (Status m = MakeLeafNode(); !m.ok()) return std::move(m).error();
+    ours = LeafNodesOfAddress();
+    if (!ours.ok()) return std::move(ours).error();
+    while (ours->size() > 1) {
+      const std::string path = fmt::format("{}/{}", leaf_dir_, ours->rbegin()->second);
+      const int d = zoo_delete(zh_, path.c_str(), -1);
+      if (d != ZOK && d != ZNONODE) return FromRc(d, "delete " + path);
+      ours->erase(std::prev(ours->end()));
+    }
+  }
+  if (ours->empty())
+    return Unavailable(fmt::format("Leaf's registry {} changed meanwhile", leaf_dir_));
+  if (ours->size() > 1) {
     return InvalidArgument(fmt::format(
         "Leaf's registry {} has two nodes of {} ({} and {}): Leaf would take either; register "
         "this server as another worker.leaf_address",
-        leaf_dir_, leaf_.address, ours[0], ours[1]));
+        leaf_dir_, leaf_.address, ours->begin()->second, std::next(ours->begin())->second));
   }
-  if (ours.empty()) {  // made as Leaf makes it, with no timestamp yet: no id was issued
-    const std::string prefix = fmt::format("{}/{}-", leaf_dir_, leaf_.address);
-    const std::string data = LeafData(0);
-    char made[512];
-    const int c = zoo_create(zh_, prefix.c_str(), data.data(), static_cast<int>(data.size()),
-                             &ZOO_OPEN_ACL_UNSAFE, ZOO_PERSISTENT_SEQUENTIAL, made, sizeof(made));
-    if (c != ZOK) return FromRc(c, "create " + prefix);
-    const std::string_view path(made);
-    ours.emplace_back(path.substr(path.rfind('/') + 1));
-  }
-  const std::int64_t seq = ParseLeafNodeName(ours[0])->second;
-  if (seq >= options_.worker_count) {
+  const auto& [seq, name] = *ours->begin();
+  if (seq >= options_.worker_count || seq == 0) {
     return InvalidArgument(fmt::format(
-        "Leaf's registry {} gave {} sequence {}: past worker id {}, the layout's last (Leaf's "
-        "servers refuse it too); start a new registry (another worker.leaf_name and leaf.name)",
-        leaf_dir_, leaf_.address, seq, options_.worker_count - 1));
+        "Leaf's registry {} gave {} sequence {}: {}; register this server as another "
+        "worker.leaf_address",
+        leaf_dir_, leaf_.address, seq,
+        seq == 0 ? "worker id 0 is Leaf's (a Leaf server that finds no registry takes it)"
+                 : fmt::format("past worker id {}, the layout's last (Leaf's servers refuse it "
+                               "too); start a new registry (another leaf_name and leaf.name)",
+                               options_.worker_count - 1)));
   }
   leaf_seq_ = seq;
-  leaf_node_ = fmt::format("{}/{}", leaf_dir_, ours[0]);
+  leaf_node_ = fmt::format("{}/{}", leaf_dir_, name);
   return seq;
 }
 
@@ -436,6 +482,10 @@ Result<std::int64_t> ZooKeeperCoordinator::ReadLeafTimestamp(Stat* stat) {
   int len = sizeof(buf);
   *stat = Stat{};
   const int rc = zoo_get(zh_, leaf_node_.c_str(), 0, buf, &len, stat);
+  if (rc == ZNONODE) {  // removed: the next Acquire registers again, with a new sequence
+    leaf_seq_ = -1;
+    return Unavailable(fmt::format("Leaf node {} is gone; registering again", leaf_node_));
+  }
   if (rc != ZOK) return FromRc(rc, "get " + leaf_node_);
   const std::string data(buf, static_cast<std::size_t>(std::max(len, 0)));
   const std::optional<std::int64_t> t =
@@ -443,7 +493,7 @@ Result<std::int64_t> ZooKeeperCoordinator::ReadLeafTimestamp(Stat* stat) {
   if (!t) {
     return Internal(fmt::format(
         "Leaf node {} holds \"{}\", not {{\"ip\",\"port\",\"timestamp\"}} as Leaf writes it",
-        leaf_node_, data.substr(0, 80)));
+        leaf_node_, OneLine(data.substr(0, 80))));
   }
   return *t;
 }
@@ -497,15 +547,15 @@ Result<std::optional<std::int64_t>> ZooKeeperCoordinator::Claim(
       continue;
     }
     // 1b. With a Leaf registry, this address's node: sekka writes its timestamp only with its
-    //     hwm, so a timestamp past the hwm was written by a Leaf server registered as this
-    //     address, which may still run (Leaf keeps no liveness): refused, never taken over.
+    //     hwm (0 at first), so any other timestamp was written by a Leaf server registered as
+    //     this address, which may still run (Leaf keeps no liveness): refused, never taken over.
     Stat leaf_stat{};
     if (leaf()) {
       Result<std::int64_t> written = ReadLeafTimestamp(&leaf_stat);
       if (!written.ok()) return std::move(written).error();
-      if (*written > *hwm) {
+      if (*written != *hwm) {
         return InvalidArgument(fmt::format(
-            "Leaf node {} was written by a Leaf server (timestamp {}, past sekka's hwm {} for "
+            "Leaf node {} was written by a Leaf server (timestamp {}, not sekka's hwm {} for "
             "worker id {}): Leaf keeps no liveness, so sekka never takes a Leaf server's worker "
             "id; register this server as another worker.leaf_address",
             leaf_node_, *written, *hwm, id));
@@ -609,6 +659,7 @@ Status ZooKeeperCoordinator::StoreHwm(std::int64_t id, std::int64_t hwm_millis) 
   if (rc == ZBADVERSION || rc == ZNONODE) {
     fences_.erase(it);
     if (leaf() && results[0].err != ZBADVERSION && results[0].err != ZNONODE) {
+      if (results[1].err == ZNONODE) leaf_seq_ = -1;  // removed: register again
       return LeaseLost(
           fmt::format("Leaf node {} of worker id {} was written by another process (a Leaf server "
                       "registered as {}?)",
@@ -675,11 +726,11 @@ Status ValidateLeafRegistry(const LeafRegistry& leaf) {
       !leaf.name.empty() && leaf.name.size() <= 200 &&
       leaf.name.find_first_not_of(
           "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._") == std::string::npos;
-  if (!name_ok) {
+  if (!name_ok || leaf.name == "." || leaf.name == "..") {
     return InvalidArgument(fmt::format(
         "worker.leaf_name \"{}\" is not valid: allowed Leaf's leaf.name, 1 to 200 of A-Z a-z 0-9 "
-        ". _ (Leaf's own servers cannot read a path with '-')",
-        leaf.name.substr(0, 80)));
+        ". _ but not . or .. alone (Leaf's own servers cannot read a path with '-')",
+        OneLine(leaf.name.substr(0, 80))));
   }
   // Leaf registers a host's IPv4 address and a port, "a.b.c.d:port".
   const std::size_t colon = leaf.address.rfind(':');
@@ -695,7 +746,7 @@ Status ValidateLeafRegistry(const LeafRegistry& leaf) {
     return InvalidArgument(fmt::format(
         "worker.leaf_address \"{}\" is not valid: allowed IPv4:PORT, the address this server "
         "registers as in Leaf's registry, as Leaf registers its servers' ip:port",
-        leaf.address.substr(0, 80)));
+        OneLine(leaf.address.substr(0, 80))));
   }
   return Status::Ok();
 }

@@ -7,7 +7,8 @@
 #                                  it), keeping its data
 #   scripts/mariadb.sh run DIR     run it again, on the same port, and wait until it answers
 #   scripts/mariadb.sh stop DIR    stop it and remove DIR
-# --no-defaults keeps Debian's /etc/mysql out; --skip-name-resolve keeps it from asking DNS.
+# --no-defaults keeps Debian's /etc/mysql out; --skip-name-resolve (and the install's --force)
+# keep it from asking DNS.
 set -euo pipefail
 # shellcheck source=scripts/pidfile.sh
 source "$(dirname "$0")/pidfile.sh"
@@ -57,7 +58,10 @@ case "$cmd" in
     mkdir -p "$dir"
     dir=$(cd "$dir" && pwd)
     free_port
-    mariadb-install-db --no-defaults --datadir="$dir/data" --user=root \
+    # --force: without it the script looks up this host's name and "localhost" with resolveip
+    # (a name lookup that can leave the machine) and fails when they do not resolve in time,
+    # as it did on a busy machine twice.
+    mariadb-install-db --no-defaults --force --datadir="$dir/data" --user=root \
       --auth-root-authentication-method=socket --skip-test-db > "$dir/install.log" 2>&1
     PICK=1 run
     client -e "CREATE USER 'sekka'@'127.0.0.1'; GRANT ALL PRIVILEGES ON *.* TO 'sekka'@'127.0.0.1';"

@@ -5,7 +5,7 @@ PostgreSQL, Redis), printed when run as a script.
 The port is drawn below the kernel's ephemeral range (net.ipv4.ip_local_port_range), where
 bind(port 0) and every outgoing connection take theirs: a port picked there could be taken by
 one of the suite's thousands of client connections between the pick and the server's bind. Here
-only another picker can take it, at random among some 17,000 ports; a fixture that can retry
+only another picker can take it, at random among some 22,000 ports; a fixture that can retry
 (scripts/mariadb.sh) does so on "address in use"."""
 import random
 import socket

@@ -717,10 +717,11 @@ class LeafSnowflakeTest(unittest.TestCase):
         self.assertGreaterEqual(data["timestamp"], issued_ms)
 
     def test_a_leaf_servers_address_is_never_taken_over(self):
-        leaf = self.leaf(8080)
+        self.leaf(8080)
+        leaf = self.leaf(8081)
         leaf.stop()
         self.leafs.remove(leaf)
-        s = self.sekka("taker", "127.0.0.9:8080", wait=False)
+        s = self.sekka("taker", "127.0.0.9:8081", wait=False)
         self.assertFalse(s.wait_listening(), "took a Leaf server's worker id")
         self.assertIn("was written by a Leaf server", s.stderr_text())
 
@@ -757,6 +758,65 @@ class LeafSnowflakeTest(unittest.TestCase):
         ids = self.batch(s, 1000) + [leaf.next_id() for _ in range(1000)]
         self.assertEqual(len(set(ids)), 2000)
 
+    def test_sequence_zero_is_never_sekkas(self):
+        """Review: a Leaf server that finds no registry runs as worker 0 whatever sequence its
+        node gets; a sekka server first in an empty registry skips sequence 0."""
+        s = self.sekka("first", "127.0.0.1:9001")
+        self.assertGreater(s.worker_id, 0)
+        self.assertNotEqual(self.leaf(8080).worker_id, s.worker_id)
+
+    def test_a_cluster_bound_without_the_registry_refuses_a_server_beside_leaf(self):
+        """Review: a cluster whose plain servers take the lowest free ids (Leaf's among them)
+        accepted a server beside Leaf, and every plain server after it."""
+        plain = Server(self.dirs.path("plain"), "--worker-source", "zookeeper", "--coordinator",
+                       f"zookeeper://{self.zk.endpoints}", "--layout", "leaf")
+        self.servers.append(plain)
+        s = self.sekka("beside", "127.0.0.1:9001", wait=False)
+        self.assertFalse(s.wait_listening())
+        self.assertIn("without Leaf's registry", s.stderr_text())
+
+    def test_a_leaf_write_to_a_sekka_node_ends_its_lease_for_good(self):
+        """A Leaf server given a sekka server's address (a misconfiguration) rewrites its node:
+        the sekka server stops at its next hwm store and never takes that worker id back."""
+        s = self.sekka("a", "127.0.0.1:9001", "--lease-ttl", "4s")
+        zk = self.leaf(8080).zk
+        (child,) = [c for c in zk.get_children(f"/snowflake/{self.NAME}/forever")
+                    if c.startswith("127.0.0.1:9001-")]
+        node = f"/snowflake/{self.NAME}/forever/{child}"
+        zk.set(node, json.dumps({"ip": "127.0.0.1", "port": "9001",
+                                 "timestamp": int(time.time() * 1000)}).encode())
+        self.assertTrue(wait_for(lambda: s.get_json("/v1/info")[1]["lease"]["state"] != "held",
+                                 60), "the lease outlived a Leaf server's write")
+        self.assertIn("was written by another process", s.stderr_text())
+        s.stop()
+        self.servers.remove(s)
+        again = self.sekka("a", "127.0.0.1:9001", wait=False)  # the same slot, restarted
+        self.assertFalse(again.wait_listening(), "took a worker id a Leaf server wrote")
+        self.assertIn("was written by a Leaf server", again.stderr_text())
+
+    def test_registries_leafs_parser_breaks_on_are_refused(self):
+        zk = self.leaf(8080).zk
+        forever = f"/snowflake/{self.NAME}/forever"
+        zk.create(f"{forever}/127.0.0.1:9001-", b"{}", sequence=True)
+        zk.create(f"{forever}/127.0.0.1:9001-", b"{}", sequence=True)
+        s = self.sekka("twice", "127.0.0.1:9001", wait=False)
+        self.assertFalse(s.wait_listening())
+        self.assertIn("has two nodes of 127.0.0.1:9001", s.stderr_text())
+        zk.create(f"{forever}/not-a-sequence", b"{}")
+        s = self.sekka("malformed", "127.0.0.1:9002", wait=False)
+        self.assertFalse(s.wait_listening())
+        self.assertIn('holds a node "not-a-sequence" that is not ip:port-sequence',
+                      s.stderr_text())
+
+    def test_a_sequence_past_worker_1023_is_refused(self):
+        zk = self.leaf(8080).zk
+        for i in range(1024):
+            zk.create(f"/snowflake/{self.NAME}/forever/127.0.1.{i // 250}:{1000 + i}-", b"{}",
+                      sequence=True)
+        s = self.sekka("late", "127.0.0.1:9001", wait=False)
+        self.assertFalse(s.wait_listening())
+        self.assertIn("past worker id 1023", s.stderr_text())
+
     def test_bad_settings_are_named(self):
         cases = [
             (["--leaf-name", "a-b", "--leaf-address", "127.0.0.1:9001"],
@@ -764,6 +824,8 @@ class LeafSnowflakeTest(unittest.TestCase):
             (["--leaf-name", "orders", "--leaf-address", "localhost:9001"],
              'worker.leaf_address "localhost:9001" is not valid'),
             (["--leaf-name", "orders"], "worker.leaf_name and worker.leaf_address go together"),
+            (["--leaf-name", "..", "--leaf-address", "127.0.0.1:9001"],
+             'worker.leaf_name ".." is not valid'),
         ]
         for flags, message in cases:
             p = subprocess.run([SEKKA, "serve", "--worker-source", "zookeeper", "--coordinator",
