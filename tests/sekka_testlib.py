@@ -12,6 +12,7 @@ import signal
 import socket
 import ssl
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -311,6 +312,15 @@ def check_urgent_data(test, connect, request, trials=20):
             except socket.timeout:
                 test.fail(f"trial {trial}: a request after urgent data unanswered (got {got!r})")
             test.assertEqual(got, one * 2, trial)
+
+
+def generated_thrift(idl):
+    """Puts the Python code Thrift generates from `idl` on sys.path, in a temp dir that goes
+    when the test process exits."""
+    gen = tempfile.mkdtemp(prefix="sekka-thrift-")
+    atexit.register(shutil.rmtree, gen, True)
+    subprocess.run(["thrift", "--gen", "py", "-out", gen, idl], check=True)
+    sys.path.insert(0, gen)
 
 
 def wait_for(predicate, timeout):

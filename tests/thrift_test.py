@@ -8,9 +8,7 @@ import concurrent.futures
 import os
 import socket
 import struct
-import subprocess
 import sys
-import tempfile
 import threading
 import time
 import unittest
@@ -18,12 +16,10 @@ import unittest
 import redis
 
 sys.path.insert(0, os.path.dirname(__file__))
-from sekka_testlib import Server, TempDirs  # noqa: E402
+from sekka_testlib import Server, TempDirs, generated_thrift  # noqa: E402
 
 IDL = os.path.join(os.path.dirname(__file__), "data", "snowflake.thrift")
-_gen = tempfile.mkdtemp(prefix="sekka-thrift-")
-subprocess.run(["thrift", "--gen", "py", "-out", _gen, IDL], check=True)
-sys.path.insert(0, _gen)
+generated_thrift(IDL)
 
 from snowflake import Snowflake  # noqa: E402
 from thrift.protocol import TBinaryProtocol  # noqa: E402
@@ -264,8 +260,4 @@ def parse_reply(body):
 
 
 if __name__ == "__main__":
-    try:
-        unittest.main()
-    finally:
-        import shutil
-        shutil.rmtree(_gen, ignore_errors=True)
+    unittest.main()

@@ -8,17 +8,15 @@ import socket
 import ssl
 import subprocess
 import sys
-import tempfile
 import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from sekka_testlib import REPO, SEKKA, Server, TempDirs, check_read_sizes  # noqa: E402
+from sekka_testlib import (REPO, SEKKA, Server, TempDirs, check_read_sizes,  # noqa: E402
+                           generated_thrift)
 
 IDL = os.path.join(os.path.dirname(__file__), "data", "snowflake.thrift")
-_gen = tempfile.mkdtemp(prefix="sekka-thrift-")
-subprocess.run(["thrift", "--gen", "py", "-out", _gen, IDL], check=True)
-sys.path.insert(0, _gen)
+generated_thrift(IDL)
 
 from snowflake import Snowflake  # noqa: E402
 from thrift.protocol import TBinaryProtocol  # noqa: E402
