@@ -184,17 +184,18 @@ class ZooKeeperCoordinator final : public Coordinator {
   bool leaf() const { return !leaf_.name.empty(); }
   // With a Leaf registry: this address's node, found or made (LeafRegistry); its sequence is
   // the one worker id this coordinator may claim. Errors: as FromRc; kInvalidArgument (two
-  // nodes of this address, a sequence past the layout's worker ids), kInternal (a node that
-  // is not Leaf's shape).
+  // nodes of this address, sequence 0 or one past the layout's worker ids, a node that is not
+  // Leaf's shape).
   Result<std::int64_t> LeafNode();
-  // This address's nodes in Leaf's registry, by sequence. Errors: as FromRc; kInternal (a node
-  // Leaf's parser breaks on).
+  // This address's nodes in Leaf's registry, by sequence. Errors: as FromRc; kInvalidArgument
+  // (a node Leaf's parser breaks on).
   Result<std::map<std::int64_t, std::string>> LeafNodesOfAddress();
   // Makes this address's node as Leaf does, never of sequence 0. Errors: as FromRc.
   Status MakeLeafNode();
   // The node's data as Leaf writes it, with `timestamp` (ms since 1970).
   std::string LeafData(std::int64_t timestamp) const;
-  // The timestamp in this address's node, and its stat. Errors: as FromRc, kInternal.
+  // The timestamp in this address's node, and its stat. Errors: as FromRc; kInvalidArgument
+  // (not Leaf's data; the node gone: never registered again while running).
   Result<std::int64_t> ReadLeafTimestamp(Stat* stat);
   // ListHolders with a Leaf registry: every worker id but this address's node's is held (by
   // Leaf's servers, now or later: their sequence numbers come from the same counter).
@@ -391,7 +392,7 @@ Result<std::map<std::int64_t, std::string>> ZooKeeperCoordinator::LeafNodesOfAdd
   for (const std::string& name : names) {
     const auto node = ParseLeafNodeName(name);
     if (!node) {
-      return Internal(fmt::format(
+      return InvalidArgument(fmt::format(
           "Leaf's registry {} holds a node \"{}\" that is not ip:port-sequence: Leaf's own "
           "servers cannot read the registry either; remove that node",
           leaf_dir_, OneLine(name.substr(0, 80))));
@@ -482,16 +483,21 @@ Result<std::int64_t> ZooKeeperCoordinator::ReadLeafTimestamp(Stat* stat) {
   int len = sizeof(buf);
   *stat = Stat{};
   const int rc = zoo_get(zh_, leaf_node_.c_str(), 0, buf, &len, stat);
-  if (rc == ZNONODE) {  // removed: the next Acquire registers again, with a new sequence
-    leaf_seq_ = -1;
-    return Unavailable(fmt::format("Leaf node {} is gone; registering again", leaf_node_));
+  if (rc == ZNONODE) {
+    // Never registered again while running: a registry removed and made again (its sequence
+    // counter back at 0) hands out sequences Leaf's running servers still use.
+    return InvalidArgument(fmt::format(
+        "Leaf node {} is gone (removed by hand, or the registry with it): not registering "
+        "again while Leaf's servers may run on a reset registry's sequences; restart this "
+        "server once the registry is as Leaf's servers left it",
+        leaf_node_));
   }
   if (rc != ZOK) return FromRc(rc, "get " + leaf_node_);
   const std::string data(buf, static_cast<std::size_t>(std::max(len, 0)));
   const std::optional<std::int64_t> t =
       stat->dataLength <= len ? ParseLeafTimestamp(data) : std::nullopt;
   if (!t) {
-    return Internal(fmt::format(
+    return InvalidArgument(fmt::format(
         "Leaf node {} holds \"{}\", not {{\"ip\",\"port\",\"timestamp\"}} as Leaf writes it",
         leaf_node_, OneLine(data.substr(0, 80))));
   }
@@ -554,6 +560,11 @@ Result<std::optional<std::int64_t>> ZooKeeperCoordinator::Claim(
       Result<std::int64_t> written = ReadLeafTimestamp(&leaf_stat);
       if (!written.ok()) return std::move(written).error();
       if (*written != *hwm) {
+        // This identity's earlier run may have stored both since 1 read the hwm: read again.
+        Stat again{};
+        bool still = false;
+        Result<std::int64_t> now = ReadHwm(id, &again, &still);
+        if (now.ok() && again.version != hwm_stat.version) continue;
         return InvalidArgument(fmt::format(
             "Leaf node {} was written by a Leaf server (timestamp {}, not sekka's hwm {} for "
             "worker id {}): Leaf keeps no liveness, so sekka never takes a Leaf server's worker "
@@ -659,7 +670,6 @@ Status ZooKeeperCoordinator::StoreHwm(std::int64_t id, std::int64_t hwm_millis) 
   if (rc == ZBADVERSION || rc == ZNONODE) {
     fences_.erase(it);
     if (leaf() && results[0].err != ZBADVERSION && results[0].err != ZNONODE) {
-      if (results[1].err == ZNONODE) leaf_seq_ = -1;  // removed: register again
       return LeaseLost(
           fmt::format("Leaf node {} of worker id {} was written by another process (a Leaf server "
                       "registered as {}?)",

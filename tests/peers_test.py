@@ -805,6 +805,7 @@ class LeafSnowflakeTest(unittest.TestCase):
         zk.create(f"{forever}/not-a-sequence", b"{}")
         s = self.sekka("malformed", "127.0.0.1:9002", wait=False)
         self.assertFalse(s.wait_listening())
+        self.assertEqual(s.proc.returncode, 2)  # refused as a bad setting, in one line
         self.assertIn('holds a node "not-a-sequence" that is not ip:port-sequence',
                       s.stderr_text())
 
