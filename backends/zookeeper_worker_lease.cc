@@ -145,7 +145,10 @@ class ZooKeeperCoordinator final : public Coordinator {
         // With a user, the cluster's nodes are that user's alone (digest ACL of the creator).
         acl_(username_.empty() ? &ZOO_OPEN_ACL_UNSAFE : &ZOO_CREATOR_ALL_ACL),
         leaf_(std::move(leaf)),
-        leaf_dir_(leaf_.name.empty() ? "" : fmt::format("/snowflake/{}/forever", leaf_.name)) {}
+        leaf_dir_(leaf_.name.empty() ? "" : fmt::format("/snowflake/{}/forever", leaf_.name)),
+        // Checked by ValidateLeafRegistry before: one IPv4:PORT.
+        leaf_at_(leaf_.name.empty() ? HostPort{}
+                                    : ParseHostPorts(leaf_.address, "").value().front()) {}
   ~ZooKeeperCoordinator() override { Disconnect(); }
 
   Result<std::string> BindLayout(const std::string& layout) override;
@@ -216,6 +219,7 @@ class ZooKeeperCoordinator final : public Coordinator {
   std::map<std::int64_t, Fence> fences_;  // the ids this session claimed
   const LeafRegistry leaf_;
   const std::string leaf_dir_;  // "/snowflake/<name>/forever"; "" without a Leaf registry
+  const HostPort leaf_at_;      // leaf_.address, parsed
   std::int64_t leaf_seq_ = -1;  // this address's node's sequence, once found or made
   std::string leaf_node_;       // and its path
 };
@@ -377,9 +381,8 @@ Result<std::map<std::int64_t, Holding>> ZooKeeperCoordinator::ListHolders() {
 }
 
 std::string ZooKeeperCoordinator::LeafData(std::int64_t timestamp) const {
-  const std::size_t colon = leaf_.address.rfind(':');
-  return fmt::format(R"({{"ip":"{}","port":"{}","timestamp":{}}})", leaf_.address.substr(0, colon),
-                     leaf_.address.substr(colon + 1), timestamp);
+  return fmt::format(R"({{"ip":"{}","port":"{}","timestamp":{}}})", leaf_at_.host, leaf_at_.port,
+                     timestamp);
 }
 
 Result<std::map<std::int64_t, std::string>> ZooKeeperCoordinator::LeafNodesOfAddress() {
@@ -742,17 +745,11 @@ Status ValidateLeafRegistry(const LeafRegistry& leaf) {
         ". _ but not . or .. alone (Leaf's own servers cannot read a path with '-')",
         OneLine(leaf.name.substr(0, 80))));
   }
-  // Leaf registers a host's IPv4 address and a port, "a.b.c.d:port".
-  const std::size_t colon = leaf.address.rfind(':');
+  // Leaf registers a host's IPv4 address and a port, "a.b.c.d:port": one entry of the
+  // coordinator lists' form (ParseHostPorts) whose host is an IPv4 address.
+  Result<std::vector<HostPort>> at = ParseHostPorts(leaf.address, "worker.leaf_address");
   in_addr ip{};
-  int port = 0;
-  const std::string host = leaf.address.substr(0, colon == std::string::npos ? 0 : colon);
-  const std::string_view digits = colon == std::string::npos
-                                      ? std::string_view()
-                                      : std::string_view(leaf.address).substr(colon + 1);
-  const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), port);
-  if (colon == std::string::npos || inet_pton(AF_INET, host.c_str(), &ip) != 1 ||
-      ec != std::errc() || end != digits.data() + digits.size() || port < 1 || port > 65535) {
+  if (!at.ok() || at->size() != 1 || inet_pton(AF_INET, at->front().host.c_str(), &ip) != 1) {
     return InvalidArgument(fmt::format(
         "worker.leaf_address \"{}\" is not valid: allowed IPv4:PORT, the address this server "
         "registers as in Leaf's registry, as Leaf registers its servers' ip:port",
