@@ -120,6 +120,9 @@ class EtcdCoordinator final : public Coordinator {
   }
   std::string Where() const override { return "cluster " + cluster_; }
   std::string_view source() const override { return "etcd"; }
+  Result<SharedDocument> ReadShared(std::string_view name) override;
+  Result<bool> WriteShared(std::string_view name, std::string_view data,
+                           std::int64_t version) override;
 
  private:
   // POSTs to the endpoints in turn, starting with the last that answered. An answer with an
@@ -441,6 +444,37 @@ Result<std::int64_t> EtcdCoordinator::ParseHwm(std::int64_t id, const std::strin
                                 v.ok() ? v->substr(0, 40) : base64.substr(0, 40)));
   }
   return hwm;
+}
+
+// A document is the key shared/<name>; its version is the key's mod_revision, which etcd
+// compares as 0 for a key that does not exist.
+Result<SharedDocument> EtcdCoordinator::ReadShared(std::string_view name) {
+  Result<json> r =
+      Call("/v3/kv/range", {{"key", Base64Encode(prefix_ + "shared/" + std::string(name))}});
+  if (!r.ok()) return std::move(r).error();
+  if (r->contains("error")) return Unavailable(fmt::format("etcd range failed: {}", ErrorText(*r)));
+  const json& kvs = r->value("kvs", json::array());
+  if (kvs.empty()) return SharedDocument{};
+  Result<std::string> value = Base64Decode(Str(kvs[0], "value"));
+  if (!value.ok())
+    return Internal(fmt::format("etcd key {}shared/{}: {}", prefix_, name, value.error().message));
+  return SharedDocument{std::move(value).value(), Int(kvs[0], "mod_revision")};
+}
+
+Result<bool> EtcdCoordinator::WriteShared(std::string_view name, std::string_view data,
+                                          std::int64_t version) {
+  if (Status s = CheckSharedSize(name, data.size()); !s.ok()) return std::move(s).error();
+  const std::string key = Base64Encode(prefix_ + "shared/" + std::string(name));
+  json txn = {{"compare",
+               {{{"key", key},
+                 {"result", "EQUAL"},
+                 {"target", "MOD"},
+                 {"mod_revision", std::to_string(version)}}}},
+              {"success", {{{"request_put", {{"key", key}, {"value", Base64Encode(data)}}}}}}};
+  Result<json> r = Call("/v3/kv/txn", txn);
+  if (!r.ok()) return std::move(r).error();
+  if (r->contains("error")) return Unavailable(fmt::format("etcd txn failed: {}", ErrorText(*r)));
+  return r->value("succeeded", false);
 }
 
 Status EtcdCoordinator::Close() {

@@ -104,6 +104,15 @@ if tonumber(ARGV[2]) > cur then redis.call('SET', KEYS[3], ARGV[2]) end
 return 1
 )";
 
+// WriteShared: the document (a hash of version and data, no TTL) is replaced if still at the
+// version read; 0 when another server wrote it since. KEYS: the document. ARGV: the version
+// read, the data.
+constexpr const char* kWriteShared = R"(
+if tonumber(redis.call('HGET', KEYS[1], 'version') or '0') ~= tonumber(ARGV[1]) then return 0 end
+redis.call('HSET', KEYS[1], 'version', tonumber(ARGV[1]) + 1, 'data', ARGV[2])
+return 1
+)";
+
 class RedisCoordinator final : public Coordinator {
  public:
   RedisCoordinator(std::unique_ptr<RedisClient> redis, std::string cluster,
@@ -241,6 +250,35 @@ class RedisCoordinator final : public Coordinator {
   }
   std::string Where() const override { return "cluster " + cluster_; }
   std::string_view source() const override { return "redis"; }
+
+  // A document is the key shared:<name>, in the cluster's database (bound first).
+  Result<SharedDocument> ReadShared(std::string_view name) override {
+    if (Status s = BindDatabase(); !s.ok()) return std::move(s).error();
+    const std::string key = fmt::format("{}shared:{}", prefix_, name);
+    Result<RespReply> r = Call({"HMGET", key, "version", "data"});
+    if (!r.ok()) return std::move(r).error();
+    if (r->kind != '*' || r->elements.size() != 2) return Broken("document read", *r);
+    if (r->elements[0].nil) return SharedDocument{};
+    SharedDocument d{r->elements[1].text, 0};
+    if (!DecimalInt64(r->elements[0].text, d.version) || d.version < 1) {
+      return Internal(fmt::format("Redis key {} has version \"{}\", not a positive number", key,
+                                  r->elements[0].text.substr(0, 40)));
+    }
+    return d;
+  }
+
+  Result<bool> WriteShared(std::string_view name, std::string_view data,
+                           std::int64_t version) override {
+    if (Status s = CheckSharedSize(name, data.size()); !s.ok()) return std::move(s).error();
+    if (Status s = BindDatabase(); !s.ok()) return std::move(s).error();
+    Result<RespReply> r =
+        Call({"EVAL", kWriteShared, "1", fmt::format("{}shared:{}", prefix_, name),
+              std::to_string(version), std::string(data)},
+             /*may_repeat=*/false);
+    if (!r.ok()) return std::move(r).error();
+    if (r->kind != ':') return Broken("document write", *r);
+    return r->integer == 1;
+  }
 
  private:
   // A new session key, with the lease's TTL, unless one is open.

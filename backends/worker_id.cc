@@ -41,26 +41,6 @@ Error LockDirError(const std::string& dir, const std::string& why) {
       dir, why, dir));
 }
 
-// Creates the lock dir if missing and checks that this user can lock and write there.
-Status UsableLockDir(const std::string& dir) {
-  // The common case, at every hwm store: the dir is there and this user can write in it.
-  if (::access(dir.c_str(), W_OK | X_OK) == 0) return Status::Ok();
-  std::error_code ec;
-  // Every directory made for it is 0750 whatever the umask: users of its group (the package's
-  // `sekka`) reach and read its files, and no other user can open a lock file to block an id
-  // with it. A dir that exists keeps its mode (an administrator's 2770, say).
-  std::vector<fs::path> missing;
-  for (fs::path p = dir; !p.empty() && !fs::exists(p, ec); p = p.parent_path()) {
-    missing.push_back(p);
-    if (p == p.parent_path()) break;
-  }
-  fs::create_directories(dir, ec);
-  if (ec) return LockDirError(dir, ec.message());
-  for (const fs::path& p : missing) ::chmod(p.c_str(), 0750);
-  if (::access(dir.c_str(), W_OK | X_OK) != 0) return LockDirError(dir, std::strerror(errno));
-  return Status::Ok();
-}
-
 // An id space as BindLockDir names it, and its file's text.
 struct IdSpace {
   std::string layout;
@@ -127,6 +107,25 @@ std::string ReadHolder(const std::string& path) {
 }
 
 }  // namespace
+
+Status UsableLockDir(const std::string& dir) {
+  // The common case, at every hwm store: the dir is there and this user can write in it.
+  if (::access(dir.c_str(), W_OK | X_OK) == 0) return Status::Ok();
+  std::error_code ec;
+  // Every directory made for it is 0750 whatever the umask: users of its group (the package's
+  // `sekka`) reach and read its files, and no other user can open a lock file to block an id
+  // with it. A dir that exists keeps its mode (an administrator's 2770, say).
+  std::vector<fs::path> missing;
+  for (fs::path p = dir; !p.empty() && !fs::exists(p, ec); p = p.parent_path()) {
+    missing.push_back(p);
+    if (p == p.parent_path()) break;
+  }
+  fs::create_directories(dir, ec);
+  if (ec) return LockDirError(dir, ec.message());
+  for (const fs::path& p : missing) ::chmod(p.c_str(), 0750);
+  if (::access(dir.c_str(), W_OK | X_OK) != 0) return LockDirError(dir, std::strerror(errno));
+  return Status::Ok();
+}
 
 std::string DescribeLockHolder(const std::string& path) {
   struct stat st {};

@@ -85,6 +85,10 @@ inline constexpr std::string_view kHostWorkers = "this host";
 // space), kInternal (the lock dir cannot be used: one line saying what to do).
 Status BindLockDir(const std::string& lock_dir, std::string_view layout, std::string_view workers);
 
+// Creates the host's lock dir `dir` if missing (0750) and checks that this user can lock and
+// write there. Errors: kInternal, naming what to do.
+Status UsableLockDir(const std::string& dir);
+
 // Takes an exclusive flock on `path` (created if missing) and writes the holder's pid and
 // identity into it (not when `identity` is empty, nor into another user's file, which is
 // opened read-only).

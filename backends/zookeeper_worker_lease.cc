@@ -170,6 +170,9 @@ class ZooKeeperCoordinator final : public Coordinator {
                        leaf_.address);
   }
   std::string_view source() const override { return "zookeeper"; }
+  Result<SharedDocument> ReadShared(std::string_view name) override;
+  Result<bool> WriteShared(std::string_view name, std::string_view data,
+                           std::int64_t version) override;
 
  private:
   Status Connect();
@@ -303,9 +306,10 @@ Status ZooKeeperCoordinator::Connect() {
     authenticated_ = true;
   }
   // The parent nodes (persistent; they may exist already). /sekka is shared by all clusters.
-  for (const std::string& path : {std::string("/sekka"), root_, root_ + "/workers", root_ + "/hwm",
-                                  fmt::format("{}/workers/{}", root_, options_.datacenter_id),
-                                  fmt::format("{}/hwm/{}", root_, options_.datacenter_id)}) {
+  for (const std::string& path :
+       {std::string("/sekka"), root_, root_ + "/workers", root_ + "/hwm", root_ + "/shared",
+        fmt::format("{}/workers/{}", root_, options_.datacenter_id),
+        fmt::format("{}/hwm/{}", root_, options_.datacenter_id)}) {
     ACL_vector* acl = path == "/sekka" ? &ZOO_OPEN_ACL_UNSAFE : acl_;
     const int rc = zoo_create(zh_, path.c_str(), nullptr, -1, acl, ZOO_PERSISTENT, nullptr, 0);
     if (rc != ZOK && rc != ZNODEEXISTS) return FromRc(rc, "create " + path);
@@ -683,6 +687,44 @@ Status ZooKeeperCoordinator::StoreHwm(std::int64_t id, std::int64_t hwm_millis) 
   Error e = FromRc(rc, "set " + HwmPath(id));
   if (e.code == ErrorCode::kLeaseLost) Disconnect();
   return e;
+}
+
+// A document is the persistent node shared/<name>; its version is the node's version + 1 (0:
+// no node), so that a write at 0 creates it and any other sets it at the version read.
+Result<SharedDocument> ZooKeeperCoordinator::ReadShared(std::string_view name) {
+  if (Status c = Connect(); !c.ok()) return std::move(c).error();
+  const std::string path = fmt::format("{}/shared/{}", root_, name);
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    Stat stat{};
+    int rc = zoo_exists(zh_, path.c_str(), 0, &stat);
+    if (rc == ZNONODE) return SharedDocument{};
+    if (rc != ZOK) return FromRc(rc, "exists " + path);
+    std::string data(static_cast<std::size_t>(stat.dataLength) + 1, '\0');
+    int len = static_cast<int>(data.size());
+    rc = zoo_get(zh_, path.c_str(), 0, data.data(), &len, &stat);
+    if (rc == ZNONODE) return SharedDocument{};
+    if (rc != ZOK) return FromRc(rc, "get " + path);
+    if (len < 0) len = 0;
+    if (stat.dataLength != len) continue;  // it grew between the two reads
+    data.resize(static_cast<std::size_t>(len));
+    return SharedDocument{std::move(data), std::int64_t{stat.version} + 1};
+  }
+  return Unavailable(fmt::format("zookeeper node {} kept changing while read", path));
+}
+
+Result<bool> ZooKeeperCoordinator::WriteShared(std::string_view name, std::string_view data,
+                                               std::int64_t version) {
+  if (Status s = CheckSharedSize(name, data.size()); !s.ok()) return std::move(s).error();
+  if (Status c = Connect(); !c.ok()) return std::move(c).error();
+  const std::string path = fmt::format("{}/shared/{}", root_, name);
+  const int size = static_cast<int>(data.size());
+  const int rc =
+      version == 0
+          ? zoo_create(zh_, path.c_str(), data.data(), size, acl_, ZOO_PERSISTENT, nullptr, 0)
+          : zoo_set(zh_, path.c_str(), data.data(), size, static_cast<int>(version - 1));
+  if (rc == ZOK) return true;
+  if (rc == ZNODEEXISTS || rc == ZBADVERSION || rc == ZNONODE) return false;
+  return FromRc(rc, "write " + path);
 }
 
 Status ZooKeeperCoordinator::Close() {

@@ -12,7 +12,7 @@
 #include <fstream>
 
 #include "backends/local_worker_lease.h"
-#include "backends/machine_file_store.h"
+#include "backends/machine_stores.h"
 #include "backends/segment_store_uri.h"
 #include "backends/state_file.h"
 #include "backends/worker_id.h"
@@ -44,6 +44,58 @@ Result<CoordinatorAccess> CoordinatorAccessOf(const server::ServerConfig& config
   return access;
 }
 
+// CosId's machine ids on a server without a coordinator: the data dir's file, answered from only
+// when this server can tell it is the one CosId's instances ask. A static or hostname worker id
+// is one of several hosts' (two servers behind a load balancer would each give machine id 1 to
+// an instance); a local one is this host's, and another server of this host that keeps machine
+// ids holds the lock <lock_dir>/machines.lock. machines.single_server says so instead.
+Status OpenFileMachines(const server::ServerConfig& config, const std::string& identity,
+                        server::ServiceParts& parts) {
+  const std::string path = config.data_dir + "/machines";
+  parts.machine_store = NewFileMachineStore(path);
+  if (Result<MachineSnapshot> check = parts.machine_store->Load(""); !check.ok()) {
+    server::Log(server::LogLevel::kError, "machine ids cannot be read",
+                fmt::format("error=\"{}\"", check.error().message));
+  }
+  if (config.machines_single_server) return Status::Ok();
+  constexpr std::string_view kWhy =
+      "CosId's machine ids are kept in this server's data dir, and {}: behind a load balancer "
+      "two servers would give one machine id to two instances; take worker ids from a "
+      "coordinator (worker.source etcd, zookeeper or redis: the cluster keeps machine ids "
+      "there), or send /machines to one server only and set machines.single_server = true "
+      "there";
+  if (config.worker_source != "local") {
+    parts.machines_refusal = fmt::format(
+        fmt::runtime(kWhy), fmt::format("worker.source = {} gives each of several hosts a worker "
+                                        "id of its own",
+                                        config.worker_source));
+    return Status::Ok();
+  }
+  if (Status usable = UsableLockDir(config.worker_lock_dir); !usable.ok()) return usable;
+  const std::string lock_path = config.worker_lock_dir + "/machines.lock";
+  Result<int> lock = TryLockFile(lock_path, identity);  // held until the process exits
+  if (!lock.ok()) return std::move(lock).error();
+  if (*lock < 0) {
+    parts.machines_refusal = fmt::format(
+        fmt::runtime(kWhy), fmt::format("another server of this host keeps its own (lock {}, {})",
+                                        lock_path, DescribeLockHolder(lock_path)));
+  }
+  return Status::Ok();
+}
+
+// CosId's machine ids on a server with a coordinator: at the coordinator, in a session of its
+// own, so that every server of the cluster answers the same. A machines file this data dir kept
+// before (a server of the cluster that answered alone) is added to the cluster's first, then
+// renamed `machines.adopted`.
+Status OpenCoordinatorMachines(const server::ServerConfig& config, const WorkerLeaseOptions& lo,
+                               const CoordinatorAccess& access, server::ServiceParts& parts) {
+  Result<std::unique_ptr<Coordinator>> coordinator =
+      OpenCoordinator(config.worker_source, config.coordinator, config.cluster, lo, access);
+  if (!coordinator.ok()) return std::move(coordinator).error();
+  parts.machine_store = NewCoordinatorMachineStore(std::move(coordinator).value());
+  return AdoptMachineFile(config.data_dir + "/machines", *parts.machine_store);
+}
+
 // The real parts of a service: the system clock and the worker-id lease: the host's worker lock
 // dir for static, local and hostname; a coordinator's for etcd and zookeeper. Every source takes
 // an exclusive lock on the data dir: its files are one process's.
@@ -64,7 +116,6 @@ Result<server::ServiceParts> OpenServiceParts(const server::ServerConfig& config
       OpenSegmentStore(config.segment_store, config.data_dir);
   if (!store.ok()) return std::move(store).error();
   parts.segment_store = std::move(store).value();
-  parts.machine_store = NewFileMachineStore(config.data_dir + "/machines");
   // One process per data dir, whatever the source: its state files and its CosId machines file
   // are each read once and rewritten whole.
   const std::string dir = config.data_dir + "/workers";
@@ -96,6 +147,7 @@ Result<server::ServiceParts> OpenServiceParts(const server::ServerConfig& config
     local.layout = config.generator.layout;
     local.force = config.force;
     parts.lease = NewLocalWorkerLease(local, lo);
+    if (Status m = OpenFileMachines(config, identity, parts); !m.ok()) return std::move(m).error();
     return parts;
   }
   if (Status dc = CheckDatacenterId(config.generator.layout, config.datacenter_id); !dc.ok()) {
@@ -109,6 +161,9 @@ Result<server::ServiceParts> OpenServiceParts(const server::ServerConfig& config
   Result<std::unique_ptr<WorkerLease>> lease =
       OpenWorkerLease(config.worker_source, config.coordinator, config.cluster, lo, *access, leaf);
   if (!lease.ok()) return std::move(lease).error();
+  if (Status m = OpenCoordinatorMachines(config, lo, *access, parts); !m.ok()) {
+    return std::move(m).error();
+  }
   Result<server::StrictCoordination> strict = StrictCoordinationOf(config, *access, parts.clock);
   if (!strict.ok()) return std::move(strict).error();
   parts.strict = std::move(strict).value();

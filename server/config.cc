@@ -181,8 +181,9 @@ const std::vector<Key>& Keys() {
        "with TLS on the listeners: the CA file (PEM) that signed the other servers' "
        "certificates, for forwarded strict calls; \"\" = the system's CAs"},
       {"machines.single_server", Type::kBool, "false",
-       "this server alone answers CosId's /machines (its data dir keeps them); with a "
-       "coordinated worker.source they are refused otherwise",
+       "without a coordinator: this server alone answers CosId's /machines from its data dir's "
+       "file (refused otherwise when worker.source is static or hostname, or another server of "
+       "this host keeps machine ids); with one, the cluster keeps them at the coordinator",
        "--machines-single-server"},
       {"opaque.key_file", Type::kString, "",
        "opaque ids' key file (sekka opaque keygen); \"\" = no opaque ids", "--opaque-key-file"},

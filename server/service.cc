@@ -207,15 +207,8 @@ Result<std::unique_ptr<Service>> Service::Start(const ServerConfig& config, Serv
 
   // Machine ids for CosId clients: a store that cannot be read fails those requests only.
   s.machine_store_ = std::move(parts.machine_store);
-  Result<std::unique_ptr<MachineRegistry>> machines =
-      MachineRegistry::Open(*s.machine_store_, clock);
-  if (machines.ok()) {
-    s.machines_ = std::move(machines).value();
-  } else {
-    s.machines_error_ = machines.error().message;
-    Log(LogLevel::kError, "machine ids cannot be read",
-        fmt::format("error=\"{}\"", s.machines_error_));
-  }
+  s.machines_ = std::make_unique<MachineRegistry>(*s.machine_store_, clock);
+  s.machines_refusal_ = std::move(parts.machines_refusal);
 
   if (parts.background_thread) {
     s.reserver_ = std::thread([&s] {
@@ -378,20 +371,7 @@ Result<SegmentGrant> Service::AllocateSegmentRange(std::string_view tag, std::in
 }
 
 Result<MachineRegistry*> Service::machines() {
-  // Each server keeps its machine ids in its own data dir: a server of a cluster (a coordinated
-  // worker.source: others share its worker ids) behind a load balancer would give one machine
-  // id to two CosId instances, unless the operator says it alone answers /machines.
-  if (coordinated_ && !config_.machines_single_server) {
-    return Unavailable(fmt::format(
-        "CosId's machine ids are kept in this server's data dir, and it is one of a cluster "
-        "(worker.source = {}): two servers behind a load balancer would give one machine id to "
-        "two instances; send /machines to one server only and set machines.single_server = "
-        "true there (docs/operations.md, \"Coming from CosId\")",
-        config_.worker_source));
-  }
-  if (machines_ == nullptr) {
-    return Unavailable("machine ids cannot be read: " + machines_error_);
-  }
+  if (!machines_refusal_.empty()) return Unavailable(machines_refusal_);
   return machines_.get();
 }
 

@@ -126,8 +126,12 @@ struct ServiceParts {
   std::unique_ptr<DataDir> data_dir;
   // segment.store (backends/segment_store_uri.h).
   std::unique_ptr<SegmentStore> segment_store;
-  // The CosId machine ids (backends/machine_file_store.h: the file `machines` in data.dir).
+  // The CosId machine ids (backends/machine_stores.h: the coordinator's, or the file
+  // `machines` in data.dir).
   std::unique_ptr<MachineStore> machine_store;
+  // Why this server must not answer /machines ("" = it may): its store is its own file and it
+  // is one of several servers (cli/serve.cc says how it knows).
+  std::string machines_refusal;
   // False: no background thread, and no segment fetcher threads; the caller calls
   // RunBackgroundOnce(), which also makes the segment fetches (tests, simulation).
   bool background_thread = true;
@@ -302,8 +306,8 @@ class Service {
   TimeOrderedGenerator uuids_{clock_, TimeOrderedKind::kUuidV7};
   TimeOrderedGenerator ulids_{clock_, TimeOrderedKind::kUlid};
   std::unique_ptr<MachineStore> machine_store_;
-  std::unique_ptr<MachineRegistry> machines_;  // null when machine_store_ could not be read
-  std::string machines_error_;
+  std::unique_ptr<MachineRegistry> machines_;
+  std::string machines_refusal_;  // ServiceParts::machines_refusal
   const std::int64_t started_ms_;
 
   std::atomic<std::uint64_t> ids_issued_{0};            // snowflake

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <map>
 #include <memory>
 #include <random>
@@ -62,23 +63,25 @@ class Simulation;
 struct Disk {
   std::map<std::pair<std::int64_t, std::int64_t>, StoredState> states;
   std::int64_t preferred = -1;
-  std::vector<MachineRecord> machines;  // the CosId machine registry's file
   bool full = false;
 };
 
-// The machine registry's file in a simulated data dir.
-class SimMachineStore final : public MachineStore {
+// One server's view of the cluster's machine store, where another server's call can land between
+// this one's read and its save, as it can in a real cluster (the simulation runs `between`).
+class InterleavedMachineStore final : public MachineStore {
  public:
-  explicit SimMachineStore(std::shared_ptr<Disk> disk) : disk_(std::move(disk)) {}
-  Result<std::vector<MachineRecord>> Load() override { return disk_->machines; }
-  Status Save(const std::vector<MachineRecord>& records) override {
-    if (disk_->full) return Internal("cannot write machines: No space left on device");
-    disk_->machines = records;
-    return Status::Ok();
+  InterleavedMachineStore(std::unique_ptr<MachineStore> inner, std::function<void()> between)
+      : inner_(std::move(inner)), between_(std::move(between)) {}
+  Result<MachineSnapshot> Load(std::string_view ns) override { return inner_->Load(ns); }
+  Result<bool> Save(std::string_view ns, const std::vector<MachineRecord>& records,
+                    std::int64_t version) override {
+    between_();
+    return inner_->Save(ns, records, version);
   }
 
  private:
-  std::shared_ptr<Disk> disk_;
+  std::unique_ptr<MachineStore> inner_;
+  std::function<void()> between_;
 };
 
 class SimDataDir final : public DataDir {
@@ -197,13 +200,13 @@ struct Slot {
   std::set<Snowflake*> generators;  // every generator of the process now, for the checker
 };
 
-// A CosId client instance drawing a machine id from server 0's registry (the proxy it is
+// A CosId client instance drawing a machine id from the cluster's registry (the proxy it is
 // configured with), as CosId's machine distributor does.
 struct Instance {
   std::string name;        // a new one per process start (a new host:port)
   std::int64_t held = -1;  // the machine id it believes it holds; -1: none
   std::int64_t guard_ms = 0;
-  std::int64_t until = 0;  // on server 0's clock: it may issue ids up to then
+  std::int64_t until = 0;  // on the answering server's clock: it may issue ids up to then
 };
 
 // A machine id's last holder as the instances saw it: who, and until when it may issue ids.
@@ -330,18 +333,11 @@ class Simulation {
     Slot& slot = slots_[i];
     if (slot.gen) return StartGen(i);
     if (fresh_disk) slot.disk = std::make_shared<Disk>();
-    // A lost data dir loses the machine registry's file, and with it every holding (as it loses
-    // a local source's hwm): those holdings are not checked against later grants.
-    if (fresh_disk && i == 0) {
-      machine_last_.clear();
-      for (Instance& in : instances_) in.held = -1;  // their next guard is told M-02
-    }
     slot.clock = slot.clock ? std::move(slot.clock) : std::make_unique<SimClock>(world_);
     const int incarnation = ++incarnations_;
     std::unique_ptr<FaultyLease> lease = NewLease(slot, slot.disk->preferred, incarnation);
     ServerConfig config;
     config.worker_source = Coordinated(*lease) ? "etcd" : std::string(lease->source());
-    config.machines_single_server = true;  // CosId's instances ask server 0 only
     config.lease_ttl_ms = ttl_ms_;
     config.generator.layout = layout_;
     config.generator.on_clock_backwards = policy_;
@@ -354,7 +350,16 @@ class Simulation {
     parts.lease = std::move(lease);
     parts.data_dir = std::make_unique<SimDataDir>(slot.disk);
     parts.segment_store = std::make_unique<FaultySegmentStore>(*segment_db_, *this);
-    parts.machine_store = std::make_unique<SimMachineStore>(slot.disk);
+    // CosId's machine ids: the cluster's, at the coordinator, whatever the worker source.
+    parts.machine_store = std::make_unique<InterleavedMachineStore>(
+        NewCoordinatorMachineStore(coordinator_.registry->NewCoordinator(StrictLeaseOptions("m"))),
+        [this, i] {
+          if (!machine_between_ && MachineUniform(0, 3) == 0) {
+            machine_between_ = true;
+            MachineStep(i);
+            machine_between_ = false;
+          }
+        });
     parts.background_thread = false;
     slot.strict_dead = std::make_shared<bool>(false);
     parts.strict = StrictCoordinationOf(slot.strict_dead);
@@ -613,7 +618,7 @@ class Simulation {
     } else if (Runnable(slots_[i])) {
       Request(i);
     }
-    if (std::uniform_real_distribution<double>(0, 1)(machine_rng_) < 0.1) MachineStep();
+    if (std::uniform_real_distribution<double>(0, 1)(machine_rng_) < 0.1) MachineStep(-1);
     if (SegmentChance(0.3)) SegmentStep();
     if (StrictChance(0.3)) StrictStep();
   }
@@ -740,15 +745,26 @@ class Simulation {
     return std::uniform_int_distribution<std::int64_t>(lo, hi)(machine_rng_);
   }
 
-  // One call of a CosId instance to server 0's machine registry: it asks for an id, guards it,
-  // gives it back, or dies (its successor has a new name).
-  void MachineStep() {
-    Slot& server = slots_[0];
+  // One call of a CosId instance, through a load balancer, to any server's machine registry
+  // (the cluster's, at the coordinator): it asks for an id, guards it, gives it back, or dies
+  // (its successor has a new name). Not to server `busy` (-1: none), whose call this one
+  // interleaves with, nor from the instance making that call.
+  void MachineStep(std::int64_t busy) {
+    const std::int64_t to = MachineUniform(0, static_cast<std::int64_t>(slots_.size()) - 1);
+    if (to == busy) return;
+    Slot& server = slots_[static_cast<std::size_t>(to)];
     if (!server.service || !Runnable(server)) return;
     Result<MachineRegistry*> registry = server.service->machines();
     if (!registry.ok()) return;
-    const std::size_t k = static_cast<std::size_t>(MachineUniform(0, 2));
-    Instance& in = instances_[k];
+    const std::int64_t k = MachineUniform(0, 2);
+    if (busy >= 0 && k == machine_caller_) return;
+    struct Restore {
+      std::int64_t& value;
+      const std::int64_t old;
+      ~Restore() { value = old; }
+    } restore{machine_caller_, machine_caller_};
+    if (busy < 0) machine_caller_ = k;
+    Instance& in = instances_[static_cast<std::size_t>(k)];
     if (in.name.empty()) in.name = fmt::format("i{}-{}", k, ++instance_starts_);
     const std::int64_t now = server.clock->NowMillis();
     const std::int64_t what = MachineUniform(0, 9);
@@ -792,9 +808,9 @@ class Simulation {
     }
   }
 
-  // A grant of a machine id to `in` at `now` (server 0's clock): its last holder, if another
-  // instance, is past its guard or gave it back, and `in` is told to wait past every id it may
-  // have issued.
+  // A grant of a machine id to `in` at `now` (the answering server's clock): its last holder, if
+  // another instance, is past its guard or gave it back, and `in` is told to wait past every id it
+  // may have issued.
   void CheckMachineGrant(const Instance& in, const MachineGrant& g, std::int64_t now) {
     auto it = machine_last_.find(g.machine_id);
     if (it == machine_last_.end() || it->second.instance == in.name) return;
@@ -843,8 +859,10 @@ class Simulation {
   std::unique_ptr<Coordinator> strict_directory_;
   std::int64_t strict_last_ = 0;  // the largest strict id answered so far
   std::vector<Instance> instances_{3};
-  // Per machine id, its last holder as the instances saw it (server 0's registry).
+  // Per machine id, its last holder as the instances saw it (the cluster's registry).
   std::map<std::int64_t, MachineHolding> machine_last_;
+  bool machine_between_ = false;      // a call runs inside another server's change
+  std::int64_t machine_caller_ = -1;  // the instance whose call runs now
 };
 
 bool FaultyLease::Refused() {

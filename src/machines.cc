@@ -7,7 +7,12 @@
 
 #include <algorithm>
 #include <charconv>
+#include <chrono>
+#include <random>
 #include <set>
+#include <thread>
+
+#include "sekka/coordinator.h"
 
 namespace sekka {
 namespace {
@@ -57,19 +62,56 @@ Status ValidateGuard(std::int64_t guard_ms, const MachineLimits& limits) {
 
 class MemoryMachineStore final : public MachineStore {
  public:
-  Result<std::vector<MachineRecord>> Load() override {
+  Result<MachineSnapshot> Load(std::string_view ns) override {
     std::lock_guard lock(mu_);
-    return records_;
+    return MachineSnapshot{RecordsOf(records_, ns), version_};
   }
-  Status Save(const std::vector<MachineRecord>& records) override {
+  Result<bool> Save(std::string_view ns, const std::vector<MachineRecord>& records,
+                    std::int64_t version) override {
     std::lock_guard lock(mu_);
-    records_ = records;
-    return Status::Ok();
+    if (version != version_) return false;
+    records_ = WithRecordsOf(std::move(records_), ns, records);
+    ++version_;
+    return true;
   }
 
  private:
   std::mutex mu_;
   std::vector<MachineRecord> records_;  // guarded by mu_
+  std::int64_t version_ = 0;            // guarded by mu_
+};
+
+// One document per namespace, in FormatMachineRecords' text.
+class CoordinatorMachineStore final : public MachineStore {
+ public:
+  explicit CoordinatorMachineStore(std::unique_ptr<Coordinator> coordinator)
+      : coordinator_(std::move(coordinator)) {}
+
+  Result<MachineSnapshot> Load(std::string_view ns) override {
+    Result<SharedDocument> d = coordinator_->ReadShared(Name(ns));
+    if (!d.ok()) return std::move(d).error();
+    if (d->version == 0) return MachineSnapshot{};
+    Result<std::vector<MachineRecord>> records = ParseMachineRecords(d->data);
+    auto bad = [&](std::string_view why) {
+      return InvalidArgument(
+          fmt::format("{} document {}: {}", coordinator_->Where(), Name(ns), why));
+    };
+    if (!records.ok()) return bad(records.error().message);
+    for (const MachineRecord& r : *records) {
+      if (r.ns != ns) return bad(fmt::format("it lists namespace \"{}\"", r.ns.substr(0, 40)));
+    }
+    return MachineSnapshot{std::move(records).value(), d->version};
+  }
+
+  Result<bool> Save(std::string_view ns, const std::vector<MachineRecord>& records,
+                    std::int64_t version) override {
+    return coordinator_->WriteShared(Name(ns), FormatMachineRecords(records), version);
+  }
+
+ private:
+  static std::string Name(std::string_view ns) { return fmt::format("machines.{}", ns); }
+
+  const std::unique_ptr<Coordinator> coordinator_;
 };
 
 bool ParseInt(std::string_view text, std::int64_t& out) {
@@ -81,6 +123,25 @@ bool ParseInt(std::string_view text, std::int64_t& out) {
 
 std::unique_ptr<MachineStore> NewMemoryMachineStore() {
   return std::make_unique<MemoryMachineStore>();
+}
+
+std::unique_ptr<MachineStore> NewCoordinatorMachineStore(std::unique_ptr<Coordinator> coordinator) {
+  return std::make_unique<CoordinatorMachineStore>(std::move(coordinator));
+}
+
+std::vector<MachineRecord> RecordsOf(const std::vector<MachineRecord>& all, std::string_view ns) {
+  std::vector<MachineRecord> out;
+  for (const MachineRecord& r : all) {
+    if (r.ns == ns) out.push_back(r);
+  }
+  return out;
+}
+
+std::vector<MachineRecord> WithRecordsOf(std::vector<MachineRecord> all, std::string_view ns,
+                                         const std::vector<MachineRecord>& records) {
+  std::erase_if(all, [&](const MachineRecord& r) { return r.ns == ns; });
+  all.insert(all.end(), records.begin(), records.end());
+  return all;
 }
 
 std::string FormatMachineRecords(const std::vector<MachineRecord>& records) {
@@ -149,20 +210,30 @@ Result<std::vector<MachineRecord>> ParseMachineRecords(std::string_view text) {
   return out;
 }
 
-Result<std::unique_ptr<MachineRegistry>> MachineRegistry::Open(MachineStore& store, Clock& clock,
-                                                               MachineLimits limits) {
-  Result<std::vector<MachineRecord>> records = store.Load();
-  if (!records.ok()) return std::move(records).error();
-  return std::unique_ptr<MachineRegistry>(
-      new MachineRegistry(store, clock, limits, std::move(*records)));
-}
-
-Status MachineRegistry::Commit(std::vector<MachineRecord> next) {
-  if (Status s = store_.Save(next); !s.ok()) {
-    return Unavailable("machine ids cannot be stored: " + s.error().message);
+Status MachineRegistry::Update(std::string_view ns, const Change& change) {
+  constexpr int kAttempts = 16;
+  std::lock_guard lock(mu_);
+  for (int attempt = 0; attempt < kAttempts; ++attempt) {
+    if (attempt > 0) {  // another server saved in between: apart, so that each gets its turn
+      static thread_local std::mt19937 random{std::random_device{}()};
+      const int most_ms = std::min(50, 1 << std::min(attempt, 6));
+      std::this_thread::sleep_for(std::chrono::milliseconds(random() % (most_ms + 1)));
+    }
+    Result<MachineSnapshot> loaded = store_.Load(ns);
+    if (!loaded.ok()) return Unavailable("machine ids cannot be read: " + loaded.error().message);
+    Result<Outcome> outcome = change(loaded->records, clock_.NowMillis());
+    if (!outcome.ok()) return std::move(outcome).error();
+    if (*outcome == Outcome::kKeep) return Status::Ok();
+    Result<bool> saved = store_.Save(ns, loaded->records, loaded->version);
+    if (!saved.ok()) {
+      if (saved.error().code == ErrorCode::kExhausted) return std::move(saved).error();
+      return Unavailable("machine ids cannot be stored: " + saved.error().message);
+    }
+    if (*saved) return Status::Ok();
   }
-  records_ = std::move(next);
-  return Status::Ok();
+  return Unavailable(fmt::format(
+      "machine ids of namespace \"{}\" were changed by other servers {} times in a row: try again",
+      ns, kAttempts));
 }
 
 Result<MachineGrant> MachineRegistry::Distribute(std::string_view ns, int machine_bits,
@@ -176,98 +247,94 @@ Result<MachineGrant> MachineRegistry::Distribute(std::string_view ns, int machin
                                        limits_.max_machine_bits));
   }
   const std::int64_t count = std::int64_t{1} << machine_bits;
-  std::lock_guard lock(mu_);
-  const std::int64_t now = clock_.NowMillis();
-  std::vector<MachineRecord> next = records_;
-  auto in_ns = [&](const MachineRecord& r) { return r.ns == ns && r.machine_id < count; };
-  // 1. The id this instance holds already (asking again is idempotent). An instance holds one
-  // id: one asking with fewer machine bits than its id needs is refused until that id lapses
-  // (anyone may ask in its name, so asking never takes an id from a holder that guards it),
-  // and then gives it back (its hwm stays).
-  for (MachineRecord& r : next) {
-    if (r.ns == ns && r.instance == instance && !in_ns(r)) {
-      if (!Lapsed(r, now)) {
-        return InvalidArgument(fmt::format(
-            "instance \"{}\" holds machine id {} of namespace \"{}\", which machineBit {} cannot "
-            "hold: ask with more bits, or revert it and ask again once its safeGuardDuration has "
-            "passed",
-            instance.substr(0, 64), r.machine_id, ns, machine_bits));
+  MachineGrant grant;
+  Status s = Update(ns, [&](std::vector<MachineRecord>& next, std::int64_t now) -> Result<Outcome> {
+    auto in_ns = [&](const MachineRecord& r) { return r.ns == ns && r.machine_id < count; };
+    // 1. The id this instance holds already (asking again is idempotent). An instance holds one
+    // id: one asking with fewer machine bits than its id needs is refused until that id lapses
+    // (anyone may ask in its name, so asking never takes an id from a holder that guards it),
+    // and then gives it back (its hwm stays).
+    for (MachineRecord& r : next) {
+      if (r.ns == ns && r.instance == instance && !in_ns(r)) {
+        if (!Lapsed(r, now)) {
+          return InvalidArgument(fmt::format(
+              "instance \"{}\" holds machine id {} of namespace \"{}\", which machineBit {} "
+              "cannot hold: ask with more bits, or revert it and ask again once its "
+              "safeGuardDuration has passed",
+              instance.substr(0, 64), r.machine_id, ns, machine_bits));
+        }
+        r.instance.clear();
+        r.lost_by.clear();
+        r.stable = false;
+        r.last_ms = std::max(r.last_ms, now);
       }
-      r.instance.clear();
-      r.lost_by.clear();
-      r.stable = false;
-      r.last_ms = std::max(r.last_ms, now);
+      if (in_ns(r) && r.instance == instance) {
+        grant = {r.machine_id, r.last_ms};
+        // Asked in the holder's name by anyone: a request never weakens the holding (a shorter
+        // guard or stable dropped would let the id go while its holder still issues).
+        r.stable = r.stable || stable;
+        r.last_ms = std::max(r.last_ms, now);
+        r.guard_ms = std::max(r.guard_ms, guard_ms);
+        return Outcome::kSave;
+      }
     }
-    if (in_ns(r) && r.instance == instance) {
-      const MachineGrant grant{r.machine_id, r.last_ms};
-      // Asked in the holder's name by anyone: a request never weakens the holding (a shorter
-      // guard or stable dropped would let the id go while its holder still issues).
-      r.stable = r.stable || stable;
-      r.last_ms = std::max(r.last_ms, now);
-      r.guard_ms = std::max(r.guard_ms, guard_ms);
-      if (Status s = Commit(std::move(next)); !s.ok()) return std::move(s).error();
-      return grant;
+    // 2. The lowest id given back, or, for a non-stable instance, one whose holder let it lapse
+    // (Lapsed: judged by the holder's own guard). The new holder waits past the last time the
+    // old one may have issued ids: its last guard plus its own guard duration.
+    MachineRecord* reuse = nullptr;
+    for (MachineRecord& r : next) {
+      const bool free = r.instance.empty();
+      const bool expired = !stable && Lapsed(r, now);
+      if (in_ns(r) && (free || expired) && (reuse == nullptr || r.machine_id < reuse->machine_id)) {
+        reuse = &r;
+      }
     }
-  }
-  // 2. The lowest id given back, or, for a non-stable instance, one whose holder let it lapse
-  // (Lapsed: judged by the holder's own guard). The new holder waits past the last time the
-  // old one may have issued ids: its last guard plus its own guard duration.
-  MachineRecord* reuse = nullptr;
-  for (MachineRecord& r : next) {
-    const bool free = r.instance.empty();
-    const bool expired = !stable && Lapsed(r, now);
-    if (in_ns(r) && (free || expired) && (reuse == nullptr || r.machine_id < reuse->machine_id)) {
-      reuse = &r;
+    if (reuse != nullptr) {
+      const bool expired = !reuse->instance.empty();
+      grant = {reuse->machine_id, expired ? reuse->last_ms + reuse->guard_ms : reuse->last_ms};
+      reuse->lost_by = expired ? reuse->instance : std::string();
+      reuse->instance = std::string(instance);
+      reuse->stable = stable;
+      reuse->last_ms = std::max(reuse->last_ms, now);
+      reuse->guard_ms = guard_ms;
+      return Outcome::kSave;
     }
-  }
-  if (reuse != nullptr) {
-    const bool expired = !reuse->instance.empty();
-    const MachineGrant grant{reuse->machine_id,
-                             expired ? reuse->last_ms + reuse->guard_ms : reuse->last_ms};
-    reuse->lost_by = expired ? reuse->instance : std::string();
-    reuse->instance = std::string(instance);
-    reuse->stable = stable;
-    reuse->last_ms = std::max(reuse->last_ms, now);
-    reuse->guard_ms = guard_ms;
-    if (Status s = Commit(std::move(next)); !s.ok()) return std::move(s).error();
-    return grant;
-  }
-  // 3. The lowest id never handed out.
-  std::set<std::int64_t> used;
-  for (const MachineRecord& r : next) {
-    if (in_ns(r)) used.insert(r.machine_id);
-  }
-  std::int64_t id = 0;
-  while (id < count && used.count(id) > 0) ++id;
-  if (id == count) {
-    return Exhausted(
-        fmt::format("no free machine id in namespace \"{}\": all {} ids of machineBit {} are held",
-                    ns, count, machine_bits));
-  }
-  if (next.size() >= limits_.max_records) {
-    return Exhausted(fmt::format(
-        "no free machine id in namespace \"{}\": this server keeps {} machine ids at most", ns,
-        limits_.max_records));
-  }
-  next.push_back({std::string(ns), id, std::string(instance), stable, now, "", guard_ms});
-  if (Status s = Commit(std::move(next)); !s.ok()) return std::move(s).error();
-  return MachineGrant{id, now};
+    // 3. The lowest id never handed out.
+    std::set<std::int64_t> used;
+    for (const MachineRecord& r : next) {
+      if (in_ns(r)) used.insert(r.machine_id);
+    }
+    std::int64_t id = 0;
+    while (id < count && used.count(id) > 0) ++id;
+    if (id == count) {
+      return Exhausted(fmt::format(
+          "no free machine id in namespace \"{}\": all {} ids of machineBit {} are held", ns, count,
+          machine_bits));
+    }
+    if (next.size() >= limits_.max_records) {
+      return Exhausted(
+          fmt::format("no free machine id in namespace \"{}\": sekka keeps {} machine ids of "
+                      "a namespace at most",
+                      ns, limits_.max_records));
+    }
+    next.push_back({std::string(ns), id, std::string(instance), stable, now, "", guard_ms});
+    grant = {id, now};
+    return Outcome::kSave;
+  });
+  if (!s.ok()) return std::move(s).error();
+  return grant;
 }
 
-Status MachineRegistry::Touch(std::string_view ns, std::string_view instance, std::int64_t guard_ms,
-                              bool& found) {
-  const std::int64_t now = clock_.NowMillis();
-  std::vector<MachineRecord> next = records_;
-  for (MachineRecord& r : next) {
-    if (r.ns == ns && r.instance == instance) {
-      found = true;
+bool MachineRegistry::Touch(std::vector<MachineRecord>& records, std::string_view instance,
+                            std::int64_t guard_ms, std::int64_t now) {
+  for (MachineRecord& r : records) {
+    if (r.instance == instance) {
       r.last_ms = std::max(r.last_ms, now);
       r.guard_ms = std::max(r.guard_ms, guard_ms);  // never shortened (see Distribute)
-      return Commit(std::move(next));
+      return true;
     }
   }
-  found = false;
-  return Status::Ok();
+  return false;
 }
 
 Status MachineRegistry::Guard(std::string_view ns, std::string_view instance,
@@ -275,35 +342,37 @@ Status MachineRegistry::Guard(std::string_view ns, std::string_view instance,
   if (Status s = ValidateNamespace(ns); !s.ok()) return s;
   if (Status s = ValidateInstance(instance); !s.ok()) return s;
   if (Status s = ValidateGuard(guard_ms, limits_); !s.ok()) return s;
-  std::lock_guard lock(mu_);
-  bool found = false;
-  if (Status s = Touch(ns, instance, guard_ms, found); found) return s;
-  for (const MachineRecord& r : records_) {
-    if (r.ns == ns && r.lost_by == instance) {
-      return LeaseLost(fmt::format(
-          "machine id {} of namespace \"{}\" went to another instance: \"{}\" did not guard it "
-          "within its safeGuardDuration",
-          r.machine_id, ns, instance));
+  return Update(ns, [&](std::vector<MachineRecord>& records, std::int64_t now) -> Result<Outcome> {
+    if (Touch(records, instance, guard_ms, now)) return Outcome::kSave;
+    for (const MachineRecord& r : records) {
+      if (r.lost_by == instance) {
+        return LeaseLost(fmt::format(
+            "machine id {} of namespace \"{}\" went to another instance: \"{}\" did not guard "
+            "it within its safeGuardDuration",
+            r.machine_id, ns, instance));
+      }
     }
-  }
-  return NotFound(fmt::format("instance \"{}\" holds no machine id in namespace \"{}\"",
-                              instance.substr(0, 64), ns));
+    return NotFound(fmt::format("instance \"{}\" holds no machine id in namespace \"{}\"",
+                                instance.substr(0, 64), ns));
+  });
 }
 
 Status MachineRegistry::Revert(std::string_view ns, std::string_view instance) {
   if (Status s = ValidateNamespace(ns); !s.ok()) return s;
   if (Status s = ValidateInstance(instance); !s.ok()) return s;
-  std::lock_guard lock(mu_);
-  bool found = false;
   // A last guard, not a release: CosId's API does not say who sends a revert, so the id stays
   // the holder's until its guard lapses (Distribute, step 2), and a holder that goes on
-  // guarding keeps it whoever reverted (issue 24, finding 5).
-  return Touch(ns, instance, 0, found);  // holding nothing is fine
+  // guarding keeps it whoever reverted (issue 24, finding 5). Holding nothing is fine.
+  return Update(ns, [&](std::vector<MachineRecord>& records, std::int64_t now) -> Result<Outcome> {
+    return Touch(records, instance, 0, now) ? Outcome::kSave : Outcome::kKeep;
+  });
 }
 
-std::vector<MachineRecord> MachineRegistry::Records() const {
+Result<std::vector<MachineRecord>> MachineRegistry::Records(std::string_view ns) {
   std::lock_guard lock(mu_);
-  return records_;
+  Result<MachineSnapshot> loaded = store_.Load(ns);
+  if (!loaded.ok()) return Unavailable("machine ids cannot be read: " + loaded.error().message);
+  return std::move(loaded->records);
 }
 
 }  // namespace sekka

@@ -2,8 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <map>
 #include <random>
+#include <utility>
 
 #include "testing/fake_clock.h"
 
@@ -12,15 +14,19 @@ namespace {
 
 constexpr std::int64_t kGuard = 60'000;
 
-// A store that can be made to fail.
+// A store that can be made to fail, and to run another server's call just before a save (the
+// race two servers of a cluster have at their coordinator).
 class FlakyStore final : public MachineStore {
  public:
-  Result<std::vector<MachineRecord>> Load() override { return inner_->Load(); }
-  Status Save(const std::vector<MachineRecord>& records) override {
+  Result<MachineSnapshot> Load(std::string_view ns) override { return inner_->Load(ns); }
+  Result<bool> Save(std::string_view ns, const std::vector<MachineRecord>& records,
+                    std::int64_t version) override {
     if (fail) return Internal("disk full");
-    return inner_->Save(records);
+    if (before_save) std::exchange(before_save, nullptr)();
+    return inner_->Save(ns, records, version);
   }
   bool fail = false;
+  std::function<void()> before_save;
 
  private:
   std::unique_ptr<MachineStore> inner_ = NewMemoryMachineStore();
@@ -29,8 +35,27 @@ class FlakyStore final : public MachineStore {
 struct Fixture {
   FakeClock clock{1'700'000'000'000};
   FlakyStore store;
-  std::unique_ptr<MachineRegistry> r = std::move(MachineRegistry::Open(store, clock)).value();
+  std::unique_ptr<MachineRegistry> r = std::make_unique<MachineRegistry>(store, clock);
+  std::vector<MachineRecord> Records(std::string_view ns = "ns") {
+    return std::move(r->Records(ns)).value();
+  }
 };
+
+// Issue 40: two servers behind a load balancer each answered from their own records, and gave
+// machine id 0 to two instances. Sharing one store, a server whose save finds the records
+// changed since it read them reads them again.
+TEST(MachineRegistryTest, TwoServersOfOneStoreNeverGiveOneIdTwice) {
+  Fixture f;
+  MachineRegistry other(f.store, f.clock);
+  f.store.before_save = [&] {
+    ASSERT_EQ(other.Distribute("ns", 4, "b", false, kGuard)->machine_id, 0);
+  };
+  Result<MachineGrant> a = f.r->Distribute("ns", 4, "a", false, kGuard);
+  ASSERT_TRUE(a.ok()) << a.error().message;
+  EXPECT_EQ(a->machine_id, 1);
+  EXPECT_EQ(other.Guard("ns", "a", kGuard).ok(), true);  // either server knows both holders
+  EXPECT_EQ(f.Records().size(), 2u);
+}
 
 TEST(MachineRegistryTest, InstancesGetTheLowestFreeIdsAndAskingAgainIsIdempotent) {
   Fixture f;
@@ -67,7 +92,7 @@ TEST(MachineRegistryTest, AnInstanceAskingWithFewerBitsGivesItsOldIdBack) {
   ASSERT_TRUE(narrower.ok()) << narrower.error().message;
   EXPECT_EQ(narrower->machine_id, 1);
   int held = 0;
-  for (const MachineRecord& r : f.r->Records()) {
+  for (const MachineRecord& r : f.Records()) {
     held += r.instance == "a";
     if (r.machine_id == 5) {
       EXPECT_EQ(r.last_ms, 1'700'000'001'000 + kGuard);  // given back at its hwm
@@ -220,11 +245,11 @@ TEST(MachineRegistryTest, AStoreFailureChangesNothing) {
   EXPECT_EQ(b.error().code, ErrorCode::kUnavailable);
   EXPECT_EQ(f.r->Revert("ns", "a").error().code, ErrorCode::kUnavailable);
   f.store.fail = false;
-  EXPECT_EQ(f.r->Records().size(), 1u);
-  EXPECT_EQ(f.r->Records()[0].instance, "a");
-  // What was answered is what a reopened registry sees.
-  auto reopened = std::move(MachineRegistry::Open(f.store, f.clock)).value();
-  EXPECT_EQ(reopened->Records(), f.r->Records());
+  EXPECT_EQ(f.Records().size(), 1u);
+  EXPECT_EQ(f.Records()[0].instance, "a");
+  // What was answered is what another registry of the store sees.
+  MachineRegistry reopened(f.store, f.clock);
+  EXPECT_EQ(reopened.Records("ns").value(), f.Records());
 }
 
 TEST(MachineRegistryTest, BadArgumentsAreNamed) {
@@ -262,11 +287,13 @@ TEST(MachineRegistryTest, RecordsRoundTripAndCorruptFilesAreNamed) {
   }
 }
 
-// Random schedules of the three calls, clock steps included: no two instances ever hold one id,
-// and no id's hwm ever goes down.
+// Random schedules of the three calls, clock steps included, sent to two registries of one
+// store: no two instances ever hold one id, and no id's hwm ever goes down.
 TEST(MachineRegistryTest, RandomSchedulesKeepIdsExclusiveAndHwmsMonotonic) {
   for (unsigned seed = 1; seed <= 200; ++seed) {
     Fixture f;
+    MachineRegistry second(f.store, f.clock);
+    MachineRegistry third(f.store, f.clock);  // whose calls land inside the others' changes
     std::mt19937 rng(seed);
     std::map<std::pair<std::string, std::int64_t>, std::int64_t> hwm;
     for (int step = 0; step < 200; ++step) {
@@ -274,16 +301,22 @@ TEST(MachineRegistryTest, RandomSchedulesKeepIdsExclusiveAndHwmsMonotonic) {
       instance += static_cast<char>('0' + rng() % 6);
       const std::string ns = rng() % 4 == 0 ? "b" : "a";
       const bool stable = rng() % 5 == 0;
+      MachineRegistry& to = rng() % 2 == 0 ? *f.r : second;
+      if (rng() % 8 == 0) {  // the other server's call lands between this one's read and save
+        f.store.before_save = [&, instance] {
+          (void)third.Distribute(ns, 2, instance, false, kGuard);
+        };
+      }
       switch (rng() % 5) {
         case 0:
         case 1:
-          (void)f.r->Distribute(ns, 2, instance, stable, kGuard);
+          (void)to.Distribute(ns, 2, instance, stable, kGuard);
           break;
         case 2:
-          (void)f.r->Guard(ns, instance, kGuard);
+          (void)to.Guard(ns, instance, kGuard);
           break;
         case 3:
-          (void)f.r->Revert(ns, instance);
+          (void)to.Revert(ns, instance);
           break;
         case 4:
           if (rng() % 4 == 0) {
@@ -295,7 +328,9 @@ TEST(MachineRegistryTest, RandomSchedulesKeepIdsExclusiveAndHwmsMonotonic) {
       }
       std::map<std::pair<std::string, std::string>, int> held;
       std::map<std::pair<std::string, std::int64_t>, int> ids;
-      for (const MachineRecord& r : f.r->Records()) {
+      std::vector<MachineRecord> all = f.Records("a");
+      for (const MachineRecord& r : f.Records("b")) all.push_back(r);
+      for (const MachineRecord& r : all) {
         ASSERT_EQ(++ids[std::make_pair(r.ns, r.machine_id)], 1) << "seed " << seed;
         if (!r.instance.empty()) {
           ASSERT_EQ(++held[std::make_pair(r.ns, r.instance)], 1) << "seed " << seed;

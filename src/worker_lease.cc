@@ -45,6 +45,9 @@ class MemoryCoordinator final : public Coordinator {
   std::string Describe() const override { return fmt::format("memory lease {}", serial_); }
   std::string Where() const override { return "the memory registry"; }
   std::string_view source() const override { return "memory"; }
+  Result<SharedDocument> ReadShared(std::string_view name) override;
+  Result<bool> WriteShared(std::string_view name, std::string_view data,
+                           std::int64_t version) override;
 
  private:
   // The slot of `id` if this session holds it, live; null otherwise. With mu_ held.
@@ -80,6 +83,7 @@ class MemoryRegistry final : public WorkerLeaseRegistry {
   std::map<std::pair<std::int64_t, std::int64_t>, Slot> slots_;  // (dc, worker) -> slot
   std::map<std::uint64_t, std::int64_t> sessions_;  // serial -> expiry (MonotonicMillis)
   std::string layout_;  // the layout bound by the first lease that named one
+  std::map<std::string, SharedDocument, std::less<>> documents_;
 };
 
 Result<std::string> MemoryCoordinator::BindLayout(const std::string& layout) {
@@ -169,7 +173,30 @@ Status MemoryCoordinator::Close() {
   return Status::Ok();
 }
 
+Result<SharedDocument> MemoryCoordinator::ReadShared(std::string_view name) {
+  std::lock_guard lock(registry_.mu_);
+  auto it = registry_.documents_.find(name);
+  return it == registry_.documents_.end() ? SharedDocument{} : it->second;
+}
+
+Result<bool> MemoryCoordinator::WriteShared(std::string_view name, std::string_view data,
+                                            std::int64_t version) {
+  if (Status s = CheckSharedSize(name, data.size()); !s.ok()) return std::move(s).error();
+  std::lock_guard lock(registry_.mu_);
+  SharedDocument& d = registry_.documents_[std::string(name)];
+  if (d.version != version) return false;
+  d = {std::string(data), version + 1};
+  return true;
+}
+
 }  // namespace
+
+Status CheckSharedSize(std::string_view name, std::size_t bytes) {
+  if (bytes <= Coordinator::kMaxSharedBytes) return Status::Ok();
+  return Exhausted(fmt::format(
+      "the cluster's document {} would take {} bytes: a coordinator keeps {} at most in one", name,
+      bytes, Coordinator::kMaxSharedBytes));
+}
 
 Status CheckClusterLayout(std::string_view where, std::string_view bound, std::string_view mine) {
   if (bound == mine) return Status::Ok();

@@ -70,6 +70,12 @@ class ScriptedCoordinator final : public Coordinator {
   std::string Describe() const override { return "scripted"; }
   std::string Where() const override { return "cluster scripted"; }
   std::string_view source() const override { return "scripted"; }
+  Result<SharedDocument> ReadShared(std::string_view) override {
+    return Unavailable("the scripted coordinator keeps no documents");
+  }
+  Result<bool> WriteShared(std::string_view, std::string_view, std::int64_t) override {
+    return Unavailable("the scripted coordinator keeps no documents");
+  }
 
   std::map<std::int64_t, Holding> listed;
   std::map<std::int64_t, std::int64_t> hwms;

@@ -18,8 +18,8 @@ import unittest
 import redis
 
 sys.path.insert(0, os.path.dirname(__file__))
-from sekka_testlib import (SEKKA, TINYID_TABLE, TINYID_TOKEN_TABLE, Mariadb,  # noqa: E402
-                           Server, TempDirs, ZooKeeper, wait_for)
+from sekka_testlib import (SEKKA, TINYID_TABLE, TINYID_TOKEN_TABLE, CosIdProxyClient,  # noqa: E402
+                           Mariadb, Server, TempDirs, ZooKeeper, wait_for)
 
 
 def create_tag(data_dir, tag, *flags):
@@ -274,48 +274,6 @@ def java_duration(seconds):
     return f"PT{seconds}S" if float(seconds).is_integer() else f"PT{seconds:g}S"
 
 
-class CosIdProxyClient:
-    """The requests of CosId's ProxyMachineIdDistributor and ProxyIdSegmentDistributor(Factory),
-    URL for URL (Strings.lenientFormat of the proxy host and the arguments), with OkHttp's empty
-    JSON bodies."""
-
-    def __init__(self, server, headers=None):
-        self.server = server
-        self.headers = {"Content-Type": "application/json; charset=utf-8", **(headers or {})}
-
-    def _call(self, method, path):
-        conn = http.client.HTTPConnection("127.0.0.1", self.server.http_port, timeout=30)
-        conn.request(method, path, body=b"" if method != "DELETE" else None, headers=self.headers)
-        r = conn.getresponse()
-        body = r.read().decode()
-        conn.close()
-        return r.status, body
-
-    def distribute(self, namespace, instance, stable, machine_bit, guard):
-        status, body = self._call(
-            "POST", f"/machines/{namespace}?instanceId={instance}&stable={str(stable).lower()}"
-                    f"&machineBit={machine_bit}&safeGuardDuration={guard}")
-        return status, json.loads(body)
-
-    def guard(self, namespace, instance, stable, guard):
-        status, body = self._call(
-            "PATCH", f"/machines/{namespace}?instanceId={instance}&stable={str(stable).lower()}"
-                     f"&safeGuardDuration={guard}")
-        return status, json.loads(body) if body else None
-
-    def revert(self, namespace, instance, stable):
-        return self._call("DELETE",
-                          f"/machines/{namespace}?instanceId={instance}&stable={str(stable).lower()}")
-
-    def create_distributor(self, namespace, name, offset, step):
-        return self._call("POST", f"/segments/distributor/{namespace}/{name}?offset={offset}"
-                                  f"&step={step}")
-
-    def next_max_id(self, namespace, name, step):
-        status, body = self._call("PATCH", f"/segments/{namespace}/{name}?step={step}")
-        return status, body
-
-
 class CosIdTest(unittest.TestCase):
     def setUp(self):
         self.dirs = TempDirs()
@@ -499,6 +457,32 @@ class CosIdTest(unittest.TestCase):
         status, body = self.c.distribute("ns", "new", False, 8, "PT5M")
         self.assertEqual(status, 200)
         self.assertNotIn(body["machineId"], got.values())
+
+    def test_a_server_that_cannot_tell_it_is_alone_refuses_machine_ids(self):
+        """Issue 40: behind a load balancer, two servers each answering from their own data dir
+        gave one machine id to two instances. Without a coordinator, a second server of this
+        host (it shares the worker lock dir) and a server with a static worker id (one of several
+        hosts') refuse, naming how they know; machines.single_server says a server is the one."""
+        self.assertEqual(self.c.distribute("ns", "a", False, 4, "PT1M")[0], 200)
+        same_host = {"SEKKA_WORKER_LOCK_DIR": self.s.env["SEKKA_WORKER_LOCK_DIR"]}
+        for name, flags, why in [
+                ("second", [], "another server of this host keeps its own"),
+                ("static", ["--worker-source", "static", "--worker-id", "3"],
+                 "worker.source = static gives each of several hosts")]:
+            other = Server(self.dirs.path(name), *flags, env=same_host)
+            try:
+                status, body = CosIdProxyClient(other).distribute("ns", "b", False, 4, "PT1M")
+                self.assertEqual((status, body["code"]), (503, "503"), body)
+                self.assertIn(why, body["msg"])
+                self.assertIn("machines.single_server", body["msg"])
+            finally:
+                other.stop()
+        one = Server(self.dirs.path("one"), "--worker-source", "static", "--worker-id", "4",
+                     "--machines-single-server", "true", env=same_host)
+        try:
+            self.assertEqual(CosIdProxyClient(one).distribute("ns", "b", False, 4, "PT1M")[0], 200)
+        finally:
+            one.stop()
 
     def test_an_unreadable_machine_file_fails_those_requests_only(self):
         self.assertEqual(self.c.distribute("ns", "a", False, 4, "PT1M")[0], 200)

@@ -206,6 +206,107 @@ def redis_cli(server, *args, extra=()):
     return p.stdout.strip()
 
 
+class CosIdProxyClient:
+    """The requests of CosId's ProxyMachineIdDistributor and ProxyIdSegmentDistributor(Factory),
+    URL for URL (Strings.lenientFormat of the proxy host and the arguments), with OkHttp's empty
+    JSON bodies."""
+
+    def __init__(self, server, headers=None):
+        self.server = server
+        self.headers = {"Content-Type": "application/json; charset=utf-8", **(headers or {})}
+
+    def _call(self, method, path):
+        conn = http.client.HTTPConnection("127.0.0.1", self.server.http_port, timeout=30)
+        conn.request(method, path, body=b"" if method != "DELETE" else None, headers=self.headers)
+        r = conn.getresponse()
+        body = r.read().decode()
+        conn.close()
+        return r.status, body
+
+    def distribute(self, namespace, instance, stable, machine_bit, guard):
+        status, body = self._call(
+            "POST", f"/machines/{namespace}?instanceId={instance}&stable={str(stable).lower()}"
+                    f"&machineBit={machine_bit}&safeGuardDuration={guard}")
+        return status, json.loads(body)
+
+    def guard(self, namespace, instance, stable, guard):
+        status, body = self._call(
+            "PATCH", f"/machines/{namespace}?instanceId={instance}&stable={str(stable).lower()}"
+                     f"&safeGuardDuration={guard}")
+        return status, json.loads(body) if body else None
+
+    def revert(self, namespace, instance, stable):
+        return self._call("DELETE",
+                          f"/machines/{namespace}?instanceId={instance}&stable={str(stable).lower()}")
+
+    def create_distributor(self, namespace, name, offset, step):
+        return self._call("POST", f"/segments/distributor/{namespace}/{name}?offset={offset}"
+                                  f"&step={step}")
+
+    def next_max_id(self, namespace, name, step):
+        status, body = self._call("PATCH", f"/segments/{namespace}/{name}?step={step}")
+        return status, body
+
+
+class Balancer:
+    """A round-robin TCP load balancer on 127.0.0.1, as a fleet puts in front of its servers:
+    each new connection goes to the next of `ports` (`.http_port` is its own, so that a client of
+    a server can be pointed at it). Stops with stop()."""
+
+    def __init__(self, ports):
+        self.ports = list(ports)
+        self.turn = 0
+        self.stopping = threading.Event()
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind(("127.0.0.1", free_port()))
+        self.sock.listen(128)
+        self.sock.settimeout(0.2)
+        self.http_port = self.sock.getsockname()[1]
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        while not self.stopping.is_set():
+            try:
+                client, _ = self.sock.accept()
+            except socket.timeout:
+                continue
+            except OSError:
+                return
+            port = self.ports[self.turn % len(self.ports)]
+            self.turn += 1
+            try:
+                up = socket.create_connection(("127.0.0.1", port), timeout=10)
+            except OSError:
+                client.close()
+                continue
+            for src, dst in ((client, up), (up, client)):
+                src.settimeout(None)
+                threading.Thread(target=self._pump, args=(src, dst), daemon=True).start()
+
+    @staticmethod
+    def _pump(src, dst):
+        try:
+            while True:
+                data = src.recv(65536)
+                if not data:
+                    break
+                dst.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for s in (src, dst):
+                try:
+                    s.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+                s.close()
+
+    def stop(self):
+        self.stopping.set()
+        self.sock.close()
+
+
 class TempDirs:
     """A temp dir for a test's data dirs; removed at cleanup."""
 

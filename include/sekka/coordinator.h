@@ -1,8 +1,10 @@
 // include/sekka/coordinator.h
 //
 // A Coordinator is what a cluster's store of worker ids must do, and no more: list the holders,
-// claim an id with a fence, keep the session alive, store the hwm if still fenced, release. etcd
-// and ZooKeeper (backends/) and the memory registry (tests, the simulation) implement it;
+// claim an id with a fence, keep the session alive, store the hwm if still fenced, release; and
+// keep the small documents the cluster's servers share (CosId's machine ids), each written only
+// at the version read. etcd, ZooKeeper and Redis (backends/) and the memory registry (tests, the
+// simulation) implement it;
 // NewCoordinatedLease makes the one WorkerLease of them all, so that the worker-id policy
 // (WorkerIdCandidates), the cluster's layout rule, the retries and the messages exist once.
 //
@@ -39,6 +41,12 @@ struct Holding {
   std::int64_t session = 0;  // etcd: the lease id; ZooKeeper: the session id
   std::int64_t version = 0;  // etcd: the owner key's mod_revision; ZooKeeper: the node's version
   friend bool operator==(const Holding&, const Holding&) = default;
+};
+
+// A document the cluster's servers share, as read: its bytes and the version a write compares.
+struct SharedDocument {
+  std::string data;
+  std::int64_t version = 0;  // 0: none stored yet
 };
 
 class Coordinator {
@@ -82,7 +90,22 @@ class Coordinator {
   virtual std::string Where() const = 0;
   // "etcd", "zookeeper", "memory".
   virtual std::string_view source() const = 0;
+
+  // The cluster's document `name` ([A-Za-z0-9._:-], never "." or ".."), read without a session.
+  // Errors: kUnavailable, kUnauthenticated, kInternal.
+  virtual Result<SharedDocument> ReadShared(std::string_view name) = 0;
+  // Stores `data` as `name` if it is still at `version` (0: none stored); false when another
+  // server wrote it since (read it again). Errors: kUnavailable (it may or may not have landed),
+  // kUnauthenticated, kExhausted (larger than kMaxSharedBytes).
+  virtual Result<bool> WriteShared(std::string_view name, std::string_view data,
+                                   std::int64_t version) = 0;
+  // A document's size at most: below what every coordinator takes in one write (ZooKeeper's
+  // jute.maxbuffer of 1 MiB by default, etcd's request limit of 1.5 MiB).
+  static constexpr std::size_t kMaxSharedBytes = 900 * 1024;
 };
+
+// The one refusal of a document larger than Coordinator::kMaxSharedBytes, for WriteShared.
+Status CheckSharedSize(std::string_view name, std::size_t bytes);
 
 // The WorkerLease of a coordinator: Acquire binds the layout (CheckClusterLayout), lists the
 // holders, and claims the first candidate of WorkerIdCandidates that it can, listing again when

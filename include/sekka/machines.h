@@ -19,12 +19,17 @@
 //   r.Guard("orders", "10.0.0.5:4123", 300'000);   // every minute or so
 //   r.Revert("orders", "10.0.0.5:4123");           // on shutdown
 //
+// Every change reads the namespace's records from the store, changes them and saves them at the
+// version read (again when another server saved in between): servers that share a store (the
+// cluster's coordinator) never hand one id to two instances.
+//
 // Thread-safety: MachineRegistry's methods may be called from any thread.
 
 #ifndef SEKKA_MACHINES_H_
 #define SEKKA_MACHINES_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -35,6 +40,8 @@
 #include "sekka/status.h"
 
 namespace sekka {
+
+class Coordinator;
 
 // One machine id of a namespace as the store keeps it.
 struct MachineRecord {
@@ -50,17 +57,38 @@ struct MachineRecord {
   bool operator==(const MachineRecord&) const = default;
 };
 
-// Where the records live. Save replaces everything stored with `records`, durably.
+// One namespace's records as stored, and the version a save compares.
+struct MachineSnapshot {
+  std::vector<MachineRecord> records;
+  std::int64_t version = 0;
+};
+
+// Where the records live: a file of one server's data dir, or the cluster's coordinator, which
+// every server of the cluster reads and writes (so each answers the same).
 class MachineStore {
  public:
   virtual ~MachineStore() = default;
-  // Errors: kInternal (unreadable), kInvalidArgument (corrupt, naming the line).
-  virtual Result<std::vector<MachineRecord>> Load() = 0;
-  // Errors: kInternal (the disk).
-  virtual Status Save(const std::vector<MachineRecord>& records) = 0;
+  // The records of namespace `ns`. Errors: kInternal or kUnavailable (unreadable),
+  // kInvalidArgument (corrupt, naming the line).
+  virtual Result<MachineSnapshot> Load(std::string_view ns) = 0;
+  // Replaces the records of `ns` with `records` (all of `ns`), durably, if they are still at
+  // `version`; false when another server saved them since (load again). Errors: kInternal or
+  // kUnavailable (it may or may not have landed), kExhausted (more than the store keeps).
+  virtual Result<bool> Save(std::string_view ns, const std::vector<MachineRecord>& records,
+                            std::int64_t version) = 0;
 };
-// A store in memory (tests, the simulation): nothing survives the process.
+// A store in memory (tests): nothing survives the process.
 std::unique_ptr<MachineStore> NewMemoryMachineStore();
+// The cluster's store at `coordinator` (a session of its own: only its shared documents are
+// used), one document per namespace, "machines.<ns>", in FormatMachineRecords' text: every server
+// of the cluster answers /machines from the same records.
+std::unique_ptr<MachineStore> NewCoordinatorMachineStore(std::unique_ptr<Coordinator> coordinator);
+
+// For stores that keep every namespace in one list (memory, file, simulation): the records of
+// `ns` in `all`, and `all` with them replaced by `records`.
+std::vector<MachineRecord> RecordsOf(const std::vector<MachineRecord>& all, std::string_view ns);
+std::vector<MachineRecord> WithRecordsOf(std::vector<MachineRecord> all, std::string_view ns,
+                                         const std::vector<MachineRecord>& records);
 
 // The records as text (one tab-separated line each) and back; the file store's format. A file
 // of format v1 (no guard_ms) reads each holding as guarded for MachineLimits::max_guard_ms, the
@@ -76,15 +104,15 @@ struct MachineGrant {
 
 struct MachineLimits {
   int max_machine_bits = 16;       // machineBit 1 to this
-  std::size_t max_records = 4096;  // machine ids held or remembered, all namespaces together
+  std::size_t max_records = 4096;  // machine ids held or remembered, per namespace
   std::int64_t max_guard_ms = 30LL * 24 * 3600 * 1000;  // safeGuardDuration at most (30 days)
 };
 
 class MachineRegistry {
  public:
-  // Loads the store's records. Errors: the store's.
-  static Result<std::unique_ptr<MachineRegistry>> Open(MachineStore& store, Clock& clock,
-                                                       MachineLimits limits = {});
+  // Reads nothing yet: each call reads the store.
+  MachineRegistry(MachineStore& store, Clock& clock, MachineLimits limits = {})
+      : store_(store), clock_(clock), limits_(limits) {}
 
   // The id `instance` holds in `ns` (asking again is answered with the same id), else a free
   // one: given back, or (for a non-stable instance) not guarded by its non-stable holder for the
@@ -105,23 +133,28 @@ class MachineRegistry {
   // kUnavailable.
   Status Revert(std::string_view ns, std::string_view instance);
 
-  std::vector<MachineRecord> Records() const;
+  // The records of `ns` as stored. Errors: kUnavailable.
+  Result<std::vector<MachineRecord>> Records(std::string_view ns);
 
  private:
-  MachineRegistry(MachineStore& store, Clock& clock, MachineLimits limits,
-                  std::vector<MachineRecord> records)
-      : store_(store), clock_(clock), limits_(limits), records_(std::move(records)) {}
-  // Stores `next` and makes it current. REQUIRES: mu_ held.
-  Status Commit(std::vector<MachineRecord> next);
-  // Raises the hwm of the id `instance` holds in `ns` to now and stores it, with the holder's
-  // guard duration when `guard_ms` > 0. `found`: whether it holds one. REQUIRES: mu_.
-  Status Touch(std::string_view ns, std::string_view instance, std::int64_t guard_ms, bool& found);
+  // What a change does with the records it was given.
+  enum class Outcome { kKeep, kSave };
+  using Change =
+      std::function<Result<Outcome>(std::vector<MachineRecord>& records, std::int64_t now_ms)>;
+  // Loads the records of `ns`, runs `change` on them, and saves them at the version loaded when
+  // it says so; from the load again when another server saved in between. Errors: the
+  // change's; kUnavailable (the store; nothing changed, or, when a save's answer was lost, the
+  // change may have landed).
+  Status Update(std::string_view ns, const Change& change);
+  // Raises the hwm of the id `instance` holds in `records` to `now`, with the holder's guard
+  // duration when `guard_ms` > 0. Returns whether it holds one.
+  static bool Touch(std::vector<MachineRecord>& records, std::string_view instance,
+                    std::int64_t guard_ms, std::int64_t now);
 
   MachineStore& store_;
   Clock& clock_;
   const MachineLimits limits_;
-  mutable std::mutex mu_;
-  std::vector<MachineRecord> records_;  // guarded by mu_
+  std::mutex mu_;  // one change at a time in this process
 };
 
 }  // namespace sekka

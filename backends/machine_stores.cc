@@ -1,0 +1,120 @@
+#include "backends/machine_stores.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "backends/state_file.h"
+
+namespace sekka {
+namespace {
+
+constexpr std::uintmax_t kMaxFileBytes = 16 * 1024 * 1024;
+
+class FileMachineStore final : public MachineStore {
+ public:
+  explicit FileMachineStore(std::string path) : path_(std::move(path)) {}
+
+  Result<MachineSnapshot> Load(std::string_view ns) override {
+    if (!loaded_) {
+      Result<std::vector<MachineRecord>> all = ReadMachineFile(path_);
+      if (!all.ok()) return std::move(all).error();
+      all_ = std::move(all).value();
+      loaded_ = true;
+    }
+    return MachineSnapshot{RecordsOf(all_, ns), version_};
+  }
+
+  Result<bool> Save(std::string_view ns, const std::vector<MachineRecord>& records,
+                    std::int64_t version) override {
+    if (!loaded_ || version != version_) return false;
+    std::vector<MachineRecord> next = WithRecordsOf(all_, ns, records);
+    const std::string text = FormatMachineRecords(next);
+    if (text.size() > kMaxFileBytes) {  // it could not be read back
+      return Exhausted(fmt::format("{} would take {} bytes: sekka keeps {} at most", path_,
+                                   text.size(), kMaxFileBytes));
+    }
+    std::error_code ec;
+    std::filesystem::create_directories(std::filesystem::path(path_).parent_path(), ec);
+    if (Status s = WriteFileDurably(path_, text); !s.ok()) return std::move(s).error();
+    all_ = std::move(next);
+    ++version_;
+    return true;
+  }
+
+ private:
+  const std::string path_;
+  bool loaded_ = false;
+  std::vector<MachineRecord> all_;  // every namespace's, as the file holds them once loaded_
+  std::int64_t version_ = 1;        // raised by every save
+};
+
+}  // namespace
+
+Result<std::vector<MachineRecord>> ReadMachineFile(const std::string& path) {
+  std::error_code ec;
+  const std::uintmax_t size = std::filesystem::file_size(path, ec);
+  if (ec == std::errc::no_such_file_or_directory) return std::vector<MachineRecord>();
+  if (ec) return Internal(fmt::format("cannot read {}: {}", path, ec.message()));
+  if (size > kMaxFileBytes) {
+    return InvalidArgument(
+        fmt::format("{} is {} bytes: allowed {} at most", path, size, kMaxFileBytes));
+  }
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (!in.good() && !in.eof()) {
+    return Internal(fmt::format("cannot read {}: {}", path, std::strerror(errno)));
+  }
+  Result<std::vector<MachineRecord>> records = ParseMachineRecords(text.str());
+  if (!records.ok()) return InvalidArgument(fmt::format("{}: {}", path, records.error().message));
+  return records;
+}
+
+Status AdoptMachineFile(const std::string& path, MachineStore& store) {
+  Result<std::vector<MachineRecord>> file = ReadMachineFile(path);
+  if (!file.ok()) return std::move(file).error();
+  if (!std::filesystem::exists(path)) return Status::Ok();
+  std::set<std::string> namespaces;
+  for (const MachineRecord& r : *file) namespaces.insert(r.ns);
+  for (const std::string& ns : namespaces) {
+    bool saved = false;
+    for (int attempt = 0; attempt < 8 && !saved; ++attempt) {
+      Result<MachineSnapshot> now = store.Load(ns);
+      if (!now.ok()) return std::move(now).error();
+      std::vector<MachineRecord> merged = now->records;
+      for (const MachineRecord& f : RecordsOf(*file, ns)) {
+        auto it = std::find_if(merged.begin(), merged.end(), [&](const MachineRecord& r) {
+          return r.machine_id == f.machine_id;
+        });
+        if (it == merged.end()) {
+          merged.push_back(f);
+          continue;
+        }
+        it->last_ms = std::max(it->last_ms, f.last_ms);
+        if (!f.instance.empty() && f.instance != it->instance) it->lost_by = f.instance;
+      }
+      Result<bool> s = store.Save(ns, merged, now->version);
+      if (!s.ok()) return std::move(s).error();
+      saved = *s;
+    }
+    if (!saved)
+      return Unavailable(fmt::format("machine ids of {} kept changing while adopted", ns));
+  }
+  std::error_code ec;
+  std::filesystem::rename(path, path + ".adopted", ec);
+  if (ec) return Internal(fmt::format("cannot rename {}: {}", path, ec.message()));
+  return Status::Ok();
+}
+
+std::unique_ptr<MachineStore> NewFileMachineStore(std::string path) {
+  return std::make_unique<FileMachineStore>(std::move(path));
+}
+
+}  // namespace sekka
