@@ -28,12 +28,12 @@ class FileMachineStore final : public MachineStore {
       all_ = std::move(all).value();
       loaded_ = true;
     }
-    return MachineSnapshot{RecordsOf(all_, ns), version_};
+    return MachineSnapshot{RecordsOf(all_, ns), std::to_string(version_)};
   }
 
   Result<bool> Save(std::string_view ns, const std::vector<MachineRecord>& records,
-                    std::int64_t version) override {
-    if (!loaded_ || version != version_) return false;
+                    const std::string& version) override {
+    if (!loaded_ || version != std::to_string(version_)) return false;
     std::vector<MachineRecord> next = WithRecordsOf(all_, ns, records);
     const std::string text = FormatMachineRecords(next);
     if (text.size() > kMaxFileBytes) {  // it could not be read back

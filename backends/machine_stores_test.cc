@@ -49,7 +49,7 @@ TEST(AdoptMachineFileTest, MergesIntoTheClustersRecordsOnceAndRenamesTheFile) {
            {"ns", 1, "kept", true, 100, "", 60'000},
            {"other", 0, "x", false, 50, "", 60'000}});
   auto cluster = NewMemoryMachineStore();
-  ASSERT_TRUE(*cluster->Save("ns", {{"ns", 0, "cluster-holder", false, 500, "", 60'000}}, 0));
+  ASSERT_TRUE(*cluster->Save("ns", {{"ns", 0, "cluster-holder", false, 500, "", 60'000}}, "0"));
   ASSERT_TRUE(AdoptMachineFile(f.path, *cluster).ok());
   EXPECT_FALSE(fs::exists(f.path));
   EXPECT_TRUE(fs::exists(f.path + ".adopted"));

@@ -1,7 +1,6 @@
 #include "backends/mysql_segment_store.h"
 
 #include <fmt/format.h>
-#include <mysql.h>
 
 #include <array>
 #include <chrono>
@@ -11,6 +10,7 @@
 #include <optional>
 #include <vector>
 
+#include "backends/mysql_connection.h"
 #include "backends/one_line.h"
 #include "backends/segment_tables.h"
 #include "backends/store_uri.h"
@@ -19,9 +19,6 @@
 namespace sekka {
 namespace {
 
-// Each round trip is bounded by these (seconds): a stopped server (SIGSTOP, a hung machine whose
-// kernel still acknowledges TCP) answers nothing, and the call fails instead of waiting.
-constexpr unsigned kTimeoutSeconds = 5;
 constexpr std::int64_t kMax = std::numeric_limits<std::int64_t>::max();
 
 // sekka's own table on MySQL, made when missing (the peers' tables must be there).
@@ -42,16 +39,12 @@ struct Target {
   const SegmentTable& table;
 };
 
-// One answer of a (multi-)statement: rows of text, or the rows it changed.
-struct Answer {
-  std::uint64_t affected = 0;
-  std::vector<std::vector<std::string>> rows;
-};
-
 class MysqlSegmentStore final : public SegmentStore {
  public:
-  explicit MysqlSegmentStore(Target target) : t_(std::move(target)) {}
-  ~MysqlSegmentStore() override { Drop(); }
+  explicit MysqlSegmentStore(Target target)
+      : t_(std::move(target)),
+        db_(t_.uri, t_.text, "segment store",
+            [table = &t_.table](MysqlConnection& db) { return CheckTable(*table, db); }) {}
 
   Result<Allocation> Allocate(std::string_view tag, std::int64_t step) override {
     if (step < 1) return BadStep(step);
@@ -64,7 +57,7 @@ class MysqlSegmentStore final : public SegmentStore {
     std::lock_guard lock(mu_);
     const std::string name = Quote(tag.tag);  // CreateInTable checks the tag before any step
     auto changed = [&](const std::string& sql) -> Result<bool> {
-      Result<std::vector<Answer>> r = Run(sql);
+      Result<std::vector<MysqlAnswer>> r = Run(sql);
       if (!r.ok()) return std::move(r).error();
       return r->at(0).affected == 1;
     };
@@ -82,7 +75,7 @@ class MysqlSegmentStore final : public SegmentStore {
                                       t_.table.name, Values(tag), t_.table.key, t_.table.key));
          },
          [&]() -> Result<std::optional<TagInfo>> {
-           Result<std::vector<Answer>> r =
+           Result<std::vector<MysqlAnswer>> r =
                Run(fmt::format("SELECT {} FROM sekka_segments WHERE tag = {} AND deleted = 1",
                                t_.table.columns, name));
            if (!r.ok()) return std::move(r).error();
@@ -96,7 +89,7 @@ class MysqlSegmentStore final : public SegmentStore {
     if (!ValidateTag(tag).ok()) return TagNotFound(tag);
     std::lock_guard lock(mu_);
     // affected counts changed rows: a step set to what it was is found with the read.
-    Result<std::vector<Answer>> r =
+    Result<std::vector<MysqlAnswer>> r =
         Run(fmt::format("UPDATE {0} SET step = {1} WHERE {2} = {3} AND {4}; "
                         "SELECT COUNT(*) FROM {0} WHERE {2} = {3} AND {4}",
                         t_.table.name, step, t_.table.key, Quote(tag), t_.table.live));
@@ -113,7 +106,7 @@ class MysqlSegmentStore final : public SegmentStore {
     std::lock_guard lock(mu_);
     // The row as it was and its tombstone, in one transaction under the row's lock.
     const std::string name = Quote(tag);
-    Result<std::vector<Answer>> r = Run(fmt::format(
+    Result<std::vector<MysqlAnswer>> r = Run(fmt::format(
         "START TRANSACTION; SELECT {0} FROM sekka_segments WHERE tag = {1} AND deleted = 0 "
         "FOR UPDATE; UPDATE sekka_segments SET deleted = 1 WHERE tag = {1} AND deleted = 0; "
         "COMMIT",
@@ -143,7 +136,7 @@ class MysqlSegmentStore final : public SegmentStore {
     // 1. Under the peer row's lock (and a lock on sekka's row, or on the gap where it would
     //    be): the peer's row, and whether sekka's table has the tag.
     const std::string name = Quote(tag);
-    Result<std::vector<Answer>> read =
+    Result<std::vector<MysqlAnswer>> read =
         Run(fmt::format("START TRANSACTION; SELECT {0} FROM {1} WHERE {2} = {3} FOR UPDATE; "
                         "SELECT COUNT(*) FROM sekka_segments WHERE tag = {3} FOR UPDATE",
                         peer->columns, peer->name, peer->key, name));
@@ -190,7 +183,7 @@ class MysqlSegmentStore final : public SegmentStore {
             ? fmt::format("max_id = {}, delta = 0, update_time = now(), version = version + 1",
                           kMax)
             : fmt::format("{} = {}", peer->counter, kMax);
-    Result<std::vector<Answer>> done = Run(fmt::format(
+    Result<std::vector<MysqlAnswer>> done = Run(fmt::format(
         "INSERT INTO sekka_segments (tag, next_id, step, delta, remainder) VALUES ({}, {}, {}, "
         "{}, {}); UPDATE {} SET {} WHERE {} = {}; COMMIT",
         name, moved.next_id, moved.step, moved.delta, moved.remainder, peer->name, fence, peer->key,
@@ -204,7 +197,7 @@ class MysqlSegmentStore final : public SegmentStore {
   Result<std::vector<PeerToken>> PeerTokens() override {
     if (!has_peer_tokens()) return SegmentStore::PeerTokens();
     std::lock_guard lock(mu_);
-    Result<std::vector<Answer>> r = Run(std::string(kTinyidTokensSql));
+    Result<std::vector<MysqlAnswer>> r = Run(std::string(kTinyidTokensSql));
     if (!r.ok()) return std::move(r).error();
     std::vector<PeerToken> out;
     for (const std::vector<std::string>& row : r->at(0).rows) out.push_back({row[0], row[1]});
@@ -215,7 +208,7 @@ class MysqlSegmentStore final : public SegmentStore {
     if (!after.empty() && !ValidateTag(after).ok()) return std::vector<TagInfo>();
     std::lock_guard lock(mu_);
     // BINARY: byte order, as the other stores list (and as `after` continues).
-    Result<std::vector<Answer>> r = Run(fmt::format(
+    Result<std::vector<MysqlAnswer>> r = Run(fmt::format(
         "SELECT {0} FROM {1} WHERE {2} AND BINARY {3} > BINARY {4} ORDER BY BINARY {3} LIMIT {5}",
         t_.table.columns, t_.table.name, t_.table.live, t_.table.key, Quote(after),
         limit == 0 ? std::string("18446744073709551615") : std::to_string(limit)));
@@ -249,7 +242,7 @@ class MysqlSegmentStore final : public SegmentStore {
   Result<Allocation> Increment(std::string_view tag, std::int64_t step) {
     const SegmentTable& t = t_.table;
     const std::string name = Quote(tag);
-    Result<std::vector<Answer>> r = Run(fmt::format(
+    Result<std::vector<MysqlAnswer>> r = Run(fmt::format(
         "START TRANSACTION; UPDATE {0} SET {1} = {1} + {2} WHERE {3} = {4} AND {1} <= {5} AND {6}; "
         "SELECT {1}, step FROM {0} WHERE {3} = {4} AND {6}; COMMIT",
         t.name, t.counter, step, t.key, name, kMax - step, t.live));
@@ -267,16 +260,17 @@ class MysqlSegmentStore final : public SegmentStore {
   Result<Allocation> CompareAndSet(std::string_view tag, std::int64_t step) {
     const SegmentTable& t = t_.table;
     const std::string name = Quote(tag);
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(kTimeoutSeconds);
+    const auto deadline =
+        std::chrono::steady_clock::now() + std::chrono::seconds(MysqlConnection::kTimeoutSeconds);
     do {
-      Result<std::vector<Answer>> read = Run(fmt::format(
+      Result<std::vector<MysqlAnswer>> read = Run(fmt::format(
           "SELECT {}, version, step FROM {} WHERE {} = {}", t.counter, t.name, t.key, name));
       if (!read.ok()) return std::move(read).error();
       if (read->at(0).rows.size() != 1) return TagNotFound(tag);
       const std::vector<std::string>& row = read->at(0).rows[0];
       const std::int64_t old = std::strtoll(row[0].c_str(), nullptr, 10);
       if (old > kMax - 1 - step) return TagExhausted(tag, NextIdOf(t, old), step);
-      Result<std::vector<Answer>> moved =
+      Result<std::vector<MysqlAnswer>> moved =
           Run(fmt::format("UPDATE {0} SET {1} = {2}, update_time = now(), version = version + 1 "
                           "WHERE {3} = {4} AND {1} = {5} AND version = {6}",
                           t.name, t.counter, old + step, t.key, name, old, Quote(row[1])));
@@ -286,11 +280,11 @@ class MysqlSegmentStore final : public SegmentStore {
       }
     } while (std::chrono::steady_clock::now() < deadline);
     return Unavailable(fmt::format("segment store {}: tag {} kept changing under {} s of tries",
-                                   t_.text, tag, kTimeoutSeconds));
+                                   t_.text, tag, MysqlConnection::kTimeoutSeconds));
   }
 
   Result<TagInfo> Get(std::string_view tag) {
-    Result<std::vector<Answer>> r =
+    Result<std::vector<MysqlAnswer>> r =
         Run(fmt::format("SELECT {} FROM {} WHERE {} = {} AND {}", t_.table.columns, t_.table.name,
                         t_.table.key, Quote(tag), t_.table.live));
     if (!r.ok()) return std::move(r).error();
@@ -308,133 +302,44 @@ class MysqlSegmentStore final : public SegmentStore {
     return t;
   }
 
-  // A string literal. Tags are checked names already; this is the second wall (the session's
-  // sql_mode, set at connect, keeps backslash escapes on).
-  static std::string Quote(std::string_view text) {
-    std::string out = "'";
-    for (const char c : text) {
-      if (c == '\0') {
-        out += "\\0";
-        continue;
-      }
-      if (c == '\'' || c == '\\' || c == '"' || c == '\n' || c == '\r' || c == '\x1a') out += '\\';
-      out += c;
-    }
-    return out + "'";
-  }
-
-  // Runs one or more statements (`;`-separated) in one round trip and returns each one's answer.
-  // Any failure drops the connection: the server rolls back what it had not committed, and the
-  // next call connects again. Errors: kUnavailable.
-  Result<std::vector<Answer>> Run(const std::string& sql) {
-    if (Status s = Connect(); !s.ok()) return std::move(s).error();
-    if (mysql_real_query(conn_, sql.data(), sql.size()) != 0) return Fail();
-    std::vector<Answer> answers;
-    for (;;) {
-      Answer a;
-      if (MYSQL_RES* res = mysql_store_result(conn_); res != nullptr) {
-        const unsigned fields = mysql_num_fields(res);
-        while (MYSQL_ROW row = mysql_fetch_row(res)) {
-          std::vector<std::string>& out = a.rows.emplace_back();
-          for (unsigned i = 0; i < fields; ++i) out.emplace_back(row[i] != nullptr ? row[i] : "");
-        }
-        mysql_free_result(res);
-      } else if (mysql_field_count(conn_) != 0) {
-        return Fail();  // a result set that did not arrive
-      } else {
-        a.affected = mysql_affected_rows(conn_);
-      }
-      answers.push_back(std::move(a));
-      const int next = mysql_next_result(conn_);
-      if (next > 0) return Fail();
-      if (next < 0) return answers;
-    }
-  }
-
-  Error Fail() {
-    const std::string why = mysql_error(conn_);
-    Drop();
-    return Unavailable(fmt::format("segment store {}: {}", t_.text, OneLine(why)));
-  }
-
-  void Drop() {
-    if (conn_ != nullptr) mysql_close(conn_);
-    conn_ = nullptr;
-  }
-
-  // A live connection with the table checked, connecting (again) when needed.
-  Status Connect() {
-    if (conn_ != nullptr) return Status::Ok();
-    static std::once_flag init;
-    std::call_once(init, [] { mysql_library_init(0, nullptr, nullptr); });
-    conn_ = mysql_init(nullptr);
-    if (conn_ == nullptr) return Unavailable("segment store: out of memory for a connection");
-    const unsigned timeout = kTimeoutSeconds;
-    const my_bool no = 0;
-    mysql_options(conn_, MYSQL_OPT_CONNECT_TIMEOUT, &timeout);
-    mysql_options(conn_, MYSQL_OPT_READ_TIMEOUT, &timeout);
-    mysql_options(conn_, MYSQL_OPT_WRITE_TIMEOUT, &timeout);
-    mysql_options(conn_, MYSQL_OPT_RECONNECT, &no);  // a silent reconnect would lose a transaction
-    const StoreUri& u = t_.uri;
-    const auto socket = u.params.find("socket");
-    if (mysql_real_connect(conn_, u.host.c_str(), u.user.c_str(),
-                           u.has_password ? u.password.c_str() : nullptr, u.path.c_str(),
-                           static_cast<unsigned>(u.port),
-                           socket != u.params.end() ? socket->second.c_str() : nullptr,
-                           CLIENT_MULTI_STATEMENTS) == nullptr) {
-      const std::string why = mysql_error(conn_);
-      Drop();
-      return Unavailable(fmt::format("segment store {} is unreachable: {}", t_.text, OneLine(why)));
-    }
-    // Out-of-range values are errors, not truncations; a lock held longer than a call ends the
-    // statement that waits for it; and every statement outside START TRANSACTION commits on its
-    // own, whatever the server's default (with autocommit off, tinyid's update and a new tag's
-    // insert were never committed, and their ids were handed out again).
-    std::string setup = fmt::format(
-        "SET SESSION sql_mode = 'STRICT_ALL_TABLES,NO_ENGINE_SUBSTITUTION', "
-        "innodb_lock_wait_timeout = {}, autocommit = 1",
-        kTimeoutSeconds);
-    if (mysql_real_query(conn_, setup.data(), setup.size()) != 0) return Fail();
-    return CheckTable();
-  }
+  static std::string Quote(std::string_view text) { return MysqlConnection::Quote(text); }
+  Result<std::vector<MysqlAnswer>> Run(const std::string& sql) { return db_.Run(sql); }
 
   // sekka's table is made when missing; a peer's must be there, with the columns read.
-  Status CheckTable() {
-    const SegmentTable& t = t_.table;
-    std::string sql = t.peer.empty() ? std::string(kSekkaTable)
-                                     : fmt::format("SELECT {} FROM {} LIMIT 0", t.columns, t.name);
-    if (mysql_real_query(conn_, sql.data(), sql.size()) == 0) {
-      if (MYSQL_RES* res = mysql_store_result(conn_); res != nullptr) mysql_free_result(res);
-      return t.peer.empty() ? AddTombstoneColumn() : Status::Ok();
-    }
-    const unsigned code = mysql_errno(conn_);
-    Error e = Fail();
-    if (code != 1146 && code != 1054) return e;  // ER_NO_SUCH_TABLE, ER_BAD_FIELD_ERROR
+  static Status CheckTable(const SegmentTable& t, MysqlConnection& db) {
+    const std::string sql = t.peer.empty()
+                                ? std::string(kSekkaTable)
+                                : fmt::format("SELECT {} FROM {} LIMIT 0", t.columns, t.name);
+    Result<std::vector<MysqlAnswer>> r = db.Run(sql);
+    if (r.ok()) return t.peer.empty() ? AddTombstoneColumn(db) : Status::Ok();
+    const unsigned code = db.error_number();
+    if (code != 1146 && code != 1054)
+      return std::move(r).error();  // ER_NO_SUCH_TABLE, ER_BAD_FIELD_ERROR
     return Unavailable(fmt::format(
         "segment store {}: schema={} uses {}'s table {} in place, and it is {} in database {}: "
         "create it as docs/operations.md shows",
-        t_.text, t.schema, t.peer, t.name, code == 1146 ? "missing" : "missing a column",
-        t_.uri.path));
+        db.text(), t.schema, t.peer, t.name, code == 1146 ? "missing" : "missing a column",
+        db.database()));
   }
 
   // A table made before tombstones existed gets the column, with the value that keeps every tag.
-  Status AddTombstoneColumn() {
-    Result<std::vector<Answer>> r =
-        Run("SELECT COUNT(*) FROM information_schema.columns WHERE table_schema = DATABASE() AND "
-            "table_name = 'sekka_segments' AND column_name = 'deleted'");
+  static Status AddTombstoneColumn(MysqlConnection& db) {
+    Result<std::vector<MysqlAnswer>> r = db.Run(
+        "SELECT COUNT(*) FROM information_schema.columns WHERE table_schema = DATABASE() AND "
+        "table_name = 'sekka_segments' AND column_name = 'deleted'");
     if (!r.ok()) return std::move(r).error();
     if (r->at(0).rows.size() == 1 && r->at(0).rows[0][0] == "1") return Status::Ok();
-    // Two processes may both find it missing: the second ALTER's "duplicate column" is success.
-    constexpr std::string_view kAdd =
-        "ALTER TABLE sekka_segments ADD COLUMN deleted TINYINT NOT NULL DEFAULT 0";
-    if (mysql_real_query(conn_, kAdd.data(), kAdd.size()) == 0) return Status::Ok();
-    if (mysql_errno(conn_) == 1060) return Status::Ok();  // ER_DUP_FIELDNAME
-    return Fail();
+    // Two processes may both find it missing: the second ALTER's "duplicate column" is success
+    // (its connection is gone then: MysqlConnection connects again).
+    Result<std::vector<MysqlAnswer>> add =
+        db.Run("ALTER TABLE sekka_segments ADD COLUMN deleted TINYINT NOT NULL DEFAULT 0");
+    if (add.ok() || db.error_number() == 1060) return Status::Ok();  // ER_DUP_FIELDNAME
+    return std::move(add).error();
   }
 
   const Target t_;
-  std::mutex mu_;          // one connection, used by one thread at a time
-  MYSQL* conn_ = nullptr;  // guarded by mu_
+  std::mutex mu_;       // one connection, used by one thread at a time
+  MysqlConnection db_;  // guarded by mu_
 };
 
 constexpr std::array<std::string_view, 2> kParams = {"schema", "socket"};

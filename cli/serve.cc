@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "backends/cosid_machines.h"
 #include "backends/local_worker_lease.h"
 #include "backends/machine_stores.h"
 #include "backends/segment_store_uri.h"
@@ -96,6 +97,25 @@ Status OpenCoordinatorMachines(const server::ServerConfig& config, const WorkerL
   return AdoptMachineFile(config.data_dir + "/machines", *parts.machine_store);
 }
 
+// CosId's machine ids: CosId's own distributor in place when machines.store names one (every
+// server pointed at it answers the same), else sekka's: the coordinator's on a server with one
+// (`coordinated`), the data dir's on others.
+struct CoordinatedAccess {
+  const WorkerLeaseOptions& lo;
+  const CoordinatorAccess& access;
+};
+Status OpenMachines(const server::ServerConfig& config, const std::string& identity,
+                    const CoordinatedAccess* coordinated, server::ServiceParts& parts) {
+  if (!config.machines_store.empty()) {
+    Result<std::unique_ptr<MachineStore>> store = OpenCosIdMachineStore(config.machines_store);
+    if (!store.ok()) return std::move(store).error();
+    parts.machine_store = std::move(store).value();
+    return Status::Ok();
+  }
+  if (coordinated == nullptr) return OpenFileMachines(config, identity, parts);
+  return OpenCoordinatorMachines(config, coordinated->lo, coordinated->access, parts);
+}
+
 // The real parts of a service: the system clock and the worker-id lease: the host's worker lock
 // dir for static, local and hostname; a coordinator's for etcd and zookeeper. Every source takes
 // an exclusive lock on the data dir: its files are one process's.
@@ -147,7 +167,9 @@ Result<server::ServiceParts> OpenServiceParts(const server::ServerConfig& config
     local.layout = config.generator.layout;
     local.force = config.force;
     parts.lease = NewLocalWorkerLease(local, lo);
-    if (Status m = OpenFileMachines(config, identity, parts); !m.ok()) return std::move(m).error();
+    if (Status m = OpenMachines(config, identity, nullptr, parts); !m.ok()) {
+      return std::move(m).error();
+    }
     return parts;
   }
   if (Status dc = CheckDatacenterId(config.generator.layout, config.datacenter_id); !dc.ok()) {
@@ -161,7 +183,8 @@ Result<server::ServiceParts> OpenServiceParts(const server::ServerConfig& config
   Result<std::unique_ptr<WorkerLease>> lease =
       OpenWorkerLease(config.worker_source, config.coordinator, config.cluster, lo, *access, leaf);
   if (!lease.ok()) return std::move(lease).error();
-  if (Status m = OpenCoordinatorMachines(config, lo, *access, parts); !m.ok()) {
+  const CoordinatedAccess coordinated{lo, *access};
+  if (Status m = OpenMachines(config, identity, &coordinated, parts); !m.ok()) {
     return std::move(m).error();
   }
   Result<server::StrictCoordination> strict = StrictCoordinationOf(config, *access, parts.clock);

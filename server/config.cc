@@ -185,6 +185,11 @@ const std::vector<Key>& Keys() {
        "file (refused otherwise when worker.source is static or hostname, or another server of "
        "this host keeps machine ids); with one, the cluster keeps them at the coordinator",
        "--machines-single-server"},
+      {"machines.store", Type::kString, "",
+       "CosId's own machine distributor, read and written in place: "
+       "redis://HOST:PORT/DB?schema=cosid or mysql://USER@HOST:PORT/DATABASE?schema=cosid; \"\" "
+       "= sekka's own (the coordinator's, or the data dir's)",
+       "--machines-store"},
       {"opaque.key_file", Type::kString, "",
        "opaque ids' key file (sekka opaque keygen); \"\" = no opaque ids", "--opaque-key-file"},
       {"random.layout", Type::kString, "random",
@@ -837,6 +842,7 @@ Status SegmentSection(const Values& v, ServerConfig& c) {
   c.segment_store = get("segment.store");
   SEKKA_ASSIGN(c.segment_auto_create, boolean("segment.auto_create"));
   SEKKA_ASSIGN(c.machines_single_server, boolean("machines.single_server"));
+  c.machines_store = get("machines.store");
   SEKKA_ASSIGN(c.segment_step, IntValue("segment.step", get("segment.step"), 1, 1'000'000'000));
   SEKKA_ASSIGN(c.segment_max_step,
                IntValue("segment.max_step", get("segment.max_step"), 1, 1'000'000'000));

@@ -87,6 +87,8 @@ struct ServerConfig {
   // [machines] this server alone answers CosId's /machines (refused with a coordinated
   // worker.source otherwise: each server keeps its own file)
   bool machines_single_server = false;
+  std::string
+      machines_store;  // "": the coordinator's or the data dir's (backends/cosid_machines.h)
   std::int64_t segment_step = 1000;              // step of auto-created tags
   std::int64_t segment_max_step = 10'000'000;    // the dynamic step never goes above this
   std::int64_t segment_wait_deadline_ms = 2000;  // both buffers empty: wait this long

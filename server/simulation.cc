@@ -74,7 +74,7 @@ class InterleavedMachineStore final : public MachineStore {
       : inner_(std::move(inner)), between_(std::move(between)) {}
   Result<MachineSnapshot> Load(std::string_view ns) override { return inner_->Load(ns); }
   Result<bool> Save(std::string_view ns, const std::vector<MachineRecord>& records,
-                    std::int64_t version) override {
+                    const std::string& version) override {
     between_();
     return inner_->Save(ns, records, version);
   }

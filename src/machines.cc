@@ -23,10 +23,18 @@ constexpr std::string_view kHeader =
 constexpr std::string_view kHeaderV1 =
     "# sekka machine ids v1: ns, id, instance, stable, last_ms, lost_by";
 
+bool ParseInt(std::string_view text, std::int64_t& out) {
+  const auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), out);
+  return ec == std::errc() && p == text.data() + text.size();
+}
+
 // The one expiry rule: a holding lapses when its holder, not stable, has not guarded it for its
-// own guard duration. Whoever asks, with whatever guard, cannot shorten it.
-bool Lapsed(const MachineRecord& r, std::int64_t now) {
-  return !r.instance.empty() && !r.stable && r.last_ms <= now - r.guard_ms;
+// own guard duration. Whoever asks, with whatever guard, cannot shorten it. A holding a peer's
+// store keeps without a guard duration (guard_ms 0: CosId's own distributors) is judged by the
+// asker's, `asker_guard_ms`, as the peer judges it.
+bool Lapsed(const MachineRecord& r, std::int64_t now, std::int64_t asker_guard_ms) {
+  const std::int64_t guard = r.guard_ms > 0 ? r.guard_ms : asker_guard_ms;
+  return !r.instance.empty() && !r.stable && r.last_ms <= now - guard;
 }
 
 Status ValidateNamespace(std::string_view ns) {
@@ -64,12 +72,12 @@ class MemoryMachineStore final : public MachineStore {
  public:
   Result<MachineSnapshot> Load(std::string_view ns) override {
     std::lock_guard lock(mu_);
-    return MachineSnapshot{RecordsOf(records_, ns), version_};
+    return MachineSnapshot{RecordsOf(records_, ns), std::to_string(version_)};
   }
   Result<bool> Save(std::string_view ns, const std::vector<MachineRecord>& records,
-                    std::int64_t version) override {
+                    const std::string& version) override {
     std::lock_guard lock(mu_);
-    if (version != version_) return false;
+    if (version != std::to_string(version_)) return false;
     records_ = WithRecordsOf(std::move(records_), ns, records);
     ++version_;
     return true;
@@ -90,7 +98,7 @@ class CoordinatorMachineStore final : public MachineStore {
   Result<MachineSnapshot> Load(std::string_view ns) override {
     Result<SharedDocument> d = coordinator_->ReadShared(Name(ns));
     if (!d.ok()) return std::move(d).error();
-    if (d->version == 0) return MachineSnapshot{};
+    if (d->version == 0) return MachineSnapshot{{}, "0"};
     Result<std::vector<MachineRecord>> records = ParseMachineRecords(d->data);
     auto bad = [&](std::string_view why) {
       return InvalidArgument(
@@ -100,12 +108,14 @@ class CoordinatorMachineStore final : public MachineStore {
     for (const MachineRecord& r : *records) {
       if (r.ns != ns) return bad(fmt::format("it lists namespace \"{}\"", r.ns.substr(0, 40)));
     }
-    return MachineSnapshot{std::move(records).value(), d->version};
+    return MachineSnapshot{std::move(records).value(), std::to_string(d->version)};
   }
 
   Result<bool> Save(std::string_view ns, const std::vector<MachineRecord>& records,
-                    std::int64_t version) override {
-    return coordinator_->WriteShared(Name(ns), FormatMachineRecords(records), version);
+                    const std::string& version) override {
+    std::int64_t at = 0;
+    if (!ParseInt(version, at)) return InvalidArgument("not a version of this store");
+    return coordinator_->WriteShared(Name(ns), FormatMachineRecords(records), at);
   }
 
  private:
@@ -113,11 +123,6 @@ class CoordinatorMachineStore final : public MachineStore {
 
   const std::unique_ptr<Coordinator> coordinator_;
 };
-
-bool ParseInt(std::string_view text, std::int64_t& out) {
-  const auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), out);
-  return ec == std::errc() && p == text.data() + text.size();
-}
 
 }  // namespace
 
@@ -256,7 +261,7 @@ Result<MachineGrant> MachineRegistry::Distribute(std::string_view ns, int machin
     // and then gives it back (its hwm stays).
     for (MachineRecord& r : next) {
       if (r.ns == ns && r.instance == instance && !in_ns(r)) {
-        if (!Lapsed(r, now)) {
+        if (!Lapsed(r, now, guard_ms)) {
           return InvalidArgument(fmt::format(
               "instance \"{}\" holds machine id {} of namespace \"{}\", which machineBit {} "
               "cannot hold: ask with more bits, or revert it and ask again once its "
@@ -284,14 +289,16 @@ Result<MachineGrant> MachineRegistry::Distribute(std::string_view ns, int machin
     MachineRecord* reuse = nullptr;
     for (MachineRecord& r : next) {
       const bool free = r.instance.empty();
-      const bool expired = !stable && Lapsed(r, now);
+      const bool expired = !stable && Lapsed(r, now, guard_ms);
       if (in_ns(r) && (free || expired) && (reuse == nullptr || r.machine_id < reuse->machine_id)) {
         reuse = &r;
       }
     }
     if (reuse != nullptr) {
       const bool expired = !reuse->instance.empty();
-      grant = {reuse->machine_id, expired ? reuse->last_ms + reuse->guard_ms : reuse->last_ms};
+      grant = {reuse->machine_id,
+               expired ? reuse->last_ms + (reuse->guard_ms > 0 ? reuse->guard_ms : guard_ms)
+                       : reuse->last_ms};
       reuse->lost_by = expired ? reuse->instance : std::string();
       reuse->instance = std::string(instance);
       reuse->stable = stable;

@@ -20,7 +20,7 @@ class FlakyStore final : public MachineStore {
  public:
   Result<MachineSnapshot> Load(std::string_view ns) override { return inner_->Load(ns); }
   Result<bool> Save(std::string_view ns, const std::vector<MachineRecord>& records,
-                    std::int64_t version) override {
+                    const std::string& version) override {
     if (fail) return Internal("disk full");
     if (before_save) std::exchange(before_save, nullptr)();
     return inner_->Save(ns, records, version);

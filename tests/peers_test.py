@@ -18,8 +18,9 @@ import unittest
 import redis
 
 sys.path.insert(0, os.path.dirname(__file__))
-from sekka_testlib import (SEKKA, TINYID_TABLE, TINYID_TOKEN_TABLE, CosIdProxyClient,  # noqa: E402
-                           Mariadb, Server, TempDirs, ZooKeeper, wait_for)
+from sekka_testlib import (SEKKA, TINYID_TABLE, TINYID_TOKEN_TABLE, Balancer,  # noqa: E402
+                           CosIdProxyClient, Mariadb, RedisStore, Server, TempDirs, ZooKeeper,
+                           wait_for)
 
 
 def create_tag(data_dir, tag, *flags):
@@ -554,6 +555,257 @@ class CosIdAuthTest(unittest.TestCase):
         self.assertEqual(c.create_distributor("app", "known", 0, 10), (200, ""))
         status, body = c.next_max_id("app", "known", 10)
         self.assertEqual((status, body), (200, "10"))
+
+
+# CosId's own machine distributors, written from CosId's code (its Redis scripts and its JDBC
+# distributor's statements), for the instances that still use them beside sekka's /machines.
+
+# CosId's RedisMachineIdDistributor distribute, step by step: the instance's own id, else a
+# given-back one, else the next from the adder, else one whose holder's stamp is at or before
+# safeGuardAt. KEYS: "{namespace}". ARGV: instanceId, maxMachineId, now, safeGuardAt.
+COSID_REDIS_DISTRIBUTE = """
+local itc = 'cosid:' .. KEYS[1] .. ':itc_idx'
+local rev = 'cosid:' .. KEYS[1] .. ':revert'
+local adder = 'cosid:' .. KEYS[1] .. ':adder'
+local instance, max_id = ARGV[1], tonumber(ARGV[2])
+local now, safe_at = tonumber(ARGV[3]), tonumber(ARGV[4])
+local function split(state)
+  local bar = string.find(state, '|', 1, true)
+  return tonumber(string.sub(state, 1, bar - 1)), tonumber(string.sub(state, bar + 1))
+end
+local function hold(id, stamp)
+  redis.call('hset', itc, instance, tostring(id) .. '|' .. tostring(stamp))
+  return {id, stamp}
+end
+local mine = redis.call('hget', itc, instance)
+if mine then return hold(split(mine), now) end
+local back = redis.call('hgetall', rev)
+if #back > 0 then
+  redis.call('hdel', rev, back[1])
+  return hold(tonumber(back[1]), math.max(tonumber(back[2]), now))
+end
+if not redis.call('get', adder) then redis.call('set', adder, -1) end
+if tonumber(redis.call('get', adder)) < max_id then return hold(redis.call('incr', adder), now) end
+local all = redis.call('hgetall', itc)
+for i = 1, #all, 2 do
+  local id, stamp = split(all[i + 1])
+  if stamp <= safe_at then
+    redis.call('hdel', itc, all[i])
+    return hold(id, now)
+  end
+end
+return {-1, -1}
+"""
+
+# CosId's guard and (non-stable) revert: 1 when the instance holds an id, else 0 (lost).
+# ARGV: instanceId, stamp.
+COSID_REDIS_GUARD = """
+local itc = 'cosid:' .. KEYS[1] .. ':itc_idx'
+local state = redis.call('hget', itc, ARGV[1])
+if not state then return 0 end
+redis.call('hset', itc, ARGV[1], string.sub(state, 1, string.find(state, '|', 1, true)) .. ARGV[2])
+return 1
+"""
+COSID_REDIS_REVERT = """
+local itc = 'cosid:' .. KEYS[1] .. ':itc_idx'
+local state = redis.call('hget', itc, ARGV[1])
+if not state then return 0 end
+redis.call('hdel', itc, ARGV[1])
+redis.call('hset', 'cosid:' .. KEYS[1] .. ':revert',
+           string.sub(state, 1, string.find(state, '|', 1, true) - 1), ARGV[2])
+return 1
+"""
+
+
+class CosIdRedisDistributor:
+    """An instance's calls of CosId's RedisMachineIdDistributor (non-stable instances)."""
+
+    def __init__(self, client):
+        self.r = client
+
+    def distribute(self, ns, bits, instance, guard_ms):
+        now = int(time.time() * 1000)
+        got = self.r.eval(COSID_REDIS_DISTRIBUTE, 1, "{" + ns + "}", instance, (1 << bits) - 1,
+                          now, max(0, now - guard_ms))
+        return int(got[0]), int(got[1])
+
+    def guard(self, ns, instance):
+        return self.r.eval(COSID_REDIS_GUARD, 1, "{" + ns + "}", instance,
+                           int(time.time() * 1000)) == 1
+
+    def revert(self, ns, instance):
+        return self.r.eval(COSID_REDIS_REVERT, 1, "{" + ns + "}", instance,
+                           int(time.time() * 1000)) == 1
+
+
+# CosId's cosid_machine table (init-cosid-mysql.sql's columns and indexes).
+COSID_MACHINE_TABLE = (
+    "CREATE TABLE cosid_machine (name VARCHAR(100) NOT NULL PRIMARY KEY, "
+    "namespace VARCHAR(100) NOT NULL, machine_id INT UNSIGNED NOT NULL DEFAULT 0, "
+    "last_timestamp BIGINT UNSIGNED NOT NULL DEFAULT 0, "
+    "instance_id VARCHAR(100) NOT NULL DEFAULT '', "
+    "distribute_time BIGINT UNSIGNED NOT NULL DEFAULT 0, "
+    "revert_time BIGINT UNSIGNED NOT NULL DEFAULT 0, INDEX idx_namespace (namespace), "
+    "INDEX idx_instance_id (instance_id)) ENGINE=InnoDB")
+
+
+class CosIdJdbcDistributor:
+    """An instance's calls of CosId's JdbcMachineIdDistributor, statement for statement, on an
+    autocommit pymysql connection (non-stable instances; names padded to 8 digits, as CosId 2)."""
+
+    def __init__(self, mariadb):
+        self.db = mariadb
+
+    def distribute(self, ns, bits, instance, guard_ms):
+        import pymysql
+        conn = self.db.connect()
+        try:
+            with conn.cursor() as cur:
+                now = int(time.time() * 1000)
+                safe_at = max(0, now - guard_ms)
+                cur.execute("select machine_id, last_timestamp from cosid_machine where "
+                            "namespace=%s and instance_id=%s and last_timestamp>%s",
+                            (ns, instance, safe_at))
+                row = cur.fetchone()
+                if row:
+                    self._guard(cur, ns, instance, row[0])
+                    return row[0], now
+                cur.execute("select machine_id, last_timestamp from cosid_machine where "
+                            "namespace=%s and (instance_id='' or last_timestamp<=%s)", (ns, safe_at))
+                row = cur.fetchone()
+                if row and cur.execute(
+                        "update cosid_machine set instance_id=%s,last_timestamp=%s,"
+                        "distribute_time=%s where name=%s and (instance_id='' or "
+                        "last_timestamp<=%s)",
+                        (instance, now, now, f"{ns}.{row[0]:08d}", safe_at)) > 0:
+                    return row[0], row[1]
+                while True:
+                    cur.execute("select max(machine_id)+1 as next_machine_id from cosid_machine "
+                                "where namespace=%s", (ns,))
+                    nxt = cur.fetchone()[0] or 0
+                    if nxt > (1 << bits) - 1:
+                        return -1, -1
+                    try:
+                        cur.execute("insert into cosid_machine (name, namespace, machine_id, "
+                                    "last_timestamp, instance_id, distribute_time, revert_time) "
+                                    "values (%s,%s,%s,%s,%s,%s,0)",
+                                    (f"{ns}.{nxt:08d}", ns, nxt, now, instance, now))
+                        return nxt, now
+                    except pymysql.err.IntegrityError:
+                        continue
+        finally:
+            conn.close()
+
+    @staticmethod
+    def _guard(cur, ns, instance, machine_id):
+        return cur.execute("update cosid_machine set last_timestamp=%s where namespace=%s and "
+                           "instance_id=%s and machine_id=%s",
+                           (int(time.time() * 1000), ns, instance, machine_id)) > 0
+
+    def guard(self, ns, instance, machine_id):
+        conn = self.db.connect()
+        try:
+            with conn.cursor() as cur:
+                return self._guard(cur, ns, instance, machine_id)
+        finally:
+            conn.close()
+
+    def revert(self, ns, instance):
+        conn = self.db.connect()
+        try:
+            with conn.cursor() as cur:
+                now = int(time.time() * 1000)
+                return cur.execute("update cosid_machine set instance_id=%s,last_timestamp=%s,"
+                                   "revert_time=%s where namespace=%s and instance_id=%s",
+                                   ("", now, now, ns, instance)) > 0
+        finally:
+            conn.close()
+
+
+class CosIdMachineDistributorTest(unittest.TestCase):
+    """Issue 40: CosId's own machine distributors were not read in place, so instances still on
+    CosId's distributor and instances pointed at sekka could hold one machine id at once.
+    Two sekka servers behind a load balancer share CosId's store (machines.store) with
+    instances on CosId's own distributor: no machine id is held twice."""
+
+    def setUp(self):
+        self.dirs = TempDirs()
+        self.servers = []
+        self.backend = None
+
+    def tearDown(self):
+        for s in self.servers:
+            s.stop()
+        if self.backend:
+            self.backend.stop()
+        self.dirs.cleanup()
+
+    def fleet(self, store_uri):
+        self.servers = [Server(self.dirs.path(f"s{i}"), "--machines-store", store_uri)
+                        for i in range(2)]
+        lb = Balancer([s.http_port for s in self.servers])
+        self.addCleanup(lb.stop)
+        return CosIdProxyClient(lb)
+
+    def both_sides(self, native, proxy, native_guard):
+        """24 instances ask at once, half on CosId's distributor, half through sekka; then each
+        side guards the other's, an id given back on CosId's side goes to a sekka instance, and
+        an id CosId's instance let lapse goes to a sekka instance while the old one is told it
+        lost it."""
+        held, errors = {}, []
+
+        def cosid(i):
+            try:
+                held[f"cosid-{i}"] = native.distribute("orders", 6, f"10.1.0.{i}:80", 300_000)[0]
+            except Exception as e:  # noqa: BLE001 (reported below)
+                errors.append(repr(e))
+
+        def via_sekka(i):
+            status, body = proxy.distribute("orders", f"10.2.0.{i}:80", False, 6, "PT5M")
+            if status != 200:
+                errors.append(body)
+            else:
+                held[f"sekka-{i}"] = body["machineId"]
+
+        threads = [threading.Thread(target=f, args=(i,)) for i in range(12) for f in (cosid, via_sekka)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=120)
+        self.assertEqual(errors, [])
+        self.assertEqual(sorted(held.values()), list(range(24)), held)
+        for s in self.servers:  # every server sees CosId's holders
+            self.assertEqual(CosIdProxyClient(s).guard("orders", "10.1.0.3:80", False, "PT5M")[0],
+                             200)
+        self.assertTrue(native_guard("10.2.0.3:80", held["sekka-3"]))  # and CosId sees sekka's
+        # Given back on CosId's side: the next sekka instance may take it, never two at once.
+        self.assertTrue(native.revert("orders", "10.1.0.0:80"))
+        status, body = proxy.distribute("orders", "10.2.0.100:80", False, 6, "PT5M")
+        self.assertEqual(status, 200, body)
+        self.assertEqual(body["machineId"], held["cosid-0"])
+        # A CosId instance's id nobody guards for its safeGuardDuration goes to a sekka instance
+        # asking with a shorter one; the old holder's next guard finds it lost.
+        time.sleep(1.2)
+        status, body = proxy.distribute("orders", "10.2.0.101:80", False, 6, "PT1S")
+        self.assertEqual(status, 200, body)
+        taken = body["machineId"]
+        self.assertIn(taken, held.values())
+        loser = [k for k, v in held.items() if v == taken][0]
+        self.assertTrue(loser.startswith("cosid-"), (loser, "a sekka holder guarded with PT5M"))
+        self.assertFalse(native_guard(f"10.1.0.{loser.split('-')[1]}:80", taken))
+
+    def test_cosids_redis_distributor_in_place(self):
+        self.backend = RedisStore(self.dirs.path("redis"))
+        native = CosIdRedisDistributor(self.backend.client())
+        proxy = self.fleet(f"redis://{self.backend.endpoints}/0?schema=cosid")
+        self.both_sides(native, proxy, lambda instance, _: native.guard("orders", instance))
+
+    def test_cosids_jdbc_distributor_in_place(self):
+        self.backend = Mariadb(self.dirs.path("mariadb"))
+        self.backend.sql(COSID_MACHINE_TABLE)
+        native = CosIdJdbcDistributor(self.backend)
+        proxy = self.fleet(self.backend.uri + "?schema=cosid")
+        self.both_sides(native, proxy, lambda instance, machine: native.guard("orders", instance, machine))
 
 
 class LeafSnowflakeServer:

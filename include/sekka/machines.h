@@ -57,10 +57,11 @@ struct MachineRecord {
   bool operator==(const MachineRecord&) const = default;
 };
 
-// One namespace's records as stored, and the version a save compares.
+// One namespace's records as stored, and the version a save compares: opaque, from the store
+// (a counter, a coordinator's revision, a digest of a peer's keys or rows).
 struct MachineSnapshot {
   std::vector<MachineRecord> records;
-  std::int64_t version = 0;
+  std::string version;
 };
 
 // Where the records live: a file of one server's data dir, or the cluster's coordinator, which
@@ -75,7 +76,7 @@ class MachineStore {
   // `version`; false when another server saved them since (load again). Errors: kInternal or
   // kUnavailable (it may or may not have landed), kExhausted (more than the store keeps).
   virtual Result<bool> Save(std::string_view ns, const std::vector<MachineRecord>& records,
-                            std::int64_t version) = 0;
+                            const std::string& version) = 0;
 };
 // A store in memory (tests): nothing survives the process.
 std::unique_ptr<MachineStore> NewMemoryMachineStore();
