@@ -39,10 +39,12 @@ void AddUnknownHolders(std::vector<MachineRecord>& records, std::string_view ns,
 bool Unknown(const MachineRecord& r) { return r.instance == kUnknownHolder; }
 
 // sekka's note of a machine id, beside CosId's keys or rows (CosId ignores it): what CosId keeps
-// no field for. "<guard_ms>|<stable>|<lost_by>|<holder>"; the guard and stable flag apply while
-// the holder still holds the id (a CosId instance may have taken it since).
+// no field for. "<guard_ms>|<stable>|<length of lost_by>|<lost_by><holder>" (an instance id may
+// hold '|'); the guard and stable flag apply while the holder still holds the id (a CosId
+// instance may have taken it since).
 std::string FormatNote(const MachineRecord& r) {
-  return fmt::format("{}|{}|{}|{}", r.guard_ms, r.stable ? 1 : 0, r.lost_by, r.instance);
+  return fmt::format("{}|{}|{}|{}{}", r.guard_ms, r.stable ? 1 : 0, r.lost_by.size(), r.lost_by,
+                     r.instance);
 }
 bool WantsNote(const MachineRecord& r) {
   return !Unknown(r) &&
@@ -50,21 +52,26 @@ bool WantsNote(const MachineRecord& r) {
 }
 // Applies the note `text` to `r`. False: not a note.
 bool ApplyNote(MachineRecord& r, std::string_view text) {
-  std::string_view f[4];
-  for (int i = 0; i < 3; ++i) {
+  std::string_view f[3];
+  for (std::string_view& field : f) {
     const std::size_t bar = text.find('|');
     if (bar == std::string_view::npos) return false;
-    f[i] = text.substr(0, bar);
+    field = text.substr(0, bar);
     text.remove_prefix(bar + 1);
   }
-  f[3] = text;
   std::int64_t guard = 0;
-  if (!DecimalInt64(f[0], guard) || guard < 0 || (f[1] != "0" && f[1] != "1")) return false;
-  if (!r.instance.empty() && f[3] == r.instance) {
+  std::int64_t lost_size = 0;
+  if (!DecimalInt64(f[0], guard) || guard < 0 || (f[1] != "0" && f[1] != "1") ||
+      !DecimalInt64(f[2], lost_size) || lost_size < 0 ||
+      static_cast<std::size_t>(lost_size) > text.size()) {
+    return false;
+  }
+  const std::string_view holder = text.substr(static_cast<std::size_t>(lost_size));
+  if (!r.instance.empty() && holder == r.instance) {
     r.guard_ms = guard;
     r.stable = f[1] == "1";
   }
-  r.lost_by = std::string(f[2]);
+  r.lost_by = std::string(text.substr(0, static_cast<std::size_t>(lost_size)));
   return true;
 }
 
@@ -108,9 +115,9 @@ local text, adder, h = state()
 return {text, adder, h[1], h[2], h[3]}
 )";
 
-// Save: if the state's text is still ARGV[1], the three hashes are replaced and the adder set
-// (ARGV[2]); 0 when it changed. Then, for itc_idx, revert and the notes in turn: a count n and n
-// pairs.
+// Save: if the state's text is still ARGV[1], the three hashes are replaced and the adder raised
+// to ARGV[2] (never lowered); 0 when it changed. Then, for itc_idx, revert and the notes in turn: a
+// count n and n pairs.
 constexpr std::string_view kRedisSave = R"(
 if state() ~= ARGV[1] then return 0 end
 redis.call('DEL', KEYS[1], KEYS[2], KEYS[4])
@@ -120,7 +127,9 @@ for _, k in ipairs({KEYS[1], KEYS[2], KEYS[4]}) do
   for i = at + 1, at + 2 * n, 2 do redis.call('HSET', k, ARGV[i], ARGV[i + 1]) end
   at = at + 1 + 2 * n
 end
-redis.call('SET', KEYS[3], ARGV[2])
+if tonumber(ARGV[2]) > tonumber(redis.call('GET', KEYS[3]) or '-1') then
+  redis.call('SET', KEYS[3], ARGV[2])
+end
 return 1
 )";
 
@@ -156,6 +165,14 @@ class CosIdRedisMachines final : public MachineStore {
         return Corrupt(ns, "revert", rev[i].text + "=" + rev[i + 1].text);
       }
       s.records.push_back(std::move(rec));
+    }
+    std::set<std::int64_t> ids;
+    for (const MachineRecord& rec : s.records) {
+      if (!ids.insert(rec.machine_id).second) {
+        return Internal(fmt::format(
+            "{}: CosId's keys of {} hold machine id {} twice (itc_idx and revert): keep one",
+            redis_->text(), ns, rec.machine_id));
+      }
     }
     const auto& notes = r->elements[4].elements;
     for (std::size_t i = 0; i + 1 < notes.size(); i += 2) {
@@ -220,8 +237,8 @@ class CosIdRedisMachines final : public MachineStore {
   }
 
   Error Corrupt(std::string_view ns, std::string_view key, std::string_view value) const {
-    return InvalidArgument(fmt::format("{}: cosid:{{{}}}:{} holds \"{}\", not CosId's format",
-                                       redis_->text(), ns, key, value.substr(0, 60)));
+    return Internal(fmt::format("{}: cosid:{{{}}}:{} holds \"{}\", not CosId's format",
+                                redis_->text(), ns, key, value.substr(0, 60)));
   }
   Error Broken(std::string_view ns, std::string_view what, const RespReply& r) const {
     return Unavailable(fmt::format("{}: the {} script of CosId's keys of {} answered {}",
@@ -235,81 +252,136 @@ class CosIdRedisMachines final : public MachineStore {
 // CosId's JDBC table, as its JdbcMachineIdDistributor keeps it, and sekka's notes beside it.
 constexpr std::string_view kRowsSql =
     "SELECT name, machine_id, last_timestamp, instance_id FROM cosid_machine WHERE namespace = {0} "
-    "ORDER BY name{1}; SELECT machine_id, note FROM sekka_cosid_machines WHERE namespace = {0} "
-    "ORDER BY machine_id{1}";
+    "ORDER BY name; SELECT machine_id, note FROM sekka_cosid_machines WHERE namespace = {0} "
+    "ORDER BY machine_id";
 constexpr std::string_view kNotesTable =
-    "CREATE TABLE IF NOT EXISTS sekka_cosid_machines (namespace VARCHAR(100) NOT NULL, "
+    "CREATE TABLE sekka_cosid_machines (namespace VARCHAR(100) NOT NULL, "
     "machine_id INT UNSIGNED NOT NULL, note VARCHAR(1024) NOT NULL, "
     "PRIMARY KEY (namespace, machine_id)) ENGINE=InnoDB CHARACTER SET utf8mb4";
+// cosid_machine's name, namespace and instance_id are VARCHAR(100).
+constexpr std::size_t kColumnChars = 100;
+
+// Fails the statement batch (ERROR 1242, "Subquery returns more than 1 row") unless `condition`
+// holds: the batch stops there, its connection is dropped and the transaction rolls back.
+std::string Require(std::string_view condition) {
+  return fmt::format("SELECT (SELECT 1 UNION ALL SELECT 1 FROM DUAL WHERE NOT ({})); ", condition);
+}
 
 class CosIdJdbcMachines final : public MachineStore {
  public:
   CosIdJdbcMachines(StoreUri uri, std::string text)
-      : db_(std::move(uri), std::move(text), "machines.store", [](MysqlConnection& db) -> Status {
-          // The table must be there, with the columns read and written.
-          Result<std::vector<MysqlAnswer>> r = db.Run(
-              "SELECT name, namespace, machine_id, last_timestamp, instance_id, distribute_time, "
-              "revert_time FROM cosid_machine LIMIT 0");
-          if (r.ok()) {
-            Result<std::vector<MysqlAnswer>> made = db.Run(std::string(kNotesTable));
-            return made.ok() ? Status::Ok() : Status(std::move(made).error());
-          }
-          if (db.error_number() != 1146 && db.error_number() != 1054) return std::move(r).error();
-          return Unavailable(fmt::format(
-              "machines.store {}: schema=cosid uses CosId's table cosid_machine in place, and it "
-              "is {} in database {}: create it as CosId's init-cosid-mysql.sql does",
-              db.text(), db.error_number() == 1146 ? "missing" : "missing a column",
-              db.database()));
-        }) {}
+      : db_(std::move(uri), std::move(text), "machines.store", CheckTables) {}
+
+  Status CheckNames(std::string_view ns, std::string_view instance) override {
+    // A name is "<ns>.<id padded to 4 or 8 digits>"; an id of 16 bits has 5 at most.
+    if (ns.size() + 9 > kColumnChars || instance.size() > kColumnChars) {
+      return InvalidArgument(fmt::format(
+          "machines.store: CosId's table cosid_machine keeps instance ids of {} characters and "
+          "namespaces of {} at most",
+          kColumnChars, kColumnChars - 9));
+    }
+    return Status::Ok();
+  }
 
   Result<MachineSnapshot> Load(std::string_view ns) override {
     std::lock_guard lock(mu_);
     Result<std::vector<MysqlAnswer>> r =
-        db_.Run(fmt::format(fmt::runtime(kRowsSql), MysqlConnection::Quote(ns), ""));
+        db_.Run(fmt::format(fmt::runtime(kRowsSql), MysqlConnection::Quote(ns)));
     if (!r.ok()) return std::move(r).error();
     return FromRows(ns, r->at(0).rows, r->at(1).rows);
   }
 
-  // One transaction. sekka's notes of the namespace are locked (FOR UPDATE: another sekka
-  // server's save waits), and CosId's rows and the notes must still be as loaded; then each
-  // change is conditional on the row as loaded (an UPDATE that must change one row, an INSERT
-  // whose name CosId may have taken: a duplicate key), so that a CosId statement in between
-  // makes it roll back and the registry read again. No gap of CosId's table is locked: CosId's
-  // own inserts never wait for sekka (a lock that deadlocked them would fail CosId's call).
+  // Reads the rows again (no lock: a change since the load is a conflict), then writes in one
+  // batch that ends in its COMMIT, so that no lock of sekka's outlives the batch (a sekka server
+  // paused mid-save makes no CosId call wait): sekka's notes of the namespace locked first
+  // (another sekka server's batch waits) and unchanged, each CosId row changed only as read (an
+  // UPDATE on the row's old values that must change it), each new row's name still free (an
+  // INSERT: a duplicate key when a CosId instance took it). A CosId statement in between makes
+  // the batch fail and roll back, and the registry read again.
   Result<bool> Save(std::string_view ns, const std::vector<MachineRecord>& records,
                     const std::string& version) override {
     std::lock_guard lock(mu_);
     const std::string q = MysqlConnection::Quote(ns);
-    Result<std::vector<MysqlAnswer>> read =
-        db_.Run("START TRANSACTION; " +
-                fmt::format("SELECT machine_id FROM sekka_cosid_machines WHERE "
-                            "namespace = {} FOR UPDATE; ",
-                            q) +
-                fmt::format(fmt::runtime(kRowsSql), q, ""));
-    if (!read.ok()) return Conflict(std::move(read).error());
-    Result<MachineSnapshot> now = FromRows(ns, read->at(2).rows, read->at(3).rows);
-    if (!now.ok() || now->version != version) {
-      (void)db_.Run("ROLLBACK");
-      if (!now.ok()) return std::move(now).error();
-      return false;
+    Result<std::vector<MysqlAnswer>> read = db_.Run(fmt::format(fmt::runtime(kRowsSql), q));
+    if (!read.ok()) return std::move(read).error();
+    const auto& rows = read->at(0).rows;
+    const auto& notes = read->at(1).rows;
+    Result<MachineSnapshot> now = FromRows(ns, rows, notes);
+    if (!now.ok()) return std::move(now).error();
+    if (now->version != version) return false;
+    std::string sql = fmt::format(
+        "START TRANSACTION; SELECT machine_id FROM sekka_cosid_machines WHERE namespace = {} "
+        "FOR UPDATE; ",
+        q);
+    sql += Require(fmt::format(
+        "BINARY (SELECT COALESCE(GROUP_CONCAT(machine_id, '=', note ORDER BY machine_id "
+        "SEPARATOR '\\n'), '') FROM sekka_cosid_machines WHERE namespace = {}) = BINARY {}",
+        q, MysqlConnection::Quote(NotesText(notes))));
+    sql += Writes(ns, records, rows);
+    sql += fmt::format("DELETE FROM sekka_cosid_machines WHERE namespace = {}; ", q);
+    for (const MachineRecord& r : records) {
+      if (!WantsNote(r)) continue;
+      sql += fmt::format("INSERT INTO sekka_cosid_machines VALUES ({}, {}, {}); ", q, r.machine_id,
+                         MysqlConnection::Quote(FormatNote(r)));
     }
-    std::map<std::int64_t, const std::vector<std::string>*> rows;
-    for (const auto& row : read->at(2).rows) rows[std::stoll(row[1])] = &row;
-    const int width = PadWidth(ns, read->at(2).rows);
+    Result<std::vector<MysqlAnswer>> wrote = db_.Run(sql + "COMMIT");
+    if (wrote.ok()) return true;
+    // Changed since the read (a failed requirement, a duplicate name), or a lock CosId held (a
+    // deadlock, a wait too long): rolled back, read again. Anything else is the error.
+    const unsigned code = db_.error_number();
+    if (code == 1242 || code == 1062 || code == 1213 || code == 1205) return false;
+    return std::move(wrote).error();
+  }
+
+ private:
+  // The table must be there, with the columns read and written; sekka's notes table is made
+  // when missing (CREATE only then: a user may have it made once and the privilege revoked).
+  static Status CheckTables(MysqlConnection& db) {
+    // The notes are compared whole (Save): MySQL's GROUP_CONCAT keeps 1,024 bytes unless told.
+    if (Result<std::vector<MysqlAnswer>> set =
+            db.Run("SET SESSION group_concat_max_len = 16777216");
+        !set.ok()) {
+      return std::move(set).error();
+    }
+    Result<std::vector<MysqlAnswer>> r = db.Run(
+        "SELECT name, namespace, machine_id, last_timestamp, instance_id, distribute_time, "
+        "revert_time FROM cosid_machine LIMIT 0");
+    if (!r.ok()) {
+      const unsigned code = db.error_number();
+      if (code != 1146 && code != 1054) return std::move(r).error();  // no table, no column
+      return Unavailable(fmt::format(
+          "machines.store {}: schema=cosid uses CosId's table cosid_machine in place, and it is "
+          "{} in database {}: create it as CosId's init-cosid-mysql.sql does",
+          db.text(), code == 1146 ? "missing" : "missing a column", db.database()));
+    }
+    Result<std::vector<MysqlAnswer>> notes =
+        db.Run("SELECT namespace, machine_id, note FROM sekka_cosid_machines LIMIT 0");
+    if (notes.ok()) return Status::Ok();
+    if (db.error_number() != 1146) return std::move(notes).error();
+    Result<std::vector<MysqlAnswer>> made = db.Run(std::string(kNotesTable));
+    if (made.ok() || db.error_number() == 1050) return Status::Ok();  // ER_TABLE_EXISTS_ERROR
+    return std::move(made).error();
+  }
+
+  // The statements that turn `rows` into `records`, each conditional on the row as read.
+  std::string Writes(std::string_view ns, const std::vector<MachineRecord>& records,
+                     const std::vector<std::vector<std::string>>& rows) const {
+    std::map<std::int64_t, const std::vector<std::string>*> by_id;
+    for (const auto& row : rows) by_id[std::stoll(row[1])] = &row;
+    const int width = PadWidth(ns, rows);
     const std::int64_t stamp = NowMillis();
+    const std::string q = MysqlConnection::Quote(ns);
     std::string sql;
-    std::vector<bool> must_change;  // per statement: an UPDATE that must change its row
     for (const MachineRecord& r : records) {
       if (Unknown(r)) continue;
-      auto it = rows.find(r.machine_id);
       const std::string instance = MysqlConnection::Quote(r.instance);
-      if (it == rows.end()) {
+      auto it = by_id.find(r.machine_id);
+      if (it == by_id.end()) {
         sql += fmt::format(
             "INSERT INTO cosid_machine (name, namespace, machine_id, last_timestamp, instance_id, "
             "distribute_time, revert_time) VALUES ({}, {}, {}, {}, {}, {}, 0); ",
             MysqlConnection::Quote(fmt::format("{}.{:0{}}", ns, r.machine_id, width)), q,
             r.machine_id, r.last_ms, instance, stamp);
-        must_change.push_back(false);
         continue;
       }
       const std::vector<std::string>& row = *it->second;
@@ -320,28 +392,21 @@ class CosIdJdbcMachines final : public MachineStore {
           "instance_id = {} AND last_timestamp = {}; ",
           instance, r.last_ms, row[3] == r.instance ? "" : fmt::format(", {} = {}", when, stamp),
           MysqlConnection::Quote(row[0]), MysqlConnection::Quote(row[3]), row[2]);
-      must_change.push_back(true);
+      sql += Require("ROW_COUNT() = 1");
     }
-    sql += fmt::format("DELETE FROM sekka_cosid_machines WHERE namespace = {}", q);
-    for (const MachineRecord& r : records) {
-      if (!WantsNote(r)) continue;
-      sql += fmt::format("; INSERT INTO sekka_cosid_machines VALUES ({}, {}, {})", q, r.machine_id,
-                         MysqlConnection::Quote(FormatNote(r)));
-    }
-    Result<std::vector<MysqlAnswer>> wrote = db_.Run(sql);
-    if (!wrote.ok()) return Conflict(std::move(wrote).error());
-    for (std::size_t i = 0; i < must_change.size() && i < wrote->size(); ++i) {
-      if (must_change[i] && (*wrote)[i].affected != 1) {  // its row changed since the load
-        (void)db_.Run("ROLLBACK");
-        return false;
-      }
-    }
-    Result<std::vector<MysqlAnswer>> done = db_.Run("COMMIT");
-    if (!done.ok()) return std::move(done).error();
-    return true;
+    return sql;
   }
 
- private:
+  // The notes as the batch's GROUP_CONCAT spells them.
+  static std::string NotesText(const std::vector<std::vector<std::string>>& notes) {
+    std::string text;
+    for (const auto& note : notes) {
+      if (!text.empty()) text += '\n';
+      text += note[0] + "=" + note[1];
+    }
+    return text;
+  }
+
   // The records of the rows (name, machine_id, last_timestamp, instance_id) with the notes
   // (machine_id, note), and both as the version: any change of a row is a change of it.
   Result<MachineSnapshot> FromRows(std::string_view ns,
@@ -349,13 +414,21 @@ class CosIdJdbcMachines final : public MachineStore {
                                    const std::vector<std::vector<std::string>>& notes) const {
     MachineSnapshot s;
     std::int64_t last = -1;
+    std::set<std::int64_t> ids;
     for (const auto& row : rows) {
-      MachineRecord r{std::string(ns), 0, row[3], false, 0, "", 0};
+      MachineRecord r{std::string(ns), 0, "", false, 0, "", 0};
       if (row.size() != 4 || !DecimalInt64(row[1], r.machine_id) ||
           !DecimalInt64(row[2], r.last_ms) || r.machine_id < 0) {
-        return InvalidArgument(fmt::format("machines.store {}: cosid_machine row {} is not CosId's",
-                                           db_.text(), row.empty() ? "" : row[0].substr(0, 60)));
+        return Internal(fmt::format("machines.store {}: a cosid_machine row of {} is not CosId's",
+                                    db_.text(), ns));
       }
+      if (!ids.insert(r.machine_id).second) {
+        return Internal(fmt::format(
+            "machines.store {}: cosid_machine has two rows of machine id {} in namespace {} "
+            "(names padded two ways?): keep one",
+            db_.text(), r.machine_id, ns));
+      }
+      r.instance = row[3];
       last = std::max(last, r.machine_id);
       s.records.push_back(std::move(r));
       for (const std::string& field : row) {
@@ -367,7 +440,7 @@ class CosIdJdbcMachines final : public MachineStore {
     for (const auto& note : notes) {
       std::int64_t id = -1;
       if (note.size() != 2 || !DecimalInt64(note[0], id) || !ApplyNotes(s.records, id, note[1])) {
-        return InvalidArgument(
+        return Internal(
             fmt::format("machines.store {}: sekka_cosid_machines holds a note that is not sekka's",
                         db_.text()));
       }
@@ -377,22 +450,13 @@ class CosIdJdbcMachines final : public MachineStore {
     return s;
   }
 
-  // A failed statement of a save (its connection dropped: rolled back): a row CosId inserted in
-  // between (a duplicate name), or a lock CosId held (a deadlock or a wait too long) is a change
-  // since the load; anything else is the error.
-  Result<bool> Conflict(Error e) const {
-    const unsigned code = db_.error_number();
-    if (code == 1062 || code == 1213 || code == 1205) return false;
-    return e;
-  }
-
-  // The zero-padding of machine ids in names: as the namespace's rows have it (CosId wrote 4
-  // digits before 2.x, 8 since), 8 when it has none.
+  // The zero-padding of machine ids in names: as the namespace's rows have it, else 4 digits,
+  // as CosId's JdbcMachineIdDistributor pads them.
   static int PadWidth(std::string_view ns, const std::vector<std::vector<std::string>>& rows) {
     for (const auto& row : rows) {
       if (row[0].size() > ns.size() + 1) return static_cast<int>(row[0].size() - ns.size() - 1);
     }
-    return 8;
+    return 4;
   }
 
   std::mutex mu_;

@@ -11,12 +11,16 @@
 //          machine_id, last_timestamp, instance_id, distribute_time, revert_time), on MySQL or
 //          MariaDB
 // Each change is one atomic step that compares what it read: a Lua script that rereads the keys,
-// or a transaction that reads the namespace's rows FOR UPDATE (its index range locked, so a
-// CosId insert of a new id waits); a change of a CosId instance in between makes the registry
-// read again. What CosId keeps no field for is not kept: a holding's guard duration (judged by
-// the asker's, as CosId judges it), `stable`, and who lost an id (its next guard is told M-02,
-// not M-03). An id CosId counts as handed out (up to the adder, or the largest machine_id) that
-// no key or row holds is never handed out again: sekka cannot tell when its holder stopped.
+// or one statement batch ending in its COMMIT whose writes are conditional on the rows as read
+// (an UPDATE that must change its row, an INSERT of a name that must be free); a change of a
+// CosId instance in between makes the registry read again. No lock of sekka's outlives a batch.
+// What CosId keeps no field for lives in sekka's notes beside its keys or rows (cosid:{<ns>}:sekka,
+// table sekka_cosid_machines): a holder's own guard duration, `stable`, who lost an id. A
+// holding CosId's distributor made has no note: it is judged by the asker's guard duration, as
+// CosId judges it. An id CosId counts as handed out (up to the adder, or the largest machine_id)
+// that no key or row holds is never handed out again: sekka cannot tell when its holder stopped.
+// Data CosId's code would not write (a machine id held twice, a state without '|') fails the
+// namespace's calls, naming it.
 //
 // Thread-safety: MachineRegistry calls them under its own lock.
 

@@ -98,7 +98,13 @@ Status AdoptMachineFile(const std::string& path, MachineStore& store) {
           continue;
         }
         it->last_ms = std::max(it->last_ms, f.last_ms);
-        if (!f.instance.empty() && f.instance != it->instance) it->lost_by = f.instance;
+        if (it->instance.empty() && !f.instance.empty()) {  // given back there, held here
+          it->instance = f.instance;
+          it->stable = f.stable;
+          it->guard_ms = f.guard_ms;
+        } else if (!f.instance.empty() && f.instance != it->instance) {
+          it->lost_by = f.instance;
+        }
       }
       Result<bool> s = store.Save(ns, merged, now->version);
       if (!s.ok()) return std::move(s).error();
@@ -111,6 +117,44 @@ Status AdoptMachineFile(const std::string& path, MachineStore& store) {
   std::filesystem::rename(path, path + ".adopted", ec);
   if (ec) return Internal(fmt::format("cannot rename {}: {}", path, ec.message()));
   return Status::Ok();
+}
+
+namespace {
+
+class AdoptingMachineStore final : public MachineStore {
+ public:
+  AdoptingMachineStore(std::unique_ptr<MachineStore> inner, std::string path)
+      : inner_(std::move(inner)), path_(std::move(path)) {}
+
+  Result<MachineSnapshot> Load(std::string_view ns) override {
+    if (!adopted_) {
+      if (Status s = AdoptMachineFile(path_, *inner_); !s.ok()) {
+        return Unavailable(
+            fmt::format("the machine ids of {} are not added yet: {}", path_, s.error().message));
+      }
+      adopted_ = true;
+    }
+    return inner_->Load(ns);
+  }
+  Result<bool> Save(std::string_view ns, const std::vector<MachineRecord>& records,
+                    const std::string& version) override {
+    return inner_->Save(ns, records, version);
+  }
+  Status CheckNames(std::string_view ns, std::string_view instance) override {
+    return inner_->CheckNames(ns, instance);
+  }
+
+ private:
+  const std::unique_ptr<MachineStore> inner_;
+  const std::string path_;
+  bool adopted_ = false;
+};
+
+}  // namespace
+
+std::unique_ptr<MachineStore> WithAdoptedFile(std::unique_ptr<MachineStore> store,
+                                              std::string path) {
+  return std::make_unique<AdoptingMachineStore>(std::move(store), std::move(path));
 }
 
 std::unique_ptr<MachineStore> NewFileMachineStore(std::string path) {

@@ -25,12 +25,18 @@ std::unique_ptr<MachineStore> NewFileMachineStore(std::string path);
 // (unreadable), kInvalidArgument (corrupt, naming the line).
 Result<std::vector<MachineRecord>> ReadMachineFile(const std::string& path);
 
-// Adds the records of the machines file at `path` to `store` (a cluster's), then renames it
-// `<path>.adopted`: an id the store has no record of is taken as the file has it; one it has
-// keeps its holder, with the later of the two hwms, and the file's holder, if another, finds it
-// lost (its next guard answers M-03). Adopting again changes nothing. No file: nothing to do.
-// Errors: ReadMachineFile's, the store's, kInternal (the rename).
+// Adds the records of the machines file at `path` to `store` (a cluster's, or CosId's), then
+// renames it `<path>.adopted`: an id the store has no record of is taken as the file has it, and
+// so is one the store has given back; one the store holds keeps its holder, with the later of
+// the two hwms, and the file's holder, if another, finds it lost (its next guard answers M-03).
+// Adopting again changes nothing. No file: nothing to do. Errors: ReadMachineFile's, the
+// store's, kInternal (the rename).
 Status AdoptMachineFile(const std::string& path, MachineStore& store);
+// `store`, adopting the machines file at `path` (AdoptMachineFile) at its first load that can:
+// until then each load fails with the reason (kUnavailable), so that a store that is down at
+// start fails the machine calls, not the start.
+std::unique_ptr<MachineStore> WithAdoptedFile(std::unique_ptr<MachineStore> store,
+                                              std::string path);
 
 }  // namespace sekka
 

@@ -61,7 +61,48 @@ TEST(AdoptMachineFileTest, MergesIntoTheClustersRecordsOnceAndRenamesTheFile) {
   EXPECT_EQ(cluster->Load("ns")->records, want);
 }
 
-TEST(AdoptMachineFileTest, ACorruptFileStopsTheStartNamingIt) {
+// Review of issue 40: an id the cluster had given back but the file's holder still used stayed
+// free, and went to the next instance while the holder issued with it.
+TEST(AdoptMachineFileTest, AnIdTheClusterGaveBackGoesToTheFilesHolder) {
+  TempFile f;
+  f.Write({{"ns", 2, "x", false, 900, "", 60'000}});
+  auto cluster = NewMemoryMachineStore();
+  ASSERT_TRUE(*cluster->Save("ns", {{"ns", 2, "", false, 1'000, "", 60'000}}, "0"));
+  ASSERT_TRUE(AdoptMachineFile(f.path, *cluster).ok());
+  const std::vector<MachineRecord> want = {{"ns", 2, "x", false, 1'000, "", 60'000}};
+  EXPECT_EQ(cluster->Load("ns")->records, want);
+}
+
+// A store that cannot be read when the server starts fails the machine calls until it can, then
+// adopts the file once.
+TEST(AdoptMachineFileTest, AStoreDownAtStartAdoptsAtItsFirstLoadThatWorks) {
+  TempFile f;
+  f.Write({{"ns", 0, "x", false, 900, "", 60'000}});
+  struct Down final : MachineStore {
+    Result<MachineSnapshot> Load(std::string_view ns) override {
+      if (down) return Unavailable("coordinator down");
+      return inner->Load(ns);
+    }
+    Result<bool> Save(std::string_view ns, const std::vector<MachineRecord>& records,
+                      const std::string& version) override {
+      return inner->Save(ns, records, version);
+    }
+    bool down = true;
+    std::unique_ptr<MachineStore> inner = NewMemoryMachineStore();
+  };
+  auto down = std::make_unique<Down>();
+  Down& raw = *down;
+  auto store = WithAdoptedFile(std::move(down), f.path);
+  Result<MachineSnapshot> first = store->Load("ns");
+  ASSERT_FALSE(first.ok());
+  EXPECT_NE(first.error().message.find("not added yet"), std::string::npos);
+  EXPECT_TRUE(fs::exists(f.path));
+  raw.down = false;
+  EXPECT_EQ(store->Load("ns")->records.size(), 1u);
+  EXPECT_TRUE(fs::exists(f.path + ".adopted"));
+}
+
+TEST(AdoptMachineFileTest, ACorruptFileIsRefusedNamingIt) {
   TempFile f;
   std::ofstream(f.path) << "not sekka's\n";
   auto cluster = NewMemoryMachineStore();

@@ -59,7 +59,9 @@ Result<std::vector<MysqlAnswer>> MysqlConnection::Run(const std::string& sql) {
 Error MysqlConnection::Fail() {
   error_number_ = mysql_errno(conn_);
   const std::string why = mysql_error(conn_);
-  Drop();
+  // A check (on_connect_) opens no transaction, and goes on after an error it expects (a table
+  // to make): its connection stays; Connect drops it if the check fails.
+  if (!checking_) Drop();
   return Unavailable(fmt::format("{} {}: {}", what_, text_, OneLine(why)));
 }
 
@@ -68,7 +70,7 @@ void MysqlConnection::Drop() {
   conn_ = nullptr;
 }
 
-Status MysqlConnection::Connect(bool retried) {
+Status MysqlConnection::Connect() {
   if (conn_ != nullptr) return Status::Ok();
   error_number_ = 0;
   static std::once_flag init;
@@ -102,19 +104,11 @@ Status MysqlConnection::Connect(bool retried) {
       kTimeoutSeconds);
   if (mysql_real_query(conn_, setup.data(), setup.size()) != 0) return Fail();
   if (!on_connect_) return Status::Ok();
+  checking_ = true;
   Status checked = on_connect_(*this);
-  if (!checked.ok()) {
-    Drop();
-    return checked;
-  }
-  // A check may end its connection on a failure it takes for success (a second process adding
-  // the same column first): connect once more, when the check finds nothing to do.
-  if (conn_ == nullptr) {
-    if (retried)
-      return Unavailable(fmt::format("{} {}: the connection's check ended it", what_, text_));
-    return Connect(/*retried=*/true);
-  }
-  return Status::Ok();
+  checking_ = false;
+  if (!checked.ok()) Drop();
+  return checked;
 }
 
 }  // namespace sekka

@@ -61,7 +61,7 @@ class MysqlConnection {
   static std::string Quote(std::string_view text);
 
  private:
-  Status Connect(bool retried = false);
+  Status Connect();
   Error Fail();
   void Drop();
 
@@ -71,6 +71,7 @@ class MysqlConnection {
   const std::function<Status(MysqlConnection&)> on_connect_;
   st_mysql* conn_ = nullptr;
   unsigned error_number_ = 0;
+  bool checking_ = false;  // on_connect_ runs: a failed statement keeps the connection
 };
 
 }  // namespace sekka

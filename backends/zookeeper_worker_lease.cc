@@ -689,8 +689,9 @@ Status ZooKeeperCoordinator::StoreHwm(std::int64_t id, std::int64_t hwm_millis) 
   return e;
 }
 
-// A document is the persistent node shared/<name>; its version is the node's version + 1 (0:
-// no node), so that a write at 0 creates it and any other sets it at the version read.
+// A document is the persistent node shared/<name>; its version is 2^32 + the node's version as
+// 32 unsigned bits (0: no node; the node's version wraps after 2^31 writes), so that a write at 0
+// creates it and any other sets it at the version read.
 Result<SharedDocument> ZooKeeperCoordinator::ReadShared(std::string_view name) {
   if (Status c = Connect(); !c.ok()) return std::move(c).error();
   const std::string path = fmt::format("{}/shared/{}", root_, name);
@@ -707,7 +708,8 @@ Result<SharedDocument> ZooKeeperCoordinator::ReadShared(std::string_view name) {
     if (len < 0) len = 0;
     if (stat.dataLength != len) continue;  // it grew between the two reads
     data.resize(static_cast<std::size_t>(len));
-    return SharedDocument{std::move(data), std::int64_t{stat.version} + 1};
+    return SharedDocument{std::move(data),
+                          (std::int64_t{1} << 32) | static_cast<std::uint32_t>(stat.version)};
   }
   return Unavailable(fmt::format("zookeeper node {} kept changing while read", path));
 }
@@ -718,10 +720,13 @@ Result<bool> ZooKeeperCoordinator::WriteShared(std::string_view name, std::strin
   if (Status c = Connect(); !c.ok()) return std::move(c).error();
   const std::string path = fmt::format("{}/shared/{}", root_, name);
   const int size = static_cast<int>(data.size());
-  const int rc =
-      version == 0
-          ? zoo_create(zh_, path.c_str(), data.data(), size, acl_, ZOO_PERSISTENT, nullptr, 0)
-          : zoo_set(zh_, path.c_str(), data.data(), size, static_cast<int>(version - 1));
+  const int at = static_cast<int>(static_cast<std::uint32_t>(version));
+  if (version != 0 && at == -1) {  // zoo_set's "any version": never sent as a version read
+    return Unavailable(fmt::format("zookeeper node {} has version -1 (wrapped): remove it", path));
+  }
+  const int rc = version == 0 ? zoo_create(zh_, path.c_str(), data.data(), size, acl_,
+                                           ZOO_PERSISTENT, nullptr, 0)
+                              : zoo_set(zh_, path.c_str(), data.data(), size, at);
   if (rc == ZOK) return true;
   if (rc == ZNODEEXISTS || rc == ZBADVERSION || rc == ZNONODE) return false;
   return FromRc(rc, "write " + path);

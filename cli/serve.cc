@@ -80,40 +80,62 @@ Status OpenFileMachines(const server::ServerConfig& config, const std::string& i
     parts.machines_refusal = fmt::format(
         fmt::runtime(kWhy), fmt::format("another server of this host keeps its own (lock {}, {})",
                                         lock_path, DescribeLockHolder(lock_path)));
+    return Status::Ok();
+  }
+  // The lock says one server answers at a time, not that it is the one with the records: the
+  // host's machine ids stay with the data dir that answered first.
+  std::error_code ec;
+  const std::string mine = std::filesystem::weakly_canonical(config.data_dir, ec).string();
+  const std::string bound_path = config.worker_lock_dir + "/machines.data-dir";
+  std::ifstream in(bound_path);
+  std::string bound;
+  if (!std::getline(in, bound)) {
+    return WriteFileDurably(bound_path, mine + "\n");
+  }
+  if (bound != mine) {
+    parts.machines_refusal = fmt::format(
+        fmt::runtime(kWhy),
+        fmt::format("this host's are kept in data dir {} ({}), not {}", bound, bound_path, mine));
   }
   return Status::Ok();
 }
 
 // CosId's machine ids on a server with a coordinator: at the coordinator, in a session of its
-// own, so that every server of the cluster answers the same. A machines file this data dir kept
-// before (a server of the cluster that answered alone) is added to the cluster's first, then
-// renamed `machines.adopted`.
+// own, so that every server of the cluster answers the same.
 Status OpenCoordinatorMachines(const server::ServerConfig& config, const WorkerLeaseOptions& lo,
                                const CoordinatorAccess& access, server::ServiceParts& parts) {
   Result<std::unique_ptr<Coordinator>> coordinator =
       OpenCoordinator(config.worker_source, config.coordinator, config.cluster, lo, access);
   if (!coordinator.ok()) return std::move(coordinator).error();
   parts.machine_store = NewCoordinatorMachineStore(std::move(coordinator).value());
-  return AdoptMachineFile(config.data_dir + "/machines", *parts.machine_store);
+  return Status::Ok();
 }
 
 // CosId's machine ids: CosId's own distributor in place when machines.store names one (every
 // server pointed at it answers the same), else sekka's: the coordinator's on a server with one
-// (`coordinated`), the data dir's on others.
+// (`coordinated`), the data dir's on others. A shared store adopts the data dir's machines file
+// (kept there before, when this server answered alone) at its first use.
 struct CoordinatedAccess {
   const WorkerLeaseOptions& lo;
   const CoordinatorAccess& access;
 };
 Status OpenMachines(const server::ServerConfig& config, const std::string& identity,
                     const CoordinatedAccess* coordinated, server::ServiceParts& parts) {
+  if (config.machines_store.empty() && coordinated == nullptr) {
+    return OpenFileMachines(config, identity, parts);
+  }
   if (!config.machines_store.empty()) {
     Result<std::unique_ptr<MachineStore>> store = OpenCosIdMachineStore(config.machines_store);
     if (!store.ok()) return std::move(store).error();
     parts.machine_store = std::move(store).value();
-    return Status::Ok();
+  } else if (Status s =
+                 OpenCoordinatorMachines(config, coordinated->lo, coordinated->access, parts);
+             !s.ok()) {
+    return s;
   }
-  if (coordinated == nullptr) return OpenFileMachines(config, identity, parts);
-  return OpenCoordinatorMachines(config, coordinated->lo, coordinated->access, parts);
+  parts.machine_store =
+      WithAdoptedFile(std::move(parts.machine_store), config.data_dir + "/machines");
+  return Status::Ok();
 }
 
 // The real parts of a service: the system clock and the worker-id lease: the host's worker lock

@@ -247,6 +247,7 @@ Result<MachineGrant> MachineRegistry::Distribute(std::string_view ns, int machin
   if (Status s = ValidateNamespace(ns); !s.ok()) return std::move(s).error();
   if (Status s = ValidateInstance(instance); !s.ok()) return std::move(s).error();
   if (Status s = ValidateGuard(guard_ms, limits_); !s.ok()) return std::move(s).error();
+  if (Status s = store_.CheckNames(ns, instance); !s.ok()) return std::move(s).error();
   if (machine_bits < 1 || machine_bits > limits_.max_machine_bits) {
     return InvalidArgument(fmt::format("machineBit {} is not valid: allowed 1 to {}", machine_bits,
                                        limits_.max_machine_bits));
@@ -334,14 +335,17 @@ Result<MachineGrant> MachineRegistry::Distribute(std::string_view ns, int machin
 
 bool MachineRegistry::Touch(std::vector<MachineRecord>& records, std::string_view instance,
                             std::int64_t guard_ms, std::int64_t now) {
+  // Every holding of the instance: it may hold two (servers that each answered alone before
+  // their files were adopted), and it issues with whichever it was told last.
+  bool found = false;
   for (MachineRecord& r : records) {
     if (r.instance == instance) {
       r.last_ms = std::max(r.last_ms, now);
       r.guard_ms = std::max(r.guard_ms, guard_ms);  // never shortened (see Distribute)
-      return true;
+      found = true;
     }
   }
-  return false;
+  return found;
 }
 
 Status MachineRegistry::Guard(std::string_view ns, std::string_view instance,
@@ -349,6 +353,7 @@ Status MachineRegistry::Guard(std::string_view ns, std::string_view instance,
   if (Status s = ValidateNamespace(ns); !s.ok()) return s;
   if (Status s = ValidateInstance(instance); !s.ok()) return s;
   if (Status s = ValidateGuard(guard_ms, limits_); !s.ok()) return s;
+  if (Status s = store_.CheckNames(ns, instance); !s.ok()) return s;
   return Update(ns, [&](std::vector<MachineRecord>& records, std::int64_t now) -> Result<Outcome> {
     if (Touch(records, instance, guard_ms, now)) return Outcome::kSave;
     for (const MachineRecord& r : records) {
@@ -367,6 +372,7 @@ Status MachineRegistry::Guard(std::string_view ns, std::string_view instance,
 Status MachineRegistry::Revert(std::string_view ns, std::string_view instance) {
   if (Status s = ValidateNamespace(ns); !s.ok()) return s;
   if (Status s = ValidateInstance(instance); !s.ok()) return s;
+  if (Status s = store_.CheckNames(ns, instance); !s.ok()) return s;
   // A last guard, not a release: CosId's API does not say who sends a revert, so the id stays
   // the holder's until its guard lapses (Distribute, step 2), and a holder that goes on
   // guarding keeps it whoever reverted (issue 24, finding 5). Holding nothing is fine.

@@ -1,5 +1,6 @@
 #include "sekka/machines.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <functional>
@@ -284,6 +285,26 @@ TEST(MachineRegistryTest, RecordsRoundTripAndCorruptFilesAreNamed) {
         with("ns\t2\ta\t0\t1\n"), with("ns\t2\ta\t0\t1\t\t-5\n"), with("ns\t2\ta\t0\t1\t\tx\n"),
         with("ns\t0\ta\t0\t1\t\t5\n")}) {
     EXPECT_FALSE(ParseMachineRecords(bad).ok()) << bad;
+  }
+}
+
+// Review of issue 40: an instance that held id 0 at one server and id 5 at another, both files
+// adopted into one store, was guarded on id 0 alone; id 5 lapsed and went to another instance
+// while the first still issued with it. A guard keeps every holding of the instance.
+TEST(MachineRegistryTest, AGuardKeepsEveryIdTheInstanceHolds) {
+  Fixture f;
+  const std::int64_t t0 = f.clock.NowMillis();
+  ASSERT_TRUE(*f.store.Save(
+      "ns", {{"ns", 0, "x", false, t0, "", kGuard}, {"ns", 5, "x", false, t0, "", kGuard}},
+      f.store.Load("ns")->version));
+  f.clock.AdvanceMillis(kGuard / 2);
+  ASSERT_TRUE(f.r->Guard("ns", "x", kGuard).ok());
+  f.clock.AdvanceMillis(kGuard / 2 + 1);  // past the first guard, within the second
+  for (int i = 0; i < 6; ++i) {
+    Result<MachineGrant> g = f.r->Distribute("ns", 3, fmt::format("y{}", i), false, kGuard);
+    ASSERT_TRUE(g.ok()) << g.error().message;
+    EXPECT_NE(g->machine_id, 0);
+    EXPECT_NE(g->machine_id, 5);
   }
 }
 

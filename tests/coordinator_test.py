@@ -227,13 +227,15 @@ class CoordinatorTestCase(unittest.TestCase):
         balancer two CosId instances got machine id 0 from two servers. The cluster keeps them
         at the coordinator: 30 instances asking at once through a round-robin balancer get 30
         ids, each server knows every holder, and a machines file one server kept before (when it
-        answered alone) is adopted at its start, its holders kept."""
+        answered alone) is adopted at its first machine call, its holders kept."""
         earlier = self.dirs.path("s0")
         os.makedirs(earlier, exist_ok=True)
         with open(os.path.join(earlier, "machines"), "w") as f:
             f.write("# sekka machine ids v2: ns, id, instance, stable, last_ms, lost_by, guard_ms\n"
                     f"orders\t0\told:1\t1\t{int(time.time() * 1000)}\t\t300000\n")
         servers = [self.start(f"s{i}") for i in range(3)]
+        self.assertEqual(CosIdProxyClient(servers[0]).distribute("orders", "old:1", True, 6,
+                                                                 "PT5M")[1]["machineId"], 0)
         self.assertTrue(os.path.exists(os.path.join(earlier, "machines.adopted")))
         lb = Balancer([s.http_port for s in servers])
         self.addCleanup(lb.stop)

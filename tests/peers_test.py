@@ -484,6 +484,20 @@ class CosIdTest(unittest.TestCase):
             self.assertEqual(CosIdProxyClient(one).distribute("ns", "b", False, 4, "PT1M")[0], 200)
         finally:
             one.stop()
+        # Review of issue 40: the lock passed to the next server of the host, which answered
+        # from its own empty file and gave id 0 again. The host's ids stay with the first data
+        # dir that kept them.
+        self.s.stop()
+        other = Server(self.dirs.path("second"), env=same_host)
+        try:
+            status, body = CosIdProxyClient(other).distribute("ns", "c", False, 4, "PT1M")
+            self.assertEqual(status, 503, body)
+            self.assertIn("this host's are kept in data dir", body["msg"])
+        finally:
+            other.stop()
+        self.s = Server(self.data, "--segment-auto-create", "true", env=same_host)
+        self.c = CosIdProxyClient(self.s)
+        self.assertEqual(self.c.distribute("ns", "a", False, 4, "PT1M")[1]["machineId"], 0)
 
     def test_an_unreadable_machine_file_fails_those_requests_only(self):
         self.assertEqual(self.c.distribute("ns", "a", False, 4, "PT1M")[0], 200)
@@ -651,7 +665,8 @@ COSID_MACHINE_TABLE = (
 
 class CosIdJdbcDistributor:
     """An instance's calls of CosId's JdbcMachineIdDistributor, statement for statement, on an
-    autocommit pymysql connection (non-stable instances; names padded to 8 digits, as CosId 2)."""
+    autocommit pymysql connection (non-stable instances; names padded to 4 digits, as its
+    getNamespacedMachineId pads them)."""
 
     def __init__(self, mariadb):
         self.db = mariadb
@@ -677,7 +692,7 @@ class CosIdJdbcDistributor:
                         "update cosid_machine set instance_id=%s,last_timestamp=%s,"
                         "distribute_time=%s where name=%s and (instance_id='' or "
                         "last_timestamp<=%s)",
-                        (instance, now, now, f"{ns}.{row[0]:08d}", safe_at)) > 0:
+                        (instance, now, now, f"{ns}.{row[0]:04d}", safe_at)) > 0:
                     return row[0], row[1]
                 while True:
                     cur.execute("select max(machine_id)+1 as next_machine_id from cosid_machine "
@@ -689,7 +704,7 @@ class CosIdJdbcDistributor:
                         cur.execute("insert into cosid_machine (name, namespace, machine_id, "
                                     "last_timestamp, instance_id, distribute_time, revert_time) "
                                     "values (%s,%s,%s,%s,%s,%s,0)",
-                                    (f"{ns}.{nxt:08d}", ns, nxt, now, instance, now))
+                                    (f"{ns}.{nxt:04d}", ns, nxt, now, instance, now))
                         return nxt, now
                     except pymysql.err.IntegrityError:
                         continue
@@ -783,8 +798,10 @@ class CosIdMachineDistributorTest(unittest.TestCase):
         status, body = proxy.distribute("orders", "10.2.0.100:80", False, 6, "PT5M")
         self.assertEqual(status, 200, body)
         self.assertEqual(body["machineId"], held["cosid-0"])
-        # A CosId instance's id nobody guards for its safeGuardDuration goes to a sekka instance
-        # asking with a shorter one; the old holder's next guard finds it lost.
+        # A holding CosId's distributor made carries no duration: judged by the asker's, as CosId
+        # judges it, a CosId instance's id not guarded for 1 s goes to a sekka instance asking
+        # with PT1S, and the old holder's next guard finds it lost. sekka's own holders (asked
+        # with PT5M, kept in sekka's notes) are judged by their own.
         time.sleep(1.2)
         status, body = proxy.distribute("orders", "10.2.0.101:80", False, 6, "PT1S")
         self.assertEqual(status, 200, body)
@@ -806,6 +823,19 @@ class CosIdMachineDistributorTest(unittest.TestCase):
         native = CosIdJdbcDistributor(self.backend)
         proxy = self.fleet(self.backend.uri + "?schema=cosid")
         self.both_sides(native, proxy, lambda instance, machine: native.guard("orders", instance, machine))
+        names = [r[0] for r in self.backend.sql("SELECT name FROM cosid_machine")]
+        self.assertEqual({len(n) for n in names}, {len("orders.0000")}, names)  # one padding
+        # CosId's columns are 100 characters: a longer instance id is a 400 naming the limit.
+        status, body = proxy.distribute("orders", "i" * 101, False, 6, "PT5M")
+        self.assertEqual((status, body["code"]), (400, "400"), body)
+        self.assertIn("instance ids of 100 characters", body["msg"])
+        # A table missing a column is named at the first call.
+        self.backend.sql("ALTER TABLE cosid_machine DROP COLUMN revert_time")
+        other = Server(self.dirs.path("late"), "--machines-store", self.backend.uri + "?schema=cosid")
+        self.servers.append(other)
+        status, body = CosIdProxyClient(other).distribute("orders", "late:1", False, 6, "PT5M")
+        self.assertEqual(status, 503, body)
+        self.assertIn("missing a column", body["msg"])
 
 
 class LeafSnowflakeServer:

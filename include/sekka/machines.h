@@ -77,6 +77,11 @@ class MachineStore {
   // kUnavailable (it may or may not have landed), kExhausted (more than the store keeps).
   virtual Result<bool> Save(std::string_view ns, const std::vector<MachineRecord>& records,
                             const std::string& version) = 0;
+  // Whether this store can keep `ns` and `instance` (valid names, as MachineRegistry checks):
+  // a peer's columns may be shorter. Errors: kInvalidArgument naming the limit.
+  virtual Status CheckNames(std::string_view /*ns*/, std::string_view /*instance*/) {
+    return Status::Ok();
+  }
 };
 // A store in memory (tests): nothing survives the process.
 std::unique_ptr<MachineStore> NewMemoryMachineStore();
