@@ -207,7 +207,8 @@ Result<std::unique_ptr<Service>> Service::Start(const ServerConfig& config, Serv
 
   // Machine ids for CosId clients: a store that cannot be read fails those requests only.
   s.machine_store_ = std::move(parts.machine_store);
-  s.machines_ = std::make_unique<MachineRegistry>(*s.machine_store_, clock);
+  s.machines_ = std::make_unique<MachineRegistry>(
+      *s.machine_store_, parts.machine_clock != nullptr ? *parts.machine_clock : clock);
   s.machines_refusal_ = std::move(parts.machines_refusal);
 
   if (parts.background_thread) {

@@ -129,6 +129,10 @@ struct ServiceParts {
   // The CosId machine ids (backends/machine_stores.h: the coordinator's, or the file
   // `machines` in data.dir).
   std::unique_ptr<MachineStore> machine_store;
+  // The clock that judges when a machine id's holding lapsed (null: `clock`). The simulation
+  // gives every server one, so that its check of machine ids has one time to judge by (a real
+  // server's own clock ahead by X hands a lapsed id out up to X early: docs/operations.md).
+  Clock* machine_clock = nullptr;
   // Why this server must not answer /machines ("" = it may): its store is its own file and it
   // is one of several servers (cli/serve.cc says how it knows).
   std::string machines_refusal;

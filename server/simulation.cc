@@ -66,22 +66,29 @@ struct Disk {
   bool full = false;
 };
 
+// What becomes of a save of the cluster's machine store.
+enum class SaveFate { kLands, kFails, kLandsUnanswered };
+
 // One server's view of the cluster's machine store, where another server's call can land between
-// this one's read and its save, as it can in a real cluster (the simulation runs `between`).
+// this one's read and its save, as it can in a real cluster, and a save can fail or land with
+// its answer lost (the simulation's `between` runs the other call and draws the fate).
 class InterleavedMachineStore final : public MachineStore {
  public:
-  InterleavedMachineStore(std::unique_ptr<MachineStore> inner, std::function<void()> between)
+  InterleavedMachineStore(std::unique_ptr<MachineStore> inner, std::function<SaveFate()> between)
       : inner_(std::move(inner)), between_(std::move(between)) {}
   Result<MachineSnapshot> Load(std::string_view ns) override { return inner_->Load(ns); }
   Result<bool> Save(std::string_view ns, const std::vector<MachineRecord>& records,
                     const std::string& version) override {
-    between_();
-    return inner_->Save(ns, records, version);
+    const SaveFate fate = between_();
+    if (fate == SaveFate::kFails) return Unavailable("the coordinator did not answer");
+    Result<bool> saved = inner_->Save(ns, records, version);
+    if (fate == SaveFate::kLandsUnanswered) return Unavailable("the answer was lost");
+    return saved;
   }
 
  private:
   std::unique_ptr<MachineStore> inner_;
-  std::function<void()> between_;
+  std::function<SaveFate()> between_;
 };
 
 class SimDataDir final : public DataDir {
@@ -206,7 +213,7 @@ struct Instance {
   std::string name;        // a new one per process start (a new host:port)
   std::int64_t held = -1;  // the machine id it believes it holds; -1: none
   std::int64_t guard_ms = 0;
-  std::int64_t until = 0;  // on the answering server's clock: it may issue ids up to then
+  std::int64_t until = 0;  // on the machine registries' clock: it may issue ids up to then
 };
 
 // A machine id's last holder as the instances saw it: who, and until when it may issue ids.
@@ -350,7 +357,9 @@ class Simulation {
     parts.lease = std::move(lease);
     parts.data_dir = std::make_unique<SimDataDir>(slot.disk);
     parts.segment_store = std::make_unique<FaultySegmentStore>(*segment_db_, *this);
-    // CosId's machine ids: the cluster's, at the coordinator, whatever the worker source.
+    // CosId's machine ids: the cluster's, at the coordinator, whatever the worker source, judged
+    // on one clock (ServiceParts::machine_clock).
+    parts.machine_clock = coordinator_clock_.get();
     parts.machine_store = std::make_unique<InterleavedMachineStore>(
         NewCoordinatorMachineStore(coordinator_.registry->NewCoordinator(StrictLeaseOptions("m"))),
         [this, i] {
@@ -359,6 +368,10 @@ class Simulation {
             MachineStep(i);
             machine_between_ = false;
           }
+          const std::int64_t fate = MachineUniform(0, 19);
+          return fate == 0   ? SaveFate::kFails
+                 : fate == 1 ? SaveFate::kLandsUnanswered
+                             : SaveFate::kLands;
         });
     parts.background_thread = false;
     slot.strict_dead = std::make_shared<bool>(false);
@@ -766,7 +779,7 @@ class Simulation {
     if (busy < 0) machine_caller_ = k;
     Instance& in = instances_[static_cast<std::size_t>(k)];
     if (in.name.empty()) in.name = fmt::format("i{}-{}", k, ++instance_starts_);
-    const std::int64_t now = server.clock->NowMillis();
+    const std::int64_t now = coordinator_clock_->NowMillis();
     const std::int64_t what = MachineUniform(0, 9);
     if (in.held < 0) {
       const std::int64_t guards[] = {1000, 3000, 20000};
@@ -808,7 +821,7 @@ class Simulation {
     }
   }
 
-  // A grant of a machine id to `in` at `now` (the answering server's clock): its last holder, if
+  // A grant of a machine id to `in` at `now` (the machine registries' clock): its last holder, if
   // another instance, is past its guard or gave it back, and `in` is told to wait past every id it
   // may have issued.
   void CheckMachineGrant(const Instance& in, const MachineGrant& g, std::int64_t now) {
