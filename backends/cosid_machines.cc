@@ -269,8 +269,8 @@ std::string Require(std::string_view condition) {
 
 class CosIdJdbcMachines final : public MachineStore {
  public:
-  CosIdJdbcMachines(StoreUri uri, std::string text)
-      : db_(std::move(uri), std::move(text), "machines.store", CheckTables) {}
+  CosIdJdbcMachines(StoreUri uri, std::string text, int pad)
+      : pad_(pad), db_(std::move(uri), std::move(text), "machines.store", CheckTables) {}
 
   Status CheckNames(std::string_view ns, std::string_view instance) override {
     // A name is "<ns>.<id padded to 4 or 8 digits>"; an id of 16 bits has 5 at most.
@@ -329,7 +329,8 @@ class CosIdJdbcMachines final : public MachineStore {
     // Changed since the read (a failed requirement, a duplicate name), or a lock CosId held (a
     // deadlock, a wait too long): rolled back, read again. Anything else is the error.
     const unsigned code = db_.error_number();
-    if (code == 1242 || code == 1062 || code == 1213 || code == 1205) return false;
+    // (1020: MariaDB's innodb_snapshot_isolation says a row changed since the read view.)
+    if (code == 1242 || code == 1062 || code == 1213 || code == 1205 || code == 1020) return false;
     return std::move(wrote).error();
   }
 
@@ -338,8 +339,11 @@ class CosIdJdbcMachines final : public MachineStore {
   // when missing (CREATE only then: a user may have it made once and the privilege revoked).
   static Status CheckTables(MysqlConnection& db) {
     // The notes are compared whole (Save): MySQL's GROUP_CONCAT keeps 1,024 bytes unless told.
+    // Their lock serializes sekka's saves through REPEATABLE READ's gap locks, whatever the
+    // server's default isolation (READ COMMITTED takes none).
     if (Result<std::vector<MysqlAnswer>> set =
-            db.Run("SET SESSION group_concat_max_len = 16777216");
+            db.Run("SET SESSION group_concat_max_len = 16777216; SET SESSION TRANSACTION "
+                   "ISOLATION LEVEL REPEATABLE READ");
         !set.ok()) {
       return std::move(set).error();
     }
@@ -368,7 +372,7 @@ class CosIdJdbcMachines final : public MachineStore {
                      const std::vector<std::vector<std::string>>& rows) const {
     std::map<std::int64_t, const std::vector<std::string>*> by_id;
     for (const auto& row : rows) by_id[std::stoll(row[1])] = &row;
-    const int width = PadWidth(ns, rows);
+    const int width = pad_;
     const std::int64_t stamp = NowMillis();
     const std::string q = MysqlConnection::Quote(ns);
     std::string sql;
@@ -428,6 +432,14 @@ class CosIdJdbcMachines final : public MachineStore {
             "(names padded two ways?): keep one",
             db_.text(), r.machine_id, ns));
       }
+      // A row named with another padding was written by instances that pad otherwise: their
+      // inserts and sekka's would not collide on the name, and could hold one id twice.
+      if (row[0] != fmt::format("{}.{:0{}}", ns, r.machine_id, pad_)) {
+        return Internal(fmt::format(
+            "machines.store {}: cosid_machine row {} is not named with pad={} (\"{}.{:0{}}\"): "
+            "set pad to the padding CosId's instances use",
+            db_.text(), row[0].substr(0, 100), pad_, ns, r.machine_id, pad_));
+      }
       r.instance = row[3];
       last = std::max(last, r.machine_id);
       s.records.push_back(std::move(r));
@@ -450,15 +462,7 @@ class CosIdJdbcMachines final : public MachineStore {
     return s;
   }
 
-  // The zero-padding of machine ids in names: as the namespace's rows have it, else 4 digits,
-  // as CosId's JdbcMachineIdDistributor pads them.
-  static int PadWidth(std::string_view ns, const std::vector<std::vector<std::string>>& rows) {
-    for (const auto& row : rows) {
-      if (row[0].size() > ns.size() + 1) return static_cast<int>(row[0].size() - ns.size() - 1);
-    }
-    return 4;
-  }
-
+  const int pad_;  // the URI's pad: machine ids in names are zero-padded to it
   std::mutex mu_;
   MysqlConnection db_;  // guarded by mu_
 };
@@ -466,8 +470,9 @@ class CosIdJdbcMachines final : public MachineStore {
 }  // namespace
 
 Result<std::unique_ptr<MachineStore>> OpenCosIdMachineStore(std::string_view uri) {
-  static constexpr std::array<std::string_view, 7> kAll = {
-      "schema", "socket", "durability", "eviction", "tls_ca_file", "tls_cert_file", "tls_key_file"};
+  static constexpr std::array<std::string_view, 8> kAll = {
+      "schema",   "socket",      "pad",           "durability",
+      "eviction", "tls_ca_file", "tls_cert_file", "tls_key_file"};
   Result<StoreUri> parsed = ParseStoreUri(uri, "machines.store", kAll);
   if (!parsed.ok()) return std::move(parsed).error();
   const auto schema = parsed->params.find("schema");
@@ -481,7 +486,8 @@ Result<std::unique_ptr<MachineStore>> OpenCosIdMachineStore(std::string_view uri
     return InvalidArgument("machines.store begins redis://, rediss://, mysql:// or mariadb://");
   }
   for (const auto& [key, value] : parsed->params) {
-    const bool allowed = key == "schema" || (redis ? key != "socket" : key == "socket");
+    const bool allowed = key == "schema" || (redis ? key != "socket" && key != "pad"
+                                                   : key == "socket" || key == "pad");
     if (!allowed) {
       return InvalidArgument(fmt::format("machines.store parameter {} is not one of {}'s", key,
                                          redis ? "Redis" : "MySQL"));
@@ -499,8 +505,17 @@ Result<std::unique_ptr<MachineStore>> OpenCosIdMachineStore(std::string_view uri
     return InvalidArgument(
         "machines.store names no database: allowed mysql://USER@HOST:PORT/DATABASE?schema=cosid");
   }
+  // CosId 1's JdbcMachineIdDistributor names rows "ns.0007", CosId 2's "ns.00000007": the name is
+  // the table's only key, so sekka must name new rows as the fleet's instances do.
+  const auto pad = parsed->params.find("pad");
+  if (pad == parsed->params.end() || (pad->second != "4" && pad->second != "8")) {
+    return InvalidArgument(
+        "machines.store for CosId's JDBC table needs pad=4 (its rows are named like ns.0007) or "
+        "pad=8 (ns.00000007), the padding its instances' CosId version uses");
+  }
+  const int width = pad->second == "4" ? 4 : 8;
   return std::unique_ptr<MachineStore>(
-      std::make_unique<CosIdJdbcMachines>(std::move(parsed).value(), std::move(text)));
+      std::make_unique<CosIdJdbcMachines>(std::move(parsed).value(), std::move(text), width));
 }
 
 }  // namespace sekka

@@ -82,7 +82,16 @@ Status AdoptMachineFile(const std::string& path, MachineStore& store) {
   if (!file.ok()) return std::move(file).error();
   if (!std::filesystem::exists(path)) return Status::Ok();
   std::set<std::string> namespaces;
-  for (const MachineRecord& r : *file) namespaces.insert(r.ns);
+  for (const MachineRecord& r : *file) {
+    namespaces.insert(r.ns);
+    for (const std::string& instance : {r.instance, r.lost_by}) {
+      if (instance.empty()) continue;
+      if (Status s = store.CheckNames(r.ns, instance); !s.ok()) {
+        return InvalidArgument(fmt::format("{}: machine id {} of {}: {}", path, r.machine_id, r.ns,
+                                           s.error().message));
+      }
+    }
+  }
   for (const std::string& ns : namespaces) {
     bool saved = false;
     for (int attempt = 0; attempt < 8 && !saved; ++attempt) {

@@ -5,8 +5,9 @@
 // the database is down. Every round trip is bounded (connect, read and write timeouts of 5 s;
 // a lock held longer ends the statement that waits for it); a call that fails drops the
 // connection, so the server rolls back whatever it had not committed and no transaction is left
-// open. Each session is strict (out-of-range values are errors) and autocommits every
-// statement outside START TRANSACTION, whatever the server's defaults.
+// open (but during the check a new connection runs, which opens no transaction and may go on
+// after an error it expects). Each session is strict (out-of-range values are errors) and
+// autocommits every statement outside START TRANSACTION, whatever the server's defaults.
 //
 // Thread-safety: one call at a time; the owner serializes them.
 

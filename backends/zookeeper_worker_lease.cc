@@ -695,23 +695,23 @@ Status ZooKeeperCoordinator::StoreHwm(std::int64_t id, std::int64_t hwm_millis) 
 Result<SharedDocument> ZooKeeperCoordinator::ReadShared(std::string_view name) {
   if (Status c = Connect(); !c.ok()) return std::move(c).error();
   const std::string path = fmt::format("{}/shared/{}", root_, name);
-  for (int attempt = 0; attempt < 3; ++attempt) {
-    Stat stat{};
-    int rc = zoo_exists(zh_, path.c_str(), 0, &stat);
-    if (rc == ZNONODE) return SharedDocument{};
-    if (rc != ZOK) return FromRc(rc, "exists " + path);
-    std::string data(static_cast<std::size_t>(stat.dataLength) + 1, '\0');
+  // One zoo_get answers the data and the stat of one version; a buffer too small truncates the
+  // data (the stat says how long it is), and a second get with room for any document sekka
+  // writes takes it whole. (An exists-then-get pair saw another version under load.)
+  for (const std::size_t room : {std::size_t{64} * 1024, kMaxSharedBytes + 1}) {
+    std::string data(room, '\0');
     int len = static_cast<int>(data.size());
-    rc = zoo_get(zh_, path.c_str(), 0, data.data(), &len, &stat);
+    Stat stat{};
+    const int rc = zoo_get(zh_, path.c_str(), 0, data.data(), &len, &stat);
     if (rc == ZNONODE) return SharedDocument{};
     if (rc != ZOK) return FromRc(rc, "get " + path);
-    if (len < 0) len = 0;
-    if (stat.dataLength != len) continue;  // it grew between the two reads
-    data.resize(static_cast<std::size_t>(len));
+    if (stat.dataLength > static_cast<std::int64_t>(room)) continue;
+    data.resize(static_cast<std::size_t>(std::max(len, 0)));
     return SharedDocument{std::move(data),
                           (std::int64_t{1} << 32) | static_cast<std::uint32_t>(stat.version)};
   }
-  return Unavailable(fmt::format("zookeeper node {} kept changing while read", path));
+  return Unavailable(fmt::format("zookeeper node {} holds more than {} bytes: not sekka's", path,
+                                 kMaxSharedBytes));
 }
 
 Result<bool> ZooKeeperCoordinator::WriteShared(std::string_view name, std::string_view data,

@@ -45,6 +45,33 @@ Result<CoordinatorAccess> CoordinatorAccessOf(const server::ServerConfig& config
   return access;
 }
 
+// The data dir the host's CosId machine ids are kept in, bound by the first server that answered
+// them (<lock_dir>/machines.data-dir, read as the lock dir's other files are: no link, no FIFO,
+// bounded). Returns "" when it is this server's, else why this server must not answer.
+// Errors: kInternal (the file cannot be read or written), kInvalidArgument (not one line).
+Result<std::string> BindMachinesDataDir(const server::ServerConfig& config) {
+  std::error_code ec;
+  const std::filesystem::path canonical = std::filesystem::weakly_canonical(config.data_dir, ec);
+  if (ec || canonical.empty()) {
+    return Internal(fmt::format("cannot resolve data dir {}: {}", config.data_dir, ec.message()));
+  }
+  const std::string mine = canonical.string();
+  const std::string path = config.worker_lock_dir + "/machines.data-dir";
+  Result<std::optional<std::string>> read = ReadRegularFile(path, 4096);
+  if (!read.ok()) return std::move(read).error();
+  if (!read->has_value()) {
+    if (Status s = WriteFileDurably(path, mine + "\n"); !s.ok()) return std::move(s).error();
+    return std::string();
+  }
+  const std::string& text = **read;
+  if (text.empty() || text.back() != '\n' || text.find('\n') != text.size() - 1) {
+    return InvalidArgument(fmt::format("{} is not one line naming a data dir: remove it", path));
+  }
+  const std::string bound = text.substr(0, text.size() - 1);
+  if (bound == mine) return std::string();
+  return fmt::format("this host's are kept in data dir {} ({}), not {}", bound, path, mine);
+}
+
 // CosId's machine ids on a server without a coordinator: the data dir's file, answered from only
 // when this server can tell it is the one CosId's instances ask. A static or hostname worker id
 // is one of several hosts' (two servers behind a load balancer would each give machine id 1 to
@@ -83,19 +110,13 @@ Status OpenFileMachines(const server::ServerConfig& config, const std::string& i
     return Status::Ok();
   }
   // The lock says one server answers at a time, not that it is the one with the records: the
-  // host's machine ids stay with the data dir that answered first.
-  std::error_code ec;
-  const std::string mine = std::filesystem::weakly_canonical(config.data_dir, ec).string();
-  const std::string bound_path = config.worker_lock_dir + "/machines.data-dir";
-  std::ifstream in(bound_path);
-  std::string bound;
-  if (!std::getline(in, bound)) {
-    return WriteFileDurably(bound_path, mine + "\n");
-  }
-  if (bound != mine) {
-    parts.machines_refusal = fmt::format(
-        fmt::runtime(kWhy),
-        fmt::format("this host's are kept in data dir {} ({}), not {}", bound, bound_path, mine));
+  // host's machine ids stay with the data dir that answered first. A server refused here lets
+  // the lock go, so that the bound one can take it.
+  Result<std::string> bound = BindMachinesDataDir(config);
+  if (!bound.ok()) return std::move(bound).error();
+  if (!bound->empty()) {
+    ::close(*lock);
+    parts.machines_refusal = fmt::format(fmt::runtime(kWhy), *bound);
   }
   return Status::Ok();
 }
@@ -133,8 +154,14 @@ Status OpenMachines(const server::ServerConfig& config, const std::string& ident
              !s.ok()) {
     return s;
   }
-  parts.machine_store =
-      WithAdoptedFile(std::move(parts.machine_store), config.data_dir + "/machines");
+  // At start when the store answers (the file's holders are known to every server at once);
+  // else at the store's first use that can.
+  const std::string file = config.data_dir + "/machines";
+  if (Status adopted = AdoptMachineFile(file, *parts.machine_store); !adopted.ok()) {
+    server::Log(server::LogLevel::kWarn, "machine ids of the data dir are not added yet",
+                fmt::format("file={} error=\"{}\"", file, adopted.error().message));
+    parts.machine_store = WithAdoptedFile(std::move(parts.machine_store), file);
+  }
   return Status::Ok();
 }
 

@@ -187,7 +187,8 @@ const std::vector<Key>& Keys() {
        "--machines-single-server"},
       {"machines.store", Type::kString, "",
        "CosId's own machine distributor, read and written in place: "
-       "redis://HOST:PORT/DB?schema=cosid or mysql://USER@HOST:PORT/DATABASE?schema=cosid; \"\" "
+       "redis://HOST:PORT/DB?schema=cosid or mysql://USER@HOST:PORT/DATABASE?schema=cosid&pad=4 "
+       "(or pad=8, as CosId's instances pad machine ids in row names); \"\" "
        "= sekka's own (the coordinator's, or the data dir's)",
        "--machines-store"},
       {"opaque.key_file", Type::kString, "",

@@ -130,8 +130,9 @@ struct ServiceParts {
   // `machines` in data.dir).
   std::unique_ptr<MachineStore> machine_store;
   // The clock that judges when a machine id's holding lapsed (null: `clock`). The simulation
-  // gives every server one, so that its check of machine ids has one time to judge by (a real
-  // server's own clock ahead by X hands a lapsed id out up to X early: docs/operations.md).
+  // gives every server one (which steps back and ahead), so that its check of machine ids has
+  // one time to judge by: servers whose clocks differ by X can hand a lapsed id out up to X
+  // early, as docs/operations.md says.
   Clock* machine_clock = nullptr;
   // Why this server must not answer /machines ("" = it may): its store is its own file and it
   // is one of several servers (cli/serve.cc says how it knows).

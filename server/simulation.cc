@@ -234,6 +234,7 @@ class Simulation {
         strict_rng_(options.seed * 0xBF58476D1CE4E5B9ULL + 13) {
     layout_ = *ParseLayout("time_bits=41,worker_bits=2,sequence_bits=20,epoch=2025-01-01");
     coordinator_clock_ = std::make_unique<SimClock>(world_);
+    machine_clock_ = std::make_unique<SimClock>(world_);
     coordinator_.registry = NewMemoryWorkerLeaseRegistry(coordinator_clock_.get());
     strict_registry_ = NewMemoryWorkerLeaseRegistry(coordinator_clock_.get());
     // Per run: how flaky the coordinator is, how long leases are, which clock policy.
@@ -359,7 +360,7 @@ class Simulation {
     parts.segment_store = std::make_unique<FaultySegmentStore>(*segment_db_, *this);
     // CosId's machine ids: the cluster's, at the coordinator, whatever the worker source, judged
     // on one clock (ServiceParts::machine_clock).
-    parts.machine_clock = coordinator_clock_.get();
+    parts.machine_clock = machine_clock_.get();
     parts.machine_store = std::make_unique<InterleavedMachineStore>(
         NewCoordinatorMachineStore(coordinator_.registry->NewCoordinator(StrictLeaseOptions("m"))),
         [this, i] {
@@ -779,7 +780,13 @@ class Simulation {
     if (busy < 0) machine_caller_ = k;
     Instance& in = instances_[static_cast<std::size_t>(k)];
     if (in.name.empty()) in.name = fmt::format("i{}-{}", k, ++instance_starts_);
-    const std::int64_t now = coordinator_clock_->NowMillis();
+    if (busy < 0 && MachineUniform(0, 99) == 0) {  // the registries' clock steps, back or ahead
+      machine_clock_->offset_ += MachineUniform(-60'000, 30'000);
+    }
+    const std::int64_t now = machine_clock_->NowMillis();
+    // The latest the registries' clock has read: an answer may come after a step back, so a
+    // grant is judged by the latest time it may have been made at.
+    machine_latest_ = std::max(machine_latest_, now);
     const std::int64_t what = MachineUniform(0, 9);
     if (in.held < 0) {
       const std::int64_t guards[] = {1000, 3000, 20000};
@@ -787,7 +794,7 @@ class Simulation {
       Result<MachineGrant> g = (*registry)->Distribute("sim", 2, in.name, false, in.guard_ms);
       if (!g.ok()) return;
       ++result_.machine_grants;
-      CheckMachineGrant(in, *g, now);
+      CheckMachineGrant(in, *g, machine_latest_);
       if (MachineUniform(0, 9) == 0) {  // the answer was lost: it issues nothing, and asks again
         Trace("instance {} was given machine id {}, but the answer was lost", in.name,
               g->machine_id);
@@ -846,6 +853,10 @@ class Simulation {
   World world_;
   Layout layout_ = Layout::Default();
   std::unique_ptr<SimClock> coordinator_clock_;
+  // The machine registries' one clock (ServiceParts::machine_clock), with steps of its own, and
+  // the latest it has read.
+  std::unique_ptr<SimClock> machine_clock_;
+  std::int64_t machine_latest_ = 0;
   SimCoordinator coordinator_;
   std::int64_t ttl_ms_ = 2000;
   ClockBackwardsPolicy policy_ = ClockBackwardsPolicy::kWait;

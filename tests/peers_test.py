@@ -493,11 +493,12 @@ class CosIdTest(unittest.TestCase):
             status, body = CosIdProxyClient(other).distribute("ns", "c", False, 4, "PT1M")
             self.assertEqual(status, 503, body)
             self.assertIn("this host's are kept in data dir", body["msg"])
+            # The refused server lets the host's lock go: the bound one answers beside it.
+            self.s = Server(self.data, "--segment-auto-create", "true", env=same_host)
+            self.c = CosIdProxyClient(self.s)
+            self.assertEqual(self.c.distribute("ns", "a", False, 4, "PT1M")[1]["machineId"], 0)
         finally:
             other.stop()
-        self.s = Server(self.data, "--segment-auto-create", "true", env=same_host)
-        self.c = CosIdProxyClient(self.s)
-        self.assertEqual(self.c.distribute("ns", "a", False, 4, "PT1M")[1]["machineId"], 0)
 
     def test_an_unreadable_machine_file_fails_those_requests_only(self):
         self.assertEqual(self.c.distribute("ns", "a", False, 4, "PT1M")[0], 200)
@@ -821,7 +822,7 @@ class CosIdMachineDistributorTest(unittest.TestCase):
         self.backend = Mariadb(self.dirs.path("mariadb"))
         self.backend.sql(COSID_MACHINE_TABLE)
         native = CosIdJdbcDistributor(self.backend)
-        proxy = self.fleet(self.backend.uri + "?schema=cosid")
+        proxy = self.fleet(self.backend.uri + "?schema=cosid&pad=4")
         self.both_sides(native, proxy, lambda instance, machine: native.guard("orders", instance, machine))
         names = [r[0] for r in self.backend.sql("SELECT name FROM cosid_machine")]
         self.assertEqual({len(n) for n in names}, {len("orders.0000")}, names)  # one padding
@@ -829,9 +830,23 @@ class CosIdMachineDistributorTest(unittest.TestCase):
         status, body = proxy.distribute("orders", "i" * 101, False, 6, "PT5M")
         self.assertEqual((status, body["code"]), (400, "400"), body)
         self.assertIn("instance ids of 100 characters", body["msg"])
+        # A server told the fleet pads to 8 digits refuses the namespace, naming the row.
+        eight = Server(self.dirs.path("eight"), "--machines-store",
+                       self.backend.uri + "?schema=cosid&pad=8")
+        self.servers.append(eight)
+        status, body = CosIdProxyClient(eight).distribute("orders", "e:1", False, 6, "PT5M")
+        self.assertEqual(status, 503, body)
+        self.assertIn("is not named with pad=8", body["msg"])
+        # Without pad, the server does not start, saying what to set.
+        nopad = Server(self.dirs.path("nopad"), "--machines-store",
+                       self.backend.uri + "?schema=cosid", wait=False)
+        self.servers.append(nopad)
+        self.assertFalse(nopad.wait_listening())
+        self.assertIn("needs pad=4", nopad.stderr_text())
         # A table missing a column is named at the first call.
         self.backend.sql("ALTER TABLE cosid_machine DROP COLUMN revert_time")
-        other = Server(self.dirs.path("late"), "--machines-store", self.backend.uri + "?schema=cosid")
+        other = Server(self.dirs.path("late"), "--machines-store",
+                       self.backend.uri + "?schema=cosid&pad=4")
         self.servers.append(other)
         status, body = CosIdProxyClient(other).distribute("orders", "late:1", False, 6, "PT5M")
         self.assertEqual(status, 503, body)
