@@ -237,6 +237,9 @@ class Simulation {
     machine_clock_ = std::make_unique<SimClock>(world_);
     coordinator_.registry = NewMemoryWorkerLeaseRegistry(coordinator_clock_.get());
     strict_registry_ = NewMemoryWorkerLeaseRegistry(coordinator_clock_.get());
+    interleaver_store_ =
+        NewCoordinatorMachineStore(coordinator_.registry->NewCoordinator(StrictLeaseOptions("i")));
+    interleaver_ = std::make_unique<MachineRegistry>(*interleaver_store_, *machine_clock_);
     // Per run: how flaky the coordinator is, how long leases are, which clock policy.
     const double rates[] = {0, 0.02, 0.1, 0.3};
     coordinator_.fail = rates[Uniform(0, 3)];
@@ -761,15 +764,19 @@ class Simulation {
 
   // One call of a CosId instance, through a load balancer, to any server's machine registry
   // (the cluster's, at the coordinator): it asks for an id, guards it, gives it back, or dies
-  // (its successor has a new name). Not to server `busy` (-1: none), whose call this one
-  // interleaves with, nor from the instance making that call.
+  // (its successor has a new name). One that lands inside server `busy`'s change (>= 0) is
+  // answered by the interleaver, a registry of the same store that is no server's, so that no
+  // server's registry is entered while another's is (a lock order the real servers never
+  // have); nor is it the call of the instance making that change.
   void MachineStep(std::int64_t busy) {
-    const std::int64_t to = MachineUniform(0, static_cast<std::int64_t>(slots_.size()) - 1);
-    if (to == busy) return;
-    Slot& server = slots_[static_cast<std::size_t>(to)];
-    if (!server.service || !Runnable(server)) return;
-    Result<MachineRegistry*> registry = server.service->machines();
-    if (!registry.ok()) return;
+    Result<MachineRegistry*> registry = interleaver_.get();
+    if (busy < 0) {
+      const std::int64_t to = MachineUniform(0, static_cast<std::int64_t>(slots_.size()) - 1);
+      Slot& server = slots_[static_cast<std::size_t>(to)];
+      if (!server.service || !Runnable(server)) return;
+      registry = server.service->machines();
+      if (!registry.ok()) return;
+    }
     const std::int64_t k = MachineUniform(0, 2);
     if (busy >= 0 && k == machine_caller_) return;
     struct Restore {
@@ -857,6 +864,9 @@ class Simulation {
   // the latest it has read.
   std::unique_ptr<SimClock> machine_clock_;
   std::int64_t machine_latest_ = 0;
+  // The registry of calls that land inside a server's change (MachineStep).
+  std::unique_ptr<MachineStore> interleaver_store_;
+  std::unique_ptr<MachineRegistry> interleaver_;
   SimCoordinator coordinator_;
   std::int64_t ttl_ms_ = 2000;
   ClockBackwardsPolicy policy_ = ClockBackwardsPolicy::kWait;
