@@ -135,7 +135,8 @@ Status OpenCoordinatorMachines(const server::ServerConfig& config, const WorkerL
 // CosId's machine ids: CosId's own distributor in place when machines.store names one (every
 // server pointed at it answers the same), else sekka's: the coordinator's on a server with one
 // (`coordinated`), the data dir's on others. A shared store adopts the data dir's machines file
-// (kept there before, when this server answered alone) at its first use.
+// (kept there before, when this server answered alone) at start, or, when it cannot answer
+// then, at its first use that can.
 struct CoordinatedAccess {
   const WorkerLeaseOptions& lo;
   const CoordinatorAccess& access;
