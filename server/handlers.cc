@@ -283,6 +283,13 @@ HttpReply MetricsReply(Service& service, const RouteInput&, Result<Reply>&) {
   return r;
 }
 
+HttpReply Html(std::string body) {
+  HttpReply r;
+  r.content_type = "text/html; charset=utf-8";
+  r.body = std::move(body);
+  return r;
+}
+
 // /ui: the status page; /ui/data: what it shows, refreshed every second.
 HttpReply UiReply(Service&, const RouteInput&, Result<Reply>& reply) {
   if (!reply.ok()) {
@@ -290,9 +297,7 @@ HttpReply UiReply(Service&, const RouteInput&, Result<Reply>& reply) {
     if (r.status == 401) r.extra_headers = "WWW-Authenticate: Basic realm=\"sekka\"\r\n";
     return r;
   }
-  HttpReply r;
-  r.content_type = "text/html; charset=utf-8";
-  r.body = UiPage();
+  HttpReply r = Html(UiPage());
   // The page's script and style are inline (Chart.js included); it fetches /ui/data only, and
   // no other site may frame it.
   r.extra_headers =
@@ -413,13 +418,6 @@ std::string LeafPage(std::string_view columns, const std::vector<std::vector<std
     out += "</tr>\n";
   }
   return out + "</tbody>\n</table>\n</body>\n</html>\n";
-}
-
-HttpReply Html(std::string body) {
-  HttpReply r;
-  r.content_type = "text/html; charset=utf-8";
-  r.body = std::move(body);
-  return r;
 }
 
 // GET /cache: answered from this process's buffers (no store call).
@@ -897,20 +895,29 @@ bool RouteAuthorized(Service& service, const HttpRoute& route, const RouteInput&
   return token && TokenEquals(*token, service.config().auth_token);
 }
 
+// What a caller refused by RouteAuthorized is told: how this route takes its token.
+std::string_view AuthRefusal(const Service& service, Auth auth) {
+  switch (auth) {
+    case Auth::kTinyid:
+      return service.tinyid_tokens_on()
+                 ? "token is error: send ?token= a token that tiny_id_token gives this bizType "
+                   "(or server.auth_token)"
+                 : "token is error: send ?token=<server.auth_token>";
+    case Auth::kBrowser:
+      return "the status page needs the token: as the password (any user), or Authorization: "
+             "Bearer <token>";
+    case Auth::kNone:
+    case Auth::kCommand:
+      break;
+  }
+  return "missing or wrong bearer token: send Authorization: Bearer <token>";
+}
+
 HttpReply RunRoute(Service& service, const HttpRoute& route, const RouteInput& in) {
   Result<Reply> reply = Reply(std::int64_t{0});
   ArgList args;
   if (!RouteAuthorized(service, route, in)) {
-    reply = Unauthenticated(route.auth == Auth::kTinyid && service.tinyid_tokens_on()
-                                ? "token is error: send ?token= a token that tiny_id_token gives "
-                                  "this bizType (or server.auth_token)"
-                            : route.auth == Auth::kTinyid
-                                ? "token is error: send ?token=<server.auth_token>"
-                            : route.auth == Auth::kBrowser
-                                ? "the status page needs the token: as the password (any user), "
-                                  "or Authorization: Bearer <token>"
-                                : "missing or wrong bearer token: send Authorization: Bearer "
-                                  "<token>");
+    reply = Unauthenticated(std::string(AuthRefusal(service, route.auth)));
   } else if (Status s = route.args(service, in, args); !s.ok()) {
     reply = s.error();
   } else if (route.command != nullptr) {
