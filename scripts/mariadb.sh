@@ -17,7 +17,7 @@ dir=${2:?directory}
 client() { mariadb --no-defaults -S "$dir/sock" -u root "$@"; }
 # Any failing step names itself and shows the server's logs before the fixture's cleanup
 # removes them.
-trap 'echo "mariadb.sh $cmd: \"$BASH_COMMAND\" failed (exit $?)" >&2; tail -n 20 "$dir/install.log" "$dir/err.log" >&2 2> /dev/null || true' ERR
+trap 'echo "mariadb.sh $cmd: \"$BASH_COMMAND\" failed (exit $?)" >&2; tail -n 80 "$dir/install.log" "$dir/err.log" >&2 2> /dev/null || true' ERR
 free_port() {
   /usr/bin/python3 "$(dirname "$0")/../tests/free_port.py" > "$dir/port"
 }
