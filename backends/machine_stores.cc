@@ -93,17 +93,13 @@ Status AdoptMachineFile(const std::string& path, MachineStore& store) {
     }
   }
   for (const std::string& ns : namespaces) {
-    bool saved = false;
-    for (int attempt = 0; attempt < 8 && !saved; ++attempt) {
-      Result<MachineSnapshot> now = store.Load(ns);
-      if (!now.ok()) return std::move(now).error();
-      std::vector<MachineRecord> merged = now->records;
+    Status merged = ChangeMachines(store, ns, [&](std::vector<MachineRecord>& records) {
       for (const MachineRecord& f : RecordsOf(*file, ns)) {
-        auto it = std::find_if(merged.begin(), merged.end(), [&](const MachineRecord& r) {
+        auto it = std::find_if(records.begin(), records.end(), [&](const MachineRecord& r) {
           return r.machine_id == f.machine_id;
         });
-        if (it == merged.end()) {
-          merged.push_back(f);
+        if (it == records.end()) {
+          records.push_back(f);
           continue;
         }
         it->last_ms = std::max(it->last_ms, f.last_ms);
@@ -115,12 +111,9 @@ Status AdoptMachineFile(const std::string& path, MachineStore& store) {
           it->lost_by = f.instance;
         }
       }
-      Result<bool> s = store.Save(ns, merged, now->version);
-      if (!s.ok()) return std::move(s).error();
-      saved = *s;
-    }
-    if (!saved)
-      return Unavailable(fmt::format("machine ids of {} kept changing while adopted", ns));
+      return Result<bool>(true);
+    });
+    if (!merged.ok()) return merged;
   }
   std::error_code ec;
   std::filesystem::rename(path, path + ".adopted", ec);

@@ -215,21 +215,20 @@ Result<std::vector<MachineRecord>> ParseMachineRecords(std::string_view text) {
   return out;
 }
 
-Status MachineRegistry::Update(std::string_view ns, const Change& change) {
+Status ChangeMachines(MachineStore& store, std::string_view ns, const MachineChange& change) {
   constexpr int kAttempts = 16;
-  std::lock_guard lock(mu_);
   for (int attempt = 0; attempt < kAttempts; ++attempt) {
     if (attempt > 0) {  // another server saved in between: apart, so that each gets its turn
       static thread_local std::mt19937 random{std::random_device{}()};
       const int most_ms = std::min(50, 1 << std::min(attempt, 6));
       std::this_thread::sleep_for(std::chrono::milliseconds(random() % (most_ms + 1)));
     }
-    Result<MachineSnapshot> loaded = store_.Load(ns);
+    Result<MachineSnapshot> loaded = store.Load(ns);
     if (!loaded.ok()) return Unavailable("machine ids cannot be read: " + loaded.error().message);
-    Result<Outcome> outcome = change(loaded->records, clock_.NowMillis());
-    if (!outcome.ok()) return std::move(outcome).error();
-    if (*outcome == Outcome::kKeep) return Status::Ok();
-    Result<bool> saved = store_.Save(ns, loaded->records, loaded->version);
+    Result<bool> save = change(loaded->records);
+    if (!save.ok()) return std::move(save).error();
+    if (!*save) return Status::Ok();
+    Result<bool> saved = store.Save(ns, loaded->records, loaded->version);
     if (!saved.ok()) {
       if (saved.error().code == ErrorCode::kExhausted) return std::move(saved).error();
       return Unavailable("machine ids cannot be stored: " + saved.error().message);
@@ -239,6 +238,15 @@ Status MachineRegistry::Update(std::string_view ns, const Change& change) {
   return Unavailable(fmt::format(
       "machine ids of namespace \"{}\" were changed by other servers {} times in a row: try again",
       ns, kAttempts));
+}
+
+Status MachineRegistry::Update(std::string_view ns, const Change& change) {
+  std::lock_guard lock(mu_);
+  return ChangeMachines(store_, ns, [&](std::vector<MachineRecord>& records) -> Result<bool> {
+    Result<Outcome> outcome = change(records, clock_.NowMillis());
+    if (!outcome.ok()) return std::move(outcome).error();
+    return *outcome == Outcome::kSave;
+  });
 }
 
 Result<MachineGrant> MachineRegistry::Distribute(std::string_view ns, int machine_bits,

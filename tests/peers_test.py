@@ -831,12 +831,7 @@ class CosIdMachineDistributorTest(unittest.TestCase):
         self.assertEqual((status, body["code"]), (400, "400"), body)
         self.assertIn("instance ids of 100 characters", body["msg"])
         # A server told the fleet pads to 8 digits refuses the namespace, naming the row.
-        eight = Server(self.dirs.path("eight"), "--machines-store",
-                       self.backend.uri + "?schema=cosid&pad=8")
-        self.servers.append(eight)
-        status, body = CosIdProxyClient(eight).distribute("orders", "e:1", False, 6, "PT5M")
-        self.assertEqual(status, 503, body)
-        self.assertIn("is not named with pad=8", body["msg"])
+        self.assertRefused("eight", "?schema=cosid&pad=8", "is not named with pad=8")
         # Without pad, the server does not start, saying what to set.
         nopad = Server(self.dirs.path("nopad"), "--machines-store",
                        self.backend.uri + "?schema=cosid", wait=False)
@@ -845,12 +840,15 @@ class CosIdMachineDistributorTest(unittest.TestCase):
         self.assertIn("needs pad=4", nopad.stderr_text())
         # A table missing a column is named at the first call.
         self.backend.sql("ALTER TABLE cosid_machine DROP COLUMN revert_time")
-        other = Server(self.dirs.path("late"), "--machines-store",
-                       self.backend.uri + "?schema=cosid&pad=4")
-        self.servers.append(other)
-        status, body = CosIdProxyClient(other).distribute("orders", "late:1", False, 6, "PT5M")
+        self.assertRefused("late", "?schema=cosid&pad=4", "missing a column")
+
+    def assertRefused(self, name, params, why):
+        """A new server on this MariaDB with `params` answers a distribute 503 naming `why`."""
+        s = Server(self.dirs.path(name), "--machines-store", self.backend.uri + params)
+        self.servers.append(s)
+        status, body = CosIdProxyClient(s).distribute("orders", f"{name}:1", False, 6, "PT5M")
         self.assertEqual(status, 503, body)
-        self.assertIn("missing a column", body["msg"])
+        self.assertIn(why, body["msg"])
 
 
 class LeafSnowflakeServer:

@@ -108,6 +108,14 @@ struct MachineGrant {
   std::int64_t last_timestamp_ms = 0;
 };
 
+// A change of one namespace's records: edits them and says whether to save them.
+using MachineChange = std::function<Result<bool>(std::vector<MachineRecord>& records)>;
+// The one way records change in a store others may write too: loads `ns`, runs `change`, saves
+// at the version loaded when it says so, and from the load again when another writer saved in
+// between (16 tries, a few random ms apart). Errors: the change's; kExhausted (more than the
+// store keeps); kUnavailable (the store; a save whose answer was lost may have landed).
+Status ChangeMachines(MachineStore& store, std::string_view ns, const MachineChange& change);
+
 struct MachineLimits {
   int max_machine_bits = 16;       // machineBit 1 to this
   std::size_t max_records = 4096;  // machine ids held or remembered, per namespace
