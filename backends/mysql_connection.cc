@@ -83,6 +83,7 @@ Status MysqlConnection::Connect() {
   mysql_options(conn_, MYSQL_OPT_READ_TIMEOUT, &timeout);
   mysql_options(conn_, MYSQL_OPT_WRITE_TIMEOUT, &timeout);
   mysql_options(conn_, MYSQL_OPT_RECONNECT, &no);  // a silent reconnect would lose a transaction
+  mysql_options(conn_, MYSQL_SET_CHARSET_NAME, "utf8mb4");  // tags are UTF-8 (a peer's too)
   const auto socket = uri_.params.find("socket");
   if (mysql_real_connect(conn_, uri_.host.c_str(), uri_.user.c_str(),
                          uri_.has_password ? uri_.password.c_str() : nullptr, uri_.path.c_str(),

@@ -21,10 +21,12 @@ namespace {
 
 constexpr std::int64_t kMax = std::numeric_limits<std::int64_t>::max();
 
-// sekka's own table on MySQL, made when missing (the peers' tables must be there).
+// sekka's own table on MySQL, made when missing (the peers' tables must be there). The tag is
+// bytes (128 characters of UTF-8 at most): compared as they are, as every other store does; a
+// character column would take "a" and "a " (PAD SPACE), or "a" and "A" (_ci), for one row.
 constexpr const char* kSekkaTable =
     "CREATE TABLE IF NOT EXISTS sekka_segments ("
-    "  tag VARCHAR(128) CHARACTER SET ascii COLLATE ascii_bin PRIMARY KEY,"
+    "  tag VARBINARY(512) PRIMARY KEY,"
     "  next_id BIGINT NOT NULL CHECK (next_id >= 1),"
     "  step BIGINT NOT NULL CHECK (step >= 1),"
     "  delta BIGINT NOT NULL DEFAULT 1,"
@@ -305,13 +307,13 @@ class MysqlSegmentStore final : public SegmentStore {
   static std::string Quote(std::string_view text) { return MysqlConnection::Quote(text); }
   Result<std::vector<MysqlAnswer>> Run(const std::string& sql) { return db_.Run(sql); }
 
-  // sekka's table is made when missing; a peer's must be there, with the columns read.
+  // sekka's table is made when missing (or brought up to date); a peer's must be there, with the
+  // columns read.
   static Status CheckTable(const SegmentTable& t, MysqlConnection& db) {
-    const std::string sql = t.peer.empty()
-                                ? std::string(kSekkaTable)
-                                : fmt::format("SELECT {} FROM {} LIMIT 0", t.columns, t.name);
-    Result<std::vector<MysqlAnswer>> r = db.Run(sql);
-    if (r.ok()) return t.peer.empty() ? AddTombstoneColumn(db) : Status::Ok();
+    if (t.peer.empty()) return PrepareSekkaTable(db);
+    Result<std::vector<MysqlAnswer>> r =
+        db.Run(fmt::format("SELECT {} FROM {} LIMIT 0", t.columns, t.name));
+    if (r.ok()) return Status::Ok();
     const unsigned code = db.error_number();
     if (code != 1146 && code != 1054)
       return std::move(r).error();  // ER_NO_SUCH_TABLE, ER_BAD_FIELD_ERROR
@@ -322,19 +324,37 @@ class MysqlSegmentStore final : public SegmentStore {
         db.database()));
   }
 
-  // A table made before tombstones existed gets the column, with the value that keeps every tag.
-  static Status AddTombstoneColumn(MysqlConnection& db) {
-    Result<std::vector<MysqlAnswer>> r = db.Run(
-        "SELECT COUNT(*) FROM information_schema.columns WHERE table_schema = DATABASE() AND "
-        "table_name = 'sekka_segments' AND column_name = 'deleted'");
-    if (!r.ok()) return std::move(r).error();
-    if (r->at(0).rows.size() == 1 && r->at(0).rows[0][0] == "1") return Status::Ok();
-    // Two processes may both find it missing: the second ALTER's "duplicate column" is success
-    // (its connection is gone then: MysqlConnection connects again).
-    Result<std::vector<MysqlAnswer>> add =
-        db.Run("ALTER TABLE sekka_segments ADD COLUMN deleted TINYINT NOT NULL DEFAULT 0");
-    if (add.ok() || db.error_number() == 1060) return Status::Ok();  // ER_DUP_FIELDNAME
-    return std::move(add).error();
+  // Steps: 1. the table is made when missing; 2. one made before tombstones existed gets the
+  // column, with the value that keeps every tag; 3. one made when tags were ASCII (VARCHAR
+  // ascii_bin) takes them as bytes: the same names in the same order, and room for UTF-8. Two
+  // processes may run this at once: a second ALTER's "duplicate column" is success (its
+  // connection is gone then: MysqlConnection connects again), and a second MODIFY changes nothing.
+  static Status PrepareSekkaTable(MysqlConnection& db) {
+    if (Result<std::vector<MysqlAnswer>> r = db.Run(kSekkaTable); !r.ok())
+      return std::move(r).error();
+    auto column = [&db](std::string_view name) -> Result<std::string> {
+      Result<std::vector<MysqlAnswer>> r = db.Run(fmt::format(
+          "SELECT data_type FROM information_schema.columns WHERE table_schema = DATABASE() AND "
+          "table_name = 'sekka_segments' AND column_name = '{}'",
+          name));
+      if (!r.ok()) return std::move(r).error();
+      return r->at(0).rows.size() == 1 ? r->at(0).rows[0][0] : std::string();
+    };
+    Result<std::string> deleted = column("deleted");
+    if (!deleted.ok()) return std::move(deleted).error();
+    if (deleted->empty()) {
+      Result<std::vector<MysqlAnswer>> add =
+          db.Run("ALTER TABLE sekka_segments ADD COLUMN deleted TINYINT NOT NULL DEFAULT 0");
+      if (!add.ok() && db.error_number() != 1060)
+        return std::move(add).error();  // ER_DUP_FIELDNAME
+    }
+    Result<std::string> tag = column("tag");
+    if (!tag.ok()) return std::move(tag).error();
+    if (*tag == "varbinary") return Status::Ok();
+    Result<std::vector<MysqlAnswer>> widen =
+        db.Run("ALTER TABLE sekka_segments MODIFY tag VARBINARY(512) NOT NULL");
+    if (!widen.ok()) return std::move(widen).error();
+    return Status::Ok();
   }
 
   const Target t_;

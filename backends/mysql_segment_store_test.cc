@@ -87,7 +87,7 @@ std::string FreshDatabase(const std::string& schema) {
   static int n = 0;
   const std::string name =
       "sekka_" + schema + "_" + std::to_string(::getpid()) + "_" + std::to_string(++n);
-  Direct().Exec("CREATE DATABASE " + name);
+  Direct().Exec("CREATE DATABASE " + name + " CHARACTER SET utf8mb4");  // as Debian's default
   if (schema == "leaf") Direct(name).Exec(kLeafTable);
   if (schema == "tinyid") Direct(name).Exec(kTinyidTable);
   return BaseUri() + name + "?schema=" + schema;
@@ -160,6 +160,30 @@ TEST(MysqlSegmentStoreTest, TinyidsOwnServersAndSekkaShareARowWithoutOverlap) {
   ExpectContiguous(DrawBeside([&] { return OpenOrNull(uri); }, "test",
                               [&] { return TinyidTakes(tinyid, "test"); }),
                    2);
+}
+
+// Issue 40: a table made when tags were ASCII (and before tombstones) is brought up to date at
+// start: its tags keep their rows, and UTF-8 names, "a" beside "a " and "A", fit.
+TEST(MysqlSegmentStoreTest, AnAsciiTableMadeBeforeTakesEveryTagAsBytes) {
+  const std::string uri = FreshDatabase("sekka");
+  Direct db(DatabaseOf(uri));
+  db.Exec(
+      "CREATE TABLE sekka_segments (tag VARCHAR(128) CHARACTER SET ascii COLLATE ascii_bin "
+      "PRIMARY KEY, next_id BIGINT NOT NULL, step BIGINT NOT NULL, delta BIGINT NOT NULL DEFAULT "
+      "1, remainder BIGINT NOT NULL DEFAULT 0, updated_at TIMESTAMP(3) NOT NULL DEFAULT "
+      "CURRENT_TIMESTAMP(3)); INSERT INTO sekka_segments (tag, next_id, step) VALUES ('a', 41, 5)");
+  std::unique_ptr<SegmentStore> store = OpenOrNull(uri);
+  for (const char* name : {"a ", "A", "\xe8\xae\xa2\xe5\x8d\x95"}) {
+    Status made = store->CreateTag({name, 7, 5});
+    ASSERT_TRUE(made.ok()) << made.error().message;
+  }
+  Result<Allocation> old = store->Allocate("a", 5);
+  ASSERT_TRUE(old.ok()) << old.error().message;
+  EXPECT_EQ(old->begin, 41);
+  Result<Allocation> wide = store->Allocate("\xe8\xae\xa2\xe5\x8d\x95", 5);
+  ASSERT_TRUE(wide.ok()) << wide.error().message;
+  EXPECT_EQ(wide->begin, 7);
+  EXPECT_EQ(db.Value("SELECT COUNT(*) FROM sekka_segments WHERE deleted = 0"), 4);
 }
 
 TEST(MysqlSegmentStoreTest, APeersMissingTableIsNamedNotMade) {

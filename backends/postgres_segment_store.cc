@@ -411,9 +411,11 @@ Result<std::unique_ptr<SegmentStore>> OpenPostgresSegmentStore(const std::string
     return InvalidArgument(fmt::format("segment.store is not a valid PostgreSQL URI: {}", why));
   }
   PQconninfoFree(options);
-  // Bounded connects, and dead peers noticed by TCP (keepalives, unacknowledged data).
+  // Bounded connects, dead peers noticed by TCP (keepalives, unacknowledged data), and tags
+  // sent and read as UTF-8 whatever the database's encoding.
   for (const char* option : {"connect_timeout=5", "keepalives_idle=5", "keepalives_interval=2",
-                             "keepalives_count=2", "tcp_user_timeout=5000"}) {
+                             "keepalives_count=2", "tcp_user_timeout=5000",
+                             "client_encoding=UTF8"}) {
     full = WithPostgresOption(full, option);
   }
   return std::unique_ptr<SegmentStore>(new PostgresSegmentStore(full, *table));

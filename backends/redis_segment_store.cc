@@ -193,9 +193,12 @@ class RedisSegmentStore final : public SegmentStore {
       if (r->kind != '*' || r->elements.size() != 2) return Broken("*", *r);
       cursor = r->elements[0].text;
       for (const RespReply& key : r->elements[1].elements) {
-        const std::size_t open = key.text.find('{'), close = key.text.rfind('}');
-        if (open == std::string::npos || close == std::string::npos || close < open) continue;
-        std::string name = key.text.substr(open + 1, close - open - 1);
+        // The name is what Counter() put between "<prefix>:{" and "}.adder" (it may hold braces).
+        const std::string_view k = key.text;
+        const std::size_t head = prefix_.size() + 2, tail = std::string_view("}.adder").size();
+        if (k.size() <= head + tail || !k.starts_with(prefix_ + ":{") || !k.ends_with("}.adder"))
+          continue;
+        std::string name(k.substr(head, k.size() - head - tail));
         if (name <= after) continue;
         names.insert(std::move(name));
         if (limit != 0 && names.size() > limit) names.erase(std::prev(names.end()));

@@ -1,6 +1,6 @@
 // libFuzzer target for every text parser of the core: ids in each format (against each preset),
 // layouts, times, durations (sekka's and ISO-8601), the machine-id file, opaque keys and texts,
-// UUIDs and ULIDs.
+// UUIDs and ULIDs, and tag names.
 // Besides "no crash, no sanitizer report", it checks that what parses round-trips:
 // Format(Parse(text)) parses back to the same value.
 //
@@ -17,6 +17,7 @@
 #include "sekka/layout.h"
 #include "sekka/machines.h"
 #include "sekka/opaque.h"
+#include "sekka/segment.h"
 #include "sekka/uuid.h"
 
 namespace {
@@ -96,6 +97,21 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       break;
     }
     case 6: {
+      if (((selector >> 3) & 3) == 2) {
+        // Tag names: a valid one holds no control byte and is shown as it is (but for `"` and
+        // `\`); whatever is shown is one line of printable text.
+        const Status tag = ValidateTag(text);
+        const std::string shown = ShownTag(text);
+        for (const char c : shown) Check(static_cast<unsigned char>(c) >= 0x20 && c != 0x7f);
+        if (!tag.ok()) {
+          Check(!tag.error().message.empty());
+          break;
+        }
+        for (const char c : text) Check(static_cast<unsigned char>(c) >= 0x20 && c != 0x7f);
+        if (text.size() <= 60 && text.find_first_of("\"\\") == std::string_view::npos)
+          Check(shown == text);
+        break;
+      }
       if ((selector >> 3) & 1) {
         // UUIDs and ULIDs: what parses writes back and parses to the same value.
         if (Result<Uuid> u = ParseUuid(text); u.ok()) Check(*ParseUuid(FormatUuid(*u)) == *u);

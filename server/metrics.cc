@@ -13,6 +13,16 @@ struct MetricsWriter {
   void Family(std::string_view name, std::string_view type, std::string_view help) {
     out += fmt::format("# HELP {} {}\n# TYPE {} {}\n", name, help, name, type);
   }
+  // A label's value as the text format spells it: UTF-8 as it is, `\`, `"` and a newline escaped
+  // (a tag may hold the first two: docs/contract.md, "Tags").
+  static std::string Label(std::string_view value) {
+    std::string escaped;
+    for (const char c : value) {
+      if (c == '\\' || c == '"') escaped += '\\';
+      escaped += c == '\n' ? std::string("\\n") : std::string(1, c);
+    }
+    return escaped;
+  }
 };
 
 // Ids issued by engine, and the snowflake engine's waits and clock steps.
@@ -118,7 +128,7 @@ void Service::AppendSegmentMetrics(MetricsWriter& w) {
                      auto value) {
     w.Family(name, type, help);
     for (const auto& [tag, st] : seg)
-      w.out += fmt::format("{}{{tag=\"{}\"}} {}\n", name, tag, value(st));
+      w.out += fmt::format("{}{{tag=\"{}\"}} {}\n", name, MetricsWriter::Label(tag), value(st));
   };
   per_tag("sekka_segment_issued_total", "counter", "Segment ids issued (or skipped), by tag.",
           [](const SegmentStats& st) { return st.issued; });

@@ -147,7 +147,7 @@ TEST(SegmentAllocatorTest, UnknownAndBadTagsAreErrors) {
   FakeClock clock(1'000'000);
   SegmentAllocator a(store, clock);
   EXPECT_EQ(a.Sequence("nope").error().code, ErrorCode::kNotFound);
-  EXPECT_EQ(a.Sequence("bad tag").error().code, ErrorCode::kInvalidArgument);
+  EXPECT_EQ(a.Sequence("bad\ttag").error().code, ErrorCode::kInvalidArgument);
 }
 
 TEST(SegmentAllocatorTest, PrefetchesTheNextRangeBeforeTheCurrentRunsOut) {

@@ -97,37 +97,71 @@ Result<std::vector<PeerToken>> SegmentStore::PeerTokens() {
   return InvalidArgument("this segment store keeps no tinyid tokens: only ?schema=tinyid does");
 }
 
-Status ValidateTag(std::string_view tag) {
-  auto allowed = [](char c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
-           c == '.' || c == ':' || c == '-';
-  };
-  bool ok = !tag.empty() && tag.size() <= 128;
-  for (char c : tag) ok = ok && allowed(c);
-  if (!ok) {
-    return InvalidArgument(
-        fmt::format("tag \"{}\" is not valid: allowed 1 to 128 characters of A-Z a-z 0-9 _ . : -",
-                    ShownTag(tag)));
+namespace {
+
+// The character at text[at] of valid UTF-8 (RFC 3629: the shortest form, no surrogates, at most
+// U+10FFFF), with `at` moved past it; -1 (and `at` unmoved) at a byte that starts none.
+std::int32_t NextCharacter(std::string_view text, std::size_t& at) {
+  const auto byte = [&](std::size_t i) { return static_cast<unsigned char>(text[i]); };
+  const unsigned lead = byte(at);
+  const std::size_t length = lead < 0x80   ? 1
+                             : lead < 0xc2 ? 0
+                             : lead < 0xe0 ? 2
+                             : lead < 0xf0 ? 3
+                             : lead < 0xf5 ? 4
+                                           : 0;
+  if (length == 0 || at + length > text.size()) return -1;
+  std::int32_t c = static_cast<std::int32_t>(length == 1 ? lead : lead & (0x7f >> length));
+  for (std::size_t i = 1; i < length; ++i) {
+    if ((byte(at + i) & 0xc0) != 0x80) return -1;
+    c = (c << 6) | (byte(at + i) & 0x3f);
   }
-  return Status::Ok();
+  constexpr std::int32_t kSmallest[] = {0, 0, 0x80, 0x800, 0x10000};
+  if (c < kSmallest[length] || c > 0x10ffff || (c >= 0xd800 && c <= 0xdfff)) return -1;
+  at += length;
+  return c;
+}
+
+bool IsControl(std::int32_t c) { return c < 0x20 || (c >= 0x7f && c <= 0x9f); }
+
+}  // namespace
+
+Status ValidateTag(std::string_view tag) {
+  // Steps: 1. every byte belongs to a character of valid UTF-8; 2. no character is a control
+  // (C0, DEL, C1); 3. there are 1 to kMaxTagCharacters of them.
+  std::size_t characters = 0;
+  bool ok = !tag.empty();
+  for (std::size_t at = 0; ok && at < tag.size(); ++characters) {
+    const std::int32_t c = NextCharacter(tag, at);
+    ok = c >= 0 && !IsControl(c);
+  }
+  if (ok && characters <= kMaxTagCharacters) return Status::Ok();
+  return InvalidArgument(fmt::format(
+      "tag \"{}\" is not valid: allowed 1 to {} characters of UTF-8 without control characters",
+      ShownTag(tag), kMaxTagCharacters));
 }
 
 std::string ShownTag(std::string_view tag) {
-  // Printable ASCII as it is (a space, a slash), the quote and the backslash escaped, any other
-  // byte (UTF-8 included) as \xNN: a name is shown as it was given, never garbled.
+  // Characters of UTF-8 as they are (a space, a slash, 订), the quote and the backslash escaped,
+  // a control or a byte of no character as \xNN: a name is shown as it was given, never garbled.
+  constexpr std::size_t kShown = 60;
   std::string shown;
-  for (char c : tag.substr(0, 60)) {
-    const auto b = static_cast<unsigned char>(c);
+  std::size_t at = 0;
+  for (std::size_t n = 0; at < tag.size() && n < kShown; ++n) {
+    const std::size_t from = at;
+    const std::int32_t c = NextCharacter(tag, at);
     if (c == '"' || c == '\\') {
       shown += '\\';
-      shown += c;
-    } else if (b >= 0x20 && b < 0x7f) {
-      shown += c;
+      shown += static_cast<char>(c);
+    } else if (c >= 0 && !IsControl(c)) {
+      shown.append(tag.substr(from, at - from));
     } else {
-      shown += fmt::format("\\x{:02x}", b);
+      if (c < 0) at = from + 1;
+      for (std::size_t i = from; i < at; ++i)
+        shown += fmt::format("\\x{:02x}", static_cast<unsigned char>(tag[i]));
     }
   }
-  return tag.size() > 60 ? shown + "..." : shown;
+  return at < tag.size() ? shown + "..." : shown;
 }
 
 Status ValidateNewTag(const TagInfo& tag) {

@@ -121,7 +121,7 @@ class TinyIdTest(unittest.TestCase):
                                 ("", "bizType is required"),
                                 ("bizType=test&batchSize=0", "batchSize"),
                                 ("bizType=test&batchSize=x", "batchSize"),
-                                ("bizType=bad%20tag", "not valid")]:
+                                ("bizType=bad%09tag", "not valid")]:
             status, _, body = request(self.s, "GET", f"/tinyid/id/nextId?{query}")
             self.assertEqual(status, 200)
             reply = json.loads(body)

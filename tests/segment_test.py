@@ -17,6 +17,7 @@ import sys
 import threading
 import time
 import unittest
+import urllib.parse
 
 import redis
 
@@ -243,7 +244,7 @@ class SqliteSegmentTest(SegmentTestCase):
         self.assertEqual((status, body["error"]["code"]), (404, "not_found"))
         with self.assertRaises(redis.exceptions.ResponseError):
             r.execute_command("SEG.NEXT", "unknown")
-        self.assertEqual(s.get_json("/v1/segment/bad%20tag")[0], 400)
+        self.assertEqual(s.get_json("/v1/segment/bad%09tag")[0], 400)
         _, _, metrics = s.get("/metrics")
         self.assertIn('sekka_segment_remaining{tag="orders"}', metrics)
 
@@ -769,21 +770,51 @@ class PeerTablesTest(SegmentTestCase):
         self.assertEqual(reply["code"], 6, reply)
         self.assertIn("fix the tag's row", reply["message"])
 
-    def test_a_peer_row_sekka_cannot_serve_is_listed_with_the_reason(self):
+    def test_every_name_a_peers_table_holds_is_served_on_every_front_end(self):
         """Issue 40: a Leaf row `order/cn east` was listed as a tag, and every request answered
-        `tag "order?cn?east" is not valid` (the name garbled)."""
+        `tag "order?cn?east" is not valid`; Leaf and tinyid accept any VARCHAR, UTF-8 too."""
+        east, order = "order/cn east", "\u8ba2\u5355"  # 订单
         self.db.sql(LEAF_TABLE, "INSERT INTO leaf_alloc (biz_tag, max_id, step, description) "
-                    "VALUES ('order/cn east', 1, 1000, ''), ('orders', 1, 1000, '')")
+                    f"VALUES ('{east}', 1, 1000, ''), ('{order}', 5001, 1000, ''), "
+                    "('tab\there', 1, 1000, '')")
         uri = self.db.uri + "?schema=leaf"
         p = sekka("segment", "list", "--segment-store", uri)
         self.assertEqual(p.returncode, 0, p.stderr)
         self.assertEqual(p.stdout.splitlines(), [
-            '"order/cn east" next_id=1 step=1000 (not served: allowed 1 to 128 characters of '
-            'A-Z a-z 0-9 _ . : -)', "orders next_id=1 step=1000"])
+            f"{east} next_id=1 step=1000",
+            '"tab\\x09here" next_id=1 step=1000 (not served: allowed 1 to 128 characters of '
+            'UTF-8 without control characters)', f"{order} next_id=5001 step=1000"])
         s = self.start("a", "--segment-store", uri)
-        status, _, body = s.get("/v1/segment/order%2Fcn%20east")
+        quoted = {name: urllib.parse.quote(name, safe="") for name in (east, order)}
+        status, _, body = s.get(f"/v1/segment/{quoted[east]}")
+        self.assertEqual((status, json.loads(body)), (200, {"id": "1"}), body)
+        status, _, body = s.get(f"/api/segment/get/{quoted[order]}")  # Leaf's route
+        self.assertEqual((status, body.strip()), (200, "5001"), body)
+        r = redis.Redis(host="127.0.0.1", port=s.resp_port)
+        self.assertEqual(r.execute_command("SEG.NEXT", east, 2), [2, 3])
+        self.assertEqual(r.execute_command("SEG.NEXT", order.encode(), 1), [5002])
+        status, _, body = s.get("/v1/segment/tab%09here")
         self.assertEqual(status, 400, body)
-        self.assertIn('tag \\"order/cn east\\" is not valid', body)
+        self.assertIn('tag \\"tab\\\\x09here\\" is not valid', body)
+        listed = json.loads(s.get("/v1/tags")[2])
+        self.assertEqual([t["tag"] for t in listed["tags"]], [east, "tab\there", order])
+        metrics = s.get("/metrics")[2]
+        self.assertIn(f'sekka_segment_issued_total{{tag="{east}"}} 3', metrics)
+        self.assertIn(f'sekka_segment_issued_total{{tag="{order}"}} 2', metrics)
+
+    def test_a_tinyid_name_in_utf8_is_served_with_its_token(self):
+        order = "\u8ba2\u5355"  # 订单
+        self.db.sql(TINYID_TABLE, TINYID_TOKEN_TABLE,
+                    "INSERT INTO tiny_id_info (biz_type, begin_id, max_id, step, delta, remainder) "
+                    f"VALUES ('{order}', 0, 0, 100, 1, 0)",
+                    f"INSERT INTO tiny_id_token (token, biz_type) VALUES ('tok', '{order}')")
+        s = self.start("a", "--segment-store", f"{self.db.uri}?schema=tinyid")
+        quoted = urllib.parse.quote(order, safe="")
+        status, _, body = s.get(f"/tinyid/id/nextIdSimple?bizType={quoted}&token=tok&batchSize=2")
+        self.assertEqual((status, body.strip()), (200, "1,2"), body)
+        status, headers, body = s.get(f"/tinyid/id/nextIdSimple?bizType={quoted}&token=wrong")
+        self.assertEqual((status, body), (200, ""))  # tinyid's shape of a refusal
+        self.assertIn("tiny_id_token", headers["X-Sekka-Error"])
 
     def test_a_missing_peer_table_is_one_clear_line(self):
         p = sekka("segment", "list", "--segment-store", self.db.uri + "?schema=leaf")

@@ -631,7 +631,8 @@ class Mariadb(ScriptedServer):
             self.base = f.read().strip()
         self.port = int(self.base.rsplit(":", 1)[1].strip("/"))
         self.database = database
-        self.sql(f"CREATE DATABASE {database}", database=None)
+        # utf8mb4, as Debian's MariaDB makes databases (a peer's table holds UTF-8 names)
+        self.sql(f"CREATE DATABASE {database} CHARACTER SET utf8mb4", database=None)
         self.uri = self.base + database
 
     def connect(self, database="", autocommit=True):

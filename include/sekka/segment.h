@@ -65,11 +65,14 @@ struct TagInfo {
 // stands for lies inside the range, so ranges that never overlap give ids that never repeat.
 IdRange IdPositions(const IdRange& range, std::int64_t delta, std::int64_t remainder);
 
-// Tag names are 1 to 128 characters of A-Z a-z 0-9 _ . : - (they appear in URLs and metrics).
+// A tag name is 1 to kMaxTagCharacters characters of valid UTF-8 with no control character
+// (U+0000 to U+001F, U+007F to U+009F): anything Leaf's and tinyid's VARCHAR columns hold, a
+// space, `/` and 订单 included. Each front end spells it its own way (docs/contract.md, "Tags").
 // Errors: kInvalidArgument naming what is allowed.
+inline constexpr std::size_t kMaxTagCharacters = 128;
 Status ValidateTag(std::string_view tag);
-// A tag name for messages and listings: printable ASCII as it is, `"` and `\` escaped, other bytes
-// as \xNN; cut at 60 bytes ("...").
+// A tag name for messages and listings: its characters as they are, `"` and `\` escaped, a
+// control or a byte that is not UTF-8 as \xNN; cut at 60 characters ("...").
 std::string ShownTag(std::string_view tag);
 // A tag a store may create: a valid name, start >= 1, step 1 to kMaxTagStep, delta 1 to 1,000,000
 // and remainder 0 to delta - 1. Errors: kInvalidArgument.
