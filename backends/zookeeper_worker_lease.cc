@@ -8,6 +8,8 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -62,15 +64,55 @@ void RateLimitedClientLog(const char* message) {
   held = 0;
 }
 
-// zoo_multi, with the session's end named as such: the C client's zoo_amulti turns every
-// failure to send (ZINVALIDSTATE once the session expired among them) into ZMARSHALLINGERROR,
-// which would read as a passing fault and never end the lease (the fault campaign's paused
-// server stayed unready for good).
-int Multi(zhandle_t* zh, int count, const zoo_op_t* ops, zoo_op_result_t* results) {
-  const int rc = zoo_multi(zh, count, ops, results);
-  if (rc != ZMARSHALLINGERROR) return rc;
+bool IsUnrecoverable(zhandle_t* zh) {
   const int state = zoo_state(zh);
-  return state == ZOO_EXPIRED_SESSION_STATE || state == ZOO_AUTH_FAILED_STATE ? ZINVALIDSTATE : rc;
+  return state == ZOO_EXPIRED_SESSION_STATE || state == ZOO_AUTH_FAILED_STATE;
+}
+
+// The path field of any op (each kind has its own struct).
+const char*& PathOf(zoo_op_t& op) {
+  switch (op.type) {
+    case ZOO_CREATE_OP:
+      return op.create_op.path;
+    case ZOO_DELETE_OP:
+      return op.delete_op.path;
+    case ZOO_SETDATA_OP:
+      return op.set_op.path;
+    default:
+      return op.check_op.path;
+  }
+}
+
+// zoo_multi, around two faults of the C client's zoo_amulti:
+// 1. Once the session is unrecoverable (expired, auth failed), it frees memory it does not
+//    own: an op after the first that failed gets no request made, yet the request's path,
+//    left from the op before, is freed as a copy of the op's path (a server paused past its
+//    session died of a double free, beside Leaf's servers). So no multi goes out on such a
+//    handle; and as the session may end between that check and the call, the ops go with
+//    malloc'd copies of their paths, left to the library when it failed before sending (a few
+//    bytes lost then; never a free of what sekka owns).
+// 2. It turns every failure to send (ZINVALIDSTATE once the session expired among them) into
+//    ZMARSHALLINGERROR, which would read as a passing fault and never end the lease (the fault
+//    campaign's paused server stayed unready for good): the session's end is named as such.
+int Multi(zhandle_t* zh, int count, const zoo_op_t* ops, zoo_op_result_t* results) {
+  if (IsUnrecoverable(zh)) return ZINVALIDSTATE;
+  std::vector<zoo_op_t> copies(ops, ops + count);
+  std::vector<char*> paths;
+  for (zoo_op_t& op : copies) {
+    char* path = ::strdup(PathOf(op));
+    if (path == nullptr) {
+      for (char* p : paths) std::free(p);
+      return ZSYSTEMERROR;
+    }
+    PathOf(op) = path;
+    paths.push_back(path);
+  }
+  const int rc = zoo_multi(zh, count, copies.data(), results);
+  if (rc != ZMARSHALLINGERROR) {
+    for (char* p : paths) std::free(p);
+    return rc;
+  }
+  return IsUnrecoverable(zh) ? ZINVALIDSTATE : rc;
 }
 
 bool IsConnectionError(int rc) {
