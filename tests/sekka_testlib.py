@@ -211,12 +211,13 @@ class CosIdProxyClient:
     URL for URL (Strings.lenientFormat of the proxy host and the arguments), with OkHttp's empty
     JSON bodies."""
 
-    def __init__(self, server, headers=None):
+    def __init__(self, server, headers=None, timeout=30):
         self.server = server
         self.headers = {"Content-Type": "application/json; charset=utf-8", **(headers or {})}
+        self.timeout = timeout
 
     def _call(self, method, path):
-        conn = http.client.HTTPConnection("127.0.0.1", self.server.http_port, timeout=30)
+        conn = http.client.HTTPConnection("127.0.0.1", self.server.http_port, timeout=self.timeout)
         conn.request(method, path, body=b"" if method != "DELETE" else None, headers=self.headers)
         r = conn.getresponse()
         body = r.read().decode()

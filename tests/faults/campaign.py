@@ -4,8 +4,9 @@
 
 Starts a 3-member etcd cluster (etcd-tls: over TLS, with client certificates and users) or
 ZooKeeper ensemble, or one Redis; a segment store with shared tags (--store: PostgreSQL, MariaDB,
-or the Redis that is the coordinator), with --peer, Leaf's or tinyid's own allocation drawing
-from MariaDB's rows beside sekka; and --servers sekka nodes; runs --clients client processes for
+or the Redis that is the coordinator); with --peer, the peers' own servers beside sekka's
+(peers.py: Leaf's or tinyid's allocation on MariaDB's rows, Leaf's snowflake servers on the
+ZooKeeper ensemble, CosId instances on Redis); and --servers sekka nodes; runs --clients client processes for
 --minutes while the nemesis injects faults (none with --soak); then stops everything, judges the
 history (checker.py) and writes result.json (and soak.json) into --out. Exit status 1 when the
 checker finds a failure."""
@@ -34,8 +35,9 @@ import cluster  # noqa: E402
 import proxy  # noqa: E402
 import soak as soak_report  # noqa: E402
 from nemesis import Nemesis  # noqa: E402
+import peers  # noqa: E402
 from sekka_testlib import (LEAF_TABLE, SEKKA, TINYID_TABLE, Mariadb, Postgres,  # noqa: E402
-                           RedisStore, leaf_take, tinyid_take)
+                           RedisStore)
 from workload import STRICT_TAG, client_main  # noqa: E402
 
 TAGS = ["orders", "users", "messages"]
@@ -130,36 +132,12 @@ def open_store(args, base):
         store = RedisStore(os.path.join(base, "redis"))
         return store, store.uri
     store = Mariadb(os.path.join(base, "mariadb"))
-    if args.peer == "leaf":
+    table = next((p for p in args.peer if p in peers.SEGMENT_PEERS), None)
+    if table == "leaf":
         store.sql(LEAF_TABLE)
-    elif args.peer == "tinyid":
+    elif table == "tinyid":
         store.sql(TINYID_TABLE)
-    return store, store.uri + (f"?schema={args.peer}" if args.peer else "")
-
-
-def peer_main(peer, store, record, deadline):
-    """Leaf's or tinyid's server taking ranges of TAGS[0] from the row sekka serves, through the
-    store's faults: a range is recorded ("peer_range", first and last id) only once its commit
-    returned; a failed call reconnects and goes on, as the peer's connection pool would."""
-    conn = None
-    while time.monotonic() < deadline:
-        try:
-            if conn is None:
-                conn = store.connect(autocommit=peer == "tinyid")
-            taken = (leaf_take(conn, TAGS[0], 1000) if peer == "leaf"
-                     else tinyid_take(conn, TAGS[0]))
-            if taken:
-                record({"type": "peer_range", "tag": TAGS[0], "first": taken[0],
-                        "last": taken[1] - 1, "t": time.monotonic()})
-            time.sleep(0.05)
-        except Exception:  # noqa: BLE001 - the store is down or stopped: try again, as a pool
-            if conn is not None:
-                try:
-                    conn.close()
-                except Exception:  # noqa: BLE001
-                    pass
-            conn = None
-            time.sleep(0.2)
+    return store, store.uri + (f"?schema={table}" if table else "")
 
 
 def run(args):
@@ -169,8 +147,11 @@ def run(args):
     shutil.rmtree(history, ignore_errors=True)
     os.makedirs(history)
     base = tempfile.mkdtemp(prefix="sekka-faults-")
+    # The nodes' host lock dir: the campaign's own (the suite gives one per campaign), never the
+    # host's /var/lib/sekka/workers, which a campaign's cluster would bind to its id space.
+    os.environ.setdefault("SEKKA_WORKER_LOCK_DIR", os.path.join(base, "locks"))
     record = Recorder(os.path.join(history, "events.jsonl"))
-    coord = store = None
+    coord = store = beside = None
     nodes = []
     links = None
     stopping = threading.Event()
@@ -193,6 +174,8 @@ def run(args):
         flags = ["--worker-source", source, "--coordinator", coord.uri,
                  "--lease-ttl", f"{args.lease_ttl}s", "--segment-store", store_uri,
                  "--strict-tags", STRICT_TAG, "--log-level", "warn"]
+        if "cosid-redis" in args.peer:
+            flags += ["--machines-store", f"{store.uri}?schema=cosid"]
         if args.transport:
             # Each server reaches every member through its own proxies (proxy.py).
             links = [proxy.Link(coord.client_ports, args.seed * 1000 + i)
@@ -200,13 +183,14 @@ def run(args):
             scheme = coord.uri.split("://", 1)[0]
             nodes = [cluster.Node(i, base, [
                 f"{scheme}://" + ",".join(f"127.0.0.1:{p}" for p in links[i].ports)
-                if f == coord.uri else f for f in flags], env=coord.server_env)
-                for i in range(args.servers)]
+                if f == coord.uri else f for f in flags] + peers.server_flags(args.peer, i),
+                env=coord.server_env) for i in range(args.servers)]
             for n in nodes:  # named, so that the nemesis can lend one node another's name
                 n.worker_name = f"sekka-node-{n.index}"
         else:
-            nodes = [cluster.Node(i, base, flags, env=coord.server_env)
-                     for i in range(args.servers)]
+            nodes = [cluster.Node(i, base, flags + peers.server_flags(args.peer, i),
+                                  env=coord.server_env) for i in range(args.servers)]
+        beside = peers.Peers(args.peer, store, coord, TAGS[0], args.short)
         supervisor = Supervisor(nodes, record)
         for n in nodes:
             supervisor.start(n)
@@ -225,7 +209,8 @@ def run(args):
 
         record_fds("start")
         print(f"faults: {args.coordinator} x{coord.size}, {store.name}"
-              f"{' with ' + args.peer + ' beside' if args.peer else ''}, {args.servers} sekka "
+              f"{' with ' + ', '.join(args.peer) + ' beside' if args.peer else ''}, "
+              f"{args.servers} sekka "
               f"servers ready in {time.monotonic() - t_setup:.1f} s; "
               f"{'soak' if args.soak else 'campaign'} of {args.minutes} min, seed {args.seed}, "
               f"{args.clients} clients"
@@ -248,10 +233,7 @@ def run(args):
                    for c in range(args.clients)]
         for c in clients:
             c.start()
-        if args.peer:
-            peer = threading.Thread(target=peer_main, args=(args.peer, store, record, deadline),
-                                    daemon=True)
-            peer.start()
+        beside.start(nodes, record, deadline)
         if not args.soak:
             Nemesis(args.seed, nodes, coord, store, record, args.lease_ttl, not args.short,
                     supervisor, links, args.kinds.split(",") if args.kinds else None
@@ -270,6 +252,8 @@ def run(args):
             supervisor.stopping.set()
             if supervisor.thread.is_alive():
                 supervisor.thread.join(timeout=10)
+        if beside is not None:
+            beside.stop()
         for n in nodes:
             n.stop()
         for link in links or []:
@@ -306,6 +290,10 @@ def print_summary(r):
           f"{r['strict_requests']} strict requests with {r['strict_order_violations']} out of "
           "real-time order, "
           f"{r['undocumented_errors']} undocumented errors, {r['malformed_replies']} malformed")
+    if r["peer_ranges"] or r["machine_holds"]:
+        print(f"  peers: {r['peer_ranges']} ranges ({r['peer_ids']} ids), "
+              f"{r['peer_overlaps']} shared with sekka or each other; {r['machine_holds']} "
+              f"machine id holdings, {r['machine_overlaps']} held twice at once")
     for kind, v in r["faults"].items():
         print(f"  {kind:28} x{v['count']:<3} unavailable median {v['unavailable_median_s']} s "
               f"max {v['unavailable_max_s']} s; ready again median {v['recovery_median_s']} s "
@@ -365,9 +353,13 @@ def main():
                    default="etcd", help="redis: one Redis, which is the segment store too")
     p.add_argument("--store", choices=["postgres", "mariadb", "redis"], default="postgres",
                    help="the segment store")
-    p.add_argument("--peer", choices=["leaf", "tinyid"], default=None,
-                   help="with --store mariadb: that peer's table, and its own allocation of "
-                        "the first tag beside sekka's servers")
+    p.add_argument("--peer", action="append", choices=peers.PEERS, default=[],
+                   help="a peer beside sekka (tests/faults/peers.py), repeatable: leaf or "
+                        "tinyid (with --store mariadb: its table, and its own allocation of the "
+                        "first tag), leaf-snowflake (with --coordinator zookeeper: two of Leaf's "
+                        "snowflake servers in Leaf's registry beside sekka's), cosid-redis "
+                        "(with --store redis: CosId instances on CosId's Redis distributor and "
+                        "on sekka's /machines, one store)")
     p.add_argument("--minutes", type=float, default=2.0)
     p.add_argument("--seed", type=seed_arg, default=1,
                    help="the nemesis's and clients' seed; 'random': a new one each run "
@@ -397,8 +389,13 @@ def main():
     if args.coordinator == "redis":
         args.store = "redis"
     print(f"faults: seed {args.seed}; replay: {replay_command(args, sys.argv[1:])}", flush=True)
-    if args.peer and args.store != "mariadb":
-        p.error("--peer needs --store mariadb (the peers' tables are MySQL's)")
+    tables = [x for x in args.peer if x in peers.SEGMENT_PEERS]
+    if tables and args.store != "mariadb" or len(tables) > 1:
+        p.error("--peer leaf or tinyid: one, with --store mariadb (the peers' tables are MySQL's)")
+    if "leaf-snowflake" in args.peer and args.coordinator != "zookeeper":
+        p.error("--peer leaf-snowflake needs --coordinator zookeeper (Leaf's registry)")
+    if "cosid-redis" in args.peer and args.store != "redis":
+        p.error("--peer cosid-redis needs --store redis (CosId's Redis distributor)")
     # SIGTERM (ctest's timeout, a user) unwinds like Ctrl-C: every process stopped by its PID,
     # stopped ones continued first, the tmpfs mounts and the temp dir removed.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))

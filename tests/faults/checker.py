@@ -8,7 +8,10 @@ the campaign passed:
   - no snowflake id was received twice (any server, any incarnation, any client);
   - no segment id of a tag was received twice;
   - no id of a range a peer's own server took ("peer_range" events: Leaf's or tinyid's
-    allocation on the same row) was received from sekka, and the peer's ranges are disjoint;
+    allocation on the same row, or runs of the snowflake ids Leaf's snowflake servers issued
+    beside sekka's) was received from sekka, and the peer's ranges are disjoint;
+  - no machine id was held by two CosId instances at once ("machine_hold" events: from the
+    reply that gave an instance its id until it stopped using it);
   - ids of a tag from one server process increase: a request that started after another one on
     the same process and tag had finished got larger ids;
   - the ids of one reply (a batch) increase, of either kind;
@@ -129,21 +132,31 @@ def repeated_ids(history):
     return found
 
 
-def peer_overlaps(history, tag_names):
-    """[(tag, id, what)] for the first id of each tag that a peer's range shares with another of
-    its ranges or with an id sekka issued."""
-    found = []
-    by_tag = {}
+def peer_ranges(history, tag_names):
+    """{space: [(first, last)]} of the peers' "peer_range" events: a segment peer's names its
+    tag (its space is the tag's), a snowflake peer's its space and its runs."""
+    by_space = {}
     for e in history.events:
-        if e.get("type") == "peer_range":
-            by_tag.setdefault(e["tag"], []).append((e["first"], e["last"]))
-    for tag, ranges in by_tag.items():
+        if e.get("type") != "peer_range":
+            continue
+        if "tag" in e:
+            space = 1 + list(tag_names).index(e["tag"]) if e["tag"] in tag_names else None
+            by_space.setdefault(space, []).append((e["first"], e["last"]))
+        else:
+            by_space.setdefault(e["space"], []).extend(tuple(r) for r in e["runs"])
+    return by_space
+
+
+def peer_overlaps(history, tag_names):
+    """[(space, id, what)] for the first id of each space that a peer's range shares with another
+    of its ranges or with an id sekka issued."""
+    found = []
+    for space, ranges in peer_ranges(history, tag_names).items():
         ranges.sort()
         for (a0, a1), (b0, _) in zip(ranges, ranges[1:]):
             if b0 <= a1:
-                found.append((tag, b0, "two of the peer's ranges"))
+                found.append((space, b0, "two of the peer's ranges"))
                 break
-        space = 1 + list(tag_names).index(tag) if tag in tag_names else None
         starts = [r[0] for r in ranges]
         for i in range(len(history.first)):
             if history.space[i] != space:
@@ -151,8 +164,29 @@ def peer_overlaps(history, tag_names):
             first, last = history.first[i], history.last[i]
             k = bisect.bisect_right(starts, last) - 1  # the last range starting at or below `last`
             if k >= 0 and ranges[k][1] >= first:
-                found.append((tag, max(first, ranges[k][0]), "a peer's range and sekka"))
+                found.append((space, max(first, ranges[k][0]), "a peer's range and sekka"))
                 break
+    return found
+
+
+def machine_overlaps(history):
+    """[(machine id, holding, holding)] for each machine id two instances held at once (the
+    first such pair)."""
+    by_machine = {}
+    for e in history.events:
+        if e.get("type") == "machine_hold":
+            by_machine.setdefault(e["machine"], []).append(e)
+    found = []
+    for machine, holds in sorted(by_machine.items()):
+        holds.sort(key=lambda e: e["from"])
+        longest = None
+        for h in holds:
+            if longest is not None and h["from"] < longest["until"] and (
+                    h["instance"] != longest["instance"]):
+                found.append((machine, longest, h))
+                break
+            if longest is None or h["until"] > longest["until"]:
+                longest = h
     return found
 
 
@@ -385,8 +419,14 @@ def check(directory, tag_names=()):
                         f"{h.start[a]:.3f} on server {h.server[a]} and {h.start[b]:.3f} on "
                         f"server {h.server[b]})")
     shared = peer_overlaps(h, tag_names)
-    for tag, example, what in shared:
-        failures.append(f"id {example} of tag {tag} was issued by {what}")
+    for space, example, what in shared:
+        name = ("snowflake" if space == 0 else
+                f"tag {tag_names[space - 1] if space and tag_names else space}")
+        failures.append(f"id {example} of {name} was issued by {what}")
+    twice = machine_overlaps(h)
+    for machine, a, b in twice:
+        failures.append(f"machine id {machine} was held by {a['instance']} ({a['from']:.3f} to "
+                        f"{a['until']:.3f}) and {b['instance']} (from {b['from']:.3f}) at once")
     order = segment_order_violations(h)
     if order:
         space, server, a, b = order[0]
@@ -429,7 +469,11 @@ def check(directory, tag_names=()):
         "ids_checked": id_count(h),
         "repeated_ids": sum(r[1] for r in repeats),
         "peer_ranges": sum(1 for e in h.events if e.get("type") == "peer_range"),
+        "peer_ids": sum(last - first + 1 for ranges in peer_ranges(h, tag_names).values()
+                        for first, last in ranges),
         "peer_overlaps": len(shared),
+        "machine_holds": sum(1 for e in h.events if e.get("type") == "machine_hold"),
+        "machine_overlaps": len(twice),
         "segment_order_violations": len(order),
         "strict_requests": len({h.ref[i] for i in range(len(h.first))
                                 if h.space[i] == STRICT_SPACE}),

@@ -95,6 +95,35 @@ class CheckerTest(unittest.TestCase):
         r = self.check()
         self.assertTrue(any("two of the peer's ranges" in f for f in r["failures"]), r)
 
+    def test_a_snowflake_id_of_leafs_servers_and_sekka_fails(self):
+        a = self.client(0)
+        a.op(1.0, 0.001, 0, RESP_BATCH, space=0, runs=[(1000, 1099)])
+        a.close()
+        self.events += [{"type": "peer_range", "space": 0, "runs": [[900, 999], [1100, 1200]]}]
+        r = self.check()
+        self.assertEqual(r["failures"], [], "disjoint runs are fine")
+        self.assertEqual(r["peer_ids"], 100 + 101)
+        self.events += [{"type": "peer_range", "space": 0, "runs": [[1099, 1099]]}]
+        r = self.check()
+        self.assertIn("id 1099 of snowflake was issued by a peer's range and sekka",
+                      r["failures"])
+
+    def test_a_machine_id_held_by_two_instances_at_once_fails(self):
+        def hold(machine, instance, since, until):
+            self.events.append({"type": "machine_hold", "machine": machine, "instance": instance,
+                                "from": since, "until": until})
+        hold(1, "a", 0.0, 10.0)
+        hold(1, "b", 10.0, 20.0)   # after a: fine
+        hold(2, "c", 0.0, 50.0)
+        hold(2, "c", 5.0, 6.0)     # the same instance again: fine
+        r = self.check()
+        self.assertEqual((r["failures"], r["machine_holds"]), ([], 4))
+        hold(1, "d", 19.5, 30.0)   # while b held it
+        r = self.check()
+        self.assertEqual(r["machine_overlaps"], 1)
+        self.assertIn("machine id 1 was held by b (10.000 to 20.000) and d (from 19.500) at once",
+                      r["failures"])
+
     def test_segment_ids_below_a_finished_request_on_the_same_process_fail(self):
         self.events.append({"type": "start", "server": 0, "t": 0.0})
         a, b = self.client(0), self.client(1)
