@@ -819,6 +819,20 @@ class LeafSnowflakeTest(unittest.TestCase):
         self.assertNotEqual(s.worker_id, leaf.worker_id)
         ids = self.batch(s, 1000) + [leaf.next_id() for _ in range(1000)]
         self.assertEqual(len(set(ids)), 2000)
+        # The guide's last step: the Leaf server retired, sekka's restarts on its own node (a
+        # second one joins), and neither takes the retired server's worker id.
+        leaf.stop()
+        self.leafs.remove(leaf)
+        worker = s.worker_id
+        s.stop()
+        self.servers.remove(s)
+        s = Server(self.dirs.path("guide"), "--config", config)
+        self.servers.append(s)
+        self.assertEqual(s.worker_id, worker)
+        other = self.sekka("b", "127.0.0.1:9002")
+        self.assertNotIn(other.worker_id, (leaf.worker_id, worker))
+        ids += self.batch(s, 1000) + self.batch(other, 1000)
+        self.assertEqual(len(set(ids)), 4000)
 
     def test_sequence_zero_is_never_sekkas(self):
         """Review: a Leaf server that finds no registry runs as worker 0 whatever sequence its
