@@ -209,10 +209,17 @@ class MysqlSegmentStore final : public SegmentStore {
   Result<std::vector<TagInfo>> ListTagsAfter(std::string_view after, std::size_t limit) override {
     if (!after.empty() && !ValidateTag(after).ok()) return std::vector<TagInfo>();
     std::lock_guard lock(mu_);
-    // BINARY: byte order, as the other stores list (and as `after` continues).
+    // Byte order of UTF-8, as the other stores list (and as `after` continues): sekka's key is
+    // those bytes; a peer's column may be in another character set (latin1 holds é as E9, where
+    // the cursor, sent as UTF-8, holds C3 A9: compared so, a page came back for ever), so its
+    // names are compared as UTF-8.
+    const std::string key =
+        t_.table.peer.empty()
+            ? std::string(t_.table.key)
+            : fmt::format("CAST(CONVERT({} USING utf8mb4) AS BINARY)", t_.table.key);
     Result<std::vector<MysqlAnswer>> r = Run(fmt::format(
-        "SELECT {0} FROM {1} WHERE {2} AND BINARY {3} > BINARY {4} ORDER BY BINARY {3} LIMIT {5}",
-        t_.table.columns, t_.table.name, t_.table.live, t_.table.key, Quote(after),
+        "SELECT {0} FROM {1} WHERE {2} AND {3} > CAST({4} AS BINARY) ORDER BY {3} LIMIT {5}",
+        t_.table.columns, t_.table.name, t_.table.live, key, Quote(after),
         limit == 0 ? std::string("18446744073709551615") : std::to_string(limit)));
     if (!r.ok()) return std::move(r).error();
     std::vector<TagInfo> out;
@@ -305,7 +312,18 @@ class MysqlSegmentStore final : public SegmentStore {
   }
 
   static std::string Quote(std::string_view text) { return MysqlConnection::Quote(text); }
-  Result<std::vector<MysqlAnswer>> Run(const std::string& sql) { return db_.Run(sql); }
+
+  // A statement refused because the table's character set has no character of a tag's name
+  // (1267, 1271: illegal mix of collations; 1366: incorrect string value; Leaf's table in latin1
+  // asked for 订单): no row can have that name. Not found, then, rather than a store error that
+  // anyone could raise by asking for such names.
+  Result<std::vector<MysqlAnswer>> Run(const std::string& sql) {
+    Result<std::vector<MysqlAnswer>> r = db_.Run(sql);
+    const unsigned code = r.ok() ? 0 : db_.error_number();
+    if (code != 1267 && code != 1271 && code != 1366) return r;
+    return NotFound(fmt::format("{}: table {} cannot hold that tag's name (its character set)",
+                                r.error().message, t_.table.name));
+  }
 
   // sekka's table is made when missing (or brought up to date); a peer's must be there, with the
   // columns read.

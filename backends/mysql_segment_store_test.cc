@@ -186,6 +186,45 @@ TEST(MysqlSegmentStoreTest, AnAsciiTableMadeBeforeTakesEveryTagAsBytes) {
   EXPECT_EQ(db.Value("SELECT COUNT(*) FROM sekka_segments WHERE deleted = 0"), 4);
 }
 
+// Review of issue 40: on a Leaf table in latin1 (MariaDB's own default), the listing compared
+// latin1 bytes with the cursor's UTF-8 and served one page for ever; a name latin1 cannot hold
+// was a store error ("Illegal mix of collations") anyone could raise.
+TEST(MysqlSegmentStoreTest, ALatin1PeerTableListsInUtf8OrderAndHoldsNoOtherName) {
+  static int n = 0;
+  const std::string name = "sekka_latin1_" + std::to_string(::getpid()) + "_" + std::to_string(++n);
+  Direct().Exec("CREATE DATABASE " + name + " CHARACTER SET latin1");
+  Direct db(name);
+  db.Exec(std::string(kLeafTable) +
+          "; INSERT INTO leaf_alloc (biz_tag, max_id, step) VALUES ('z', 1, 10), "
+          "('\xc3\xa9"
+          "1', 1, 10), ('\xc3\xa9"
+          "2', 1, 10), ('a', 1, 10)");
+  std::unique_ptr<SegmentStore> store = OpenOrNull(BaseUri() + name + "?schema=leaf");
+  std::vector<std::string> names;
+  std::string after;
+  for (int page = 0; page < 10; ++page) {
+    Result<std::vector<TagInfo>> r = store->ListTagsAfter(after, 1);
+    ASSERT_TRUE(r.ok()) << r.error().message;
+    if (r->empty()) break;
+    after = r->at(0).tag;
+    names.push_back(after);
+  }
+  EXPECT_EQ(names, (std::vector<std::string>{"a", "z",
+                                             "\xc3\xa9"
+                                             "1",
+                                             "\xc3\xa9"
+                                             "2"}));
+  Result<Allocation> other = store->Allocate("\xe8\xae\xa2\xe5\x8d\x95", 5);  // 订单
+  ASSERT_FALSE(other.ok());
+  EXPECT_EQ(other.error().code, ErrorCode::kNotFound) << other.error().message;
+  Result<Allocation> again = store->Allocate(
+      "\xc3\xa9"
+      "1",
+      5);  // and the store still serves
+  ASSERT_TRUE(again.ok()) << again.error().message;
+  EXPECT_EQ(again->begin, 1);
+}
+
 TEST(MysqlSegmentStoreTest, APeersMissingTableIsNamedNotMade) {
   const std::string uri = FreshDatabase("sekka");  // a database without Leaf's table
   const std::string leaf = uri.substr(0, uri.find('?')) + "?schema=leaf";

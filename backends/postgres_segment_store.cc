@@ -376,6 +376,15 @@ class PostgresSegmentStore final : public SegmentStore {
       if (PQresultStatus(r.get()) == want) return r;
       if (PQstatus(conn_) == CONNECTION_OK) {
         const std::string why = OneLine(PQresultErrorMessage(r.get()));
+        // A database whose encoding has no character of a tag's name (22P05 untranslatable,
+        // 22021 not in repertoire): no row can have that name; not a store error.
+        const char* state = PQresultErrorField(r.get(), PG_DIAG_SQLSTATE);
+        const std::string_view code = state != nullptr ? state : "";
+        if (code == "22P05" || code == "22021") {
+          return NotFound(fmt::format(
+              "segment store {}: {}: the database's encoding cannot hold that tag's name",
+              Redacted(), why));
+        }
         return Unavailable(fmt::format("segment store {}: {}", Redacted(), why));
       }
     }
@@ -413,9 +422,9 @@ Result<std::unique_ptr<SegmentStore>> OpenPostgresSegmentStore(const std::string
   PQconninfoFree(options);
   // Bounded connects, dead peers noticed by TCP (keepalives, unacknowledged data), and tags
   // sent and read as UTF-8 whatever the database's encoding.
-  for (const char* option : {"connect_timeout=5", "keepalives_idle=5", "keepalives_interval=2",
-                             "keepalives_count=2", "tcp_user_timeout=5000",
-                             "client_encoding=UTF8"}) {
+  for (const char* option :
+       {"connect_timeout=5", "keepalives_idle=5", "keepalives_interval=2", "keepalives_count=2",
+        "tcp_user_timeout=5000", "client_encoding=UTF8"}) {
     full = WithPostgresOption(full, option);
   }
   return std::unique_ptr<SegmentStore>(new PostgresSegmentStore(full, *table));

@@ -85,17 +85,21 @@ const char*& PathOf(zoo_op_t& op) {
 
 // zoo_multi, around two faults of the C client's zoo_amulti:
 // 1. Once the session is unrecoverable (expired, auth failed), it frees memory it does not
-//    own: an op after the first that failed gets no request made, yet the request's path,
-//    left from the op before, is freed as a copy of the op's path (a server paused past its
-//    session died of a double free, beside Leaf's servers). So no multi goes out on such a
-//    handle; and as the session may end between that check and the call, the ops go with
-//    malloc'd copies of their paths, left to the library when it failed before sending (a few
-//    bytes lost then; never a free of what sekka owns).
+//    own: the op whose request finds that state leaves its path in the request, and every op
+//    after it, whose request is then not made, frees that path again as a copy of its own (a
+//    server paused past its session died of a double free, beside Leaf's servers). So a multi
+//    goes out on a connected handle only (else ZCONNECTIONLOSS, or ZINVALIDSTATE for a session
+//    that is gone; nothing was sent). A connected session turns unrecoverable only at the end
+//    of a new handshake (after a connection loss, a connect and the server's answer) or at
+//    an auth answer (digest, which ZooKeeper never refuses), never within the loop's few
+//    microseconds of work without I/O. The ops also go with malloc'd copies of their paths,
+//    left to the library when it failed before sending: a further guard for two ops.
 // 2. It turns every failure to send (ZINVALIDSTATE once the session expired among them) into
 //    ZMARSHALLINGERROR, which would read as a passing fault and never end the lease (the fault
 //    campaign's paused server stayed unready for good): the session's end is named as such.
 int Multi(zhandle_t* zh, int count, const zoo_op_t* ops, zoo_op_result_t* results) {
   if (IsUnrecoverable(zh)) return ZINVALIDSTATE;
+  if (zoo_state(zh) != ZOO_CONNECTED_STATE) return ZCONNECTIONLOSS;
   std::vector<zoo_op_t> copies(ops, ops + count);
   std::vector<char*> paths;
   for (zoo_op_t& op : copies) {

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -42,10 +43,15 @@ int RunSegment(const SegmentFlags& flags) {
                 << '\n';  // a peer's row may hold bytes that are not UTF-8
       return;
     }
-    // A row a peer's table holds under a name sekka cannot serve: shown quoted and escaped, with
-    // the reason (sekka's own tables hold valid names only).
+    // A name of more than A-Z a-z 0-9 _ . : - is shown quoted and escaped, so that a space or a
+    // quote in it never reads as the line's next field; a row a peer's table holds under a name
+    // sekka cannot serve comes with the reason (sekka's own tables hold valid names only).
     const Status name = ValidateTag(t.tag);
-    const std::string shown = name.ok() ? t.tag : "\"" + ShownTag(t.tag) + "\"";
+    const bool plain = std::all_of(t.tag.begin(), t.tag.end(), [](char c) {
+      return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+             c == '_' || c == '.' || c == ':' || c == '-';
+    });
+    const std::string shown = plain && name.ok() ? t.tag : "\"" + ShownTag(t.tag) + "\"";
     std::string line = fmt::format("{} next_id={} step={}", shown, t.next_id, t.step);
     if (t.delta != 1) line += fmt::format(" delta={} remainder={}", t.delta, t.remainder);
     if (!name.ok()) {

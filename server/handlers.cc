@@ -115,8 +115,11 @@ struct HttpRoute {
 
 Status NoArgs(Service&, const RouteInput&, ArgList&) { return Status::Ok(); }
 
-// The rest of the path, percent-decoded, as the first argument (a tag, an id).
+// The rest of the path, one segment, percent-decoded, as the first argument (a tag, an id).
 Status PathArg(Service&, const RouteInput& in, ArgList& out) {
+  if (in.rest.find('/') != std::string_view::npos) {
+    return InvalidArgument("the path has a / after the route: a / in a tag is spelled %2F");
+  }
   std::optional<std::string> v = http::PercentDecode(in.rest);
   if (!v) return InvalidArgument("the path is not valid percent-encoding");
   out.push_back(std::move(*v));
@@ -918,6 +921,10 @@ HttpReply RunRoute(Service& service, const HttpRoute& route, const RouteInput& i
   ArgList args;
   if (!RouteAuthorized(service, route, in)) {
     reply = Unauthenticated(std::string(AuthRefusal(service, route.auth)));
+  } else if (!http::PercentDecode(in.query)) {  // never a raw "%zz" taken for a name
+    reply = InvalidArgument(
+        "the query is not valid percent-encoding: allowed %XX with two hex "
+        "digits, and %25 for a %");
   } else if (Status s = route.args(service, in, args); !s.ok()) {
     reply = s.error();
   } else if (route.command != nullptr) {

@@ -233,7 +233,7 @@ def run(args):
                    for c in range(args.clients)]
         for c in clients:
             c.start()
-        beside.start(nodes, record, deadline)
+        beside.start(nodes, record, deadline, stopping)
         if not args.soak:
             Nemesis(args.seed, nodes, coord, store, record, args.lease_ttl, not args.short,
                     supervisor, links, args.kinds.split(",") if args.kinds else None

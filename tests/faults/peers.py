@@ -73,14 +73,17 @@ class Peers:
             self.leafs = [LeafSnowflakeServer(hosts, LEAF_NAME, "127.0.0.9", 8080 + i)
                           for i in range(2)]
 
-    def start(self, nodes, record, deadline):
+    def start(self, nodes, record, deadline, stopping):
+        """`stopping`: an Event set when the campaign ends early (Ctrl-C, SIGTERM)."""
+        def until():
+            return time.monotonic() < deadline and not stopping.is_set()
         for peer in self.names:
             if peer in SEGMENT_PEERS:
-                target, args = segment_peer, (peer, self.store, record, deadline, self.tag)
+                target, args = segment_peer, (peer, self.store, record, until, self.tag)
             elif peer == "leaf-snowflake":
-                target, args = leaf_snowflake_peer, (self.leafs, record, deadline)
+                target, args = leaf_snowflake_peer, (self.leafs, record, until)
             else:
-                target, args = cosid_peer, (self.store, nodes, record, deadline, self.guarding)
+                target, args = cosid_peer, (self.store, nodes, record, until, self.guarding)
             self.threads.append(threading.Thread(target=target, args=args, daemon=True))
             self.threads[-1].start()
 
@@ -91,12 +94,12 @@ class Peers:
             leaf.stop()
 
 
-def segment_peer(peer, store, record, deadline, tag):
+def segment_peer(peer, store, record, until, tag):
     """Leaf's or tinyid's server taking ranges of `tag` from the row sekka serves, through the
     store's faults: a range is recorded only once its commit returned; a failed call reconnects
     and goes on, as the peer's connection pool would."""
     conn = None
-    while time.monotonic() < deadline:
+    while until():
         try:
             if conn is None:
                 conn = store.connect(autocommit=peer == "tinyid")
@@ -115,10 +118,10 @@ def segment_peer(peer, store, record, deadline, tag):
             time.sleep(0.2)
 
 
-def leaf_snowflake_peer(leafs, record, deadline):
+def leaf_snowflake_peer(leafs, record, until):
     """Leaf's servers issue ids all along (Leaf keeps issuing while ZooKeeper is down: its
     worker id is its node's, for good)."""
-    while time.monotonic() < deadline:
+    while until():
         for leaf in leafs:
             ids = [leaf.next_id() for _ in range(100)]
             record({"type": "peer_range", "space": 0, "runs": runs_of(ids),
@@ -175,9 +178,11 @@ class Instance:
             self.end(min(time.monotonic(), last_ok + self.guard_s), "lost")
         return self.every_s
 
-    def run(self, deadline):
-        while time.monotonic() < deadline:
-            time.sleep(max(0.0, min(self.step(), deadline - time.monotonic())))
+    def run(self, until):
+        while until():
+            pause = time.monotonic() + self.step()
+            while until() and time.monotonic() < pause:
+                time.sleep(min(0.2, max(0.0, pause - time.monotonic())))
         if self.held is not None:
             self.end(time.monotonic(), "campaign over")
 
@@ -228,14 +233,14 @@ def proxy_asker(nodes, rng, guard_s):
     return ask
 
 
-def cosid_peer(store, nodes, record, deadline, guarding):
+def cosid_peer(store, nodes, record, until, guarding):
     rng, side = random.Random(7), INSTANCES // 2
     g = guarding.guard_s
     instances = [Instance(f"10.1.0.{i}", native_asker(store, g), random.Random(i), record,
                           guarding) for i in range(side)]
     instances += [Instance(f"10.2.0.{i}", proxy_asker(nodes, rng, g), random.Random(100 + i),
                            record, guarding) for i in range(side)]
-    threads = [threading.Thread(target=i.run, args=(deadline,), daemon=True) for i in instances]
+    threads = [threading.Thread(target=i.run, args=(until,), daemon=True) for i in instances]
     for t in threads:
         t.start()
     for t in threads:
