@@ -147,9 +147,10 @@ def run(args):
     shutil.rmtree(history, ignore_errors=True)
     os.makedirs(history)
     base = tempfile.mkdtemp(prefix="sekka-faults-")
-    # The nodes' host lock dir: the campaign's own (the suite gives one per campaign), never the
-    # host's /var/lib/sekka/workers, which a campaign's cluster would bind to its id space.
-    os.environ.setdefault("SEKKA_WORKER_LOCK_DIR", os.path.join(base, "locks"))
+    # The nodes' host lock dir: this run's own, as its cluster is. Never the host's
+    # /var/lib/sekka/workers, nor one kept from an earlier run (the suite's per-test dir), which
+    # that run's cluster bound to its id space (a run with Leaf's layout was refused there).
+    os.environ["SEKKA_WORKER_LOCK_DIR"] = os.path.join(base, "locks")
     record = Recorder(os.path.join(history, "events.jsonl"))
     coord = store = beside = None
     nodes = []
