@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <charconv>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <regex>
@@ -873,6 +874,16 @@ Result<ServerConfig> BuildConfig(const std::vector<ConfigValues>& sources) {
     if (Status s = section(v, c); !s.ok()) return std::move(s).error();
   }
   return c;
+}
+
+ServerConfig DefaultConfig() {
+  Result<ServerConfig> c = BuildConfig({});
+  if (!c.ok()) {  // the table's own defaults are refused: a defect config_test shows
+    std::fprintf(stderr, "sekka: the default configuration is not valid: %s\n",
+                 c.error().message.c_str());
+    std::abort();
+  }
+  return *std::move(c);
 }
 
 std::string PrintConfig(const std::vector<ConfigValues>& sources) {

@@ -22,55 +22,57 @@
 
 namespace sekka::server {
 
+// The server's settings. Their defaults live in one place, the table of keys in config.cc:
+// a ServerConfig from BuildConfig or DefaultConfig has them; the fields here are only zeroed.
 struct ServerConfig {
   // [server]
-  std::string http_listen = "127.0.0.1:8080";  // "" = off
-  std::string resp_listen = "127.0.0.1:6380";  // "" = off
-  std::string thrift_listen;                   // Twitter Snowflake's Thrift service; "" = off
-  std::string auth_token;                      // "" = no authentication
+  std::string http_listen;    // "" = off
+  std::string resp_listen;    // "" = off
+  std::string thrift_listen;  // Twitter Snowflake's Thrift service; "" = off
+  std::string auth_token;     // "" = no authentication
   // Host names HTTP requests may name besides IP literals and localhost (DNS rebinding).
   std::vector<std::string> allowed_hosts;
-  int threads = 0;                           // event loops; 0 = one per core
-  int max_connections = 10000;               // open connections, both protocols together
-  std::int64_t idle_timeout_ms = 300'000;    // a connection idle this long is closed
-  std::int64_t max_batch = 100'000;          // ids per batch request
-  std::int64_t request_timeout_ms = 10'000;  // a request must arrive whole this soon
-  std::int64_t max_buffer_mib = 512;         // all connections' buffers together
-  std::int64_t busy_poll_us = 0;             // loops poll this long before sleeping; 0 = never
-  std::string log_level = "info";            // debug | info | warn | error
-  bool resp_string_ids = false;  // server.resp_ids = "string": RESP ids as decimal bulk strings
+  int threads{};                      // event loops; 0 = one per core
+  int max_connections{};              // open connections, both protocols together
+  std::int64_t idle_timeout_ms{};     // a connection idle this long is closed
+  std::int64_t max_batch{};           // ids per batch request
+  std::int64_t request_timeout_ms{};  // a request must arrive whole this soon
+  std::int64_t max_buffer_mib{};      // all connections' buffers together
+  std::int64_t busy_poll_us{};        // loops poll this long before sleeping; 0 = never
+  std::string log_level;              // debug | info | warn | error
+  bool resp_string_ids{};  // server.resp_ids = "string": RESP ids as decimal bulk strings
   // server.tls_*: TLS on every listener when the certificate is set (with its key); client
   // certificates signed by the client CA file are then required when that is set too. "" = off.
   std::string server_tls_cert_file;
   std::string server_tls_key_file;
   std::string server_tls_client_ca_file;
   // [data]
-  std::string data_dir = "./sekka-data";
+  std::string data_dir;
   // [generator] and [layout], ready for Snowflake::Create (worker ids are set at start-up)
   SnowflakeOptions generator;
-  std::int64_t max_startup_wait_ms = 10'000;  // wait out a stored hwm this close, else refuse
-  bool force = false;                         // start despite a stored state of another layout
+  std::int64_t max_startup_wait_ms{};  // wait out a stored hwm this close, else refuse
+  bool force{};                        // start despite a stored state of another layout
   // generator.after_id: no id at or below it is issued (taking over from another system); -1:
   // none. after_floor_ms: the time the clock must pass for that (AfterIdFloorMillis).
   std::int64_t after_id = -1;
   std::int64_t after_floor_ms = 0;
   // [worker]
-  std::string worker_source = "local";  // static | local | hostname | etcd | zookeeper
+  std::string worker_source;  // static | local | hostname | etcd | zookeeper
   // True when worker ids come from a coordinator (etcd, zookeeper), not from this host.
   bool coordinated() const {
     return worker_source == "etcd" || worker_source == "zookeeper" || worker_source == "redis";
   }
-  std::int64_t worker_id = 0;
+  std::int64_t worker_id{};
   // static, local, hostname: the host-wide directory of worker-id locks and hwm states.
-  std::string worker_lock_dir = "/var/lib/sekka/workers";
-  std::int64_t datacenter_id = 0;
+  std::string worker_lock_dir;
+  std::int64_t datacenter_id{};
   std::string coordinator;
-  std::string cluster = "default";
-  std::int64_t lease_ttl_ms = 10'000;
+  std::string cluster;
+  std::int64_t lease_ttl_ms{};
   std::string worker_name;  // identity for `local`; "" = the listen addresses
   // A restart takes back its own worker id and waits past its hwm, instead of taking a free id
   // whose hwm is past (WorkerLeaseOptions::keep_id).
-  bool keep_worker_id = false;
+  bool keep_worker_id{};
   // Leaf's snowflake registry beside (backends/zookeeper_worker_lease.h LeafRegistry): "" = none
   std::string leaf_name;
   std::string leaf_address;
@@ -82,21 +84,21 @@ struct ServerConfig {
   std::string password;
   std::string password_file;
   // [segment]
-  std::string segment_store;         // "" = sqlite in the data dir
-  bool segment_auto_create = false;  // create unknown tags on first use
+  std::string segment_store;   // "" = sqlite in the data dir
+  bool segment_auto_create{};  // create unknown tags on first use
   // [machines] this server alone answers CosId's /machines (refused with a coordinated
   // worker.source otherwise: each server keeps its own file)
-  bool machines_single_server = false;
+  bool machines_single_server{};
   std::string
       machines_store;  // "": the coordinator's or the data dir's (backends/cosid_machines.h)
-  std::int64_t segment_step = 1000;              // step of auto-created tags
-  std::int64_t segment_max_step = 10'000'000;    // the dynamic step never goes above this
-  std::int64_t segment_wait_deadline_ms = 2000;  // both buffers empty: wait this long
-  std::int64_t segment_max_tags = 10'000;        // tags served at most (auto-created included)
-  std::vector<std::string> strict_tags;          // the strict tags served here (strict.tags)
-  std::int64_t strict_window = 100'000;          // a strict tag's bound runs this far ahead
-  std::string strict_advertise;    // "" = the RESP listener's address, unless a wildcard
-  std::string strict_tls_ca_file;  // "" = the system's CAs (with TLS on the listeners)
+  std::int64_t segment_step{};              // step of auto-created tags
+  std::int64_t segment_max_step{};          // the dynamic step never goes above this
+  std::int64_t segment_wait_deadline_ms{};  // both buffers empty: wait this long
+  std::int64_t segment_max_tags{};          // tags served at most (auto-created included)
+  std::vector<std::string> strict_tags;     // the strict tags served here (strict.tags)
+  std::int64_t strict_window{};             // a strict tag's bound runs this far ahead
+  std::string strict_advertise;             // "" = the RESP listener's address, unless a wildcard
+  std::string strict_tls_ca_file;           // "" = the system's CAs (with TLS on the listeners)
   // [opaque]
   std::string opaque_key_file;  // "" = no opaque ids
   // [random]: the layout of /v1/random, RANDOM.NEXT (a random layout: time and random bits)
@@ -115,6 +117,9 @@ Result<ConfigValues> ReadConfigEnvironment(const std::vector<std::string>& envir
 // Builds the configuration from the sources, in order (later wins).
 // Errors: kInvalidArgument naming the key and what is allowed.
 Result<ServerConfig> BuildConfig(const std::vector<ConfigValues>& sources);
+// The configuration of no source: every key at the table's default. Tests and the simulation
+// start from it, so that they run with what a server runs with.
+ServerConfig DefaultConfig();
 // How long one call to a coordinator may take: a quarter of the lease TTL, at most 2 s, so that
 // a member that does not answer leaves time for the others within a TTL.
 inline std::int64_t CoordinatorCallTimeoutMs(const ServerConfig& config) {

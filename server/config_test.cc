@@ -29,6 +29,19 @@ TEST(ConfigTest, DefaultsAreTheEmbeddedOnes) {
   EXPECT_EQ(c->max_batch, 100000);
 }
 
+// Issue 41: segment.wait_deadline was "500ms" in the table and 2000 in config.h, so the tests
+// and the simulation ran with 2 s while every server ran with 500 ms. Defaults live in the
+// table only; DefaultConfig is the table's.
+TEST(ConfigTest, TestsAndTheSimulationStartFromTheTablesDefaults) {
+  const ServerConfig d = DefaultConfig();
+  EXPECT_EQ(d.segment_wait_deadline_ms, 500);
+  EXPECT_EQ(d.max_connections, 10000);
+  EXPECT_EQ(d.lease_ttl_ms, 10000);
+  EXPECT_EQ(d.cluster, "default");
+  EXPECT_EQ(d.worker_lock_dir, "/var/lib/sekka/workers");
+  EXPECT_EQ(d.after_id, -1);  // not set: no floor
+}
+
 TEST(ConfigTest, FileThenEnvironmentThenFlagsTheLaterWins) {
   const std::string path = WriteTemp(
       "[server]\nhttp_listen = \"127.0.0.1:1\"\nresp_listen = \"127.0.0.1:2\"\n"

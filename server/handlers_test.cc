@@ -16,7 +16,7 @@ class HandlersTest : public ::testing::Test {
  protected:
   HandlersTest() {
     SetLogLevel("off");
-    ServerConfig config;
+    ServerConfig config = DefaultConfig();
     config.worker_source = "etcd";
     config.auth_token = std::string(kToken);
     config.allowed_hosts = {"ids.internal"};

@@ -71,7 +71,7 @@ class ServiceTest : public ::testing::Test {
   Result<std::unique_ptr<Service>> TryStart(const std::string& identity,
                                             int unavailable_acquires = 0,
                                             std::int64_t failing_call_ms = 2000) {
-    ServerConfig config;
+    ServerConfig config = DefaultConfig();
     config.worker_source = "etcd";
     config.lease_ttl_ms = ttl_ms_;
     config.generator.layout =

@@ -347,7 +347,7 @@ class Simulation {
     slot.clock = slot.clock ? std::move(slot.clock) : std::make_unique<SimClock>(world_);
     const int incarnation = ++incarnations_;
     std::unique_ptr<FaultyLease> lease = NewLease(slot, slot.disk->preferred, incarnation);
-    ServerConfig config;
+    ServerConfig config = DefaultConfig();
     config.worker_source = Coordinated(*lease) ? "etcd" : std::string(lease->source());
     config.lease_ttl_ms = ttl_ms_;
     config.generator.layout = layout_;

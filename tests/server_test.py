@@ -228,6 +228,40 @@ class RespTest(ServerTestCase):
         self.assertEqual(s.resp_raw(b"SEG.CREATE fresh 1 100\r\n"), b"+created\r\n")
         self.assertEqual(s.resp_raw(b"SEG.CREATE fresh 1 100\r\n"), b"+exists\r\n")
 
+    @staticmethod
+    def documented_commands():
+        """The RESP commands docs/protocol.md's tables name (the first word of each command in a
+        row's first cell)."""
+        with open(os.path.join(os.path.dirname(__file__), "..", "docs", "protocol.md")) as f:
+            lines = [line for line in f if line.startswith("|")]
+        names = set()
+        for line in lines:
+            cell = re.split(r"(?<!\\)\|", line)[1]
+            for span in re.findall(r"`([^`]+)`", cell):
+                word = span.split()[0]
+                if re.fullmatch(r"[A-Z][A-Z0-9]*(\.[A-Z]+)?", word) and word not in (
+                        "GET", "POST", "PATCH", "DELETE", "PUT", "HEAD"):
+                    names.add(word)
+        return names
+
+    def test_command_answers_for_every_command_protocol_md_lists(self):
+        """Issue 41: COMMAND answered an empty array (redis-cli and client libraries learnt no
+        command) and COMMAND COUNT 0. They answer from the command tables, and docs/protocol.md
+        lists the same commands."""
+        documented = self.documented_commands()
+        self.assertEqual(redis_cli(self.s, "COMMAND", "COUNT"), str(len(documented)))
+        listed = {name.upper() for name in redis_cli(self.s, "COMMAND", "LIST").split()}
+        self.assertEqual(listed, documented)
+        # Redis 7's shapes: an entry of 10 fields (name, arity, ...), nil for an unknown name;
+        # DOCS a name, then its doc as a flat map.
+        self.assertTrue(self.s.resp_raw(b"COMMAND INFO seg.next nope\r\n").startswith(
+            b"*2\r\n*10\r\n$8\r\nseg.next\r\n:-2\r\n*0\r\n"))
+        self.assertTrue(self.s.resp_raw(b"COMMAND INFO nope\r\n") == b"*1\r\n$-1\r\n")
+        self.assertTrue(self.s.resp_raw(b"COMMAND DOCS id.batch\r\n").startswith(
+            b"*2\r\n$8\r\nid.batch\r\n*6\r\n$7\r\nsummary\r\n$16\r\nID.BATCH <count>\r\n"))
+        self.assertTrue(self.s.resp_raw(b"COMMAND\r\n").startswith(
+            f"*{len(documented)}\r\n*10\r\n".encode()))
+
     def test_redis_cli_commands(self):
         s = self.s
         self.assertTrue(redis_cli(s, "ID.NEXT").isdigit())
@@ -243,7 +277,7 @@ class RespTest(ServerTestCase):
         self.assertIn("sekka_version", redis_cli(s, "INFO"))
         self.assertIn("redis_version", redis_cli(s, "INFO", "server"))
         self.assertEqual(redis_cli(s, "CLIENT", "SETNAME", "me"), "OK")
-        self.assertEqual(redis_cli(s, "COMMAND", "DOCS"), "")
+        self.assertIn("ID.BATCH <count>", redis_cli(s, "COMMAND", "DOCS"))
         self.assertIn("NOPROTO", redis_cli(s, "HELLO", "3"))
         self.assertIn("sekka", redis_cli(s, "HELLO", "2"))
         self.assertTrue(redis_cli(s, "FOO", "bar").startswith("ERR unknown command 'FOO'"))
@@ -1613,6 +1647,38 @@ class DiskFullTest(ServerTestCase):
 
 
 class ConfigTest(ServerTestCase):
+    @staticmethod
+    def config_keys(text, commented):
+        """{"section.key": default} of a TOML text in --print-config's shape; with `commented`,
+        the `# key = <not set>` lines too."""
+        keys, section = {}, None
+        for line in text.splitlines():
+            if m := re.match(r"^\[([a-z_]+)\]\s*$", line):
+                section = m.group(1)
+            elif m := re.match(r'^(#\s*)?([a-z_0-9]+) = ("(?:[^"\\]|\\.)*"|<not set>|[^\s#]+)', line):
+                if section and (commented or not m.group(1)):
+                    keys[f"{section}.{m.group(2)}"] = m.group(3)
+        return keys
+
+    def test_the_contract_lists_every_key_with_its_default(self):
+        """Issue 41: docs/contract.md lacked 21 of the keys the configuration table has (and a
+        default may drift from it). The contract's block and --print-config (the table's own
+        defaults) name the same keys with the same defaults."""
+        env = {k: v for k, v in os.environ.items() if not k.startswith("SEKKA_")}  # defaults
+        p = subprocess.run([SEKKA, "serve", "--print-config"], capture_output=True, text=True,
+                           timeout=30, env=env)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        table = self.config_keys(p.stdout, commented=True)
+        with open(os.path.join(os.path.dirname(__file__), "..", "docs", "contract.md")) as f:
+            contract = f.read()
+        start = contract.index("```toml\n", contract.index("These names are fixed")) + 8
+        documented = self.config_keys(contract[start:contract.index("```", start)], False)
+        self.assertGreater(len(table), 60)
+        self.assertEqual(sorted(set(table) - set(documented)), [], "keys the contract lacks")
+        self.assertEqual(sorted(set(documented) - set(table)), [], "keys the table lacks")
+        self.assertEqual({k: v for k, v in documented.items() if table[k] != v},
+                         {k: table[k] for k, v in documented.items() if table[k] != v})
+
     def test_print_config_refuses_the_store_uris_serve_refuses(self):
         """--print-config exited 0 on a segment.store that serve refused at start, and showed it
         as if it were fine."""
