@@ -325,54 +325,60 @@ Result<Reply> RandomCommand(Service& service, Args args) {
 }
 
 constexpr std::array<CommandSpec, 24> kCommands = {{
-    // name, arguments (min, max), auth, may block, handler
-    {Command::kId, "ID.NEXT", 0, 0, true, nullptr, NextIdCommand},
-    {Command::kIds, "ID.BATCH", 1, 1, true, BatchMayWait, NextIdsCommand},  // <count>
-    {Command::kDecode, "ID.DECODE", 1, 1, true, nullptr, DecodeCommand},    // <id>
-    {Command::kSegment, "SEG.NEXT", 1, 2, true, SegmentNextMayBlock,        // <tag> [<count>]
-     SegmentNextCommand},
-    {Command::kSegmentRange, "SEG.RANGE", 1, 3, true, AlwaysMayBlock,  // <tag> [<step> [DENSE]]
-     SegmentRangeCommand},
-    {Command::kSegmentCreate, "SEG.CREATE", 3, 3, true, AlwaysMayBlock,  // <tag> <start> <step>
-     SegmentCreateCommand},
+    // label, name, arguments (min, max), auth, may block, handler, lane, usage
+    {Command::kId, "ID.NEXT", 0, 0, true, nullptr, NextIdCommand, Lane::kStore, ""},
+    {Command::kIds, "ID.BATCH", 1, 1, true, BatchMayWait, NextIdsCommand, Lane::kStore, "<count>"},
+    {Command::kDecode, "ID.DECODE", 1, 1, true, nullptr, DecodeCommand, Lane::kStore, "<id>"},
+    {Command::kSegment, "SEG.NEXT", 1, 2, true, SegmentNextMayBlock, SegmentNextCommand,
+     Lane::kStore, "<tag> [<count>]"},
+    {Command::kSegmentRange, "SEG.RANGE", 1, 3, true, AlwaysMayBlock, SegmentRangeCommand,
+     Lane::kStore, "<tag> [<step> [DENSE]]"},
+    {Command::kSegmentCreate, "SEG.CREATE", 3, 3, true, AlwaysMayBlock, SegmentCreateCommand,
+     Lane::kStore, "<tag> <start> <step>"},
     // Tag administration, on the store itself (changes need auth_token set: AdminAllowed).
-    {Command::kSegmentAdmin, "SEG.TAGS", 0, 2, true, AlwaysMayBlock, SegmentTagsCommand},
-    {Command::kSegmentAdmin, "SEG.STEP", 2, 2, true, AlwaysMayBlock,  // <tag> <step>
-     SegmentStepCommand},
-    {Command::kSegmentAdmin, "SEG.DELETE", 1, 1, true, AlwaysMayBlock,  // <tag>
-     SegmentDeleteCommand},
+    {Command::kSegmentAdmin, "SEG.TAGS", 0, 2, true, AlwaysMayBlock, SegmentTagsCommand,
+     Lane::kStore, "[<tag> | AFTER <tag>]"},
+    {Command::kSegmentAdmin, "SEG.STEP", 2, 2, true, AlwaysMayBlock, SegmentStepCommand,
+     Lane::kStore, "<tag> <step>"},
+    {Command::kSegmentAdmin, "SEG.DELETE", 1, 1, true, AlwaysMayBlock, SegmentDeleteCommand,
+     Lane::kStore, "<tag>"},
     // Strict ids: led here, or forwarded to the tag's leader (both may wait).
-    {Command::kStrict, "STRICT.NEXT", 1, 2, true, StrictMayBlock, StrictCommand,  // <tag> [<n>]
-     Lane::kStrict},
-    {Command::kStrict, "STRICT.BATCH", 2, 2, true, StrictMayBlock, StrictCommand,  // <tag> <n>
-     Lane::kStrict},
-    {Command::kStrict, "STRICT.FORWARDED", 2, 2, true, StrictMayBlock,  // <tag> <n>
-     StrictForwardedCommand, Lane::kStrictLeader},
+    {Command::kStrict, "STRICT.NEXT", 1, 2, true, StrictMayBlock, StrictCommand, Lane::kStrict,
+     "<tag> [<count>]"},
+    {Command::kStrict, "STRICT.BATCH", 2, 2, true, StrictMayBlock, StrictCommand, Lane::kStrict,
+     "<tag> <count>"},
+    {Command::kStrict, "STRICT.FORWARDED", 2, 2, true, StrictMayBlock, StrictForwardedCommand,
+     Lane::kStrictLeader, "<tag> <count>"},
     // Machine ids for CosId clients: each change is stored (fsync) before it is answered.
-    {Command::kMachine, "MACHINE.DISTRIBUTE", 5, 5, true, AlwaysMayBlock,
-     MachineDistributeCommand},  // <namespace> <bits> <instance> <stable> <guard>
-    {Command::kMachine, "MACHINE.GUARD", 3, 3, true, AlwaysMayBlock,
-     MachineGuardCommand},  // <namespace> <instance> <guard>
-    {Command::kMachine, "MACHINE.REVERT", 2, 2, true, AlwaysMayBlock,
-     MachineRevertCommand},  // <namespace> <instance>
+    {Command::kMachine, "MACHINE.DISTRIBUTE", 5, 5, true, AlwaysMayBlock, MachineDistributeCommand,
+     Lane::kStore, "<namespace> <bits> <instance> <stable> <guard>"},
+    {Command::kMachine, "MACHINE.GUARD", 3, 3, true, AlwaysMayBlock, MachineGuardCommand,
+     Lane::kStore, "<namespace> <instance> <guard>"},
+    {Command::kMachine, "MACHINE.REVERT", 2, 2, true, AlwaysMayBlock, MachineRevertCommand,
+     Lane::kStore, "<namespace> <instance>"},
     // Opaque ids (opaque.key_file).
-    {Command::kOpaque, "OPAQUE.ENCODE", 1, 1, true, nullptr, OpaqueEncodeCommand},  // <id>
-    {Command::kOpaque, "OPAQUE.DECODE", 1, 1, true, nullptr, OpaqueDecodeCommand},  // <opaque>
-    {Command::kId, "OPAQUE.NEXT", 0, 0, true, nullptr, OpaqueNextCommand},
+    {Command::kOpaque, "OPAQUE.ENCODE", 1, 1, true, nullptr, OpaqueEncodeCommand, Lane::kStore,
+     "<id>"},
+    {Command::kOpaque, "OPAQUE.DECODE", 1, 1, true, nullptr, OpaqueDecodeCommand, Lane::kStore,
+     "<opaque>"},
+    {Command::kId, "OPAQUE.NEXT", 0, 0, true, nullptr, OpaqueNextCommand, Lane::kStore, ""},
     // UUIDv7 and ULID.
-    {Command::kUuid, "UUID.NEXT", 0, 0, true, nullptr,
-     TimeOrderedCommand<TimeOrderedKind::kUuidV7>},
+    {Command::kUuid, "UUID.NEXT", 0, 0, true, nullptr, TimeOrderedCommand<TimeOrderedKind::kUuidV7>,
+     Lane::kStore, ""},
     {Command::kUuid, "UUID.BATCH", 1, 1, true, nullptr,
-     TimeOrderedCommand<TimeOrderedKind::kUuidV7>},  // <count>
-    {Command::kUlid, "ULID.NEXT", 0, 0, true, nullptr, TimeOrderedCommand<TimeOrderedKind::kUlid>},
-    {Command::kUlid, "ULID.BATCH", 1, 1, true, nullptr,
-     TimeOrderedCommand<TimeOrderedKind::kUlid>},  // <count>
+     TimeOrderedCommand<TimeOrderedKind::kUuidV7>, Lane::kStore, "<count>"},
+    {Command::kUlid, "ULID.NEXT", 0, 0, true, nullptr, TimeOrderedCommand<TimeOrderedKind::kUlid>,
+     Lane::kStore, ""},
+    {Command::kUlid, "ULID.BATCH", 1, 1, true, nullptr, TimeOrderedCommand<TimeOrderedKind::kUlid>,
+     Lane::kStore, "<count>"},
     // Random ids (random.layout): no worker id, odds of a clash as `sekka layout --rate` says.
-    {Command::kRandom, "RANDOM.NEXT", 0, 0, true, nullptr, RandomCommand},
-    {Command::kRandom, "RANDOM.BATCH", 1, 1, true, nullptr, RandomCommand},  // <count>
+    {Command::kRandom, "RANDOM.NEXT", 0, 0, true, nullptr, RandomCommand, Lane::kStore, ""},
+    {Command::kRandom, "RANDOM.BATCH", 1, 1, true, nullptr, RandomCommand, Lane::kStore, "<count>"},
 }};
 
 }  // namespace
+
+std::span<const CommandSpec> Commands() { return kCommands; }
 
 const CommandSpec* FindCommand(std::string_view name) {
   for (const CommandSpec& spec : kCommands) {

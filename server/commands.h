@@ -68,7 +68,11 @@ struct CommandSpec {
   // for an argument that fails its check (named, with what is allowed).
   Result<Reply> (*run)(Service& service, Args args) = nullptr;
   Lane lane = Lane::kStore;  // where it runs when it may block
+  std::string_view usage;    // its arguments, as `COMMAND DOCS` and docs/protocol.md show them
 };
+
+// Every command of the table, in its order (RESP's COMMAND lists them).
+std::span<const CommandSpec> Commands();
 
 // The command of that name (case-insensitive), or null.
 const CommandSpec* FindCommand(std::string_view name);

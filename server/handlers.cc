@@ -452,8 +452,8 @@ Result<Reply> LeafDbCommand(Service& service, Args) {
   return Reply(LeafPage("tag max step update", rows));
 }
 bool LeafDbMayBlock(Service&, Args) { return true; }
-constexpr CommandSpec kLeafDb{Command::kSegmentAdmin, "GET /db",    0, 0, true,
-                              LeafDbMayBlock,         LeafDbCommand};
+constexpr CommandSpec kLeafDb{Command::kSegmentAdmin, "GET /db",    0, 0, true, LeafDbMayBlock,
+                              LeafDbCommand,          Lane::kStore, ""};
 
 HttpReply LeafDbReply(Service&, const RouteInput&, Result<Reply>& reply) {
   if (!reply.ok()) return FromError(reply.error());
@@ -1379,14 +1379,7 @@ bool InfoCommand(RespCall& c) {
   return true;
 }
 
-bool CommandCommand(RespCall& c) {
-  if (c.argc() > 1 && Is(c.args[1], "COUNT")) {
-    resp::AppendInteger(c.out, 0);
-  } else {
-    resp::AppendArrayHeader(c.out, 0);  // COMMAND, COMMAND DOCS: nothing to describe
-  }
-  return true;
-}
+bool CommandCommand(RespCall& c);  // after the table of connection commands
 
 // redis-benchmark asks CONFIG GET save / appendonly: sekka keeps no Redis data.
 bool ConfigCommand(RespCall& c) {
@@ -1447,26 +1440,123 @@ struct ConnectionCommand {
   Command label;    // its metrics label
   bool needs_auth;  // false: AUTH, HELLO and QUIT work before authentication
   bool (*run)(RespCall& call);
+  int arity;               // Redis's: the words with the name, negative for "at least"; 0: no
+                           // command (an HTTP request sent to the RESP port)
+  std::string_view usage;  // its arguments, as COMMAND DOCS and docs/protocol.md show them
 };
 
 // Every RESP command that is not in the command table (server/commands.h).
 constexpr ConnectionCommand kConnectionCommands[] = {
-    {"AUTH", Command::kAuth, false, AuthCommand},
-    {"HELLO", Command::kHello, false, HelloCommand},
-    {"QUIT", Command::kQuit, false, QuitCommand},
-    {"INCR", Command::kSegment, true, IncrCommand},
-    {"INCRBY", Command::kSegment, true, IncrCommand},
-    {"PING", Command::kPing, true, PingCommand},
-    {"ECHO", Command::kEcho, true, EchoCommand},
-    {"INFO", Command::kInfo, true, InfoCommand},
-    {"COMMAND", Command::kCommand, true, CommandCommand},
-    {"CONFIG", Command::kOther, true, ConfigCommand},
-    {"ID.REPLY", Command::kClient, true, IdReplyCommand},
-    {"CLIENT", Command::kClient, true, ClientCommand},
-    {"SELECT", Command::kOther, true, SelectCommand},
-    {"POST", Command::kOther, false, HttpOnRespCommand},
-    {"HOST:", Command::kOther, false, HttpOnRespCommand},
+    {"AUTH", Command::kAuth, false, AuthCommand, -2, "[<user>] <password>"},
+    {"HELLO", Command::kHello, false, HelloCommand, -1,
+     "[2] [AUTH <user> <password>] [SETNAME <name>]"},
+    {"QUIT", Command::kQuit, false, QuitCommand, -1, ""},
+    {"INCR", Command::kSegment, true, IncrCommand, 2, "<tag>"},
+    {"INCRBY", Command::kSegment, true, IncrCommand, 3, "<tag> 1"},
+    {"PING", Command::kPing, true, PingCommand, -1, "[<message>]"},
+    {"ECHO", Command::kEcho, true, EchoCommand, 2, "<message>"},
+    {"INFO", Command::kInfo, true, InfoCommand, -1, "[<section>]"},
+    {"COMMAND", Command::kCommand, true, CommandCommand, -1,
+     "[COUNT | LIST | INFO <name>... | DOCS [<name>...]]"},
+    {"CONFIG", Command::kOther, true, ConfigCommand, -2, "GET save | GET appendonly"},
+    {"ID.REPLY", Command::kClient, true, IdReplyCommand, 2, "STRING | INTEGER"},
+    {"CLIENT", Command::kClient, true, ClientCommand, -2, "SETNAME <name> | GETNAME | SETINFO ..."},
+    {"SELECT", Command::kOther, true, SelectCommand, 2, "0"},
+    {"POST", Command::kOther, false, HttpOnRespCommand, 0, ""},
+    {"HOST:", Command::kOther, false, HttpOnRespCommand, 0, ""},
 };
+
+// What COMMAND tells of one command: Redis 7's shapes, from the two tables.
+struct CommandEntry {
+  std::string_view name;
+  int arity;
+  bool needs_auth;
+  std::string_view usage;
+};
+
+std::vector<CommandEntry> CommandEntries() {
+  std::vector<CommandEntry> out;
+  for (const CommandSpec& spec : Commands()) {
+    const int words = static_cast<int>(spec.min_args) + 1;
+    out.push_back(
+        {spec.name, spec.min_args == spec.max_args ? words : -words, spec.needs_auth, spec.usage});
+  }
+  for (const ConnectionCommand& c : kConnectionCommands) {
+    if (c.arity != 0) out.push_back({c.name, c.arity, c.needs_auth, c.usage});
+  }
+  return out;
+}
+
+// COMMAND INFO's entry: name, arity, flags, first/last key and step (no keys), ACL categories,
+// tips, key specs, subcommands.
+void AppendCommandInfo(std::string& out, const CommandEntry& e) {
+  resp::AppendArrayHeader(out, 10);
+  resp::AppendBulk(out, Lower(e.name));
+  resp::AppendInteger(out, e.arity);
+  resp::AppendArrayHeader(out, e.needs_auth ? 0 : 1);
+  if (!e.needs_auth) resp::AppendSimple(out, "no_auth");
+  for (int i = 0; i < 3; ++i) resp::AppendInteger(out, 0);
+  for (int i = 0; i < 4; ++i) resp::AppendArrayHeader(out, 0);
+}
+
+// COMMAND DOCS's entry: the name, then its doc as a flat map (RESP2).
+void AppendCommandDoc(std::string& out, const CommandEntry& e) {
+  resp::AppendBulk(out, Lower(e.name));
+  resp::AppendArrayHeader(out, 6);
+  resp::AppendBulk(out, "summary");
+  resp::AppendBulk(out,
+                   e.usage.empty() ? std::string(e.name) : fmt::format("{} {}", e.name, e.usage));
+  resp::AppendBulk(out, "since");
+  resp::AppendBulk(out, "0.1.0");
+  resp::AppendBulk(out, "group");
+  resp::AppendBulk(out, "generic");
+}
+
+// COMMAND [COUNT | LIST | INFO name... | DOCS [name...]], as Redis 7 answers them, so that
+// redis-cli and client libraries learn the commands (docs/protocol.md lists the same).
+bool CommandCommand(RespCall& c) {
+  const std::vector<CommandEntry> entries = CommandEntries();
+  const std::string_view sub = c.argc() > 1 ? c.args[1] : std::string_view();
+  auto find = [&](std::string_view name) -> const CommandEntry* {
+    for (const CommandEntry& e : entries) {
+      if (Is(name, e.name)) return &e;
+    }
+    return nullptr;
+  };
+  if (Is(sub, "COUNT") && c.argc() == 2) {
+    resp::AppendInteger(c.out, static_cast<std::int64_t>(entries.size()));
+  } else if (Is(sub, "LIST") && c.argc() == 2) {
+    resp::AppendArrayHeader(c.out, entries.size());
+    for (const CommandEntry& e : entries) resp::AppendBulk(c.out, Lower(e.name));
+  } else if (c.argc() == 1 || Is(sub, "INFO")) {
+    resp::AppendArrayHeader(c.out, c.argc() == 1 ? entries.size() : c.argc() - 2);
+    for (std::size_t i = 2; i < c.argc(); ++i) {
+      if (const CommandEntry* e = find(c.args[i])) {
+        AppendCommandInfo(c.out, *e);
+      } else {
+        resp::AppendNull(c.out);
+      }
+    }
+    if (c.argc() == 1) {
+      for (const CommandEntry& e : entries) AppendCommandInfo(c.out, e);
+    }
+  } else if (Is(sub, "DOCS")) {
+    std::vector<const CommandEntry*> asked;
+    for (std::size_t i = 2; i < c.argc(); ++i) {
+      if (const CommandEntry* e = find(c.args[i])) asked.push_back(e);
+    }
+    if (c.argc() == 2) {
+      for (const CommandEntry& e : entries) asked.push_back(&e);
+    }
+    resp::AppendArrayHeader(c.out, 2 * asked.size());
+    for (const CommandEntry* e : asked) AppendCommandDoc(c.out, *e);
+  } else {
+    return c.Error(fmt::format(
+        "ERR unknown subcommand or wrong number of arguments for 'command': allowed COUNT, "
+        "LIST, INFO <name>..., DOCS [<name>...]"));
+  }
+  return true;
+}
 
 const ConnectionCommand* FindConnectionCommand(std::string_view name) {
   for (const ConnectionCommand& c : kConnectionCommands) {
