@@ -112,7 +112,8 @@ class HttpTest(ServerTestCase):
             status, body = self.s.get_json(path)
             self.assertJsonError(status, body, 400, "invalid_argument")
         status, body = self.s.get_json("/v1/ids?count=%2")  # was "count is required"
-        self.assertIn('count "%2" is not valid', body["error"]["message"])
+        self.assertJsonError(status, body, 400, "invalid_argument")
+        self.assertIn("the query is not valid percent-encoding", body["error"]["message"])
         status, body = self.s.get_json("/no/such/path")
         self.assertJsonError(status, body, 404, "not_found")
         status, body = self.s.get_json("/v1/segment/orders")
