@@ -138,15 +138,14 @@ class CosIdRedisMachines final : public MachineStore {
   explicit CosIdRedisMachines(std::unique_ptr<RedisClient> redis) : redis_(std::move(redis)) {}
 
   Result<MachineSnapshot> Load(std::string_view ns) override {
-    Result<RespReply> r = Eval(kRedisLoad, ns, {});
-    if (!r.ok()) return std::move(r).error();
-    if (r->kind != '*' || r->elements.size() != 5) return Broken(ns, "load", *r);
-    MachineSnapshot s{{}, r->elements[0].text};
+    SEKKA_ASSIGN_OR_RETURN(auto r, Eval(kRedisLoad, ns, {}));
+    if (r.kind != '*' || r.elements.size() != 5) return Broken(ns, "load", r);
+    MachineSnapshot s{{}, r.elements[0].text};
     std::int64_t adder = -1;
-    if (!r->elements[1].text.empty() && !DecimalInt64(r->elements[1].text, adder)) {
-      return Corrupt(ns, "adder", r->elements[1].text);
+    if (!r.elements[1].text.empty() && !DecimalInt64(r.elements[1].text, adder)) {
+      return Corrupt(ns, "adder", r.elements[1].text);
     }
-    const auto& itc = r->elements[2].elements;
+    const auto& itc = r.elements[2].elements;
     for (std::size_t i = 0; i + 1 < itc.size(); i += 2) {
       const std::string& state = itc[i + 1].text;
       const std::size_t bar = state.find('|');
@@ -157,7 +156,7 @@ class CosIdRedisMachines final : public MachineStore {
       }
       s.records.push_back(std::move(rec));
     }
-    const auto& rev = r->elements[3].elements;
+    const auto& rev = r.elements[3].elements;
     for (std::size_t i = 0; i + 1 < rev.size(); i += 2) {
       MachineRecord rec{std::string(ns), 0, "", false, 0, "", 0};
       if (!DecimalInt64(rev[i].text, rec.machine_id) || rec.machine_id < 0 ||
@@ -174,7 +173,7 @@ class CosIdRedisMachines final : public MachineStore {
             redis_->text(), ns, rec.machine_id));
       }
     }
-    const auto& notes = r->elements[4].elements;
+    const auto& notes = r.elements[4].elements;
     for (std::size_t i = 0; i + 1 < notes.size(); i += 2) {
       std::int64_t id = -1;
       if (!DecimalInt64(notes[i].text, id)) return Corrupt(ns, "sekka", notes[i].text);
@@ -211,10 +210,9 @@ class CosIdRedisMachines final : public MachineStore {
       args.push_back(std::to_string(pairs->size() / 2));
       args.insert(args.end(), pairs->begin(), pairs->end());
     }
-    Result<RespReply> r = Eval(kRedisSave, ns, args);
-    if (!r.ok()) return std::move(r).error();
-    if (r->kind != ':') return Broken(ns, "save", *r);
-    return r->integer == 1;
+    SEKKA_ASSIGN_OR_RETURN(auto r, Eval(kRedisSave, ns, args));
+    if (r.kind != ':') return Broken(ns, "save", r);
+    return r.integer == 1;
   }
 
  private:
@@ -285,10 +283,9 @@ class CosIdJdbcMachines final : public MachineStore {
 
   Result<MachineSnapshot> Load(std::string_view ns) override {
     std::lock_guard lock(mu_);
-    Result<std::vector<MysqlAnswer>> r =
-        db_.Run(fmt::format(fmt::runtime(kRowsSql), MysqlConnection::Quote(ns)));
-    if (!r.ok()) return std::move(r).error();
-    return FromRows(ns, r->at(0).rows, r->at(1).rows);
+    SEKKA_ASSIGN_OR_RETURN(
+        auto r, db_.Run(fmt::format(fmt::runtime(kRowsSql), MysqlConnection::Quote(ns))));
+    return FromRows(ns, r.at(0).rows, r.at(1).rows);
   }
 
   // Reads the rows again (no lock: a change since the load is a conflict), then writes in one
@@ -302,13 +299,11 @@ class CosIdJdbcMachines final : public MachineStore {
                     const std::string& version) override {
     std::lock_guard lock(mu_);
     const std::string q = MysqlConnection::Quote(ns);
-    Result<std::vector<MysqlAnswer>> read = db_.Run(fmt::format(fmt::runtime(kRowsSql), q));
-    if (!read.ok()) return std::move(read).error();
-    const auto& rows = read->at(0).rows;
-    const auto& notes = read->at(1).rows;
-    Result<MachineSnapshot> now = FromRows(ns, rows, notes);
-    if (!now.ok()) return std::move(now).error();
-    if (now->version != version) return false;
+    SEKKA_ASSIGN_OR_RETURN(auto read, db_.Run(fmt::format(fmt::runtime(kRowsSql), q)));
+    const auto& rows = read.at(0).rows;
+    const auto& notes = read.at(1).rows;
+    SEKKA_ASSIGN_OR_RETURN(auto now, FromRows(ns, rows, notes));
+    if (now.version != version) return false;
     std::string sql = fmt::format(
         "START TRANSACTION; SELECT machine_id FROM sekka_cosid_machines WHERE namespace = {} "
         "FOR UPDATE; ",
@@ -473,19 +468,18 @@ Result<std::unique_ptr<MachineStore>> OpenCosIdMachineStore(std::string_view uri
   static constexpr std::array<std::string_view, 8> kAll = {
       "schema",   "socket",      "pad",           "durability",
       "eviction", "tls_ca_file", "tls_cert_file", "tls_key_file"};
-  Result<StoreUri> parsed = ParseStoreUri(uri, "machines.store", kAll);
-  if (!parsed.ok()) return std::move(parsed).error();
-  const auto schema = parsed->params.find("schema");
-  if (schema == parsed->params.end() || schema->second != "cosid") {
+  SEKKA_ASSIGN_OR_RETURN(auto parsed, ParseStoreUri(uri, "machines.store", kAll));
+  const auto schema = parsed.params.find("schema");
+  if (schema == parsed.params.end() || schema->second != "cosid") {
     return InvalidArgument(
         "machines.store names CosId's own distributor: add ?schema=cosid (the only schema)");
   }
-  const std::string& scheme = parsed->scheme;
+  const std::string& scheme = parsed.scheme;
   const bool redis = scheme == "redis" || scheme == "rediss";
   if (!redis && scheme != "mysql" && scheme != "mariadb") {
     return InvalidArgument("machines.store begins redis://, rediss://, mysql:// or mariadb://");
   }
-  for (const auto& [key, value] : parsed->params) {
+  for (const auto& [key, value] : parsed.params) {
     const bool allowed = key == "schema" || (redis ? key != "socket" && key != "pad"
                                                    : key == "socket" || key == "pad");
     if (!allowed) {
@@ -495,27 +489,25 @@ Result<std::unique_ptr<MachineStore>> OpenCosIdMachineStore(std::string_view uri
   }
   std::string text = RedactSecrets(uri);
   if (redis) {
-    Result<std::unique_ptr<RedisClient>> client =
-        RedisClient::Open(std::move(parsed).value(), std::move(text), "machines.store");
-    if (!client.ok()) return std::move(client).error();
-    return std::unique_ptr<MachineStore>(
-        std::make_unique<CosIdRedisMachines>(std::move(client).value()));
+    SEKKA_ASSIGN_OR_RETURN(auto client,
+                           RedisClient::Open(std::move(parsed), std::move(text), "machines.store"));
+    return std::unique_ptr<MachineStore>(std::make_unique<CosIdRedisMachines>(std::move(client)));
   }
-  if (parsed->path.empty() || parsed->path.find('/') != std::string::npos) {
+  if (parsed.path.empty() || parsed.path.find('/') != std::string::npos) {
     return InvalidArgument(
         "machines.store names no database: allowed mysql://USER@HOST:PORT/DATABASE?schema=cosid");
   }
   // CosId 1's JdbcMachineIdDistributor names rows "ns.0007", CosId 2's "ns.00000007": the name is
   // the table's only key, so sekka must name new rows as the fleet's instances do.
-  const auto pad = parsed->params.find("pad");
-  if (pad == parsed->params.end() || (pad->second != "4" && pad->second != "8")) {
+  const auto pad = parsed.params.find("pad");
+  if (pad == parsed.params.end() || (pad->second != "4" && pad->second != "8")) {
     return InvalidArgument(
         "machines.store for CosId's JDBC table needs pad=4 (its rows are named like ns.0007) or "
         "pad=8 (ns.00000007), the padding its instances' CosId version uses");
   }
   const int width = pad->second == "4" ? 4 : 8;
   return std::unique_ptr<MachineStore>(
-      std::make_unique<CosIdJdbcMachines>(std::move(parsed).value(), std::move(text), width));
+      std::make_unique<CosIdJdbcMachines>(std::move(parsed), std::move(text), width));
 }
 
 }  // namespace sekka

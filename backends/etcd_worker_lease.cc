@@ -171,15 +171,13 @@ Result<EtcdCoordinator::Answer> EtcdCoordinator::CallOne(const HostPort& to, std
   const auto deadline = std::chrono::steady_clock::now() + options_.call_timeout;
   for (int attempt = 0;; ++attempt) {
     if (!access_.username.empty() && token_.empty() && !auth_off_) {
-      if (Status s = Authenticate(to, deadline); !s.ok()) return std::move(s).error();
+      SEKKA_RETURN_IF_ERROR(Authenticate(to, deadline));
     }
     std::vector<std::string> headers;
     if (!token_.empty()) headers.push_back("Authorization: " + token_);
-    Result<HttpResponse> r = http_.Post(to, path, body, headers, Left(deadline));
-    if (!r.ok()) return std::move(r).error();
-    Result<json> parsed = ParseAnswer(to, *r);
-    if (!parsed.ok()) return std::move(parsed).error();
-    json answer = std::move(parsed).value();
+    SEKKA_ASSIGN_OR_RETURN(auto r, http_.Post(to, path, body, headers, Left(deadline)));
+    SEKKA_ASSIGN_OR_RETURN(auto parsed, ParseAnswer(to, r));
+    json answer = std::move(parsed);
     const std::string message = ErrorText(answer);
     if (message.find("invalid auth token") != std::string::npos ||
         message.find("user name is empty") != std::string::npos) {
@@ -204,27 +202,25 @@ Result<EtcdCoordinator::Answer> EtcdCoordinator::CallOne(const HostPort& to, std
           "the key prefix {}",
           to.Text(), path, access_.username.empty() ? "(none)" : access_.username, prefix_));
     }
-    return Answer{r->status, std::move(answer)};
+    return Answer{r.status, std::move(answer)};
   }
 }
 
 Status EtcdCoordinator::Authenticate(const HostPort& to,
                                      std::chrono::steady_clock::time_point deadline) {
   const std::string body = json{{"name", access_.username}, {"password", access_.password}}.dump();
-  Result<HttpResponse> r = http_.Post(to, "/v3/auth/authenticate", body, {}, Left(deadline));
-  if (!r.ok()) return std::move(r).error();
-  Result<json> answer = ParseAnswer(to, *r);
-  if (!answer.ok()) return std::move(answer).error();
-  const std::string message = ErrorText(*answer);
+  SEKKA_ASSIGN_OR_RETURN(auto r, http_.Post(to, "/v3/auth/authenticate", body, {}, Left(deadline)));
+  SEKKA_ASSIGN_OR_RETURN(auto answer, ParseAnswer(to, r));
+  const std::string message = ErrorText(answer);
   if (message.find("authentication is not enabled") != std::string::npos) {
     auth_off_ = true;  // nothing to send; a later "user name is empty" authenticates again
     return Status::Ok();
   }
-  const std::string token = Str(*answer, "token");
+  const std::string token = Str(answer, "token");
   if (token.empty() || token.find_first_of("\r\n") != std::string::npos) {
     return Unauthenticated(fmt::format(
         "etcd at {} refused user \"{}\": {}", to.Text(), access_.username,
-        message.empty() ? fmt::format("HTTP {}, no token in the answer", r->status) : message));
+        message.empty() ? fmt::format("HTTP {}, no token in the answer", r.status) : message));
   }
   token_ = token;
   return Status::Ok();
@@ -259,26 +255,24 @@ Result<json> EtcdCoordinator::Call(std::string_view path, const json& request) {
 Status EtcdCoordinator::Grant() {
   if (lease_ != 0) return Status::Ok();
   const std::int64_t ttl_s = std::max<std::int64_t>(1, (options_.ttl.count() + 999) / 1000);
-  Result<json> g = Call("/v3/lease/grant", {{"TTL", ttl_s}});
-  if (!g.ok()) return std::move(g).error();
-  lease_ = Int(*g, "ID");
+  SEKKA_ASSIGN_OR_RETURN(auto g, Call("/v3/lease/grant", {{"TTL", ttl_s}}));
+  lease_ = Int(g, "ID");
   if (lease_ != 0) return Status::Ok();
-  return Unavailable(fmt::format("etcd did not grant a lease: {}", g->dump().substr(0, 200)));
+  return Unavailable(fmt::format("etcd did not grant a lease: {}", g.dump().substr(0, 200)));
 }
 
 Result<std::map<std::int64_t, Holding>> EtcdCoordinator::ListHolders() {
-  if (Status s = Grant(); !s.ok()) return std::move(s).error();
+  SEKKA_RETURN_IF_ERROR(Grant());
   const std::string dir = fmt::format("{}workers/{}/", prefix_, options_.datacenter_id);
   std::string end = dir;
   end.back() = static_cast<char>(end.back() + 1);  // the prefix's range end: '/' + 1
-  Result<json> r =
-      Call("/v3/kv/range", {{"key", Base64Encode(dir)}, {"range_end", Base64Encode(end)}});
-  if (!r.ok()) return std::move(r).error();
-  if (r->contains("error")) {
-    return Unavailable(fmt::format("etcd range failed: {}", ErrorText(*r)));
+  SEKKA_ASSIGN_OR_RETURN(
+      auto r, Call("/v3/kv/range", {{"key", Base64Encode(dir)}, {"range_end", Base64Encode(end)}}));
+  if (r.contains("error")) {
+    return Unavailable(fmt::format("etcd range failed: {}", ErrorText(r)));
   }
   std::map<std::int64_t, Holding> holders;
-  for (const json& kv : r->value("kvs", json::array())) {
+  for (const json& kv : r.value("kvs", json::array())) {
     Result<std::string> key = Base64Decode(Str(kv, "key"));
     Result<std::string> value = Base64Decode(Str(kv, "value"));
     if (!key.ok() || !value.ok() || key->size() <= dir.size()) continue;
@@ -294,10 +288,9 @@ Result<std::map<std::int64_t, Holding>> EtcdCoordinator::ListHolders() {
 }
 
 Result<std::int64_t> EtcdCoordinator::PeekHwm(std::int64_t id) {
-  Result<json> r = Call("/v3/kv/range", {{"key", Base64Encode(HwmKey(id))}});
-  if (!r.ok()) return std::move(r).error();
-  if (r->contains("error")) return Unavailable(fmt::format("etcd range failed: {}", ErrorText(*r)));
-  const json& kvs = r->value("kvs", json::array());
+  SEKKA_ASSIGN_OR_RETURN(auto r, Call("/v3/kv/range", {{"key", Base64Encode(HwmKey(id))}}));
+  if (r.contains("error")) return Unavailable(fmt::format("etcd range failed: {}", ErrorText(r)));
+  const json& kvs = r.value("kvs", json::array());
   return ParseHwm(id, kvs.empty() ? "" : Str(kvs[0], "value"));
 }
 
@@ -313,11 +306,10 @@ Result<std::string> EtcdCoordinator::BindLayout(const std::string& layout) {
        {{{"key", key}, {"result", "EQUAL"}, {"target", "CREATE"}, {"create_revision", "0"}}}},
       {"success", {{{"request_put", {{"key", key}, {"value", Base64Encode(layout)}}}}}},
       {"failure", {{{"request_range", {{"key", key}}}}}}};
-  Result<json> r = Call("/v3/kv/txn", txn);
-  if (!r.ok()) return std::move(r).error();
-  if (r->contains("error")) return Unavailable(fmt::format("etcd txn failed: {}", ErrorText(*r)));
-  if (r->value("succeeded", false)) return layout;
-  const json kv = FirstKv(*r, 0);
+  SEKKA_ASSIGN_OR_RETURN(auto r, Call("/v3/kv/txn", txn));
+  if (r.contains("error")) return Unavailable(fmt::format("etcd txn failed: {}", ErrorText(r)));
+  if (r.value("succeeded", false)) return layout;
+  const json kv = FirstKv(r, 0);
   Result<std::string> value = Base64Decode(kv.is_null() ? "" : Str(kv, "value"));
   if (!value.ok()) return Internal("etcd key " + prefix_ + "layout: " + value.error().message);
   return *value;
@@ -325,7 +317,7 @@ Result<std::string> EtcdCoordinator::BindLayout(const std::string& layout) {
 
 Result<std::optional<std::int64_t>> EtcdCoordinator::Claim(std::int64_t id,
                                                            const std::optional<Holding>& seen) {
-  if (Status s = Grant(); !s.ok()) return std::move(s).error();
+  SEKKA_RETURN_IF_ERROR(Grant());
   // The owner key must not exist, or must still be as listed (this identity's earlier run); the
   // hwm is read in the same transaction (promise 1 of include/sekka/coordinator.h).
   json compare = {{"key", Base64Encode(OwnerKey(id))}, {"result", "EQUAL"}};
@@ -343,38 +335,35 @@ Result<std::optional<std::int64_t>> EtcdCoordinator::Claim(std::int64_t id,
                    {"value", Base64Encode(options_.identity)},
                    {"lease", std::to_string(lease_)}}}},
                 {{"request_range", {{"key", Base64Encode(HwmKey(id))}}}}}}};
-  Result<json> r = Call("/v3/kv/txn", txn);
-  if (!r.ok()) return std::move(r).error();
-  if (r->contains("error")) {
-    const std::string error = ErrorText(*r);
+  SEKKA_ASSIGN_OR_RETURN(auto r, Call("/v3/kv/txn", txn));
+  if (r.contains("error")) {
+    const std::string error = ErrorText(r);
     if (error.find("lease not found") != std::string::npos) {
       lease_ = 0;  // it expired meanwhile: the next call grants a new one
       fences_.clear();
     }
     return Unavailable(fmt::format("etcd txn failed: {}", error));
   }
-  if (!r->value("succeeded", false)) return std::optional<std::int64_t>();
-  const json stored = FirstKv(*r, 1);
-  Result<std::int64_t> hwm = ParseHwm(id, stored.is_null() ? "" : Str(stored, "value"));
-  if (!hwm.ok()) return std::move(hwm).error();
-  fences_[id] = Fence{Int((*r)["header"], "revision"), *hwm,
+  if (!r.value("succeeded", false)) return std::optional<std::int64_t>();
+  const json stored = FirstKv(r, 1);
+  SEKKA_ASSIGN_OR_RETURN(auto hwm, ParseHwm(id, stored.is_null() ? "" : Str(stored, "value")));
+  fences_[id] = Fence{Int((r)["header"], "revision"), hwm,
                       stored.is_null() ? 0 : Int(stored, "mod_revision")};
   if (seen.has_value() && seen->session != lease_) Revoke(seen->session);  // the earlier run's
-  return std::optional<std::int64_t>(*hwm);
+  return std::optional<std::int64_t>(hwm);
 }
 
 Status EtcdCoordinator::KeepAlive(std::int64_t id) {
   if (lease_ == 0 || !fences_.contains(id)) return LeaseLost("no worker id is held");
-  Result<json> r = Call("/v3/lease/keepalive", {{"ID", std::to_string(lease_)}});
-  if (!r.ok()) return std::move(r).error();
+  SEKKA_ASSIGN_OR_RETURN(auto r, Call("/v3/lease/keepalive", {{"ID", std::to_string(lease_)}}));
   // An answer that is an error ("etcdserver: no leader", a gateway timeout) says nothing about
   // the lease: only a result with TTL 0 means it is gone.
-  if (r->contains("error") || !r->contains("result") || !(*r)["result"].is_object()) {
-    const std::string error = ErrorText(*r);
+  if (r.contains("error") || !r.contains("result") || !(r)["result"].is_object()) {
+    const std::string error = ErrorText(r);
     return Unavailable(
-        fmt::format("etcd keepalive failed: {}", error.empty() ? r->dump().substr(0, 200) : error));
+        fmt::format("etcd keepalive failed: {}", error.empty() ? r.dump().substr(0, 200) : error));
   }
-  const json& result = (*r)["result"];
+  const json& result = (r)["result"];
   if (Int(result, "TTL") > 0) return Status::Ok();
   lease_ = 0;
   fences_.clear();
@@ -407,20 +396,18 @@ Status EtcdCoordinator::StoreHwm(std::int64_t id, std::int64_t hwm_millis) {
                 {"failure",
                  {{{"request_range", {{"key", Base64Encode(OwnerKey(id))}}}},
                   {{"request_range", {{"key", Base64Encode(HwmKey(id))}}}}}}};
-    Result<json> r = Call("/v3/kv/txn", txn);
-    if (!r.ok()) return std::move(r).error();
-    if (r->contains("error")) return Unavailable(fmt::format("etcd txn failed: {}", ErrorText(*r)));
-    if (r->value("succeeded", false)) {
+    SEKKA_ASSIGN_OR_RETURN(auto r, Call("/v3/kv/txn", txn));
+    if (r.contains("error")) return Unavailable(fmt::format("etcd txn failed: {}", ErrorText(r)));
+    if (r.value("succeeded", false)) {
       f.hwm_known = hwm_millis;
-      f.hwm_revision = Int((*r)["header"], "revision");
+      f.hwm_revision = Int((r)["header"], "revision");
       return Status::Ok();
     }
-    const json owner = FirstKv(*r, 0);
+    const json owner = FirstKv(r, 0);
     if (owner.is_null() || Int(owner, "mod_revision") != f.owner_revision) break;  // not ours
-    const json hwm = FirstKv(*r, 1);
-    Result<std::int64_t> stored = ParseHwm(id, hwm.is_null() ? "" : Str(hwm, "value"));
-    if (!stored.ok()) return std::move(stored).error();
-    f.hwm_known = std::max(f.hwm_known, *stored);
+    const json hwm = FirstKv(r, 1);
+    SEKKA_ASSIGN_OR_RETURN(auto stored, ParseHwm(id, hwm.is_null() ? "" : Str(hwm, "value")));
+    f.hwm_known = std::max(f.hwm_known, stored);
     f.hwm_revision = hwm.is_null() ? 0 : Int(hwm, "mod_revision");
   }
   if (hwm_millis <= f.hwm_known) return Status::Ok();
@@ -449,11 +436,11 @@ Result<std::int64_t> EtcdCoordinator::ParseHwm(std::int64_t id, const std::strin
 // A document is the key shared/<name>; its version is the key's mod_revision, which etcd
 // compares as 0 for a key that does not exist.
 Result<SharedDocument> EtcdCoordinator::ReadShared(std::string_view name) {
-  Result<json> r =
-      Call("/v3/kv/range", {{"key", Base64Encode(prefix_ + "shared/" + std::string(name))}});
-  if (!r.ok()) return std::move(r).error();
-  if (r->contains("error")) return Unavailable(fmt::format("etcd range failed: {}", ErrorText(*r)));
-  const json& kvs = r->value("kvs", json::array());
+  SEKKA_ASSIGN_OR_RETURN(
+      auto r,
+      Call("/v3/kv/range", {{"key", Base64Encode(prefix_ + "shared/" + std::string(name))}}));
+  if (r.contains("error")) return Unavailable(fmt::format("etcd range failed: {}", ErrorText(r)));
+  const json& kvs = r.value("kvs", json::array());
   if (kvs.empty()) return SharedDocument{};
   Result<std::string> value = Base64Decode(Str(kvs[0], "value"));
   if (!value.ok())
@@ -463,7 +450,7 @@ Result<SharedDocument> EtcdCoordinator::ReadShared(std::string_view name) {
 
 Result<bool> EtcdCoordinator::WriteShared(std::string_view name, std::string_view data,
                                           std::int64_t version) {
-  if (Status s = CheckSharedSize(name, data.size()); !s.ok()) return std::move(s).error();
+  SEKKA_RETURN_IF_ERROR(CheckSharedSize(name, data.size()));
   const std::string key = Base64Encode(prefix_ + "shared/" + std::string(name));
   json txn = {{"compare",
                {{{"key", key},
@@ -471,16 +458,14 @@ Result<bool> EtcdCoordinator::WriteShared(std::string_view name, std::string_vie
                  {"target", "MOD"},
                  {"mod_revision", std::to_string(version)}}}},
               {"success", {{{"request_put", {{"key", key}, {"value", Base64Encode(data)}}}}}}};
-  Result<json> r = Call("/v3/kv/txn", txn);
-  if (!r.ok()) return std::move(r).error();
-  if (r->contains("error")) return Unavailable(fmt::format("etcd txn failed: {}", ErrorText(*r)));
-  return r->value("succeeded", false);
+  SEKKA_ASSIGN_OR_RETURN(auto r, Call("/v3/kv/txn", txn));
+  if (r.contains("error")) return Unavailable(fmt::format("etcd txn failed: {}", ErrorText(r)));
+  return r.value("succeeded", false);
 }
 
 Status EtcdCoordinator::Close() {
   if (lease_ == 0) return Status::Ok();
-  Result<json> r = Call("/v3/lease/revoke", {{"ID", std::to_string(lease_)}});
-  if (!r.ok()) return std::move(r).error();
+  SEKKA_RETURN_IF_ERROR(Call("/v3/lease/revoke", {{"ID", std::to_string(lease_)}}));
   lease_ = 0;
   fences_.clear();
   return Status::Ok();
@@ -492,9 +477,8 @@ Result<std::unique_ptr<Coordinator>> NewEtcdCoordinator(std::string_view endpoin
                                                         std::string_view cluster,
                                                         const WorkerLeaseOptions& options,
                                                         const CoordinatorAccess& access) {
-  Result<std::vector<HostPort>> e = ParseHostPorts(endpoints, "etcd endpoints");
-  if (!e.ok()) return std::move(e).error();
-  if (Status s = ValidateClusterName(cluster); !s.ok()) return std::move(s).error();
+  SEKKA_ASSIGN_OR_RETURN(auto e, ParseHostPorts(endpoints, "etcd endpoints"));
+  SEKKA_RETURN_IF_ERROR(ValidateClusterName(cluster));
   const TlsSettings& tls = access.tls;
   if (tls.cert_file.empty() != tls.key_file.empty()) {
     return InvalidArgument(
@@ -511,19 +495,17 @@ Result<std::unique_ptr<Coordinator>> NewEtcdCoordinator(std::string_view endpoin
         fmt::format("{} \"{}\" cannot be read: {}", key, file, std::strerror(errno)));
   };
   if (tls.ca_file != "system") {
-    if (Status s = readable("worker.tls_ca_file", tls.ca_file); !s.ok())
-      return std::move(s).error();
+    SEKKA_RETURN_IF_ERROR(readable("worker.tls_ca_file", tls.ca_file));
   }
   if (Status s = readable("worker.tls_cert_file", tls.cert_file); !s.ok()) {
     return std::move(s).error();
   }
-  if (Status s = readable("worker.tls_key_file", tls.key_file); !s.ok())
-    return std::move(s).error();
+  SEKKA_RETURN_IF_ERROR(readable("worker.tls_key_file", tls.key_file));
   if (access.username.empty() && !access.password.empty()) {
     return InvalidArgument("a worker.password without worker.username: set the etcd user too");
   }
-  return std::unique_ptr<Coordinator>(std::make_unique<EtcdCoordinator>(
-      std::move(e).value(), std::string(cluster), options, access));
+  return std::unique_ptr<Coordinator>(
+      std::make_unique<EtcdCoordinator>(std::move(e), std::string(cluster), options, access));
 }
 
 }  // namespace sekka

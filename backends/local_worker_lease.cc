@@ -107,10 +107,9 @@ class LocalLease final : public WorkerLease {
   // hwm, a time, still bounds the start.
   Result<bool> Accept(std::int64_t worker, bool own) {
     const std::string path = StatePath(worker);
-    Result<std::optional<StoredState>> stored = ReadStateFile(path);
-    if (!stored.ok()) return std::move(stored).error();
-    hwm_known_ = stored->has_value() ? (**stored).hwm_millis : 0;
-    stored_layout_ = stored->has_value() ? (**stored).layout : fingerprint_;
+    SEKKA_ASSIGN_OR_RETURN(auto stored, ReadStateFile(path));
+    hwm_known_ = stored.has_value() ? (*stored).hwm_millis : 0;
+    stored_layout_ = stored.has_value() ? (*stored).layout : fingerprint_;
     if (stored_layout_ == fingerprint_) return true;
     // --force covers only an id this process was told to take: a free id of another layout is
     // passed over, forced or not (taking it would rewrite that id space's history).

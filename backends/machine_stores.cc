@@ -23,9 +23,8 @@ class FileMachineStore final : public MachineStore {
 
   Result<MachineSnapshot> Load(std::string_view ns) override {
     if (!loaded_) {
-      Result<std::vector<MachineRecord>> all = ReadMachineFile(path_);
-      if (!all.ok()) return std::move(all).error();
-      all_ = std::move(all).value();
+      SEKKA_ASSIGN_OR_RETURN(auto all, ReadMachineFile(path_));
+      all_ = std::move(all);
       loaded_ = true;
     }
     return MachineSnapshot{RecordsOf(all_, ns), std::to_string(version_)};
@@ -42,7 +41,7 @@ class FileMachineStore final : public MachineStore {
     }
     std::error_code ec;
     std::filesystem::create_directories(std::filesystem::path(path_).parent_path(), ec);
-    if (Status s = WriteFileDurably(path_, text); !s.ok()) return std::move(s).error();
+    SEKKA_RETURN_IF_ERROR(WriteFileDurably(path_, text));
     all_ = std::move(next);
     ++version_;
     return true;
@@ -78,11 +77,10 @@ Result<std::vector<MachineRecord>> ReadMachineFile(const std::string& path) {
 }
 
 Status AdoptMachineFile(const std::string& path, MachineStore& store) {
-  Result<std::vector<MachineRecord>> file = ReadMachineFile(path);
-  if (!file.ok()) return std::move(file).error();
+  SEKKA_ASSIGN_OR_RETURN(auto file, ReadMachineFile(path));
   if (!std::filesystem::exists(path)) return Status::Ok();
   std::set<std::string> namespaces;
-  for (const MachineRecord& r : *file) {
+  for (const MachineRecord& r : file) {
     namespaces.insert(r.ns);
     for (const std::string& instance : {r.instance, r.lost_by}) {
       if (instance.empty()) continue;
@@ -94,7 +92,7 @@ Status AdoptMachineFile(const std::string& path, MachineStore& store) {
   }
   for (const std::string& ns : namespaces) {
     Status merged = ChangeMachines(store, ns, [&](std::vector<MachineRecord>& records) {
-      for (const MachineRecord& f : RecordsOf(*file, ns)) {
+      for (const MachineRecord& f : RecordsOf(file, ns)) {
         auto it = std::find_if(records.begin(), records.end(), [&](const MachineRecord& r) {
           return r.machine_id == f.machine_id;
         });

@@ -32,7 +32,7 @@ std::string MysqlConnection::Quote(std::string_view text) {
 }
 
 Result<std::vector<MysqlAnswer>> MysqlConnection::Run(const std::string& sql) {
-  if (Status s = Connect(); !s.ok()) return std::move(s).error();
+  SEKKA_RETURN_IF_ERROR(Connect());
   if (mysql_real_query(conn_, sql.data(), sql.size()) != 0) return Fail();
   std::vector<MysqlAnswer> answers;
   for (;;) {

@@ -59,9 +59,8 @@ class MysqlSegmentStore final : public SegmentStore {
     std::lock_guard lock(mu_);
     const std::string name = Quote(tag.tag);  // CreateInTable checks the tag before any step
     auto changed = [&](const std::string& sql) -> Result<bool> {
-      Result<std::vector<MysqlAnswer>> r = Run(sql);
-      if (!r.ok()) return std::move(r).error();
-      return r->at(0).affected == 1;
+      SEKKA_ASSIGN_OR_RETURN(auto r, Run(sql));
+      return r.at(0).affected == 1;
     };
     return CreateInTable(
         t_.table, tag,
@@ -77,12 +76,12 @@ class MysqlSegmentStore final : public SegmentStore {
                                       t_.table.name, Values(tag), t_.table.key, t_.table.key));
          },
          [&]() -> Result<std::optional<TagInfo>> {
-           Result<std::vector<MysqlAnswer>> r =
+           SEKKA_ASSIGN_OR_RETURN(
+               auto r,
                Run(fmt::format("SELECT {} FROM sekka_segments WHERE tag = {} AND deleted = 1",
-                               t_.table.columns, name));
-           if (!r.ok()) return std::move(r).error();
-           if (r->at(0).rows.size() != 1) return std::optional<TagInfo>();
-           return std::optional<TagInfo>(Row(r->at(0).rows[0]));
+                               t_.table.columns, name)));
+           if (r.at(0).rows.size() != 1) return std::optional<TagInfo>();
+           return std::optional<TagInfo>(Row(r.at(0).rows[0]));
          }});
   }
 
@@ -133,7 +132,7 @@ class MysqlSegmentStore final : public SegmentStore {
                       from.substr(0, 20)));
     }
     if (!t_.table.peer.empty()) return SegmentStore::ImportTag(tag, from);
-    if (Status s = ValidateTag(tag); !s.ok()) return std::move(s).error();
+    SEKKA_RETURN_IF_ERROR(ValidateTag(tag));
     std::lock_guard lock(mu_);
     // 1. Under the peer row's lock (and a lock on sekka's row, or on the gap where it would
     //    be): the peer's row, and whether sekka's table has the tag.
@@ -199,10 +198,9 @@ class MysqlSegmentStore final : public SegmentStore {
   Result<std::vector<PeerToken>> PeerTokens() override {
     if (!has_peer_tokens()) return SegmentStore::PeerTokens();
     std::lock_guard lock(mu_);
-    Result<std::vector<MysqlAnswer>> r = Run(std::string(kTinyidTokensSql));
-    if (!r.ok()) return std::move(r).error();
+    SEKKA_ASSIGN_OR_RETURN(auto r, Run(std::string(kTinyidTokensSql)));
     std::vector<PeerToken> out;
-    for (const std::vector<std::string>& row : r->at(0).rows) out.push_back({row[0], row[1]});
+    for (const std::vector<std::string>& row : r.at(0).rows) out.push_back({row[0], row[1]});
     return out;
   }
 
@@ -217,13 +215,14 @@ class MysqlSegmentStore final : public SegmentStore {
         t_.table.peer.empty()
             ? std::string(t_.table.key)
             : fmt::format("CAST(CONVERT({} USING utf8mb4) AS BINARY)", t_.table.key);
-    Result<std::vector<MysqlAnswer>> r = Run(fmt::format(
-        "SELECT {0} FROM {1} WHERE {2} AND {3} > CAST({4} AS BINARY) ORDER BY {3} LIMIT {5}",
-        t_.table.columns, t_.table.name, t_.table.live, key, Quote(after),
-        limit == 0 ? std::string("18446744073709551615") : std::to_string(limit)));
-    if (!r.ok()) return std::move(r).error();
+    SEKKA_ASSIGN_OR_RETURN(
+        auto r,
+        Run(fmt::format(
+            "SELECT {0} FROM {1} WHERE {2} AND {3} > CAST({4} AS BINARY) ORDER BY {3} LIMIT {5}",
+            t_.table.columns, t_.table.name, t_.table.live, key, Quote(after),
+            limit == 0 ? std::string("18446744073709551615") : std::to_string(limit))));
     std::vector<TagInfo> out;
-    for (const std::vector<std::string>& row : r->at(0).rows) out.push_back(Row(row));
+    for (const std::vector<std::string>& row : r.at(0).rows) out.push_back(Row(row));
     return out;
   }
 
@@ -272,19 +271,19 @@ class MysqlSegmentStore final : public SegmentStore {
     const auto deadline =
         std::chrono::steady_clock::now() + std::chrono::seconds(MysqlConnection::kTimeoutSeconds);
     do {
-      Result<std::vector<MysqlAnswer>> read = Run(fmt::format(
-          "SELECT {}, version, step FROM {} WHERE {} = {}", t.counter, t.name, t.key, name));
-      if (!read.ok()) return std::move(read).error();
-      if (read->at(0).rows.size() != 1) return TagNotFound(tag);
-      const std::vector<std::string>& row = read->at(0).rows[0];
+      SEKKA_ASSIGN_OR_RETURN(
+          auto read, Run(fmt::format("SELECT {}, version, step FROM {} WHERE {} = {}", t.counter,
+                                     t.name, t.key, name)));
+      if (read.at(0).rows.size() != 1) return TagNotFound(tag);
+      const std::vector<std::string>& row = read.at(0).rows[0];
       const std::int64_t old = std::strtoll(row[0].c_str(), nullptr, 10);
       if (old > kMax - 1 - step) return TagExhausted(tag, NextIdOf(t, old), step);
-      Result<std::vector<MysqlAnswer>> moved =
+      SEKKA_ASSIGN_OR_RETURN(
+          auto moved,
           Run(fmt::format("UPDATE {0} SET {1} = {2}, update_time = now(), version = version + 1 "
                           "WHERE {3} = {4} AND {1} = {5} AND version = {6}",
-                          t.name, t.counter, old + step, t.key, name, old, Quote(row[1])));
-      if (!moved.ok()) return std::move(moved).error();
-      if (moved->at(0).affected == 1) {
+                          t.name, t.counter, old + step, t.key, name, old, Quote(row[1]))));
+      if (moved.at(0).affected == 1) {
         return Allocation{RangeAfter(t, old, step), std::strtoll(row[2].c_str(), nullptr, 10)};
       }
     } while (std::chrono::steady_clock::now() < deadline);
@@ -293,12 +292,11 @@ class MysqlSegmentStore final : public SegmentStore {
   }
 
   Result<TagInfo> Get(std::string_view tag) {
-    Result<std::vector<MysqlAnswer>> r =
-        Run(fmt::format("SELECT {} FROM {} WHERE {} = {} AND {}", t_.table.columns, t_.table.name,
-                        t_.table.key, Quote(tag), t_.table.live));
-    if (!r.ok()) return std::move(r).error();
-    if (r->at(0).rows.size() != 1) return TagNotFound(tag);
-    return Row(r->at(0).rows[0]);
+    SEKKA_ASSIGN_OR_RETURN(
+        auto r, Run(fmt::format("SELECT {} FROM {} WHERE {} = {} AND {}", t_.table.columns,
+                                t_.table.name, t_.table.key, Quote(tag), t_.table.live)));
+    if (r.at(0).rows.size() != 1) return TagNotFound(tag);
+    return Row(r.at(0).rows[0]);
   }
 
   TagInfo Row(const std::vector<std::string>& row) const {
@@ -348,30 +346,25 @@ class MysqlSegmentStore final : public SegmentStore {
   // processes may run this at once: a second ALTER's "duplicate column" is success (its
   // connection is gone then: MysqlConnection connects again), and a second MODIFY changes nothing.
   static Status PrepareSekkaTable(MysqlConnection& db) {
-    if (Result<std::vector<MysqlAnswer>> r = db.Run(kSekkaTable); !r.ok())
-      return std::move(r).error();
+    SEKKA_RETURN_IF_ERROR(db.Run(kSekkaTable));
     auto column = [&db](std::string_view name) -> Result<std::string> {
-      Result<std::vector<MysqlAnswer>> r = db.Run(fmt::format(
-          "SELECT data_type FROM information_schema.columns WHERE table_schema = DATABASE() AND "
-          "table_name = 'sekka_segments' AND column_name = '{}'",
-          name));
-      if (!r.ok()) return std::move(r).error();
-      return r->at(0).rows.size() == 1 ? r->at(0).rows[0][0] : std::string();
+      SEKKA_ASSIGN_OR_RETURN(
+          auto r, db.Run(fmt::format("SELECT data_type FROM information_schema.columns WHERE "
+                                     "table_schema = DATABASE() AND "
+                                     "table_name = 'sekka_segments' AND column_name = '{}'",
+                                     name)));
+      return r.at(0).rows.size() == 1 ? r.at(0).rows[0][0] : std::string();
     };
-    Result<std::string> deleted = column("deleted");
-    if (!deleted.ok()) return std::move(deleted).error();
-    if (deleted->empty()) {
+    SEKKA_ASSIGN_OR_RETURN(auto deleted, column("deleted"));
+    if (deleted.empty()) {
       Result<std::vector<MysqlAnswer>> add =
           db.Run("ALTER TABLE sekka_segments ADD COLUMN deleted TINYINT NOT NULL DEFAULT 0");
       if (!add.ok() && db.error_number() != 1060)
         return std::move(add).error();  // ER_DUP_FIELDNAME
     }
-    Result<std::string> tag = column("tag");
-    if (!tag.ok()) return std::move(tag).error();
-    if (*tag == "varbinary") return Status::Ok();
-    Result<std::vector<MysqlAnswer>> widen =
-        db.Run("ALTER TABLE sekka_segments MODIFY tag VARBINARY(512) NOT NULL");
-    if (!widen.ok()) return std::move(widen).error();
+    SEKKA_ASSIGN_OR_RETURN(auto tag, column("tag"));
+    if (tag == "varbinary") return Status::Ok();
+    SEKKA_RETURN_IF_ERROR(db.Run("ALTER TABLE sekka_segments MODIFY tag VARBINARY(512) NOT NULL"));
     return Status::Ok();
   }
 
@@ -385,25 +378,23 @@ constexpr std::array<std::string_view, 2> kParams = {"schema", "socket"};
 }  // namespace
 
 Result<std::unique_ptr<SegmentStore>> OpenMysqlSegmentStore(const std::string& uri) {
-  Result<StoreUri> parsed = ParseStoreUri(uri, "segment.store", kParams);
-  if (!parsed.ok()) return std::move(parsed).error();
-  if (parsed->scheme != "mysql" && parsed->scheme != "mariadb") {
+  SEKKA_ASSIGN_OR_RETURN(auto parsed, ParseStoreUri(uri, "segment.store", kParams));
+  if (parsed.scheme != "mysql" && parsed.scheme != "mariadb") {
     return InvalidArgument("segment.store for MySQL begins mysql:// or mariadb://");
   }
-  if (parsed->path.empty() || parsed->path.find('/') != std::string::npos) {
+  if (parsed.path.empty() || parsed.path.find('/') != std::string::npos) {
     return InvalidArgument(fmt::format(
         "segment.store \"{}\" names no database: allowed mysql://USER@HOST:PORT/DATABASE",
         RedactSecrets(uri).substr(0, 200)));
   }
-  const auto schema = parsed->params.find("schema");
-  const SegmentTable* table =
-      FindSegmentTable(schema == parsed->params.end() ? "" : schema->second);
+  const auto schema = parsed.params.find("schema");
+  const SegmentTable* table = FindSegmentTable(schema == parsed.params.end() ? "" : schema->second);
   if (table == nullptr) {
     return InvalidArgument(
         fmt::format("segment.store parameter schema=\"{}\" is not known: allowed {}",
                     schema->second.substr(0, 40), kSegmentSchemas));
   }
-  Target target{std::move(parsed).value(), RedactSecrets(uri), *table};
+  Target target{std::move(parsed), RedactSecrets(uri), *table};
   return std::unique_ptr<SegmentStore>(new MysqlSegmentStore(std::move(target)));
 }
 

@@ -61,17 +61,17 @@ class PostgresSegmentStore final : public SegmentStore {
 
   Status CreateTag(const TagInfo& tag) override {
     std::lock_guard lock(mu_);
-    return CreateInTable(t_, tag,
-                         {[&] { return Revive(tag); }, [&] { return Insert(tag); },
-                          [&]() -> Result<std::optional<TagInfo>> {
-                            Result<PgResult> r = Exec(
-                                "SELECT tag, next_id, step, delta, remainder FROM sekka_segments "
-                                "WHERE tag = $1 AND deleted = 1",
-                                {tag.tag.c_str()}, PGRES_TUPLES_OK);
-                            if (!r.ok()) return std::move(r).error();
-                            if (PQntuples(r->get()) == 0) return std::optional<TagInfo>();
-                            return std::optional<TagInfo>(Row(r->get(), 0));
-                          }});
+    return CreateInTable(
+        t_, tag,
+        {[&] { return Revive(tag); }, [&] { return Insert(tag); },
+         [&]() -> Result<std::optional<TagInfo>> {
+           SEKKA_ASSIGN_OR_RETURN(
+               auto r, Exec("SELECT tag, next_id, step, delta, remainder FROM sekka_segments "
+                            "WHERE tag = $1 AND deleted = 1",
+                            {tag.tag.c_str()}, PGRES_TUPLES_OK));
+           if (PQntuples(r.get()) == 0) return std::optional<TagInfo>();
+           return std::optional<TagInfo>(Row(r.get(), 0));
+         }});
   }
 
   Status SetStep(std::string_view tag, std::int64_t step) override {
@@ -80,9 +80,8 @@ class PostgresSegmentStore final : public SegmentStore {
     const std::string t(tag), n = std::to_string(step);
     const std::string sql = fmt::format("UPDATE {} SET step = $2::bigint WHERE {} = $1 AND {}",
                                         t_.name, t_.key, t_.live);
-    Result<PgResult> r = Exec(sql.c_str(), {t.c_str(), n.c_str()}, PGRES_COMMAND_OK);
-    if (!r.ok()) return std::move(r).error();
-    if (std::string_view(PQcmdTuples(r->get())) != "1") return TagNotFound(tag);
+    SEKKA_ASSIGN_OR_RETURN(auto r, Exec(sql.c_str(), {t.c_str(), n.c_str()}, PGRES_COMMAND_OK));
+    if (std::string_view(PQcmdTuples(r.get())) != "1") return TagNotFound(tag);
     return Status::Ok();
   }
 
@@ -90,13 +89,12 @@ class PostgresSegmentStore final : public SegmentStore {
     if (!t_.tombstones()) return NoDeleteOnPeerTable(tag, t_.peer);
     std::lock_guard lock(mu_);
     const std::string t(tag);
-    Result<PgResult> r = Exec(
-        "UPDATE sekka_segments SET deleted = 1, updated_at = now() WHERE tag = $1 AND "
-        "deleted = 0 RETURNING tag, next_id, step, delta, remainder",
-        {t.c_str()}, PGRES_TUPLES_OK);
-    if (!r.ok()) return std::move(r).error();
-    if (PQntuples(r->get()) == 0) return TagNotFound(tag);
-    return Row(r->get(), 0);
+    SEKKA_ASSIGN_OR_RETURN(
+        auto r, Exec("UPDATE sekka_segments SET deleted = 1, updated_at = now() WHERE tag = $1 AND "
+                     "deleted = 0 RETURNING tag, next_id, step, delta, remainder",
+                     {t.c_str()}, PGRES_TUPLES_OK));
+    if (PQntuples(r.get()) == 0) return TagNotFound(tag);
+    return Row(r.get(), 0);
   }
 
   Result<TagInfo> GetTag(std::string_view tag) override {
@@ -112,10 +110,9 @@ class PostgresSegmentStore final : public SegmentStore {
         "LIMIT $2::bigint",
         t_.columns, t_.name, t_.live, t_.key);
     const std::string from(after), n = std::to_string(limit == 0 ? INT64_MAX : limit);
-    Result<PgResult> r = Exec(sql.c_str(), {from.c_str(), n.c_str()}, PGRES_TUPLES_OK);
-    if (!r.ok()) return std::move(r).error();
+    SEKKA_ASSIGN_OR_RETURN(auto r, Exec(sql.c_str(), {from.c_str(), n.c_str()}, PGRES_TUPLES_OK));
     std::vector<TagInfo> out;
-    for (int i = 0; i < PQntuples(r->get()); ++i) out.push_back(Row(r->get(), i));
+    for (int i = 0; i < PQntuples(r.get()); ++i) out.push_back(Row(r.get(), i));
     return out;
   }
 
@@ -125,11 +122,10 @@ class PostgresSegmentStore final : public SegmentStore {
     if (!has_peer_tokens()) return SegmentStore::PeerTokens();
     std::lock_guard lock(mu_);
     const std::string sql(kTinyidTokensSql);
-    Result<PgResult> r = Exec(sql.c_str(), {}, PGRES_TUPLES_OK);
-    if (!r.ok()) return std::move(r).error();
+    SEKKA_ASSIGN_OR_RETURN(auto r, Exec(sql.c_str(), {}, PGRES_TUPLES_OK));
     std::vector<PeerToken> out;
-    for (int i = 0; i < PQntuples(r->get()); ++i) {
-      out.push_back({PQgetvalue(r->get(), i, 0), PQgetvalue(r->get(), i, 1)});
+    for (int i = 0; i < PQntuples(r.get()); ++i) {
+      out.push_back({PQgetvalue(r.get(), i, 0), PQgetvalue(r.get(), i, 1)});
     }
     return out;
   }
@@ -143,14 +139,16 @@ class PostgresSegmentStore final : public SegmentStore {
   Result<bool> Revive(const TagInfo& tag) {
     const std::string next = std::to_string(tag.next_id), step = std::to_string(tag.step),
                       delta = std::to_string(tag.delta), remainder = std::to_string(tag.remainder);
-    Result<PgResult> r = Exec(
-        "UPDATE sekka_segments SET next_id = $2::bigint, step = $3::bigint, delta = $4::bigint, "
-        "remainder = $5::bigint, deleted = 0, updated_at = now() WHERE tag = $1 AND deleted = 1 "
-        "AND next_id <= $2::bigint AND delta = $4::bigint AND remainder = $5::bigint",
-        {tag.tag.c_str(), next.c_str(), step.c_str(), delta.c_str(), remainder.c_str()},
-        PGRES_COMMAND_OK);
-    if (!r.ok()) return std::move(r).error();
-    return std::string_view(PQcmdTuples(r->get())) == "1";
+    SEKKA_ASSIGN_OR_RETURN(
+        auto r,
+        Exec("UPDATE sekka_segments SET next_id = $2::bigint, step = $3::bigint, delta = "
+             "$4::bigint, "
+             "remainder = $5::bigint, deleted = 0, updated_at = now() WHERE tag = $1 AND deleted = "
+             "1 "
+             "AND next_id <= $2::bigint AND delta = $4::bigint AND remainder = $5::bigint",
+             {tag.tag.c_str(), next.c_str(), step.c_str(), delta.c_str(), remainder.c_str()},
+             PGRES_COMMAND_OK));
+    return std::string_view(PQcmdTuples(r.get())) == "1";
   }
 
   // A new row where the tag has none.
@@ -172,14 +170,14 @@ class PostgresSegmentStore final : public SegmentStore {
               "VALUES ($1, $2::bigint, $3::bigint, $4::bigint, $5::bigint) "
               "ON CONFLICT (tag) DO NOTHING RETURNING tag";
     // Leaf's table has no delta and remainder (CheckNewTag made sure they are 1 and 0).
-    Result<PgResult> r =
-        t_.has_delta ? Exec(sql,
-                            {tag.tag.c_str(), counter.c_str(), step.c_str(), delta.c_str(),
-                             remainder.c_str()},
-                            PGRES_TUPLES_OK)
-                     : Exec(sql, {tag.tag.c_str(), counter.c_str(), step.c_str()}, PGRES_TUPLES_OK);
-    if (!r.ok()) return std::move(r).error();
-    return PQntuples(r->get()) == 1;
+    SEKKA_ASSIGN_OR_RETURN(
+        auto r, t_.has_delta
+                    ? Exec(sql,
+                           {tag.tag.c_str(), counter.c_str(), step.c_str(), delta.c_str(),
+                            remainder.c_str()},
+                           PGRES_TUPLES_OK)
+                    : Exec(sql, {tag.tag.c_str(), counter.c_str(), step.c_str()}, PGRES_TUPLES_OK));
+    return PQntuples(r.get()) == 1;
   }
 
   // sekka's table and Leaf's: the UPDATE takes the row's lock and returns what it wrote, so
@@ -193,15 +191,14 @@ class PostgresSegmentStore final : public SegmentStore {
         "UPDATE {0} SET {1} = {1} + $2::bigint, {2} = now() WHERE {3} = $1 AND {1} <= $3::bigint "
         "AND {4} RETURNING {1}, step",
         t_.name, t_.counter, t_.schema == "leaf" ? "update_time" : "updated_at", t_.key, t_.live);
-    Result<PgResult> r = Exec(sql.c_str(), {t.c_str(), s.c_str(), limit.c_str()}, PGRES_TUPLES_OK);
-    if (!r.ok()) return std::move(r).error();
-    if (PQntuples(r->get()) == 1) {
-      const std::int64_t after = Int(r->get(), 0, 0);
-      return Allocation{RangeAfter(t_, after - step, step), Int(r->get(), 0, 1)};
+    SEKKA_ASSIGN_OR_RETURN(
+        auto r, Exec(sql.c_str(), {t.c_str(), s.c_str(), limit.c_str()}, PGRES_TUPLES_OK));
+    if (PQntuples(r.get()) == 1) {
+      const std::int64_t after = Int(r.get(), 0, 0);
+      return Allocation{RangeAfter(t_, after - step, step), Int(r.get(), 0, 1)};
     }
-    Result<TagInfo> info = GetLocked(tag);
-    if (!info.ok()) return std::move(info).error();
-    return TagExhausted(tag, info->next_id, step);
+    SEKKA_ASSIGN_OR_RETURN(auto info, GetLocked(tag));
+    return TagExhausted(tag, info.next_id, step);
   }
 
   // tinyid's way: read the row, then move it only if nobody did meanwhile (its max_id and
@@ -210,25 +207,24 @@ class PostgresSegmentStore final : public SegmentStore {
     const std::string t(tag);
     const auto deadline = std::chrono::steady_clock::now() + kCallTimeout;
     do {
-      Result<PgResult> read =
-          Exec("SELECT max_id, version, step FROM tiny_id_info WHERE biz_type = $1", {t.c_str()},
-               PGRES_TUPLES_OK);
-      if (!read.ok()) return std::move(read).error();
-      if (PQntuples(read->get()) == 0) return TagNotFound(tag);
-      const std::int64_t old = std::strtoll(PQgetvalue(read->get(), 0, 0), nullptr, 10);
+      SEKKA_ASSIGN_OR_RETURN(
+          auto read, Exec("SELECT max_id, version, step FROM tiny_id_info WHERE biz_type = $1",
+                          {t.c_str()}, PGRES_TUPLES_OK));
+      if (PQntuples(read.get()) == 0) return TagNotFound(tag);
+      const std::int64_t old = std::strtoll(PQgetvalue(read.get(), 0, 0), nullptr, 10);
       if (old > std::numeric_limits<std::int64_t>::max() - 1 - step) {
         return TagExhausted(tag, NextIdOf(t_, old), step);
       }
       const std::string next = std::to_string(old + step), before = std::to_string(old);
-      Result<PgResult> moved = Exec(
-          "UPDATE tiny_id_info SET max_id = $2::bigint, update_time = now(), "
-          "version = version + 1 WHERE biz_type = $1 AND max_id = $3::bigint AND version = $4 "
-          "RETURNING max_id",
-          {t.c_str(), next.c_str(), before.c_str(), PQgetvalue(read->get(), 0, 1)},
-          PGRES_TUPLES_OK);
-      if (!moved.ok()) return std::move(moved).error();
-      if (PQntuples(moved->get()) == 1) {
-        return Allocation{RangeAfter(t_, old, step), Int(read->get(), 0, 2)};
+      SEKKA_ASSIGN_OR_RETURN(
+          auto moved,
+          Exec("UPDATE tiny_id_info SET max_id = $2::bigint, update_time = now(), "
+               "version = version + 1 WHERE biz_type = $1 AND max_id = $3::bigint AND version = $4 "
+               "RETURNING max_id",
+               {t.c_str(), next.c_str(), before.c_str(), PQgetvalue(read.get(), 0, 1)},
+               PGRES_TUPLES_OK));
+      if (PQntuples(moved.get()) == 1) {
+        return Allocation{RangeAfter(t_, old, step), Int(read.get(), 0, 2)};
       }
     } while (std::chrono::steady_clock::now() < deadline);
     return Unavailable(fmt::format("segment store {}: tag {} kept changing under {} ms of tries",
@@ -249,10 +245,9 @@ class PostgresSegmentStore final : public SegmentStore {
     const std::string t(tag);
     const std::string sql =
         fmt::format("SELECT {} FROM {} WHERE {} = $1 AND {}", t_.columns, t_.name, t_.key, t_.live);
-    Result<PgResult> r = Exec(sql.c_str(), {t.c_str()}, PGRES_TUPLES_OK);
-    if (!r.ok()) return std::move(r).error();
-    if (PQntuples(r->get()) == 0) return TagNotFound(tag);
-    return Row(r->get(), 0);
+    SEKKA_ASSIGN_OR_RETURN(auto r, Exec(sql.c_str(), {t.c_str()}, PGRES_TUPLES_OK));
+    if (PQntuples(r.get()) == 0) return TagNotFound(tag);
+    return Row(r.get(), 0);
   }
 
   // A live connection with the schema in place, connecting (again) when needed.
@@ -285,31 +280,30 @@ class PostgresSegmentStore final : public SegmentStore {
     if (Status s = Prepare(kSchema); !s.ok()) return s;
     // ALTER TABLE locks the table even when there is nothing to add: only when a column is
     // missing (once per store), not on every connection.
-    Result<PgResult> columns =
+    SEKKA_ASSIGN_OR_RETURN(
+        auto columns,
         Run("SELECT count(*) FROM information_schema.columns WHERE table_schema = current_schema() "
             "AND table_name = 'sekka_segments' AND column_name IN ('delta', 'remainder', "
             "'deleted')",
-            {});
-    if (!columns.ok()) return std::move(columns).error();
-    if (PQresultStatus(columns->get()) != PGRES_TUPLES_OK || PQntuples(columns->get()) != 1) {
+            {}));
+    if (PQresultStatus(columns.get()) != PGRES_TUPLES_OK || PQntuples(columns.get()) != 1) {
       return Unavailable(fmt::format("segment store {}: cannot read its table's columns: {}",
-                                     Redacted(), PQresultErrorMessage(columns->get())));
+                                     Redacted(), PQresultErrorMessage(columns.get())));
     }
-    if (std::string_view(PQgetvalue(columns->get(), 0, 0)) != "3") return Prepare(kColumns);
+    if (std::string_view(PQgetvalue(columns.get(), 0, 0)) != "3") return Prepare(kColumns);
     return Status::Ok();
   }
 
   // A peer's table is used in place: it must be there, with the columns sekka reads.
   Status CheckPeerTable() {
     const std::string sql = fmt::format("SELECT {} FROM {} LIMIT 0", t_.columns, t_.name);
-    Result<PgResult> r = Run(sql.c_str(), {});
-    if (!r.ok()) return std::move(r).error();
-    if (PQresultStatus(r->get()) == PGRES_TUPLES_OK) return Status::Ok();
-    const char* state = PQresultErrorField(r->get(), PG_DIAG_SQLSTATE);
+    SEKKA_ASSIGN_OR_RETURN(auto r, Run(sql.c_str(), {}));
+    if (PQresultStatus(r.get()) == PGRES_TUPLES_OK) return Status::Ok();
+    const char* state = PQresultErrorField(r.get(), PG_DIAG_SQLSTATE);
     const std::string_view code = state != nullptr ? state : "";
     if (code != "42P01" && code != "42703") {  // undefined_table, undefined_column
       return Unavailable(
-          fmt::format("segment store {}: {}", Redacted(), OneLine(PQresultErrorMessage(r->get()))));
+          fmt::format("segment store {}: {}", Redacted(), OneLine(PQresultErrorMessage(r.get()))));
     }
     return Unavailable(fmt::format(
         "segment store {}: schema={} uses {}'s table {} in place, and it is {}: create it as "
@@ -319,11 +313,10 @@ class PostgresSegmentStore final : public SegmentStore {
 
   // Runs one statement of the table's set-up.
   Status Prepare(const char* sql) {
-    Result<PgResult> r = Run(sql, {});
-    if (!r.ok()) return std::move(r).error();
-    if (PQresultStatus(r->get()) != PGRES_COMMAND_OK) {
+    SEKKA_ASSIGN_OR_RETURN(auto r, Run(sql, {}));
+    if (PQresultStatus(r.get()) != PGRES_COMMAND_OK) {
       return Unavailable(fmt::format("segment store {}: cannot prepare its table: {}", Redacted(),
-                                     PQresultErrorMessage(r->get())));
+                                     PQresultErrorMessage(r.get())));
     }
     return Status::Ok();
   }
@@ -368,7 +361,7 @@ class PostgresSegmentStore final : public SegmentStore {
                         ExecStatusType want) {
     // One retry on a fresh connection: a server restart breaks the old one.
     for (int attempt = 0; attempt < 2; ++attempt) {
-      if (Status s = Connect(); !s.ok()) return std::move(s).error();
+      SEKKA_RETURN_IF_ERROR(Connect());
       Result<PgResult> run = Run(sql, std::vector<const char*>(params));
       if (!run.ok() && conn_ == nullptr) return std::move(run).error();  // timed out
       if (!run.ok()) continue;

@@ -103,15 +103,14 @@ Status RedisClient::CheckDurable(RespConnection& conn) {
   for (const auto& [name, want] : {std::pair{"appendonly", "yes"},
                                    {"appendfsync", "always"},
                                    {"no-appendfsync-on-rewrite", "no"}}) {
-    Result<std::string> got = ConfigGet(conn, name);
-    if (!got.ok()) return std::move(got).error();
-    if (*got == want) continue;
+    SEKKA_ASSIGN_OR_RETURN(auto got, ConfigGet(conn, name));
+    if (got == want) continue;
     return Unavailable(fmt::format(
         "{}: Redis runs with {} \"{}\": an acknowledged write can be lost in a crash, and ids "
         "handed out again; set appendonly yes, appendfsync always and no-appendfsync-on-rewrite "
         "no, or add durability=any to "
         "the URI to accept that (docs/operations.md, \"Redis: what is promised\")",
-        text_, name, *got));
+        text_, name, got));
   }
   return Status::Ok();
 }
@@ -120,21 +119,20 @@ Status RedisClient::CheckNoEviction(RespConnection& conn) {
   // volatile-* policies evict only keys with a TTL: sekka's session keys, whose early end the
   // hwm fence and a new strict leader's settle cover (LeaseGrant::settle). An allkeys-* policy
   // may evict a counter, an owner record or an hwm: ids again.
-  Result<std::string> policy = ConfigGet(conn, "maxmemory-policy");
-  if (!policy.ok()) return std::move(policy).error();
-  if (*policy == "noeviction" || policy->starts_with("volatile-")) return Status::Ok();
+  SEKKA_ASSIGN_OR_RETURN(auto policy, ConfigGet(conn, "maxmemory-policy"));
+  if (policy == "noeviction" || policy.starts_with("volatile-")) return Status::Ok();
   return Unavailable(fmt::format(
       "{}: Redis runs with maxmemory-policy \"{}\": once maxmemory is reached it may evict "
       "sekka's counters, owner records and high-water marks, and ids are handed out again; set "
       "maxmemory-policy noeviction (or a volatile-* policy), or add eviction=any to the URI to "
       "accept that (docs/operations.md, \"Redis: what is promised\")",
-      text_, *policy));
+      text_, policy));
 }
 
 Result<RespReply> RedisClient::Call(const std::vector<std::string>& args, bool may_repeat) {
   std::lock_guard lock(mu_);
   for (int attempt = 0;; ++attempt) {
-    if (Status s = Connect(); !s.ok()) return std::move(s).error();
+    SEKKA_RETURN_IF_ERROR(Connect());
     RespReply reply;
     std::optional<TransportError> e = conn_->Query(args, timeout_, reply);
     if (!e) return reply;
@@ -151,7 +149,7 @@ Result<RespReply> RedisClient::Call(const std::vector<std::string>& args, bool m
 Result<std::vector<RespReply>> RedisClient::CallInOrder(
     const std::vector<std::vector<std::string>>& commands) {
   std::lock_guard lock(mu_);
-  if (Status s = Connect(); !s.ok()) return std::move(s).error();
+  SEKKA_RETURN_IF_ERROR(Connect());
   std::vector<RespReply> replies;
   for (const std::vector<std::string>& args : commands) {
     RespReply& reply = replies.emplace_back();

@@ -100,22 +100,21 @@ class RedisSegmentStore final : public SegmentStore {
   Result<Allocation> Allocate(std::string_view tag, std::int64_t step) override {
     if (step < 1 || step == std::numeric_limits<std::int64_t>::max()) return BadStep(step);
     if (!ValidateTag(tag).ok()) return TagNotFound(tag);
-    Result<RespReply> r =
-        redis_->Call({"EVAL", kAllocate, "2", Counter(tag), Meta(tag), std::to_string(step + 1)});
-    if (!r.ok()) return std::move(r).error();
-    if (r->nil) return TagNotFound(tag);
+    SEKKA_ASSIGN_OR_RETURN(auto r, redis_->Call({"EVAL", kAllocate, "2", Counter(tag), Meta(tag),
+                                                 std::to_string(step + 1)}));
+    if (r.nil) return TagNotFound(tag);
     std::int64_t v = 0;
-    if (r->kind == '-' && r->text.rfind("EXHAUSTED", 0) == 0) {
+    if (r.kind == '-' && r.text.rfind("EXHAUSTED", 0) == 0) {
       Result<TagInfo> info = GetTag(tag);
       return TagExhausted(tag, info.ok() ? info->next_id : 0, step);
     }
-    if (r->kind != '*' || r->elements.size() != 2 || !DecimalInt64(r->elements[0].text, v)) {
-      return Broken(tag, *r);
+    if (r.kind != '*' || r.elements.size() != 2 || !DecimalInt64(r.elements[0].text, v)) {
+      return Broken(tag, r);
     }
     // CosId's counters have no metadata: no step to follow (0).
     std::int64_t tag_step = 0;
-    if (!r->elements[1].nil && !DecimalInt64(r->elements[1].text, tag_step)) {
-      return Broken(tag, *r);
+    if (!r.elements[1].nil && !DecimalInt64(r.elements[1].text, tag_step)) {
+      return Broken(tag, r);
     }
     return Allocation{{v - step + 1, v + 1}, tag_step};
   }
@@ -157,11 +156,10 @@ class RedisSegmentStore final : public SegmentStore {
           tag));
     }
     if (!ValidateTag(tag).ok()) return TagNotFound(tag);
-    Result<RespReply> r =
-        redis_->Call({"EVAL", kSetStep, "2", Counter(tag), Meta(tag), std::to_string(step)});
-    if (!r.ok()) return std::move(r).error();
-    if (r->kind != ':') return Broken(tag, *r);
-    if (r->integer == 0) return TagNotFound(tag);
+    SEKKA_ASSIGN_OR_RETURN(auto r, redis_->Call({"EVAL", kSetStep, "2", Counter(tag), Meta(tag),
+                                                 std::to_string(step)}));
+    if (r.kind != ':') return Broken(tag, r);
+    if (r.integer == 0) return TagNotFound(tag);
     return Status::Ok();
   }
 
@@ -176,9 +174,8 @@ class RedisSegmentStore final : public SegmentStore {
 
   Result<TagInfo> GetTag(std::string_view tag) override {
     if (!ValidateTag(tag).ok()) return TagNotFound(tag);
-    Result<RespReply> r = redis_->Call({"EVAL", kGet, "2", Counter(tag), Meta(tag)});
-    if (!r.ok()) return std::move(r).error();
-    return Info(tag, *r);
+    SEKKA_ASSIGN_OR_RETURN(auto r, redis_->Call({"EVAL", kGet, "2", Counter(tag), Meta(tag)}));
+    return Info(tag, r);
   }
 
   Result<std::vector<TagInfo>> ListTagsAfter(std::string_view after, std::size_t limit) override {
@@ -188,11 +185,11 @@ class RedisSegmentStore final : public SegmentStore {
     std::string cursor = "0";
     const std::string pattern = prefix_ + ":{*}.adder";
     do {  // SCAN's cursor: every key that exists throughout is returned at least once
-      Result<RespReply> r = redis_->Call({"SCAN", cursor, "MATCH", pattern, "COUNT", "1000"});
-      if (!r.ok()) return std::move(r).error();
-      if (r->kind != '*' || r->elements.size() != 2) return Broken("*", *r);
-      cursor = r->elements[0].text;
-      for (const RespReply& key : r->elements[1].elements) {
+      SEKKA_ASSIGN_OR_RETURN(auto r,
+                             redis_->Call({"SCAN", cursor, "MATCH", pattern, "COUNT", "1000"}));
+      if (r.kind != '*' || r.elements.size() != 2) return Broken("*", r);
+      cursor = r.elements[0].text;
+      for (const RespReply& key : r.elements[1].elements) {
         // The name is what Counter() put between "<prefix>:{" and "}.adder" (it may hold braces).
         const std::string_view k = key.text;
         const std::size_t head = prefix_.size() + 2, tail = std::string_view("}.adder").size();
@@ -253,22 +250,20 @@ Result<std::unique_ptr<SegmentStore>> OpenRedisSegmentStore(const std::string& u
   std::vector<std::string_view> params(std::begin(RedisClient::kParams),
                                        std::end(RedisClient::kParams));
   params.push_back("schema");
-  Result<StoreUri> parsed = ParseStoreUri(uri, "segment.store", params);
-  if (!parsed.ok()) return std::move(parsed).error();
-  if (parsed->scheme != "redis" && parsed->scheme != "rediss") {
+  SEKKA_ASSIGN_OR_RETURN(auto parsed, ParseStoreUri(uri, "segment.store", params));
+  if (parsed.scheme != "redis" && parsed.scheme != "rediss") {
     return InvalidArgument("segment.store for Redis begins redis:// or rediss://");
   }
-  const auto schema = parsed->params.find("schema");
-  const std::string prefix = schema == parsed->params.end() ? "sekka" : schema->second;
+  const auto schema = parsed.params.find("schema");
+  const std::string prefix = schema == parsed.params.end() ? "sekka" : schema->second;
   if (prefix != "sekka" && prefix != "cosid") {
     return InvalidArgument(fmt::format(
         "segment.store parameter schema=\"{}\" is not known for Redis: allowed sekka, cosid",
         prefix.substr(0, 40)));
   }
-  Result<std::unique_ptr<RedisClient>> redis =
-      RedisClient::Open(std::move(parsed).value(), RedactSecrets(uri), "segment.store");
-  if (!redis.ok()) return std::move(redis).error();
-  return std::unique_ptr<SegmentStore>(new RedisSegmentStore(std::move(redis).value(), prefix));
+  SEKKA_ASSIGN_OR_RETURN(auto redis,
+                         RedisClient::Open(std::move(parsed), RedactSecrets(uri), "segment.store"));
+  return std::unique_ptr<SegmentStore>(new RedisSegmentStore(std::move(redis), prefix));
 }
 
 }  // namespace sekka

@@ -124,26 +124,22 @@ class RedisCoordinator final : public Coordinator {
         database_(database.empty() ? "0" : std::move(database)) {}
 
   Result<std::string> BindLayout(const std::string& layout) override {
-    if (Status s = BindDatabase(); !s.ok()) return std::move(s).error();
-    Result<RespReply> set = Call({"SET", prefix_ + "layout", layout, "NX"});
-    if (!set.ok()) return std::move(set).error();
-    Result<RespReply> get = Call({"GET", prefix_ + "layout"});
-    if (!get.ok()) return std::move(get).error();
-    return get->text;
+    SEKKA_RETURN_IF_ERROR(BindDatabase());
+    SEKKA_RETURN_IF_ERROR(Call({"SET", prefix_ + "layout", layout, "NX"}));
+    SEKKA_ASSIGN_OR_RETURN(auto get, Call({"GET", prefix_ + "layout"}));
+    return get.text;
   }
 
   Result<std::map<std::int64_t, Holding>> ListHolders() override {
-    if (Status s = OpenSession(); !s.ok()) return std::move(s).error();
-    Result<RespReply> r = Call(
-        {"EVAL", kList, "1", DcKey("owners"), prefix_, std::to_string(options_.datacenter_id)});
-    if (!r.ok()) return std::move(r).error();
+    SEKKA_RETURN_IF_ERROR(OpenSession());
+    SEKKA_ASSIGN_OR_RETURN(auto r, Call({"EVAL", kList, "1", DcKey("owners"), prefix_,
+                                         std::to_string(options_.datacenter_id)}));
     std::map<std::int64_t, Holding> holders;
-    for (std::size_t i = 0; i + 3 < r->elements.size(); i += 4) {
+    for (std::size_t i = 0; i + 3 < r.elements.size(); i += 4) {
       std::int64_t id = 0;
-      Holding h{r->elements[i + 1].text};
-      if (DecimalInt64(r->elements[i].text, id) &&
-          DecimalInt64(r->elements[i + 2].text, h.session) &&
-          DecimalInt64(r->elements[i + 3].text, h.version)) {
+      Holding h{r.elements[i + 1].text};
+      if (DecimalInt64(r.elements[i].text, id) && DecimalInt64(r.elements[i + 2].text, h.session) &&
+          DecimalInt64(r.elements[i + 3].text, h.version)) {
         holders[id] = h;
       }
     }
@@ -153,14 +149,13 @@ class RedisCoordinator final : public Coordinator {
   std::int64_t session() const override { return session_; }
 
   Result<std::int64_t> PeekHwm(std::int64_t id) override {
-    Result<RespReply> r = Call({"GET", Key("hwm", id)});
-    if (!r.ok()) return std::move(r).error();
-    return Hwm(id, r->nil ? "0" : r->text);
+    SEKKA_ASSIGN_OR_RETURN(auto r, Call({"GET", Key("hwm", id)}));
+    return Hwm(id, r.nil ? "0" : r.text);
   }
 
   Result<std::optional<std::int64_t>> Claim(std::int64_t id,
                                             const std::optional<Holding>& seen) override {
-    if (Status s = OpenSession(); !s.ok()) return std::move(s).error();
+    SEKKA_RETURN_IF_ERROR(OpenSession());
     Result<RespReply> r = Call(
         {"EVAL", kClaim, "5", Key("owner", id), Key("hwm", id), DcKey("owners"),
          SessionKey(session_), prefix_ + "version", prefix_, std::to_string(id), options_.identity,
@@ -186,18 +181,17 @@ class RedisCoordinator final : public Coordinator {
     claimed_at_ms_ = options_.clock_or_system().MonotonicMillis();
     claim_unknown_ = false;
     if (std::find(claimed_.begin(), claimed_.end(), id) == claimed_.end()) claimed_.push_back(id);
-    Result<std::int64_t> hwm = Hwm(id, r->elements[1].text);
-    if (!hwm.ok()) return std::move(hwm).error();
-    return std::optional<std::int64_t>(*hwm);
+    SEKKA_ASSIGN_OR_RETURN(auto hwm, Hwm(id, r->elements[1].text));
+    return std::optional<std::int64_t>(hwm);
   }
 
   Status KeepAlive(std::int64_t id) override {
     if (session_ == 0) return LeaseLost("no worker id is held");
-    Result<RespReply> r = Call({"EVAL", kKeepAlive, "2", Key("owner", id), SessionKey(session_),
-                                std::to_string(session_), std::to_string(options_.ttl.count())});
-    if (!r.ok()) return std::move(r).error();
-    if (r->kind != ':') return Broken("keepalive", *r);
-    if (r->integer == 1) return Status::Ok();
+    SEKKA_ASSIGN_OR_RETURN(auto r,
+                           Call({"EVAL", kKeepAlive, "2", Key("owner", id), SessionKey(session_),
+                                 std::to_string(session_), std::to_string(options_.ttl.count())}));
+    if (r.kind != ':') return Broken("keepalive", r);
+    if (r.integer == 1) return Status::Ok();
     session_ = 0;
     lost_ = true;
     return LeaseLost(fmt::format(
@@ -206,12 +200,11 @@ class RedisCoordinator final : public Coordinator {
 
   Status StoreHwm(std::int64_t id, std::int64_t hwm_millis) override {
     if (session_ == 0) return LeaseLost("no worker id is held");
-    Result<RespReply> r =
-        Call({"EVAL", kStoreHwm, "3", Key("owner", id), SessionKey(session_), Key("hwm", id),
-              std::to_string(session_), std::to_string(hwm_millis)});
-    if (!r.ok()) return std::move(r).error();
-    if (r->kind != ':') return Broken("hwm store", *r);
-    if (r->integer == 1) return Status::Ok();
+    SEKKA_ASSIGN_OR_RETURN(
+        auto r, Call({"EVAL", kStoreHwm, "3", Key("owner", id), SessionKey(session_),
+                      Key("hwm", id), std::to_string(session_), std::to_string(hwm_millis)}));
+    if (r.kind != ':') return Broken("hwm store", r);
+    if (r.integer == 1) return Status::Ok();
     lost_ = true;
     return LeaseLost(fmt::format(
         "worker id {} is no longer held by this process's Redis session (expired or taken over)",
@@ -234,8 +227,7 @@ class RedisCoordinator final : public Coordinator {
     for (std::int64_t id : claimed_) args.push_back(Key("owner", id));
     args.push_back(std::to_string(session_));
     args.push_back(released ? "1" : "0");
-    Result<RespReply> r = Call(args);
-    if (!r.ok()) return std::move(r).error();
+    SEKKA_RETURN_IF_ERROR(Call(args));
     session_ = 0;
     return Status::Ok();
   }
@@ -253,31 +245,29 @@ class RedisCoordinator final : public Coordinator {
 
   // A document is the key shared:<name>, in the cluster's database (bound first).
   Result<SharedDocument> ReadShared(std::string_view name) override {
-    if (Status s = BindDatabase(); !s.ok()) return std::move(s).error();
+    SEKKA_RETURN_IF_ERROR(BindDatabase());
     const std::string key = fmt::format("{}shared:{}", prefix_, name);
-    Result<RespReply> r = Call({"HMGET", key, "version", "data"});
-    if (!r.ok()) return std::move(r).error();
-    if (r->kind != '*' || r->elements.size() != 2) return Broken("document read", *r);
-    if (r->elements[0].nil) return SharedDocument{};
-    SharedDocument d{r->elements[1].text, 0};
-    if (!DecimalInt64(r->elements[0].text, d.version) || d.version < 1) {
+    SEKKA_ASSIGN_OR_RETURN(auto r, Call({"HMGET", key, "version", "data"}));
+    if (r.kind != '*' || r.elements.size() != 2) return Broken("document read", r);
+    if (r.elements[0].nil) return SharedDocument{};
+    SharedDocument d{r.elements[1].text, 0};
+    if (!DecimalInt64(r.elements[0].text, d.version) || d.version < 1) {
       return Internal(fmt::format("Redis key {} has version \"{}\", not a positive number", key,
-                                  r->elements[0].text.substr(0, 40)));
+                                  r.elements[0].text.substr(0, 40)));
     }
     return d;
   }
 
   Result<bool> WriteShared(std::string_view name, std::string_view data,
                            std::int64_t version) override {
-    if (Status s = CheckSharedSize(name, data.size()); !s.ok()) return std::move(s).error();
-    if (Status s = BindDatabase(); !s.ok()) return std::move(s).error();
-    Result<RespReply> r =
-        Call({"EVAL", kWriteShared, "1", fmt::format("{}shared:{}", prefix_, name),
-              std::to_string(version), std::string(data)},
-             /*may_repeat=*/false);
-    if (!r.ok()) return std::move(r).error();
-    if (r->kind != ':') return Broken("document write", *r);
-    return r->integer == 1;
+    SEKKA_RETURN_IF_ERROR(CheckSharedSize(name, data.size()));
+    SEKKA_RETURN_IF_ERROR(BindDatabase());
+    SEKKA_ASSIGN_OR_RETURN(
+        auto r, Call({"EVAL", kWriteShared, "1", fmt::format("{}shared:{}", prefix_, name),
+                      std::to_string(version), std::string(data)},
+                     /*may_repeat=*/false));
+    if (r.kind != ':') return Broken("document write", r);
+    return r.integer == 1;
   }
 
  private:
@@ -288,10 +278,9 @@ class RedisCoordinator final : public Coordinator {
     for (int attempt = 0; attempt < 3; ++attempt) {
       const std::int64_t candidate =
           static_cast<std::int64_t>(random() >> 1) | 1;  // positive, never 0
-      Result<RespReply> r = Call({"SET", SessionKey(candidate), options_.identity, "PX",
-                                  std::to_string(options_.ttl.count()), "NX"});
-      if (!r.ok()) return std::move(r).error();
-      if (r->kind == '+') {
+      SEKKA_ASSIGN_OR_RETURN(auto r, Call({"SET", SessionKey(candidate), options_.identity, "PX",
+                                           std::to_string(options_.ttl.count()), "NX"}));
+      if (r.kind == '+') {
         session_ = candidate;
         lost_ = false;
         claim_unknown_ = false;
@@ -352,20 +341,18 @@ class RedisCoordinator final : public Coordinator {
     const std::string binding = fmt::format("sekka:{{{}}}:database", cluster_);
     RespReply bound;
     if (database_ == "0") {
-      Result<RespReply> r = Call({"EVAL", kBindDatabase, "1", binding, database_});
-      if (!r.ok()) return std::move(r).error();
-      bound = std::move(r).value();
+      SEKKA_ASSIGN_OR_RETURN(auto r, Call({"EVAL", kBindDatabase, "1", binding, database_}));
+      bound = std::move(r);
     } else {
       // The binding lives in database 0, whatever database this connection serves: one MULTI,
       // which leaves the connection on its own database again.
-      Result<std::vector<RespReply>> all =
-          redis_->CallInOrder({{"MULTI"},
-                               {"SELECT", "0"},
-                               {"EVAL", kBindDatabase, "1", binding, database_},
-                               {"SELECT", database_},
-                               {"EXEC"}});
-      if (!all.ok()) return std::move(all).error();
-      const RespReply& exec = all->back();
+      SEKKA_ASSIGN_OR_RETURN(auto all,
+                             redis_->CallInOrder({{"MULTI"},
+                                                  {"SELECT", "0"},
+                                                  {"EVAL", kBindDatabase, "1", binding, database_},
+                                                  {"SELECT", database_},
+                                                  {"EXEC"}}));
+      const RespReply& exec = all.back();
       if (exec.kind != '*' || exec.elements.size() != 3) return Broken("database binding", exec);
       bound = exec.elements[1];
     }
@@ -390,17 +377,17 @@ Result<std::unique_ptr<Coordinator>> NewRedisCoordinator(std::string_view uri,
                                                          std::string_view cluster,
                                                          const WorkerLeaseOptions& options,
                                                          const CoordinatorAccess& access) {
-  Result<StoreUri> parsed = ParseStoreUri(uri, "worker.coordinator", RedisClient::kParams);
-  if (!parsed.ok()) return std::move(parsed).error();
-  if (parsed->scheme != "redis" && parsed->scheme != "rediss") {
+  SEKKA_ASSIGN_OR_RETURN(auto parsed,
+                         ParseStoreUri(uri, "worker.coordinator", RedisClient::kParams));
+  if (parsed.scheme != "redis" && parsed.scheme != "rediss") {
     return InvalidArgument(
         "worker.coordinator for worker.source = \"redis\" begins redis:// or "
         "rediss://");
   }
-  if (Status s = ValidateClusterName(cluster); !s.ok()) return std::move(s).error();
+  SEKKA_RETURN_IF_ERROR(ValidateClusterName(cluster));
 
   // Credentials are given once: in the URI, or in worker.username/password and worker.tls_*.
-  if ((parsed->has_password || !parsed->user.empty()) && !access.password.empty()) {
+  if ((parsed.has_password || !parsed.user.empty()) && !access.password.empty()) {
     return InvalidArgument(
         "worker.coordinator has a user or password and worker.password is set too: give them "
         "in one place");
@@ -408,29 +395,28 @@ Result<std::unique_ptr<Coordinator>> NewRedisCoordinator(std::string_view uri,
   for (const auto& [name, value] : {std::pair{"tls_ca_file", &access.tls.ca_file},
                                     {"tls_cert_file", &access.tls.cert_file},
                                     {"tls_key_file", &access.tls.key_file}}) {
-    if (!value->empty() && parsed->params.contains(name)) {
+    if (!value->empty() && parsed.params.contains(name)) {
       return InvalidArgument(fmt::format(
           "worker.coordinator has {} and worker.{} is set too: give it in one place", name, name));
     }
   }
-  if (parsed->user.empty() && !parsed->has_password && !access.password.empty()) {
-    parsed->user = access.username;
-    parsed->password = access.password;
-    parsed->has_password = true;
+  if (parsed.user.empty() && !parsed.has_password && !access.password.empty()) {
+    parsed.user = access.username;
+    parsed.password = access.password;
+    parsed.has_password = true;
   }
   const std::pair<const char*, const std::string*> files[] = {
       {"tls_ca_file", &access.tls.ca_file},
       {"tls_cert_file", &access.tls.cert_file},
       {"tls_key_file", &access.tls.key_file}};
   for (const auto& [name, value] : files) {
-    if (!value->empty() && !parsed->params.contains(name)) parsed->params[name] = *value;
+    if (!value->empty() && !parsed.params.contains(name)) parsed.params[name] = *value;
   }
-  std::string database = parsed->path;
-  Result<std::unique_ptr<RedisClient>> redis = RedisClient::Open(
-      std::move(parsed).value(), RedactSecrets(uri), "worker.coordinator", options.call_timeout);
-  if (!redis.ok()) return std::move(redis).error();
+  std::string database = parsed.path;
+  SEKKA_ASSIGN_OR_RETURN(auto redis, RedisClient::Open(std::move(parsed), RedactSecrets(uri),
+                                                       "worker.coordinator", options.call_timeout));
   return std::unique_ptr<Coordinator>(std::make_unique<RedisCoordinator>(
-      std::move(redis).value(), std::string(cluster), options, std::move(database)));
+      std::move(redis), std::string(cluster), options, std::move(database)));
 }
 
 }  // namespace sekka

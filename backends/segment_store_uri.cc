@@ -50,8 +50,7 @@ Status CheckSegmentStoreUri(const std::string& uri) {
                             : Status::Ok();
   }
   // The network stores check their URI when made and connect only at their first call.
-  Result<std::unique_ptr<SegmentStore>> store = OpenSegmentStore(uri, "");
-  if (!store.ok()) return std::move(store).error();
+  SEKKA_RETURN_IF_ERROR(OpenSegmentStore(uri, ""));
   return Status::Ok();
 }
 

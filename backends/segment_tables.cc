@@ -50,21 +50,18 @@ Status CreateInTable(const SegmentTable& t, const TagInfo& tag, const TableCreat
   if (Status s = CheckNewTag(t, tag); !s.ok()) return s;
   // 1. A tombstone that CheckRevival allows becomes the row (under the row's lock).
   if (t.tombstones()) {
-    Result<bool> revived = steps.revive();
-    if (!revived.ok()) return std::move(revived).error();
-    if (*revived) return Status::Ok();
+    SEKKA_ASSIGN_OR_RETURN(auto revived, steps.revive());
+    if (revived) return Status::Ok();
   }
   // 2. No row at all: a new one.
-  Result<bool> inserted = steps.insert();
-  if (!inserted.ok()) return std::move(inserted).error();
-  if (*inserted) return Status::Ok();
+  SEKKA_ASSIGN_OR_RETURN(auto inserted, steps.insert());
+  if (inserted) return Status::Ok();
   // 3. A row is there: live (it exists), or a tombstone CheckRevival refuses (a tombstone never
   //    moves down nor changes its delta, so this answer holds even if the row changed since).
   if (!t.tombstones()) return TagExists(tag.tag);
-  Result<std::optional<TagInfo>> dead = steps.tombstone();
-  if (!dead.ok()) return std::move(dead).error();
-  if (*dead) {
-    if (Status s = CheckRevival(**dead, tag); !s.ok()) return s;
+  SEKKA_ASSIGN_OR_RETURN(auto dead, steps.tombstone());
+  if (dead) {
+    if (Status s = CheckRevival(*dead, tag); !s.ok()) return s;
   }
   return TagExists(tag.tag);
 }

@@ -68,9 +68,8 @@ class SqliteSegmentStore final : public SegmentStore {
     }
     if (rc != SQLITE_DONE) return Failure("allocate");
     // No row changed: an unknown tag, or one whose ids would pass 2^63 - 1.
-    Result<TagInfo> t = GetLocked(tag);
-    if (!t.ok()) return std::move(t).error();
-    return TagExhausted(tag, t->next_id, step);
+    SEKKA_ASSIGN_OR_RETURN(auto t, GetLocked(tag));
+    return TagExhausted(tag, t.next_id, step);
   }
 
   Status CreateTag(const TagInfo& tag) override {

@@ -101,10 +101,9 @@ Result<std::optional<std::string>> ReadRegularFile(const std::string& path, std:
 }
 
 Result<std::optional<StoredState>> ReadStateFile(const std::string& path) {
-  Result<std::optional<std::string>> text = ReadRegularFile(path, 4096);
-  if (!text.ok()) return std::move(text).error();
-  if (!text->has_value()) return std::optional<StoredState>();
-  Result<StoredState> s = ParseState(**text);
+  SEKKA_ASSIGN_OR_RETURN(auto text, ReadRegularFile(path, 4096));
+  if (!text.has_value()) return std::optional<StoredState>();
+  Result<StoredState> s = ParseState(*text);
   if (!s.ok()) return InvalidArgument(fmt::format("{}: {}", path, s.error().message));
   return std::optional<StoredState>(*s);
 }
@@ -135,12 +134,11 @@ void SyncParentDir(const std::string& path) {
 }
 
 Status WriteFileDurably(const std::string& path, std::string_view text) {
-  Result<std::string> tmp = WriteTempFile(path, text);
-  if (!tmp.ok()) return std::move(tmp).error();
-  if (::rename(tmp->c_str(), path.c_str()) != 0) {
+  SEKKA_ASSIGN_OR_RETURN(auto tmp, WriteTempFile(path, text));
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
     const int saved = errno;
-    ::unlink(tmp->c_str());
-    return Internal(fmt::format("cannot rename {}: {}", *tmp, std::strerror(saved)));
+    ::unlink(tmp.c_str());
+    return Internal(fmt::format("cannot rename {}: {}", tmp, std::strerror(saved)));
   }
   SyncParentDir(path);
   return Status::Ok();

@@ -54,10 +54,9 @@ struct IdSpace {
 // The id space bound at `path`; nullopt when none is. Errors: kInvalidArgument (not an id-space
 // file), as ReadRegularFile.
 Result<std::optional<IdSpace>> ReadIdSpace(const std::string& path) {
-  Result<std::optional<std::string>> read = ReadRegularFile(path, 2048);
-  if (!read.ok()) return std::move(read).error();
-  if (!read->has_value()) return std::optional<IdSpace>();
-  const std::string_view text = **read;
+  SEKKA_ASSIGN_OR_RETURN(auto read, ReadRegularFile(path, 2048));
+  if (!read.has_value()) return std::optional<IdSpace>();
+  const std::string_view text = *read;
   IdSpace space;
   const std::size_t mid = text.find("\nworkers=");
   if (text.starts_with("layout=") && mid != std::string_view::npos && text.ends_with('\n')) {
@@ -76,11 +75,10 @@ Result<std::optional<IdSpace>> ReadIdSpace(const std::string& path) {
 // Creates `path` with `space` unless it exists: a complete temp file is linked there, so the
 // file appears whole or not at all. Errors: kInternal.
 Status CreateIdSpace(const std::string& path, const IdSpace& space) {
-  Result<std::string> tmp = WriteTempFile(path, space.Text());
-  if (!tmp.ok()) return std::move(tmp).error();
-  const bool linked = ::link(tmp->c_str(), path.c_str()) == 0;
+  SEKKA_ASSIGN_OR_RETURN(auto tmp, WriteTempFile(path, space.Text()));
+  const bool linked = ::link(tmp.c_str(), path.c_str()) == 0;
   const int saved = errno;
-  ::unlink(tmp->c_str());
+  ::unlink(tmp.c_str());
   if (!linked && saved != EEXIST) {
     return Internal(fmt::format("cannot create {}: {}", path, std::strerror(saved)));
   }
@@ -92,9 +90,8 @@ Status CreateIdSpace(const std::string& path, const IdSpace& space) {
 // CreateIdSpace.
 Result<IdSpace> BindIdSpace(const std::string& path, const IdSpace& space) {
   for (int attempt = 0; attempt < 8; ++attempt) {
-    Result<std::optional<IdSpace>> bound = ReadIdSpace(path);
-    if (!bound.ok()) return std::move(bound).error();
-    if (bound->has_value()) return **bound;
+    SEKKA_ASSIGN_OR_RETURN(auto bound, ReadIdSpace(path));
+    if (bound.has_value()) return *bound;
     if (Status created = CreateIdSpace(path, space); !created.ok()) return created.error();
   }
   return Internal(fmt::format("cannot bind {}: it is removed again and again", path));
@@ -158,23 +155,22 @@ Status BindLockDir(const std::string& lock_dir, std::string_view layout, std::st
   if (Status usable = UsableLockDir(lock_dir); !usable.ok()) return usable;
   const std::string path = lock_dir + "/id-space";
   const IdSpace mine{std::string(layout), std::string(workers)};
-  Result<IdSpace> bound = BindIdSpace(path, mine);
-  if (!bound.ok()) return std::move(bound).error();
-  if (bound->Text() == mine.Text()) return Status::Ok();
-  if (bound->layout == mine.layout && bound->workers != kHostWorkers) {
+  SEKKA_ASSIGN_OR_RETURN(auto bound, BindIdSpace(path, mine));
+  if (bound.Text() == mine.Text()) return Status::Ok();
+  if (bound.layout == mine.layout && bound.workers != kHostWorkers) {
     return InvalidArgument(fmt::format(
         "the worker lock dir {} serves ids whose worker ids come from {}; this process takes its "
         "worker id from {}, which could be one that cluster gave out: ask a server of the cluster "
         "for ids (e.g. curl http://127.0.0.1:8080/v1/ids?count=N), or give this process that "
         "cluster's worker.source",
-        lock_dir, bound->workers, mine.workers));
+        lock_dir, bound.workers, mine.workers));
   }
   return InvalidArgument(fmt::format(
       "the worker lock dir {} serves {}; this process has {}: ids of the two could be equal, so "
       "a host's lock dir serves one id space (layout, direction and where worker ids come from); "
       "use that one, or move the host to the new one as docs/operations.md says (stop the old "
       "processes, generator.after_id, then remove {})",
-      lock_dir, bound->Name(), mine.Name(), path));
+      lock_dir, bound.Name(), mine.Name(), path));
 }
 
 Result<int> TryLockFile(const std::string& path, const std::string& identity) {
@@ -282,8 +278,7 @@ Result<std::unique_ptr<WorkerIdClaim>> ClaimWorkerId(const WorkerIdRequest& requ
   const std::int64_t layout_max = layout.worker_ids_per_datacenter() - 1;
   const std::int64_t max_worker =
       request.worker_count > 0 ? std::min(layout_max, request.worker_count - 1) : layout_max;
-  if (Status dc = CheckDatacenterId(layout, request.datacenter_id); !dc.ok())
-    return std::move(dc).error();
+  SEKKA_RETURN_IF_ERROR(CheckDatacenterId(layout, request.datacenter_id));
   if (Status usable = UsableLockDir(request.lock_dir); !usable.ok()) return usable.error();
   std::error_code ec;
   auto claim = std::unique_ptr<WorkerIdClaim>(new WorkerIdClaim());
@@ -334,13 +329,11 @@ Result<std::unique_ptr<WorkerIdClaim>> ClaimWorkerId(const WorkerIdRequest& requ
         ::gethostname(buf, sizeof(buf) - 1);
         host = buf;
       }
-      Result<std::int64_t> ordinal = HostnameOrdinal(host);
-      if (!ordinal.ok()) return std::move(ordinal).error();
-      worker = *ordinal;
+      SEKKA_ASSIGN_OR_RETURN(auto ordinal, HostnameOrdinal(host));
+      worker = ordinal;
     }
-    Result<bool> taken = take_one(worker, true, true);
-    if (!taken.ok()) return std::move(taken).error();
-    if (!*taken) {
+    SEKKA_ASSIGN_OR_RETURN(auto taken, take_one(worker, true, true));
+    if (!taken) {
       return Internal(fmt::format("worker id {} was refused without a reason", worker));
     }
     return claim;
@@ -369,9 +362,8 @@ Result<std::unique_ptr<WorkerIdClaim>> ClaimWorkerId(const WorkerIdRequest& requ
     if (order.empty()) break;
     for (std::int64_t w : order) {
       const bool own = w == request.preferred || holders.contains(w);
-      Result<bool> taken = take_one(w, false, own);
-      if (!taken.ok()) return std::move(taken).error();
-      if (*taken) return claim;
+      SEKKA_ASSIGN_OR_RETURN(auto taken, take_one(w, false, own));
+      if (taken) return claim;
       holders[w] = false;
     }
   }

@@ -76,9 +76,8 @@ Result<std::unique_ptr<Coordinator>> OpenBackend(const std::string& backend,
 Result<std::unique_ptr<WorkerLease>> OpenBackendLease(const std::string& backend,
                                                       const std::string& cluster,
                                                       const WorkerLeaseOptions& options) {
-  Result<std::unique_ptr<Coordinator>> c = OpenBackend(backend, cluster, options);
-  if (!c.ok()) return std::move(c).error();
-  return NewCoordinatedLease(std::move(c).value(), options);
+  SEKKA_ASSIGN_OR_RETURN(auto c, OpenBackend(backend, cluster, options));
+  return NewCoordinatedLease(std::move(c), options);
 }
 
 std::string FreshCluster() {

@@ -58,10 +58,9 @@ Result<std::unique_ptr<Coordinator>> OpenCoordinator(
 Result<std::unique_ptr<WorkerLease>> OpenWorkerLease(
     std::string_view source, std::string_view coordinator, std::string_view cluster,
     const WorkerLeaseOptions& options, const CoordinatorAccess& access, const LeafRegistry& leaf) {
-  Result<std::unique_ptr<Coordinator>> c =
-      OpenCoordinator(source, coordinator, cluster, options, access, leaf);
-  if (!c.ok()) return std::move(c).error();
-  return NewCoordinatedLease(std::move(c).value(), options);
+  SEKKA_ASSIGN_OR_RETURN(auto c,
+                         OpenCoordinator(source, coordinator, cluster, options, access, leaf));
+  return NewCoordinatedLease(std::move(c), options);
 }
 
 }  // namespace sekka

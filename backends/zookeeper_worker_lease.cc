@@ -380,7 +380,7 @@ void ZooKeeperCoordinator::Disconnect() {
 }
 
 Result<std::string> ZooKeeperCoordinator::BindLayout(const std::string& layout) {
-  if (Status c = Connect(); !c.ok()) return std::move(c).error();
+  SEKKA_RETURN_IF_ERROR(Connect());
   const std::string path = root_ + "/layout";
   // A cluster beside a Leaf registry is bound to it too: a server of the cluster without it
   // would take the lowest free ids, Leaf's among them (CheckClusterLayout shows both).
@@ -405,7 +405,7 @@ Result<std::string> ZooKeeperCoordinator::BindLayout(const std::string& layout) 
 }
 
 Result<std::map<std::int64_t, Holding>> ZooKeeperCoordinator::ListHolders() {
-  if (Status c = Connect(); !c.ok()) return std::move(c).error();
+  SEKKA_RETURN_IF_ERROR(Connect());
   const std::string dir = fmt::format("{}/workers/{}", root_, options_.datacenter_id);
   String_vector children{};
   int rc = zoo_get_children(zh_, dir.c_str(), 0, &children);
@@ -480,7 +480,7 @@ Result<std::int64_t> ZooKeeperCoordinator::LeafNode() {
     // Made as Leaf makes it. Two sekka servers of one address that both made one keep the
     // lowest (it was made first: its maker saw no other): the others go, and the cluster's
     // owner node refuses the second server.
-    if (Status m = MakeLeafNode(); !m.ok()) return std::move(m).error();
+    SEKKA_RETURN_IF_ERROR(MakeLeafNode());
     ours = LeafNodesOfAddress();
     if (!ours.ok()) return std::move(ours).error();
     while (ours->size() > 1) {
@@ -516,17 +516,16 @@ Result<std::int64_t> ZooKeeperCoordinator::LeafNode() {
 
 Result<std::map<std::int64_t, Holding>> ZooKeeperCoordinator::WithLeafRegistry(
     std::map<std::int64_t, Holding> sekka) {
-  Result<std::int64_t> seq = LeafNode();
-  if (!seq.ok()) return std::move(seq).error();
-  if (auto it = sekka.find(*seq); it != sekka.end() && it->second.session != session_ &&
-                                  it->second.identity != options_.identity) {
+  SEKKA_ASSIGN_OR_RETURN(auto seq, LeafNode());
+  if (auto it = sekka.find(seq); it != sekka.end() && it->second.session != session_ &&
+                                 it->second.identity != options_.identity) {
     return InvalidArgument(fmt::format(
         "worker id {} ({}) is held by the live sekka server \"{}\": two servers registered as {}; "
         "give each its own worker.leaf_address",
-        *seq, leaf_node_, it->second.identity.substr(0, 120), leaf_.address));
+        seq, leaf_node_, it->second.identity.substr(0, 120), leaf_.address));
   }
   for (std::int64_t id = 0; id < options_.worker_count; ++id) {
-    if (id != *seq) sekka.try_emplace(id, Holding{"Leaf's registry " + leaf_dir_, 0, 0});
+    if (id != seq) sekka.try_emplace(id, Holding{"Leaf's registry " + leaf_dir_, 0, 0});
   }
   return sekka;
 }
@@ -581,7 +580,7 @@ Result<std::int64_t> ZooKeeperCoordinator::ReadHwm(std::int64_t id, Stat* stat, 
 }
 
 Result<std::int64_t> ZooKeeperCoordinator::PeekHwm(std::int64_t id) {
-  if (Status c = Connect(); !c.ok()) return std::move(c).error();
+  SEKKA_RETURN_IF_ERROR(Connect());
   Stat stat{};
   bool exists = false;
   return ReadHwm(id, &stat, &exists);
@@ -589,7 +588,7 @@ Result<std::int64_t> ZooKeeperCoordinator::PeekHwm(std::int64_t id) {
 
 Result<std::optional<std::int64_t>> ZooKeeperCoordinator::Claim(
     std::int64_t id, const std::optional<Holding>& seen) {
-  if (Status c = Connect(); !c.ok()) return std::move(c).error();
+  SEKKA_RETURN_IF_ERROR(Connect());
   const std::string path = OwnerPath(id);
   const std::string hwm_path = HwmPath(id);
   const bool ours = seen.has_value() && seen->session == session_;
@@ -598,8 +597,7 @@ Result<std::optional<std::int64_t>> ZooKeeperCoordinator::Claim(
     // 1. The hwm node and its version (made first if it never existed).
     Stat hwm_stat{};
     bool exists = false;
-    Result<std::int64_t> hwm = ReadHwm(id, &hwm_stat, &exists);
-    if (!hwm.ok()) return std::move(hwm).error();
+    SEKKA_ASSIGN_OR_RETURN(auto hwm, ReadHwm(id, &hwm_stat, &exists));
     if (!exists) {
       const int rc = zoo_create(zh_, hwm_path.c_str(), "0", 1, acl_, ZOO_PERSISTENT, nullptr, 0);
       if (rc != ZOK && rc != ZNODEEXISTS) return FromRc(rc, "create " + hwm_path);
@@ -610,9 +608,8 @@ Result<std::optional<std::int64_t>> ZooKeeperCoordinator::Claim(
     //     this address, which may still run (Leaf keeps no liveness): refused, never taken over.
     Stat leaf_stat{};
     if (leaf()) {
-      Result<std::int64_t> written = ReadLeafTimestamp(&leaf_stat);
-      if (!written.ok()) return std::move(written).error();
-      if (*written != *hwm) {
+      SEKKA_ASSIGN_OR_RETURN(auto written, ReadLeafTimestamp(&leaf_stat));
+      if (written != hwm) {
         // This identity's earlier run may have stored both since 1 read the hwm: read again.
         Stat again{};
         bool still = false;
@@ -622,7 +619,7 @@ Result<std::optional<std::int64_t>> ZooKeeperCoordinator::Claim(
             "Leaf node {} was written by a Leaf server (timestamp {}, not sekka's hwm {} for "
             "worker id {}): Leaf keeps no liveness, so sekka never takes a Leaf server's worker "
             "id; register this server as another worker.leaf_address",
-            leaf_node_, *written, *hwm, id));
+            leaf_node_, written, hwm, id));
       }
     }
     // 2. The owner node is still as listed.
@@ -637,7 +634,7 @@ Result<std::optional<std::int64_t>> ZooKeeperCoordinator::Claim(
     //    written back unchanged at the version read in 1. Every claim writes that node, so a
     //    claim by anyone since 1 (or a store by the earlier holder) fails this one, and from
     //    now on only this session knows the node's version (the fence of StoreHwm and Close).
-    const std::string text = std::to_string(*hwm);
+    const std::string text = std::to_string(hwm);
     zoo_op_t ops[4];
     zoo_op_result_t results[4] = {};
     Stat after{};
@@ -655,8 +652,8 @@ Result<std::optional<std::int64_t>> ZooKeeperCoordinator::Claim(
     if (leaf()) zoo_check_op_init(&ops[n++], leaf_node_.c_str(), leaf_stat.version);
     rc = Multi(zh_, n, ops, results);
     if (rc == ZOK) {
-      fences_[id] = Fence{after.version, *hwm, leaf_stat.version};
-      return std::optional<std::int64_t>(*hwm);
+      fences_[id] = Fence{after.version, hwm, leaf_stat.version};
+      return std::optional<std::int64_t>(hwm);
     }
     if (IsConnectionError(rc) || IsSessionGone(rc) || rc == ZNOAUTH) {
       return FromRc(rc, "claim " + path);
@@ -739,7 +736,7 @@ Status ZooKeeperCoordinator::StoreHwm(std::int64_t id, std::int64_t hwm_millis) 
 // 32 unsigned bits (0: no node; the node's version wraps after 2^31 writes), so that a write at 0
 // creates it and any other sets it at the version read.
 Result<SharedDocument> ZooKeeperCoordinator::ReadShared(std::string_view name) {
-  if (Status c = Connect(); !c.ok()) return std::move(c).error();
+  SEKKA_RETURN_IF_ERROR(Connect());
   const std::string path = fmt::format("{}/shared/{}", root_, name);
   // One zoo_get answers the data and the stat of one version; a buffer too small truncates the
   // data (the stat says how long it is), and a second get with room for any document sekka
@@ -762,8 +759,8 @@ Result<SharedDocument> ZooKeeperCoordinator::ReadShared(std::string_view name) {
 
 Result<bool> ZooKeeperCoordinator::WriteShared(std::string_view name, std::string_view data,
                                                std::int64_t version) {
-  if (Status s = CheckSharedSize(name, data.size()); !s.ok()) return std::move(s).error();
-  if (Status c = Connect(); !c.ok()) return std::move(c).error();
+  SEKKA_RETURN_IF_ERROR(CheckSharedSize(name, data.size()));
+  SEKKA_RETURN_IF_ERROR(Connect());
   const std::string path = fmt::format("{}/shared/{}", root_, name);
   const int size = static_cast<int>(data.size());
   const int at = static_cast<int>(static_cast<std::uint32_t>(version));
@@ -803,11 +800,10 @@ Status ZooKeeperCoordinator::Close() {
 Result<std::unique_ptr<Coordinator>> NewZooKeeperCoordinator(
     std::string_view servers, std::string_view cluster, const WorkerLeaseOptions& options,
     const std::string& username, const std::string& password, const LeafRegistry& leaf) {
-  Result<std::vector<HostPort>> s = ParseHostPorts(servers, "zookeeper servers");
-  if (!s.ok()) return std::move(s).error();
-  if (Status c = ValidateClusterName(cluster); !c.ok()) return std::move(c).error();
+  SEKKA_ASSIGN_OR_RETURN(auto s, ParseHostPorts(servers, "zookeeper servers"));
+  SEKKA_RETURN_IF_ERROR(ValidateClusterName(cluster));
   std::string list;
-  for (const HostPort& hp : *s) {
+  for (const HostPort& hp : s) {
     if (!list.empty()) list += ',';
     list += hp.Text();
   }
@@ -820,7 +816,7 @@ Result<std::unique_ptr<Coordinator>> NewZooKeeperCoordinator(
         "worker.username \"{}\" is not valid for ZooKeeper: allowed a name without ':'", username));
   }
   if (!leaf.name.empty() || !leaf.address.empty()) {
-    if (Status l = ValidateLeafRegistry(leaf); !l.ok()) return std::move(l).error();
+    SEKKA_RETURN_IF_ERROR(ValidateLeafRegistry(leaf));
   }
   return std::unique_ptr<Coordinator>(std::make_unique<ZooKeeperCoordinator>(
       std::move(list), std::string(cluster), options, username, password, leaf));

@@ -133,9 +133,8 @@ int GenRandom(const GenFlags& flags, const Layout& layout, OpaqueCodec* opaque, 
   RandomIdGenerator& g = **made;
   return PrintInChunks(flags.count, 1024, [&](std::size_t n, std::string& out) -> Status {
     for (std::size_t i = 0; i < n; ++i) {
-      Result<Id> id = g.Next();
-      if (!id.ok()) return std::move(id).error();
-      out += opaque ? *opaque->EncodeText(*id) : FormatId(*id, format, layout);
+      SEKKA_ASSIGN_OR_RETURN(auto id, g.Next());
+      out += opaque ? *opaque->EncodeText(id) : FormatId(id, format, layout);
       out += '\n';
     }
     return Status::Ok();
@@ -187,9 +186,8 @@ Result<std::unique_ptr<OpaqueCodec>> GenOpaque(const GenFlags& flags, const Layo
   if (flags.key_file.empty()) {
     return InvalidArgument("--format opaque needs --key-file (sekka opaque keygen makes one)");
   }
-  Result<std::vector<OpaqueKey>> keys = ReadOpaqueKeyFile(flags.key_file);
-  if (!keys.ok()) return std::move(keys).error();
-  return OpaqueCodec::Create(*keys, layout);
+  SEKKA_ASSIGN_OR_RETURN(auto keys, ReadOpaqueKeyFile(flags.key_file));
+  return OpaqueCodec::Create(keys, layout);
 }
 
 // The generator gen issues through. Every id gen prints is unique on this host, like the
@@ -210,12 +208,11 @@ Result<std::unique_ptr<LeasedGenerator>> StartGen(const GenFlags& flags, const L
   if (!max_wait.ok()) return InvalidArgument("--max-startup-wait: " + max_wait.error().message);
   options.max_startup_wait_ms = *max_wait;
   if (flags.after_id.has_value()) {
-    Result<std::int64_t> after = ParseIdFlag("--after-id", *flags.after_id);
-    if (!after.ok()) return std::move(after).error();
-    Result<std::int64_t> floor = AfterIdFloorMillis(layout, *after);
+    SEKKA_ASSIGN_OR_RETURN(auto after, ParseIdFlag("--after-id", *flags.after_id));
+    Result<std::int64_t> floor = AfterIdFloorMillis(layout, after);
     if (!floor.ok()) return InvalidArgument("--after-id: " + floor.error().message);
     options.after_ms = *floor;
-    options.after_what = fmt::format("--after-id {}", *after);
+    options.after_what = fmt::format("--after-id {}", after);
   }
   LocalLeaseOptions local;
   local.source = flags.worker_id_set ? "static" : "local";
@@ -600,9 +597,8 @@ namespace {
 Result<double> MeasureBench(const Layout& layout, int threads, int batch, double seconds) {
   SnowflakeOptions options;
   options.layout = layout;
-  Result<std::unique_ptr<Snowflake>> made = Snowflake::Create(options, SystemClock());
-  if (!made.ok()) return std::move(made).error();
-  Snowflake& snowflake = **made;
+  SEKKA_ASSIGN_OR_RETURN(auto made, Snowflake::Create(options, SystemClock()));
+  Snowflake& snowflake = *made;
   std::atomic<std::uint64_t> total{0};
   std::atomic<bool> failed{false};
   const auto start = std::chrono::steady_clock::now();

@@ -57,13 +57,12 @@ Result<std::string> BindMachinesDataDir(const server::ServerConfig& config) {
   }
   const std::string mine = canonical.string();
   const std::string path = config.worker_lock_dir + "/machines.data-dir";
-  Result<std::optional<std::string>> read = ReadRegularFile(path, 4096);
-  if (!read.ok()) return std::move(read).error();
-  if (!read->has_value()) {
-    if (Status s = WriteFileDurably(path, mine + "\n"); !s.ok()) return std::move(s).error();
+  SEKKA_ASSIGN_OR_RETURN(auto read, ReadRegularFile(path, 4096));
+  if (!read.has_value()) {
+    SEKKA_RETURN_IF_ERROR(WriteFileDurably(path, mine + "\n"));
     return std::string();
   }
-  const std::string& text = **read;
+  const std::string& text = *read;
   if (text.empty() || text.back() != '\n' || text.find('\n') != text.size() - 1) {
     return InvalidArgument(fmt::format("{} is not one line naming a data dir: remove it", path));
   }
@@ -112,11 +111,10 @@ Status OpenFileMachines(const server::ServerConfig& config, const std::string& i
   // The lock says one server answers at a time, not that it is the one with the records: the
   // host's machine ids stay with the data dir that answered first. A server refused here lets
   // the lock go, so that the bound one can take it.
-  Result<std::string> bound = BindMachinesDataDir(config);
-  if (!bound.ok()) return std::move(bound).error();
-  if (!bound->empty()) {
+  SEKKA_ASSIGN_OR_RETURN(auto bound, BindMachinesDataDir(config));
+  if (!bound.empty()) {
     ::close(*lock);
-    parts.machines_refusal = fmt::format(fmt::runtime(kWhy), *bound);
+    parts.machines_refusal = fmt::format(fmt::runtime(kWhy), bound);
   }
   return Status::Ok();
 }
@@ -125,10 +123,9 @@ Status OpenFileMachines(const server::ServerConfig& config, const std::string& i
 // own, so that every server of the cluster answers the same.
 Status OpenCoordinatorMachines(const server::ServerConfig& config, const WorkerLeaseOptions& lo,
                                const CoordinatorAccess& access, server::ServiceParts& parts) {
-  Result<std::unique_ptr<Coordinator>> coordinator =
-      OpenCoordinator(config.worker_source, config.coordinator, config.cluster, lo, access);
-  if (!coordinator.ok()) return std::move(coordinator).error();
-  parts.machine_store = NewCoordinatorMachineStore(std::move(coordinator).value());
+  SEKKA_ASSIGN_OR_RETURN(auto coordinator, OpenCoordinator(config.worker_source, config.coordinator,
+                                                           config.cluster, lo, access));
+  parts.machine_store = NewCoordinatorMachineStore(std::move(coordinator));
   return Status::Ok();
 }
 
@@ -147,9 +144,8 @@ Status OpenMachines(const server::ServerConfig& config, const std::string& ident
     return OpenFileMachines(config, identity, parts);
   }
   if (!config.machines_store.empty()) {
-    Result<std::unique_ptr<MachineStore>> store = OpenCosIdMachineStore(config.machines_store);
-    if (!store.ok()) return std::move(store).error();
-    parts.machine_store = std::move(store).value();
+    SEKKA_ASSIGN_OR_RETURN(auto store, OpenCosIdMachineStore(config.machines_store));
+    parts.machine_store = std::move(store);
   } else if (Status s =
                  OpenCoordinatorMachines(config, coordinated->lo, coordinated->access, parts);
              !s.ok()) {
@@ -182,10 +178,8 @@ Result<server::ServiceParts> OpenServiceParts(const server::ServerConfig& config
   parts.data_dir = NewFileDataDir(config.data_dir);
   // Segments: PostgreSQL connects lazily, so a database that is down does not stop the
   // snowflake engine from serving.
-  Result<std::unique_ptr<SegmentStore>> store =
-      OpenSegmentStore(config.segment_store, config.data_dir);
-  if (!store.ok()) return std::move(store).error();
-  parts.segment_store = std::move(store).value();
+  SEKKA_ASSIGN_OR_RETURN(auto store, OpenSegmentStore(config.segment_store, config.data_dir));
+  parts.segment_store = std::move(store);
   // One process per data dir, whatever the source: its state files and its CosId machines file
   // are each read once and rewritten whole.
   const std::string dir = config.data_dir + "/workers";
@@ -227,17 +221,16 @@ Result<server::ServiceParts> OpenServiceParts(const server::ServerConfig& config
   }
   lo.preferred = parts.data_dir->ReadPreferred();
   lo.call_timeout = std::chrono::milliseconds(server::CoordinatorCallTimeoutMs(config));
-  Result<CoordinatorAccess> access = CoordinatorAccessOf(config);
-  if (!access.ok()) return std::move(access).error();
+  SEKKA_ASSIGN_OR_RETURN(auto access, CoordinatorAccessOf(config));
   const LeafRegistry leaf{config.leaf_name, config.leaf_address};
   Result<std::unique_ptr<WorkerLease>> lease =
-      OpenWorkerLease(config.worker_source, config.coordinator, config.cluster, lo, *access, leaf);
+      OpenWorkerLease(config.worker_source, config.coordinator, config.cluster, lo, access, leaf);
   if (!lease.ok()) return std::move(lease).error();
-  const CoordinatedAccess coordinated{lo, *access};
+  const CoordinatedAccess coordinated{lo, access};
   if (Status m = OpenMachines(config, identity, &coordinated, parts); !m.ok()) {
     return std::move(m).error();
   }
-  Result<server::StrictCoordination> strict = StrictCoordinationOf(config, *access, parts.clock);
+  Result<server::StrictCoordination> strict = StrictCoordinationOf(config, access, parts.clock);
   if (!strict.ok()) return std::move(strict).error();
   parts.strict = std::move(strict).value();
   // The host's lock dir serves this cluster's id space once the lease holds an id.

@@ -48,9 +48,8 @@ class Forwarder {
     const Deadline deadline = std::chrono::steady_clock::now() + timeout;
     std::unique_ptr<RespConnection> conn = Take(address);
     if (conn == nullptr) {
-      Result<std::unique_ptr<RespConnection>> opened = Open(address, deadline);
-      if (!opened.ok()) return std::move(opened).error();
-      conn = std::move(opened).value();
+      SEKKA_ASSIGN_OR_RETURN(auto opened, Open(address, deadline));
+      conn = std::move(opened);
     }
     RespReply reply;
     if (auto e = conn->Query({"STRICT.FORWARDED", tag, std::to_string(n)}, Left(deadline), reply)) {
@@ -127,18 +126,17 @@ class Directory {
     std::lock_guard lock(mu_);  // a coordinator is used by one thread at a time
     auto it = sessions_.find(tag);
     if (it == sessions_.end()) {
-      Result<std::string> name = Namespace(config_, tag);
-      if (!name.ok()) return std::move(name).error();
-      Result<std::unique_ptr<Coordinator>> c = OpenCoordinator(
-          config_.worker_source, config_.coordinator, *name,
-          LeaseOptions(config_, clock_, fmt::format("strict-lookup@{}", ::getpid())), access_);
-      if (!c.ok()) return std::move(c).error();
-      it = sessions_.emplace(tag, std::move(c).value()).first;
+      SEKKA_ASSIGN_OR_RETURN(auto name, Namespace(config_, tag));
+      SEKKA_ASSIGN_OR_RETURN(
+          auto c,
+          OpenCoordinator(
+              config_.worker_source, config_.coordinator, name,
+              LeaseOptions(config_, clock_, fmt::format("strict-lookup@{}", ::getpid())), access_));
+      it = sessions_.emplace(tag, std::move(c)).first;
     }
-    Result<std::map<std::int64_t, Holding>> holders = it->second->ListHolders();
-    if (!holders.ok()) return std::move(holders).error();
-    auto holder = holders->find(0);
-    return holder == holders->end() ? std::string() : holder->second.identity;
+    SEKKA_ASSIGN_OR_RETURN(auto holders, it->second->ListHolders());
+    auto holder = holders.find(0);
+    return holder == holders.end() ? std::string() : holder->second.identity;
   }
 
   // Closes `tag`'s session (the server let the tag go).
@@ -188,17 +186,15 @@ Status CheckStrictForwarding(const server::ServerConfig& config) {
 Result<server::StrictCoordination> StrictCoordinationOf(const server::ServerConfig& config,
                                                         const CoordinatorAccess& access,
                                                         Clock* clock) {
-  Result<std::shared_ptr<SSL_CTX>> tls = LeaderTls(config);
-  if (!tls.ok()) return std::move(tls).error();
-  auto forwarder = std::make_shared<Forwarder>(config.auth_token, std::move(tls).value());
+  SEKKA_ASSIGN_OR_RETURN(auto tls, LeaderTls(config));
+  auto forwarder = std::make_shared<Forwarder>(config.auth_token, std::move(tls));
   auto directory = std::make_shared<Directory>(config, access, clock);
   server::StrictCoordination c;
   c.open_lease = [config, access, clock](
                      const std::string& tag,
                      const std::string& identity) -> Result<std::unique_ptr<WorkerLease>> {
-    Result<std::string> name = Namespace(config, tag);
-    if (!name.ok()) return std::move(name).error();
-    return OpenWorkerLease(config.worker_source, config.coordinator, *name,
+    SEKKA_ASSIGN_OR_RETURN(auto name, Namespace(config, tag));
+    return OpenWorkerLease(config.worker_source, config.coordinator, name,
                            LeaseOptions(config, clock, identity), access);
   };
   c.find_leader = [directory](const std::string& tag) { return directory->Leader(tag); };

@@ -18,25 +18,21 @@ Result<bool> ParseBool(std::string_view what, std::string_view text) {
 }
 
 Result<Reply> NextIdCommand(Service& service, Args) {
-  Result<Id> id = service.NextId();
-  if (!id.ok()) return std::move(id).error();
-  return Reply(*id);
+  SEKKA_ASSIGN_OR_RETURN(auto id, service.NextId());
+  return Reply(id);
 }
 
 Result<Reply> NextIdsCommand(Service& service, Args args) {
-  Result<std::int64_t> n = ParseCount("count", args[0], service.config().max_batch);
-  if (!n.ok()) return std::move(n).error();
-  std::vector<Id> ids(static_cast<std::size_t>(*n));
-  if (Status s = service.NextIds(std::span<Id>(ids)); !s.ok()) return std::move(s).error();
+  SEKKA_ASSIGN_OR_RETURN(auto n, ParseCount("count", args[0], service.config().max_batch));
+  std::vector<Id> ids(static_cast<std::size_t>(n));
+  SEKKA_RETURN_IF_ERROR(service.NextIds(std::span<Id>(ids)));
   return Reply(std::move(ids));
 }
 
 Result<Reply> DecodeCommand(Service& service, Args args) {
-  Result<Id> id = ParseId(args[0], IdFormat::kDec, service.layout());
-  if (!id.ok()) return std::move(id).error();
-  Result<DecodedId> d = service.Decode(*id);
-  if (!d.ok()) return std::move(d).error();
-  return Reply(*d);
+  SEKKA_ASSIGN_OR_RETURN(auto id, ParseId(args[0], IdFormat::kDec, service.layout()));
+  SEKKA_ASSIGN_OR_RETURN(auto d, service.Decode(id));
+  return Reply(d);
 }
 
 // SEG.NEXT <tag> answers one id; SEG.NEXT <tag> <count> a list (of one, with a count of 1).
@@ -58,9 +54,8 @@ Result<Reply> SegmentNextCommand(Service& service, Args args) {
     }
     return Reply(id);
   }
-  Result<std::int64_t> n = ParseCount("count", args[1], service.config().max_batch);
-  if (!n.ok()) return std::move(n).error();
-  std::vector<std::int64_t> ids(static_cast<std::size_t>(*n));
+  SEKKA_ASSIGN_OR_RETURN(auto n, ParseCount("count", args[1], service.config().max_batch));
+  std::vector<std::int64_t> ids(static_cast<std::size_t>(n));
   if (Status s = service.NextSegmentIds(args[0], std::span(ids)); !s.ok()) {
     return std::move(s).error();
   }
@@ -83,18 +78,16 @@ bool BatchMayWait(Service& service, Args args) {
 Result<Reply> SegmentRangeCommand(Service& service, Args args) {
   std::int64_t step = 0;
   if (args.size() >= 2) {
-    Result<std::int64_t> n = ParseCount("step", args[1], service.config().segment_max_step);
-    if (!n.ok()) return std::move(n).error();
-    step = *n;
+    SEKKA_ASSIGN_OR_RETURN(auto n, ParseCount("step", args[1], service.config().segment_max_step));
+    step = n;
   }
   const bool dense = args.size() == 3;
   if (dense && (args[2].size() != 5 || strncasecmp(args[2].data(), "DENSE", 5) != 0)) {
     return InvalidArgument(
         fmt::format("SEG.RANGE option \"{}\" is not valid: allowed DENSE", args[2].substr(0, 20)));
   }
-  Result<SegmentGrant> grant = service.AllocateSegmentRange(args[0], step, dense);
-  if (!grant.ok()) return std::move(grant).error();
-  return Reply(*grant);
+  SEKKA_ASSIGN_OR_RETURN(auto grant, service.AllocateSegmentRange(args[0], step, dense));
+  return Reply(grant);
 }
 
 // SEG.CREATE <tag> <start> <step>: creates a tag; one that exists is left as it is.
@@ -105,9 +98,8 @@ Result<Reply> SegmentCreateCommand(Service& service, Args args) {
     return InvalidArgument(fmt::format("start \"{}\" is not valid: allowed 1 to {}",
                                        args[1].substr(0, 40), INT64_MAX));
   }
-  Result<std::int64_t> step = ParseCount("step", args[2], service.config().segment_max_step);
-  if (!step.ok()) return std::move(step).error();
-  Status s = service.CreateSegmentTag({std::string(args[0]), start, *step});
+  SEKKA_ASSIGN_OR_RETURN(auto step, ParseCount("step", args[2], service.config().segment_max_step));
+  Status s = service.CreateSegmentTag({std::string(args[0]), start, step});
   if (s.ok()) return Reply(Word{"created"});
   if (s.error().code == ErrorCode::kAlreadyExists) return Reply(Word{"exists"});
   return std::move(s).error();
@@ -120,11 +112,10 @@ Result<Reply> SegmentTagsCommand(Service& service, Args args) {
     return InvalidArgument(fmt::format("SEG.TAGS option \"{}\" is not valid: allowed AFTER <tag>",
                                        args[0].substr(0, 20)));
   }
-  Result<std::string> json = args.size() == 2
-                                 ? service.SegmentTagsJson("", args[1])
-                                 : service.SegmentTagsJson(args.empty() ? "" : args[0]);
-  if (!json.ok()) return std::move(json).error();
-  return Reply(std::move(json).value());
+  SEKKA_ASSIGN_OR_RETURN(auto json, args.size() == 2
+                                        ? service.SegmentTagsJson("", args[1])
+                                        : service.SegmentTagsJson(args.empty() ? "" : args[0]));
+  return Reply(std::move(json));
 }
 
 // A change to the store's tags needs the token: with none set, anyone who reaches the port
@@ -139,12 +130,10 @@ Status AdminAllowed(Service& service, std::string_view command, std::string_view
 
 // SEG.STEP <tag> <step>: sets the tag's step (JSON text of the tag after).
 Result<Reply> SegmentStepCommand(Service& service, Args args) {
-  if (Status s = AdminAllowed(service, "SEG.STEP", "step"); !s.ok()) return std::move(s).error();
-  Result<std::int64_t> step = ParseCount("step", args[1], service.config().segment_max_step);
-  if (!step.ok()) return std::move(step).error();
-  Result<std::string> json = service.SetSegmentStep(args[0], *step);
-  if (!json.ok()) return std::move(json).error();
-  return Reply(std::move(json).value());
+  SEKKA_RETURN_IF_ERROR(AdminAllowed(service, "SEG.STEP", "step"));
+  SEKKA_ASSIGN_OR_RETURN(auto step, ParseCount("step", args[1], service.config().segment_max_step));
+  SEKKA_ASSIGN_OR_RETURN(auto json, service.SetSegmentStep(args[0], step));
+  return Reply(std::move(json));
 }
 
 // SEG.DELETE <tag>: deletes the tag, leaving its tombstone (JSON text of the tag as it was).
@@ -152,9 +141,8 @@ Result<Reply> SegmentDeleteCommand(Service& service, Args args) {
   if (Status s = AdminAllowed(service, "SEG.DELETE", "delete"); !s.ok()) {
     return std::move(s).error();
   }
-  Result<std::string> json = service.DeleteSegmentTag(args[0]);
-  if (!json.ok()) return std::move(json).error();
-  return Reply(std::move(json).value());
+  SEKKA_ASSIGN_OR_RETURN(auto json, service.DeleteSegmentTag(args[0]));
+  return Reply(std::move(json));
 }
 
 // Strict commands wait only when this server must reach the coordinator or the tag's leader.
@@ -177,56 +165,45 @@ std::int64_t StrictBatchMax(Service& service) {
 // request began (include/sekka/strict.h).
 Result<Reply> StrictCommand(Service& service, Args args) {
   if (args.size() == 1) {
-    Result<std::int64_t> id = service.NextStrict(args[0], 1);
-    if (!id.ok()) return std::move(id).error();
-    return Reply(*id);
+    SEKKA_ASSIGN_OR_RETURN(auto id, service.NextStrict(args[0], 1));
+    return Reply(id);
   }
-  Result<std::int64_t> n = ParseCount("count", args[1], StrictBatchMax(service));
-  if (!n.ok()) return std::move(n).error();
-  Result<std::int64_t> first = service.NextStrict(args[0], *n);
-  if (!first.ok()) return std::move(first).error();
-  std::vector<std::int64_t> ids(static_cast<std::size_t>(*n));
-  for (std::int64_t i = 0; i < *n; ++i) ids[static_cast<std::size_t>(i)] = *first + i;
+  SEKKA_ASSIGN_OR_RETURN(auto n, ParseCount("count", args[1], StrictBatchMax(service)));
+  SEKKA_ASSIGN_OR_RETURN(auto first, service.NextStrict(args[0], n));
+  std::vector<std::int64_t> ids(static_cast<std::size_t>(n));
+  for (std::int64_t i = 0; i < n; ++i) ids[static_cast<std::size_t>(i)] = first + i;
   return Reply(std::move(ids));
 }
 
 // STRICT.FORWARDED <tag> <count>: the first of `count` consecutive ids, from this server's own
 // leadership only (-LEASELOST when it does not lead the tag): what a follower's call runs.
 Result<Reply> StrictForwardedCommand(Service& service, Args args) {
-  Result<std::int64_t> n = ParseCount("count", args[1], service.config().strict_window);
-  if (!n.ok()) return std::move(n).error();
-  Result<std::int64_t> first = service.NextStrictAsLeader(args[0], *n);
-  if (!first.ok()) return std::move(first).error();
-  return Reply(*first);
+  SEKKA_ASSIGN_OR_RETURN(auto n, ParseCount("count", args[1], service.config().strict_window));
+  SEKKA_ASSIGN_OR_RETURN(auto first, service.NextStrictAsLeader(args[0], n));
+  return Reply(first);
 }
 
 // MACHINE.DISTRIBUTE <namespace> <machine bits> <instance> <stable> <guard duration>
 Result<Reply> MachineDistributeCommand(Service& service, Args args) {
-  Result<MachineRegistry*> machines = service.machines();
-  if (!machines.ok()) return std::move(machines).error();
+  SEKKA_ASSIGN_OR_RETURN(auto machines, service.machines());
   std::int64_t bits = 0;
   const auto [p, ec] = std::from_chars(args[1].data(), args[1].data() + args[1].size(), bits);
   if (ec != std::errc() || p != args[1].data() + args[1].size() || bits < 1 || bits > 16) {
     return InvalidArgument(
         fmt::format("machineBit \"{}\" is not valid: allowed 1 to 16", args[1].substr(0, 40)));
   }
-  Result<bool> stable = ParseBool("stable", args[3]);
-  if (!stable.ok()) return std::move(stable).error();
-  Result<std::int64_t> guard = ParseAnyDuration("safeGuardDuration", args[4]);
-  if (!guard.ok()) return std::move(guard).error();
-  Result<MachineGrant> grant =
-      (*machines)->Distribute(args[0], static_cast<int>(bits), args[2], *stable, *guard);
-  if (!grant.ok()) return std::move(grant).error();
-  return Reply(*grant);
+  SEKKA_ASSIGN_OR_RETURN(auto stable, ParseBool("stable", args[3]));
+  SEKKA_ASSIGN_OR_RETURN(auto guard, ParseAnyDuration("safeGuardDuration", args[4]));
+  SEKKA_ASSIGN_OR_RETURN(
+      auto grant, (machines)->Distribute(args[0], static_cast<int>(bits), args[2], stable, guard));
+  return Reply(grant);
 }
 
 // MACHINE.GUARD <namespace> <instance> <guard duration>
 Result<Reply> MachineGuardCommand(Service& service, Args args) {
-  Result<MachineRegistry*> machines = service.machines();
-  if (!machines.ok()) return std::move(machines).error();
-  Result<std::int64_t> guard = ParseAnyDuration("safeGuardDuration", args[2]);
-  if (!guard.ok()) return std::move(guard).error();
-  if (Status s = (*machines)->Guard(args[0], args[1], *guard); !s.ok()) {
+  SEKKA_ASSIGN_OR_RETURN(auto machines, service.machines());
+  SEKKA_ASSIGN_OR_RETURN(auto guard, ParseAnyDuration("safeGuardDuration", args[2]));
+  if (Status s = (machines)->Guard(args[0], args[1], guard); !s.ok()) {
     return std::move(s).error();
   }
   return Reply(Word{"OK"});
@@ -234,9 +211,8 @@ Result<Reply> MachineGuardCommand(Service& service, Args args) {
 
 // MACHINE.REVERT <namespace> <instance>
 Result<Reply> MachineRevertCommand(Service& service, Args args) {
-  Result<MachineRegistry*> machines = service.machines();
-  if (!machines.ok()) return std::move(machines).error();
-  if (Status s = (*machines)->Revert(args[0], args[1]); !s.ok()) return std::move(s).error();
+  SEKKA_ASSIGN_OR_RETURN(auto machines, service.machines());
+  SEKKA_RETURN_IF_ERROR((machines)->Revert(args[0], args[1]));
   return Reply(Word{"OK"});
 }
 
@@ -249,37 +225,30 @@ Result<const OpaqueCodec*> Opaque(Service& service) {
 
 // OPAQUE.ENCODE <id>: the text form under the newest key.
 Result<Reply> OpaqueEncodeCommand(Service& service, Args args) {
-  Result<const OpaqueCodec*> codec = Opaque(service);
-  if (!codec.ok()) return std::move(codec).error();
-  Result<Id> id = ParseId(args[0], IdFormat::kDec, service.layout());
-  if (!id.ok()) return std::move(id).error();
-  Result<std::string> text = (*codec)->EncodeText(*id);
-  if (!text.ok()) return std::move(text).error();
-  return Reply(std::move(*text));
+  SEKKA_ASSIGN_OR_RETURN(auto codec, Opaque(service));
+  SEKKA_ASSIGN_OR_RETURN(auto id, ParseId(args[0], IdFormat::kDec, service.layout()));
+  SEKKA_ASSIGN_OR_RETURN(auto text, (codec)->EncodeText(id));
+  return Reply(std::move(text));
 }
 
 // OPAQUE.DECODE <text or number>: the id (a number with the newest key).
 Result<Reply> OpaqueDecodeCommand(Service& service, Args args) {
-  Result<const OpaqueCodec*> codec = Opaque(service);
-  if (!codec.ok()) return std::move(codec).error();
+  SEKKA_ASSIGN_OR_RETURN(auto codec, Opaque(service));
   const bool digits =
       !args[0].empty() && args[0].find_first_not_of("0123456789") == std::string_view::npos;
   Result<Id> id =
-      digits ? ParseId(args[0], IdFormat::kDec, service.layout()) : (*codec)->DecodeText(args[0]);
-  if (id.ok() && digits) id = (*codec)->Decode(*id);
+      digits ? ParseId(args[0], IdFormat::kDec, service.layout()) : (codec)->DecodeText(args[0]);
+  if (id.ok() && digits) id = (codec)->Decode(*id);
   if (!id.ok()) return std::move(id).error();
   return Reply(*id);
 }
 
 // OPAQUE.NEXT: a new id, as opaque text.
 Result<Reply> OpaqueNextCommand(Service& service, Args) {
-  Result<const OpaqueCodec*> codec = Opaque(service);
-  if (!codec.ok()) return std::move(codec).error();
-  Result<Id> id = service.NextId();
-  if (!id.ok()) return std::move(id).error();
-  Result<std::string> text = (*codec)->EncodeText(*id);
-  if (!text.ok()) return std::move(text).error();
-  return Reply(std::move(*text));
+  SEKKA_ASSIGN_OR_RETURN(auto codec, Opaque(service));
+  SEKKA_ASSIGN_OR_RETURN(auto id, service.NextId());
+  SEKKA_ASSIGN_OR_RETURN(auto text, (codec)->EncodeText(id));
+  return Reply(std::move(text));
 }
 
 // UUID.NEXT, ULID.NEXT: one text; UUID.BATCH <n>, ULID.BATCH <n>: a list.
@@ -292,15 +261,13 @@ Result<Reply> TimeOrderedCommand(Service& service, Args args) {
     return kKind == TimeOrderedKind::kUuidV7 ? FormatUuid(u) : FormatUlid(u);
   };
   if (args.empty()) {
-    Result<Uuid> u = g.Next();
-    if (!u.ok()) return std::move(u).error();
+    SEKKA_ASSIGN_OR_RETURN(auto u, g.Next());
     service.CountIssued(engine, 1);
-    return Reply(text(*u));
+    return Reply(text(u));
   }
-  Result<std::int64_t> n = ParseCount("count", args[0], service.config().max_batch);
-  if (!n.ok()) return std::move(n).error();
-  std::vector<Uuid> ids(static_cast<std::size_t>(*n));
-  if (Status s = g.NextBatch(ids); !s.ok()) return std::move(s).error();
+  SEKKA_ASSIGN_OR_RETURN(auto n, ParseCount("count", args[0], service.config().max_batch));
+  std::vector<Uuid> ids(static_cast<std::size_t>(n));
+  SEKKA_RETURN_IF_ERROR(g.NextBatch(ids));
   service.CountIssued(engine, ids.size());
   std::vector<std::string> out;
   out.reserve(ids.size());
@@ -311,15 +278,13 @@ Result<Reply> TimeOrderedCommand(Service& service, Args args) {
 // RANDOM.NEXT: one random id; RANDOM.BATCH <n>: n distinct ones (random.layout).
 Result<Reply> RandomCommand(Service& service, Args args) {
   if (args.empty()) {
-    Result<Id> id = service.randoms().Next();
-    if (!id.ok()) return std::move(id).error();
+    SEKKA_ASSIGN_OR_RETURN(auto id, service.randoms().Next());
     service.CountIssued(Service::Engine::kRandom, 1);
-    return Reply(*id);
+    return Reply(id);
   }
-  Result<std::int64_t> n = ParseCount("count", args[0], service.config().max_batch);
-  if (!n.ok()) return std::move(n).error();
-  std::vector<Id> ids(static_cast<std::size_t>(*n));
-  if (Status s = service.randoms().NextIds(ids); !s.ok()) return std::move(s).error();
+  SEKKA_ASSIGN_OR_RETURN(auto n, ParseCount("count", args[0], service.config().max_batch));
+  std::vector<Id> ids(static_cast<std::size_t>(n));
+  SEKKA_RETURN_IF_ERROR(service.randoms().NextIds(ids));
   service.CountIssued(Service::Engine::kRandom, ids.size());
   return Reply(std::move(ids));
 }

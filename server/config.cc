@@ -241,9 +241,8 @@ Result<std::string> AuthToken(const std::string& token, const std::string& file)
       return InvalidArgument(
           "config server.auth_token and server.auth_token_file are both set: give one");
     }
-    Result<std::string> line = ReadSecretLine(file, "config server.auth_token_file");
-    if (!line.ok()) return std::move(line).error();
-    value = std::move(*line);
+    SEKKA_ASSIGN_OR_RETURN(auto line, ReadSecretLine(file, "config server.auth_token_file"));
+    value = std::move(line);
   }
   const bool printable =
       std::all_of(value.begin(), value.end(), [](char ch) { return ch > ' ' && ch < 0x7f; });
@@ -388,7 +387,7 @@ Status CheckConfigPath(const std::string& path) {
 }  // namespace
 
 Result<ConfigValues> ReadConfigFile(const std::string& path) {
-  if (Status s = CheckConfigPath(path); !s.ok()) return std::move(s).error();
+  SEKKA_RETURN_IF_ERROR(CheckConfigPath(path));
   toml::table table;
   try {
     table = toml::parse_file(path);
@@ -488,13 +487,6 @@ namespace {
 
 using Values = std::map<std::string, std::string>;
 
-#define SEKKA_ASSIGN(target, expr)             \
-  do {                                         \
-    auto result_ = (expr);                     \
-    if (!result_.ok()) return result_.error(); \
-    target = *result_;                         \
-  } while (0)
-
 // Every key known, no integer key given empty, and no protection turned off by an empty value
 // over one an earlier source set.
 Status CheckSources(const std::vector<ConfigValues>& sources) {
@@ -550,7 +542,8 @@ Status ServerSection(const Values& v, ServerConfig& c) {
   c.http_listen = get("server.http_listen");
   c.resp_listen = get("server.resp_listen");
   c.thrift_listen = get("server.thrift_listen");
-  SEKKA_ASSIGN(c.auth_token, AuthToken(get("server.auth_token"), get("server.auth_token_file")));
+  SEKKA_ASSIGN_OR_RETURN(c.auth_token,
+                         AuthToken(get("server.auth_token"), get("server.auth_token_file")));
   if (!c.thrift_listen.empty() && !c.auth_token.empty()) {
     return InvalidArgument(
         "config server.thrift_listen cannot be used with server.auth_token: Twitter's Snowflake "
@@ -559,10 +552,9 @@ Status ServerSection(const Values& v, ServerConfig& c) {
   }
   constexpr std::string_view kHostsAllowed =
       "host names (letters, digits, '.', '-') separated by commas, or \"*\" for any";
-  Result<std::vector<std::string>> hosts =
-      CommaList("server.allowed_hosts", get("server.allowed_hosts"), kHostsAllowed);
-  if (!hosts.ok()) return std::move(hosts).error();
-  for (std::string& name : *hosts) {
+  SEKKA_ASSIGN_OR_RETURN(
+      auto hosts, CommaList("server.allowed_hosts", get("server.allowed_hosts"), kHostsAllowed));
+  for (std::string& name : hosts) {
     for (char& ch : name) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
     constexpr std::string_view kNameChars = "abcdefghijklmnopqrstuvwxyz0123456789.-";
     if (name != "*" && name.find_first_not_of(kNameChars) != name.npos) {
@@ -572,17 +564,20 @@ Status ServerSection(const Values& v, ServerConfig& c) {
     }
     c.allowed_hosts.push_back(std::move(name));
   }
-  SEKKA_ASSIGN(c.threads, IntValue("server.threads", get("server.threads"), 0, 256));
-  SEKKA_ASSIGN(c.max_connections,
-               IntValue("server.max_connections", get("server.max_connections"), 1, 1'000'000));
-  SEKKA_ASSIGN(c.idle_timeout_ms,
-               DurationValue("server.idle_timeout", get("server.idle_timeout"), 1000, 86'400'000));
+  SEKKA_ASSIGN_OR_RETURN(c.threads, IntValue("server.threads", get("server.threads"), 0, 256));
+  SEKKA_ASSIGN_OR_RETURN(c.max_connections, IntValue("server.max_connections",
+                                                     get("server.max_connections"), 1, 1'000'000));
+  SEKKA_ASSIGN_OR_RETURN(
+      c.idle_timeout_ms,
+      DurationValue("server.idle_timeout", get("server.idle_timeout"), 1000, 86'400'000));
   // A batch's reply is built whole: a million ids is ~25 MB of JSON (~45 MB of UUIDs).
-  SEKKA_ASSIGN(c.max_batch, IntValue("server.max_batch", get("server.max_batch"), 1, 1'000'000));
-  SEKKA_ASSIGN(c.request_timeout_ms, DurationValue("server.request_timeout",
-                                                   get("server.request_timeout"), 100, 3'600'000));
-  SEKKA_ASSIGN(c.max_buffer_mib,
-               IntValue("server.max_buffer_mib", get("server.max_buffer_mib"), 16, 1'048'576));
+  SEKKA_ASSIGN_OR_RETURN(c.max_batch,
+                         IntValue("server.max_batch", get("server.max_batch"), 1, 1'000'000));
+  SEKKA_ASSIGN_OR_RETURN(
+      c.request_timeout_ms,
+      DurationValue("server.request_timeout", get("server.request_timeout"), 100, 3'600'000));
+  SEKKA_ASSIGN_OR_RETURN(c.max_buffer_mib, IntValue("server.max_buffer_mib",
+                                                    get("server.max_buffer_mib"), 16, 1'048'576));
   // One reply of max_batch ids (a UUID batch as JSON: at most 48 bytes an id) must fit the
   // budget, or the budget would close clients for asking what the server allows.
   const std::int64_t reply_mib = (c.max_batch * 48 + (1 << 20) - 1) >> 20;
@@ -592,8 +587,8 @@ Status ServerSection(const Values& v, ServerConfig& c) {
         "MiB): allowed {} or more, or a smaller max_batch",
         c.max_buffer_mib, c.max_batch, reply_mib, reply_mib));
   }
-  SEKKA_ASSIGN(c.busy_poll_us,
-               IntValue("server.busy_poll_us", get("server.busy_poll_us"), 0, 100'000));
+  SEKKA_ASSIGN_OR_RETURN(c.busy_poll_us,
+                         IntValue("server.busy_poll_us", get("server.busy_poll_us"), 0, 100'000));
   c.log_level = get("server.log_level");
   if (c.log_level != "debug" && c.log_level != "info" && c.log_level != "warn" &&
       c.log_level != "error") {
@@ -660,33 +655,34 @@ Status GeneratorSection(const Values& v, ServerConfig& c) {
     return BadValue(key, get(key), "true or false");
   };
   SnowflakeOptions& g = c.generator;
-  SEKKA_ASSIGN(g.on_clock_backwards,
-               ParseClockBackwardsPolicy(get("generator.on_clock_backwards")));
+  SEKKA_ASSIGN_OR_RETURN(g.on_clock_backwards,
+                         ParseClockBackwardsPolicy(get("generator.on_clock_backwards")));
   std::int64_t ms = 0;
-  SEKKA_ASSIGN(ms, DurationValue("generator.max_backwards_wait",
-                                 get("generator.max_backwards_wait"), 0, 3'600'000));
+  SEKKA_ASSIGN_OR_RETURN(ms, DurationValue("generator.max_backwards_wait",
+                                           get("generator.max_backwards_wait"), 0, 3'600'000));
   g.max_backwards_wait = std::chrono::milliseconds(ms);
-  SEKKA_ASSIGN(g.on_sequence_exhausted,
-               ParseSequenceExhaustedPolicy(get("generator.on_sequence_exhausted")));
-  SEKKA_ASSIGN(ms, DurationValue("generator.max_drift", get("generator.max_drift"), 0, 3'600'000));
+  SEKKA_ASSIGN_OR_RETURN(g.on_sequence_exhausted,
+                         ParseSequenceExhaustedPolicy(get("generator.on_sequence_exhausted")));
+  SEKKA_ASSIGN_OR_RETURN(
+      ms, DurationValue("generator.max_drift", get("generator.max_drift"), 0, 3'600'000));
   g.max_drift = std::chrono::milliseconds(ms);
-  SEKKA_ASSIGN(g.sequence_start, ParseSequenceStart(get("generator.sequence_start")));
+  SEKKA_ASSIGN_OR_RETURN(g.sequence_start, ParseSequenceStart(get("generator.sequence_start")));
   // Direction is part of the layout: it changes what a slot maps to, so it is in the layout's
   // fingerprint and in every decode.
   bool descending = false;
-  SEKKA_ASSIGN(descending, boolean("generator.descending"));
+  SEKKA_ASSIGN_OR_RETURN(descending, boolean("generator.descending"));
   // Either says so: the layout's own key (`--layout sekka,descending=true`) or the option.
   Result<Layout> directed = g.layout.WithDescending(descending || g.layout.descending());
   if (!directed.ok())
     return InvalidArgument("config generator.descending: " + directed.error().message);
   g.layout = *directed;
-  SEKKA_ASSIGN(
+  SEKKA_ASSIGN_OR_RETURN(
       c.max_startup_wait_ms,
       DurationValue("generator.max_startup_wait", get("generator.max_startup_wait"), 0, 3'600'000));
-  SEKKA_ASSIGN(c.force, boolean("generator.force"));
+  SEKKA_ASSIGN_OR_RETURN(c.force, boolean("generator.force"));
   if (!get("generator.after_id").empty()) {
-    SEKKA_ASSIGN(c.after_id, IntValue("generator.after_id", get("generator.after_id"), 0,
-                                      std::numeric_limits<std::int64_t>::max()));
+    SEKKA_ASSIGN_OR_RETURN(c.after_id, IntValue("generator.after_id", get("generator.after_id"), 0,
+                                                std::numeric_limits<std::int64_t>::max()));
     Result<std::int64_t> floor = AfterIdFloorMillis(g.layout, c.after_id);
     if (!floor.ok()) return InvalidArgument("config generator.after_id: " + floor.error().message);
     c.after_floor_ms = *floor;
@@ -745,20 +741,21 @@ Status WorkerSection(const Values& v, ServerConfig& c) {
     if (get("worker.id").empty()) {
       return BadValue("worker.id", "", "this process's worker id with worker.source = static");
     }
-    SEKKA_ASSIGN(c.worker_id,
-                 IntValue("worker.id", get("worker.id"), 0, (std::int64_t{1} << 31) - 1));
+    SEKKA_ASSIGN_OR_RETURN(c.worker_id,
+                           IntValue("worker.id", get("worker.id"), 0, (std::int64_t{1} << 31) - 1));
   }
   c.worker_lock_dir = get("worker.lock_dir");
   if (c.worker_lock_dir.empty()) {
     return BadValue("worker.lock_dir", "",
                     "a directory that every sekka process of this host shares");
   }
-  SEKKA_ASSIGN(c.datacenter_id, IntValue("worker.datacenter_id", get("worker.datacenter_id"), 0,
-                                         (std::int64_t{1} << 31) - 1));
+  SEKKA_ASSIGN_OR_RETURN(c.datacenter_id,
+                         IntValue("worker.datacenter_id", get("worker.datacenter_id"), 0,
+                                  (std::int64_t{1} << 31) - 1));
   c.coordinator = get("worker.coordinator");
   c.cluster = get("worker.cluster");
-  SEKKA_ASSIGN(c.lease_ttl_ms,
-               DurationValue("worker.lease_ttl", get("worker.lease_ttl"), 1, 3'600'000));
+  SEKKA_ASSIGN_OR_RETURN(c.lease_ttl_ms,
+                         DurationValue("worker.lease_ttl", get("worker.lease_ttl"), 1, 3'600'000));
   // A coordinator named under a local source would be ignored: each host would pick its worker
   // ids alone, and hosts would repeat each other's ids.
   if (!c.coordinated() && (!c.coordinator.empty() || c.cluster != "default")) {
@@ -781,7 +778,7 @@ Status WorkerSection(const Values& v, ServerConfig& c) {
   }
   c.worker_name = get("worker.name");
   if (Status leaf = LeafRegistryKeys(v, c); !leaf.ok()) return leaf;
-  SEKKA_ASSIGN(c.keep_worker_id, boolean("worker.keep_id"));
+  SEKKA_ASSIGN_OR_RETURN(c.keep_worker_id, boolean("worker.keep_id"));
   if (c.keep_worker_id && (c.worker_source == "static" || c.worker_source == "hostname")) {
     return BadValue(
         "worker.source", c.worker_source,
@@ -842,36 +839,37 @@ Status SegmentSection(const Values& v, ServerConfig& c) {
     return BadValue(key, get(key), "true or false");
   };
   c.segment_store = get("segment.store");
-  SEKKA_ASSIGN(c.segment_auto_create, boolean("segment.auto_create"));
-  SEKKA_ASSIGN(c.machines_single_server, boolean("machines.single_server"));
+  SEKKA_ASSIGN_OR_RETURN(c.segment_auto_create, boolean("segment.auto_create"));
+  SEKKA_ASSIGN_OR_RETURN(c.machines_single_server, boolean("machines.single_server"));
   c.machines_store = get("machines.store");
-  SEKKA_ASSIGN(c.segment_step, IntValue("segment.step", get("segment.step"), 1, 1'000'000'000));
-  SEKKA_ASSIGN(c.segment_max_step,
-               IntValue("segment.max_step", get("segment.max_step"), 1, 1'000'000'000));
-  SEKKA_ASSIGN(c.segment_wait_deadline_ms,
-               DurationValue("segment.wait_deadline", get("segment.wait_deadline"), 10, 60'000));
-  SEKKA_ASSIGN(c.segment_max_tags,
-               IntValue("segment.max_tags", get("segment.max_tags"), 1, 1'000'000));
-  SEKKA_ASSIGN(c.strict_tags, StrictTagsValue(get("strict.tags"), c));
-  SEKKA_ASSIGN(c.strict_window, IntValue("strict.window", get("strict.window"), 1, 1'000'000'000));
+  SEKKA_ASSIGN_OR_RETURN(c.segment_step,
+                         IntValue("segment.step", get("segment.step"), 1, 1'000'000'000));
+  SEKKA_ASSIGN_OR_RETURN(c.segment_max_step,
+                         IntValue("segment.max_step", get("segment.max_step"), 1, 1'000'000'000));
+  SEKKA_ASSIGN_OR_RETURN(
+      c.segment_wait_deadline_ms,
+      DurationValue("segment.wait_deadline", get("segment.wait_deadline"), 10, 60'000));
+  SEKKA_ASSIGN_OR_RETURN(c.segment_max_tags,
+                         IntValue("segment.max_tags", get("segment.max_tags"), 1, 1'000'000));
+  SEKKA_ASSIGN_OR_RETURN(c.strict_tags, StrictTagsValue(get("strict.tags"), c));
+  SEKKA_ASSIGN_OR_RETURN(c.strict_window,
+                         IntValue("strict.window", get("strict.window"), 1, 1'000'000'000));
   c.strict_advertise = get("strict.advertise");
   c.strict_tls_ca_file = get("strict.tls_ca_file");
   c.opaque_key_file = get("opaque.key_file");
   return Status::Ok();
 }
 
-#undef SEKKA_ASSIGN
-
 }  // namespace
 
 Result<ServerConfig> BuildConfig(const std::vector<ConfigValues>& sources) {
-  if (Status s = CheckSources(sources); !s.ok()) return std::move(s).error();
+  SEKKA_RETURN_IF_ERROR(CheckSources(sources));
   const Values v = Merge(sources);
   ServerConfig c;
   for (Status (*section)(const Values&, ServerConfig&) :
        {ServerSection, LayoutSection, GeneratorSection, WorkerSection, CoordinatorAccessSection,
         SegmentSection}) {
-    if (Status s = section(v, c); !s.ok()) return std::move(s).error();
+    SEKKA_RETURN_IF_ERROR(section(v, c));
   }
   return c;
 }

@@ -443,10 +443,9 @@ HttpReply LeafCacheReply(Service& service, const RouteInput&, Result<Reply>& rep
 
 // GET /db: the store's rows (it may wait for the store: run on the store lane).
 Result<Reply> LeafDbCommand(Service& service, Args) {
-  Result<std::vector<TagInfo>> page = service.SegmentTagRows("");
-  if (!page.ok()) return std::move(page).error();
+  SEKKA_ASSIGN_OR_RETURN(auto page, service.SegmentTagRows(""));
   std::vector<std::vector<std::string>> rows;
-  for (const TagInfo& t : *page) {
+  for (const TagInfo& t : page) {
     rows.push_back({t.tag, std::to_string(t.next_id), std::to_string(t.step), "-"});
   }
   return Reply(LeafPage("tag max step update", rows));

@@ -322,18 +322,16 @@ class ServerImpl final : public Server {
   }
 
   Status Listen() {
-    Result<std::unique_ptr<asio::ssl::context>> tls = TlsContext(config_);
-    if (!tls.ok()) return std::move(tls).error();
-    tls_ = std::move(*tls);
+    SEKKA_ASSIGN_OR_RETURN(auto tls, TlsContext(config_));
+    tls_ = std::move(tls);
     for (auto [listen, protocol, key] : ListenKeys(config_)) {
       if (listen.empty()) continue;
-      Result<tcp::endpoint> endpoint = ParseEndpoint(key, listen);
-      if (!endpoint.ok()) return std::move(endpoint).error();
+      SEKKA_ASSIGN_OR_RETURN(auto endpoint, ParseEndpoint(key, listen));
       auto acceptor = std::make_unique<tcp::acceptor>(*loops_[0]);
       asio::error_code ec;
-      acceptor->open(endpoint->protocol(), ec);
+      acceptor->open(endpoint.protocol(), ec);
       if (!ec) acceptor->set_option(tcp::acceptor::reuse_address(true), ec);
-      if (!ec) acceptor->bind(*endpoint, ec);
+      if (!ec) acceptor->bind(endpoint, ec);
       if (!ec) acceptor->listen(asio::socket_base::max_listen_connections, ec);
       if (ec) {
         return Unavailable(fmt::format("cannot listen on {} ({} = \"{}\"): {}", listen, key, listen,
@@ -1207,12 +1205,11 @@ void Connection::Close() {
 Status CheckListeners(const ServerConfig& config) {
   for (auto [listen, protocol, key] : ListenKeys(config)) {
     if (listen.empty()) continue;
-    if (Result<tcp::endpoint> e = ParseEndpoint(key, listen); !e.ok()) return std::move(e).error();
+    SEKKA_RETURN_IF_ERROR(ParseEndpoint(key, listen));
   }
   if (!config.strict_advertise.empty()) {
-    Result<tcp::endpoint> e = ParseEndpoint("strict.advertise", config.strict_advertise);
-    if (!e.ok()) return std::move(e).error();
-    if (e->port() == 0 || e->address().is_unspecified()) {
+    SEKKA_ASSIGN_OR_RETURN(auto e, ParseEndpoint("strict.advertise", config.strict_advertise));
+    if (e.port() == 0 || e.address().is_unspecified()) {
       return InvalidArgument(fmt::format(
           "strict.advertise \"{}\" is not valid: other servers must be able to dial it (not a "
           "wildcard address, not port 0)",
@@ -1235,7 +1232,7 @@ std::string StrictAddress(const ServerConfig& config, const std::string& bound_r
 
 Result<std::unique_ptr<Server>> Server::Start(Service& service, const ServerConfig& config) {
   auto server = std::make_unique<ServerImpl>(service, config);
-  if (Status s = server->Listen(); !s.ok()) return std::move(s).error();
+  SEKKA_RETURN_IF_ERROR(server->Listen());
   return std::unique_ptr<Server>(std::move(server));
 }
 

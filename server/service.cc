@@ -167,10 +167,9 @@ Result<std::unique_ptr<Service>> Service::Start(const ServerConfig& config, Serv
   lo.force = config.force;
   lo.log = [&s](LeaseLogLevel level, std::string_view message, const std::string& fields,
                 bool repeats) { s.LeaseLogLine(level, message, fields, repeats); };
-  Result<std::unique_ptr<LeasedGenerator>> leased =
-      LeasedGenerator::Start(lo, clock, std::move(parts.lease), s.data_dir_.get());
-  if (!leased.ok()) return std::move(leased).error();
-  s.leased_ = std::move(leased).value();
+  SEKKA_ASSIGN_OR_RETURN(
+      auto leased, LeasedGenerator::Start(lo, clock, std::move(parts.lease), s.data_dir_.get()));
+  s.leased_ = std::move(leased);
 
   s.segment_store_ = std::move(parts.segment_store);
   SegmentOptions segment_options;
@@ -338,9 +337,8 @@ Status Service::NextSegmentIds(std::string_view tag, std::span<std::int64_t> out
   }
   if (!seq.ok()) return std::move(seq).error();
   if (out.size() == 1) {
-    Result<std::int64_t> id = (*seq)->NextId();
-    if (!id.ok()) return std::move(id).error();
-    out[0] = *id;
+    SEKKA_ASSIGN_OR_RETURN(auto id, (*seq)->NextId());
+    out[0] = id;
   } else if (Status s = (*seq)->NextIds(out); !s.ok()) {
     return s;
   }
@@ -354,21 +352,19 @@ Result<SegmentGrant> Service::AllocateSegmentRange(std::string_view tag, std::in
     return InvalidArgument(fmt::format("step {} is not valid: allowed 1 to {} (segment.max_step)",
                                        step, config_.segment_max_step));
   }
-  Result<TagInfo> info = segments_->GetTag(tag);
-  if (!info.ok()) return std::move(info).error();
-  if (Status s = CheckServedRow(*info); !s.ok()) return std::move(s).error();
-  if (dense && info->delta != 1) {
+  SEKKA_ASSIGN_OR_RETURN(auto info, segments_->GetTag(tag));
+  SEKKA_RETURN_IF_ERROR(CheckServedRow(info));
+  if (dense && info.delta != 1) {
     return InvalidArgument(fmt::format(
         "tag \"{}\" issues only ids with id % {} == {}, and this client issues every id of a "
         "range: use a tag with delta 1",
-        tag, info->delta, info->remainder));
+        tag, info.delta, info.remainder));
   }
   // Without a step, the tag's own, within what this server allows (segment.max_step).
-  const std::int64_t size = step > 0 ? step : std::min(info->step, config_.segment_max_step);
-  Result<Allocation> range = segment_store_->Allocate(tag, size);
-  if (!range.ok()) return std::move(range).error();
-  if (Status s = CheckServedRange(tag, *range); !s.ok()) return std::move(s).error();
-  return SegmentGrant{*range, info->delta, info->remainder};
+  const std::int64_t size = step > 0 ? step : std::min(info.step, config_.segment_max_step);
+  SEKKA_ASSIGN_OR_RETURN(auto range, segment_store_->Allocate(tag, size));
+  SEKKA_RETURN_IF_ERROR(CheckServedRange(tag, range));
+  return SegmentGrant{range, info.delta, info.remainder};
 }
 
 Result<MachineRegistry*> Service::machines() {
@@ -432,15 +428,13 @@ Result<std::string> Service::SegmentTagsJson(std::string_view tag, std::string_v
   std::vector<TagInfo> rows;
   bool full = false;
   if (tag.empty()) {
-    Result<std::vector<TagInfo>> page = SegmentTagRows(after);
-    if (!page.ok()) return std::move(page).error();
-    rows = std::move(page).value();
+    SEKKA_ASSIGN_OR_RETURN(auto page, SegmentTagRows(after));
+    rows = std::move(page);
     full = rows.size() == kTagsPage;
   } else {
-    if (Status s = ValidateTag(tag); !s.ok()) return std::move(s).error();
-    Result<TagInfo> one = segment_store_->GetTag(tag);
-    if (!one.ok()) return std::move(one).error();
-    rows.push_back(std::move(one).value());
+    SEKKA_RETURN_IF_ERROR(ValidateTag(tag));
+    SEKKA_ASSIGN_OR_RETURN(auto one, segment_store_->GetTag(tag));
+    rows.push_back(std::move(one));
   }
   std::string out = "{\"tags\":[";
   for (std::size_t i = 0; i < rows.size(); ++i) {
@@ -452,7 +446,7 @@ Result<std::string> Service::SegmentTagsJson(std::string_view tag, std::string_v
 
 Result<std::vector<TagInfo>> Service::SegmentTagRows(std::string_view after) {
   if (!after.empty()) {
-    if (Status s = ValidateTag(after); !s.ok()) return std::move(s).error();
+    SEKKA_RETURN_IF_ERROR(ValidateTag(after));
   }
   return segment_store_->ListTagsAfter(after, kTagsPage);
 }
@@ -464,17 +458,15 @@ std::vector<std::pair<std::string, SegmentStats>> Service::ServedSegments() cons
 }
 
 Result<std::string> Service::SetSegmentStep(std::string_view tag, std::int64_t step) {
-  if (Status s = segments_->SetStep(tag, step); !s.ok()) return std::move(s).error();
-  Result<TagInfo> now = segment_store_->GetTag(tag);
-  if (!now.ok()) return std::move(now).error();
-  return TagJson(*now, Served(tag));
+  SEKKA_RETURN_IF_ERROR(segments_->SetStep(tag, step));
+  SEKKA_ASSIGN_OR_RETURN(auto now, segment_store_->GetTag(tag));
+  return TagJson(now, Served(tag));
 }
 
 Result<std::string> Service::DeleteSegmentTag(std::string_view tag) {
-  if (Status s = ValidateTag(tag); !s.ok()) return std::move(s).error();
-  Result<TagInfo> was = segment_store_->DeleteTag(tag);
-  if (!was.ok()) return std::move(was).error();
-  return TagJson(*was, Served(tag));
+  SEKKA_RETURN_IF_ERROR(ValidateTag(tag));
+  SEKKA_ASSIGN_OR_RETURN(auto was, segment_store_->DeleteTag(tag));
+  return TagJson(was, Served(tag));
 }
 
 Status Service::Ready() {

@@ -662,10 +662,9 @@ class Simulation {
       if (!strict_directory_) {
         strict_directory_ = strict_registry_->NewCoordinator(StrictLeaseOptions("directory"));
       }
-      Result<std::map<std::int64_t, Holding>> holders = strict_directory_->ListHolders();
-      if (!holders.ok()) return std::move(holders).error();
-      auto it = holders->find(0);
-      return it == holders->end() ? std::string() : it->second.identity;
+      SEKKA_ASSIGN_OR_RETURN(auto holders, strict_directory_->ListHolders());
+      auto it = holders.find(0);
+      return it == holders.end() ? std::string() : it->second.identity;
     };
     c.forward = [this](const std::string& address, const std::string& tag, std::int64_t n,
                        std::chrono::milliseconds) -> Result<std::int64_t> {

@@ -118,7 +118,7 @@ std::size_t StrictTags::size() const {
 }
 
 Result<StrictTags::TagUse> StrictTags::Find(std::string_view tag) {
-  if (Status s = ValidateStrictTag(tag); !s.ok()) return std::move(s).error();
+  SEKKA_RETURN_IF_ERROR(ValidateStrictTag(tag));
   // Only listed tags: each tag leaves records at the coordinator for good (its bound), so the
   // operator decides how many there are, not whoever can send a request.
   if (!served_.contains(tag)) {
@@ -142,10 +142,9 @@ Result<StrictTags::TagUse> StrictTags::Find(std::string_view tag) {
   }
   auto t = std::make_unique<Tag>();
   t->name = std::string(tag);
-  Result<std::unique_ptr<WorkerLease>> lease =
-      coordination_.open_lease(t->name, StrictIdentity(address_, run_));
-  if (!lease.ok()) return std::move(lease).error();
-  t->leader = std::make_unique<StrictLeader>(t->name, std::move(lease).value(), clock_, options_);
+  SEKKA_ASSIGN_OR_RETURN(auto lease,
+                         coordination_.open_lease(t->name, StrictIdentity(address_, run_)));
+  t->leader = std::make_unique<StrictLeader>(t->name, std::move(lease), clock_, options_);
   Tag& added = *t;
   tags_.emplace(added.name, std::move(t));
   return UseLocked(added);
@@ -169,7 +168,7 @@ bool StrictTags::Ready(std::string_view tag, std::int64_t n) {
 }
 
 Result<std::int64_t> StrictTags::NextAsLeader(std::string_view tag, std::int64_t n) {
-  if (Status s = ValidateStrictTag(tag); !s.ok()) return std::move(s).error();
+  SEKKA_RETURN_IF_ERROR(ValidateStrictTag(tag));
   // A forwarded call never adds a tag: a server that does not know a tag does not lead it, and
   // calls for made-up tags cannot fill the table (and open a lease each).
   TagUse t = Known(tag);
@@ -186,9 +185,8 @@ Result<std::int64_t> StrictTags::Next(std::string_view tag, std::int64_t n) {
     return InvalidArgument(
         fmt::format("count {} is not valid for strict ids: allowed 1 to {}", n, options_.window));
   }
-  Result<TagUse> found = Find(tag);
-  if (!found.ok()) return std::move(found).error();
-  Tag& t = **found;
+  SEKKA_ASSIGN_OR_RETURN(auto found, Find(tag));
+  Tag& t = *found;
   // 1. Led here: served here.
   if (t.leader->leading()) {
     Result<std::int64_t> first = t.leader->Next(n);

@@ -424,12 +424,11 @@ Result<std::unique_ptr<Client>> Client::Create(const ClientOptions& options) {
   if (options.servers.empty())
     return InvalidArgument("servers is empty: give at least one host:port");
   for (std::size_t i = 0; i < options.servers.size(); ++i) {
-    Result<std::pair<std::string, int>> hp = ParseServer(options.servers[i], i);
-    if (!hp.ok()) return std::move(hp).error();
+    SEKKA_ASSIGN_OR_RETURN(auto hp, ParseServer(options.servers[i], i));
     for (Impl::Pool* pool : {&impl->pool, &impl->strict_pool}) {
       Impl::Server s;
-      s.host = hp->first;
-      s.port = hp->second;
+      s.host = hp.first;
+      s.port = hp.second;
       s.name = options.servers[i];
       pool->servers.push_back(std::move(s));
     }
@@ -518,16 +517,15 @@ Result<Id> Client::NextId() {
 Status Client::NextIds(std::span<Id> out) {
   std::unique_lock lock(impl_->mu);
   for (Id& id : out) {
-    Result<std::int64_t> v = impl_->Take(impl_->ids, lock);
-    if (!v.ok()) return std::move(v).error();
-    id = *v;
+    SEKKA_ASSIGN_OR_RETURN(auto v, impl_->Take(impl_->ids, lock));
+    id = v;
   }
   return Status::Ok();
 }
 
 Result<std::vector<Id>> Client::NextIds(std::size_t n) {
   std::vector<Id> out(n);
-  if (Status s = NextIds(std::span<Id>(out)); !s.ok()) return std::move(s).error();
+  SEKKA_RETURN_IF_ERROR(NextIds(std::span<Id>(out)));
   return out;
 }
 
@@ -545,9 +543,8 @@ Result<std::int64_t> Client::Next(std::string_view tag) {
 }
 
 Result<std::int64_t> Client::Strict(std::string_view tag) {
-  Result<std::vector<std::int64_t>> ids = StrictBatch(tag, 1);
-  if (!ids.ok()) return std::move(ids).error();
-  return ids->front();
+  SEKKA_ASSIGN_OR_RETURN(auto ids, StrictBatch(tag, 1));
+  return ids.front();
 }
 
 Result<std::vector<std::int64_t>> Client::StrictBatch(std::string_view tag, std::size_t n) {

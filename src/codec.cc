@@ -303,15 +303,14 @@ Result<Id> ParseId(std::string_view text, IdFormat format, const Layout& layout)
 }
 
 Result<DecodedId> DecodeId(Id id, const Layout& layout) {
-  Result<IdFields> f = layout.Decompose(id);
-  if (!f.ok()) return std::move(f).error();
+  SEKKA_ASSIGN_OR_RETURN(auto f, layout.Decompose(id));
   DecodedId d;
   d.id = id;
-  d.timestamp_ms = layout.TickToMillis(f->tick);
-  d.datacenter = f->datacenter;
-  d.worker = f->worker;
-  d.sequence = f->sequence;
-  d.random = f->random;
+  d.timestamp_ms = layout.TickToMillis(f.tick);
+  d.datacenter = f.datacenter;
+  d.worker = f.worker;
+  d.sequence = f.sequence;
+  d.random = f.random;
   d.sharded = layout.shard_bits() > 0;
   d.shard = d.sharded
                 ? static_cast<std::int64_t>(static_cast<std::uint64_t>(id) >> layout.shard_shift())

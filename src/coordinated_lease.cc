@@ -48,9 +48,8 @@ class CoordinatedLease final : public WorkerLease {
 
 Status CoordinatedLease::BindLayout() {
   if (layout_bound_ || options_.layout.empty()) return Status::Ok();
-  Result<std::string> bound = c_->BindLayout(options_.layout);
-  if (!bound.ok()) return std::move(bound).error();
-  if (Status s = CheckClusterLayout(c_->Where(), *bound, options_.layout); !s.ok()) return s;
+  SEKKA_ASSIGN_OR_RETURN(auto bound, c_->BindLayout(options_.layout));
+  if (Status s = CheckClusterLayout(c_->Where(), bound, options_.layout); !s.ok()) return s;
   layout_bound_ = true;
   return Status::Ok();
 }
@@ -91,21 +90,19 @@ std::vector<std::int64_t> CoordinatedLease::Order(const std::map<std::int64_t, H
 Result<LeaseGrant> CoordinatedLease::Acquire() {
   if (options_.identity.empty()) return InvalidArgument("the lease identity must not be empty");
   if (held_ >= 0) return LeaseGrant{options_.datacenter_id, held_, hwm_known_, settle_};
-  if (Status s = BindLayout(); !s.ok()) return std::move(s).error();
+  SEKKA_RETURN_IF_ERROR(BindLayout());
   for (int pass = 0; pass < kMaxPasses; ++pass) {
-    Result<std::map<std::int64_t, Holding>> listed = c_->ListHolders();
-    if (!listed.ok()) return std::move(listed).error();
-    const std::vector<std::int64_t> order = Order(*listed);
+    SEKKA_ASSIGN_OR_RETURN(auto listed, c_->ListHolders());
+    const std::vector<std::int64_t> order = Order(listed);
     if (order.empty()) break;
     for (std::int64_t id : order) {
-      auto it = listed->find(id);
+      auto it = listed.find(id);
       const std::optional<Holding> seen =
-          it == listed->end() ? std::nullopt : std::optional<Holding>(it->second);
-      Result<std::optional<std::int64_t>> hwm = c_->Claim(id, seen);
-      if (!hwm.ok()) return std::move(hwm).error();
-      if (!hwm->has_value()) continue;  // taken meanwhile: the next candidate
+          it == listed.end() ? std::nullopt : std::optional<Holding>(it->second);
+      SEKKA_ASSIGN_OR_RETURN(auto hwm, c_->Claim(id, seen));
+      if (!hwm.has_value()) continue;  // taken meanwhile: the next candidate
       held_ = id;
-      hwm_known_ = **hwm;
+      hwm_known_ = *hwm;
       settle_ = c_->settle();
       return LeaseGrant{options_.datacenter_id, id, hwm_known_, settle_};
     }

@@ -241,7 +241,7 @@ void Str(std::uint64_t v, std::uint32_t radix, std::span<std::uint32_t> out) {
 Result<std::vector<std::uint32_t>> Ff1::Crypt(std::span<const std::uint32_t> x, std::uint32_t radix,
                                               std::span<const std::uint8_t> tweak,
                                               bool encrypt) const {
-  if (Status s = CheckNumerals(x, radix); !s.ok()) return std::move(s).error();
+  SEKKA_RETURN_IF_ERROR(CheckNumerals(x, radix));
   const int n = static_cast<int>(x.size()), u = n / 2, v = n - u;
   std::uint64_t a = Num(x.subspan(0, static_cast<std::size_t>(u)), radix);
   std::uint64_t b = Num(x.subspan(static_cast<std::size_t>(u)), radix);

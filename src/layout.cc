@@ -109,10 +109,9 @@ Result<Layout> ParseLayout(std::string_view text) {
     text = comma == std::string_view::npos ? std::string_view() : text.substr(comma + 1);
     const std::size_t eq = item.find('=');
     if (eq == std::string_view::npos && first) {
-      Result<Layout> preset = Layout::Preset(item);
-      if (!preset.ok()) return std::move(preset).error();
-      base = *preset;
-      random = preset->is_random();
+      SEKKA_ASSIGN_OR_RETURN(auto preset, Layout::Preset(item));
+      base = preset;
+      random = preset.is_random();
       continue;
     }
     if (eq == std::string_view::npos && !items.empty() && items.back().first == "order") {

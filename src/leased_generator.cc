@@ -43,34 +43,31 @@ Result<std::unique_ptr<LeasedGenerator>> LeasedGenerator::Start(
   auto made = std::unique_ptr<LeasedGenerator>(
       new LeasedGenerator(options, clock, std::move(lease), data_dir));
   LeasedGenerator& g = *made;
-  Result<LeaseGrant> grant = g.FirstAcquire();
-  if (!grant.ok()) return std::move(grant).error();
+  SEKKA_ASSIGN_OR_RETURN(auto grant, g.FirstAcquire());
   g.last_renew_ok_ms_ = g.last_renew_try_ms_ = clock.MonotonicMillis();
   if (options.coordinated) {
     g.Emit(LeaseLogLevel::kInfo, "worker id leased",
-           fmt::format("worker_id={} lease=\"{}\" coordinator_hwm={}", grant->worker_id,
+           fmt::format("worker_id={} lease=\"{}\" coordinator_hwm={}", grant.worker_id,
                        g.lease_->Describe(),
-                       grant->hwm_millis > 0 ? FormatUtcMillis(grant->hwm_millis) : "none"));
+                       grant.hwm_millis > 0 ? FormatUtcMillis(grant.hwm_millis) : "none"));
   }
   std::string where;
-  Result<std::int64_t> floor = g.Floor(*grant, &where);
-  if (!floor.ok()) return std::move(floor).error();
+  SEKKA_ASSIGN_OR_RETURN(auto floor, g.Floor(grant, &where));
   const std::int64_t now = clock.NowMillis();
-  if (*floor > 0 && now <= *floor) {
-    if (Status too_far = CheckStartupWait(now, *floor, options.max_startup_wait_ms, where);
+  if (floor > 0 && now <= floor) {
+    if (Status too_far = CheckStartupWait(now, floor, options.max_startup_wait_ms, where);
         !too_far.ok()) {
       return std::move(too_far).error();
     }
     g.Emit(LeaseLogLevel::kWarn, "waiting for the clock to pass the stored high-water mark",
-           fmt::format("wait_ms={} hwm={} now={} from=\"{}\"", *floor - now + 1,
-                       FormatUtcMillis(*floor), FormatUtcMillis(now), where));
-    if (Status w = g.WaitPast(*floor, {}); !w.ok()) return std::move(w).error();
+           fmt::format("wait_ms={} hwm={} now={} from=\"{}\"", floor - now + 1,
+                       FormatUtcMillis(floor), FormatUtcMillis(now), where));
+    SEKKA_RETURN_IF_ERROR(g.WaitPast(floor, {}));
   }
-  if (Status b = g.Begin(*grant, *floor); !b.ok()) return std::move(b).error();
+  SEKKA_RETURN_IF_ERROR(g.Begin(grant, floor));
   // The first hwm is stored before an id is asked for (inline: when the first is).
   if (!options.inline_hwm) {
-    Result<std::int64_t> stored = g.StoreHwm(*g.held_.back(), -1, /*log=*/false);
-    if (!stored.ok()) return std::move(stored).error();
+    SEKKA_RETURN_IF_ERROR(g.StoreHwm(*g.held_.back(), -1, /*log=*/false));
   }
   return made;
 }
@@ -118,10 +115,9 @@ Result<std::int64_t> LeasedGenerator::Floor(const LeaseGrant& grant, std::string
     *where = fmt::format("{} (ids above it start after that time)", options_.after_what);
   }
   if (data_dir_ == nullptr) return floor;
-  Result<std::optional<StoredState>> stored = data_dir_->ReadState(dc, worker);
-  if (!stored.ok()) return std::move(stored).error();
-  if (!stored->has_value()) return floor;
-  const StoredState& st = **stored;
+  SEKKA_ASSIGN_OR_RETURN(auto stored, data_dir_->ReadState(dc, worker));
+  if (!stored.has_value()) return floor;
+  const StoredState& st = *stored;
   if (st.layout != fingerprint_ && !options_.force) {
     return InvalidArgument(fmt::format(
         "the state in {} was made with layout \"{}\", this configuration has \"{}\": refusing "
@@ -167,9 +163,8 @@ Status LeasedGenerator::Begin(const LeaseGrant& grant, std::int64_t floor_ms) {
   } else {
     o.store_hwm = [this, h](std::int64_t tick) { return CheckStored(*h, tick); };
   }
-  Result<std::unique_ptr<Snowflake>> s = Snowflake::Create(o, clock_);
-  if (!s.ok()) return std::move(s).error();
-  held->snowflake = std::move(s).value();
+  SEKKA_ASSIGN_OR_RETURN(auto s, Snowflake::Create(o, clock_));
+  held->snowflake = std::move(s);
   held_.push_back(std::move(held));
   current_.store(h->snowflake.get(), std::memory_order_release);
   if (options_.coordinated && data_dir_ != nullptr) data_dir_->WritePreferred(grant.worker_id);
@@ -255,7 +250,7 @@ Result<std::int64_t> LeasedGenerator::StoreHwm(Held& held, std::int64_t at_least
     snap_.hwm_millis = std::max(snap_.hwm_millis, hwm);
   }
   if (!options_.inline_hwm) {
-    if (Status s = held.snowflake->EnsureHwm(target); !s.ok()) return std::move(s).error();
+    SEKKA_RETURN_IF_ERROR(held.snowflake->EnsureHwm(target));
   }
   return target;
 }

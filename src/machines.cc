@@ -96,10 +96,9 @@ class CoordinatorMachineStore final : public MachineStore {
       : coordinator_(std::move(coordinator)) {}
 
   Result<MachineSnapshot> Load(std::string_view ns) override {
-    Result<SharedDocument> d = coordinator_->ReadShared(Name(ns));
-    if (!d.ok()) return std::move(d).error();
-    if (d->version == 0) return MachineSnapshot{{}, "0"};
-    Result<std::vector<MachineRecord>> records = ParseMachineRecords(d->data);
+    SEKKA_ASSIGN_OR_RETURN(auto d, coordinator_->ReadShared(Name(ns)));
+    if (d.version == 0) return MachineSnapshot{{}, "0"};
+    Result<std::vector<MachineRecord>> records = ParseMachineRecords(d.data);
     auto bad = [&](std::string_view why) {
       return InvalidArgument(
           fmt::format("{} document {}: {}", coordinator_->Where(), Name(ns), why));
@@ -108,7 +107,7 @@ class CoordinatorMachineStore final : public MachineStore {
     for (const MachineRecord& r : *records) {
       if (r.ns != ns) return bad(fmt::format("it lists namespace \"{}\"", r.ns.substr(0, 40)));
     }
-    return MachineSnapshot{std::move(records).value(), std::to_string(d->version)};
+    return MachineSnapshot{std::move(records).value(), std::to_string(d.version)};
   }
 
   Result<bool> Save(std::string_view ns, const std::vector<MachineRecord>& records,
@@ -225,9 +224,8 @@ Status ChangeMachines(MachineStore& store, std::string_view ns, const MachineCha
     }
     Result<MachineSnapshot> loaded = store.Load(ns);
     if (!loaded.ok()) return Unavailable("machine ids cannot be read: " + loaded.error().message);
-    Result<bool> save = change(loaded->records);
-    if (!save.ok()) return std::move(save).error();
-    if (!*save) return Status::Ok();
+    SEKKA_ASSIGN_OR_RETURN(auto save, change(loaded->records));
+    if (!save) return Status::Ok();
     Result<bool> saved = store.Save(ns, loaded->records, loaded->version);
     if (!saved.ok()) {
       if (saved.error().code == ErrorCode::kExhausted) return std::move(saved).error();
@@ -243,19 +241,18 @@ Status ChangeMachines(MachineStore& store, std::string_view ns, const MachineCha
 Status MachineRegistry::Update(std::string_view ns, const Change& change) {
   std::lock_guard lock(mu_);
   return ChangeMachines(store_, ns, [&](std::vector<MachineRecord>& records) -> Result<bool> {
-    Result<Outcome> outcome = change(records, clock_.NowMillis());
-    if (!outcome.ok()) return std::move(outcome).error();
-    return *outcome == Outcome::kSave;
+    SEKKA_ASSIGN_OR_RETURN(auto outcome, change(records, clock_.NowMillis()));
+    return outcome == Outcome::kSave;
   });
 }
 
 Result<MachineGrant> MachineRegistry::Distribute(std::string_view ns, int machine_bits,
                                                  std::string_view instance, bool stable,
                                                  std::int64_t guard_ms) {
-  if (Status s = ValidateNamespace(ns); !s.ok()) return std::move(s).error();
-  if (Status s = ValidateInstance(instance); !s.ok()) return std::move(s).error();
-  if (Status s = ValidateGuard(guard_ms, limits_); !s.ok()) return std::move(s).error();
-  if (Status s = store_.CheckNames(ns, instance); !s.ok()) return std::move(s).error();
+  SEKKA_RETURN_IF_ERROR(ValidateNamespace(ns));
+  SEKKA_RETURN_IF_ERROR(ValidateInstance(instance));
+  SEKKA_RETURN_IF_ERROR(ValidateGuard(guard_ms, limits_));
+  SEKKA_RETURN_IF_ERROR(store_.CheckNames(ns, instance));
   if (machine_bits < 1 || machine_bits > limits_.max_machine_bits) {
     return InvalidArgument(fmt::format("machineBit {} is not valid: allowed 1 to {}", machine_bits,
                                        limits_.max_machine_bits));

@@ -73,7 +73,7 @@ Result<std::vector<OpaqueKey>> ParseOpaqueKeys(std::string_view text) {
 }
 
 Result<std::vector<OpaqueKey>> ReadOpaqueKeyFile(const std::string& path) {
-  if (Status s = CheckSecretFile(path, "the opaque key file"); !s.ok()) return std::move(s).error();
+  SEKKA_RETURN_IF_ERROR(CheckSecretFile(path, "the opaque key file"));
   std::ifstream in(path);
   if (!in) return NotFound(fmt::format("cannot read the opaque key file {}", path));
   std::ostringstream text;
@@ -157,10 +157,9 @@ Result<Id> OpaqueCodec::Decode(Id opaque, char version) const {
 }
 
 Result<std::string> OpaqueCodec::EncodeText(Id id) const {
-  Result<Id> opaque = Encode(id);
-  if (!opaque.ok()) return std::move(opaque).error();
+  SEKKA_ASSIGN_OR_RETURN(auto opaque, Encode(id));
   std::string text(1, keys_.back().version);
-  text += FormatId(*opaque, IdFormat::kBase62, Layout::Default());
+  text += FormatId(opaque, IdFormat::kBase62, Layout::Default());
   return text;
 }
 

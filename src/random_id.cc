@@ -67,21 +67,19 @@ Result<std::int64_t> RandomIdGenerator::Tick() const {
 
 Result<Id> RandomIdGenerator::Next() {
   Id id = 0;
-  if (Status s = NextIds(std::span<Id>(&id, 1)); !s.ok()) return std::move(s).error();
+  SEKKA_RETURN_IF_ERROR(NextIds(std::span<Id>(&id, 1)));
   return id;
 }
 
 Status RandomIdGenerator::NextIds(std::span<Id> out) {
   if (out.empty()) return Status::Ok();
-  Result<std::int64_t> tick = Tick();
-  if (!tick.ok()) return std::move(tick).error();
-  const std::uint64_t time = static_cast<std::uint64_t>(*tick) << layout_.time_shift();
+  SEKKA_ASSIGN_OR_RETURN(auto tick, Tick());
+  const std::uint64_t time = static_cast<std::uint64_t>(tick) << layout_.time_shift();
   const std::uint64_t mask = (std::uint64_t{1} << layout_.random_bits()) - 1;
   std::lock_guard lock(mu_);
   auto draw = [&](Id& id) -> Status {  // REQUIRES: mu_ held
-    Result<std::uint64_t> r = pool_.Next64();
-    if (!r.ok()) return std::move(r).error();
-    id = static_cast<Id>(layout_.Spread(time | (*r & mask)));
+    SEKKA_ASSIGN_OR_RETURN(auto r, pool_.Next64());
+    id = static_cast<Id>(layout_.Spread(time | (r & mask)));
     return Status::Ok();
   };
   if (out.size() == 1) return draw(out[0]);

@@ -100,7 +100,7 @@ Status CheckSecretFile(const std::string& path, std::string_view key) {
 }
 
 Result<std::string> ReadSecretLine(const std::string& path, std::string_view key) {
-  if (Status s = CheckSecretFile(path, key); !s.ok()) return std::move(s).error();
+  SEKKA_RETURN_IF_ERROR(CheckSecretFile(path, key));
   std::ifstream in(path, std::ios::binary);
   std::string text(4098, '\0');  // enough to see a line over 4096 bytes, or a second line
   in.read(text.data(), static_cast<std::streamsize>(text.size()));

@@ -89,9 +89,8 @@ Status SegmentSequence::NextIds(std::span<std::int64_t> out) {
       // Crosses into a range not current yet (or not fetched yet): map this one ticket the slow
       // way, which advances current_, and continue in bulk.
       const std::uint64_t asked = ticket;
-      Result<std::int64_t> id = Resolve(ticket);
-      if (!id.ok()) return std::move(id).error();
-      out[filled++] = *id;
+      SEKKA_ASSIGN_OR_RETURN(auto id, Resolve(ticket));
+      out[filled++] = id;
       if (ticket != asked && filled < out.size()) {
         // The batch's tickets were too old and Resolve took a newer one: the rest must come
         // after it, or the batch would go back down (the slow path's order defect).
@@ -239,16 +238,15 @@ SegmentAllocator::~SegmentAllocator() {
 Result<SegmentSequence*> SegmentAllocator::Sequence(std::string_view tag) {
   std::unique_lock lock(mu_);
   if (auto it = sequences_.find(tag); it != sequences_.end()) return it->second.get();
-  if (Status s = ValidateTag(tag); !s.ok()) return std::move(s).error();
+  SEKKA_RETURN_IF_ERROR(ValidateTag(tag));
   if (sequences_.size() >= options_.max_tags) {
     return Exhausted(fmt::format(
         "tag \"{}\" is not served: this server already serves {} tags (segment.max_tags)", tag,
         sequences_.size()));
   }
-  Result<TagInfo> info = LookUp(tag, lock);
-  if (!info.ok()) return std::move(info).error();
+  SEKKA_ASSIGN_OR_RETURN(auto info, LookUp(tag, lock));
   // A row that another program wrote is checked like a new tag: a delta of 0 divided by zero.
-  if (Status s = CheckServedRow(*info); !s.ok()) return std::move(s).error();
+  SEKKA_RETURN_IF_ERROR(CheckServedRow(info));
   auto [it, inserted] = sequences_.emplace(std::string(tag), nullptr);
   if (!inserted) return it->second.get();  // another caller created it meanwhile
   std::uint64_t load_errors = 0;
@@ -261,11 +259,11 @@ Result<SegmentSequence*> SegmentAllocator::Sequence(std::string_view tag) {
   // Its first range is fetched by the fetcher thread like every other; callers wait for it up
   // to the deadline.
   it->second =
-      std::make_unique<SegmentSequence>(*this, std::string(tag), info->delta, info->remainder);
+      std::make_unique<SegmentSequence>(*this, std::string(tag), info.delta, info.remainder);
   SegmentSequence& seq = *it->second;
   seq.fetch_errors_.store(load_errors, std::memory_order_relaxed);
-  seq.tag_step_ = info->step;
-  seq.step_ = std::clamp(info->step, options_.min_step, options_.max_step);
+  seq.tag_step_ = info.step;
+  seq.step_ = std::clamp(info.step, options_.min_step, options_.max_step);
   RequestFetch(seq);
   return &seq;
 }
@@ -311,7 +309,7 @@ std::vector<std::pair<std::string, std::uint64_t>> SegmentAllocator::LoadErrors(
 }
 
 Result<TagInfo> SegmentAllocator::GetTag(std::string_view tag) {
-  if (Status s = ValidateTag(tag); !s.ok()) return std::move(s).error();
+  SEKKA_RETURN_IF_ERROR(ValidateTag(tag));
   std::unique_lock lock(mu_);
   return LookUp(tag, lock);
 }

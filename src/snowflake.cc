@@ -334,21 +334,18 @@ Status Snowflake::EnsureHwm(std::int64_t tick) {
   if (!options_.store_hwm) return Status::Ok();
   std::lock_guard lock(hwm_mu_);
   if (hwm_tick_.load(std::memory_order_acquire) >= tick) return Status::Ok();
-  Result<std::int64_t> stored = options_.store_hwm(tick);
-  if (!stored.ok()) return std::move(stored).error();
-  if (*stored > hwm_tick_.load(std::memory_order_relaxed)) {
-    hwm_tick_.store(*stored, std::memory_order_release);
+  SEKKA_ASSIGN_OR_RETURN(auto stored, options_.store_hwm(tick));
+  if (stored > hwm_tick_.load(std::memory_order_relaxed)) {
+    hwm_tick_.store(stored, std::memory_order_release);
   }
   return Status::Ok();
 }
 
 Result<Id> Snowflake::NextIdSlow(std::int64_t now) {
   const auto block = static_cast<std::uint64_t>(options_.thread_block);
-  Result<Slots> slots = Reserve(block, /*within_tick=*/true, now);
-  if (!slots.ok()) return std::move(slots).error();
-  if (block > 1)
-    thread_block_ = ThreadBlock{serial_, slots->clock_tick, slots->first + 1, slots->end};
-  return Compose(slots->first);
+  SEKKA_ASSIGN_OR_RETURN(auto slots, Reserve(block, /*within_tick=*/true, now));
+  if (block > 1) thread_block_ = ThreadBlock{serial_, slots.clock_tick, slots.first + 1, slots.end};
+  return Compose(slots.first);
 }
 
 Status Snowflake::NextIds(std::span<Id> out) {
@@ -358,11 +355,10 @@ Status Snowflake::NextIds(std::span<Id> out) {
   std::size_t filled = 0;
   std::int64_t now = layout_.MillisToTick(clock_.NowMillis());
   while (filled < out.size()) {
-    Result<Slots> slots = Reserve(out.size() - filled, /*within_tick=*/false, now);
-    if (!slots.ok()) return std::move(slots).error();
+    SEKKA_ASSIGN_OR_RETURN(auto slots, Reserve(out.size() - filled, /*within_tick=*/false, now));
     Id* dst = out.data() + filled;
-    const std::uint64_t n = slots->end - slots->first;
-    for (std::uint64_t i = 0; i < n; ++i) dst[i] = Compose(slots->first + i);
+    const std::uint64_t n = slots.end - slots.first;
+    for (std::uint64_t i = 0; i < n; ++i) dst[i] = Compose(slots.first + i);
     filled += n;
     if (filled < out.size()) now = layout_.MillisToTick(clock_.NowMillis());
   }
@@ -371,7 +367,7 @@ Status Snowflake::NextIds(std::span<Id> out) {
 
 Result<std::vector<Id>> Snowflake::NextIds(std::size_t n) {
   std::vector<Id> ids(n);
-  if (Status s = NextIds(std::span<Id>(ids)); !s.ok()) return std::move(s).error();
+  SEKKA_RETURN_IF_ERROR(NextIds(std::span<Id>(ids)));
   return ids;
 }
 

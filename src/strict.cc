@@ -36,8 +36,7 @@ Status StrictLeader::Lead() {
   std::lock_guard lock(mu_);
   if (leading_ && ValidLocked()) return Status::Ok();
   std::lock_guard lease_lock(lease_mu_);
-  Result<LeaseGrant> grant = lease_->Acquire();
-  if (!grant.ok()) return std::move(grant).error();
+  SEKKA_ASSIGN_OR_RETURN(auto grant, lease_->Acquire());
   // The lease is valid from before a renewal was sent (step 2 of the argument). Acquire alone is
   // not one: it may claim with a session opened by an earlier, failed call, whose TTL has been
   // running since; the renewal makes the coordinator count the TTL again from its arrival.
@@ -47,9 +46,9 @@ Status StrictLeader::Lead() {
   // An earlier leader that did not resign may answer until the TTL after its last renewal
   // reached the coordinator, which came before this claim; where the coordinator cannot promise
   // to have waited that long (Redis: its wall clock), this leader waits it out on its own.
-  serve_from_ = sent + grant->settle.count();
+  serve_from_ = sent + grant.settle.count();
   // 1. Above every id an earlier leader served: they are all at or below the stored bound.
-  const std::int64_t stored = std::max<std::int64_t>(grant->hwm_millis, 0);
+  const std::int64_t stored = std::max<std::int64_t>(grant.hwm_millis, 0);
   if (stored == kMax) return Exhausted(fmt::format("strict tag {} is exhausted", tag_));
   bound_ = stored;
   next_ = options_.planted_bug_start_at_bound ? std::max<std::int64_t>(stored, 1) : stored + 1;
@@ -86,7 +85,7 @@ Result<std::int64_t> StrictLeader::Next(std::int64_t n) {
   const std::int64_t last = next_ + (n - 1);
   if (last > bound_) {
     std::lock_guard lease_lock(lease_mu_);
-    if (Status s = RaiseLocked(last); !s.ok()) return std::move(s).error();
+    SEKKA_RETURN_IF_ERROR(RaiseLocked(last));
   }
   // 4. Served: the next request, here or at a later leader, gets larger ids.
   const std::int64_t first = next_;

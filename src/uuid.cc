@@ -144,7 +144,7 @@ Status TimeOrderedGenerator::NextLocked(Uuid& out) {
 Result<Uuid> TimeOrderedGenerator::Next() {
   std::lock_guard lock(mu_);
   Uuid u;
-  if (Status s = NextLocked(u); !s.ok()) return std::move(s).error();
+  SEKKA_RETURN_IF_ERROR(NextLocked(u));
   return u;
 }
 

@@ -181,7 +181,7 @@ Result<SharedDocument> MemoryCoordinator::ReadShared(std::string_view name) {
 
 Result<bool> MemoryCoordinator::WriteShared(std::string_view name, std::string_view data,
                                             std::int64_t version) {
-  if (Status s = CheckSharedSize(name, data.size()); !s.ok()) return std::move(s).error();
+  SEKKA_RETURN_IF_ERROR(CheckSharedSize(name, data.size()));
   std::lock_guard lock(registry_.mu_);
   SharedDocument& d = registry_.documents_[std::string(name)];
   if (d.version != version) return false;

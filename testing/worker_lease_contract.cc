@@ -408,9 +408,8 @@ LeaseFactory MemoryLeaseFactory() {
       std::lock_guard lock(state->mu);
       lease = state->registries.at(where)->NewLease(options);
     }
-    Result<LeaseGrant> g = lease->Acquire();
-    if (!g.ok()) return std::move(g).error();
-    return g->worker_id;  // dropped without Release: it is left to expire
+    SEKKA_ASSIGN_OR_RETURN(auto g, lease->Acquire());
+    return g.worker_id;  // dropped without Release: it is left to expire
   };
   return f;
 }

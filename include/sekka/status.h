@@ -110,6 +110,7 @@ class [[nodiscard]] Result {
   }
   const T& operator*() const& { return value(); }
   T& operator*() & { return value(); }
+  T&& operator*() && { return std::move(*this).value(); }
   const T* operator->() const { return &value(); }
   T* operator->() { return &value(); }
   // REQUIRES: !ok().
@@ -154,5 +155,29 @@ class [[nodiscard]] Status {
 };
 
 }  // namespace sekka
+
+// Passing an error up, in abseil's shape (its RETURN_IF_ERROR and ASSIGN_OR_RETURN):
+//
+//   SEKKA_RETURN_IF_ERROR(Check(x));           // a Status or a Result: its error is returned
+//   SEKKA_ASSIGN_OR_RETURN(auto rows, Read());  // a Result<T>: its value into `rows`, or its
+//                                               // error returned
+//
+// The enclosing function returns a Status or a Result<U> (either takes an Error). The left
+// side of SEKKA_ASSIGN_OR_RETURN is a declaration or an assignable name, without a comma
+// outside parentheses (write `auto` for a type with one).
+#define SEKKA_RETURN_IF_ERROR(expr)                                   \
+  do {                                                                \
+    auto&& sekka_status_ = (expr);                                    \
+    if (!sekka_status_.ok()) return std::move(sekka_status_).error(); \
+  } while (false)
+
+#define SEKKA_ASSIGN_OR_RETURN(lhs, expr) \
+  SEKKA_ASSIGN_OR_RETURN_(SEKKA_STATUS_CONCAT_(sekka_result_, __LINE__), lhs, expr)
+#define SEKKA_ASSIGN_OR_RETURN_(result, lhs, expr)    \
+  auto result = (expr);                               \
+  if (!result.ok()) return std::move(result).error(); \
+  lhs = *std::move(result)
+#define SEKKA_STATUS_CONCAT_(a, b) SEKKA_STATUS_CONCAT2_(a, b)
+#define SEKKA_STATUS_CONCAT2_(a, b) a##b
 
 #endif  // SEKKA_STATUS_H_
