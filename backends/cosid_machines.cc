@@ -336,12 +336,9 @@ class CosIdJdbcMachines final : public MachineStore {
     // The notes are compared whole (Save): MySQL's GROUP_CONCAT keeps 1,024 bytes unless told.
     // Their lock serializes sekka's saves through REPEATABLE READ's gap locks, whatever the
     // server's default isolation (READ COMMITTED takes none).
-    if (Result<std::vector<MysqlAnswer>> set =
-            db.Run("SET SESSION group_concat_max_len = 16777216; SET SESSION TRANSACTION "
-                   "ISOLATION LEVEL REPEATABLE READ");
-        !set.ok()) {
-      return std::move(set).error();
-    }
+    SEKKA_RETURN_IF_ERROR(db.Run(
+        "SET SESSION group_concat_max_len = 16777216; SET SESSION TRANSACTION ISOLATION LEVEL "
+        "REPEATABLE READ"));
     Result<std::vector<MysqlAnswer>> r = db.Run(
         "SELECT name, namespace, machine_id, last_timestamp, instance_id, distribute_time, "
         "revert_time FROM cosid_machine LIMIT 0");

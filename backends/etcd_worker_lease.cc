@@ -497,9 +497,7 @@ Result<std::unique_ptr<Coordinator>> NewEtcdCoordinator(std::string_view endpoin
   if (tls.ca_file != "system") {
     SEKKA_RETURN_IF_ERROR(readable("worker.tls_ca_file", tls.ca_file));
   }
-  if (Status s = readable("worker.tls_cert_file", tls.cert_file); !s.ok()) {
-    return std::move(s).error();
-  }
+  SEKKA_RETURN_IF_ERROR(readable("worker.tls_cert_file", tls.cert_file));
   SEKKA_RETURN_IF_ERROR(readable("worker.tls_key_file", tls.key_file));
   if (access.username.empty() && !access.password.empty()) {
     return InvalidArgument("a worker.password without worker.username: set the etcd user too");

@@ -94,7 +94,7 @@ class MysqlSegmentStore final : public SegmentStore {
         Run(fmt::format("UPDATE {0} SET step = {1} WHERE {2} = {3} AND {4}; "
                         "SELECT COUNT(*) FROM {0} WHERE {2} = {3} AND {4}",
                         t_.table.name, step, t_.table.key, Quote(tag), t_.table.live));
-    if (!r.ok()) return std::move(r).error();
+    SEKKA_RETURN_IF_ERROR(r);
     if (r->size() != 2 || r->at(1).rows.size() != 1 || r->at(1).rows[0][0] != "1") {
       return TagNotFound(tag);
     }
@@ -112,7 +112,7 @@ class MysqlSegmentStore final : public SegmentStore {
         "FOR UPDATE; UPDATE sekka_segments SET deleted = 1 WHERE tag = {1} AND deleted = 0; "
         "COMMIT",
         t_.table.columns, name));
-    if (!r.ok()) return std::move(r).error();
+    SEKKA_RETURN_IF_ERROR(r);
     if (r->size() != 4 || r->at(1).rows.size() != 1) return TagNotFound(tag);
     return Row(r->at(1).rows[0]);
   }
@@ -141,7 +141,7 @@ class MysqlSegmentStore final : public SegmentStore {
         Run(fmt::format("START TRANSACTION; SELECT {0} FROM {1} WHERE {2} = {3} FOR UPDATE; "
                         "SELECT COUNT(*) FROM sekka_segments WHERE tag = {3} FOR UPDATE",
                         peer->columns, peer->name, peer->key, name));
-    if (!read.ok()) return std::move(read).error();
+    SEKKA_RETURN_IF_ERROR(read);
     auto refuse = [&](Error e) -> Result<TagInfo> {
       (void)Run("ROLLBACK");
       return e;
@@ -189,7 +189,7 @@ class MysqlSegmentStore final : public SegmentStore {
         "{}, {}); UPDATE {} SET {} WHERE {} = {}; COMMIT",
         name, moved.next_id, moved.step, moved.delta, moved.remainder, peer->name, fence, peer->key,
         name));
-    if (!done.ok()) return std::move(done).error();
+    SEKKA_RETURN_IF_ERROR(done);
     return moved;
   }
 
@@ -254,7 +254,7 @@ class MysqlSegmentStore final : public SegmentStore {
         "START TRANSACTION; UPDATE {0} SET {1} = {1} + {2} WHERE {3} = {4} AND {1} <= {5} AND {6}; "
         "SELECT {1}, step FROM {0} WHERE {3} = {4} AND {6}; COMMIT",
         t.name, t.counter, step, t.key, name, kMax - step, t.live));
-    if (!r.ok()) return std::move(r).error();
+    SEKKA_RETURN_IF_ERROR(r);
     if (r->size() != 4 || r->at(2).rows.size() != 1) return TagNotFound(tag);
     const std::vector<std::string>& row = r->at(2).rows[0];
     const std::int64_t counter = std::strtoll(row[0].c_str(), nullptr, 10);

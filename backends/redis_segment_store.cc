@@ -125,7 +125,7 @@ class RedisSegmentStore final : public SegmentStore {
         {"EVAL", kCreate, "2", Counter(tag.tag), Meta(tag.tag), std::to_string(tag.next_id - 1),
          std::to_string(tag.step), std::to_string(tag.delta), std::to_string(tag.remainder)},
         /*may_repeat=*/false);  // again after a lost reply: "exists"
-    if (!r.ok()) return std::move(r).error();
+    SEKKA_RETURN_IF_ERROR(r);
     if (r->kind == '-' && r->text.rfind("VANISHED", 0) == 0) {
       return Internal(fmt::format(
           "segment store {}: tag {} has its metadata {} but no counter {} (evicted, or deleted "
@@ -168,7 +168,7 @@ class RedisSegmentStore final : public SegmentStore {
     if (!ValidateTag(tag).ok()) return TagNotFound(tag);
     Result<RespReply> r = redis_->Call({"EVAL", kDelete, "2", Counter(tag), Meta(tag)},
                                        /*may_repeat=*/false);  // again: "not found"
-    if (!r.ok()) return std::move(r).error();
+    SEKKA_RETURN_IF_ERROR(r);
     return Info(tag, *r);
   }
 

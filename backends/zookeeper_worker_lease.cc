@@ -475,14 +475,14 @@ Status ZooKeeperCoordinator::MakeLeafNode() {
 Result<std::int64_t> ZooKeeperCoordinator::LeafNode() {
   if (leaf_seq_ >= 0) return leaf_seq_;
   Result<std::map<std::int64_t, std::string>> ours = LeafNodesOfAddress();
-  if (!ours.ok()) return std::move(ours).error();
+  SEKKA_RETURN_IF_ERROR(ours);
   if (ours->empty()) {
     // Made as Leaf makes it. Two sekka servers of one address that both made one keep the
     // lowest (it was made first: its maker saw no other): the others go, and the cluster's
     // owner node refuses the second server.
     SEKKA_RETURN_IF_ERROR(MakeLeafNode());
     ours = LeafNodesOfAddress();
-    if (!ours.ok()) return std::move(ours).error();
+    SEKKA_RETURN_IF_ERROR(ours);
     while (ours->size() > 1) {
       const std::string path = fmt::format("{}/{}", leaf_dir_, ours->rbegin()->second);
       const int d = zoo_delete(zh_, path.c_str(), -1);

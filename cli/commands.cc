@@ -37,9 +37,7 @@ Result<Layout> ResolveLayout(const std::string& text, bool descending = false) {
   if (!layout.ok()) return layout;
   if (descending) layout = layout->WithDescending(true);
   if (!layout.ok()) return layout;
-  if (Status s = CheckEpochNotInFuture(*layout, SystemClock().NowMillis()); !s.ok()) {
-    return std::move(s).error();
-  }
+  SEKKA_RETURN_IF_ERROR(CheckEpochNotInFuture(*layout, SystemClock().NowMillis()));
   return layout;
 }
 

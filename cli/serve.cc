@@ -40,7 +40,7 @@ Result<CoordinatorAccess> CoordinatorAccessOf(const server::ServerConfig& config
   access.password = config.password;
   if (config.password_file.empty()) return access;
   Result<std::string> password = ReadSecretLine(config.password_file, "worker.password_file");
-  if (!password.ok()) return std::move(password).error();
+  SEKKA_RETURN_IF_ERROR(password);
   access.password = std::move(*password);
   return access;
 }
@@ -101,7 +101,7 @@ Status OpenFileMachines(const server::ServerConfig& config, const std::string& i
   if (Status usable = UsableLockDir(config.worker_lock_dir); !usable.ok()) return usable;
   const std::string lock_path = config.worker_lock_dir + "/machines.lock";
   Result<int> lock = TryLockFile(lock_path, identity);  // held until the process exits
-  if (!lock.ok()) return std::move(lock).error();
+  SEKKA_RETURN_IF_ERROR(lock);
   if (*lock < 0) {
     parts.machines_refusal = fmt::format(
         fmt::runtime(kWhy), fmt::format("another server of this host keeps its own (lock {}, {})",
@@ -188,7 +188,7 @@ Result<server::ServiceParts> OpenServiceParts(const server::ServerConfig& config
   if (ec) return Internal(fmt::format("cannot create {}: {}", dir, ec.message()));
   const std::string lock_path = dir + "/coordinator.lock";
   Result<int> lock = TryLockFile(lock_path, identity);  // held until the process exits
-  if (!lock.ok()) return std::move(lock).error();
+  SEKKA_RETURN_IF_ERROR(lock);
   if (*lock < 0) {
     return Unavailable(fmt::format(
         "data dir {} is used by another process (lock {}, {}): give each sekka process its "
@@ -211,27 +211,21 @@ Result<server::ServiceParts> OpenServiceParts(const server::ServerConfig& config
     local.layout = config.generator.layout;
     local.force = config.force;
     parts.lease = NewLocalWorkerLease(local, lo);
-    if (Status m = OpenMachines(config, identity, nullptr, parts); !m.ok()) {
-      return std::move(m).error();
-    }
+    SEKKA_RETURN_IF_ERROR(OpenMachines(config, identity, nullptr, parts));
     return parts;
   }
-  if (Status dc = CheckDatacenterId(config.generator.layout, config.datacenter_id); !dc.ok()) {
-    return std::move(dc).error();
-  }
+  SEKKA_RETURN_IF_ERROR(CheckDatacenterId(config.generator.layout, config.datacenter_id));
   lo.preferred = parts.data_dir->ReadPreferred();
   lo.call_timeout = std::chrono::milliseconds(server::CoordinatorCallTimeoutMs(config));
   SEKKA_ASSIGN_OR_RETURN(auto access, CoordinatorAccessOf(config));
   const LeafRegistry leaf{config.leaf_name, config.leaf_address};
   Result<std::unique_ptr<WorkerLease>> lease =
       OpenWorkerLease(config.worker_source, config.coordinator, config.cluster, lo, access, leaf);
-  if (!lease.ok()) return std::move(lease).error();
+  SEKKA_RETURN_IF_ERROR(lease);
   const CoordinatedAccess coordinated{lo, access};
-  if (Status m = OpenMachines(config, identity, &coordinated, parts); !m.ok()) {
-    return std::move(m).error();
-  }
+  SEKKA_RETURN_IF_ERROR(OpenMachines(config, identity, &coordinated, parts));
   Result<server::StrictCoordination> strict = StrictCoordinationOf(config, access, parts.clock);
-  if (!strict.ok()) return std::move(strict).error();
+  SEKKA_RETURN_IF_ERROR(strict);
   parts.strict = std::move(strict).value();
   // The host's lock dir serves this cluster's id space once the lease holds an id.
   parts.lease =

@@ -49,16 +49,12 @@ bool SegmentNextMayBlock(Service& service, Args args) {
 Result<Reply> SegmentNextCommand(Service& service, Args args) {
   if (args.size() == 1) {
     std::int64_t id = 0;
-    if (Status s = service.NextSegmentIds(args[0], std::span(&id, 1)); !s.ok()) {
-      return std::move(s).error();
-    }
+    SEKKA_RETURN_IF_ERROR(service.NextSegmentIds(args[0], std::span(&id, 1)));
     return Reply(id);
   }
   SEKKA_ASSIGN_OR_RETURN(auto n, ParseCount("count", args[1], service.config().max_batch));
   std::vector<std::int64_t> ids(static_cast<std::size_t>(n));
-  if (Status s = service.NextSegmentIds(args[0], std::span(ids)); !s.ok()) {
-    return std::move(s).error();
-  }
+  SEKKA_RETURN_IF_ERROR(service.NextSegmentIds(args[0], std::span(ids)));
   return Reply(std::move(ids));
 }
 
@@ -138,9 +134,7 @@ Result<Reply> SegmentStepCommand(Service& service, Args args) {
 
 // SEG.DELETE <tag>: deletes the tag, leaving its tombstone (JSON text of the tag as it was).
 Result<Reply> SegmentDeleteCommand(Service& service, Args args) {
-  if (Status s = AdminAllowed(service, "SEG.DELETE", "delete"); !s.ok()) {
-    return std::move(s).error();
-  }
+  SEKKA_RETURN_IF_ERROR(AdminAllowed(service, "SEG.DELETE", "delete"));
   SEKKA_ASSIGN_OR_RETURN(auto json, service.DeleteSegmentTag(args[0]));
   return Reply(std::move(json));
 }
@@ -203,9 +197,7 @@ Result<Reply> MachineDistributeCommand(Service& service, Args args) {
 Result<Reply> MachineGuardCommand(Service& service, Args args) {
   SEKKA_ASSIGN_OR_RETURN(auto machines, service.machines());
   SEKKA_ASSIGN_OR_RETURN(auto guard, ParseAnyDuration("safeGuardDuration", args[2]));
-  if (Status s = (machines)->Guard(args[0], args[1], guard); !s.ok()) {
-    return std::move(s).error();
-  }
+  SEKKA_RETURN_IF_ERROR((machines)->Guard(args[0], args[1], guard));
   return Reply(Word{"OK"});
 }
 
@@ -239,7 +231,7 @@ Result<Reply> OpaqueDecodeCommand(Service& service, Args args) {
   Result<Id> id =
       digits ? ParseId(args[0], IdFormat::kDec, service.layout()) : (codec)->DecodeText(args[0]);
   if (id.ok() && digits) id = (codec)->Decode(*id);
-  if (!id.ok()) return std::move(id).error();
+  SEKKA_RETURN_IF_ERROR(id);
   return Reply(*id);
 }
 

@@ -335,7 +335,7 @@ Status Service::NextSegmentIds(std::string_view tag, std::span<std::int64_t> out
     }
     seq = segments_->Sequence(tag);
   }
-  if (!seq.ok()) return std::move(seq).error();
+  SEKKA_RETURN_IF_ERROR(seq);
   if (out.size() == 1) {
     SEKKA_ASSIGN_OR_RETURN(auto id, (*seq)->NextId());
     out[0] = id;

@@ -461,7 +461,7 @@ Result<std::unique_ptr<Client>> Client::Create(const ClientOptions& options) {
                                        options.backoff_max.count(), options.backoff_min.count()));
   }
   Result<std::shared_ptr<SSL_CTX>> tls = TlsContext(options);
-  if (!tls.ok()) return std::move(tls).error();
+  SEKKA_RETURN_IF_ERROR(tls);
   impl->tls = std::move(*tls);
   impl->ids.size = options.batch;
   impl->wake = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);

@@ -196,7 +196,7 @@ Result<Layout> ParseLayout(std::string_view text) {
       o.epoch_millis = *ms;
     } else if (key == "order") {
       Result<FieldOrder> order = ParseFieldOrder(value);
-      if (!order.ok()) return std::move(order).error();
+      SEKKA_RETURN_IF_ERROR(order);
       o.order = *order;
     } else if (key == "js_safe") {
       if (value != "true" && value != "false") {
@@ -229,7 +229,7 @@ Result<Layout> ParseLayout(std::string_view text) {
           "reverse_time, descending, name",
           key));
     }
-    if (!status.ok()) return std::move(status).error();
+    SEKKA_RETURN_IF_ERROR(status);
   }
   if (random && !random_bits_set) o.random_bits = (o.js_safe ? 53 : 63) - o.time_bits;
   return Layout::Create(o);
@@ -377,18 +377,10 @@ Result<Id> Layout::Compose(const IdFields& f) const {
     }
     return Status::Ok();
   };
-  if (Status s = check("datacenter id", f.datacenter, options_.datacenter_bits); !s.ok()) {
-    return std::move(s).error();
-  }
-  if (Status s = check("worker id", f.worker, options_.worker_bits); !s.ok()) {
-    return std::move(s).error();
-  }
-  if (Status s = check("sequence", f.sequence, options_.sequence_bits); !s.ok()) {
-    return std::move(s).error();
-  }
-  if (Status s = check("random", f.random, options_.random_bits); !s.ok()) {
-    return std::move(s).error();
-  }
+  SEKKA_RETURN_IF_ERROR(check("datacenter id", f.datacenter, options_.datacenter_bits));
+  SEKKA_RETURN_IF_ERROR(check("worker id", f.worker, options_.worker_bits));
+  SEKKA_RETURN_IF_ERROR(check("sequence", f.sequence, options_.sequence_bits));
+  SEKKA_RETURN_IF_ERROR(check("random", f.random, options_.random_bits));
   if (options_.descending) {
     // The upward id of the mirrored datacenter and worker: subtracting it from max_id() flips
     // every field, which turns those two back (Layout::Decompose undoes both).

@@ -37,9 +37,7 @@ Result<std::unique_ptr<LeasedGenerator>> LeasedGenerator::Start(
   SnowflakeOptions check = options.generator;
   check.store_hwm = nullptr;
   check.start_hwm_tick = -1;
-  if (Result<std::unique_ptr<Snowflake>> made = Snowflake::Create(check, clock); !made.ok()) {
-    return std::move(made).error();
-  }
+  SEKKA_RETURN_IF_ERROR(Snowflake::Create(check, clock));
   auto made = std::unique_ptr<LeasedGenerator>(
       new LeasedGenerator(options, clock, std::move(lease), data_dir));
   LeasedGenerator& g = *made;
@@ -55,10 +53,7 @@ Result<std::unique_ptr<LeasedGenerator>> LeasedGenerator::Start(
   SEKKA_ASSIGN_OR_RETURN(auto floor, g.Floor(grant, &where));
   const std::int64_t now = clock.NowMillis();
   if (floor > 0 && now <= floor) {
-    if (Status too_far = CheckStartupWait(now, floor, options.max_startup_wait_ms, where);
-        !too_far.ok()) {
-      return std::move(too_far).error();
-    }
+    SEKKA_RETURN_IF_ERROR(CheckStartupWait(now, floor, options.max_startup_wait_ms, where));
     g.Emit(LeaseLogLevel::kWarn, "waiting for the clock to pass the stored high-water mark",
            fmt::format("wait_ms={} hwm={} now={} from=\"{}\"", floor - now + 1,
                        FormatUtcMillis(floor), FormatUtcMillis(now), where));
@@ -238,7 +233,7 @@ Result<std::int64_t> LeasedGenerator::StoreHwm(Held& held, std::int64_t at_least
       snap_.store_error = (stored.ok() ? copied : stored).error().message;
     }
   }
-  if (!stored.ok()) return std::move(stored).error();
+  SEKKA_RETURN_IF_ERROR(stored);
   if (!copied.ok()) {  // logged only: the coordinator has the hwm
     Emit(LeaseLogLevel::kError, "cannot copy the high-water mark into the data dir",
          fmt::format("error=\"{}\"", copied.error().message), /*repeats=*/true);

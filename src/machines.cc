@@ -334,7 +334,7 @@ Result<MachineGrant> MachineRegistry::Distribute(std::string_view ns, int machin
     grant = {id, now};
     return Outcome::kSave;
   });
-  if (!s.ok()) return std::move(s).error();
+  SEKKA_RETURN_IF_ERROR(s);
   return grant;
 }
 

@@ -30,9 +30,7 @@ Status RandomPool::Fill(std::uint8_t* out, std::size_t n) {
 
 Result<std::uint64_t> RandomPool::Next64() {
   std::uint64_t v = 0;
-  if (Status s = Fill(reinterpret_cast<std::uint8_t*>(&v), sizeof v); !s.ok()) {
-    return std::move(s).error();
-  }
+  SEKKA_RETURN_IF_ERROR(Fill(reinterpret_cast<std::uint8_t*>(&v), sizeof v));
   return v;
 }
 
@@ -44,9 +42,7 @@ Result<std::unique_ptr<RandomIdGenerator>> RandomIdGenerator::Create(const Layou
         "or kind=random,...)",
         layout.name()));
   }
-  if (Status s = CheckEpochNotInFuture(layout, clock.NowMillis()); !s.ok()) {
-    return std::move(s).error();
-  }
+  SEKKA_RETURN_IF_ERROR(CheckEpochNotInFuture(layout, clock.NowMillis()));
   return std::unique_ptr<RandomIdGenerator>(new RandomIdGenerator(layout, clock));
 }
 

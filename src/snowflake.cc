@@ -142,9 +142,7 @@ Result<std::unique_ptr<Snowflake>> Snowflake::Create(const SnowflakeOptions& opt
     return InvalidArgument(fmt::format(
         "generator.thread_block = {} is out of range: allowed 1 to 4096", options.thread_block));
   }
-  if (Status s = CheckEpochNotInFuture(layout, clock.NowMillis()); !s.ok()) {
-    return std::move(s).error();
-  }
+  SEKKA_RETURN_IF_ERROR(CheckEpochNotInFuture(layout, clock.NowMillis()));
   return std::unique_ptr<Snowflake>(new Snowflake(options, clock));
 }
 
