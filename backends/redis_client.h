@@ -31,7 +31,7 @@
 
 #include "backends/store_uri.h"
 #include "sekka/status.h"
-#include "src/resp_connection.h"
+#include "resp/resp_connection.h"
 
 namespace sekka {
 

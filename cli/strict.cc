@@ -12,7 +12,7 @@
 
 #include "backends/worker_lease_uri.h"
 #include "cli/commands.h"
-#include "src/resp_connection.h"
+#include "resp/resp_connection.h"
 
 namespace sekka::cli {
 namespace {

@@ -1,5 +1,5 @@
 // sekka::Client (include/sekka/client.h): the buffer and the refill thread, over the RESP
-// connection of src/resp_connection.h.
+// connection of resp/resp_connection.h.
 
 #include "sekka/client.h"
 
@@ -28,7 +28,7 @@
 #include <optional>
 #include <thread>
 
-#include "src/resp_connection.h"
+#include "resp/resp_connection.h"
 
 namespace sekka {
 namespace {

@@ -1,12 +1,12 @@
-// src/resp_connection.h
+// resp/resp_connection.h
 //
 // A small blocking RESP2 connection over POSIX sockets, plain or TLS (OpenSSL), every wait
 // bounded by poll() with a deadline and ended at once by a write to a `wake` eventfd: what the
 // C++ client (src/client.cc) speaks to sekka servers, and the Redis backends (backends/) to
-// Redis. Not installed: an internal header of the sekka_client library.
+// Redis. Its own small library (resp/CMakeLists.txt), built into sekka_client; not installed.
 
-#ifndef SEKKA_SRC_RESP_CONNECTION_H_
-#define SEKKA_SRC_RESP_CONNECTION_H_
+#ifndef SEKKA_RESP_RESP_CONNECTION_H_
+#define SEKKA_RESP_RESP_CONNECTION_H_
 
 #include <netdb.h>
 #include <openssl/ssl.h>
@@ -163,4 +163,4 @@ class RespConnection {
 
 }  // namespace sekka
 
-#endif  // SEKKA_SRC_RESP_CONNECTION_H_
+#endif  // SEKKA_RESP_RESP_CONNECTION_H_

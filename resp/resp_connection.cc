@@ -1,6 +1,6 @@
-// src/resp_connection.h: the RESP connection of the C++ client and the Redis backends.
+// resp/resp_connection.h: the RESP connection of the C++ client and the Redis backends.
 
-#include "src/resp_connection.h"
+#include "resp/resp_connection.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
