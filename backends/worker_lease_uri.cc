@@ -5,6 +5,7 @@
 #include "backends/etcd_worker_lease.h"
 #include "backends/redis_worker_lease.h"
 #include "backends/zookeeper_worker_lease.h"
+#include "sekka/worker_sources.h"
 
 namespace sekka {
 
@@ -26,8 +27,8 @@ Result<std::unique_ptr<Coordinator>> OpenCoordinator(
     return NewRedisCoordinator(coordinator, cluster, options, access);
   }
   if (source != "etcd" && source != "zookeeper") {
-    return InvalidArgument(fmt::format(
-        "worker.source \"{}\" has no coordinator: allowed etcd, zookeeper or redis", source));
+    return InvalidArgument(fmt::format("worker.source \"{}\" has no coordinator: allowed {}",
+                                       source, WorkerSourceNames(&WorkerSource::coordinated)));
   }
   std::string_view addresses = coordinator;
   if (const std::size_t scheme = coordinator.find("://"); scheme != std::string_view::npos) {

@@ -20,6 +20,7 @@
 #include "backends/worker_lease_uri.h"
 #include "cli/commands.h"
 #include "sekka/secrets.h"
+#include "sekka/worker_sources.h"
 #include "server/config.h"
 #include "server/log.h"
 #include "server/server.h"
@@ -88,14 +89,15 @@ Status OpenFileMachines(const server::ServerConfig& config, const std::string& i
   constexpr std::string_view kWhy =
       "CosId's machine ids are kept in this server's data dir, and {}: behind a load balancer "
       "two servers would give one machine id to two instances; take worker ids from a "
-      "coordinator (worker.source etcd, zookeeper or redis: the cluster keeps machine ids "
+      "coordinator (worker.source {}: the cluster keeps machine ids "
       "there), or send /machines to one server only and set machines.single_server = true "
       "there";
   if (config.worker_source != "local") {
     parts.machines_refusal = fmt::format(
-        fmt::runtime(kWhy), fmt::format("worker.source = {} gives each of several hosts a worker "
-                                        "id of its own",
-                                        config.worker_source));
+        fmt::runtime(kWhy),
+        fmt::format("worker.source = {} gives each of several hosts a worker id of its own",
+                    config.worker_source),
+        WorkerSourceNames(&WorkerSource::coordinated));
     return Status::Ok();
   }
   if (Status usable = UsableLockDir(config.worker_lock_dir); !usable.ok()) return usable;
@@ -103,9 +105,11 @@ Status OpenFileMachines(const server::ServerConfig& config, const std::string& i
   Result<int> lock = TryLockFile(lock_path, identity);  // held until the process exits
   SEKKA_RETURN_IF_ERROR(lock);
   if (*lock < 0) {
-    parts.machines_refusal = fmt::format(
-        fmt::runtime(kWhy), fmt::format("another server of this host keeps its own (lock {}, {})",
-                                        lock_path, DescribeLockHolder(lock_path)));
+    parts.machines_refusal =
+        fmt::format(fmt::runtime(kWhy),
+                    fmt::format("another server of this host keeps its own (lock {}, {})",
+                                lock_path, DescribeLockHolder(lock_path)),
+                    WorkerSourceNames(&WorkerSource::coordinated));
     return Status::Ok();
   }
   // The lock says one server answers at a time, not that it is the one with the records: the
@@ -265,9 +269,10 @@ void WarnOfExposure(const server::ServerConfig& config) {
   }
   if (config.worker_source != "local") return;
   server::Log(server::LogLevel::kWarn,
-              "worker.source local picks worker ids unique on this host only; with more than one "
-              "host serving ids use worker.source etcd, zookeeper or redis (or static ids you "
-              "assign)",
+              fmt::format("worker.source local picks worker ids unique on this host only; with "
+                          "more than one host serving ids use worker.source {} (or static ids "
+                          "you assign)",
+                          WorkerSourceNames(&WorkerSource::coordinated)),
               fmt::format("http={} resp={} thrift={}", config.http_listen, config.resp_listen,
                           config.thrift_listen));
 }

@@ -37,6 +37,12 @@ struct Key {
 
 // The one table of keys (docs/contract.md section 7 names, and more in the same style).
 const std::vector<Key>& Keys() {
+  static const std::string sources = [] {  // "static | local | ...": sekka/worker_sources.h
+    std::string names;
+    for (const WorkerSource& w : WorkerSources())
+      names += (names.empty() ? "" : " | ") + std::string(w.name);
+    return names;
+  }();
   static const std::vector<Key> keys = {
       {"server.http_listen", Type::kString, "127.0.0.1:8080", "HTTP address; \"\" = off", "--http"},
       {"server.resp_listen", Type::kString, "127.0.0.1:6380", "Redis-protocol address; \"\" = off",
@@ -114,8 +120,7 @@ const std::vector<Key>& Keys() {
       {"generator.after_id", Type::kInt, "",
        "issue only ids above this one (the largest id of the system sekka takes over from)",
        "--after-id"},
-      {"worker.source", Type::kString, "local",
-       "static | local | hostname | etcd | zookeeper | redis", "--worker-source"},
+      {"worker.source", Type::kString, "local", sources.c_str(), "--worker-source"},
       {"worker.id", Type::kInt, "",
        "source static: this process's worker id (required there, "
        "refused with any other source)",
@@ -697,10 +702,11 @@ Status LeafRegistryKeys(const Values& v, ServerConfig& c) {
   c.leaf_name = v.at("worker.leaf_name");
   c.leaf_address = v.at("worker.leaf_address");
   if (c.leaf_name.empty() && c.leaf_address.empty()) return Status::Ok();
-  if (c.worker_source != "zookeeper") {
+  if (!FindWorkerSource(c.worker_source)->leaf) {
     return BadValue("worker.source", c.worker_source,
-                    "zookeeper when worker.leaf_name or worker.leaf_address is set (Leaf's "
-                    "registry is on ZooKeeper)");
+                    WorkerSourceNames(&WorkerSource::leaf) +
+                        " when worker.leaf_name or worker.leaf_address is set (where Leaf's "
+                        "registry lives)");
   }
   if (c.leaf_name.empty() || c.leaf_address.empty()) {
     return BadValue(c.leaf_name.empty() ? "worker.leaf_name" : "worker.leaf_address", "",
@@ -724,11 +730,8 @@ Status WorkerSection(const Values& v, ServerConfig& c) {
     return BadValue(key, get(key), "true or false");
   };
   c.worker_source = get("worker.source");
-  if (c.worker_source != "static" && c.worker_source != "local" && c.worker_source != "hostname" &&
-      !c.coordinated()) {
-    return BadValue("worker.source", c.worker_source,
-                    "static, local, hostname, etcd, zookeeper or redis");
-  }
+  const WorkerSource* source = FindWorkerSource(c.worker_source);
+  if (source == nullptr) return BadValue("worker.source", c.worker_source, WorkerSourceNames());
   // A key that does not apply to the chosen source is refused, never ignored: a worker.id that
   // `local` ignored ran two hosts told ids 1 and 2 both as worker 0.
   if (!get("worker.id").empty() && c.worker_source != "static") {
@@ -760,10 +763,10 @@ Status WorkerSection(const Values& v, ServerConfig& c) {
   // ids alone, and hosts would repeat each other's ids.
   if (!c.coordinated() && (!c.coordinator.empty() || c.cluster != "default")) {
     return InvalidArgument(fmt::format(
-        "config {} applies to worker.source etcd, zookeeper or redis only (the source is \"{}\"): "
-        "set "
-        "worker.source (--worker-source) to the coordinator's kind, or drop it",
-        c.coordinator.empty() ? "worker.cluster" : "worker.coordinator", c.worker_source));
+        "config {} applies to worker.source {} only (the source is \"{}\"): set worker.source "
+        "(--worker-source) to the coordinator's kind, or drop it",
+        c.coordinator.empty() ? "worker.cluster" : "worker.coordinator",
+        WorkerSourceNames(&WorkerSource::coordinated), c.worker_source));
   }
   if (c.coordinated()) {
     if (c.coordinator.empty()) {
@@ -779,11 +782,10 @@ Status WorkerSection(const Values& v, ServerConfig& c) {
   c.worker_name = get("worker.name");
   if (Status leaf = LeafRegistryKeys(v, c); !leaf.ok()) return leaf;
   SEKKA_ASSIGN_OR_RETURN(c.keep_worker_id, boolean("worker.keep_id"));
-  if (c.keep_worker_id && (c.worker_source == "static" || c.worker_source == "hostname")) {
-    return BadValue(
-        "worker.source", c.worker_source,
-        "local, etcd, zookeeper or redis when worker.keep_id is set (static and hostname "
-        "always keep their one id)");
+  if (c.keep_worker_id && !source->keeps_id) {
+    return BadValue("worker.source", c.worker_source,
+                    WorkerSourceNames(&WorkerSource::keeps_id) +
+                        " when worker.keep_id is set (the others always keep their one id)");
   }
   return Status::Ok();
 }
@@ -799,14 +801,16 @@ Status CoordinatorAccessSection(const Values& v, ServerConfig& c) {
   c.password_file = get("worker.password_file");
   const bool tls = !c.tls_ca_file.empty() || !c.tls_cert_file.empty() || !c.tls_key_file.empty();
   const bool user = !c.username.empty() || !c.password.empty() || !c.password_file.empty();
-  if (tls && c.worker_source != "etcd" && c.worker_source != "redis") {
+  const WorkerSource* source = FindWorkerSource(c.worker_source);
+  if (tls && !source->tls) {
     return BadValue("worker.source", c.worker_source,
-                    "etcd or redis when worker.tls_* are set (Debian's ZooKeeper client has no "
-                    "TLS)");
+                    WorkerSourceNames(&WorkerSource::tls) +
+                        " when worker.tls_* are set (the other sources' clients have no TLS)");
   }
-  if (user && !c.coordinated()) {
+  if (user && !source->users) {
     return BadValue("worker.source", c.worker_source,
-                    "etcd, zookeeper or redis when worker.username or worker.password* are set");
+                    WorkerSourceNames(&WorkerSource::users) +
+                        " when worker.username or worker.password* are set");
   }
   if (c.tls_cert_file.empty() != c.tls_key_file.empty()) {
     return BadValue(c.tls_cert_file.empty() ? "worker.tls_cert_file" : "worker.tls_key_file", "",

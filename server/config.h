@@ -19,6 +19,7 @@
 #include "sekka/layout.h"
 #include "sekka/snowflake.h"
 #include "sekka/status.h"
+#include "sekka/worker_sources.h"
 
 namespace sekka::server {
 
@@ -57,10 +58,11 @@ struct ServerConfig {
   std::int64_t after_id = -1;
   std::int64_t after_floor_ms = 0;
   // [worker]
-  std::string worker_source;  // static | local | hostname | etcd | zookeeper
-  // True when worker ids come from a coordinator (etcd, zookeeper), not from this host.
+  std::string worker_source;  // a row of sekka/worker_sources.h
+  // True when worker ids come from a coordinator, not from this host (sekka/worker_sources.h).
   bool coordinated() const {
-    return worker_source == "etcd" || worker_source == "zookeeper" || worker_source == "redis";
+    const WorkerSource* source = FindWorkerSource(worker_source);
+    return source != nullptr && source->coordinated;
   }
   std::int64_t worker_id{};
   // static, local, hostname: the host-wide directory of worker-id locks and hwm states.

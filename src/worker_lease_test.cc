@@ -5,6 +5,7 @@
 #include <set>
 
 #include "sekka/coordinator.h"
+#include "sekka/worker_sources.h"
 #include "testing/fake_clock.h"
 #include "testing/worker_lease_contract.h"
 
@@ -129,6 +130,24 @@ TEST(CoordinatedLeaseTest, AnIdThisSessionHoldsAlreadyIsTakenNotLeaked) {
   ASSERT_TRUE(g.ok()) << g.error().message;
   EXPECT_EQ(g->worker_id, 3);
   EXPECT_EQ(s.c->claims, (std::vector<std::int64_t>{3}));
+}
+
+}  // namespace
+}  // namespace sekka
+
+namespace sekka {
+namespace {
+
+// Issue 41: the sources were lists of names in server/ and cli/; one table holds them now.
+TEST(WorkerSourcesTest, OneTableNamesEverySourceAndWhatAppliesToIt) {
+  EXPECT_EQ(WorkerSourceNames(), "static, local, hostname, etcd, zookeeper or redis");
+  EXPECT_EQ(WorkerSourceNames(&WorkerSource::coordinated), "etcd, zookeeper or redis");
+  EXPECT_EQ(WorkerSourceNames(&WorkerSource::tls), "etcd or redis");
+  EXPECT_EQ(WorkerSourceNames(&WorkerSource::leaf), "zookeeper");
+  ASSERT_NE(FindWorkerSource("local"), nullptr);
+  EXPECT_FALSE(FindWorkerSource("local")->coordinated);
+  EXPECT_TRUE(FindWorkerSource("local")->keeps_id);
+  EXPECT_EQ(FindWorkerSource("consul"), nullptr);
 }
 
 }  // namespace
