@@ -30,8 +30,8 @@
 #include <vector>
 
 #include "backends/store_uri.h"
-#include "sekka/status.h"
 #include "resp/resp_connection.h"
+#include "sekka/status.h"
 
 namespace sekka {
 
