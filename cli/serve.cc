@@ -72,6 +72,17 @@ Result<std::string> BindMachinesDataDir(const server::ServerConfig& config) {
   return fmt::format("this host's are kept in data dir {} ({}), not {}", bound, path, mine);
 }
 
+// Why a server without a coordinator refuses CosId's /machines: `how` it knows it may be one of
+// several that answer.
+std::string MachinesRefusal(std::string_view how) {
+  return fmt::format(
+      "CosId's machine ids are kept in this server's data dir, and {}: behind a load balancer two "
+      "servers would give one machine id to two instances; take worker ids from a coordinator "
+      "(worker.source {}: the cluster keeps machine ids there), or send /machines to one server "
+      "only and set machines.single_server = true there",
+      how, WorkerSourceNames(&WorkerSource::coordinated));
+}
+
 // CosId's machine ids on a server without a coordinator: the data dir's file, answered from only
 // when this server can tell it is the one CosId's instances ask. A static or hostname worker id
 // is one of several hosts' (two servers behind a load balancer would each give machine id 1 to
@@ -86,18 +97,10 @@ Status OpenFileMachines(const server::ServerConfig& config, const std::string& i
                 fmt::format("error=\"{}\"", check.error().message));
   }
   if (config.machines_single_server) return Status::Ok();
-  constexpr std::string_view kWhy =
-      "CosId's machine ids are kept in this server's data dir, and {}: behind a load balancer "
-      "two servers would give one machine id to two instances; take worker ids from a "
-      "coordinator (worker.source {}: the cluster keeps machine ids "
-      "there), or send /machines to one server only and set machines.single_server = true "
-      "there";
   if (config.worker_source != "local") {
-    parts.machines_refusal = fmt::format(
-        fmt::runtime(kWhy),
+    parts.machines_refusal = MachinesRefusal(
         fmt::format("worker.source = {} gives each of several hosts a worker id of its own",
-                    config.worker_source),
-        WorkerSourceNames(&WorkerSource::coordinated));
+                    config.worker_source));
     return Status::Ok();
   }
   if (Status usable = UsableLockDir(config.worker_lock_dir); !usable.ok()) return usable;
@@ -106,10 +109,8 @@ Status OpenFileMachines(const server::ServerConfig& config, const std::string& i
   SEKKA_RETURN_IF_ERROR(lock);
   if (*lock < 0) {
     parts.machines_refusal =
-        fmt::format(fmt::runtime(kWhy),
-                    fmt::format("another server of this host keeps its own (lock {}, {})",
-                                lock_path, DescribeLockHolder(lock_path)),
-                    WorkerSourceNames(&WorkerSource::coordinated));
+        MachinesRefusal(fmt::format("another server of this host keeps its own (lock {}, {})",
+                                    lock_path, DescribeLockHolder(lock_path)));
     return Status::Ok();
   }
   // The lock says one server answers at a time, not that it is the one with the records: the
@@ -118,7 +119,7 @@ Status OpenFileMachines(const server::ServerConfig& config, const std::string& i
   SEKKA_ASSIGN_OR_RETURN(auto bound, BindMachinesDataDir(config));
   if (!bound.empty()) {
     ::close(*lock);
-    parts.machines_refusal = fmt::format(fmt::runtime(kWhy), bound);
+    parts.machines_refusal = MachinesRefusal(bound);
   }
   return Status::Ok();
 }
