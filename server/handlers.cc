@@ -1527,17 +1527,17 @@ bool CommandCommand(RespCall& c) {
   } else if (Is(sub, "LIST") && c.argc() == 2) {
     resp::AppendArrayHeader(c.out, entries.size());
     for (const CommandEntry& e : entries) resp::AppendBulk(c.out, Lower(e.name));
-  } else if (c.argc() == 1 || Is(sub, "INFO")) {
-    resp::AppendArrayHeader(c.out, c.argc() == 1 ? entries.size() : c.argc() - 2);
+  } else if (c.argc() <= 2 && (c.argc() == 1 || Is(sub, "INFO"))) {  // every command
+    resp::AppendArrayHeader(c.out, entries.size());
+    for (const CommandEntry& e : entries) AppendCommandInfo(c.out, e);
+  } else if (Is(sub, "INFO")) {
+    resp::AppendArrayHeader(c.out, c.argc() - 2);
     for (std::size_t i = 2; i < c.argc(); ++i) {
       if (const CommandEntry* e = find(c.args[i])) {
         AppendCommandInfo(c.out, *e);
       } else {
         resp::AppendNull(c.out);
       }
-    }
-    if (c.argc() == 1) {
-      for (const CommandEntry& e : entries) AppendCommandInfo(c.out, e);
     }
   } else if (Is(sub, "DOCS")) {
     std::vector<const CommandEntry*> asked;
