@@ -347,22 +347,20 @@ class MysqlSegmentStore final : public SegmentStore {
   // connection is gone then: MysqlConnection connects again), and a second MODIFY changes nothing.
   static Status PrepareSekkaTable(MysqlConnection& db) {
     SEKKA_RETURN_IF_ERROR(db.Run(kSekkaTable));
-    auto column = [&db](std::string_view name) -> Result<std::string> {
-      SEKKA_ASSIGN_OR_RETURN(
-          auto r, db.Run(fmt::format("SELECT data_type FROM information_schema.columns WHERE "
-                                     "table_schema = DATABASE() AND "
-                                     "table_name = 'sekka_segments' AND column_name = '{}'",
-                                     name)));
-      return r.at(0).rows.size() == 1 ? r.at(0).rows[0][0] : std::string();
-    };
-    SEKKA_ASSIGN_OR_RETURN(auto deleted, column("deleted"));
+    // Both columns' types in one read (this runs at every connect).
+    SEKKA_ASSIGN_OR_RETURN(
+        auto r, db.Run("SELECT column_name, data_type FROM information_schema.columns WHERE "
+                       "table_schema = DATABASE() AND table_name = 'sekka_segments' AND "
+                       "column_name IN ('deleted', 'tag')"));
+    std::string deleted, tag;
+    for (const std::vector<std::string>& row : r.at(0).rows)
+      (row[0] == "tag" ? tag : deleted) = row[1];
     if (deleted.empty()) {
       Result<std::vector<MysqlAnswer>> add =
           db.Run("ALTER TABLE sekka_segments ADD COLUMN deleted TINYINT NOT NULL DEFAULT 0");
       if (!add.ok() && db.error_number() != 1060)
         return std::move(add).error();  // ER_DUP_FIELDNAME
     }
-    SEKKA_ASSIGN_OR_RETURN(auto tag, column("tag"));
     if (tag == "varbinary") return Status::Ok();
     SEKKA_RETURN_IF_ERROR(db.Run("ALTER TABLE sekka_segments MODIFY tag VARBINARY(512) NOT NULL"));
     return Status::Ok();
