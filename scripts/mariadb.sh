@@ -8,7 +8,9 @@
 #   scripts/mariadb.sh run DIR     run it again, on the same port, and wait until it answers
 #   scripts/mariadb.sh stop DIR    stop it and remove DIR
 # --no-defaults keeps Debian's /etc/mysql out; --skip-name-resolve (and the install's --force)
-# keep it from asking DNS.
+# keep it from asking DNS. --tmpdir keeps each server's temporary tables in its own DIR: in the
+# shared /tmp, two installs side by side (a busy suite's stages) removed each other's, and the
+# install failed ("Error on delete of '/tmp/#sql-temptable-...'").
 set -euo pipefail
 # shellcheck source=scripts/pidfile.sh
 source "$(dirname "$0")/pidfile.sh"
@@ -30,7 +32,7 @@ run() {
     : > "$dir/err.log"
     mariadbd --no-defaults --datadir="$dir/data" --socket="$dir/sock" --port="$(cat "$dir/port")" \
       --bind-address=127.0.0.1 --skip-name-resolve --user=root --pid-file="$dir/pid" \
-      --log-error="$dir/err.log" --innodb-buffer-pool-size=64M \
+      --tmpdir="$dir/tmp" --log-error="$dir/err.log" --innodb-buffer-pool-size=64M \
       --innodb-flush-log-at-trx-commit=2 --max-connections=300 > /dev/null 2>&1 &
     pid=$!
     for _ in $(seq 600); do
@@ -58,11 +60,13 @@ case "$cmd" in
     mkdir -p "$dir"
     dir=$(cd "$dir" && pwd)
     free_port
+    mkdir -p "$dir/tmp"
     # --force: without it the script looks up this host's name and "localhost" with resolveip
     # (a name lookup that can leave the machine) and fails when they do not resolve in time,
     # as it did on a busy machine twice.
     mariadb-install-db --no-defaults --force --datadir="$dir/data" --user=root \
-      --auth-root-authentication-method=socket --skip-test-db > "$dir/install.log" 2>&1
+      --auth-root-authentication-method=socket --skip-test-db --tmpdir="$dir/tmp" \
+      > "$dir/install.log" 2>&1
     PICK=1 run
     client -e "CREATE USER 'sekka'@'127.0.0.1'; GRANT ALL PRIVILEGES ON *.* TO 'sekka'@'127.0.0.1';"
     echo "mysql://sekka@127.0.0.1:$(cat "$dir/port")/" > "$dir/uri"
