@@ -273,14 +273,84 @@ Result<std::int64_t> HostnameOrdinal(const std::string& hostname) {
   return std::stoll(hostname.substr(begin, end - begin));
 }
 
+namespace {
+
+// Errors: kInvalidArgument when `worker` does not fit the layout's worker bits.
+Status CheckWorkerId(const Layout& layout, std::int64_t worker) {
+  const std::int64_t layout_max = layout.worker_ids_per_datacenter() - 1;
+  if (worker >= 0 && worker <= layout_max) return Status::Ok();
+  return InvalidArgument(
+      fmt::format("worker id {} does not fit layout {} ({} worker bits): allowed 0 to {}", worker,
+                  layout.name(), layout.worker_bits(), layout_max));
+}
+
+// Locks `path`, the lock file of `worker`. Returns the fd, or -1 when another process holds it
+// and the claim need not have this id (`must`). Errors: kUnavailable (held, and `must`),
+// kInvalidArgument (as TryLockFile: a link or not a regular file), kInternal (LockDirError).
+Result<int> LockWorkerId(const WorkerIdRequest& request, std::int64_t worker, bool must,
+                         const std::string& path) {
+  // The holder is recorded only once the id is kept: an id passed over keeps its last
+  // holder's identity, which finds it again.
+  Result<int> fd = TryLockFile(path, "");
+  if (!fd.ok() && fd.error().code == ErrorCode::kInvalidArgument) return fd.error();
+  if (!fd.ok()) return LockDirError(request.lock_dir, fd.error().message);
+  if (*fd < 0 && must) {
+    return Unavailable(fmt::format(
+        "worker id {} (datacenter {}) is already held by another process of this host (lock "
+        "{}, {}): choose another worker.id",
+        worker, request.datacenter_id, path, DescribeLockHolder(path)));
+  }
+  return *fd;
+}
+
+// Whether to keep `worker`, locked at `fd` (of `path`): asks request.accept, and records this
+// process as the holder when kept. Errors: accept's, RecordLockHolder's.
+Result<bool> KeepWorkerId(const WorkerIdRequest& request, int fd, const std::string& path,
+                          std::int64_t worker, bool own) {
+  Result<bool> keep = request.accept ? request.accept(worker, own) : Result<bool>(true);
+  if (keep.ok() && *keep) {
+    if (Status s = RecordLockHolder(fd, path, request.identity); !s.ok()) keep = s.error();
+  }
+  return keep;
+}
+
+// The worker id of source static (the configured one) or hostname (the trailing number of
+// request.hostname, else of this host's name). Errors: as HostnameOrdinal.
+Result<std::int64_t> ConfiguredWorkerId(const WorkerIdRequest& request) {
+  if (request.source != "hostname") return request.worker_id;
+  std::string host = request.hostname;
+  if (host.empty()) {
+    char buf[256] = {};
+    ::gethostname(buf, sizeof(buf) - 1);
+    host = buf;
+  }
+  return HostnameOrdinal(host);
+}
+
+// The ids 0..max_worker whose lock file names this identity as its last holder, each mapped
+// to true. Ids are taken lowest first, so lock files exist for 0..n-1 only: the scan stops at
+// the first id without one.
+std::map<std::int64_t, bool> OwnLockFiles(const WorkerIdRequest& request, std::int64_t max_worker) {
+  std::error_code ec;
+  std::map<std::int64_t, bool> holders;
+  const std::string mine = fmt::format("identity={}\n", request.identity);
+  for (std::int64_t w = 0; w <= max_worker; ++w) {
+    const std::string path = LockPath(request.lock_dir, request.datacenter_id, w);
+    if (!fs::exists(path, ec)) break;
+    if (ReadHolder(path).find(mine) != std::string::npos) holders[w] = true;
+  }
+  return holders;
+}
+
+}  // namespace
+
 Result<std::unique_ptr<WorkerIdClaim>> ClaimWorkerId(const WorkerIdRequest& request,
                                                      const Layout& layout) {
   const std::int64_t layout_max = layout.worker_ids_per_datacenter() - 1;
   const std::int64_t max_worker =
       request.worker_count > 0 ? std::min(layout_max, request.worker_count - 1) : layout_max;
   SEKKA_RETURN_IF_ERROR(CheckDatacenterId(layout, request.datacenter_id));
-  if (Status usable = UsableLockDir(request.lock_dir); !usable.ok()) return usable.error();
-  std::error_code ec;
+  SEKKA_RETURN_IF_ERROR(UsableLockDir(request.lock_dir));
   auto claim = std::unique_ptr<WorkerIdClaim>(new WorkerIdClaim());
   claim->datacenter_id_ = request.datacenter_id;
   claim->source_ = request.source;
@@ -288,31 +358,14 @@ Result<std::unique_ptr<WorkerIdClaim>> ClaimWorkerId(const WorkerIdRequest& requ
   // `must`: an id that this claim is for (static, hostname), so a held one is an error. `own`:
   // see WorkerIdRequest::accept.
   auto take_one = [&](std::int64_t worker, bool must, bool own) -> Result<bool> {
-    if (worker < 0 || worker > layout_max) {
-      return InvalidArgument(
-          fmt::format("worker id {} does not fit layout {} ({} worker bits): allowed 0 to {}",
-                      worker, layout.name(), layout.worker_bits(), layout_max));
-    }
+    SEKKA_RETURN_IF_ERROR(CheckWorkerId(layout, worker));
     const std::string path = LockPath(request.lock_dir, request.datacenter_id, worker);
-    // The holder is recorded only once the id is kept: an id passed over keeps its last
-    // holder's identity, which finds it again.
-    Result<int> fd = TryLockFile(path, "");
-    if (!fd.ok() && fd.error().code == ErrorCode::kInvalidArgument) return fd.error();
-    if (!fd.ok()) return LockDirError(request.lock_dir, fd.error().message);
-    if (*fd < 0) {
-      if (!must) return false;
-      return Unavailable(fmt::format(
-          "worker id {} (datacenter {}) is already held by another process of this host (lock "
-          "{}, {}): choose another worker.id",
-          worker, request.datacenter_id, path, DescribeLockHolder(path)));
-    }
-    claim->fd_ = *fd;
+    SEKKA_ASSIGN_OR_RETURN(const int fd, LockWorkerId(request, worker, must, path));
+    if (fd < 0) return false;
+    claim->fd_ = fd;
     claim->worker_id_ = worker;
     claim->path_ = path;
-    Result<bool> keep = request.accept ? request.accept(worker, own) : Result<bool>(true);
-    if (keep.ok() && *keep) {
-      if (Status s = RecordLockHolder(*fd, path, request.identity); !s.ok()) keep = s.error();
-    }
+    Result<bool> keep = KeepWorkerId(request, fd, path, worker, own);
     if (!keep.ok() || !*keep) {
       ::close(claim->fd_);
       claim->fd_ = -1;
@@ -321,17 +374,7 @@ Result<std::unique_ptr<WorkerIdClaim>> ClaimWorkerId(const WorkerIdRequest& requ
   };
 
   if (request.source == "static" || request.source == "hostname") {
-    std::int64_t worker = request.worker_id;
-    if (request.source == "hostname") {
-      std::string host = request.hostname;
-      if (host.empty()) {
-        char buf[256] = {};
-        ::gethostname(buf, sizeof(buf) - 1);
-        host = buf;
-      }
-      SEKKA_ASSIGN_OR_RETURN(auto ordinal, HostnameOrdinal(host));
-      worker = ordinal;
-    }
+    SEKKA_ASSIGN_OR_RETURN(const std::int64_t worker, ConfiguredWorkerId(request));
     SEKKA_ASSIGN_OR_RETURN(auto taken, take_one(worker, true, true));
     if (!taken) {
       return Internal(fmt::format("worker id {} was refused without a reason", worker));
@@ -349,13 +392,7 @@ Result<std::unique_ptr<WorkerIdClaim>> ClaimWorkerId(const WorkerIdRequest& requ
   // holders as another's, and the order is asked again. Ids are taken lowest first, so lock
   // files exist for 0..n-1 only: the scan for this identity's stops at the first id without
   // one, and no pass lists the whole worker-id space (2^31 ids for 31 worker bits).
-  std::map<std::int64_t, bool> holders;
-  const std::string mine = fmt::format("identity={}\n", request.identity);
-  for (std::int64_t w = 0; w <= max_worker; ++w) {
-    const std::string path = LockPath(request.lock_dir, request.datacenter_id, w);
-    if (!fs::exists(path, ec)) break;
-    if (ReadHolder(path).find(mine) != std::string::npos) holders[w] = true;
-  }
+  std::map<std::int64_t, bool> holders = OwnLockFiles(request, max_worker);
   for (;;) {
     const std::vector<std::int64_t> order =
         WorkerIdCandidates(holders, request.preferred, max_worker + 1);

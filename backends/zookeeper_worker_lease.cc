@@ -221,7 +221,17 @@ class ZooKeeperCoordinator final : public Coordinator {
                            std::int64_t version) override;
 
  private:
+  // A connected (and, with a user, authenticated) session, with the parent nodes made: the
+  // client's, or a new one when it has none or its session is gone.
   Status Connect();
+  // Connect's parts. A new client in zh_, its session not connected yet.
+  Status CreateClient();
+  // Waits for the client's session to connect; refuses one granted less than the TTL.
+  Status AwaitSession();
+  // Authenticates the session as the digest user username_.
+  Status Authenticate();
+  // Makes the parent nodes of the cluster's nodes (and of Leaf's) where they are missing.
+  Status CreateParentNodes();
   void Disconnect();
   Error FromRc(int rc, std::string_view what) const;
   std::string OwnerPath(std::int64_t id) const {
@@ -293,17 +303,30 @@ Status ZooKeeperCoordinator::Connect() {
     // A dead session is replaced; one still (re)connecting is waited for, as a new one is.
     if (state == ZOO_EXPIRED_SESSION_STATE || state == ZOO_AUTH_FAILED_STATE) Disconnect();
   }
-  if (zh_ == nullptr) {
-    zoo_set_debug_level(ZOO_LOG_LEVEL_ERROR);
-    {
-      std::lock_guard lock(session_state_.mu);
-      session_state_.state = 0;
-    }
-    zh_ = zookeeper_init2(servers_.c_str(), Watcher, static_cast<int>(options_.ttl.count()),
-                          nullptr, &session_state_, 0, RateLimitedClientLog);
-    if (zh_ == nullptr)
-      return Unavailable(fmt::format("zookeeper {}: cannot create a client", servers_));
+  if (zh_ == nullptr) SEKKA_RETURN_IF_ERROR(CreateClient());
+  SEKKA_RETURN_IF_ERROR(AwaitSession());
+  session_ = zoo_client_id(zh_)->client_id;
+  if (!username_.empty() && !authenticated_) {
+    SEKKA_RETURN_IF_ERROR(Authenticate());
+    authenticated_ = true;
   }
+  return CreateParentNodes();
+}
+
+Status ZooKeeperCoordinator::CreateClient() {
+  zoo_set_debug_level(ZOO_LOG_LEVEL_ERROR);
+  {
+    std::lock_guard lock(session_state_.mu);
+    session_state_.state = 0;
+  }
+  zh_ = zookeeper_init2(servers_.c_str(), Watcher, static_cast<int>(options_.ttl.count()), nullptr,
+                        &session_state_, 0, RateLimitedClientLog);
+  if (zh_ == nullptr)
+    return Unavailable(fmt::format("zookeeper {}: cannot create a client", servers_));
+  return Status::Ok();
+}
+
+Status ZooKeeperCoordinator::AwaitSession() {
   std::unique_lock lock(session_state_.mu);
   session_state_.changed.wait_for(lock, options_.call_timeout, [&] {
     return session_state_.state == ZOO_CONNECTED_STATE ||
@@ -324,33 +347,37 @@ Status ZooKeeperCoordinator::Connect() {
         "worker.lease_ttl to {} ms or less, or raise the servers' maxSessionTimeout",
         servers_, granted, options_.ttl.count(), granted));
   }
-  session_ = zoo_client_id(zh_)->client_id;
-  if (!username_.empty() && !authenticated_) {
-    // Digest authentication, once per client: the client sends it again by itself after a
-    // reconnection. A wrong password is not refused here (it is another identity): the nodes'
-    // ACL refuses it (ZNOAUTH) at the first read.
-    {
-      std::lock_guard guard(auth_state_.mu);
-      auth_state_.answered = false;
-    }
-    const std::string credentials = username_ + ":" + password_;
-    int rc = zoo_add_auth(zh_, "digest", credentials.data(), static_cast<int>(credentials.size()),
-                          AuthAnswered, &auth_state_);
-    if (rc != ZOK) return FromRc(rc, "add_auth");
-    std::unique_lock wait(auth_state_.mu);
-    if (!auth_state_.changed.wait_for(wait, options_.call_timeout,
-                                      [&] { return auth_state_.answered; })) {
-      return Unavailable(fmt::format("zookeeper {}: no answer to the authentication within {} ms",
-                                     servers_, options_.call_timeout.count()));
-    }
-    rc = auth_state_.rc;
-    wait.unlock();
-    if (rc != ZOK) {
-      return Unauthenticated(fmt::format("zookeeper {} refused digest user \"{}\": {}", servers_,
-                                         username_, zerror(rc)));
-    }
-    authenticated_ = true;
+  return Status::Ok();
+}
+
+Status ZooKeeperCoordinator::Authenticate() {
+  // Digest authentication, once per client: the client sends it again by itself after a
+  // reconnection. A wrong password is not refused here (it is another identity): the nodes'
+  // ACL refuses it (ZNOAUTH) at the first read.
+  {
+    std::lock_guard guard(auth_state_.mu);
+    auth_state_.answered = false;
   }
+  const std::string credentials = username_ + ":" + password_;
+  int rc = zoo_add_auth(zh_, "digest", credentials.data(), static_cast<int>(credentials.size()),
+                        AuthAnswered, &auth_state_);
+  if (rc != ZOK) return FromRc(rc, "add_auth");
+  std::unique_lock wait(auth_state_.mu);
+  if (!auth_state_.changed.wait_for(wait, options_.call_timeout,
+                                    [&] { return auth_state_.answered; })) {
+    return Unavailable(fmt::format("zookeeper {}: no answer to the authentication within {} ms",
+                                   servers_, options_.call_timeout.count()));
+  }
+  rc = auth_state_.rc;
+  wait.unlock();
+  if (rc != ZOK) {
+    return Unauthenticated(fmt::format("zookeeper {} refused digest user \"{}\": {}", servers_,
+                                       username_, zerror(rc)));
+  }
+  return Status::Ok();
+}
+
+Status ZooKeeperCoordinator::CreateParentNodes() {
   // The parent nodes (persistent; they may exist already). /sekka is shared by all clusters.
   for (const std::string& path :
        {std::string("/sekka"), root_, root_ + "/workers", root_ + "/hwm", root_ + "/shared",

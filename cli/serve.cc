@@ -301,95 +301,101 @@ void FitConnectionsToDescriptors(server::ServerConfig& config) {
   config.max_connections = static_cast<int>(room);
 }
 
+// The configuration's sources, lowest precedence first: the config file (if given), the
+// environment, the flags. Errors: kInvalidArgument, from the file or the environment.
+Result<std::vector<server::ConfigValues>> ReadConfigSources(const ServeFlags& flags) {
+  std::vector<server::ConfigValues> sources;
+  if (!flags.config_file.empty()) {
+    SEKKA_ASSIGN_OR_RETURN(auto file, server::ReadConfigFile(flags.config_file));
+    sources.push_back(std::move(file));
+  }
+  std::vector<std::string> environment;
+  for (char** e = environ; *e != nullptr; ++e) environment.emplace_back(*e);
+  SEKKA_ASSIGN_OR_RETURN(auto env, server::ReadConfigEnvironment(environment));
+  sources.push_back(std::move(env));
+  sources.push_back(flags.values);
+  return sources;
+}
+
+// What serve refuses in a configuration beyond its values: listeners, the segment store URI,
+// strict forwarding's TLS files, the Leaf registry.
+Status CheckStartable(const server::ServerConfig& config) {
+  SEKKA_RETURN_IF_ERROR(server::CheckListeners(config));
+  SEKKA_RETURN_IF_ERROR(CheckSegmentStoreUri(config.segment_store));
+  SEKKA_RETURN_IF_ERROR(CheckStrictForwarding(config));
+  if (!config.leaf_name.empty()) {
+    SEKKA_RETURN_IF_ERROR(ValidateLeafRegistry({config.leaf_name, config.leaf_address}));
+  }
+  return Status::Ok();
+}
+
+// Who this process is to the worker-id source: worker.name, else this host and data dir (a
+// restart of one slot finds the worker id it held before).
+std::string ProcessIdentity(const server::ServerConfig& config) {
+  if (!config.worker_name.empty()) return config.worker_name;
+  char host[256] = {};
+  ::gethostname(host, sizeof(host) - 1);
+  std::error_code ec;
+  const std::filesystem::path dir = std::filesystem::absolute(config.data_dir, ec);
+  return fmt::format("{}:{}", host, ec ? config.data_dir : dir.lexically_normal().string());
+}
+
+// Prints "cannot start: ..." for a failure to start; returns the exit code: usage for
+// kInvalidArgument, else failure.
+int FailToStart(const Error& error) {
+  return Fail(error.code == ErrorCode::kInvalidArgument ? kExitUsage : kExitFailure,
+              "cannot start: " + error.message);
+}
+
+// The line serve prints once it listens: where, and with which worker id, layout and data dir.
+std::string ListeningLine(const server::ServerConfig& config, const server::Service& s,
+                          const server::Server& server) {
+  return fmt::format(
+      "sekka serve: HTTP on {}, Redis protocol on {}{} (worker id {}{}, layout {}, data {}{})",
+      server.http_address().empty()
+          ? "off"
+          : (config.server_tls_cert_file.empty() ? "http://" : "https://") + server.http_address(),
+      server.resp_address().empty() ? "off" : server.resp_address(),
+      server.thrift_address().empty() ? "" : ", Thrift on " + server.thrift_address(),
+      s.worker().worker_id,
+      s.layout().datacenter_bits() > 0 ? fmt::format(", datacenter {}", s.worker().datacenter_id)
+                                       : "",
+      s.layout().name(), config.data_dir,
+      config.server_tls_cert_file.empty() ? "" : ", TLS on every listener");
+}
+
 }  // namespace
 
 int RunServe(const ServeFlags& flags) {
   using namespace sekka::server;
-  std::vector<ConfigValues> sources;
-  if (!flags.config_file.empty()) {
-    Result<ConfigValues> file = ReadConfigFile(flags.config_file);
-    if (!file.ok()) return Fail(kExitUsage, file.error().message);
-    sources.push_back(std::move(file).value());
-  }
-  std::vector<std::string> environment;
-  for (char** e = environ; *e != nullptr; ++e) environment.emplace_back(*e);
-  Result<ConfigValues> env = ReadConfigEnvironment(environment);
-  if (!env.ok()) return Fail(kExitUsage, env.error().message);
-  sources.push_back(std::move(env).value());
-  sources.push_back(flags.values);
-
-  Result<ServerConfig> config = BuildConfig(sources);
+  Result<std::vector<ConfigValues>> sources = ReadConfigSources(flags);
+  if (!sources.ok()) return Fail(kExitUsage, sources.error().message);
+  Result<ServerConfig> config = BuildConfig(*sources);
   if (!config.ok()) return Fail(kExitUsage, config.error().message);
-  if (Status s = server::CheckListeners(*config); !s.ok()) {
-    return Fail(kExitUsage, "cannot start: " + s.error().message);
-  }
   // What serve would refuse (a store URI, strict TLS files) is refused here too, before
   // --print-config shows it.
-  if (Status s = CheckSegmentStoreUri(config->segment_store); !s.ok()) {
+  if (Status s = CheckStartable(*config); !s.ok()) {
     return Fail(kExitUsage, "cannot start: " + s.error().message);
-  }
-  if (Status s = CheckStrictForwarding(*config); !s.ok()) {
-    return Fail(kExitUsage, "cannot start: " + s.error().message);
-  }
-  if (!config->leaf_name.empty()) {
-    if (Status s = ValidateLeafRegistry({config->leaf_name, config->leaf_address}); !s.ok()) {
-      return Fail(kExitUsage, "cannot start: " + s.error().message);
-    }
   }
   if (flags.print_config) {
-    std::fputs(PrintConfig(sources).c_str(), stdout);
+    std::fputs(PrintConfig(*sources).c_str(), stdout);
     return kExitOk;
   }
   SetLogLevel(config->log_level);
   std::signal(SIGPIPE, SIG_IGN);
   FitConnectionsToDescriptors(*config);
 
-  // Who this process is to the worker-id source: worker.name, else this host and data dir (a
-  // restart of one slot finds the worker id it held before).
-  std::string identity = config->worker_name;
-  if (identity.empty()) {
-    char host[256] = {};
-    ::gethostname(host, sizeof(host) - 1);
-    std::error_code ec;
-    const std::filesystem::path dir = std::filesystem::absolute(config->data_dir, ec);
-    identity = fmt::format("{}:{}", host, ec ? config->data_dir : dir.lexically_normal().string());
-  }
-  Result<ServiceParts> parts = OpenServiceParts(*config, identity);
-  if (!parts.ok()) {
-    const ErrorCode code = parts.error().code;
-    return Fail(code == ErrorCode::kInvalidArgument ? kExitUsage : kExitFailure,
-                "cannot start: " + parts.error().message);
-  }
+  Result<ServiceParts> parts = OpenServiceParts(*config, ProcessIdentity(*config));
+  if (!parts.ok()) return FailToStart(parts.error());
   Result<std::unique_ptr<Service>> service = Service::Start(*config, std::move(parts).value());
-  if (!service.ok()) {
-    const ErrorCode code = service.error().code;
-    return Fail(code == ErrorCode::kInvalidArgument ? kExitUsage : kExitFailure,
-                "cannot start: " + service.error().message);
-  }
+  if (!service.ok()) return FailToStart(service.error());
   Result<std::unique_ptr<Server>> server = Server::Start(**service, *config);
-  if (!server.ok()) {
-    const ErrorCode code = server.error().code;
-    return Fail(code == ErrorCode::kInvalidArgument ? kExitUsage : kExitFailure,
-                "cannot start: " + server.error().message);
-  }
+  if (!server.ok()) return FailToStart(server.error());
   // Other servers forward strict calls to this one's RESP port (none: it leads no strict tag).
   const std::string strict_address = server::StrictAddress(*config, (*server)->resp_address());
   if (!strict_address.empty()) (*service)->SetStrictAddress(strict_address);
   const Service& s = **service;
-  const std::string where = fmt::format(
-      "sekka serve: HTTP on {}, Redis protocol on {}{} (worker id {}{}, layout {}, data {}{})",
-      (*server)->http_address().empty()
-          ? "off"
-          : (config->server_tls_cert_file.empty() ? "http://" : "https://") +
-                (*server)->http_address(),
-      (*server)->resp_address().empty() ? "off" : (*server)->resp_address(),
-      (*server)->thrift_address().empty() ? "" : ", Thrift on " + (*server)->thrift_address(),
-      s.worker().worker_id,
-      s.layout().datacenter_bits() > 0 ? fmt::format(", datacenter {}", s.worker().datacenter_id)
-                                       : "",
-      s.layout().name(), config->data_dir,
-      config->server_tls_cert_file.empty() ? "" : ", TLS on every listener");
-  std::puts(where.c_str());
+  std::puts(ListeningLine(*config, s, **server).c_str());
   std::fflush(stdout);
   WarnOfExposure(*config);
   Log(LogLevel::kInfo, "listening",

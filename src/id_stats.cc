@@ -18,25 +18,35 @@ std::int64_t AutoIntervalMillis(std::int64_t first_ms, std::int64_t last_ms) {
   return kSteps[std::size(kSteps) - 1] * std::max<std::int64_t>(1, span / kSteps[22] / 200 + 1);
 }
 
-StatsReport IdStats::Finish() {
-  StatsReport r;
-  const Layout& l = options_.layout;
-  struct Decoded {
-    std::int64_t ms, worker, tick, sequence;
-  };
-  auto decode = [&](Id id, Decoded& d) {
-    Result<IdFields> f = l.Decompose(id);
-    if (!f.ok()) return false;
-    d.ms = l.TickToMillis(f->tick);
-    d.worker = l.is_random() ? -1 : (f->datacenter << l.worker_bits()) | f->worker;
-    d.tick = f->tick;
-    d.sequence = f->sequence;
-    return true;
-  };
-  // Pass 1: the time range, the totals per worker, and sequence use (input order).
+namespace {
+
+// An id's fields as the statistics count them.
+struct Decoded {
+  std::int64_t ms = 0, worker = 0, tick = 0, sequence = 0;
+};
+
+// Decodes `id` in layout `l` into `d`; false when it is not an id of the layout.
+bool Decode(const Layout& l, Id id, Decoded& d) {
+  Result<IdFields> f = l.Decompose(id);
+  if (!f.ok()) return false;
+  d.ms = l.TickToMillis(f->tick);
+  d.worker = l.is_random() ? -1 : (f->datacenter << l.worker_bits()) | f->worker;
+  d.tick = f->tick;
+  d.sequence = f->sequence;
+  return true;
+}
+
+// What pass 1 finds besides the report's counts: the time range and the totals per worker.
+struct FirstPass {
   std::int64_t first = std::numeric_limits<std::int64_t>::max();
   std::int64_t last = std::numeric_limits<std::int64_t>::min();
   std::unordered_map<std::int64_t, StatsReport::WorkerTotal> totals;
+};
+
+// Pass 1 over `ids`: the time range, the totals per worker, and sequence use (input order);
+// the counts of ids, skipped ids and sequence use go into `r`.
+FirstPass CountFirstPass(const Layout& l, const std::vector<Id>& ids, StatsReport& r) {
+  FirstPass pass;
   struct Current {
     std::int64_t tick = -1;
     std::int64_t max_sequence = -1;
@@ -51,19 +61,19 @@ StatsReport IdStats::Finish() {
     use_sum += use;
     ++r.sequence_use[std::min<std::size_t>(9, static_cast<std::size_t>(use * 10))];
     if (c.max_sequence + 1 >= l.ids_per_tick()) ++r.ticks_at_ceiling;
-    StatsReport::WorkerTotal& w = totals[worker];
+    StatsReport::WorkerTotal& w = pass.totals[worker];
     w.max_sequence_use = std::max(w.max_sequence_use, use);
   };
-  for (Id id : ids_) {
+  for (Id id : ids) {
     Decoded d;
-    if (!decode(id, d)) {
+    if (!Decode(l, id, d)) {
       ++r.skipped;
       continue;
     }
     ++r.ids;
-    first = std::min(first, d.ms);
-    last = std::max(last, d.ms);
-    StatsReport::WorkerTotal& w = totals[d.worker];
+    pass.first = std::min(pass.first, d.ms);
+    pass.last = std::max(pass.last, d.ms);
+    StatsReport::WorkerTotal& w = pass.totals[d.worker];
     w.worker = d.worker;
     ++w.ids;
     if (!l.is_random()) {
@@ -78,19 +88,27 @@ StatsReport IdStats::Finish() {
   }
   for (const auto& [worker, c] : current) close_tick(worker, c);
   if (r.ticks > 0) r.mean_sequence_use = use_sum / static_cast<double>(r.ticks);
-  if (r.ids == 0) return r;
-  r.first_ms = first;
-  r.last_ms = last;
-  r.interval_ms = options_.interval_ms > 0 ? options_.interval_ms : AutoIntervalMillis(first, last);
+  return pass;
+}
+
+// Sets r.starts_ms and r.totals (zeros) for r's time range and interval; returns the first
+// bucket's start.
+std::int64_t PlaceBuckets(StatsReport& r) {
   // Buckets aligned to the interval (in Unix time), so that "1 min" buckets start on minutes.
-  const std::int64_t base = first - (first % r.interval_ms + r.interval_ms) % r.interval_ms;
-  const auto buckets = static_cast<std::size_t>((last - base) / r.interval_ms + 1);
+  const std::int64_t base =
+      r.first_ms - (r.first_ms % r.interval_ms + r.interval_ms) % r.interval_ms;
+  const auto buckets = static_cast<std::size_t>((r.last_ms - base) / r.interval_ms + 1);
   r.starts_ms.resize(buckets);
   for (std::size_t b = 0; b < buckets; ++b) {
     r.starts_ms[b] = base + static_cast<std::int64_t>(b) * r.interval_ms;
   }
   r.totals.assign(buckets, 0);
-  // The workers, busiest first; the top ones get series.
+  return base;
+}
+
+// Sets each worker's share in `totals` and lists the workers in r.workers, busiest first.
+void RankWorkers(std::unordered_map<std::int64_t, StatsReport::WorkerTotal>& totals,
+                 StatsReport& r) {
   for (auto& [worker, w] : totals) {
     w.share = static_cast<double>(w.ids) / static_cast<double>(r.ids);
     r.workers.push_back(w);
@@ -98,21 +116,32 @@ StatsReport IdStats::Finish() {
   std::sort(r.workers.begin(), r.workers.end(), [](const auto& a, const auto& b) {
     return a.ids != b.ids ? a.ids > b.ids : a.worker < b.worker;
   });
+}
+
+// Starts r.series: one for each of the first `own` workers of r.workers, then one for all the
+// others if there are any. Returns the series of each worker that has one of its own.
+std::unordered_map<std::int64_t, std::size_t> StartSeries(StatsReport& r, std::size_t own) {
+  const std::size_t buckets = r.totals.size();
   std::unordered_map<std::int64_t, std::size_t> series_of;
-  const std::size_t own = std::min(options_.top_workers, r.workers.size());
   for (std::size_t i = 0; i < own; ++i) {
     series_of[r.workers[i].worker] = r.series.size();
     r.series.push_back({r.workers[i].worker, r.workers[i].ids, r.workers[i].share,
                         std::vector<std::uint64_t>(buckets, 0)});
   }
-  std::size_t others = r.series.size();
   if (own < r.workers.size()) {
     r.series.push_back({-1, 0, 0, std::vector<std::uint64_t>(buckets, 0)});
   }
-  // Pass 2: per bucket, overall and per series.
-  for (Id id : ids_) {
+  return series_of;
+}
+
+// Pass 2 over `ids`: ids per bucket, overall and per series (`others`: the series of the
+// workers without one of their own).
+void CountBuckets(const Layout& l, const std::vector<Id>& ids, std::int64_t base,
+                  const std::unordered_map<std::int64_t, std::size_t>& series_of,
+                  std::size_t others, StatsReport& r) {
+  for (Id id : ids) {
     Decoded d;
-    if (!decode(id, d)) continue;
+    if (!Decode(l, id, d)) continue;
     const auto b = static_cast<std::size_t>((d.ms - base) / r.interval_ms);
     ++r.totals[b];
     const auto it = series_of.find(d.worker);
@@ -120,10 +149,11 @@ StatsReport IdStats::Finish() {
     ++s.per_bucket[b];
     if (it == series_of.end()) ++s.ids;
   }
-  if (own < r.workers.size()) {
-    r.series.back().share = static_cast<double>(r.series.back().ids) / static_cast<double>(r.ids);
-  }
-  // Peak and quiet gaps.
+}
+
+// Sets r's peak bucket, its count of empty buckets and its longest run of them.
+void FindPeakAndGaps(StatsReport& r) {
+  const std::size_t buckets = r.totals.size();
   r.peak_bucket = static_cast<std::size_t>(std::max_element(r.totals.begin(), r.totals.end()) -
                                            r.totals.begin());
   std::size_t run = 0;
@@ -138,6 +168,32 @@ StatsReport IdStats::Finish() {
       run = 0;
     }
   }
+}
+
+}  // namespace
+
+StatsReport IdStats::Finish() {
+  StatsReport r;
+  const Layout& l = options_.layout;
+  // Pass 1: the time range, the totals per worker, and sequence use (input order).
+  FirstPass pass = CountFirstPass(l, ids_, r);
+  if (r.ids == 0) return r;
+  r.first_ms = pass.first;
+  r.last_ms = pass.last;
+  r.interval_ms =
+      options_.interval_ms > 0 ? options_.interval_ms : AutoIntervalMillis(pass.first, pass.last);
+  const std::int64_t base = PlaceBuckets(r);
+  // The workers, busiest first; the top ones get series.
+  RankWorkers(pass.totals, r);
+  const std::size_t own = std::min(options_.top_workers, r.workers.size());
+  const std::unordered_map<std::int64_t, std::size_t> series_of = StartSeries(r, own);
+  // Pass 2: per bucket, overall and per series (the others' series follows the own ones).
+  CountBuckets(l, ids_, base, series_of, /*others=*/own, r);
+  if (own < r.workers.size()) {
+    r.series.back().share = static_cast<double>(r.series.back().ids) / static_cast<double>(r.ids);
+  }
+  // Peak and quiet gaps.
+  FindPeakAndGaps(r);
   return r;
 }
 

@@ -98,11 +98,33 @@ std::string_view FieldOrderName(FieldOrder order) {
                                                   : "time,datacenter,worker,sequence";
 }
 
-Result<Layout> ParseLayout(std::string_view text) {
-  if (text.find('=') == std::string_view::npos) return Layout::Preset(text);
-  std::vector<std::pair<std::string_view, std::string>> items;
+namespace {
+
+// A "key=value,..." layout text split into its items, none of them applied yet.
+struct LayoutItems {
+  std::vector<std::pair<std::string_view, std::string>> items;  // in order; kind= is not one
   std::optional<Layout> base;  // "PRESET,key=value,...": the preset, then the keys over it
   bool random = false;
+};
+
+// Takes a kind= item: it must be a known kind that fits the preset given first, if any.
+Status ApplyKind(std::string_view value, LayoutItems& parsed) {
+  if (value != "snowflake" && value != "random") {
+    return InvalidArgument(fmt::format("layout.kind = \"{}\": allowed snowflake or random", value));
+  }
+  if (parsed.base.has_value() && parsed.base->is_random() != (value == "random")) {
+    return InvalidArgument(
+        fmt::format("layout.kind = \"{}\" does not fit preset {}", value, parsed.base->name()));
+  }
+  parsed.random = value == "random";
+  return Status::Ok();
+}
+
+// Splits `text` at its commas into an optional preset name first, kind=, and the other
+// key=value items; the field names after order= join its value.
+Result<LayoutItems> SplitLayoutItems(std::string_view text) {
+  LayoutItems parsed;
+  auto& items = parsed.items;
   for (bool first = true; !text.empty(); first = false) {
     const std::size_t comma = text.find(',');
     const std::string_view item = text.substr(0, comma);
@@ -110,8 +132,8 @@ Result<Layout> ParseLayout(std::string_view text) {
     const std::size_t eq = item.find('=');
     if (eq == std::string_view::npos && first) {
       SEKKA_ASSIGN_OR_RETURN(auto preset, Layout::Preset(item));
-      base = preset;
-      random = preset.is_random();
+      parsed.base = preset;
+      parsed.random = preset.is_random();
       continue;
     }
     if (eq == std::string_view::npos && !items.empty() && items.back().first == "order") {
@@ -127,109 +149,132 @@ Result<Layout> ParseLayout(std::string_view text) {
     }
     const std::string_view key = item.substr(0, eq), value = item.substr(eq + 1);
     if (key == "kind") {
-      if (value != "snowflake" && value != "random") {
-        return InvalidArgument(
-            fmt::format("layout.kind = \"{}\": allowed snowflake or random", value));
-      }
-      if (base.has_value() && base->is_random() != (value == "random")) {
-        return InvalidArgument(
-            fmt::format("layout.kind = \"{}\" does not fit preset {}", value, base->name()));
-      }
-      random = value == "random";
+      SEKKA_RETURN_IF_ERROR(ApplyKind(value, parsed));
     } else {
       items.emplace_back(key, std::string(value));
     }
   }
+  return parsed;
+}
+
+// The options the items go over.
+LayoutOptions StartingOptions(const LayoutItems& parsed) {
   // Over the preset given first; else a random layout starts from the random preset, a
   // snowflake one from the sekka preset.
   LayoutOptions o;
-  if (base.has_value()) {
-    o = base->options();
-  } else if (random) {
+  if (parsed.base.has_value()) {
+    o = parsed.base->options();
+  } else if (parsed.random) {
     o = RandomRow("custom", 41, 0);
   }
+  return o;
+}
+
+// Refuses a key that names a field the layout's kind does not have.
+Status CheckKeyFitsKind(std::string_view key, bool random) {
+  if (random && (key == "datacenter_bits" || key == "worker_bits" || key == "sequence_bits" ||
+                 key == "order" || key == "shard_bits")) {
+    return InvalidArgument(
+        fmt::format("layout key \"{}\" is not for kind=random (no worker id, no sequence): allowed "
+                    "time_bits, random_bits, tick, epoch, js_safe, reverse_time, name",
+                    key));
+  }
+  if (!random && key == "random_bits") {
+    return InvalidArgument("layout key \"random_bits\" needs kind=random");
+  }
+  return Status::Ok();
+}
+
+// Sets `field` to `value` of layout key `key`, a whole number of bits.
+Status ParseBits(std::string_view key, std::string_view value, int& field) {
+  int v = 0;
+  const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
+  if (ec != std::errc() || end != value.data() + value.size()) {
+    return InvalidArgument(
+        fmt::format("layout.{} = \"{}\" is not a whole number of bits", key, value));
+  }
+  field = v;
+  return Status::Ok();
+}
+
+// Sets `field` to `value` of layout key `key`, true or false.
+Status ParseFlag(std::string_view key, std::string_view value, bool& field) {
+  if (value != "true" && value != "false") {
+    return InvalidArgument(fmt::format("layout.{} = \"{}\": allowed true or false", key, value));
+  }
+  field = value == "true";
+  return Status::Ok();
+}
+
+// Checks a layout's name= value.
+Status CheckLayoutName(std::string_view value) {
+  // Names go into messages and metric labels: plain characters only.
+  const bool plain =
+      !value.empty() && value.size() <= 64 && std::all_of(value.begin(), value.end(), [](char c) {
+        return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+               c == '_' || c == '-' || c == '.';
+      });
+  if (!plain) {
+    return InvalidArgument(fmt::format("layout.name \"{}\": allowed 1 to 64 of A-Z a-z 0-9 _ - .",
+                                       value.substr(0, 64)));
+  }
+  return Status::Ok();
+}
+
+// Sets the field of `o` that layout key `key` names to `value`.
+Status ApplyLayoutItem(std::string_view key, std::string_view value, LayoutOptions& o) {
+  if (key == "time_bits") return ParseBits(key, value, o.time_bits);
+  if (key == "datacenter_bits") return ParseBits(key, value, o.datacenter_bits);
+  if (key == "worker_bits") return ParseBits(key, value, o.worker_bits);
+  if (key == "sequence_bits") return ParseBits(key, value, o.sequence_bits);
+  if (key == "random_bits") return ParseBits(key, value, o.random_bits);
+  if (key == "shard_bits") return ParseBits(key, value, o.shard_bits);
+  if (key == "tick") {
+    Result<std::int64_t> ms = ParseDurationMillis(value);
+    if (!ms.ok()) return InvalidArgument("layout.tick: " + ms.error().message);
+    o.tick_millis = *ms;
+    return Status::Ok();
+  }
+  if (key == "epoch") {
+    Result<std::int64_t> ms = ParseUtcMillis(value);
+    if (!ms.ok()) return InvalidArgument("layout.epoch: " + ms.error().message);
+    o.epoch_millis = *ms;
+    return Status::Ok();
+  }
+  if (key == "order") {
+    SEKKA_ASSIGN_OR_RETURN(o.order, ParseFieldOrder(value));
+    return Status::Ok();
+  }
+  if (key == "js_safe") return ParseFlag(key, value, o.js_safe);
+  if (key == "reverse_time" || key == "descending") {
+    return ParseFlag(key, value, key == "reverse_time" ? o.reverse_time : o.descending);
+  }
+  if (key == "name") {
+    SEKKA_RETURN_IF_ERROR(CheckLayoutName(value));
+    o.name = std::string(value);
+    return Status::Ok();
+  }
+  return InvalidArgument(fmt::format(
+      "layout key \"{}\" is not known: allowed kind, time_bits, datacenter_bits, "
+      "worker_bits, sequence_bits, random_bits, shard_bits, tick, epoch, order, js_safe, "
+      "reverse_time, descending, name",
+      key));
+}
+
+}  // namespace
+
+Result<Layout> ParseLayout(std::string_view text) {
+  if (text.find('=') == std::string_view::npos) return Layout::Preset(text);
+  SEKKA_ASSIGN_OR_RETURN(LayoutItems parsed, SplitLayoutItems(text));
+  const bool random = parsed.random;
+  LayoutOptions o = StartingOptions(parsed);
   bool random_bits_set = false;
-  for (const auto& item : items) {
+  for (const auto& item : parsed.items) {
     // Plain names, not a structured binding: clang before 16 cannot capture one in a lambda.
     const std::string_view key = item.first, value = item.second;
-    if (random && (key == "datacenter_bits" || key == "worker_bits" || key == "sequence_bits" ||
-                   key == "order" || key == "shard_bits")) {
-      return InvalidArgument(fmt::format(
-          "layout key \"{}\" is not for kind=random (no worker id, no sequence): allowed "
-          "time_bits, random_bits, tick, epoch, js_safe, reverse_time, name",
-          key));
-    }
-    if (!random && key == "random_bits") {
-      return InvalidArgument("layout key \"random_bits\" needs kind=random");
-    }
-    auto bits = [&](int& field) -> Status {
-      int v = 0;
-      const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
-      if (ec != std::errc() || end != value.data() + value.size()) {
-        return InvalidArgument(
-            fmt::format("layout.{} = \"{}\" is not a whole number of bits", key, value));
-      }
-      field = v;
-      return Status::Ok();
-    };
-    Status status;
-    if (key == "time_bits") {
-      status = bits(o.time_bits);
-    } else if (key == "datacenter_bits") {
-      status = bits(o.datacenter_bits);
-    } else if (key == "worker_bits") {
-      status = bits(o.worker_bits);
-    } else if (key == "sequence_bits") {
-      status = bits(o.sequence_bits);
-    } else if (key == "random_bits") {
-      status = bits(o.random_bits);
-      random_bits_set = true;
-    } else if (key == "shard_bits") {
-      status = bits(o.shard_bits);
-    } else if (key == "tick") {
-      Result<std::int64_t> ms = ParseDurationMillis(value);
-      if (!ms.ok()) return InvalidArgument("layout.tick: " + ms.error().message);
-      o.tick_millis = *ms;
-    } else if (key == "epoch") {
-      Result<std::int64_t> ms = ParseUtcMillis(value);
-      if (!ms.ok()) return InvalidArgument("layout.epoch: " + ms.error().message);
-      o.epoch_millis = *ms;
-    } else if (key == "order") {
-      Result<FieldOrder> order = ParseFieldOrder(value);
-      SEKKA_RETURN_IF_ERROR(order);
-      o.order = *order;
-    } else if (key == "js_safe") {
-      if (value != "true" && value != "false") {
-        return InvalidArgument(
-            fmt::format("layout.js_safe = \"{}\": allowed true or false", value));
-      }
-      o.js_safe = value == "true";
-    } else if (key == "reverse_time" || key == "descending") {
-      if (value != "true" && value != "false") {
-        return InvalidArgument(
-            fmt::format("layout.{} = \"{}\": allowed true or false", key, value));
-      }
-      (key == "reverse_time" ? o.reverse_time : o.descending) = value == "true";
-    } else if (key == "name") {
-      // Names go into messages and metric labels: plain characters only.
-      const bool plain = !value.empty() && value.size() <= 64 &&
-                         std::all_of(value.begin(), value.end(), [](char c) {
-                           return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-                                  (c >= '0' && c <= '9') || c == '_' || c == '-' || c == '.';
-                         });
-      if (!plain) {
-        return InvalidArgument(fmt::format(
-            "layout.name \"{}\": allowed 1 to 64 of A-Z a-z 0-9 _ - .", value.substr(0, 64)));
-      }
-      o.name = std::string(value);
-    } else {
-      return InvalidArgument(fmt::format(
-          "layout key \"{}\" is not known: allowed kind, time_bits, datacenter_bits, "
-          "worker_bits, sequence_bits, random_bits, shard_bits, tick, epoch, order, js_safe, "
-          "reverse_time, descending, name",
-          key));
-    }
-    SEKKA_RETURN_IF_ERROR(status);
+    SEKKA_RETURN_IF_ERROR(CheckKeyFitsKind(key, random));
+    SEKKA_RETURN_IF_ERROR(ApplyLayoutItem(key, value, o));
+    if (key == "random_bits") random_bits_set = true;
   }
   if (random && !random_bits_set) o.random_bits = (o.js_safe ? 53 : 63) - o.time_bits;
   return Layout::Create(o);

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <charconv>
 #include <chrono>
+#include <optional>
 #include <random>
 #include <set>
 #include <thread>
@@ -246,6 +247,105 @@ Status MachineRegistry::Update(std::string_view ns, const Change& change) {
   });
 }
 
+namespace {
+
+// A Distribute request: who asks for a machine id of which namespace, and how.
+struct MachineRequest {
+  std::string_view ns;
+  int machine_bits = 0;
+  std::string_view instance;
+  bool stable = false;
+  std::int64_t guard_ms = 0;
+
+  // The ids machine_bits holds.
+  std::int64_t count() const { return std::int64_t{1} << machine_bits; }
+  // Whether `r` is an id of the namespace that machine_bits can hold.
+  bool Fits(const MachineRecord& r) const { return r.ns == ns && r.machine_id < count(); }
+};
+
+// Distribute's step 1: the id the instance holds already, its holding renewed; nullopt when it
+// holds none that fits. Gives back (in `next`) a lapsed id it holds that does not fit.
+Result<std::optional<MachineGrant>> RenewHeldId(std::vector<MachineRecord>& next,
+                                                const MachineRequest& q, std::int64_t now) {
+  for (MachineRecord& r : next) {
+    if (r.ns == q.ns && r.instance == q.instance && !q.Fits(r)) {
+      if (!Lapsed(r, now, q.guard_ms)) {
+        return InvalidArgument(fmt::format(
+            "instance \"{}\" holds machine id {} of namespace \"{}\", which machineBit {} "
+            "cannot hold: ask with more bits, or revert it and ask again once its "
+            "safeGuardDuration has passed",
+            q.instance.substr(0, 64), r.machine_id, q.ns, q.machine_bits));
+      }
+      r.instance.clear();
+      r.lost_by.clear();
+      r.stable = false;
+      r.last_ms = std::max(r.last_ms, now);
+    }
+    if (q.Fits(r) && r.instance == q.instance) {
+      const MachineGrant grant{r.machine_id, r.last_ms};
+      // Asked in the holder's name by anyone: a request never weakens the holding (a shorter
+      // guard or stable dropped would let the id go while its holder still issues).
+      r.stable = r.stable || q.stable;
+      r.last_ms = std::max(r.last_ms, now);
+      r.guard_ms = std::max(r.guard_ms, q.guard_ms);
+      return std::optional<MachineGrant>(grant);
+    }
+  }
+  return std::optional<MachineGrant>();
+}
+
+// Distribute's step 2: the lowest id given back, or (for a non-stable instance) lapsed, now
+// held by the instance (in `next`); nullopt when there is none.
+std::optional<MachineGrant> ReuseFreeId(std::vector<MachineRecord>& next, const MachineRequest& q,
+                                        std::int64_t now) {
+  MachineRecord* reuse = nullptr;
+  for (MachineRecord& r : next) {
+    const bool free = r.instance.empty();
+    const bool expired = !q.stable && Lapsed(r, now, q.guard_ms);
+    if (q.Fits(r) && (free || expired) && (reuse == nullptr || r.machine_id < reuse->machine_id)) {
+      reuse = &r;
+    }
+  }
+  if (reuse == nullptr) return std::nullopt;
+  const bool expired = !reuse->instance.empty();
+  const std::int64_t old_guard_ms = reuse->guard_ms > 0 ? reuse->guard_ms : q.guard_ms;
+  const MachineGrant grant{reuse->machine_id,
+                           expired ? reuse->last_ms + old_guard_ms : reuse->last_ms};
+  reuse->lost_by = expired ? reuse->instance : std::string();
+  reuse->instance = std::string(q.instance);
+  reuse->stable = q.stable;
+  reuse->last_ms = std::max(reuse->last_ms, now);
+  reuse->guard_ms = q.guard_ms;
+  return grant;
+}
+
+// Distribute's step 3: the lowest id never handed out, added to `next` for the instance.
+// Errors: kExhausted (no such id, or `next` holds `max_records` already).
+Result<MachineGrant> AddNewId(std::vector<MachineRecord>& next, const MachineRequest& q,
+                              std::int64_t now, std::size_t max_records) {
+  std::set<std::int64_t> used;
+  for (const MachineRecord& r : next) {
+    if (q.Fits(r)) used.insert(r.machine_id);
+  }
+  std::int64_t id = 0;
+  while (id < q.count() && used.count(id) > 0) ++id;
+  if (id == q.count()) {
+    return Exhausted(
+        fmt::format("no free machine id in namespace \"{}\": all {} ids of machineBit {} are held",
+                    q.ns, q.count(), q.machine_bits));
+  }
+  if (next.size() >= max_records) {
+    return Exhausted(
+        fmt::format("no free machine id in namespace \"{}\": sekka keeps {} machine ids of "
+                    "a namespace at most",
+                    q.ns, max_records));
+  }
+  next.push_back({std::string(q.ns), id, std::string(q.instance), q.stable, now, "", q.guard_ms});
+  return MachineGrant{id, now};
+}
+
+}  // namespace
+
 Result<MachineGrant> MachineRegistry::Distribute(std::string_view ns, int machine_bits,
                                                  std::string_view instance, bool stable,
                                                  std::int64_t guard_ms) {
@@ -257,81 +357,27 @@ Result<MachineGrant> MachineRegistry::Distribute(std::string_view ns, int machin
     return InvalidArgument(fmt::format("machineBit {} is not valid: allowed 1 to {}", machine_bits,
                                        limits_.max_machine_bits));
   }
-  const std::int64_t count = std::int64_t{1} << machine_bits;
+  const MachineRequest q{ns, machine_bits, instance, stable, guard_ms};
   MachineGrant grant;
   Status s = Update(ns, [&](std::vector<MachineRecord>& next, std::int64_t now) -> Result<Outcome> {
-    auto in_ns = [&](const MachineRecord& r) { return r.ns == ns && r.machine_id < count; };
     // 1. The id this instance holds already (asking again is idempotent). An instance holds one
     // id: one asking with fewer machine bits than its id needs is refused until that id lapses
     // (anyone may ask in its name, so asking never takes an id from a holder that guards it),
     // and then gives it back (its hwm stays).
-    for (MachineRecord& r : next) {
-      if (r.ns == ns && r.instance == instance && !in_ns(r)) {
-        if (!Lapsed(r, now, guard_ms)) {
-          return InvalidArgument(fmt::format(
-              "instance \"{}\" holds machine id {} of namespace \"{}\", which machineBit {} "
-              "cannot hold: ask with more bits, or revert it and ask again once its "
-              "safeGuardDuration has passed",
-              instance.substr(0, 64), r.machine_id, ns, machine_bits));
-        }
-        r.instance.clear();
-        r.lost_by.clear();
-        r.stable = false;
-        r.last_ms = std::max(r.last_ms, now);
-      }
-      if (in_ns(r) && r.instance == instance) {
-        grant = {r.machine_id, r.last_ms};
-        // Asked in the holder's name by anyone: a request never weakens the holding (a shorter
-        // guard or stable dropped would let the id go while its holder still issues).
-        r.stable = r.stable || stable;
-        r.last_ms = std::max(r.last_ms, now);
-        r.guard_ms = std::max(r.guard_ms, guard_ms);
-        return Outcome::kSave;
-      }
+    SEKKA_ASSIGN_OR_RETURN(std::optional<MachineGrant> held, RenewHeldId(next, q, now));
+    if (held.has_value()) {
+      grant = *held;
+      return Outcome::kSave;
     }
     // 2. The lowest id given back, or, for a non-stable instance, one whose holder let it lapse
     // (Lapsed: judged by the holder's own guard). The new holder waits past the last time the
     // old one may have issued ids: its last guard plus its own guard duration.
-    MachineRecord* reuse = nullptr;
-    for (MachineRecord& r : next) {
-      const bool free = r.instance.empty();
-      const bool expired = !stable && Lapsed(r, now, guard_ms);
-      if (in_ns(r) && (free || expired) && (reuse == nullptr || r.machine_id < reuse->machine_id)) {
-        reuse = &r;
-      }
-    }
-    if (reuse != nullptr) {
-      const bool expired = !reuse->instance.empty();
-      grant = {reuse->machine_id,
-               expired ? reuse->last_ms + (reuse->guard_ms > 0 ? reuse->guard_ms : guard_ms)
-                       : reuse->last_ms};
-      reuse->lost_by = expired ? reuse->instance : std::string();
-      reuse->instance = std::string(instance);
-      reuse->stable = stable;
-      reuse->last_ms = std::max(reuse->last_ms, now);
-      reuse->guard_ms = guard_ms;
+    if (std::optional<MachineGrant> reused = ReuseFreeId(next, q, now); reused.has_value()) {
+      grant = *reused;
       return Outcome::kSave;
     }
     // 3. The lowest id never handed out.
-    std::set<std::int64_t> used;
-    for (const MachineRecord& r : next) {
-      if (in_ns(r)) used.insert(r.machine_id);
-    }
-    std::int64_t id = 0;
-    while (id < count && used.count(id) > 0) ++id;
-    if (id == count) {
-      return Exhausted(fmt::format(
-          "no free machine id in namespace \"{}\": all {} ids of machineBit {} are held", ns, count,
-          machine_bits));
-    }
-    if (next.size() >= limits_.max_records) {
-      return Exhausted(
-          fmt::format("no free machine id in namespace \"{}\": sekka keeps {} machine ids of "
-                      "a namespace at most",
-                      ns, limits_.max_records));
-    }
-    next.push_back({std::string(ns), id, std::string(instance), stable, now, "", guard_ms});
-    grant = {id, now};
+    SEKKA_ASSIGN_OR_RETURN(grant, AddNewId(next, q, now, limits_.max_records));
     return Outcome::kSave;
   });
   SEKKA_RETURN_IF_ERROR(s);

@@ -224,24 +224,53 @@ Error Snowflake::ExhaustedError() const {
       layout_.name(), FormatUtcMillis(layout_.end_millis()), layout_.time_bits()));
 }
 
+void Snowflake::CountBackwardStep(std::int64_t behind_ticks) {
+  const std::int64_t tick_millis = layout_.tick_millis();
+  clock_backwards_events_.fetch_add(1, std::memory_order_relaxed);
+  std::int64_t seen = max_backwards_millis_.load(std::memory_order_relaxed);
+  while (behind_ticks * tick_millis > seen &&
+         !max_backwards_millis_.compare_exchange_weak(seen, behind_ticks * tick_millis)) {
+  }
+}
+
+std::int64_t Snowflake::WaitUntilTick(std::int64_t tick) {
+  const std::int64_t tick_millis = layout_.tick_millis();
+  const std::int64_t before = layout_.MillisToTick(clock_.NowMillis());
+  clock_.SleepUntilMillis(layout_.TickToMillis(tick));
+  const std::int64_t after = layout_.MillisToTick(clock_.NowMillisUncached());
+  wait_millis_.fetch_add(static_cast<std::uint64_t>(std::max<std::int64_t>(0, after - before)) *
+                             static_cast<std::uint64_t>(tick_millis),
+                         std::memory_order_relaxed);
+  return after;
+}
+
+bool Snowflake::TakeSlots(std::uint64_t count, bool within_tick, std::int64_t effective,
+                          std::int64_t last_tick, Slots& slots) {
+  const std::uint64_t limit = static_cast<std::uint64_t>(last_tick + 1) << sequence_bits_;
+  std::uint64_t cur = next_slot_.load(std::memory_order_relaxed);
+  for (;;) {
+    const auto cur_tick = static_cast<std::int64_t>(cur >> sequence_bits_);
+    const std::uint64_t first = cur_tick < effective ? StartSlot(effective) : cur;
+    slots.first = first;
+    if (first >= limit) return false;
+    std::uint64_t end = std::min(first + count, limit);
+    if (within_tick) end = std::min(end, ((first >> sequence_bits_) + 1) << sequence_bits_);
+    if (next_slot_.compare_exchange_weak(cur, end, std::memory_order_relaxed)) {
+      slots.end = end;
+      return true;
+    }
+  }
+}
+
 Result<Snowflake::Slots> Snowflake::Reserve(std::uint64_t count, bool within_tick,
                                             std::int64_t now) {
-  const std::int64_t tick_millis = layout_.tick_millis();
-  const std::int64_t max_wait_ticks = options_.max_backwards_wait.count() / tick_millis;
+  const std::int64_t max_wait_ticks = options_.max_backwards_wait.count() / layout_.tick_millis();
   const bool borrow = options_.on_sequence_exhausted == SequenceExhaustedPolicy::kBorrow;
   std::int64_t waited_ticks = 0;  // waiting for a backward clock, bounded by max_wait_ticks
   bool counted = false;
-  auto wait_until_tick = [&](std::int64_t tick) {
-    const std::int64_t before = layout_.MillisToTick(clock_.NowMillis());
-    clock_.SleepUntilMillis(layout_.TickToMillis(tick));
-    const std::int64_t after = layout_.MillisToTick(clock_.NowMillisUncached());
-    wait_millis_.fetch_add(static_cast<std::uint64_t>(std::max<std::int64_t>(0, after - before)) *
-                               static_cast<std::uint64_t>(tick_millis),
-                           std::memory_order_relaxed);
-    return after;
-  };
 
   for (;;) {
+    bool behind_continued = false;  // kContinue on a clock behind `newest` (step 3 waits for it)
     // 1. The clock. `newest` is the newest tick any caller has read; a reading behind it is a
     // backward step once a fresh read confirms it (another thread may simply have read later,
     // or this thread's reading may be a cached one that a forward step has overtaken: then a
@@ -254,11 +283,7 @@ Result<Snowflake::Slots> Snowflake::Reserve(std::uint64_t count, bool within_tic
       const std::int64_t behind = newest - now;
       if (!counted) {
         counted = true;
-        clock_backwards_events_.fetch_add(1, std::memory_order_relaxed);
-        std::int64_t seen = max_backwards_millis_.load(std::memory_order_relaxed);
-        while (behind * tick_millis > seen &&
-               !max_backwards_millis_.compare_exchange_weak(seen, behind * tick_millis)) {
-        }
+        CountBackwardStep(behind);
       }
       switch (options_.on_clock_backwards) {
         case ClockBackwardsPolicy::kFail:
@@ -266,14 +291,17 @@ Result<Snowflake::Slots> Snowflake::Reserve(std::uint64_t count, bool within_tic
         case ClockBackwardsPolicy::kWait:
           if (waited_ticks + behind > max_wait_ticks) return BackwardsError(behind, now);
           waited_ticks += behind;
-          now = wait_until_tick(newest);
+          now = WaitUntilTick(newest);
           continue;
         case ClockBackwardsPolicy::kContinue:
           effective = newest;
           ahead = max_drift_ticks_;
+          behind_continued = true;
           break;
       }
     } else if (now > newest) {
+      // A failed exchange loads the newer tick another thread stored into `newest`: that is no
+      // backward step of this reading (behind_continued stays false).
       while (newest < now && !newest_clock_tick_.compare_exchange_weak(newest, now)) {
       }
     }
@@ -290,19 +318,8 @@ Result<Snowflake::Slots> Snowflake::Reserve(std::uint64_t count, bool within_tic
       last_tick = std::min(last_tick, hwm_tick_.load(std::memory_order_acquire));
       if (!hwm.ok() && last_tick < effective) return std::move(hwm).error();
     }
-    const std::uint64_t limit = static_cast<std::uint64_t>(last_tick + 1) << sequence_bits_;
-    std::uint64_t cur = next_slot_.load(std::memory_order_relaxed);
-    std::uint64_t first = 0;
-    for (;;) {
-      const auto cur_tick = static_cast<std::int64_t>(cur >> sequence_bits_);
-      first = cur_tick < effective ? StartSlot(effective) : cur;
-      if (first >= limit) break;
-      std::uint64_t end = std::min(first + count, limit);
-      if (within_tick) end = std::min(end, ((first >> sequence_bits_) + 1) << sequence_bits_);
-      if (next_slot_.compare_exchange_weak(cur, end, std::memory_order_relaxed)) {
-        return Slots{first, end, now};
-      }
-    }
+    Slots slots{0, 0, now};
+    if (TakeSlots(count, within_tick, effective, last_tick, slots)) return slots;
 
     // 3. Nothing may be handed out now: the sequence of the allowed ticks is used up (or, under
     // kContinue, borrowing reached max_drift while the clock is behind). Wait for the clock,
@@ -310,13 +327,13 @@ Result<Snowflake::Slots> Snowflake::Reserve(std::uint64_t count, bool within_tic
     // wait for is not ahead of the clock (borrowing or kContinue already reach past the hwm),
     // waiting would not wait: the hwm's error is the answer, never a loop that asks the store
     // again and again.
-    const auto first_tick = static_cast<std::int64_t>(first >> sequence_bits_);
+    const auto first_tick = static_cast<std::int64_t>(slots.first >> sequence_bits_);
     if (first_tick > layout_.max_tick()) {
       return ExhaustedError();
     }
     const std::int64_t target = first_tick - ahead;
     if (!hwm.ok() && target <= now) return std::move(hwm).error();
-    if (now < newest) {  // kContinue with the clock behind
+    if (behind_continued) {  // kContinue with the clock behind
       if (waited_ticks + (target - now) > max_wait_ticks) {
         return BackwardsError(newest - now, now);
       }
@@ -324,7 +341,7 @@ Result<Snowflake::Slots> Snowflake::Reserve(std::uint64_t count, bool within_tic
     } else {
       sequence_waits_.fetch_add(1, std::memory_order_relaxed);
     }
-    now = wait_until_tick(target);
+    now = WaitUntilTick(target);
   }
 }
 

@@ -177,6 +177,18 @@ class Snowflake {
   // Takes up to `count` consecutive slots from the shared counter, applying the clock and
   // sequence rules (it may wait). With `within_tick`, all slots share one tick.
   Result<Slots> Reserve(std::uint64_t count, bool within_tick, std::int64_t now);
+  // Reserve()'s step 1: counts a backward clock step of `behind_ticks` in the stats.
+  void CountBackwardStep(std::int64_t behind_ticks);
+  // Sleeps until the clock reaches `tick`, counting the wait in the stats. Returns the tick the
+  // clock reads then.
+  std::int64_t WaitUntilTick(std::int64_t tick);
+  // Reserve()'s step 2: moves the shared counter past up to `count` slots (of one tick with
+  // `within_tick`), from the next free one (or the start of tick `effective`, when the counter
+  // is behind it) to the end of tick `last_tick` at most, and returns true with them in
+  // [slots.first, slots.end). False when none is left before that end: slots.first is then the
+  // slot that would have come next.
+  bool TakeSlots(std::uint64_t count, bool within_tick, std::int64_t effective,
+                 std::int64_t last_tick, Slots& slots);
   std::uint64_t StartSlot(std::int64_t tick) const;
   Error BackwardsError(std::int64_t behind_ticks, std::int64_t now) const;
   Error ExhaustedError() const;
