@@ -354,9 +354,7 @@ class CosIdJdbcMachines final : public MachineStore {
         db.Run("SELECT namespace, machine_id, note FROM sekka_cosid_machines LIMIT 0");
     if (notes.ok()) return Status::Ok();
     if (db.error_number() != 1146) return std::move(notes).error();
-    Result<std::vector<MysqlAnswer>> made = db.Run(std::string(kNotesTable));
-    if (made.ok() || db.error_number() == 1050) return Status::Ok();  // ER_TABLE_EXISTS_ERROR
-    return std::move(made).error();
+    return db.RunAllowing(std::string(kNotesTable), {1050});  // ER_TABLE_EXISTS_ERROR
   }
 
   // The statements that turn `rows` into `records`, each conditional on the row as read.

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <mysql.h>
 
+#include <algorithm>
 #include <mutex>
 
 #include "backends/one_line.h"
@@ -29,6 +30,15 @@ std::string MysqlConnection::Quote(std::string_view text) {
     out += c;
   }
   return out + "'";
+}
+
+Status MysqlConnection::RunAllowing(const std::string& sql,
+                                    std::initializer_list<unsigned> allowed) {
+  Result<std::vector<MysqlAnswer>> r = Run(sql);
+  if (r.ok() || std::find(allowed.begin(), allowed.end(), error_number_) != allowed.end()) {
+    return Status::Ok();
+  }
+  return std::move(r).error();
 }
 
 Result<std::vector<MysqlAnswer>> MysqlConnection::Run(const std::string& sql) {

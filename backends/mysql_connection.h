@@ -16,6 +16,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <initializer_list>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -52,6 +53,10 @@ class MysqlConnection {
   // Runs one or more statements (`;`-separated) in one round trip and returns each one's answer.
   // Errors: kUnavailable (the connection is dropped; error_number() says what the server said).
   Result<std::vector<MysqlAnswer>> Run(const std::string& sql);
+  // Runs a statement whose effect may be in place already: OK when it ran, or failed with one
+  // of the server's `allowed` error numbers (1050 ER_TABLE_EXISTS_ERROR for a CREATE TABLE,
+  // 1060 ER_DUP_FIELDNAME for an ADD COLUMN). Errors: Run's.
+  Status RunAllowing(const std::string& sql, std::initializer_list<unsigned> allowed);
   // The server's error number of the last failed call (0: none, or no answer).
   unsigned error_number() const { return error_number_; }
   const std::string& text() const { return text_; }

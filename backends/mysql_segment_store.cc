@@ -356,10 +356,9 @@ class MysqlSegmentStore final : public SegmentStore {
     for (const std::vector<std::string>& row : r.at(0).rows)
       (row[0] == "tag" ? tag : deleted) = row[1];
     if (deleted.empty()) {
-      Result<std::vector<MysqlAnswer>> add =
-          db.Run("ALTER TABLE sekka_segments ADD COLUMN deleted TINYINT NOT NULL DEFAULT 0");
-      if (!add.ok() && db.error_number() != 1060)
-        return std::move(add).error();  // ER_DUP_FIELDNAME
+      SEKKA_RETURN_IF_ERROR(
+          db.RunAllowing("ALTER TABLE sekka_segments ADD COLUMN deleted TINYINT NOT NULL DEFAULT 0",
+                         {1060}));  // ER_DUP_FIELDNAME
     }
     if (tag == "varbinary") return Status::Ok();
     SEKKA_RETURN_IF_ERROR(db.Run("ALTER TABLE sekka_segments MODIFY tag VARBINARY(512) NOT NULL"));

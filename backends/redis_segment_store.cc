@@ -204,8 +204,9 @@ class RedisSegmentStore final : public SegmentStore {
     std::vector<TagInfo> out;
     for (const std::string& name : names) {
       Result<TagInfo> info = GetTag(name);
-      if (info.ok()) out.push_back(*std::move(info));
-      if (!info.ok() && info.error().code != ErrorCode::kNotFound) return std::move(info).error();
+      if (!info.ok() && info.error().code == ErrorCode::kNotFound) continue;  // deleted meanwhile
+      SEKKA_ASSIGN_OR_RETURN(TagInfo tag, std::move(info));
+      out.push_back(std::move(tag));
     }
     return out;
   }

@@ -11,6 +11,7 @@
 #include "cli/commands.h"
 #include "sekka/codec.h"
 #include "sekka/layout.h"
+#include "sekka/segment_stores.h"
 #include "server/config.h"
 
 namespace {
@@ -186,9 +187,7 @@ Subcommand AddSegment(CLI::App& app, const std::string& /*layouts*/) {
   CLI::App* cmd = app.add_subcommand(
       "segment", "Manage segment tags: create, list, show, step, delete, import");
   cmd->require_subcommand(1);
-  const std::string store_help =
-      "Segment store: \"\" = SQLite in the data dir, sqlite:PATH, postgres://..., mysql://..., "
-      "redis://...";
+  const std::string store_help = "Segment store: " + sekka::SegmentStoreForms();
   CLI::App* seg_create = cmd->add_subcommand("create", "Create a tag");
   seg_create->add_option("tag", segment->tag, "Tag name")->required();
   seg_create->add_option("--start", segment->start, "First id")->capture_default_str();
@@ -231,7 +230,7 @@ Subcommand AddServe(CLI::App& app, const std::string& /*layouts*/) {
       "serve", "Run the server: HTTP on 127.0.0.1:8080 and the Redis protocol on 127.0.0.1:6380");
   cmd->add_option("--config", serve->config_file, "TOML configuration file");
   cmd->add_flag("--print-config", serve->print_config, "Print the effective configuration");
-  // The flags come from the configuration's one table (server/config.cc).
+  // The flags come from the configuration's one table (server/config_keys.cc).
   auto serve_flags =
       std::make_shared<std::vector<sekka::server::ServeFlag>>(sekka::server::ServeFlags());
   auto serve_values = std::make_shared<std::vector<std::string>>(serve_flags->size());

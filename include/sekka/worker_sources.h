@@ -21,6 +21,7 @@ struct WorkerSource {
   bool users;             // worker.username and worker.password* apply
   bool keeps_id;          // worker.keep_id applies (static and hostname have one id each)
   bool leaf;              // worker.leaf_name applies (Leaf's registry lives on ZooKeeper)
+  std::string_view uri;   // worker.coordinator's form when coordinated: "etcd://h:p[,h:p]"
 };
 
 // Every source, in the order messages list them.
@@ -30,6 +31,9 @@ const WorkerSource* FindWorkerSource(std::string_view name);
 // The names of the sources with `property` (every source when null), as a message lists them:
 // "etcd, zookeeper or redis".
 std::string WorkerSourceNames(bool WorkerSource::*property = nullptr);
+// The coordinated sources' worker.coordinator forms, as a message lists them:
+// "etcd://h:p[,h:p], zookeeper://h:p[,h:p] or redis://[user:password@]h:p[/db]".
+std::string CoordinatorUriForms();
 
 }  // namespace sekka
 
