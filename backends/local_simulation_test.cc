@@ -1,4 +1,4 @@
-// The deterministic simulation (server/simulation.h) on the lock-file source: every server and
+// The deterministic simulation (simulation/simulation.h) on the lock-file source: every server and
 // `sekka gen` slot of the run takes its worker id from the real local lease, on one temp lock
 // dir (one host), with the simulation's faults at its calls (a store that fails, or lands and is
 // reported failed; a renewal that fails) and its pauses, clock steps, kills and restarts. A
@@ -16,7 +16,7 @@
 #include <string>
 
 #include "backends/local_worker_lease.h"
-#include "server/simulation.h"
+#include "simulation/simulation.h"
 
 namespace sekka {
 namespace {

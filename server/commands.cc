@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <array>
 #include <charconv>
+#include <limits>
 
 namespace sekka::server {
 namespace {
@@ -281,61 +282,106 @@ Result<Reply> RandomCommand(Service& service, Args args) {
   return Reply(std::move(ids));
 }
 
-constexpr std::array<CommandSpec, 24> kCommands = {{
-    // label, name, arguments (min, max), auth, may block, handler, lane, usage
-    {Command::kId, "ID.NEXT", 0, 0, true, nullptr, NextIdCommand, Lane::kStore, ""},
-    {Command::kIds, "ID.BATCH", 1, 1, true, BatchMayWait, NextIdsCommand, Lane::kStore, "<count>"},
-    {Command::kDecode, "ID.DECODE", 1, 1, true, nullptr, DecodeCommand, Lane::kStore, "<id>"},
-    {Command::kSegment, "SEG.NEXT", 1, 2, true, SegmentNextMayBlock, SegmentNextCommand,
-     Lane::kStore, "<tag> [<count>]"},
-    {Command::kSegmentRange, "SEG.RANGE", 1, 3, true, AlwaysMayBlock, SegmentRangeCommand,
-     Lane::kStore, "<tag> [<step> [DENSE]]"},
-    {Command::kSegmentCreate, "SEG.CREATE", 3, 3, true, AlwaysMayBlock, SegmentCreateCommand,
-     Lane::kStore, "<tag> <start> <step>"},
-    // Tag administration, on the store itself (changes need auth_token set: AdminAllowed).
-    {Command::kSegmentAdmin, "SEG.TAGS", 0, 2, true, AlwaysMayBlock, SegmentTagsCommand,
-     Lane::kStore, "[<tag> | AFTER <tag>]"},
-    {Command::kSegmentAdmin, "SEG.STEP", 2, 2, true, AlwaysMayBlock, SegmentStepCommand,
-     Lane::kStore, "<tag> <step>"},
-    {Command::kSegmentAdmin, "SEG.DELETE", 1, 1, true, AlwaysMayBlock, SegmentDeleteCommand,
-     Lane::kStore, "<tag>"},
-    // Strict ids: led here, or forwarded to the tag's leader (both may wait).
-    {Command::kStrict, "STRICT.NEXT", 1, 2, true, StrictMayBlock, StrictCommand, Lane::kStrict,
-     "<tag> [<count>]"},
-    {Command::kStrict, "STRICT.BATCH", 2, 2, true, StrictMayBlock, StrictCommand, Lane::kStrict,
-     "<tag> <count>"},
-    {Command::kStrict, "STRICT.FORWARDED", 2, 2, true, StrictMayBlock, StrictForwardedCommand,
-     Lane::kStrictLeader, "<tag> <count>"},
-    // Machine ids for CosId clients: each change is stored (fsync) before it is answered.
-    {Command::kMachine, "MACHINE.DISTRIBUTE", 5, 5, true, AlwaysMayBlock, MachineDistributeCommand,
-     Lane::kStore, "<namespace> <bits> <instance> <stable> <guard>"},
-    {Command::kMachine, "MACHINE.GUARD", 3, 3, true, AlwaysMayBlock, MachineGuardCommand,
-     Lane::kStore, "<namespace> <instance> <guard>"},
-    {Command::kMachine, "MACHINE.REVERT", 2, 2, true, AlwaysMayBlock, MachineRevertCommand,
-     Lane::kStore, "<namespace> <instance>"},
-    // Opaque ids (opaque.key_file).
-    {Command::kOpaque, "OPAQUE.ENCODE", 1, 1, true, nullptr, OpaqueEncodeCommand, Lane::kStore,
-     "<id>"},
-    {Command::kOpaque, "OPAQUE.DECODE", 1, 1, true, nullptr, OpaqueDecodeCommand, Lane::kStore,
-     "<opaque>"},
-    {Command::kId, "OPAQUE.NEXT", 0, 0, true, nullptr, OpaqueNextCommand, Lane::kStore, ""},
-    // UUIDv7 and ULID.
-    {Command::kUuid, "UUID.NEXT", 0, 0, true, nullptr, TimeOrderedCommand<TimeOrderedKind::kUuidV7>,
-     Lane::kStore, ""},
-    {Command::kUuid, "UUID.BATCH", 1, 1, true, nullptr,
-     TimeOrderedCommand<TimeOrderedKind::kUuidV7>, Lane::kStore, "<count>"},
-    {Command::kUlid, "ULID.NEXT", 0, 0, true, nullptr, TimeOrderedCommand<TimeOrderedKind::kUlid>,
-     Lane::kStore, ""},
-    {Command::kUlid, "ULID.BATCH", 1, 1, true, nullptr, TimeOrderedCommand<TimeOrderedKind::kUlid>,
+constexpr std::size_t kAny = std::numeric_limits<std::size_t>::max();
+
+constexpr std::array<CommandSpec, static_cast<std::size_t>(CommandId::kCount_)> kCommands = {{
+    // id, label, name, arguments (min, max), auth, may block, handler, lane, usage
+    {CommandId::kIdNext, Command::kId, "ID.NEXT", 0, 0, true, nullptr, NextIdCommand, Lane::kStore,
+     ""},
+    {CommandId::kIdBatch, Command::kIds, "ID.BATCH", 1, 1, true, BatchMayWait, NextIdsCommand,
      Lane::kStore, "<count>"},
+    {CommandId::kIdDecode, Command::kDecode, "ID.DECODE", 1, 1, true, nullptr, DecodeCommand,
+     Lane::kStore, "<id>"},
+    {CommandId::kSegNext, Command::kSegment, "SEG.NEXT", 1, 2, true, SegmentNextMayBlock,
+     SegmentNextCommand, Lane::kStore, "<tag> [<count>]"},
+    {CommandId::kSegRange, Command::kSegmentRange, "SEG.RANGE", 1, 3, true, AlwaysMayBlock,
+     SegmentRangeCommand, Lane::kStore, "<tag> [<step> [DENSE]]"},
+    {CommandId::kSegCreate, Command::kSegmentCreate, "SEG.CREATE", 3, 3, true, AlwaysMayBlock,
+     SegmentCreateCommand, Lane::kStore, "<tag> <start> <step>"},
+    // Tag administration, on the store itself (changes need auth_token set: AdminAllowed).
+    {CommandId::kSegTags, Command::kSegmentAdmin, "SEG.TAGS", 0, 2, true, AlwaysMayBlock,
+     SegmentTagsCommand, Lane::kStore, "[<tag> | AFTER <tag>]"},
+    {CommandId::kSegStep, Command::kSegmentAdmin, "SEG.STEP", 2, 2, true, AlwaysMayBlock,
+     SegmentStepCommand, Lane::kStore, "<tag> <step>"},
+    {CommandId::kSegDelete, Command::kSegmentAdmin, "SEG.DELETE", 1, 1, true, AlwaysMayBlock,
+     SegmentDeleteCommand, Lane::kStore, "<tag>"},
+    // Strict ids: led here, or forwarded to the tag's leader (both may wait).
+    {CommandId::kStrictNext, Command::kStrict, "STRICT.NEXT", 1, 2, true, StrictMayBlock,
+     StrictCommand, Lane::kStrict, "<tag> [<count>]"},
+    {CommandId::kStrictBatch, Command::kStrict, "STRICT.BATCH", 2, 2, true, StrictMayBlock,
+     StrictCommand, Lane::kStrict, "<tag> <count>"},
+    {CommandId::kStrictForwarded, Command::kStrict, "STRICT.FORWARDED", 2, 2, true, StrictMayBlock,
+     StrictForwardedCommand, Lane::kStrictLeader, "<tag> <count>"},
+    // Machine ids for CosId clients: each change is stored (fsync) before it is answered.
+    {CommandId::kMachineDistribute, Command::kMachine, "MACHINE.DISTRIBUTE", 5, 5, true,
+     AlwaysMayBlock, MachineDistributeCommand, Lane::kStore,
+     "<namespace> <bits> <instance> <stable> <guard>"},
+    {CommandId::kMachineGuard, Command::kMachine, "MACHINE.GUARD", 3, 3, true, AlwaysMayBlock,
+     MachineGuardCommand, Lane::kStore, "<namespace> <instance> <guard>"},
+    {CommandId::kMachineRevert, Command::kMachine, "MACHINE.REVERT", 2, 2, true, AlwaysMayBlock,
+     MachineRevertCommand, Lane::kStore, "<namespace> <instance>"},
+    // Opaque ids (opaque.key_file).
+    {CommandId::kOpaqueEncode, Command::kOpaque, "OPAQUE.ENCODE", 1, 1, true, nullptr,
+     OpaqueEncodeCommand, Lane::kStore, "<id>"},
+    {CommandId::kOpaqueDecode, Command::kOpaque, "OPAQUE.DECODE", 1, 1, true, nullptr,
+     OpaqueDecodeCommand, Lane::kStore, "<opaque>"},
+    {CommandId::kOpaqueNext, Command::kId, "OPAQUE.NEXT", 0, 0, true, nullptr, OpaqueNextCommand,
+     Lane::kStore, ""},
+    // UUIDv7 and ULID.
+    {CommandId::kUuidNext, Command::kUuid, "UUID.NEXT", 0, 0, true, nullptr,
+     TimeOrderedCommand<TimeOrderedKind::kUuidV7>, Lane::kStore, ""},
+    {CommandId::kUuidBatch, Command::kUuid, "UUID.BATCH", 1, 1, true, nullptr,
+     TimeOrderedCommand<TimeOrderedKind::kUuidV7>, Lane::kStore, "<count>"},
+    {CommandId::kUlidNext, Command::kUlid, "ULID.NEXT", 0, 0, true, nullptr,
+     TimeOrderedCommand<TimeOrderedKind::kUlid>, Lane::kStore, ""},
+    {CommandId::kUlidBatch, Command::kUlid, "ULID.BATCH", 1, 1, true, nullptr,
+     TimeOrderedCommand<TimeOrderedKind::kUlid>, Lane::kStore, "<count>"},
     // Random ids (random.layout): no worker id, odds of a clash as `sekka layout --rate` says.
-    {Command::kRandom, "RANDOM.NEXT", 0, 0, true, nullptr, RandomCommand, Lane::kStore, ""},
-    {Command::kRandom, "RANDOM.BATCH", 1, 1, true, nullptr, RandomCommand, Lane::kStore, "<count>"},
+    {CommandId::kRandomNext, Command::kRandom, "RANDOM.NEXT", 0, 0, true, nullptr, RandomCommand,
+     Lane::kStore, ""},
+    {CommandId::kRandomBatch, Command::kRandom, "RANDOM.BATCH", 1, 1, true, nullptr, RandomCommand,
+     Lane::kStore, "<count>"},
+    // Redis's connection commands, run by the RESP front end (server/resp_handler.cc).
+    {CommandId::kAuth, Command::kAuth, "AUTH", 1, 2, false, nullptr, nullptr, Lane::kLoop,
+     "[<user>] <password>"},
+    {CommandId::kHello, Command::kHello, "HELLO", 0, kAny, false, nullptr, nullptr, Lane::kLoop,
+     "[2] [AUTH <user> <password>] [SETNAME <name>]"},
+    {CommandId::kQuit, Command::kQuit, "QUIT", 0, kAny, false, nullptr, nullptr, Lane::kLoop, ""},
+    {CommandId::kIncr, Command::kSegment, "INCR", 1, 1, true, nullptr, nullptr, Lane::kLoop,
+     "<tag>"},
+    {CommandId::kIncrBy, Command::kSegment, "INCRBY", 2, 2, true, nullptr, nullptr, Lane::kLoop,
+     "<tag> 1"},
+    {CommandId::kPing, Command::kPing, "PING", 0, 1, true, nullptr, nullptr, Lane::kLoop,
+     "[<message>]"},
+    {CommandId::kEcho, Command::kEcho, "ECHO", 1, 1, true, nullptr, nullptr, Lane::kLoop,
+     "<message>"},
+    {CommandId::kInfo, Command::kInfo, "INFO", 0, kAny, true, nullptr, nullptr, Lane::kLoop,
+     "[<section>]"},
+    {CommandId::kCommand, Command::kCommand, "COMMAND", 0, kAny, true, nullptr, nullptr,
+     Lane::kLoop, "[COUNT | LIST | INFO <name>... | DOCS [<name>...]]"},
+    {CommandId::kConfig, Command::kOther, "CONFIG", 1, kAny, true, nullptr, nullptr, Lane::kLoop,
+     "GET save | GET appendonly"},
+    {CommandId::kIdReply, Command::kClient, "ID.REPLY", 1, 1, true, nullptr, nullptr, Lane::kLoop,
+     "STRING | INTEGER"},
+    {CommandId::kClient, Command::kClient, "CLIENT", 1, kAny, true, nullptr, nullptr, Lane::kLoop,
+     "SETNAME <name> | GETNAME | SETINFO ..."},
+    {CommandId::kSelect, Command::kOther, "SELECT", 1, 1, true, nullptr, nullptr, Lane::kLoop, "0"},
 }};
+
+// Each row sits at its id's place, so that Spec(id) is an index.
+constexpr bool RowsInIdOrder() {
+  for (std::size_t i = 0; i < kCommands.size(); ++i) {
+    if (static_cast<std::size_t>(kCommands[i].id) != i) return false;
+  }
+  return true;
+}
+static_assert(RowsInIdOrder(), "kCommands: every row at its CommandId's place");
 
 }  // namespace
 
 std::span<const CommandSpec> Commands() { return kCommands; }
+
+const CommandSpec& Spec(CommandId id) { return kCommands[static_cast<std::size_t>(id)]; }
 
 const CommandSpec* FindCommand(std::string_view name) {
   for (const CommandSpec& spec : kCommands) {
@@ -351,6 +397,10 @@ Result<Reply> Execute(Service& service, const CommandSpec& spec, Args args) {
   if (args.size() < spec.min_args || args.size() > spec.max_args) {
     return InvalidArgument(
         fmt::format("wrong number of arguments for '{}' command", Lower(spec.name)));
+  }
+  if (spec.run == nullptr) {  // a connection command: the RESP front end's
+    return InvalidArgument(
+        fmt::format("'{}' is a command about a RESP connection: send it on one", Lower(spec.name)));
   }
   return spec.run(service, args);
 }

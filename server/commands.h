@@ -2,10 +2,11 @@
 //
 // The protocol-neutral command layer: one table of what a client can ask of the server, each
 // with its name, its arguments and their checks, whether the caller must be authenticated,
-// whether it may wait for a store, and its handler. The front ends (HTTP routes and RESP in
-// server/handlers.cc, Thrift in server/thrift_service.cc) are adapters: they turn a request of
-// their wire into a command and its arguments, and format the Reply in their wire's shape. A new
-// protocol is a parser and a table of routes, never a copy of command logic.
+// whether it may wait for a store, and its handler; Redis's connection commands (AUTH, PING,
+// ...) are rows too, run by the RESP front end. The front ends (server/http_handler.cc and the
+// route files, server/resp_handler.cc, server/thrift_handler.cc) are adapters: they turn a
+// request of their wire into a command and its arguments, and format the Reply in their wire's
+// shape. A new protocol is a parser and a table of routes, never a copy of command logic.
 //
 // Thread-safety: the table is immutable; Execute may be called from any thread.
 
@@ -54,7 +55,53 @@ enum class Lane {
   kStrictLeader,  // STRICT.FORWARDED: this server's leadership (the coordinator), never another
 };
 
+// Every command's id: its row in the table (Spec). The front ends name commands by id, never
+// by string.
+enum class CommandId : std::uint8_t {
+  kIdNext,
+  kIdBatch,
+  kIdDecode,
+  kSegNext,
+  kSegRange,
+  kSegCreate,
+  kSegTags,
+  kSegStep,
+  kSegDelete,
+  kStrictNext,
+  kStrictBatch,
+  kStrictForwarded,
+  kMachineDistribute,
+  kMachineGuard,
+  kMachineRevert,
+  kOpaqueEncode,
+  kOpaqueDecode,
+  kOpaqueNext,
+  kUuidNext,
+  kUuidBatch,
+  kUlidNext,
+  kUlidBatch,
+  kRandomNext,
+  kRandomBatch,
+  // The connection commands (Redis's, about the connection itself): no handler here, the RESP
+  // front end (server/resp_handler.cc) runs them with the connection's session.
+  kAuth,
+  kHello,
+  kQuit,
+  kIncr,
+  kIncrBy,
+  kPing,
+  kEcho,
+  kInfo,
+  kCommand,
+  kConfig,
+  kIdReply,
+  kClient,
+  kSelect,
+  kCount_
+};
+
 struct CommandSpec {
+  CommandId id;
   Command command;        // its metrics label
   std::string_view name;  // "ID.BATCH": the RESP name, and the name in errors
   std::size_t min_args = 0;
@@ -65,7 +112,8 @@ struct CommandSpec {
   // never waits.
   bool (*may_block)(Service& service, Args args) = nullptr;
   // Runs with an argument count already checked. Errors: the service's, and kInvalidArgument
-  // for an argument that fails its check (named, with what is allowed).
+  // for an argument that fails its check (named, with what is allowed). Null for a connection
+  // command.
   Result<Reply> (*run)(Service& service, Args args) = nullptr;
   Lane lane = Lane::kStore;  // where it runs when it may block
   std::string_view usage;    // its arguments, as `COMMAND DOCS` and docs/protocol.md show them
@@ -74,11 +122,15 @@ struct CommandSpec {
 // Every command of the table, in its order (RESP's COMMAND lists them).
 std::span<const CommandSpec> Commands();
 
+// The command with that id.
+const CommandSpec& Spec(CommandId id);
+
 // The command of that name (case-insensitive), or null.
 const CommandSpec* FindCommand(std::string_view name);
 
-// Checks the argument count and runs the command. Errors: kInvalidArgument "wrong number of
-// arguments for 'id.batch' command" (Redis's words), and the command's own.
+// Checks the argument count and runs the command (not a connection command: spec.run is set).
+// Errors: kInvalidArgument "wrong number of arguments for 'id.batch' command" (Redis's words), and
+// the command's own.
 Result<Reply> Execute(Service& service, const CommandSpec& spec, Args args);
 // Where Execute runs: kLoop when it cannot wait with these arguments (a bad argument count never
 // waits), else the command's lane.

@@ -23,7 +23,7 @@
 
 namespace sekka::server {
 
-// The server's settings. Their defaults live in one place, the table of keys in config.cc:
+// The server's settings. Their defaults live in one place, the table of keys in config_keys.cc:
 // a ServerConfig from BuildConfig or DefaultConfig has them; the fields here are only zeroed.
 struct ServerConfig {
   // [server]

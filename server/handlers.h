@@ -2,7 +2,7 @@
 //
 // The front ends over the command table (server/commands.h): HTTP routes, RESP commands and
 // Twitter Snowflake's Thrift service turn their requests into commands and format the replies.
-// No I/O: the event loop (server/server.cc) hands in parsed requests and sends the bytes back.
+// No I/O: the event loop (server/connection.cc) hands in parsed requests and sends the bytes back.
 //
 // Thread-safety: a Session belongs to one connection; the functions are reentrant.
 
@@ -20,7 +20,7 @@
 
 namespace sekka::server {
 
-// What a connection has shown across its requests, kept by the event loop (server.cc).
+// What a connection has shown across its requests, kept by the event loop (server/connection.cc).
 struct Session;
 
 // Appends the complete HTTP response for `request` to `out`. Sets `close` when the connection
@@ -50,14 +50,14 @@ struct Session {
   // the larger buffer limits.
   bool authenticated = false;
   // The right credentials came on this connection for the first time (Authenticate): their
-  // answer waits for the host's auth turn (server.cc, AwaitAuthTurn), as a wrong one's does.
+  // answer waits for the host's auth turn (connection.cc, AwaitAuthTurn), as a wrong one's does.
   // The server clears it.
   bool first_auth = false;
   void Authenticate() {
     first_auth = first_auth || !authenticated;
     authenticated = true;
   }
-  // The last request sent wrong credentials: its reply is the last, and is delayed (server.cc,
+  // The last request sent wrong credentials: its reply is the last, and is delayed (connection.cc,
   // AwaitAuthTurn). The handler sets `close` with it.
   bool auth_failed = false;
   std::string name;                            // RESP: CLIENT SETNAME

@@ -2,7 +2,7 @@
 //
 // The network server: Asio event loops (one per core by default) serving HTTP/1.1 and the Redis
 // protocol over TCP, with the limits of docs/contract.md section 6. All Asio code lives in
-// server.cc.
+// server.cc, connection.cc and tls_context.cc.
 //
 // Thread-safety: Start and Run from one thread; RequestStop from any thread or a signal.
 

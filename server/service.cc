@@ -130,86 +130,25 @@ Result<std::unique_ptr<Service>> Service::Start(const ServerConfig& config, Serv
         "Service::Start needs every part: a clock, a lease, a data dir, a segment store and a "
         "machine store");
   }
-  Clock& clock = *parts.clock;
-  auto service = std::unique_ptr<Service>(new Service(config, clock));
+  auto service = std::unique_ptr<Service>(new Service(config, *parts.clock));
   Service& s = *service;
-  const Layout& layout = config.generator.layout;  // its epoch is checked by Snowflake::Create
-
-  // Opaque ids: a key file that is configured but unusable stops the start (kInvalidArgument).
-  if (!config.opaque_key_file.empty()) {
-    Result<std::vector<OpaqueKey>> keys = ReadOpaqueKeyFile(config.opaque_key_file);
-    if (!keys.ok()) return InvalidArgument("opaque.key_file: " + keys.error().message);
-    Result<std::unique_ptr<OpaqueCodec>> codec = OpaqueCodec::Create(*keys, layout);
-    if (!codec.ok()) return InvalidArgument("opaque.key_file: " + codec.error().message);
-    s.opaque_ = std::move(codec).value();
-    codec = OpaqueCodec::Create(*keys, config.random_layout);
-    if (!codec.ok()) return InvalidArgument("opaque.key_file: " + codec.error().message);
-    s.random_opaque_ = std::move(codec).value();
-  }
-  // Random ids: nothing to lease or store; only the layout's epoch is checked.
-  Result<std::unique_ptr<RandomIdGenerator>> randoms =
-      RandomIdGenerator::Create(config.random_layout, clock);
-  if (!randoms.ok()) return InvalidArgument("random.layout: " + randoms.error().message);
-  s.randoms_ = std::move(randoms).value();
-
-  // Snowflake ids: the worker id, the wait past the stored hwms and the first hwm stored, all
-  // before the server says it is ready.
+  SEKKA_RETURN_IF_ERROR(s.StartIdCodecs());
   s.data_dir_ = std::move(parts.data_dir);
-  LeasedGeneratorOptions lo;
-  lo.generator = config.generator;
-  lo.coordinated = s.coordinated_;
-  lo.ttl_ms = config.lease_ttl_ms;
-  lo.call_timeout_ms = CoordinatorCallTimeoutMs(config);
-  lo.hwm_ahead_ms = s.coordinated_ ? kCoordinatorHwmAheadMs : kLocalHwmAheadMs;
-  lo.max_startup_wait_ms = config.max_startup_wait_ms;
-  lo.after_ms = config.after_floor_ms;
-  lo.after_what = fmt::format("generator.after_id {}", config.after_id);
-  lo.force = config.force;
-  lo.log = [&s](LeaseLogLevel level, std::string_view message, const std::string& fields,
-                bool repeats) { s.LeaseLogLine(level, message, fields, repeats); };
-  SEKKA_ASSIGN_OR_RETURN(
-      auto leased, LeasedGenerator::Start(lo, clock, std::move(parts.lease), s.data_dir_.get()));
-  s.leased_ = std::move(leased);
-
-  s.segment_store_ = std::move(parts.segment_store);
-  SegmentOptions segment_options;
-  segment_options.wait_deadline = std::chrono::milliseconds(config.segment_wait_deadline_ms);
-  segment_options.max_step = config.segment_max_step;
-  segment_options.max_tags = static_cast<std::size_t>(config.segment_max_tags);
-  // Without a background thread, its owner's RunBackgroundOnce makes the fetches too.
-  segment_options.fetch_threads = parts.background_thread;
-  segment_options.on_store_error = [&s, store = RedactSecrets(config.segment_store)](
-                                       std::string_view tag, const Error& error) {
-    s.LeaseLogLine(LeaseLogLevel::kWarn, "the segment store failed a call",
-                   fmt::format("tag={} store={} error={}", http::JsonString(tag),
-                               http::JsonString(store.empty() ? "sqlite in the data dir" : store),
-                               http::JsonString(RedactSecrets(error.message))),
-                   /*repeats=*/true);
-  };
-  s.segments_ = std::make_unique<SegmentAllocator>(*s.segment_store_, clock, segment_options);
-  if (s.segment_store_->has_peer_tokens()) {
-    // Read before the first request, as tinyid does at start; a failure is retried.
-    const bool read = s.ReadTinyidTokens();
-    if (parts.background_thread) {
-      s.tokens_thread_ = std::thread([&s, read] { s.RereadTinyidTokens(read); });
-    }
-  }
-
+  SEKKA_RETURN_IF_ERROR(s.StartSnowflake(std::move(parts.lease)));
+  s.StartSegments(parts);
   if (parts.strict.open_lease) {
     StrictOptions strict;
     strict.ttl = std::chrono::milliseconds(config.lease_ttl_ms);
     strict.window = config.strict_window;
     strict.planted_bug_start_at_bound = parts.strict.planted_bug_start_at_bound;
-    s.strict_ = std::make_unique<StrictTags>(std::move(parts.strict), clock, strict,
+    s.strict_ = std::make_unique<StrictTags>(std::move(parts.strict), s.clock_, strict,
                                              parts.background_thread, config.strict_tags);
   }
-
   // Machine ids for CosId clients: a store that cannot be read fails those requests only.
   s.machine_store_ = std::move(parts.machine_store);
   s.machines_ = std::make_unique<MachineRegistry>(
-      *s.machine_store_, parts.machine_clock != nullptr ? *parts.machine_clock : clock);
+      *s.machine_store_, parts.machine_clock != nullptr ? *parts.machine_clock : s.clock_);
   s.machines_refusal_ = std::move(parts.machines_refusal);
-
   if (parts.background_thread) {
     s.reserver_ = std::thread([&s] {
       std::unique_lock lock(s.mu_);
@@ -222,6 +161,73 @@ Result<std::unique_ptr<Service>> Service::Start(const ServerConfig& config, Serv
     });
   }
   return service;
+}
+
+Status Service::StartIdCodecs() {
+  const Layout& layout = config_.generator.layout;  // its epoch is checked by Snowflake::Create
+  // Opaque ids: a key file that is configured but unusable stops the start (kInvalidArgument).
+  if (!config_.opaque_key_file.empty()) {
+    Result<std::vector<OpaqueKey>> keys = ReadOpaqueKeyFile(config_.opaque_key_file);
+    if (!keys.ok()) return InvalidArgument("opaque.key_file: " + keys.error().message);
+    Result<std::unique_ptr<OpaqueCodec>> codec = OpaqueCodec::Create(*keys, layout);
+    if (!codec.ok()) return InvalidArgument("opaque.key_file: " + codec.error().message);
+    opaque_ = std::move(codec).value();
+    codec = OpaqueCodec::Create(*keys, config_.random_layout);
+    if (!codec.ok()) return InvalidArgument("opaque.key_file: " + codec.error().message);
+    random_opaque_ = std::move(codec).value();
+  }
+  // Random ids: nothing to lease or store; only the layout's epoch is checked.
+  Result<std::unique_ptr<RandomIdGenerator>> randoms =
+      RandomIdGenerator::Create(config_.random_layout, clock_);
+  if (!randoms.ok()) return InvalidArgument("random.layout: " + randoms.error().message);
+  randoms_ = std::move(randoms).value();
+  return Status::Ok();
+}
+
+Status Service::StartSnowflake(std::unique_ptr<WorkerLease> lease) {
+  // Snowflake ids: the worker id, the wait past the stored hwms and the first hwm stored, all
+  // before the server says it is ready.
+  LeasedGeneratorOptions lo;
+  lo.generator = config_.generator;
+  lo.coordinated = coordinated_;
+  lo.ttl_ms = config_.lease_ttl_ms;
+  lo.call_timeout_ms = CoordinatorCallTimeoutMs(config_);
+  lo.hwm_ahead_ms = coordinated_ ? kCoordinatorHwmAheadMs : kLocalHwmAheadMs;
+  lo.max_startup_wait_ms = config_.max_startup_wait_ms;
+  lo.after_ms = config_.after_floor_ms;
+  lo.after_what = fmt::format("generator.after_id {}", config_.after_id);
+  lo.force = config_.force;
+  lo.log = [this](LeaseLogLevel level, std::string_view message, const std::string& fields,
+                  bool repeats) { LeaseLogLine(level, message, fields, repeats); };
+  SEKKA_ASSIGN_OR_RETURN(leased_,
+                         LeasedGenerator::Start(lo, clock_, std::move(lease), data_dir_.get()));
+  return Status::Ok();
+}
+
+void Service::StartSegments(ServiceParts& parts) {
+  segment_store_ = std::move(parts.segment_store);
+  SegmentOptions segment_options;
+  segment_options.wait_deadline = std::chrono::milliseconds(config_.segment_wait_deadline_ms);
+  segment_options.max_step = config_.segment_max_step;
+  segment_options.max_tags = static_cast<std::size_t>(config_.segment_max_tags);
+  // Without a background thread, its owner's RunBackgroundOnce makes the fetches too.
+  segment_options.fetch_threads = parts.background_thread;
+  segment_options.on_store_error = [this, store = RedactSecrets(config_.segment_store)](
+                                       std::string_view tag, const Error& error) {
+    LeaseLogLine(LeaseLogLevel::kWarn, "the segment store failed a call",
+                 fmt::format("tag={} store={} error={}", http::JsonString(tag),
+                             http::JsonString(store.empty() ? "sqlite in the data dir" : store),
+                             http::JsonString(RedactSecrets(error.message))),
+                 /*repeats=*/true);
+  };
+  segments_ = std::make_unique<SegmentAllocator>(*segment_store_, clock_, segment_options);
+  if (segment_store_->has_peer_tokens()) {
+    // Read before the first request, as tinyid does at start; a failure is retried.
+    const bool read = ReadTinyidTokens();
+    if (parts.background_thread) {
+      tokens_thread_ = std::thread([this, read] { RereadTinyidTokens(read); });
+    }
+  }
 }
 
 void Service::LeaseLogLine(LeaseLogLevel level, std::string_view message, const std::string& fields,

@@ -1,8 +1,9 @@
 // server/service.h
 //
 // The server's protocol-neutral core: the generator with its worker id and high-water mark,
-// readiness, info and metrics. HTTP and RESP handlers (server/handlers.cc) call it and format
-// its results; the mapping of errors to HTTP statuses and RESP prefixes lives here, once.
+// readiness, info and metrics. HTTP and RESP handlers (server/http_handler.cc,
+// server/resp_handler.cc) call it and format its results; the mapping of errors to HTTP statuses
+// and RESP prefixes lives here, once.
 //
 // Thread-safety: every method may be called from any thread.
 
@@ -259,10 +260,13 @@ class Service {
   void ConnectionOpened(Protocol p) { open_[static_cast<int>(p)].fetch_add(1); }
   void ConnectionClosed(Protocol p) { open_[static_cast<int>(p)].fetch_sub(1); }
   void ConnectionRejected(Protocol p) { rejected_[static_cast<int>(p)].fetch_add(1); }
-  // A connection the server closed because it broke a limit (server.cc says which).
+  // A connection the server closed because it broke a limit (connection.cc and server.cc say
+  // which).
   void ConnectionShed(ShedReason r) { shed_[static_cast<int>(r)].fetch_add(1); }
 
   const ServerConfig& config() const { return config_; }
+  // The service's clock (the server's limits read its monotonic time: server/admission.h).
+  Clock& clock() const { return clock_; }
   const Layout& layout() const { return config_.generator.layout; }
   WorkerInfo worker() const;
   // The wall clock, in Unix milliseconds (Thrift's get_timestamp).
@@ -282,6 +286,12 @@ class Service {
 
  private:
   Service(const ServerConfig& config, Clock& clock);
+  // Start's steps: opaque ids' codecs and the random ids' generator (a configured key file
+  // that is unusable stops the start); the snowflake engine on `lease`; the segment engine on
+  // the parts' store (and tinyid's tokens, where the store keeps them).
+  Status StartIdCodecs();
+  Status StartSnowflake(std::unique_ptr<WorkerLease> lease);
+  void StartSegments(ServiceParts& parts);
   // The leased generator's log lines, repeating failures limited to one per 10 s.
   void LeaseLogLine(LeaseLogLevel level, std::string_view message, const std::string& fields,
                     bool repeats);

@@ -48,8 +48,8 @@ struct StrictOptions {
   double margin = 0.1;
   // How far the stored bound runs ahead of what was served: the ids a failover skips at most.
   std::int64_t window = 100'000;
-  // The simulation's planted bug (server/simulation.h, plant_strict_bug): a new leader starts AT
-  // the stored bound instead of above it. Its self-test only; never set otherwise.
+  // The simulation's planted bug (simulation/simulation.h, plant_strict_bug): a new leader starts
+  // AT the stored bound instead of above it. Its self-test only; never set otherwise.
   bool planted_bug_start_at_bound = false;
 };
 

@@ -7,7 +7,7 @@
 #include <cstring>
 #include <string>
 
-#include "server/simulation.h"
+#include "simulation/simulation.h"
 
 int main(int argc, char** argv) {
   sekka::server::SimulationOptions options;

@@ -2,7 +2,7 @@
 // SEKKA_SIM_FIRST_SEED (drawn per run unless set). A failure names the seed and the command that
 // replays it.
 
-#include "server/simulation.h"
+#include "simulation/simulation.h"
 
 #include <gtest/gtest.h>
 

@@ -1,7 +1,7 @@
-// The deterministic simulation (see server/simulation.h). Single-threaded: the scheduler picks
+// The deterministic simulation (see simulation/simulation.h). Single-threaded: the scheduler picks
 // one event at a time with its seeded generator, so a seed always replays the same run.
 
-#include "server/simulation.h"
+#include "simulation/simulation.h"
 
 #include <fmt/format.h>
 

@@ -1,4 +1,4 @@
-// server/simulation.h
+// simulation/simulation.h
 //
 // A deterministic simulation of several sekka servers, in the manner of FoundationDB's
 // simulation and TigerBeetle's VOPR: one seeded scheduler runs the real Service and Snowflake
