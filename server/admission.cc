@@ -17,7 +17,9 @@ std::string V4Host(const unsigned char (&b)[4]) {
 }  // namespace
 
 std::string AuthHost(std::string_view address) {
-  const std::string a(address);
+  // A link-local address's text ends in its zone ("fe80::1%eth0"), which inet_pton refuses:
+  // the host is the address without it (its /64 below, as every other IPv6 address).
+  const std::string a(address.substr(0, address.find('%')));
   unsigned char v4[4];
   if (inet_pton(AF_INET, a.c_str(), v4) == 1) return V4Host(v4);
   unsigned char v6[16];

@@ -47,7 +47,8 @@ inline constexpr double kMinDrainRate = 1024.0 * 1024.0;  // bytes a second
 
 // The host whose turn a client's credentials take, from its address's text: "loopback" for any
 // of 127/8 and ::1 (one local user), the /64 for IPv6, the address itself otherwise; an
-// IPv4-mapped IPv6 address is its IPv4 address (a client of a dual-stack listener).
+// IPv4-mapped IPv6 address is its IPv4 address (a client of a dual-stack listener), and a
+// link-local address's zone ("%eth0") is no part of it.
 std::string AuthHost(std::string_view address);
 
 class AuthTurns {

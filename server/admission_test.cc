@@ -27,6 +27,12 @@ TEST(AuthHostTest, AnIpv6AddressIsItsSlash64) {
   EXPECT_NE(AuthHost("2001:db8:1:2::9"), AuthHost("2001:db8:1:3::9"));
 }
 
+TEST(AuthHostTest, ALinkLocalAddressIsItsSlash64WhateverItsZone) {
+  EXPECT_EQ(AuthHost("fe80::1%eth0"), "fe80::");
+  EXPECT_EQ(AuthHost("fe80::1%eth0"), AuthHost("fe80::2:3%eth1"));
+  EXPECT_EQ(AuthHost("fe80::1%2"), AuthHost("fe80::9"));
+}
+
 class AuthTurnsTest : public ::testing::Test {
  protected:
   FakeClock clock_{1'700'000'000'000};

@@ -97,7 +97,9 @@ enum class CommandId : std::uint8_t {
   kIdReply,
   kClient,
   kSelect,
-  kCount_
+  kCount_,
+  // A route's own command, no row of the table and no RESP name (Leaf's GET /db).
+  kRouteOnly = kCount_,
 };
 
 struct CommandSpec {

@@ -40,6 +40,9 @@ class ConnectionHost {
  public:
   virtual Service& service() = 0;
   virtual const ServerConfig& config() const = 0;
+  // The admission rules' time (server/admission.h): its MonotonicMillis must be
+  // CLOCK_MONOTONIC, the steady_clock the connection's timers wait on (the service's
+  // SystemClock in `sekka serve`; a FakeClock is for the rules' unit tests, not a server).
   virtual Clock& clock() const = 0;
   // The connection's buffers grew or shrank by `delta` bytes (the memory budget).
   virtual void AddBuffered(std::int64_t delta) = 0;

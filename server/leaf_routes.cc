@@ -91,10 +91,10 @@ Result<Reply> LeafDbCommand(Service& service, Args) {
   return Reply(LeafPage("tag max step update", rows));
 }
 bool LeafDbMayBlock(Service&, Args) { return true; }
-// Not a row of the table (no RESP name): Leaf's page of the rows SEG.TAGS lists, whose id it
-// takes.
-constexpr CommandSpec kLeafDb{CommandId::kSegTags, Command::kSegmentAdmin, "GET /db",    0, 0, true,
-                              LeafDbMayBlock,      LeafDbCommand,          Lane::kStore, ""};
+// Not a row of the table (no RESP name): Leaf's page of the store's rows.
+constexpr CommandSpec kLeafDb{
+    CommandId::kRouteOnly, Command::kSegmentAdmin, "GET /db",    0, 0, true,
+    LeafDbMayBlock,        LeafDbCommand,          Lane::kStore, ""};
 
 HttpReply LeafDbReply(Service&, const RouteInput&, Result<Reply>& reply) {
   if (!reply.ok()) return FromError(reply.error());

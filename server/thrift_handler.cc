@@ -59,8 +59,7 @@ void HandleThrift(Service& service, const thrift::Call& call, std::string& out) 
                        http::JsonEscape(text.substr(0, 64))));
       return;
     }
-    static const CommandSpec* const id_next = FindCommand("ID.NEXT");
-    const Result<Reply> reply = Execute(service, *id_next, {});
+    const Result<Reply> reply = Execute(service, Spec(CommandId::kIdNext), {});
     if (reply.ok()) {
       answer(Command::kId, std::get<std::int64_t>(*reply));
     } else {
