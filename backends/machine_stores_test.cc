@@ -1,6 +1,7 @@
 #include "backends/machine_stores.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -20,7 +21,9 @@ struct TempFile {
   void Write(const std::vector<MachineRecord>& records) const {
     std::ofstream(path) << FormatMachineRecords(records);
   }
-  const std::string dir = fs::temp_directory_path() / "sekka_machine_stores_test";
+  // One per process: the suite's stages run this test side by side.
+  const std::string dir =
+      fs::temp_directory_path() / ("sekka_machine_stores_test_" + std::to_string(::getpid()));
   const std::string path = dir + "/machines";
 };
 

@@ -1,6 +1,7 @@
 #include "backends/state_file.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <filesystem>
@@ -26,7 +27,9 @@ TEST(HwmTest, CorruptStateIsAClearError) {
 }
 
 TEST(HwmTest, WritesDurablyAndReadsBack) {
-  const std::string dir = std::filesystem::temp_directory_path() / "sekka_hwm_test";
+  // One per process: the suite's stages run this test side by side.
+  const std::string dir =
+      std::filesystem::temp_directory_path() / ("sekka_hwm_test_" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
   const std::string path = dir + "/0-0.state";
   std::filesystem::remove(path);
