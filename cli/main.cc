@@ -1,10 +1,12 @@
 // The `sekka` command line: argument parsing only; the work is in cli/commands.cc.
 
+#include <fmt/format.h>
 #include <sys/stat.h>
 
 #include <CLI/CLI.hpp>
 #include <functional>
 #include <memory>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -255,6 +257,18 @@ Subcommand AddServe(CLI::App& app, const std::string& /*layouts*/) {
 // flag, the value and what is allowed (every option CLI11 converts is a number).
 std::string UsageError(const CLI::ParseError& e) {
   std::string what = e.what();
+  // Arguments nothing took: their flags by name, never their values (a mistyped
+  // `--auth-tokn <token>` would print the token on the terminal and into logs).
+  if (dynamic_cast<const CLI::ExtrasError*>(&e) != nullptr && what.find(": ") != what.npos) {
+    std::string flags;
+    std::istringstream words(what.substr(what.find(": ") + 2));
+    for (std::string word; words >> word;) {
+      if (word.starts_with('-')) flags += (flags.empty() ? "" : " ") + word.substr(0, 64);
+    }
+    return fmt::format("{}: {} (other words not shown; see sekka --help)",
+                       flags.empty() ? "an argument was not expected" : "unknown flag",
+                       flags.empty() ? "a value with no flag before it" : flags);
+  }
   const std::size_t colon = what.find(": "), eq = what.find(" = ");
   if (dynamic_cast<const CLI::ConversionError*>(&e) != nullptr && colon != std::string::npos &&
       eq != std::string::npos && eq > colon) {

@@ -128,8 +128,9 @@ Status OpenFileMachines(const server::ServerConfig& config, const std::string& i
 // own, so that every server of the cluster answers the same.
 Status OpenCoordinatorMachines(const server::ServerConfig& config, const WorkerLeaseOptions& lo,
                                const CoordinatorAccess& access, server::ServiceParts& parts) {
-  SEKKA_ASSIGN_OR_RETURN(auto coordinator, OpenCoordinator(config.worker_source, config.coordinator,
-                                                           config.cluster, lo, access));
+  SEKKA_ASSIGN_OR_RETURN(auto coordinator,
+                         OpenCoordinator(config.worker_source, config.coordinator.secret(),
+                                         config.cluster, lo, access));
   parts.machine_store = NewCoordinatorMachineStore(std::move(coordinator));
   return Status::Ok();
 }
@@ -149,7 +150,7 @@ Status OpenMachines(const server::ServerConfig& config, const std::string& ident
     return OpenFileMachines(config, identity, parts);
   }
   if (!config.machines_store.empty()) {
-    SEKKA_ASSIGN_OR_RETURN(auto store, OpenCosIdMachineStore(config.machines_store));
+    SEKKA_ASSIGN_OR_RETURN(auto store, OpenCosIdMachineStore(config.machines_store.secret()));
     parts.machine_store = std::move(store);
   } else if (Status s =
                  OpenCoordinatorMachines(config, coordinated->lo, coordinated->access, parts);
@@ -183,7 +184,8 @@ Result<server::ServiceParts> OpenServiceParts(const server::ServerConfig& config
   parts.data_dir = NewFileDataDir(config.data_dir);
   // Segments: PostgreSQL connects lazily, so a database that is down does not stop the
   // snowflake engine from serving.
-  SEKKA_ASSIGN_OR_RETURN(auto store, OpenSegmentStore(config.segment_store, config.data_dir));
+  SEKKA_ASSIGN_OR_RETURN(auto store,
+                         OpenSegmentStore(config.segment_store.secret(), config.data_dir));
   parts.segment_store = std::move(store);
   // One process per data dir, whatever the source: its state files and its CosId machines file
   // are each read once and rewritten whole.
@@ -224,8 +226,8 @@ Result<server::ServiceParts> OpenServiceParts(const server::ServerConfig& config
   lo.call_timeout = std::chrono::milliseconds(server::CoordinatorCallTimeoutMs(config));
   SEKKA_ASSIGN_OR_RETURN(auto access, CoordinatorAccessOf(config));
   const LeafRegistry leaf{config.leaf_name, config.leaf_address};
-  Result<std::unique_ptr<WorkerLease>> lease =
-      OpenWorkerLease(config.worker_source, config.coordinator, config.cluster, lo, access, leaf);
+  Result<std::unique_ptr<WorkerLease>> lease = OpenWorkerLease(
+      config.worker_source, config.coordinator.secret(), config.cluster, lo, access, leaf);
   SEKKA_RETURN_IF_ERROR(lease);
   const CoordinatedAccess coordinated{lo, access};
   SEKKA_RETURN_IF_ERROR(OpenMachines(config, identity, &coordinated, parts));
@@ -321,7 +323,7 @@ Result<std::vector<server::ConfigValues>> ReadConfigSources(const ServeFlags& fl
 // strict forwarding's TLS files, the Leaf registry.
 Status CheckStartable(const server::ServerConfig& config) {
   SEKKA_RETURN_IF_ERROR(server::CheckListeners(config));
-  SEKKA_RETURN_IF_ERROR(CheckSegmentStoreUri(config.segment_store));
+  SEKKA_RETURN_IF_ERROR(CheckSegmentStoreUri(config.segment_store.secret()));
   SEKKA_RETURN_IF_ERROR(CheckStrictForwarding(config));
   if (!config.leaf_name.empty()) {
     SEKKA_RETURN_IF_ERROR(ValidateLeafRegistry({config.leaf_name, config.leaf_address}));
@@ -350,12 +352,16 @@ int FailToStart(const Error& error) {
 // The line serve prints once it listens: where, and with which worker id, layout and data dir.
 std::string ListeningLine(const server::ServerConfig& config, const server::Service& s,
                           const server::Server& server) {
-  return fmt::format(
-      "sekka serve: HTTP on {}, Redis protocol on {}{} (worker id {}{}, layout {}, data {}{})",
+  auto on = [](std::string_view what, const std::string& address) {
+    return address.empty() ? fmt::format("{} off", what) : fmt::format("{} on {}", what, address);
+  };
+  const std::string http =
       server.http_address().empty()
-          ? "off"
-          : (config.server_tls_cert_file.empty() ? "http://" : "https://") + server.http_address(),
-      server.resp_address().empty() ? "off" : server.resp_address(),
+          ? ""
+          : (config.server_tls_cert_file.empty() ? "http://" : "https://") + server.http_address();
+  return fmt::format(
+      "sekka serve: {}, {}{} (worker id {}{}, layout {}, data {}{})", on("HTTP", http),
+      on("Redis protocol", server.resp_address()),
       server.thrift_address().empty() ? "" : ", Thrift on " + server.thrift_address(),
       s.worker().worker_id,
       s.layout().datacenter_bits() > 0 ? fmt::format(", datacenter {}", s.worker().datacenter_id)

@@ -130,7 +130,7 @@ class Directory {
       SEKKA_ASSIGN_OR_RETURN(
           auto c,
           OpenCoordinator(
-              config_.worker_source, config_.coordinator, name,
+              config_.worker_source, config_.coordinator.secret(), name,
               LeaseOptions(config_, clock_, fmt::format("strict-lookup@{}", ::getpid())), access_));
       it = sessions_.emplace(tag, std::move(c)).first;
     }
@@ -194,7 +194,7 @@ Result<server::StrictCoordination> StrictCoordinationOf(const server::ServerConf
                      const std::string& tag,
                      const std::string& identity) -> Result<std::unique_ptr<WorkerLease>> {
     SEKKA_ASSIGN_OR_RETURN(auto name, Namespace(config, tag));
-    return OpenWorkerLease(config.worker_source, config.coordinator, name,
+    return OpenWorkerLease(config.worker_source, config.coordinator.secret(), name,
                            LeaseOptions(config, clock, identity), access);
   };
   c.find_leader = [directory](const std::string& tag) { return directory->Leader(tag); };

@@ -111,6 +111,8 @@ Status SetFields(const Values& v, ServerConfig& c) {
   for (const Key& k : Keys()) {
     if (const auto* text = std::get_if<std::string ServerConfig::*>(&k.field)) {
       c.*(*text) = v.at(k.name);
+    } else if (const auto* uri = std::get_if<SecretUri ServerConfig::*>(&k.field)) {
+      c.*(*uri) = SecretUri(v.at(k.name));
     } else if (const auto* flag = std::get_if<bool ServerConfig::*>(&k.field)) {
       SEKKA_ASSIGN_OR_RETURN(c.*(*flag), Bool(v, k.name));
     } else if (const auto* wide = std::get_if<std::int64_t ServerConfig::*>(&k.field)) {

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "sekka/layout.h"
+#include "sekka/secrets.h"
 #include "sekka/snowflake.h"
 #include "sekka/status.h"
 #include "sekka/worker_sources.h"
@@ -68,7 +69,7 @@ struct ServerConfig {
   // static, local, hostname: the host-wide directory of worker-id locks and hwm states.
   std::string worker_lock_dir;
   std::int64_t datacenter_id{};
-  std::string coordinator;
+  SecretUri coordinator;
   std::string cluster;
   std::int64_t lease_ttl_ms{};
   std::string worker_name;  // identity for `local`; "" = the listen addresses
@@ -86,13 +87,13 @@ struct ServerConfig {
   std::string password;
   std::string password_file;
   // [segment]
-  std::string segment_store;   // "" = sqlite in the data dir
+  SecretUri segment_store;     // "" = sqlite in the data dir
   bool segment_auto_create{};  // create unknown tags on first use
   // [machines] this server alone answers CosId's /machines (refused with a coordinated
   // worker.source otherwise: each server keeps its own file)
   bool machines_single_server{};
-  std::string
-      machines_store;  // "": the coordinator's or the data dir's (backends/cosid_machines.h)
+  // "": the coordinator's or the data dir's (backends/cosid_machines.h)
+  SecretUri machines_store;
   std::int64_t segment_step{};              // step of auto-created tags
   std::int64_t segment_max_step{};          // the dynamic step never goes above this
   std::int64_t segment_wait_deadline_ms{};  // both buffers empty: wait this long

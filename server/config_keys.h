@@ -29,7 +29,7 @@ enum class Type { kString, kInt, kBool, kDuration };
 
 // The field a key sets with its value as it is (a text, a number within the bounds, true or
 // false, a duration in ms); none for a key whose value a section rule reads.
-using Field = std::variant<std::monostate, std::string ServerConfig::*,
+using Field = std::variant<std::monostate, std::string ServerConfig::*, SecretUri ServerConfig::*,
                            std::int64_t ServerConfig::*, int ServerConfig::*, bool ServerConfig::*>;
 
 inline constexpr std::int64_t kMaxInt64 = std::numeric_limits<std::int64_t>::max();

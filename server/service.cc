@@ -212,7 +212,7 @@ void Service::StartSegments(ServiceParts& parts) {
   segment_options.max_tags = static_cast<std::size_t>(config_.segment_max_tags);
   // Without a background thread, its owner's RunBackgroundOnce makes the fetches too.
   segment_options.fetch_threads = parts.background_thread;
-  segment_options.on_store_error = [this, store = RedactSecrets(config_.segment_store)](
+  segment_options.on_store_error = [this, store = config_.segment_store.shown()](
                                        std::string_view tag, const Error& error) {
     LeaseLogLine(LeaseLogLevel::kWarn, "the segment store failed a call",
                  fmt::format("tag={} store={} error={}", http::JsonString(tag),
@@ -505,8 +505,8 @@ std::string Service::LeaseJson() {
   return fmt::format(
       "{{\"state\":\"{}\",\"coordinator\":{},\"cluster\":{},\"lease\":{},\"age_s\":{:.3f},"
       "\"renew_ms\":{:.3f},\"ttl_ms\":{},\"coordinator_calls\":{},\"last_error\":{}}}",
-      snap.held ? "held" : "lost", JsonString(config_.coordinator), JsonString(config_.cluster),
-      JsonString(snap.description),
+      snap.held ? "held" : "lost", JsonString(config_.coordinator.shown()),
+      JsonString(config_.cluster), JsonString(snap.description),
       static_cast<double>(clock_.NowMillis() - snap.acquired_millis) / 1000.0,
       static_cast<double>(snap.renew_micros) / 1000.0, config_.lease_ttl_ms, snap.coordinator_calls,
       JsonString(snap.lease_error));
@@ -521,7 +521,9 @@ std::string Service::InfoJson() {
                                  : fmt::format("{}: {}", MapError(readiness.error().code).http_code,
                                                readiness.error().message);
   const WorkerInfo w = worker();
-  return fmt::format(
+  // The page's sink: the lease's and the readiness's errors may quote an address with its
+  // password (a coordinator's own message); everything shown passes RedactSecrets.
+  return RedactSecrets(fmt::format(
       "{{\"version\":\"{}\",\"uptime_s\":{},\"layout\":{{\"name\":{},\"time_bits\":{},"
       "\"datacenter_bits\":{},\"worker_bits\":{},\"sequence_bits\":{},\"tick_ms\":{},"
       "\"epoch\":\"{}\",\"order\":\"{}\",\"shard_bits\":{},\"reverse_time\":{},"
@@ -537,7 +539,7 @@ std::string Service::InfoJson() {
       random_layout().random_bits(), random_layout().tick_millis(),
       FormatUtcMillis(random_layout().end_millis()), w.source, w.datacenter_id, w.worker_id,
       LeaseJson(), FormatUtcMillis(hwm_millis()), hwm_millis(), ready ? "true" : "false",
-      JsonString(reason));
+      JsonString(reason)));
 }
 
 }  // namespace sekka::server

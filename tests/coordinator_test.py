@@ -780,5 +780,73 @@ class CoordinatorConfigTest(unittest.TestCase):
             dirs.cleanup()
 
 
+class SecretsInOutputsTest(unittest.TestCase):
+    """Issue 42: /v1/info printed worker.coordinator with its password while --print-config,
+    logs and /readyz masked it. Passwords in every URI kind a server takes (the coordinator's
+    Redis, the segment store's PostgreSQL, the machine store's MySQL, and worker.password for
+    etcd and ZooKeeper) appear in no output: /v1/info, /ui/data, /readyz, /metrics, RESP INFO
+    and errors, HTTP errors, the log, and --print-config."""
+
+    SECRETS = ("pw-coord-1", "pw-seg-2", "pw-mach-3", "pw-user-4")
+
+    def setUp(self):
+        self.dirs = TempDirs()
+        self.redis = RedisStore(self.dirs.path("redis"))
+        self.redis.client().config_set("requirepass", "pw-coord-1")
+        self.flags = [
+            "--worker-source", "redis",
+            "--coordinator", f"redis://:pw-coord-1@{self.redis.endpoints}/0",
+            "--segment-store", "postgres://sekka:pw-seg-2@127.0.0.1:1/ids",
+            "--machines-store", f"redis://:pw-mach-3@{self.redis.endpoints}/2?schema=cosid"]
+        self.server = None
+
+    def tearDown(self):
+        if self.server:
+            self.server.stop()
+        self.redis.stop_server(crash=True)
+        self.dirs.cleanup()
+
+    def assertNoSecret(self, where, text):
+        for secret in self.SECRETS:
+            self.assertNotIn(secret, text, f"{where} shows a password")
+
+    def test_no_output_shows_a_password(self):
+        self.server = s = Server(self.dirs.path("s"), *self.flags)
+        for path in ("/v1/info", "/ui/data", "/readyz", "/metrics", "/v1/segment/orders",
+                     "/v1/tags", "/machines/ns?machineBit=4&instanceId=i&safeGuardDuration=PT1M"):
+            self.assertNoSecret(path, s.get(path)[2])
+        self.assertIn("***", s.get("/v1/info")[2])  # the coordinator, masked
+        r = redis.Redis(host="127.0.0.1", port=s.resp_port)
+        self.assertNoSecret("INFO", str(r.execute_command("INFO")))
+        for command in (("SEG.NEXT", "orders"), ("SEG.TAGS",), ("SEG.CREATE", "t", "1", "10")):
+            try:
+                reply = str(r.execute_command(*command))
+            except redis.exceptions.ResponseError as e:
+                reply = str(e)
+            self.assertNoSecret(" ".join(command), reply)
+        self.assertNoSecret("the log", s.stderr_text())
+
+    def test_print_config_and_errors_show_no_password(self):
+        for source, coordinator in (("etcd", "etcd://127.0.0.1:1"),
+                                    ("zookeeper", "zookeeper://127.0.0.1:1")):
+            p = subprocess.run(
+                [SEKKA, "serve", "--worker-source", source, "--coordinator", coordinator,
+                 "--segment-store", "mysql://sekka:pw-seg-2@127.0.0.1:1/ids", "--print-config"],
+                capture_output=True, text=True, timeout=30,
+                env={**os.environ, "SEKKA_WORKER_USERNAME": "u",
+                     "SEKKA_WORKER_PASSWORD": "pw-user-4"})
+            self.assertEqual(p.returncode, 0, p.stderr)
+            self.assertNoSecret(f"--print-config ({source})", p.stdout + p.stderr)
+        p = subprocess.run([SEKKA, "serve", *self.flags, "--print-config"],
+                           capture_output=True, text=True, timeout=30)
+        self.assertNoSecret("--print-config (redis)", p.stdout + p.stderr)
+        # An error that quotes a coordinator URI: the source and the URI disagree.
+        p = subprocess.run([SEKKA, "serve", "--worker-source", "etcd", "--coordinator",
+                            f"redis://:pw-coord-1@{self.redis.endpoints}/0", "--data-dir",
+                            self.dirs.path("e")], capture_output=True, text=True, timeout=30)
+        self.assertNotEqual(p.returncode, 0)
+        self.assertNoSecret("a start error", p.stdout + p.stderr)
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -23,8 +23,8 @@ from free_port import free_port  # noqa: F401 (the tests import it from here)
 SEKKA = os.environ.get("SEKKA_BIN", "build/cli/sekka")
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FAKETIME_LIB = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1"
-LISTEN_RE = re.compile(r"HTTP on https?://(\S+), Redis protocol on (\S+?)(?:, Thrift on (\S+))? "
-                       r"\(worker id (\d+)")
+LISTEN_RE = re.compile(r"HTTP (?:on https?://(\S+)|off), Redis protocol (?:on (\S+?)|off)"
+                       r"(?:, Thrift on (\S+))? \(worker id (\d+)")
 
 _live = []
 

@@ -1823,6 +1823,29 @@ class ConfigTest(ServerTestCase):
         self.assertEqual(p.returncode, 0, p.stderr)
         s = self.start("k8s", env=links)
         self.assertEqual(s.get("/healthz")[0], 200)
+        # Issue 42: a name of a link's shape that reads as a setting (section server, a key
+        # beginning http) was skipped silently; it is meant as a setting, and refused as one.
+        for name in ("SEKKA_SERVER_HTTP_PORT", "SEKKA_WORKER_ID_PORT"):
+            p = subprocess.run([sekka, "serve", "--print-config"], capture_output=True,
+                               text=True, env=dict(os.environ, **{name: "9"}), timeout=30)
+            self.assertEqual(p.returncode, 2, (name, p.stdout[:200]))
+            self.assertIn(f"environment variable {name} is not known", p.stderr)
+
+    def test_a_mistyped_flag_is_named_and_its_value_not_shown(self):
+        """Issue 42: `--auth-tokn <token>` printed the token on stderr (CLI11's "not
+        expected" lists every word)."""
+        sekka = os.environ.get("SEKKA_BIN", "build/cli/sekka")
+        p = subprocess.run([sekka, "serve", "--auth-tokn", "s3cret-token-0123456789"],
+                           capture_output=True, text=True, timeout=30)
+        self.assertEqual(p.returncode, 2)
+        self.assertIn("unknown flag: --auth-tokn", p.stderr)
+        self.assertNotIn("s3cret", p.stderr)
+
+    def test_the_banner_says_off_for_a_listener_turned_off(self):
+        """Issue 42: with RESP off the banner said "Redis protocol on off"."""
+        s = self.start("no-resp", resp="")  # the banner's "Redis protocol off" leaves s.resp None
+        self.assertIsNone(s.resp)
+        self.assertEqual(s.get("/healthz")[0], 200)
 
     def test_serve_takes_a_custom_layout_as_gen_does(self):
         spec = "time_bits=40,worker_bits=11,sequence_bits=12,tick=2ms,epoch=2024-01-01"

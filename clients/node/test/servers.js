@@ -8,7 +8,7 @@ import path from 'node:path';
 import readline from 'node:readline';
 
 export const SEKKA = process.env.SEKKA_BIN ?? path.resolve('../../build/cli/sekka');
-const LISTEN_RE = /HTTP on http:\/\/(\S+), Redis protocol on (\S+?)(?:, Thrift on (\S+))? \(worker id (\d+)/;
+const LISTEN_RE = /HTTP (?:on http:\/\/(\S+)|off), Redis protocol (?:on (\S+?)|off)(?:, Thrift on (\S+))? \(worker id (\d+)/;
 
 export function tempDir() {
   return fs.mkdtempSync(path.join(os.tmpdir(), 'sekka-node-'));
