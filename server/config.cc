@@ -9,6 +9,7 @@
 #include <charconv>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <set>
 
 #include "sekka/codec.h"
@@ -159,7 +160,36 @@ Result<std::vector<std::string>> StrictTagsValue(std::string_view value, const S
 
 // server.tls_*: which files go together, and that the key is not readable by other users. The
 // server loads them when it starts (Server::Start), naming the key and OpenSSL's reason.
+// A file of certificates or keys that exists but is no regular file (a FIFO, a device, a
+// directory) is refused: OpenSSL would wait on a FIFO's open or read forever, and start-up would
+// hang (issue 42). One that does not exist is refused where it is loaded, with OpenSSL's reason.
+Status NotASpecialFile(std::string_view key, const std::string& path) {
+  std::error_code ec;
+  const std::filesystem::file_status st = std::filesystem::status(path, ec);
+  if (path.empty() || path == "system" || !std::filesystem::exists(st) ||
+      std::filesystem::is_regular_file(st)) {
+    return Status::Ok();
+  }
+  return BadValue(key, path, "a regular PEM file (not a FIFO, a device or a directory)");
+}
+
+// Every certificate, key and CA file of the configuration (NotASpecialFile).
+Status PemFiles(const ServerConfig& c) {
+  for (const auto& [key, path] : {std::pair<std::string_view, const std::string&>{
+                                      "server.tls_cert_file", c.server_tls_cert_file},
+                                  {"server.tls_key_file", c.server_tls_key_file},
+                                  {"server.tls_client_ca_file", c.server_tls_client_ca_file},
+                                  {"worker.tls_ca_file", c.tls_ca_file},
+                                  {"worker.tls_cert_file", c.tls_cert_file},
+                                  {"worker.tls_key_file", c.tls_key_file},
+                                  {"strict.tls_ca_file", c.strict_tls_ca_file}}) {
+    SEKKA_RETURN_IF_ERROR(NotASpecialFile(key, path));
+  }
+  return Status::Ok();
+}
+
 Status TlsKeys(const ServerConfig& c) {
+  SEKKA_RETURN_IF_ERROR(PemFiles(c));
   if (c.server_tls_cert_file.empty() != c.server_tls_key_file.empty()) {
     return InvalidArgument(
         "config server.tls_cert_file and server.tls_key_file go together: give both (TLS on "

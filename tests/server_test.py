@@ -1803,6 +1803,24 @@ class ConfigTest(ServerTestCase):
         self.assertIn("unknown flag: --auth-tokn", p.stderr)
         self.assertNotIn("s3cret", p.stderr)
 
+    def test_a_fifo_as_a_certificate_or_key_is_refused_not_waited_on(self):
+        """Issue 42: a FIFO given as a TLS certificate, key or CA file hung start-up (OpenSSL
+        waits on its open); it is refused as config and token files are."""
+        fifo = self.dirs.path("fifo.pem")
+        os.mkfifo(fifo)
+        key = self.dirs.path("key.pem")
+        subprocess.run(["openssl", "genpkey", "-algorithm", "EC", "-pkeyopt",
+                        "ec_paramgen_curve:P-256", "-out", key], check=True, capture_output=True)
+        os.chmod(key, 0o600)
+        for flags, name in ((["--tls-cert-file", fifo, "--tls-key-file", key],
+                             "server.tls_cert_file"),
+                            (["--tls-cert-file", key, "--tls-key-file", fifo],
+                             "server.tls_key_file")):
+            p = subprocess.run([SEKKA, "serve", *flags, "--print-config"], capture_output=True,
+                               text=True, timeout=30)
+            self.assertEqual(p.returncode, 2, p.stderr)
+            self.assertIn(f"config {name}", p.stderr)
+
     def test_the_banner_says_off_for_a_listener_turned_off(self):
         """Issue 42: with RESP off the banner said "Redis protocol on off"."""
         s = self.start("no-resp", resp="")  # the banner's "Redis protocol off" leaves s.resp None
