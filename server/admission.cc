@@ -37,7 +37,6 @@ std::string AuthHost(std::string_view address) {
 }
 
 std::optional<std::int64_t> AuthTurns::Turn(const std::string& host, bool failed) {
-  if (!failed) return 0;
   std::lock_guard lock(mu_);
   const std::int64_t now = clock_.MonotonicMillis();
   if (next_.size() > 4096) {
@@ -46,7 +45,7 @@ std::optional<std::int64_t> AuthTurns::Turn(const std::string& host, bool failed
   std::int64_t& next = next_[host];
   const std::int64_t turn = std::max(next, now);
   if (turn - now > kMaxAuthWaitMs) return std::nullopt;
-  next = turn + kAuthFailureSpacingMs;
+  if (failed) next = turn + kAuthFailureSpacingMs;
   return turn - now;
 }
 

@@ -2,11 +2,9 @@
 //
 // The rules that decide, when clients press on the server's limits, who is answered, who waits
 // and who is closed:
-//   - auth turns: a host's failed credentials are answered one per kAuthFailureSpacingMs,
-//     however many connections it opens (at most 5 verdicts a second per host), and past
-//     kMaxAuthWaitMs of queued failures a guess is held unanswered that long, then closed; the
-//     right token never waits, however many guesses come from its address (tokens are at least
-//     16 characters: the bound is about the load of guessing, not about finding the token);
+//   - auth turns: a host's credentials are answered one failure per kAuthFailureSpacingMs, so a
+//     guesser gains nothing by opening connections, and a guess's timing says nothing about
+//     whether it was right (a right one waits for the same turn, but takes none);
 //   - the memory budget: past server.max_buffer_mib, the connections whose clients make the
 //     server hold the most are closed (MemoryWeight); a client that reads is never chosen;
 //   - max_connections: the connection whose request has been arriving longest gives its slot
@@ -57,11 +55,10 @@ class AuthTurns {
  public:
   explicit AuthTurns(Clock& clock) : clock_(clock) {}
 
-  // How long credentials presented by `host` (AuthHost) wait for their answer: 0 for the
-  // right ones (`failed` false: they never wait and take no turn); for failed ones, until the
-  // host's next turn, which they take (its next failure waits kAuthFailureSpacingMs more), or
-  // nullopt when that is more than kMaxAuthWaitMs away (the connection is then held that long
-  // unanswered and closed).
+  // How long credentials presented by `host` (AuthHost) wait for their answer: until the host's
+  // next turn (0 unless failures are queued), or nullopt when that is more than kMaxAuthWaitMs
+  // away (the connection is then closed unanswered). Failed credentials (`failed`) take the
+  // turn, so the host's next ones wait kAuthFailureSpacingMs more; right ones take none.
   std::optional<std::int64_t> Turn(const std::string& host, bool failed);
 
  private:

@@ -200,19 +200,20 @@ void Connection::Shed(ShedReason reason) {
 }
 
 void Connection::AwaitAuthTurn(bool failed) {
-  if (!failed) return;  // the right token never waits (server/admission.h, AuthTurns)
-  session_.auth_failed = false;
-  server_.service().ConnectionShed(ShedReason::kAuthFailure);
-  in_.clear();
-  closing_ = true;
-  const std::optional<std::int64_t> turn = server_.AuthTurn(peer_, failed);
-  // Past the host's queue of failures: never answered, and not closed before kMaxAuthWaitMs
-  // either (a close at once would be a verdict, at the rate a guesser opens connections).
-  if (!turn) out_.clear();
-  const std::int64_t delay = turn.value_or(kMaxAuthWaitMs);
-  if (delay <= 0) return;
+  if (failed) {
+    session_.auth_failed = false;
+    server_.service().ConnectionShed(ShedReason::kAuthFailure);
+    in_.clear();
+    closing_ = true;
+  }
+  const std::optional<std::int64_t> delay = server_.AuthTurn(peer_, failed);
+  if (!delay) {
+    Close();
+    return;
+  }
+  if (*delay <= 0) return;
   held_for_turn_.store(true);  // QueueWrite waits; the connection reads nothing meanwhile
-  auto timer = std::make_shared<asio::steady_timer>(executor(), std::chrono::milliseconds(delay));
+  auto timer = std::make_shared<asio::steady_timer>(executor(), std::chrono::milliseconds(*delay));
   timer->async_wait([self = shared_from_this(), timer](const asio::error_code&) {
     self->held_for_turn_.store(false);
     if (!self->closed_ && self->busy_) self->QueueWrite();
@@ -270,7 +271,7 @@ void Connection::Continue() {
     AwaitAuthTurn(session_.auth_failed);
     if (closed_) return;
   }
-  if (!out_.empty() || held_for_turn_.load()) {  // held: written (or closed) at its turn
+  if (!out_.empty()) {
     QueueWrite();
   } else if (pending_) {
     return;  // Offload's completion continues
