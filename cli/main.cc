@@ -262,8 +262,14 @@ std::string UsageError(const CLI::ParseError& e) {
   if (dynamic_cast<const CLI::ExtrasError*>(&e) != nullptr && what.find(": ") != what.npos) {
     std::string flags;
     std::istringstream words(what.substr(what.find(": ") + 2));
+    // Only what has a long flag's shape, cut at '=' (`--auth-tokn=<token>`): a value may
+    // begin with '-' too, and is never shown.
     for (std::string word; words >> word;) {
-      if (word.starts_with('-')) flags += (flags.empty() ? "" : " ") + word.substr(0, 64);
+      word = word.substr(0, word.find('='));
+      const bool flag_shaped =
+          word.size() > 2 && word.size() <= 40 && word.starts_with("--") &&
+          word.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789-") == std::string::npos;
+      if (flag_shaped) flags += (flags.empty() ? "" : " ") + word;
     }
     return fmt::format("{}: {} (other words not shown; see sekka --help)",
                        flags.empty() ? "an argument was not expected" : "unknown flag",

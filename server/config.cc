@@ -166,8 +166,8 @@ Result<std::vector<std::string>> StrictTagsValue(std::string_view value, const S
 Status NotASpecialFile(std::string_view key, const std::string& path) {
   std::error_code ec;
   const std::filesystem::file_status st = std::filesystem::status(path, ec);
-  if (path.empty() || path == "system" || !std::filesystem::exists(st) ||
-      std::filesystem::is_regular_file(st)) {
+  if (path.empty() || (key == "worker.tls_ca_file" && path == "system") ||
+      !std::filesystem::exists(st) || std::filesystem::is_regular_file(st)) {
     return Status::Ok();
   }
   return BadValue(key, path, "a regular PEM file (not a FIFO, a device or a directory)");

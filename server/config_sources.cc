@@ -81,24 +81,12 @@ Status CheckConfigPath(const std::string& path) {
 // Kubernetes puts service links into every pod of a namespace: for a Service "sekka" (or
 // "sekka-resp"), SEKKA[_RESP]_SERVICE_HOST, _SERVICE_PORT[_<name>], _PORT and
 // _PORT_<n>_<TCP|UDP|SCTP>[_PROTO|_PORT|_ADDR]. They are not configuration, and no key's name
-// takes these shapes; any other unknown SEKKA_ name is still an error. A name of that shape
-// whose service part reads as a setting (SEKKA_SERVER_HTTP_PORT: section server, a key
-// beginning http) is meant as one and refused as unknown, never ignored (issue 42).
+// takes these shapes; any other unknown SEKKA_ name is still an error.
 bool IsServiceLink(std::string_view name) {
   static const std::regex kLink(
       "SEKKA_([A-Z0-9_]+_)?(SERVICE_HOST|SERVICE_PORT(_[A-Z0-9_]+)?|PORT|"
       "PORT_[0-9]+_(TCP|UDP|SCTP)(_PROTO|_PORT|_ADDR)?)");
-  std::match_results<std::string_view::const_iterator> m;
-  if (!std::regex_match(name.begin(), name.end(), m, kLink)) return false;
-  const std::string service = m[1].str();  // "SERVER_HTTP_", or "" for the Service "sekka"
-  const std::size_t cut = service.find('_');
-  if (cut + 1 >= service.size()) return true;  // one word: a Service's name, no setting's
-  const std::string looks_like =
-      EnvName(service.substr(0, cut) + "." + service.substr(cut + 1, service.size() - cut - 2));
-  for (const Key& k : Keys()) {
-    if (EnvName(k.name).starts_with(looks_like)) return false;
-  }
-  return true;
+  return std::regex_match(name.begin(), name.end(), kLink);
 }
 
 }  // namespace

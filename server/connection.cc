@@ -101,6 +101,10 @@ void Connection::ArmIdleTimer() {
     at = std::min(at,
                   SteadyClock::now() + std::chrono::milliseconds(std::max<std::int64_t>(left, 0)));
   }
+  // A deadline already past with the connection kept (a reply held for an auth turn, a request
+  // on a lane's pool: the timer does not close those) would fire again at once, and the loop
+  // would spin until it ends: look again in 100 ms.
+  at = std::max(at, SteadyClock::now() + std::chrono::milliseconds(100));
   idle_timer_.expires_at(at);
   idle_timer_.async_wait([self = shared_from_this()](const asio::error_code& ec) {
     if (ec || self->closed_) return;

@@ -502,14 +502,16 @@ Status Service::Ready() {
 
 std::string Service::LeaseJson() {
   const LeaseSnapshot snap = leased_->Snapshot();
+  // The description and the error may quote a coordinator's address (its own messages): each
+  // text is redacted alone (over a whole page one '@' would swallow the fields after it).
   return fmt::format(
       "{{\"state\":\"{}\",\"coordinator\":{},\"cluster\":{},\"lease\":{},\"age_s\":{:.3f},"
       "\"renew_ms\":{:.3f},\"ttl_ms\":{},\"coordinator_calls\":{},\"last_error\":{}}}",
       snap.held ? "held" : "lost", JsonString(config_.coordinator.shown()),
-      JsonString(config_.cluster), JsonString(snap.description),
+      JsonString(config_.cluster), JsonString(RedactSecrets(snap.description)),
       static_cast<double>(clock_.NowMillis() - snap.acquired_millis) / 1000.0,
       static_cast<double>(snap.renew_micros) / 1000.0, config_.lease_ttl_ms, snap.coordinator_calls,
-      JsonString(snap.lease_error));
+      JsonString(RedactSecrets(snap.lease_error)));
 }
 
 std::string Service::InfoJson() {
@@ -521,9 +523,7 @@ std::string Service::InfoJson() {
                                  : fmt::format("{}: {}", MapError(readiness.error().code).http_code,
                                                readiness.error().message);
   const WorkerInfo w = worker();
-  // The page's sink: the lease's and the readiness's errors may quote an address with its
-  // password (a coordinator's own message); everything shown passes RedactSecrets.
-  return RedactSecrets(fmt::format(
+  return fmt::format(
       "{{\"version\":\"{}\",\"uptime_s\":{},\"layout\":{{\"name\":{},\"time_bits\":{},"
       "\"datacenter_bits\":{},\"worker_bits\":{},\"sequence_bits\":{},\"tick_ms\":{},"
       "\"epoch\":\"{}\",\"order\":\"{}\",\"shard_bits\":{},\"reverse_time\":{},"
@@ -539,7 +539,7 @@ std::string Service::InfoJson() {
       random_layout().random_bits(), random_layout().tick_millis(),
       FormatUtcMillis(random_layout().end_millis()), w.source, w.datacenter_id, w.worker_id,
       LeaseJson(), FormatUtcMillis(hwm_millis()), hwm_millis(), ready ? "true" : "false",
-      JsonString(reason)));
+      JsonString(RedactSecrets(reason)));
 }
 
 }  // namespace sekka::server
