@@ -731,13 +731,34 @@ class Etcd:
             subprocess.run([os.path.join(REPO, "scripts", "test_certs.sh"), tls_dir], check=True)
             self.certs = {name: os.path.join(tls_dir, name) for name in os.listdir(tls_dir)}
         self.scheme = "https" if tls else "http"
-        self.clients = [free_port() for _ in range(members)]
-        self.peers = [free_port() for _ in range(members)]
-        self.procs = [None] * members
-        for i in range(members):
-            self.start_member(i, wait=False)
-        for i in range(members):
-            _wait(lambda i=i: self.healthy(i), 60, f"etcd member {i}")
+        # A port picked free can be taken by another test's process before a member binds it
+        # (a member of the etcd transport campaign never came up, once, in a busy suite): then
+        # the members start again on new ports, three times at most.
+        for attempt in range(3):
+            self.clients = [free_port() for _ in range(members)]
+            self.peers = [free_port() for _ in range(members)]
+            self.procs = [None] * members
+            for i in range(members):
+                self.start_member(i, wait=False)
+            if wait_for(lambda: all(self.healthy(i) for i in range(members)) or
+                        any(p.poll() is not None for p in self.procs), 60) and \
+                    all(self.healthy(i) for i in range(members)):
+                return
+            logs = "".join(self.log_tail(i) for i in range(members))
+            if attempt == 2 or "address already in use" not in logs:
+                raise AssertionError(f"etcd members not ready within 60 s:\n{logs}")
+            for i, p in enumerate(self.procs):
+                if p.poll() is None:
+                    p.kill()
+                    p.wait()
+                shutil.rmtree(os.path.join(self.dir, f"etcd-m{i}"), ignore_errors=True)
+
+    def log_tail(self, i):
+        try:
+            with open(os.path.join(self.dir, f"etcd-m{i}.log"), errors="replace") as f:
+                return f"--- etcd-m{i}.log\n" + "".join(f.readlines()[-10:])
+        except OSError:
+            return ""
 
     @property
     def endpoints(self):
