@@ -66,11 +66,15 @@ Result<std::unique_ptr<SegmentStore>> OpenSegmentStore(const std::string& uri,
 }
 
 Status CheckSegmentStoreUri(const std::string& uri) {
-  if (uri.empty() || uri.rfind("sqlite:", 0) == 0) {
-    return uri == "sqlite:" ? InvalidArgument("segment.store \"sqlite:\" needs a path: sqlite:PATH")
-                            : Status::Ok();
+  // The file stores are opened only by serve (a file would be made); the network stores check
+  // their URI when made and connect only at their first call.
+  const SegmentStoreKind* kind = FindSegmentStoreKind(uri);
+  if (kind != nullptr && kind->name == "data-dir") return Status::Ok();
+  if (kind != nullptr && kind->name == "sqlite") {
+    return uri.size() > kind->scheme.size()
+               ? Status::Ok()
+               : InvalidArgument("segment.store \"sqlite:\" needs a path: sqlite:PATH");
   }
-  // The network stores check their URI when made and connect only at their first call.
   SEKKA_RETURN_IF_ERROR(OpenSegmentStore(uri, ""));
   return Status::Ok();
 }

@@ -20,12 +20,8 @@
 namespace sekka::server::routes {
 
 HttpReply CosIdReply(int status, std::string_view code, std::string_view message) {
-  HttpReply r;
-  r.status = status;
-  r.body = fmt::format("{{\"code\":\"{}\",\"msg\":\"{}\",\"errors\":[]}}", code,
-                       http::JsonEscape(RedactSecrets(message)));
-  r.extra_headers = ErrorHeaders(status);
-  return r;
+  return ErrorReply(status, fmt::format("{{\"code\":\"{}\",\"msg\":\"{}\",\"errors\":[]}}", code,
+                                        http::JsonEscape(RedactSecrets(message))));
 }
 
 namespace {

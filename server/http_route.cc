@@ -13,13 +13,17 @@ std::string_view ErrorHeaders(int status) {
   return status == 503 ? "Retry-After: 1\r\n" : status == 401 ? "WWW-Authenticate: Bearer\r\n" : "";
 }
 
-HttpReply JsonError(int status, std::string_view code, std::string_view message) {
+HttpReply ErrorReply(int status, std::string body) {
   HttpReply r;
   r.status = status;
-  r.body = fmt::format("{{\"error\":{{\"code\":\"{}\",\"message\":\"{}\"}}}}", code,
-                       http::JsonEscape(RedactSecrets(message)));
+  r.body = std::move(body);
   r.extra_headers = ErrorHeaders(status);
   return r;
+}
+
+HttpReply JsonError(int status, std::string_view code, std::string_view message) {
+  return ErrorReply(status, fmt::format("{{\"error\":{{\"code\":\"{}\",\"message\":\"{}\"}}}}",
+                                        code, http::JsonEscape(RedactSecrets(message))));
 }
 
 HttpReply FromError(const Error& e) {

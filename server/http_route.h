@@ -32,6 +32,9 @@ struct HttpReply {
 // The headers every error of `status` carries, whatever its body's shape: when to come back
 // (503) and how to authenticate (401).
 std::string_view ErrorHeaders(int status);
+// An error of `status` with `body` in its wire's shape, and the headers every error of that
+// status carries (ErrorHeaders).
+HttpReply ErrorReply(int status, std::string body);
 // sekka's error shape: {"error":{"code":"..","message":".."}} (secrets redacted).
 HttpReply JsonError(int status, std::string_view code, std::string_view message);
 HttpReply FromError(const Error& e);

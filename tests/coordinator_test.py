@@ -782,10 +782,11 @@ class CoordinatorConfigTest(unittest.TestCase):
 
 class SecretsInOutputsTest(unittest.TestCase):
     """Issue 42: /v1/info printed worker.coordinator with its password while --print-config,
-    logs and /readyz masked it. Passwords in every URI kind a server takes (the coordinator's
-    Redis, the segment store's PostgreSQL, the machine store's MySQL, and worker.password for
-    etcd and ZooKeeper) appear in no output: /v1/info, /ui/data, /readyz, /metrics, RESP INFO
-    and errors, HTTP errors, the log, and --print-config."""
+    logs and /readyz masked it. The passwords of a running server's Redis coordinator,
+    PostgreSQL segment store and Redis machine store appear in no output (/v1/info, /ui/data,
+    /readyz, /metrics, RESP INFO and errors, HTTP errors, the log); --print-config and a start
+    error show none of a MySQL store's or of worker.password on etcd and ZooKeeper either (those
+    two parts passed before the fix too: they guard what was already masked)."""
 
     SECRETS = ("pw-coord-1", "pw-seg-2", "pw-mach-3", "pw-user-4")
 
