@@ -4,19 +4,19 @@
 
 #include <algorithm>
 #include <cstring>
+#include <iterator>
 
 namespace sekka::server {
 namespace {
 
 std::string V4Host(const unsigned char (&b)[4]) {
-  if (b[0] == 127) return "loopback";
   char text[INET_ADDRSTRLEN];
   return inet_ntop(AF_INET, b, text, sizeof text) != nullptr ? text : "";
 }
 
 }  // namespace
 
-std::string AuthHost(std::string_view address) {
+std::string ClientHost(std::string_view address) {
   // A link-local address's text ends in its zone ("fe80::1%eth0"), which inet_pton refuses:
   // the host is the address without it (its /64 below, as every other IPv6 address).
   const std::string a(address.substr(0, address.find('%')));
@@ -29,14 +29,12 @@ std::string AuthHost(std::string_view address) {
     std::memcpy(v4, v6 + 12, 4);
     return V4Host(v4);
   }
-  constexpr unsigned char kLoopback[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1};
-  if (std::memcmp(v6, kLoopback, sizeof kLoopback) == 0) return "loopback";
   std::fill(v6 + 8, v6 + 16, 0);  // its /64
   char text[INET6_ADDRSTRLEN];
   return inet_ntop(AF_INET6, v6, text, sizeof text) != nullptr ? text : a;
 }
 
-std::optional<std::int64_t> AuthTurns::Turn(const std::string& host, bool failed) {
+std::optional<std::int64_t> AuthTurns::FailureTurn(const std::string& host) {
   std::lock_guard lock(mu_);
   const std::int64_t now = clock_.MonotonicMillis();
   if (next_.size() > 4096) {
@@ -45,8 +43,38 @@ std::optional<std::int64_t> AuthTurns::Turn(const std::string& host, bool failed
   std::int64_t& next = next_[host];
   const std::int64_t turn = std::max(next, now);
   if (turn - now > kMaxAuthWaitMs) return std::nullopt;
-  if (failed) next = turn + kAuthFailureSpacingMs;
+  next = turn + kAuthFailureSpacingMs;
   return turn - now;
+}
+
+void UnauthenticatedConnections::Add(Id id, const std::string& host) {
+  if (index_.contains(id)) return;
+  std::list<Id>& mine = by_host_[host];
+  all_.push_back(id);
+  mine.push_back(id);
+  index_.emplace(id, Place{std::prev(all_.end()), std::prev(mine.end()), host});
+}
+
+bool UnauthenticatedConnections::Remove(Id id) {
+  const auto it = index_.find(id);
+  if (it == index_.end()) return false;
+  all_.erase(it->second.in_all);
+  const auto host = by_host_.find(it->second.host);
+  host->second.erase(it->second.in_host);
+  if (host->second.empty()) by_host_.erase(host);
+  index_.erase(it);
+  return true;
+}
+
+std::size_t UnauthenticatedConnections::Count(const std::string& host) const {
+  return ByHost(host).size();
+}
+
+const std::list<UnauthenticatedConnections::Id>& UnauthenticatedConnections::ByHost(
+    const std::string& host) const {
+  static const std::list<Id> kNone;
+  const auto it = by_host_.find(host);
+  return it == by_host_.end() ? kNone : it->second;
 }
 
 bool DrainWatch::Stalled(std::uint64_t acked, std::int64_t queued, std::int64_t write_since_ms,
@@ -62,9 +90,17 @@ bool DrainWatch::Stalled(std::uint64_t acked, std::int64_t queued, std::int64_t 
   return queued > 0 && rate < kMinDrainRate;
 }
 
-std::int64_t SlowSenderWeight(std::int64_t partial_since_ms, std::int64_t now_ms) {
-  const std::int64_t limit = now_ms - kSlowSenderAgeMs;
-  return partial_since_ms != 0 && partial_since_ms <= limit ? limit - partial_since_ms + 1 : 0;
+std::int64_t RoomWeight(const ConnectionLoad& c, std::int64_t now_ms) {
+  if (c.authenticated) return 0;
+  // A slow sender's weight is above any idle one's: kSlowBase is more than any idle time.
+  constexpr std::int64_t kSlowBase = std::int64_t{1} << 50;
+  const std::int64_t arriving = c.partial_since_ms == 0 ? 0 : now_ms - c.partial_since_ms;
+  if (arriving >= kSlowSenderAgeMs) return kSlowBase + arriving;
+  const std::int64_t idle = now_ms - c.active_ms;
+  return c.partial_since_ms == 0 && c.write_since_ms == 0 && !c.held && !c.pending &&
+                 idle >= kIdleSpareMs
+             ? idle
+             : 0;
 }
 
 bool RequestOverdue(std::int64_t partial_since_ms, std::int64_t now_ms, std::int64_t timeout_ms) {

@@ -2,19 +2,24 @@
 //
 // The rules that decide, when clients press on the server's limits, who is answered, who waits
 // and who is closed:
-//   - auth turns: a host's credentials are answered one failure per kAuthFailureSpacingMs, so a
-//     guesser gains nothing by opening connections, and a guess's timing says nothing about
-//     whether it was right (a right one waits for the same turn, but takes none);
+//   - unauthenticated connections (server.auth_token set, not presented yet) are second-class:
+//     an address holds at most server.max_unauthenticated_per_address of them, each is closed
+//     at server.auth_timeout, and one gives its slot up before any new client is refused
+//     (UnauthenticatedConnections); one that presented the token is never closed to make room;
+//   - auth turns: an address's failed credentials are answered one per kAuthFailureSpacingMs,
+//     so a guesser gains nothing by opening connections; right ones never wait (AuthTurns);
 //   - the memory budget: past server.max_buffer_mib, the connections whose clients make the
 //     server hold the most are closed (MemoryWeight); a client that reads is never chosen;
-//   - max_connections: the connection whose request has been arriving longest gives its slot
-//     up (SlowSenderWeight).
+//   - max_connections: an unauthenticated connection gives its slot up first, then the one
+//     whose request has been arriving longest, then (no token set) the one idle longest
+//     (RoomWeight).
 // No I/O and no Asio: the event loop (server/server.cc, server/connection.cc) reads its
 // connections into ConnectionLoad and acts on the answers. Every time is the Clock's monotonic
 // milliseconds, so each rule is unit-tested under FakeClock (server/admission_test.cc).
 //
-// Thread-safety: AuthTurns is thread-safe; a DrainWatch is read by one scan at a time (the
-// budget's); the functions are pure.
+// Thread-safety: AuthTurns is thread-safe; UnauthenticatedConnections is not (the server holds
+// it under its lock); a DrainWatch is read by one scan at a time (the budget's); the functions
+// are pure.
 
 #ifndef SEKKA_SERVER_ADMISSION_H_
 #define SEKKA_SERVER_ADMISSION_H_
@@ -22,6 +27,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <list>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -33,33 +39,42 @@
 namespace sekka::server {
 
 // Failed credentials from one host are answered at most once per this interval, however many
-// connections it opens; an attempt that would wait more than kMaxAuthWaitMs is closed
+// connections it opens; a failure that would wait more than kMaxAuthWaitMs is closed
 // unanswered.
 inline constexpr std::int64_t kAuthFailureSpacingMs = 200;
 inline constexpr std::int64_t kMaxAuthWaitMs = 5000;
-// At max_connections, a connection whose request has been arriving for this long gives its
-// slot to the new one.
+// At max_connections, a connection whose request has been arriving for this long, or (with no
+// token set) that has been idle this long, gives its slot to the new one.
 inline constexpr std::int64_t kSlowSenderAgeMs = 1000;
+inline constexpr std::int64_t kIdleSpareMs = 1000;
+// How many unauthenticated connections the choice of one to close looks at past those it must
+// spare.
+inline constexpr int kUnauthenticatedLook = 16;
 // Past the memory budget, what a connection's client makes the server hold counts once it is
 // this old: an unfinished request, or replies read slower than kMinDrainRate.
 inline constexpr std::int64_t kStallAgeMs = 250;
 inline constexpr double kMinDrainRate = 1024.0 * 1024.0;  // bytes a second
 
-// The host whose turn a client's credentials take, from its address's text: "loopback" for any
-// of 127/8 and ::1 (one local user), the /64 for IPv6, the address itself otherwise; an
-// IPv4-mapped IPv6 address is its IPv4 address (a client of a dual-stack listener), and a
-// link-local address's zone ("%eth0") is no part of it.
-std::string AuthHost(std::string_view address);
+// The host a client's limits count under (auth turns, unauthenticated connections), from its
+// address's text: the address itself for IPv4, the /64 for IPv6 (one subscriber's prefix, as nginx
+// and Cloudflare count them); an IPv4-mapped IPv6 address is its IPv4 address (a client of a
+// dual-stack listener), and a link-local address's zone ("%eth0") is no part of it. Every address
+// counts apart, loopback's too: the limits are about load, not about the token's secrecy (at least
+// 16 characters: docs/design.md), and a local user can load the host by other means.
+std::string ClientHost(std::string_view address);
 
+// Failed credentials' answers, spaced per host. Right credentials never wait: a guesser learns
+// from the answer whether a guess was right anyway, and the token's length (not the rate)
+// keeps it secret; the spacing bounds the load guessing makes.
 class AuthTurns {
  public:
   explicit AuthTurns(Clock& clock) : clock_(clock) {}
 
-  // How long credentials presented by `host` (AuthHost) wait for their answer: until the host's
-  // next turn (0 unless failures are queued), or nullopt when that is more than kMaxAuthWaitMs
-  // away (the connection is then closed unanswered). Failed credentials (`failed`) take the
-  // turn, so the host's next ones wait kAuthFailureSpacingMs more; right ones take none.
-  std::optional<std::int64_t> Turn(const std::string& host, bool failed);
+  // How long failed credentials presented by `host` (ClientHost) wait for their answer: until
+  // the host's next turn, which they take (the host's next failure waits kAuthFailureSpacingMs
+  // more); nullopt when that is more than kMaxAuthWaitMs away (the connection is then closed
+  // unanswered, and takes no turn).
+  std::optional<std::int64_t> FailureTurn(const std::string& host);
 
  private:
   Clock& clock_;
@@ -67,12 +82,52 @@ class AuthTurns {
   std::unordered_map<std::string, std::int64_t> next_;  // a host's next turn; guarded by mu_
 };
 
+// The connections that have not presented the token: each host's in the order they came, and
+// all of them in that order. An id is the server's handle for a connection.
+class UnauthenticatedConnections {
+ public:
+  using Id = const void*;
+  void Add(Id id, const std::string& host);
+  // Removes `id` (it authenticated, closed, or was chosen to close); false when it is not
+  // there.
+  bool Remove(Id id);
+  std::size_t Count(const std::string& host) const;
+  std::size_t size() const { return index_.size(); }
+  // The oldest unauthenticated connection of `host` (nullptr: of all hosts) that `spare(id)` does
+  // not keep (a client whose bytes wait to be read is about to authenticate), looking past at most
+  // kUnauthenticatedLook spared ones; nullopt when there is none.
+  template <typename Spare>
+  std::optional<Id> Oldest(const std::string* host, Spare spare) const {
+    const std::list<Id>& order = host == nullptr ? all_ : ByHost(*host);
+    int spared = 0;
+    for (Id id : order) {
+      if (!spare(id)) return id;
+      if (++spared > kUnauthenticatedLook) break;
+    }
+    return std::nullopt;
+  }
+
+ private:
+  struct Place {
+    std::list<Id>::iterator in_all;
+    std::list<Id>::iterator in_host;
+    std::string host;
+  };
+  const std::list<Id>& ByHost(const std::string& host) const;
+  std::list<Id> all_;
+  std::unordered_map<std::string, std::list<Id>> by_host_;
+  std::unordered_map<Id, Place> index_;
+};
+
 // What the rules read of a connection (0: the event has not happened).
 struct ConnectionLoad {
   std::int64_t partial_since_ms = 0;  // when its unfinished request began
   std::int64_t write_since_ms = 0;    // when a write the socket did not take at once began
   bool held = false;                  // its replies wait for an auth turn
+  bool pending = false;               // a request of its runs on a lane's pool
   std::size_t buffered = 0;           // its buffers' bytes
+  std::int64_t active_ms = 0;         // its last progress (a read, a reply written)
+  bool authenticated = false;         // it presented server.auth_token
 };
 
 // Whether a client reads its replies at kMinDrainRate: from the budget's scan, the bytes the
@@ -105,9 +160,12 @@ std::size_t MemoryWeight(const ConnectionLoad& c, std::int64_t now_ms, Stalled s
   return input || output || c.held ? c.buffered : 0;
 }
 
-// At max_connections: how long past kSlowSenderAgeMs a connection's unfinished request has been
-// arriving (plus one), or 0 when it is no slow sender. The largest gives its slot up.
-std::int64_t SlowSenderWeight(std::int64_t partial_since_ms, std::int64_t now_ms);
+// At max_connections, after the unauthenticated ones (UnauthenticatedConnections::Oldest): how much
+// a connection's slot is owed to a new client, the largest giving it up; 0: it keeps it. Never one
+// that presented the token. Else a slow sender (a request arriving for at least kSlowSenderAgeMs)
+// before any idle one, the longest arriving first; then one idle for at least kIdleSpareMs (with no
+// token set, every connection is a client like the new one), the longest idle first.
+std::int64_t RoomWeight(const ConnectionLoad& c, std::int64_t now_ms);
 
 // True when an unfinished request that began at `partial_since_ms` has had `timeout_ms`.
 bool RequestOverdue(std::int64_t partial_since_ms, std::int64_t now_ms, std::int64_t timeout_ms);

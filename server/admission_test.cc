@@ -9,28 +9,27 @@
 namespace sekka::server {
 namespace {
 
-TEST(AuthHostTest, EveryLoopbackAddressIsOneHost) {
-  EXPECT_EQ(AuthHost("127.0.0.1"), "loopback");
-  EXPECT_EQ(AuthHost("127.8.9.10"), "loopback");
-  EXPECT_EQ(AuthHost("::1"), "loopback");
-  EXPECT_EQ(AuthHost("::ffff:127.0.0.2"), "loopback");
+TEST(ClientHostTest, EveryIpv4AddressCountsApartLoopbackToo) {
+  EXPECT_EQ(ClientHost("127.0.0.1"), "127.0.0.1");
+  EXPECT_NE(ClientHost("127.0.0.1"), ClientHost("127.0.0.2"));
+  EXPECT_EQ(ClientHost("::ffff:127.0.0.2"), "127.0.0.2");
 }
 
-TEST(AuthHostTest, AnIpv4MappedAddressIsItsIpv4Address) {
-  EXPECT_EQ(AuthHost("::ffff:10.1.2.3"), "10.1.2.3");
-  EXPECT_EQ(AuthHost("10.1.2.3"), "10.1.2.3");
+TEST(ClientHostTest, AnIpv4MappedAddressIsItsIpv4Address) {
+  EXPECT_EQ(ClientHost("::ffff:10.1.2.3"), "10.1.2.3");
+  EXPECT_EQ(ClientHost("10.1.2.3"), "10.1.2.3");
 }
 
-TEST(AuthHostTest, AnIpv6AddressIsItsSlash64) {
-  EXPECT_EQ(AuthHost("2001:db8:1:2:aaaa:bbbb:cccc:dddd"), "2001:db8:1:2::");
-  EXPECT_EQ(AuthHost("2001:db8:1:2::9"), AuthHost("2001:db8:1:2:ffff::1"));
-  EXPECT_NE(AuthHost("2001:db8:1:2::9"), AuthHost("2001:db8:1:3::9"));
+TEST(ClientHostTest, AnIpv6AddressIsItsSlash64) {
+  EXPECT_EQ(ClientHost("2001:db8:1:2:aaaa:bbbb:cccc:dddd"), "2001:db8:1:2::");
+  EXPECT_EQ(ClientHost("2001:db8:1:2::9"), ClientHost("2001:db8:1:2:ffff::1"));
+  EXPECT_NE(ClientHost("2001:db8:1:2::9"), ClientHost("2001:db8:1:3::9"));
 }
 
-TEST(AuthHostTest, ALinkLocalAddressIsItsSlash64WhateverItsZone) {
-  EXPECT_EQ(AuthHost("fe80::1%eth0"), "fe80::");
-  EXPECT_EQ(AuthHost("fe80::1%eth0"), AuthHost("fe80::2:3%eth1"));
-  EXPECT_EQ(AuthHost("fe80::1%2"), AuthHost("fe80::9"));
+TEST(ClientHostTest, ALinkLocalAddressIsItsSlash64WhateverItsZone) {
+  EXPECT_EQ(ClientHost("fe80::1%eth0"), "fe80::");
+  EXPECT_EQ(ClientHost("fe80::1%eth0"), ClientHost("fe80::2:3%eth1"));
+  EXPECT_EQ(ClientHost("fe80::1%2"), ClientHost("fe80::9"));
 }
 
 class AuthTurnsTest : public ::testing::Test {
@@ -39,49 +38,85 @@ class AuthTurnsTest : public ::testing::Test {
   AuthTurns turns_{clock_};
 };
 
-TEST_F(AuthTurnsTest, RightCredentialsOnAQuietHostAreAnsweredAtOnce) {
-  EXPECT_EQ(turns_.Turn("10.0.0.1", false), 0);
-  EXPECT_EQ(turns_.Turn("10.0.0.1", false), 0);
+TEST_F(AuthTurnsTest, AFailureOnAQuietHostIsAnsweredAtOnce) {
+  EXPECT_EQ(turns_.FailureTurn("10.0.0.1"), 0);
 }
 
 TEST_F(AuthTurnsTest, EachFailureTakesTheHostsTurn) {
-  EXPECT_EQ(turns_.Turn("10.0.0.1", true), 0);
-  EXPECT_EQ(turns_.Turn("10.0.0.1", true), kAuthFailureSpacingMs);
-  EXPECT_EQ(turns_.Turn("10.0.0.1", true), 2 * kAuthFailureSpacingMs);
-}
-
-TEST_F(AuthTurnsTest, RightCredentialsWaitBehindFailuresButTakeNoTurn) {
-  turns_.Turn("10.0.0.1", true);
-  EXPECT_EQ(turns_.Turn("10.0.0.1", false), kAuthFailureSpacingMs);
-  EXPECT_EQ(turns_.Turn("10.0.0.1", false), kAuthFailureSpacingMs);
+  EXPECT_EQ(turns_.FailureTurn("10.0.0.1"), 0);
+  EXPECT_EQ(turns_.FailureTurn("10.0.0.1"), kAuthFailureSpacingMs);
+  EXPECT_EQ(turns_.FailureTurn("10.0.0.1"), 2 * kAuthFailureSpacingMs);
 }
 
 TEST_F(AuthTurnsTest, AnotherHostKeepsItsOwnTurn) {
-  turns_.Turn("10.0.0.1", true);
-  turns_.Turn("10.0.0.1", true);
-  EXPECT_EQ(turns_.Turn("10.0.0.2", true), 0);
+  turns_.FailureTurn("10.0.0.1");
+  turns_.FailureTurn("10.0.0.1");
+  EXPECT_EQ(turns_.FailureTurn("10.0.0.2"), 0);
 }
 
 TEST_F(AuthTurnsTest, TurnsComeDueAsTimePasses) {
-  turns_.Turn("10.0.0.1", true);
-  turns_.Turn("10.0.0.1", true);
+  turns_.FailureTurn("10.0.0.1");
+  turns_.FailureTurn("10.0.0.1");
   clock_.AdvanceMillis(2 * kAuthFailureSpacingMs);
-  EXPECT_EQ(turns_.Turn("10.0.0.1", false), 0);
+  EXPECT_EQ(turns_.FailureTurn("10.0.0.1"), 0);
 }
 
 TEST_F(AuthTurnsTest, AWaitPastTheLimitIsRefusedAndTakesNoTurn) {
   const std::int64_t queued = kMaxAuthWaitMs / kAuthFailureSpacingMs + 1;
-  for (std::int64_t i = 0; i < queued; ++i) ASSERT_TRUE(turns_.Turn("10.0.0.1", true));
-  EXPECT_EQ(turns_.Turn("10.0.0.1", true), std::nullopt);
-  EXPECT_EQ(turns_.Turn("10.0.0.1", false), std::nullopt);
+  for (std::int64_t i = 0; i < queued; ++i) ASSERT_TRUE(turns_.FailureTurn("10.0.0.1"));
+  EXPECT_EQ(turns_.FailureTurn("10.0.0.1"), std::nullopt);
   clock_.AdvanceMillis(kAuthFailureSpacingMs);
-  EXPECT_EQ(turns_.Turn("10.0.0.1", false), kMaxAuthWaitMs);
+  EXPECT_EQ(turns_.FailureTurn("10.0.0.1"), kMaxAuthWaitMs);
 }
 
 TEST_F(AuthTurnsTest, AWallClockStepMovesNoTurn) {
-  turns_.Turn("10.0.0.1", true);
+  turns_.FailureTurn("10.0.0.1");
   clock_.SetMillis(0);
-  EXPECT_EQ(turns_.Turn("10.0.0.1", false), kAuthFailureSpacingMs);
+  EXPECT_EQ(turns_.FailureTurn("10.0.0.1"), kAuthFailureSpacingMs);
+}
+
+// Connection ids for the UnauthenticatedConnections cases.
+int kA = 0, kB = 1, kC = 2, kD = 3;
+
+TEST(UnauthenticatedConnectionsTest, EachHostCountsItsOwn) {
+  UnauthenticatedConnections s;
+  s.Add(&kA, "10.0.0.1");
+  s.Add(&kB, "10.0.0.1");
+  s.Add(&kC, "10.0.0.2");
+  EXPECT_EQ(s.Count("10.0.0.1"), 2u);
+  EXPECT_EQ(s.Count("10.0.0.2"), 1u);
+  EXPECT_EQ(s.Count("10.0.0.3"), 0u);
+  EXPECT_EQ(s.size(), 3u);
+}
+
+TEST(UnauthenticatedConnectionsTest, TheOldestGoesFirstOfAHostAndOfAll) {
+  UnauthenticatedConnections s;
+  s.Add(&kA, "10.0.0.1");
+  s.Add(&kB, "10.0.0.2");
+  s.Add(&kC, "10.0.0.2");
+  const std::string host = "10.0.0.2";
+  EXPECT_EQ(s.Oldest(&host, [](auto) { return false; }), &kB);
+  EXPECT_EQ(s.Oldest(nullptr, [](auto) { return false; }), &kA);
+}
+
+TEST(UnauthenticatedConnectionsTest, ASparedOneIsPassedOver) {
+  UnauthenticatedConnections s;
+  s.Add(&kA, "10.0.0.1");
+  s.Add(&kB, "10.0.0.1");
+  EXPECT_EQ(s.Oldest(nullptr, [](UnauthenticatedConnections::Id id) { return id == &kA; }), &kB);
+  EXPECT_EQ(s.Oldest(nullptr, [](auto) { return true; }), std::nullopt);
+}
+
+TEST(UnauthenticatedConnectionsTest, OneThatAuthenticatedOrClosedIsRemoved) {
+  UnauthenticatedConnections s;
+  s.Add(&kA, "10.0.0.1");
+  s.Add(&kD, "10.0.0.1");
+  EXPECT_TRUE(s.Remove(&kA));
+  EXPECT_FALSE(s.Remove(&kA));
+  EXPECT_EQ(s.Count("10.0.0.1"), 1u);
+  EXPECT_TRUE(s.Remove(&kD));
+  EXPECT_EQ(s.Count("10.0.0.1"), 0u);
+  EXPECT_EQ(s.Oldest(nullptr, [](auto) { return false; }), std::nullopt);
 }
 
 TEST(MemoryWeightTest, AConnectionTheClientDoesNotHoldUpWeighsNothing) {
@@ -147,14 +182,33 @@ TEST(DrainWatchTest, AMarkOfAnEarlierWriteIsNotThisOnes) {
   EXPECT_TRUE(w.Stalled(0, 100, 20'000, 20'500 + kStallAgeMs));
 }
 
-TEST(SlowSenderWeightTest, OnlyARequestArrivingForTheAgeIsASlowSender) {
-  EXPECT_EQ(SlowSenderWeight(0, 50'000), 0);
-  EXPECT_EQ(SlowSenderWeight(50'000 - kSlowSenderAgeMs + 1, 50'000), 0);
-  EXPECT_EQ(SlowSenderWeight(50'000 - kSlowSenderAgeMs, 50'000), 1);
+TEST(RoomWeightTest, OneThatPresentedTheTokenKeepsItsSlot) {
+  const ConnectionLoad c{.partial_since_ms = 1, .active_ms = 1, .authenticated = true};
+  EXPECT_EQ(RoomWeight(c, 50'000), 0);
 }
 
-TEST(SlowSenderWeightTest, TheLongestArrivingWeighsMost) {
-  EXPECT_GT(SlowSenderWeight(40'000, 50'000), SlowSenderWeight(45'000, 50'000));
+TEST(RoomWeightTest, OnlyARequestArrivingForTheAgeIsASlowSender) {
+  const std::int64_t now = 50'000;
+  EXPECT_EQ(RoomWeight({.partial_since_ms = now - kSlowSenderAgeMs + 1, .active_ms = now}, now), 0);
+  EXPECT_GT(RoomWeight({.partial_since_ms = now - kSlowSenderAgeMs, .active_ms = now}, now), 0);
+}
+
+TEST(RoomWeightTest, ASlowSenderGoesBeforeAnyIdleOne) {
+  const std::int64_t now = 50'000'000;
+  EXPECT_GT(RoomWeight({.partial_since_ms = now - kSlowSenderAgeMs, .active_ms = now}, now),
+            RoomWeight({.active_ms = 1}, now));
+  EXPECT_GT(RoomWeight({.partial_since_ms = 40'000, .active_ms = now}, now),
+            RoomWeight({.partial_since_ms = 45'000, .active_ms = now}, now));
+}
+
+TEST(RoomWeightTest, OnlyAConnectionIdleForTheAgeWithNothingUnderWayIsIdle) {
+  const std::int64_t now = 50'000;
+  EXPECT_EQ(RoomWeight({.active_ms = now - kIdleSpareMs + 1}, now), 0);
+  EXPECT_GT(RoomWeight({.active_ms = now - kIdleSpareMs}, now), 0);
+  EXPECT_EQ(RoomWeight({.write_since_ms = 1, .active_ms = 1}, now), 0);
+  EXPECT_EQ(RoomWeight({.held = true, .active_ms = 1}, now), 0);
+  EXPECT_EQ(RoomWeight({.pending = true, .active_ms = 1}, now), 0);
+  EXPECT_GT(RoomWeight({.active_ms = 1}, now), RoomWeight({.active_ms = 2}, now));
 }
 
 TEST(RequestOverdueTest, ARequestIsOverdueAtItsTimeout) {

@@ -34,14 +34,16 @@ struct ServerConfig {
   std::string auth_token;     // "" = no authentication
   // Host names HTTP requests may name besides IP literals and localhost (DNS rebinding).
   std::vector<std::string> allowed_hosts;
-  int threads{};                      // event loops; 0 = one per core
-  int max_connections{};              // open connections, both protocols together
-  std::int64_t idle_timeout_ms{};     // a connection idle this long is closed
-  std::int64_t max_batch{};           // ids per batch request
-  std::int64_t request_timeout_ms{};  // a request must arrive whole this soon
-  std::int64_t max_buffer_mib{};      // all connections' buffers together
-  std::int64_t busy_poll_us{};        // loops poll this long before sleeping; 0 = never
-  std::string log_level;              // debug | info | warn | error
+  int threads{};                          // event loops; 0 = one per core
+  int max_connections{};                  // open connections, both protocols together
+  std::int64_t idle_timeout_ms{};         // a connection idle this long is closed
+  std::int64_t auth_timeout_ms{};         // a connection not authenticated this long is closed
+  int max_unauthenticated_per_address{};  // not-yet-authenticated connections per ClientHost
+  std::int64_t max_batch{};               // ids per batch request
+  std::int64_t request_timeout_ms{};      // a request must arrive whole this soon
+  std::int64_t max_buffer_mib{};          // all connections' buffers together
+  std::int64_t busy_poll_us{};            // loops poll this long before sleeping; 0 = never
+  std::string log_level;                  // debug | info | warn | error
   bool resp_string_ids{};  // server.resp_ids = "string": RESP ids as decimal bulk strings
   // server.tls_*: TLS on every listener when the certificate is set (with its key); client
   // certificates signed by the client CA file are then required when that is set too. "" = off.

@@ -77,6 +77,16 @@ const std::vector<Key>& Keys() {
       {"server.idle_timeout", Type::kDuration, "300s", 1'000, 86'400'000,
        &ServerConfig::idle_timeout_ms, "close connections idle this long (1s to 24h)",
        "--idle-timeout"},
+      {"server.auth_timeout", Type::kDuration, "5s", 1'000, 3'600'000,
+       &ServerConfig::auth_timeout_ms,
+       "with auth_token set, a connection that has not presented it this long after it opened "
+       "is closed (1s to 1h)",
+       "--auth-timeout"},
+      {"server.max_unauthenticated_per_address", Type::kInt, "100", 1, 1'000'000,
+       &ServerConfig::max_unauthenticated_per_address,
+       "with auth_token set, connections one client address (IPv6: its /64) may hold before "
+       "presenting it; past it the address's oldest is closed (1 to 1000000)",
+       "--max-unauthenticated-per-address"},
       {"server.max_batch", Type::kInt, "100000", 1, 1'000'000, &ServerConfig::max_batch,
        "ids per batch request (1 to 1000000)", "--max-batch"},
       {"server.request_timeout", Type::kDuration, "10s", 100, 3'600'000,

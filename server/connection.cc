@@ -32,7 +32,9 @@ Connection::Connection(ConnectionHost& server, tcp::socket socket, Protocol prot
       idle_timer_(socket_.get_executor()),
       protocol_(protocol),
       chunk_(kReadChunk),
-      http_parser_(http::Limits{}) {}
+      http_parser_(http::Limits{}),
+      opened_ms_(NowMs()),
+      active_ms_(opened_ms_) {}
 
 void Connection::Begin() {
   server_.service().ConnectionOpened(protocol_);
@@ -64,7 +66,7 @@ void RawSocket::async_read_some(const Buffers& buffers, Handler&& handler) {
 }
 
 void Connection::OnRawBytes() {
-  last_activity_ = SteadyClock::now();
+  Touch();
   if (handshaking_ || closed_ || partial_since_ms_.load() != 0) return;
   partial_since_ms_.store(NowMs());
   ArmIdleTimer();  // its deadline may come before the idle one
@@ -85,35 +87,37 @@ void Connection::Handshake() {
           return;
         }
         self->TrackPartial(/*completed=*/true, /*need_more=*/false);
-        self->last_activity_ = SteadyClock::now();
+        self->Touch();
         self->Read();
       });
 }
 
-// One timer for both time limits: server.idle_timeout since the last progress, and
+// One timer for the time limits: server.idle_timeout since the last progress,
 // server.request_timeout since an unfinished request began (however slowly it trickles in:
-// every byte resets the idle time, never the request's).
+// every byte resets the idle time, never the request's), and server.auth_timeout since a
+// connection that has not authenticated opened.
 void Connection::ArmIdleTimer() {
   const ServerConfig& config = server_.config();
-  SteadyClock::time_point at = last_activity_ + std::chrono::milliseconds(config.idle_timeout_ms);
+  const std::int64_t now = NowMs();
+  std::int64_t at = active_ms_.load(std::memory_order_relaxed) + config.idle_timeout_ms;
   if (const std::int64_t since = partial_since_ms_.load(); since != 0) {
-    const std::int64_t left = since + config.request_timeout_ms - NowMs();
-    at = std::min(at,
-                  SteadyClock::now() + std::chrono::milliseconds(std::max<std::int64_t>(left, 0)));
+    at = std::min(at, since + config.request_timeout_ms);
   }
+  if (!trusted()) at = std::min(at, opened_ms_ + config.auth_timeout_ms);
   // A deadline already past with the connection kept (a reply held for an auth turn, a request
   // on a lane's pool: the timer does not close those) would fire again at once, and the loop
   // would spin until it ends: look again in 100 ms.
-  at = std::max(at, SteadyClock::now() + std::chrono::milliseconds(100));
-  idle_timer_.expires_at(at);
+  idle_timer_.expires_after(std::chrono::milliseconds(std::max<std::int64_t>(at - now, 100)));
   idle_timer_.async_wait([self = shared_from_this()](const asio::error_code& ec) {
     if (ec || self->closed_) return;
     const ServerConfig& config = self->server_.config();
-    if (RequestOverdue(self->partial_since_ms_.load(), self->NowMs(), config.request_timeout_ms)) {
+    const std::int64_t now = self->NowMs();
+    if (RequestOverdue(self->partial_since_ms_.load(), now, config.request_timeout_ms)) {
       self->Shed(ShedReason::kRequestTimeout);
+    } else if (!self->trusted() && now - self->opened_ms_ >= config.auth_timeout_ms) {
+      self->Shed(ShedReason::kAuthTimeout);
     } else if (!self->pending_ && !self->held_for_turn_.load() &&
-               SteadyClock::now() - self->last_activity_ >=
-                   std::chrono::milliseconds(config.idle_timeout_ms) &&
+               now - self->active_ms_.load(std::memory_order_relaxed) >= config.idle_timeout_ms &&
                !self->StillReading()) {
       self->Close();
     } else {
@@ -137,13 +141,24 @@ bool Connection::StillReading() {
   const bool first_look = !idle_acked_.has_value();
   const bool progress = first_look || acked > *idle_acked_;
   idle_acked_ = acked;
-  if (progress) last_activity_ = SteadyClock::now();
+  if (progress) Touch();
   return progress;
 }
 
+bool Connection::HasUnread() const {
+  const int fd = fd_.load();
+  int unread = 0;
+  return fd >= 0 && ::ioctl(fd, FIONREAD, &unread) == 0 && unread > 0;
+}
+
 ConnectionLoad Connection::Load() const {
-  return {partial_since_ms_.load(), write_since_ms_.load(), held_for_turn_.load(),
-          buffered_.load()};
+  return {.partial_since_ms = partial_since_ms_.load(),
+          .write_since_ms = write_since_ms_.load(),
+          .held = held_for_turn_.load(),
+          .pending = pending_.load(),
+          .buffered = buffered_.load(),
+          .active_ms = active_ms_.load(std::memory_order_relaxed),
+          .authenticated = authenticated_.load()};
 }
 
 bool Connection::ClientStalled(std::int64_t now_ms) {
@@ -203,14 +218,19 @@ void Connection::Shed(ShedReason reason) {
   }
 }
 
-void Connection::AwaitAuthTurn(bool failed) {
-  if (failed) {
-    session_.auth_failed = false;
-    server_.service().ConnectionShed(ShedReason::kAuthFailure);
-    in_.clear();
-    closing_ = true;
+void Connection::AfterCredentials() {
+  if (session_.first_auth) {
+    session_.first_auth = false;
+    authenticated_.store(true);
+    server_.Authenticated(this);
+    ArmIdleTimer();  // server.auth_timeout no longer applies
   }
-  const std::optional<std::int64_t> delay = server_.AuthTurn(peer_, failed);
+  if (!session_.auth_failed) return;
+  session_.auth_failed = false;
+  server_.service().ConnectionShed(ShedReason::kAuthFailure);
+  in_.clear();
+  closing_ = true;
+  const std::optional<std::int64_t> delay = server_.FailureTurn(peer_);
   if (!delay) {
     Close();
     return;
@@ -259,7 +279,7 @@ void Connection::OnRead(const asio::error_code& ec, std::size_t n) {
       if (more < chunk_.size()) break;
     }
   }
-  last_activity_ = SteadyClock::now();
+  Touch();
   Continue();
 }
 
@@ -269,10 +289,9 @@ void Connection::Continue() {
   Account();
   if (closed_) return;  // the budget closed it
   // Credentials judged on the loop or on the blocking pool (Offload brings its session back
-  // before it continues): their answer waits for the host's turn.
+  // before it continues).
   if (session_.auth_failed || session_.first_auth) {
-    session_.first_auth = false;
-    AwaitAuthTurn(session_.auth_failed);
+    AfterCredentials();
     if (closed_) return;
   }
   if (!out_.empty()) {
@@ -301,7 +320,7 @@ void Connection::Offload(
                                              reply = std::move(reply), close]() mutable {
                  self->pending_ = false;
                  if (self->closed_) return;
-                 self->last_activity_ = SteadyClock::now();
+                 self->Touch();
                  self->session_ = std::move(session);
                  if (close) self->closing_ = true;
                  if (self->writing_) {
@@ -490,7 +509,7 @@ void Connection::AfterWrite() {
   }
   // Activity is the last reply, not the last read: a pipeline can take most of the idle
   // timeout to answer (a clock read per request, about 0.2% of its CPU).
-  last_activity_ = SteadyClock::now();
+  Touch();
   Account();
   if (in_.empty() && !pending_ && out_.empty()) {
     Read();

@@ -46,8 +46,11 @@ class ConnectionHost {
   virtual Clock& clock() const = 0;
   // The connection's buffers grew or shrank by `delta` bytes (the memory budget).
   virtual void AddBuffered(std::int64_t delta) = 0;
-  // How long credentials from `peer` wait for their answer (AuthTurns::Turn), nullopt: close.
-  virtual std::optional<std::int64_t> AuthTurn(const asio::ip::address& peer, bool failed) = 0;
+  // How long failed credentials from `peer` wait for their answer (AuthTurns::FailureTurn),
+  // nullopt: close unanswered.
+  virtual std::optional<std::int64_t> FailureTurn(const asio::ip::address& peer) = 0;
+  // `c` presented server.auth_token: it leaves the unauthenticated ones (admission.h).
+  virtual void Authenticated(Connection* c) = 0;
   // The thread pool of a lane (commands.h) other than kLoop.
   virtual asio::thread_pool& pool(Lane lane) = 0;
   // True once stopping has let go of the connections still open after the grace period.
@@ -128,6 +131,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // long reply is not idle, however long ago the server wrote it; one that stops reading is
   // closed an idle timeout later.
   bool StillReading();
+  // Bytes from the client wait in the kernel to be read (any thread): an unauthenticated one that
+  // has sent its credentials is not closed to make room before they are read.
+  bool HasUnread() const;
   // Raw bytes came under the TLS stream (RawSocket, on its loop): activity, and the start of an
   // unfinished request if none has begun (its plaintext comes when the record is whole).
   void OnRawBytes();
@@ -167,10 +173,12 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void TrackPartial(bool completed, bool need_more);
   // Gives back emptied large buffers and updates the budget (closing its largest user past it).
   void Account();
-  // The first credentials a connection presented (AUTH, HELLO AUTH, a token): their answer and
-  // everything after it wait for the host's turn (ServerImpl::AuthTurn); wrong ones
-  // (`failed`) then end the connection.
-  void AwaitAuthTurn(bool failed);
+  // After credentials were judged (AUTH, HELLO AUTH, a token): right ones for the first time
+  // take the connection out of the unauthenticated ones; for wrong ones, the reply and the close
+  // wait for the host's turn (ServerImpl::FailureTurn).
+  void AfterCredentials();
+  // Progress: a read, a reply written, a request back from a lane's pool.
+  void Touch() { active_ms_.store(NowMs(), std::memory_order_relaxed); }
 
   // The clock's monotonic milliseconds (admission's time).
   std::int64_t NowMs() const { return server_.clock().MonotonicMillis(); }
@@ -188,11 +196,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
   Session session_;
   resp::ParseResult parsed_;  // reused: its argument vector keeps its capacity
   asio::ip::address peer_;
-  SteadyClock::time_point last_activity_ = SteadyClock::now();
-  std::uint64_t handled_ = 0;  // requests taken from in_
-  bool closing_ = false;       // close after the pending write
-  bool busy_ = false;          // replies are queued or a write is in flight
-  bool pending_ = false;       // a request runs on a lane's pool
+  std::uint64_t handled_ = 0;         // requests taken from in_
+  bool closing_ = false;              // close after the pending write
+  bool busy_ = false;                 // replies are queued or a write is in flight
+  std::atomic<bool> pending_{false};  // a request runs on a lane's pool
   // One read and one write at a time (the review of issue 24 saw two reads in flight into
   // chunk_ after pipelined blocking-pool requests, and a reply appended to out_ while an
   // async_write was sending it).
@@ -208,6 +215,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::atomic<std::int64_t> partial_since_ms_{0};  // when its unfinished request began, or 0
   std::atomic<std::size_t> buffered_{0};           // the capacity of its buffers, as budgeted
   std::atomic<std::int64_t> write_since_ms_{0};    // when a write the socket did not take began
+  const std::int64_t opened_ms_;                   // when it was accepted (server.auth_timeout)
+  std::atomic<std::int64_t> active_ms_;            // its last progress (Touch)
+  std::atomic<bool> authenticated_{false};         // it presented server.auth_token
   // Its replies wait for the host's auth turn (AwaitAuthTurn): QueueWrite waits, and the
   // budget counts its buffers.
   std::atomic<bool> held_for_turn_{false};

@@ -49,16 +49,16 @@ struct Session {
   // Sent the right credentials (AUTH, HELLO AUTH, a bearer token, ?token=): the connection gets
   // the larger buffer limits.
   bool authenticated = false;
-  // The right credentials came on this connection for the first time (Authenticate): their
-  // answer waits for the host's auth turn (connection.cc, AwaitAuthTurn), as a wrong one's does.
-  // The server clears it.
+  // The right credentials came on this connection for the first time (Authenticate): the
+  // connection leaves the unauthenticated ones (connection.cc, AfterCredentials). The server clears
+  // it.
   bool first_auth = false;
   void Authenticate() {
     first_auth = first_auth || !authenticated;
     authenticated = true;
   }
   // The last request sent wrong credentials: its reply is the last, and is delayed (connection.cc,
-  // AwaitAuthTurn). The handler sets `close` with it.
+  // AfterCredentials). The handler sets `close` with it.
   bool auth_failed = false;
   std::string name;                            // RESP: CLIENT SETNAME
   IdReply id_reply = IdReply::kServerDefault;  // RESP: ID.REPLY

@@ -146,13 +146,10 @@ class ServerImpl final : public Server, public ConnectionHost {
     return lane == Lane::kStrict ? strict_ : lane == Lane::kStrictLeader ? strict_leader_ : store_;
   }
 
-  void Register(const std::shared_ptr<Connection>& c) {
-    std::lock_guard lock(mu_);
-    connections_[c.get()] = c;
-  }
   void Unregister(Connection* c) override {
     std::lock_guard lock(mu_);
     connections_.erase(c);
+    unauthenticated_.Remove(c);
     open_.fetch_sub(1);
   }
 
@@ -218,17 +215,13 @@ class ServerImpl final : public Server, public ConnectionHost {
     });
   }
 
-  // At max_connections: the connection whose request has been arriving longest (at least
-  // kSlowSenderAgeMs) is closed, so that slow senders cannot hold every slot.
-  bool MakeRoom() {
-    const std::int64_t now = clock().MonotonicMillis();
-    return CloseOne(ShedReason::kSlowSender, [now](Connection& c) {
-      return SlowSenderWeight(c.Load().partial_since_ms, now);
-    });
+  std::optional<std::int64_t> FailureTurn(const asio::ip::address& peer) override {
+    return auth_turns_.FailureTurn(ClientHost(peer.to_string()));
   }
 
-  std::optional<std::int64_t> AuthTurn(const asio::ip::address& peer, bool failed) override {
-    return auth_turns_.Turn(AuthHost(peer.to_string()), failed);
+  void Authenticated(Connection* c) override {
+    std::lock_guard lock(mu_);
+    unauthenticated_.Remove(c);
   }
 
  private:
@@ -237,25 +230,84 @@ class ServerImpl final : public Server, public ConnectionHost {
     Protocol protocol;
   };
 
-  // Closes the connection with the largest positive `weight`, if any, not picked before.
-  template <typename Weight>
-  bool CloseOne(ShedReason reason, Weight weight) {
-    std::shared_ptr<Connection> victim;
+  enum class Refusal { kNone, kFull, kHostFull };
+
+  // Whether a new connection from `host` gets a slot (admission.h): an unauthenticated one past its
+  // host's cap takes the slot of the host's oldest (kHostFull when it finds none to close), and at
+  // max_connections, the oldest unauthenticated one of all, else the connection RoomWeight picks,
+  // gives its slot up (kFull when none does). When it does, `make()` makes it, registered.
+  template <typename Make>
+  Refusal Admit(const std::string& host, Make make) {
+    std::vector<std::pair<std::shared_ptr<Connection>, ShedReason>> closing;
     {
       std::lock_guard lock(mu_);
-      std::int64_t best = 0;
-      for (auto& [ptr, weak] : connections_) {
-        std::shared_ptr<Connection> c = weak.lock();
-        if (c == nullptr || c->chosen.load()) continue;
-        if (const auto w = static_cast<std::int64_t>(weight(*c)); w > best) {
-          best = w;
-          victim = std::move(c);
-        }
+      const bool unauthenticated = !config_.auth_token.empty();
+      if (unauthenticated &&
+          unauthenticated_.Count(host) >=
+              static_cast<std::size_t>(config_.max_unauthenticated_per_address)) {
+        std::shared_ptr<Connection> v = TakeUnauthenticated(&host);
+        if (v == nullptr) return Refusal::kHostFull;
+        closing.emplace_back(std::move(v), ShedReason::kUnauthenticated);
       }
-      if (victim == nullptr || victim->chosen.exchange(true)) return false;
+      // An unauthenticated one that took its host's oldest's slot needs no other.
+      if (open_.fetch_add(1) >= config_.max_connections && closing.empty()) {
+        std::pair<std::shared_ptr<Connection>, ShedReason> v = MakeRoom();
+        if (v.first == nullptr) {
+          open_.fetch_sub(1);
+          return Refusal::kFull;
+        }
+        closing.push_back(std::move(v));
+      }
+      std::shared_ptr<Connection> c = make();
+      connections_[c.get()] = c;
+      if (unauthenticated) unauthenticated_.Add(c.get(), host);
     }
-    asio::post(victim->executor(), [victim, reason] { victim->Shed(reason); });
-    return true;
+    for (auto& [v, reason] : closing) {
+      asio::post(v->executor(), [v, reason] { v->Shed(reason); });
+    }
+    return Refusal::kNone;
+  }
+
+  // The oldest unauthenticated connection of `host` (nullptr: of all) not spared (chosen already,
+  // or with bytes waiting to be read), marked chosen and removed from them; null if none. Under
+  // mu_.
+  std::shared_ptr<Connection> TakeUnauthenticated(const std::string* host) {
+    const std::optional<UnauthenticatedConnections::Id> id =
+        unauthenticated_.Oldest(host, [this](UnauthenticatedConnections::Id id) {
+          const auto* c = static_cast<const Connection*>(id);
+          return c->chosen.load() || c->HasUnread();
+        });
+    if (!id) return nullptr;
+    unauthenticated_.Remove(*id);
+    const auto it = connections_.find(static_cast<Connection*>(const_cast<void*>(*id)));
+    std::shared_ptr<Connection> c = it == connections_.end() ? nullptr : it->second.lock();
+    if (c == nullptr || c->chosen.exchange(true)) return nullptr;
+    return c;
+  }
+
+  // At max_connections: the connection that gives its slot to a new one (admission.h), marked
+  // chosen, and why; null if none. Under mu_.
+  std::pair<std::shared_ptr<Connection>, ShedReason> MakeRoom() {
+    if (std::shared_ptr<Connection> c = TakeUnauthenticated(nullptr)) {
+      return {std::move(c), ShedReason::kUnauthenticated};
+    }
+    const std::int64_t now = clock().MonotonicMillis();
+    std::shared_ptr<Connection> victim;
+    ConnectionLoad load;
+    std::int64_t best = 0;
+    for (auto& [ptr, weak] : connections_) {
+      std::shared_ptr<Connection> c = weak.lock();
+      if (c == nullptr || c->chosen.load()) continue;
+      const ConnectionLoad l = c->Load();
+      if (const std::int64_t w = RoomWeight(l, now); w > best) {
+        best = w;
+        load = l;
+        victim = std::move(c);
+      }
+    }
+    if (victim == nullptr || victim->chosen.exchange(true)) return {nullptr, ShedReason::kIdle};
+    return {std::move(victim),
+            load.partial_since_ms != 0 ? ShedReason::kSlowSender : ShedReason::kIdle};
   }
 
   void RunLoop(asio::io_context& loop) {
@@ -299,28 +351,39 @@ class ServerImpl final : public Server, public ConnectionHost {
         });
         return;
       }
-      if (open_.fetch_add(1) >= config_.max_connections && !MakeRoom()) {
-        open_.fetch_sub(1);
-        service_.ConnectionRejected(l.protocol);
-        // Thrift has no message a client reads before its first call, and a TLS client none
-        // before the handshake: they are closed.
-        const std::string reply =
-            tls_ != nullptr                 ? std::string()
-            : l.protocol == Protocol::kResp ? std::string("-ERR max number of clients reached\r\n")
-            : l.protocol == Protocol::kHttp
-                ? HttpParseError(503, fmt::format("too many connections: the limit is {}",
-                                                  config_.max_connections))
-                : std::string();
-        Reject(std::move(socket), reply);
-      } else {
-        asio::error_code ignored;
-        socket.set_option(tcp::no_delay(true), ignored);
-        auto c = std::make_shared<Connection>(*this, std::move(socket), l.protocol, tls_.get());
-        Register(c);
+      asio::error_code ignored;
+      socket.set_option(tcp::no_delay(true), ignored);
+      const std::string host = ClientHost(socket.remote_endpoint(ignored).address().to_string());
+      std::shared_ptr<Connection> c;
+      const Refusal refusal = Admit(host, [&] {
+        c = std::make_shared<Connection>(*this, std::move(socket), l.protocol, tls_.get());
+        return c;
+      });
+      if (refusal == Refusal::kNone) {
         asio::post(c->executor(), [c] { c->Begin(); });
+      } else {
+        service_.ConnectionRejected(l.protocol);
+        Reject(std::move(socket), RefusalReply(l.protocol, refusal));
       }
       if (!stopping_) Accept(l);
     });
+  }
+
+  // What a refused client is told. Thrift has no message a client reads before its first call,
+  // and a TLS client none before the handshake: they are closed.
+  std::string RefusalReply(Protocol protocol, Refusal refusal) const {
+    if (tls_ != nullptr || protocol == Protocol::kThrift) return "";
+    const std::string why =
+        refusal == Refusal::kHostFull
+            ? fmt::format(
+                  "too many connections from this address before authenticating: the limit is "
+                  "{} (server.max_unauthenticated_per_address)",
+                  config_.max_unauthenticated_per_address)
+            : fmt::format("too many connections: the limit is {} (server.max_connections)",
+                          config_.max_connections);
+    // Redis's words for its own limit, which clients know.
+    if (protocol == Protocol::kResp) return "-ERR max number of clients reached: " + why + "\r\n";
+    return HttpParseError(503, why);
   }
 
   // Sends `reply`, then reads and discards what the client sent (at most 1 s) before closing,
@@ -420,6 +483,7 @@ class ServerImpl final : public Server, public ConnectionHost {
   std::atomic<bool> stopping_{false};
   std::mutex mu_;
   std::unordered_map<Connection*, std::weak_ptr<Connection>> connections_;  // guarded by mu_
+  UnauthenticatedConnections unauthenticated_;                              // guarded by mu_
   AuthTurns auth_turns_;
 };
 

@@ -100,6 +100,12 @@ std::string_view ShedReasonName(ShedReason reason) {
       return "auth_failure";
     case ShedReason::kTlsHandshake:
       return "tls_handshake";
+    case ShedReason::kAuthTimeout:
+      return "auth_timeout";
+    case ShedReason::kUnauthenticated:
+      return "unauthenticated";
+    case ShedReason::kIdle:
+      return "idle";
   }
   return "unknown";
 }

@@ -57,13 +57,16 @@ inline constexpr int kProtocols = 3;
 std::string_view ProtocolName(Protocol protocol);
 // Why the server closed a connection itself (sekka_connections_shed_total{reason}).
 enum class ShedReason {
-  kRequestTimeout = 0,  // a request not whole within server.request_timeout
-  kSlowSender = 1,      // a partial request's connection, to make room at max_connections
-  kMemory = 2,          // the connection buffering the most, past server.max_buffer_mib
-  kAuthFailure = 3,     // wrong credentials (AUTH, HELLO AUTH, a bearer token)
-  kTlsHandshake = 4,    // a TLS handshake that failed (no or a wrong client certificate, not TLS)
+  kRequestTimeout = 0,   // a request not whole within server.request_timeout
+  kSlowSender = 1,       // a partial request's connection, to make room at max_connections
+  kMemory = 2,           // the connection buffering the most, past server.max_buffer_mib
+  kAuthFailure = 3,      // wrong credentials (AUTH, HELLO AUTH, a bearer token)
+  kTlsHandshake = 4,     // a TLS handshake that failed (no or a wrong client certificate, not TLS)
+  kAuthTimeout = 5,      // no token presented within server.auth_timeout (server.auth_token set)
+  kUnauthenticated = 6,  // a connection that presented no token, to make room for a new one
+  kIdle = 7,             // the connection idle longest, to make room at max_connections (no token)
 };
-inline constexpr int kShedReasons = 5;
+inline constexpr int kShedReasons = 8;
 std::string_view ShedReasonName(ShedReason reason);
 // Commands counted in sekka_requests_total.
 enum class Command {
