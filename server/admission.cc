@@ -34,17 +34,22 @@ std::string ClientHost(std::string_view address) {
   return inet_ntop(AF_INET6, v6, text, sizeof text) != nullptr ? text : a;
 }
 
-std::optional<std::int64_t> AuthTurns::FailureTurn(const std::string& host) {
+std::optional<std::int64_t> Turns::Take(const std::string& host) {
   std::lock_guard lock(mu_);
   const std::int64_t now = clock_.MonotonicMillis();
+  // A host whose next turn is this far back has its whole burst: as if it had never come.
+  const std::int64_t full = now - (burst_ - 1) * spacing_ms_;
   if (next_.size() > 4096) {
-    std::erase_if(next_, [now](const auto& e) { return e.second < now; });
+    std::erase_if(next_, [full](const auto& e) { return e.second < full; });
   }
-  std::int64_t& next = next_[host];
-  const std::int64_t turn = std::max(next, now);
-  if (turn - now > kMaxAuthWaitMs) return std::nullopt;
-  next = turn + kAuthFailureSpacingMs;
-  return turn - now;
+  const auto [it, fresh] = next_.try_emplace(host, full);
+  const std::int64_t turn = std::max(it->second, full);
+  if (turn - now > max_wait_ms_) {
+    if (fresh) next_.erase(it);
+    return std::nullopt;
+  }
+  it->second = turn + spacing_ms_;
+  return std::max<std::int64_t>(turn - now, 0);
 }
 
 void UnauthenticatedConnections::Add(Id id, const std::string& host) {
@@ -91,7 +96,7 @@ bool DrainWatch::Stalled(std::uint64_t acked, std::int64_t queued, std::int64_t 
 }
 
 std::int64_t RoomWeight(const ConnectionLoad& c, std::int64_t now_ms) {
-  if (c.authenticated) return 0;
+  if (c.presented_token) return 0;
   // A slow sender's weight is above any idle one's: kSlowBase is more than any idle time.
   constexpr std::int64_t kSlowBase = std::int64_t{1} << 50;
   const std::int64_t arriving = c.partial_since_ms == 0 ? 0 : now_ms - c.partial_since_ms;

@@ -7,7 +7,8 @@
 //     at server.auth_timeout, and one gives its slot up before any new client is refused
 //     (UnauthenticatedConnections); one that presented the token is never closed to make room;
 //   - auth turns: an address's failed credentials are answered one per kAuthFailureSpacingMs,
-//     so a guesser gains nothing by opening connections; right ones never wait (AuthTurns);
+//     so a guesser gains nothing by opening connections; right ones never wait (Turns); so
+//     are its TLS handshakes, server.tls_handshake_rate a second;
 //   - the memory budget: past server.max_buffer_mib, the connections whose clients make the
 //     server hold the most are closed (MemoryWeight); a client that reads is never chosen;
 //   - max_connections: an unauthenticated connection gives its slot up first, then the one
@@ -17,7 +18,7 @@
 // connections into ConnectionLoad and acts on the answers. Every time is the Clock's monotonic
 // milliseconds, so each rule is unit-tested under FakeClock (server/admission_test.cc).
 //
-// Thread-safety: AuthTurns is thread-safe; UnauthenticatedConnections is not (the server holds
+// Thread-safety: Turns is thread-safe; UnauthenticatedConnections is not (the server holds
 // it under its lock); a DrainWatch is read by one scan at a time (the budget's); the functions
 // are pure.
 
@@ -32,6 +33,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <unordered_map>
 
 #include "sekka/clock.h"
@@ -55,7 +57,7 @@ inline constexpr int kUnauthenticatedLook = 16;
 inline constexpr std::int64_t kStallAgeMs = 250;
 inline constexpr double kMinDrainRate = 1024.0 * 1024.0;  // bytes a second
 
-// The host a client's limits count under (auth turns, unauthenticated connections), from its
+// The host a client's limits count under (turns, unauthenticated connections), from its
 // address's text: the address itself for IPv4, the /64 for IPv6 (one subscriber's prefix, as nginx
 // and Cloudflare count them); an IPv4-mapped IPv6 address is its IPv4 address (a client of a
 // dual-stack listener), and a link-local address's zone ("%eth0") is no part of it. Every address
@@ -63,21 +65,25 @@ inline constexpr double kMinDrainRate = 1024.0 * 1024.0;  // bytes a second
 // 16 characters: docs/design.md), and a local user can load the host by other means.
 std::string ClientHost(std::string_view address);
 
-// Failed credentials' answers, spaced per host. Right credentials never wait: a guesser learns
-// from the answer whether a guess was right anyway, and the token's length (not the rate)
-// keeps it secret; the spacing bounds the load guessing makes.
-class AuthTurns {
+// Turns per host (ClientHost), a token bucket kept as each host's next turn: at most `burst`
+// at once after a quiet spell, then one per `spacing_ms`. A turn more than `max_wait_ms` away
+// is refused (and taken by no one). Used for failed credentials (one per
+// kAuthFailureSpacingMs, no burst: a guesser gains nothing by opening connections; right
+// credentials never wait, since a guesser learns from the answer whether a guess was right
+// anyway, and the token's length, not the rate, keeps it secret) and for TLS handshakes
+// (server.tls_handshake_rate: a replayed ClientHello costs the server a millisecond of CPU).
+class Turns {
  public:
-  explicit AuthTurns(Clock& clock) : clock_(clock) {}
+  Turns(Clock& clock, std::int64_t spacing_ms, std::int64_t burst, std::int64_t max_wait_ms)
+      : clock_(clock), spacing_ms_(spacing_ms), burst_(burst), max_wait_ms_(max_wait_ms) {}
 
-  // How long failed credentials presented by `host` (ClientHost) wait for their answer: until
-  // the host's next turn, which they take (the host's next failure waits kAuthFailureSpacingMs
-  // more); nullopt when that is more than kMaxAuthWaitMs away (the connection is then closed
-  // unanswered, and takes no turn).
-  std::optional<std::int64_t> FailureTurn(const std::string& host);
+  // How long `host`'s next attempt waits for its turn, which it takes; nullopt when that is
+  // more than max_wait_ms away.
+  std::optional<std::int64_t> Take(const std::string& host);
 
  private:
   Clock& clock_;
+  const std::int64_t spacing_ms_, burst_, max_wait_ms_;
   std::mutex mu_;
   std::unordered_map<std::string, std::int64_t> next_;  // a host's next turn; guarded by mu_
 };
@@ -125,9 +131,10 @@ struct ConnectionLoad {
   std::int64_t write_since_ms = 0;    // when a write the socket did not take at once began
   bool held = false;                  // its replies wait for an auth turn
   bool pending = false;               // a request of its runs on a lane's pool
+  bool handshaking = false;           // its TLS handshake is under way
   std::size_t buffered = 0;           // its buffers' bytes
   std::int64_t active_ms = 0;         // its last progress (a read, a reply written)
-  bool authenticated = false;         // it presented server.auth_token
+  bool presented_token = false;       // it presented server.auth_token
 };
 
 // Whether a client reads its replies at kMinDrainRate: from the budget's scan, the bytes the
@@ -148,16 +155,31 @@ class DrainWatch {
 };
 
 // What closing a connection frees (its buffers) when its client is what makes the server hold
-// them: a request not whole for kStallAgeMs, a reply waiting that long on a client that does
-// not read it (`stalled`, asked only then: it takes a DrainWatch mark), or replies held for an
-// auth turn (up to kMaxAuthWaitMs of a host's guessing). 0 otherwise: a client reading a large
-// reply at speed is never chosen, however large the reply.
+// them: a TLS handshake under way (at once: thousands of ClientHellos sent in less than
+// kStallAgeMs would otherwise take the budget many times over), a request not whole for
+// kStallAgeMs, a reply waiting that long on a client that does not read it (`stalled`, asked
+// only then: it takes a DrainWatch mark), or replies held for an auth turn (up to
+// kMaxAuthWaitMs of a host's guessing). 0 otherwise: a client reading a large reply at speed is
+// never chosen, however large the reply.
 template <typename Stalled>
 std::size_t MemoryWeight(const ConnectionLoad& c, std::int64_t now_ms, Stalled stalled) {
-  const bool input = c.partial_since_ms != 0 && now_ms - c.partial_since_ms >= kStallAgeMs;
+  const bool input =
+      c.partial_since_ms != 0 && (c.handshaking || now_ms - c.partial_since_ms >= kStallAgeMs);
   const bool output =
       c.write_since_ms != 0 && now_ms - c.write_since_ms >= kStallAgeMs && stalled();
   return input || output || c.held ? c.buffered : 0;
+}
+
+// Past the memory budget, whom to close first of those that weigh (MemoryWeight): the most
+// first; of equals (handshakes), the one whose address holds the most unauthenticated
+// connections (`crowd`: a flood's, not a good client's), then the oldest (`since`).
+struct MemoryCandidate {
+  std::size_t weight;
+  std::size_t crowd;
+  std::int64_t since;
+};
+inline bool ClosesFirst(const MemoryCandidate& a, const MemoryCandidate& b) {
+  return std::tie(b.weight, b.crowd, a.since) < std::tie(a.weight, a.crowd, b.since);
 }
 
 // At max_connections, after the unauthenticated ones (UnauthenticatedConnections::Oldest): how much

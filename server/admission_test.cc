@@ -35,44 +35,59 @@ TEST(ClientHostTest, ALinkLocalAddressIsItsSlash64WhateverItsZone) {
 class AuthTurnsTest : public ::testing::Test {
  protected:
   FakeClock clock_{1'700'000'000'000};
-  AuthTurns turns_{clock_};
+  Turns turns_{clock_, kAuthFailureSpacingMs, 1, kMaxAuthWaitMs};
 };
 
 TEST_F(AuthTurnsTest, AFailureOnAQuietHostIsAnsweredAtOnce) {
-  EXPECT_EQ(turns_.FailureTurn("10.0.0.1"), 0);
+  EXPECT_EQ(turns_.Take("10.0.0.1"), 0);
 }
 
 TEST_F(AuthTurnsTest, EachFailureTakesTheHostsTurn) {
-  EXPECT_EQ(turns_.FailureTurn("10.0.0.1"), 0);
-  EXPECT_EQ(turns_.FailureTurn("10.0.0.1"), kAuthFailureSpacingMs);
-  EXPECT_EQ(turns_.FailureTurn("10.0.0.1"), 2 * kAuthFailureSpacingMs);
+  EXPECT_EQ(turns_.Take("10.0.0.1"), 0);
+  EXPECT_EQ(turns_.Take("10.0.0.1"), kAuthFailureSpacingMs);
+  EXPECT_EQ(turns_.Take("10.0.0.1"), 2 * kAuthFailureSpacingMs);
 }
 
 TEST_F(AuthTurnsTest, AnotherHostKeepsItsOwnTurn) {
-  turns_.FailureTurn("10.0.0.1");
-  turns_.FailureTurn("10.0.0.1");
-  EXPECT_EQ(turns_.FailureTurn("10.0.0.2"), 0);
+  turns_.Take("10.0.0.1");
+  turns_.Take("10.0.0.1");
+  EXPECT_EQ(turns_.Take("10.0.0.2"), 0);
 }
 
 TEST_F(AuthTurnsTest, TurnsComeDueAsTimePasses) {
-  turns_.FailureTurn("10.0.0.1");
-  turns_.FailureTurn("10.0.0.1");
+  turns_.Take("10.0.0.1");
+  turns_.Take("10.0.0.1");
   clock_.AdvanceMillis(2 * kAuthFailureSpacingMs);
-  EXPECT_EQ(turns_.FailureTurn("10.0.0.1"), 0);
+  EXPECT_EQ(turns_.Take("10.0.0.1"), 0);
 }
 
 TEST_F(AuthTurnsTest, AWaitPastTheLimitIsRefusedAndTakesNoTurn) {
   const std::int64_t queued = kMaxAuthWaitMs / kAuthFailureSpacingMs + 1;
-  for (std::int64_t i = 0; i < queued; ++i) ASSERT_TRUE(turns_.FailureTurn("10.0.0.1"));
-  EXPECT_EQ(turns_.FailureTurn("10.0.0.1"), std::nullopt);
+  for (std::int64_t i = 0; i < queued; ++i) ASSERT_TRUE(turns_.Take("10.0.0.1"));
+  EXPECT_EQ(turns_.Take("10.0.0.1"), std::nullopt);
   clock_.AdvanceMillis(kAuthFailureSpacingMs);
-  EXPECT_EQ(turns_.FailureTurn("10.0.0.1"), kMaxAuthWaitMs);
+  EXPECT_EQ(turns_.Take("10.0.0.1"), kMaxAuthWaitMs);
 }
 
 TEST_F(AuthTurnsTest, AWallClockStepMovesNoTurn) {
-  turns_.FailureTurn("10.0.0.1");
+  turns_.Take("10.0.0.1");
   clock_.SetMillis(0);
-  EXPECT_EQ(turns_.FailureTurn("10.0.0.1"), kAuthFailureSpacingMs);
+  EXPECT_EQ(turns_.Take("10.0.0.1"), kAuthFailureSpacingMs);
+}
+
+TEST(TurnsTest, ABurstComesAtOnceThenOneASpacing) {
+  FakeClock clock{1'700'000'000'000};
+  Turns turns(clock, 10, 3, 1000);
+  EXPECT_EQ(turns.Take("10.0.0.1"), 0);
+  EXPECT_EQ(turns.Take("10.0.0.1"), 0);
+  EXPECT_EQ(turns.Take("10.0.0.1"), 0);
+  EXPECT_EQ(turns.Take("10.0.0.1"), 10);
+  EXPECT_EQ(turns.Take("10.0.0.1"), 20);
+  clock.AdvanceMillis(1000);  // quiet: the whole burst again, no more
+  EXPECT_EQ(turns.Take("10.0.0.1"), 0);
+  EXPECT_EQ(turns.Take("10.0.0.1"), 0);
+  EXPECT_EQ(turns.Take("10.0.0.1"), 0);
+  EXPECT_EQ(turns.Take("10.0.0.1"), 10);
 }
 
 // Connection ids for the UnauthenticatedConnections cases.
@@ -140,6 +155,22 @@ TEST(MemoryWeightTest, AnOldWriteCountsOnlyWhenTheClientStalls) {
   EXPECT_EQ(MemoryWeight(c, 10'000 + kStallAgeMs, [] { return false; }), 0u);
 }
 
+TEST(MemoryWeightTest, AHandshakeCountsAtOnce) {
+  const ConnectionLoad c{.partial_since_ms = 10'000, .handshaking = true, .buffered = 4096};
+  EXPECT_EQ(MemoryWeight(c, 10'000, [] { return false; }), 4096u);
+}
+
+TEST(ClosesFirstTest, TheMostThenTheCrowdedAddressThenTheOldest) {
+  EXPECT_TRUE(
+      ClosesFirst({.weight = 2, .crowd = 1, .since = 9}, {.weight = 1, .crowd = 9, .since = 1}));
+  EXPECT_TRUE(
+      ClosesFirst({.weight = 1, .crowd = 9, .since = 9}, {.weight = 1, .crowd = 1, .since = 1}));
+  EXPECT_TRUE(
+      ClosesFirst({.weight = 1, .crowd = 1, .since = 1}, {.weight = 1, .crowd = 1, .since = 2}));
+  EXPECT_FALSE(
+      ClosesFirst({.weight = 1, .crowd = 1, .since = 1}, {.weight = 1, .crowd = 1, .since = 1}));
+}
+
 TEST(MemoryWeightTest, RepliesHeldForAnAuthTurnCount) {
   const ConnectionLoad c{.held = true, .buffered = 4096};
   EXPECT_EQ(MemoryWeight(c, 10'000, [] { return false; }), 4096u);
@@ -183,7 +214,7 @@ TEST(DrainWatchTest, AMarkOfAnEarlierWriteIsNotThisOnes) {
 }
 
 TEST(RoomWeightTest, OneThatPresentedTheTokenKeepsItsSlot) {
-  const ConnectionLoad c{.partial_since_ms = 1, .active_ms = 1, .authenticated = true};
+  const ConnectionLoad c{.partial_since_ms = 1, .active_ms = 1, .presented_token = true};
   EXPECT_EQ(RoomWeight(c, 50'000), 0);
 }
 

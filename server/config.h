@@ -39,6 +39,7 @@ struct ServerConfig {
   std::int64_t idle_timeout_ms{};         // a connection idle this long is closed
   std::int64_t auth_timeout_ms{};         // a connection not authenticated this long is closed
   int max_unauthenticated_per_address{};  // not-yet-authenticated connections per ClientHost
+  int tls_handshake_rate{};               // TLS handshakes a second per ClientHost
   std::int64_t max_batch{};               // ids per batch request
   std::int64_t request_timeout_ms{};      // a request must arrive whole this soon
   std::int64_t max_buffer_mib{};          // all connections' buffers together

@@ -79,14 +79,19 @@ const std::vector<Key>& Keys() {
        "--idle-timeout"},
       {"server.auth_timeout", Type::kDuration, "5s", 1'000, 3'600'000,
        &ServerConfig::auth_timeout_ms,
-       "with auth_token set, a connection that has not presented it this long after it opened "
-       "is closed (1s to 1h)",
+       "a connection that has not presented auth_token (none set: finished its TLS handshake) "
+       "this long after it opened is closed (1s to 1h)",
        "--auth-timeout"},
       {"server.max_unauthenticated_per_address", Type::kInt, "100", 1, 1'000'000,
        &ServerConfig::max_unauthenticated_per_address,
-       "with auth_token set, connections one client address (IPv6: its /64) may hold before "
-       "presenting it; past it the address's oldest is closed (1 to 1000000)",
+       "connections one client address (IPv6: its /64) may hold before presenting auth_token "
+       "(none set: before their TLS handshake is done); past it the address's oldest is closed "
+       "(1 to 1000000)",
        "--max-unauthenticated-per-address"},
+      {"server.tls_handshake_rate", Type::kInt, "100", 1, 1'000, &ServerConfig::tls_handshake_rate,
+       "TLS handshakes a second one client address (IPv6: its /64) may start, in bursts of as "
+       "many; more wait their turn (1 to 1000)",
+       "--tls-handshake-rate"},
       {"server.max_batch", Type::kInt, "100000", 1, 1'000'000, &ServerConfig::max_batch,
        "ids per batch request (1 to 1000000)", "--max-batch"},
       {"server.request_timeout", Type::kDuration, "10s", 100, 3'600'000,

@@ -24,11 +24,12 @@
 
 namespace sekka::server {
 
-Connection::Connection(ConnectionHost& server, tcp::socket socket, Protocol protocol,
-                       asio::ssl::context* tls)
+Connection::Connection(ConnectionHost& server, tcp::socket socket, std::string host,
+                       Protocol protocol, asio::ssl::context* tls)
     : server_(server),
       socket_(std::move(socket)),
-      tls_(tls != nullptr ? std::make_unique<TlsStream>(RawSocket(socket_, *this), *tls) : nullptr),
+      host_(std::move(host)),
+      tls_context_(tls),
       idle_timer_(socket_.get_executor()),
       protocol_(protocol),
       chunk_(kReadChunk),
@@ -42,12 +43,26 @@ void Connection::Begin() {
   socket_.non_blocking(true, ignored);
   fd_.store(socket_.native_handle());
   peer_ = socket_.remote_endpoint(ignored).address();
+  const bool tokenless = server_.config().auth_token.empty();
+  if (tokenless && tls_context_ == nullptr) trusted_ = true;
   ArmIdleTimer();
-  if (tls_ != nullptr) {
-    Handshake();
-  } else {
+  if (tls_context_ == nullptr) {
     Read();
+    return;
   }
+  const std::optional<std::int64_t> delay = server_.HandshakeTurn(host_);
+  if (!delay) {
+    Close();
+    return;
+  }
+  if (*delay == 0) {
+    Handshake();
+    return;
+  }
+  auto timer = std::make_shared<asio::steady_timer>(executor(), std::chrono::milliseconds(*delay));
+  timer->async_wait([self = shared_from_this(), timer](const asio::error_code&) {
+    if (!self->closed_) self->Handshake();
+  });
 }
 
 template <typename Buffers, typename Handler>
@@ -74,11 +89,16 @@ void Connection::OnRawBytes() {
 
 void Connection::Handshake() {
   handshaking_ = true;
+  // Made now, not at accept: its buffers (34 KiB) and OpenSSL's are not held by a connection
+  // waiting for its handshake's turn.
+  tls_ = std::make_unique<TlsStream>(RawSocket(socket_, *this), *tls_context_);
+  Account();                                             // what OpenSSL holds meanwhile
   TrackPartial(/*completed=*/true, /*need_more=*/true);  // its deadline starts now
   tls_->async_handshake(
       asio::ssl::stream_base::server, [self = shared_from_this()](const asio::error_code& ec) {
         self->handshaking_ = false;
         if (self->closed_) return;
+        self->Account();
         if (ec) {
           self->server_.service().ConnectionShed(ShedReason::kTlsHandshake);
           Log(LogLevel::kDebug, "TLS handshake failed",
@@ -88,6 +108,7 @@ void Connection::Handshake() {
         }
         self->TrackPartial(/*completed=*/true, /*need_more=*/false);
         self->Touch();
+        if (self->server_.config().auth_token.empty()) self->Trust();
         self->Read();
       });
 }
@@ -126,8 +147,11 @@ void Connection::ArmIdleTimer() {
   });
 }
 
-bool Connection::trusted() const {
-  return server_.config().auth_token.empty() || session_.authenticated;
+void Connection::Trust() {
+  if (trusted_) return;
+  trusted_ = true;
+  server_.Authenticated(this);
+  ArmIdleTimer();  // server.auth_timeout no longer applies
 }
 
 BufferLimits Connection::limits() const { return trusted() ? kTrustedLimits : kUntrustedLimits; }
@@ -156,9 +180,10 @@ ConnectionLoad Connection::Load() const {
           .write_since_ms = write_since_ms_.load(),
           .held = held_for_turn_.load(),
           .pending = pending_.load(),
+          .handshaking = handshaking_.load(),
           .buffered = buffered_.load(),
           .active_ms = active_ms_.load(std::memory_order_relaxed),
-          .authenticated = authenticated_.load()};
+          .presented_token = presented_token_.load()};
 }
 
 bool Connection::ClientStalled(std::int64_t now_ms) {
@@ -184,7 +209,8 @@ void Connection::TrackPartial(bool completed, bool need_more) {
 void Connection::Account() {
   if (in_.empty() && in_.capacity() > kKeptCapacity) std::string().swap(in_);
   if (out_.empty() && !busy_ && out_.capacity() > kKeptCapacity) std::string().swap(out_);
-  const std::size_t now = closed_ ? 0 : in_.capacity() + out_.capacity();
+  const std::size_t now =
+      closed_ ? 0 : in_.capacity() + out_.capacity() + (handshaking_ ? kHandshakeBytes : 0);
   const std::size_t before = buffered_.exchange(now);
   if (now != before) {
     server_.AddBuffered(static_cast<std::int64_t>(now) - static_cast<std::int64_t>(before));
@@ -221,16 +247,15 @@ void Connection::Shed(ShedReason reason) {
 void Connection::AfterCredentials() {
   if (session_.first_auth) {
     session_.first_auth = false;
-    authenticated_.store(true);
-    server_.Authenticated(this);
-    ArmIdleTimer();  // server.auth_timeout no longer applies
+    presented_token_.store(true);
+    Trust();
   }
   if (!session_.auth_failed) return;
   session_.auth_failed = false;
   server_.service().ConnectionShed(ShedReason::kAuthFailure);
   in_.clear();
   closing_ = true;
-  const std::optional<std::int64_t> delay = server_.FailureTurn(peer_);
+  const std::optional<std::int64_t> delay = server_.FailureTurn(host_);
   if (!delay) {
     Close();
     return;
@@ -269,7 +294,7 @@ void Connection::OnRead(const asio::error_code& ec, std::size_t n) {
   in_.append(chunk_.data(), n);
   // There may be more: take it without waiting (plain TCP only; a TLS record is read whole by
   // the stream, never from the socket under it).
-  if (tls_ == nullptr && n == chunk_.size()) {
+  if (tls_context_ == nullptr && n == chunk_.size()) {
     asio::error_code more_ec;
     const std::size_t limit = limits().input;
     while (in_.size() <= limit) {
@@ -443,7 +468,7 @@ void Connection::Write() {
   // (plain TCP; TLS writes go through the stream's own writes).
   asio::error_code ec;
   std::size_t written = 0;
-  while (tls_ == nullptr && written < out_.size()) {
+  while (tls_context_ == nullptr && written < out_.size()) {
     const std::size_t n =
         socket_.write_some(asio::buffer(out_.data() + written, out_.size() - written), ec);
     if (ec) break;
