@@ -40,6 +40,8 @@ struct ServerConfig {
   std::int64_t auth_timeout_ms{};         // a connection not authenticated this long is closed
   int max_unauthenticated_per_address{};  // not-yet-authenticated connections per ClientHost
   int tls_handshake_rate{};               // TLS handshakes a second per ClientHost
+  bool open_metrics{};                    // /metrics without the token
+  int metrics_tags{};                     // tags with series of their own in /metrics
   std::int64_t max_batch{};               // ids per batch request
   std::int64_t request_timeout_ms{};      // a request must arrive whole this soon
   std::int64_t max_buffer_mib{};          // all connections' buffers together

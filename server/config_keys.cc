@@ -92,6 +92,14 @@ const std::vector<Key>& Keys() {
        "TLS handshakes a second one client address (IPv6: its /64) may start, in bursts of as "
        "many; more wait their turn (1 to 1000)",
        "--tls-handshake-rate"},
+      {"server.open_metrics", Type::kBool, "false", 0, 0, &ServerConfig::open_metrics,
+       "serve /metrics without auth_token, for a scraper that cannot send one (it shows every "
+       "busy tag's name to anyone who reaches the port)",
+       "--open-metrics"},
+      {"server.metrics_tags", Type::kInt, "100", 0, 100'000, &ServerConfig::metrics_tags,
+       "segment tags with series of their own in /metrics, the busiest; the rest are summed in "
+       "one series without the tag label (0 to 100000)",
+       "--metrics-tags"},
       {"server.max_batch", Type::kInt, "100000", 1, 1'000'000, &ServerConfig::max_batch,
        "ids per batch request (1 to 1000000)", "--max-batch"},
       {"server.request_timeout", Type::kDuration, "10s", 100, 3'600'000,

@@ -95,8 +95,9 @@ bool RouteAuthorized(Service& service, const HttpRoute& route, const RouteInput&
   if (route.auth == Auth::kTinyid && service.tinyid_tokens_on()) {
     return TinyidAuthorized(service, in);
   }
-  const bool needs_auth =
-      route.auth != Auth::kNone && (route.command == nullptr || route.command->needs_auth);
+  const bool open =
+      route.auth == Auth::kNone || (route.auth == Auth::kMetrics && service.config().open_metrics);
+  const bool needs_auth = !open && (route.command == nullptr || route.command->needs_auth);
   if (!needs_auth || Authorized(service, in.request)) return true;
   if (route.auth == Auth::kBrowser) return BasicAuthorized(service, in.request);
   if (route.auth != Auth::kTinyid) return false;
@@ -115,6 +116,9 @@ std::string_view AuthRefusal(const Service& service, Auth auth) {
     case Auth::kBrowser:
       return "the status page needs the token: as the password (any user), or Authorization: "
              "Bearer <token>";
+    case Auth::kMetrics:
+      return "missing or wrong bearer token: send Authorization: Bearer <token> (Prometheus: "
+             "authorization.credentials_file), or set server.open_metrics";
     case Auth::kNone:
     case Auth::kCommand:
       break;
@@ -240,7 +244,8 @@ Lane LaneOf(Service& service, const http::Request& request) {
   http::SplitTarget(request.target, path, query);
   std::string allowed;
   const HttpRoute* route = FindRoute(request.method, path, allowed);
-  if (route == nullptr || route->command == nullptr) return Lane::kLoop;
+  if (route == nullptr) return Lane::kLoop;
+  if (route->command == nullptr) return route->lane;
   const RouteInput in{request, path, query,
                       route->prefix ? path.substr(route->path.size()) : std::string_view()};
   ArgList args;

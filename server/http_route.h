@@ -58,7 +58,8 @@ bool WantsText(const RouteInput& in);
 using ArgList = std::vector<std::string>;
 
 enum class Auth {
-  kNone,     // health, readiness, metrics, Leaf's decode
+  kNone,     // health, readiness, Leaf's decode
+  kMetrics,  // the bearer header, unless server.open_metrics (a scraper that cannot send one)
   kCommand,  // as the command says (CommandSpec::needs_auth), with Authorization: Bearer
   kTinyid,   // as kCommand, and tinyid's ?token= is as good as the bearer header
   kBrowser,  // the status page: the bearer header, or Basic with the token as the password
@@ -82,6 +83,9 @@ struct HttpRoute {
   // The reply in the shape the route's clients parse: the command's result, or an error of
   // any step (authentication, arguments, the command), each peer's errors in its own shape.
   HttpReply (*format)(Service& service, const RouteInput& in, Result<Reply>& reply) = nullptr;
+  // Where a route without a command runs (commands.h, Lane); one with a command runs where
+  // the command says.
+  Lane lane = Lane::kLoop;
 };
 
 // No arguments.

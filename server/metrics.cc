@@ -3,6 +3,10 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <iterator>
+#include <tuple>
+
 #include "server/service.h"
 
 namespace sekka::server {
@@ -124,18 +128,37 @@ void Service::AppendSegmentMetrics(MetricsWriter& w) {
     st.fetch_errors = failed;
     seg.emplace_back(tag, std::move(st));
   }
+  // Series of their own for the busiest metrics_tags tags (by ids issued, then errors); the
+  // rest summed in one series without the tag label, as Prometheus' guidance on label
+  // cardinality asks (3,000 tags made a 1.1 MB reply).
+  const auto keep = static_cast<std::size_t>(config_.metrics_tags);
+  std::vector<std::pair<std::string, SegmentStats>> rest;
+  if (seg.size() > keep) {
+    const auto end = seg.begin() + static_cast<std::ptrdiff_t>(keep);
+    std::partial_sort(seg.begin(), end, seg.end(), [](const auto& a, const auto& b) {
+      return std::tie(a.second.issued, a.second.fetch_errors) >
+             std::tie(b.second.issued, b.second.fetch_errors);
+    });
+    rest.assign(std::make_move_iterator(end), std::make_move_iterator(seg.end()));
+    seg.resize(keep);
+  }
   auto per_tag = [&](std::string_view name, std::string_view type, std::string_view help,
-                     auto value) {
+                     auto value, bool summed = true) {
     w.Family(name, type, help);
     for (const auto& [tag, st] : seg)
       w.out += fmt::format("{}{{tag=\"{}\"}} {}\n", name, MetricsWriter::Label(tag), value(st));
+    if (rest.empty() || !summed) return;
+    decltype(value(rest[0].second)) sum{};
+    for (const auto& [tag, st] : rest) sum += value(st);
+    w.out += fmt::format("{} {}\n", name, sum);
   };
   per_tag("sekka_segment_issued_total", "counter", "Segment ids issued (or skipped), by tag.",
           [](const SegmentStats& st) { return st.issued; });
   per_tag("sekka_segment_remaining", "gauge", "Segment ids buffered in this process, by tag.",
           [](const SegmentStats& st) { return st.remaining; });
-  per_tag("sekka_segment_step", "gauge", "The step of the last range fetched, by tag.",
-          [](const SegmentStats& st) { return st.step; });
+  per_tag(
+      "sekka_segment_step", "gauge", "The step of the last range fetched, by tag.",
+      [](const SegmentStats& st) { return st.step; }, /*summed=*/false);
   per_tag("sekka_segment_fetches_total", "counter", "Ranges fetched from the store, by tag.",
           [](const SegmentStats& st) { return st.fetches; });
   per_tag("sekka_segment_fetch_seconds_total", "counter", "Time spent fetching ranges, by tag.",
@@ -187,6 +210,9 @@ void Service::AppendConnectionMetrics(MetricsWriter& w) {
 }
 
 std::string Service::MetricsText() {
+  std::lock_guard lock(metrics_mu_);
+  const std::int64_t now = clock_.MonotonicMillis();
+  if (!metrics_text_.empty() && now - metrics_at_ms_ < kMetricsCacheMs) return metrics_text_;
   MetricsWriter w;
   AppendIdMetrics(w);
   AppendLeaseMetrics(w);
@@ -194,7 +220,9 @@ std::string Service::MetricsText() {
   AppendSegmentMetrics(w);
   AppendStrictMetrics(w);
   AppendConnectionMetrics(w);
-  return std::move(w.out);
+  metrics_text_ = std::move(w.out);
+  metrics_at_ms_ = now;
+  return metrics_text_;
 }
 
 }  // namespace sekka::server

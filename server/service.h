@@ -248,7 +248,10 @@ class Service {
   // (the hwm could not be stored), kExhausted (the layout ran out).
   Status Ready();
   std::string InfoJson();
+  // /metrics: rendered at most once a second (kMetricsCacheMs; the cached text meanwhile),
+  // with series of their own for server.metrics_tags tags at most.
   std::string MetricsText();
+  static constexpr std::int64_t kMetricsCacheMs = 1000;
   // The status page's data (/ui/data): the state now and, per second over the last ten
   // minutes, ids issued by engine and tag, requests and connections.
   std::string UiJson();
@@ -348,6 +351,9 @@ class Service {
     std::vector<std::pair<std::string, std::uint64_t>> tags;  // segment ids issued, cumulative
   };
   std::mutex ui_mu_;
+  std::mutex metrics_mu_;            // MetricsText's cache:
+  std::string metrics_text_;         //   the text last rendered, guarded by metrics_mu_
+  std::int64_t metrics_at_ms_ = 0;   //   and when (monotonic), guarded by metrics_mu_
   std::deque<UiSample> ui_history_;  // guarded by ui_mu_
   std::int64_t ui_last_mono_ = -1;   // guarded by ui_mu_
 

@@ -649,6 +649,64 @@ class MonitoringTest(ServerTestCase):
         self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
 
 
+class MetricsUnderAttackTest(ServerTestCase):
+    """Issue 42, attack 5: /metrics was open, grew with the tag count (3,000 tags: a 1.1 MB reply,
+    14 ms of CPU) and was rendered on the event loop: four unauthenticated connections
+    pipelining it pushed authenticated ID.NEXT to a p50 of 250 ms, and it showed every tag's
+    name to anyone."""
+
+    def tags_server(self, n, *flags, token=None):
+        """A server on a fresh SQLite store with `n` tags, one id taken of each."""
+        store = "sqlite:" + self.dirs.path("segments.db")
+        s = self.start("data", "--segment-store", store, "--segment-auto-create", "true", *flags,
+                       *(("--auth-token", token) if token else ()))
+        create = b"AUTH %s\r\n" % token.encode() if token else b""
+        create += b"".join(b"SEG.CREATE tag-%05d 1 100\r\nSEG.NEXT tag-%05d\r\n" % (i, i)
+                           for i in range(n))
+        reply = resp_lines(s, create + b"QUIT\r\n", (1 if token else 0) + 2 * n + 1)
+        self.assertEqual(reply.count(b"+created"), n, reply[-200:])
+        return s
+
+    def test_metrics_need_the_token_and_hold_a_bounded_number_of_tags(self):
+        s = self.tags_server(300, "--metrics-tags", "10", token=TOKEN)
+        status, _, text = s.get("/metrics")
+        self.assertEqual(status, 401)
+        self.assertNotIn("tag-", text)
+        status, _, text = s.get("/metrics", {"Authorization": "Bearer " + TOKEN})
+        self.assertEqual(status, 200)
+        issued = re.findall(r'^sekka_segment_issued_total\{tag="[^"]*"\} \d+$', text, re.M)
+        self.assertEqual(len(issued), 10, issued)
+        rest = re.search(r"^sekka_segment_issued_total (\d+)$", text, re.M)
+        self.assertIsNotNone(rest)
+        self.assertEqual(int(rest.group(1)), 290)  # one id taken of each of the other tags
+        p = subprocess.run(["promtool", "check", "metrics"], input=text, capture_output=True,
+                           text=True)
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        open_server = self.start("open", "--auth-token", TOKEN, "--open-metrics", "true")
+        self.assertEqual(open_server.get("/metrics")[0], 200)
+
+    def test_pipelined_scrapes_do_not_hold_up_ids(self):
+        s = self.tags_server(3000, "--open-metrics", "true", "--threads", "1")
+        scrape = (b"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n" * 49 +
+                  b"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+        stop = threading.Event()
+        scrapes = []
+
+        def flood():
+            while not stop.is_set():
+                scrapes.append(len(exchange(s.http_port, scrape, 60)))
+        with concurrent.futures.ThreadPoolExecutor(4) as pool:
+            for _ in range(4):
+                pool.submit(flood)
+            try:
+                self.assertTrue(wait_for(lambda: len(scrapes) >= 2, 60))
+                ids = [resp_lines(s, b"ID.NEXT\r\n", 1) for _ in range(50)]
+            finally:
+                stop.set()
+        self.assertTrue(all(re.fullmatch(rb":\d+\r\n", i) for i in ids), ids[:3])
+        self.assertLess(max(scrapes), 50 * 200_000)  # each reply bounded (it was 1.1 MB)
+
+
 def ulid_millis(text):
     """The ULID spec's time: the first 10 Crockford base32 characters (written here, apart from
     sekka's parser)."""

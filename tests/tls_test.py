@@ -41,10 +41,11 @@ def redis_tls(port, *args, extra=()):
     return (p.stdout + p.stderr).strip()
 
 
-def metric(server, cert, line_start):
+def metric(server, cert, line_start, token=None):
+    bearer = ("-H", "Authorization: Bearer " + token) if token else ()
     code, text, err = curl(f"https://127.0.0.1:{server.http_port}/metrics", "--cacert",
                            cert("ca.crt"), "--cert", cert("client.crt"), "--key",
-                           cert("client.key"))
+                           cert("client.key"), *bearer)
     for line in text.splitlines():
         if line.startswith(line_start):
             return float(line.split()[-1])
@@ -253,8 +254,8 @@ class TlsHostileTest(CertsTestCase):
                                          b"AUTH " + TOKEN.encode() + b"\r\nID.NEXT\r\n", 2)
                                 .startswith(b"+OK\r\n:"))
             self.assertGreaterEqual(
-                metric(s, self.cert, 'sekka_connections_shed_total{reason="unauthenticated"}'),
-                10)
+                metric(s, self.cert, 'sekka_connections_shed_total{reason="unauthenticated"}',
+                       TOKEN), 10)
         finally:
             for c in idle:
                 c.close()
