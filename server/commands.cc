@@ -47,15 +47,16 @@ bool SegmentNextMayBlock(Service& service, Args args) {
   return !service.SegmentBuffered(args[0], n);
 }
 
+template <bool kMayCreate>
 Result<Reply> SegmentNextCommand(Service& service, Args args) {
   if (args.size() == 1) {
     std::int64_t id = 0;
-    SEKKA_RETURN_IF_ERROR(service.NextSegmentIds(args[0], std::span(&id, 1)));
+    SEKKA_RETURN_IF_ERROR(service.NextSegmentIds(args[0], std::span(&id, 1), kMayCreate));
     return Reply(id);
   }
   SEKKA_ASSIGN_OR_RETURN(auto n, ParseCount("count", args[1], service.config().max_batch));
   std::vector<std::int64_t> ids(static_cast<std::size_t>(n));
-  SEKKA_RETURN_IF_ERROR(service.NextSegmentIds(args[0], std::span(ids)));
+  SEKKA_RETURN_IF_ERROR(service.NextSegmentIds(args[0], std::span(ids), kMayCreate));
   return Reply(std::move(ids));
 }
 
@@ -291,16 +292,16 @@ constexpr std::array<CommandSpec, static_cast<std::size_t>(CommandId::kCount_)> 
     {CommandId::kIdBatch, Command::kIds, "ID.BATCH", 1, 1, true, BatchMayWait, NextIdsCommand,
      Lane::kStore, "<count>"},
     {CommandId::kIdDecode, Command::kDecode, "ID.DECODE", 1, 1, true, nullptr, DecodeCommand,
-     Lane::kStore, "<id>"},
+     Lane::kStore, "<id>", /*changes=*/false},
     {CommandId::kSegNext, Command::kSegment, "SEG.NEXT", 1, 2, true, SegmentNextMayBlock,
-     SegmentNextCommand, Lane::kStore, "<tag> [<count>]"},
+     SegmentNextCommand<true>, Lane::kStore, "<tag> [<count>]"},
     {CommandId::kSegRange, Command::kSegmentRange, "SEG.RANGE", 1, 3, true, AlwaysMayBlock,
      SegmentRangeCommand, Lane::kStore, "<tag> [<step> [DENSE]]"},
     {CommandId::kSegCreate, Command::kSegmentCreate, "SEG.CREATE", 3, 3, true, AlwaysMayBlock,
      SegmentCreateCommand, Lane::kStore, "<tag> <start> <step>"},
     // Tag administration, on the store itself (changes need auth_token set: AdminAllowed).
     {CommandId::kSegTags, Command::kSegmentAdmin, "SEG.TAGS", 0, 2, true, AlwaysMayBlock,
-     SegmentTagsCommand, Lane::kStore, "[<tag> | AFTER <tag>]"},
+     SegmentTagsCommand, Lane::kStore, "[<tag> | AFTER <tag>]", /*changes=*/false},
     {CommandId::kSegStep, Command::kSegmentAdmin, "SEG.STEP", 2, 2, true, AlwaysMayBlock,
      SegmentStepCommand, Lane::kStore, "<tag> <step>"},
     {CommandId::kSegDelete, Command::kSegmentAdmin, "SEG.DELETE", 1, 1, true, AlwaysMayBlock,
@@ -324,7 +325,7 @@ constexpr std::array<CommandSpec, static_cast<std::size_t>(CommandId::kCount_)> 
     {CommandId::kOpaqueEncode, Command::kOpaque, "OPAQUE.ENCODE", 1, 1, true, nullptr,
      OpaqueEncodeCommand, Lane::kStore, "<id>"},
     {CommandId::kOpaqueDecode, Command::kOpaque, "OPAQUE.DECODE", 1, 1, true, nullptr,
-     OpaqueDecodeCommand, Lane::kStore, "<opaque>"},
+     OpaqueDecodeCommand, Lane::kStore, "<opaque>", /*changes=*/false},
     {CommandId::kOpaqueNext, Command::kId, "OPAQUE.NEXT", 0, 0, true, nullptr, OpaqueNextCommand,
      Lane::kStore, ""},
     // UUIDv7 and ULID.
@@ -382,6 +383,15 @@ static_assert(RowsInIdOrder(), "kCommands: every row at its CommandId's place");
 std::span<const CommandSpec> Commands() { return kCommands; }
 
 const CommandSpec& Spec(CommandId id) { return kCommands[static_cast<std::size_t>(id)]; }
+
+const CommandSpec& SegNextOfExistingTag() {
+  static const CommandSpec spec = [] {
+    CommandSpec s = Spec(CommandId::kSegNext);
+    s.run = SegmentNextCommand<false>;
+    return s;
+  }();
+  return spec;
+}
 
 const CommandSpec* FindCommand(std::string_view name) {
   for (const CommandSpec& spec : kCommands) {

@@ -119,6 +119,9 @@ struct CommandSpec {
   Result<Reply> (*run)(Service& service, Args args) = nullptr;
   Lane lane = Lane::kStore;  // where it runs when it may block
   std::string_view usage;    // its arguments, as `COMMAND DOCS` and docs/protocol.md show them
+  // It issues ids or ranges, or changes state (false: it only reads). An HTTP route that runs
+  // it refuses requests a browser sent from another site (http_handler.cc, CrossSite).
+  bool changes = true;
 };
 
 // Every command of the table, in its order (RESP's COMMAND lists them).
@@ -126,6 +129,11 @@ std::span<const CommandSpec> Commands();
 
 // The command with that id.
 const CommandSpec& Spec(CommandId id);
+
+// SEG.NEXT as HTTP GET routes run it: it never creates a tag (segment.auto_create applies to
+// RESP's SEG.NEXT and POST /v1/segment/<tag>): a GET is what a web page makes a browser send
+// unasked (an <img src>), and no peer's client creates tags with one.
+const CommandSpec& SegNextOfExistingTag();
 
 // The command of that name (case-insensitive), or null.
 const CommandSpec* FindCommand(std::string_view name);

@@ -185,9 +185,22 @@ TEST_F(HandlersTest, BrowserBorneRequestsAreRefused) {
   EXPECT_EQ(Http(post), "HTTP/1.1 403 Forbidden");
   post.origin = "http://127.0.0.1:8080";
   EXPECT_NE(Http(post), "HTTP/1.1 403 Forbidden");
+  // Issue 42: a GET that hands out ids is refused too (CORS hides the reply, not the ids it
+  // took), whichever header tells; one that only reads is not.
   http::Request get = Get("/v1/id", bearer);
-  get.origin = "http://evil.example";  // a read: CORS keeps the page from seeing it
+  get.origin = "http://evil.example";
+  EXPECT_EQ(Http(get), "HTTP/1.1 403 Forbidden");
+  get.origin = "";
+  get.fetch_site = "same-site";  // another port of the same host is another origin
+  EXPECT_EQ(Http(get), "HTTP/1.1 403 Forbidden");
+  get.fetch_site = "same-origin";
   EXPECT_EQ(Http(get), "HTTP/1.1 200 OK");
+  get.fetch_site = "";
+  get.referer = "http://127.0.0.1:9/page";
+  EXPECT_EQ(Http(get), "HTTP/1.1 403 Forbidden");
+  http::Request decode = Get("/v1/decode/1", bearer);
+  decode.fetch_site = "cross-site";
+  EXPECT_EQ(Http(decode), "HTTP/1.1 200 OK");
 }
 
 }  // namespace

@@ -16,6 +16,8 @@ constexpr std::pair<const char*, std::string Request::*> kKeptHeaders[] = {
     {"accept", &Request::accept},
     {"host", &Request::host},
     {"origin", &Request::origin},
+    {"sec-fetch-site", &Request::fetch_site},
+    {"referer", &Request::referer},
 };
 
 }  // namespace

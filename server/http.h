@@ -31,6 +31,8 @@ struct Request {
   std::string accept;         // the Accept header, if any
   std::string host;           // the Host header, if any
   std::string origin;         // the Origin header, if any (browsers send it cross-site)
+  std::string fetch_site;     // Sec-Fetch-Site, if any (browsers' Fetch Metadata)
+  std::string referer;        // the Referer header, if any
   bool keep_alive = true;
 };
 

@@ -186,37 +186,65 @@ bool AllowedHost(Service& service, std::string_view host_header) {
          }) != names.end();
 }
 
-// Requests a web page may have sent to a server it should not reach (issue 24, finding 5): a
-// Host that is not the server's (DNS rebinding), or, on a request that can change state (every
-// method but GET and HEAD), an Origin of another site.
-std::optional<HttpReply> RefuseForeign(Service& service, const http::Request& request) {
-  if (!AllowedHost(service, request.host)) {
-    return JsonError(403, "forbidden",
-                     fmt::format("Host \"{}\" is not allowed: allowed IP addresses, localhost and "
-                                 "server.allowed_hosts",
-                                 request.host.substr(0, 100)));
+// A Host that is not the server's: a web page reaching it through DNS rebinding (issue 24,
+// finding 5).
+std::optional<HttpReply> RefuseForeignHost(Service& service, const http::Request& request) {
+  if (AllowedHost(service, request.host)) return std::nullopt;
+  return JsonError(403, "forbidden",
+                   fmt::format("Host \"{}\" is not allowed: allowed IP addresses, localhost and "
+                               "server.allowed_hosts",
+                               request.host.substr(0, 100)));
+}
+
+// "host[:port]" of an Origin or Referer ("https://a.example:8080/page" -> "a.example:8080"),
+// lower case; "" when it has none ("null").
+std::string OriginHost(std::string_view url) {
+  const std::size_t scheme = url.find("://");
+  if (scheme == std::string_view::npos) return "";
+  url.remove_prefix(scheme + 3);
+  return Lower(url.substr(0, url.find('/')), std::string::npos);
+}
+
+// What says that a browser sent the request for a page of another origin, or "" when nothing
+// does: Sec-Fetch-Site (Fetch Metadata) when the browser sends it (anything but "same-origin"
+// and "none", a typed URL or bookmark), else an Origin, else a Referer, whose host:port is not
+// the request's Host. A request with none of them is no browser's cross-site request (curl,
+// the peers' clients).
+std::string CrossSite(const http::Request& request) {
+  if (!request.fetch_site.empty()) {
+    const std::string site = Lower(request.fetch_site, std::string::npos);
+    if (site == "same-origin" || site == "none") return "";
+    return fmt::format("Sec-Fetch-Site: {}", request.fetch_site.substr(0, 20));
   }
-  if (request.origin.empty() || request.method == "GET" || request.method == "HEAD") {
-    return std::nullopt;
+  const std::string host = Lower(request.host, std::string::npos);
+  if (!request.origin.empty()) {
+    if (OriginHost(request.origin) == host) return "";
+    return fmt::format("Origin: {}", request.origin.substr(0, 100));
   }
-  const std::size_t scheme = request.origin.find("://");
-  const std::string origin = scheme == std::string::npos
-                                 ? ""
-                                 : Lower(request.origin.substr(scheme + 3), std::string::npos);
-  if (origin.empty() || origin != Lower(request.host, std::string::npos)) {
-    return JsonError(403, "forbidden",
-                     fmt::format("a {} from Origin \"{}\" is not allowed: a page of another site "
-                                 "may not change this server's state",
-                                 request.method.substr(0, 10), request.origin.substr(0, 100)));
+  if (!request.referer.empty() && OriginHost(request.referer) != host) {
+    return fmt::format("Referer: {}", request.referer.substr(0, 100));
   }
-  return std::nullopt;
+  return "";
+}
+
+// A route that issues ids or ranges or changes state (CommandSpec::changes), on any method,
+// GET included, refuses a request a browser sent for a page of another site (issue 42: an
+// <img src> created tags and took ranges).
+std::optional<HttpReply> RefuseCrossSite(const HttpRoute& route, const http::Request& request) {
+  if (route.command == nullptr || !route.command->changes) return std::nullopt;
+  const std::string why = CrossSite(request);
+  if (why.empty()) return std::nullopt;
+  return JsonError(403, "forbidden",
+                   fmt::format("a {} from another site ({}) is not allowed: a web page may not "
+                               "issue ids or change this server's state",
+                               request.method.substr(0, 10), why));
 }
 
 HttpReply Dispatch(Service& service, const http::Request& request, Command& command) {
   std::string_view path, query;
   http::SplitTarget(request.target, path, query);
   command = Command::kOther;
-  if (std::optional<HttpReply> refused = RefuseForeign(service, request)) return *refused;
+  if (std::optional<HttpReply> refused = RefuseForeignHost(service, request)) return *refused;
   std::string allowed;
   const HttpRoute* route = FindRoute(request.method, path, allowed);
   if (route == nullptr) {
@@ -232,6 +260,7 @@ HttpReply Dispatch(Service& service, const http::Request& request, Command& comm
     return r;
   }
   command = route->label;
+  if (std::optional<HttpReply> refused = RefuseCrossSite(*route, request)) return *refused;
   const RouteInput in{request, path, query,
                       route->prefix ? path.substr(route->path.size()) : std::string_view()};
   return RunRoute(service, *route, in);

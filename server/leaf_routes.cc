@@ -92,9 +92,17 @@ Result<Reply> LeafDbCommand(Service& service, Args) {
 }
 bool LeafDbMayBlock(Service&, Args) { return true; }
 // Not a row of the table (no RESP name): Leaf's page of the store's rows.
-constexpr CommandSpec kLeafDb{
-    CommandId::kRouteOnly, Command::kSegmentAdmin, "GET /db",    0, 0, true,
-    LeafDbMayBlock,        LeafDbCommand,          Lane::kStore, ""};
+constexpr CommandSpec kLeafDb{CommandId::kRouteOnly,
+                              Command::kSegmentAdmin,
+                              "GET /db",
+                              0,
+                              0,
+                              true,
+                              LeafDbMayBlock,
+                              LeafDbCommand,
+                              Lane::kStore,
+                              "",
+                              /*changes=*/false};
 
 HttpReply LeafDbReply(Service&, const RouteInput&, Result<Reply>& reply) {
   if (!reply.ok()) return FromError(reply.error());
@@ -108,7 +116,7 @@ const std::vector<HttpRoute>& LeafRoutes() {
   static const std::vector<HttpRoute> routes = {
       {"GET", "/api/snowflake/get/", true, Auth::kCommand, &Spec(CommandId::kIdNext),
        Command::kLeafSnowflake, NoArgs, LeafIdReply},
-      {"GET", "/api/segment/get/", true, Auth::kCommand, &Spec(CommandId::kSegNext),
+      {"GET", "/api/segment/get/", true, Auth::kCommand, &SegNextOfExistingTag(),
        Command::kLeafSegment, PathArg, LeafIdReply},
       {"GET", "/decodeSnowflakeId", false, Auth::kNone, &Spec(CommandId::kIdDecode),
        Command::kLeafDecode, LeafDecodeArgs, LeafDecodeReply},

@@ -300,7 +300,10 @@ const std::vector<HttpRoute>& SekkaRoutes() {
       {"GET", "/v1/info", false, Auth::kCommand, nullptr, Command::kInfo, NoArgs, InfoReply},
       {"GET", "/ui", false, Auth::kBrowser, nullptr, Command::kInfo, NoArgs, UiReply},
       {"GET", "/ui/data", false, Auth::kBrowser, nullptr, Command::kInfo, NoArgs, UiDataReply},
-      {"GET", "/v1/segment/", true, Auth::kCommand, &Spec(CommandId::kSegNext), Command::kSegment,
+      {"GET", "/v1/segment/", true, Auth::kCommand, &SegNextOfExistingTag(), Command::kSegment,
+       TagAndCountArgs, SegmentReply},
+      // The same, creating an unknown tag with segment.auto_create (a GET never does).
+      {"POST", "/v1/segment/", true, Auth::kCommand, &Spec(CommandId::kSegNext), Command::kSegment,
        TagAndCountArgs, SegmentReply},
       {"GET", "/v1/strict/", true, Auth::kCommand, &Spec(CommandId::kStrictNext), Command::kStrict,
        TagAndCountArgs, SegmentReply},

@@ -338,9 +338,10 @@ void Service::SetStrictAddress(const std::string& resp_address) {
   if (strict_ != nullptr) strict_->SetAddress(resp_address);
 }
 
-Status Service::NextSegmentIds(std::string_view tag, std::span<std::int64_t> out) {
+Status Service::NextSegmentIds(std::string_view tag, std::span<std::int64_t> out, bool may_create) {
   Result<SegmentSequence*> seq = segments_->Sequence(tag);
-  if (!seq.ok() && seq.error().code == ErrorCode::kNotFound && config_.segment_auto_create) {
+  if (!seq.ok() && seq.error().code == ErrorCode::kNotFound && config_.segment_auto_create &&
+      may_create) {
     Status created = segments_->CreateTag({std::string(tag), 1, config_.segment_step});
     if (!created.ok() && created.error().code != ErrorCode::kAlreadyExists) {
       return created;

@@ -171,9 +171,10 @@ class Service {
     return s;
   }
   Result<DecodedId> Decode(Id id) const { return DecodeId(id, layout()); }
-  // Ids of a segment tag. Errors: kNotFound (unknown tag, unless segment.auto_create),
-  // kInvalidArgument (bad tag name), kUnavailable (the store), kExhausted.
-  Status NextSegmentIds(std::string_view tag, std::span<std::int64_t> out);
+  // Ids of a segment tag; an unknown one is created first when `may_create` and
+  // segment.auto_create. Errors: kNotFound (unknown tag), kInvalidArgument (bad tag name),
+  // kUnavailable (the store), kExhausted.
+  Status NextSegmentIds(std::string_view tag, std::span<std::int64_t> out, bool may_create);
   // A range of `step` ids of `tag` (0: the tag's own step) straight from the store, never
   // from this process's buffers, for a client that issues them itself. Errors: as
   // NextSegmentIds, and kInvalidArgument for a step outside 1 to segment.max_step, or, when

@@ -126,9 +126,9 @@ HttpReply TinyidNextSegmentIdSimple(Service&, const RouteInput&, Result<Reply>& 
 // tinyid-server's IdContronller, on any method.
 const std::vector<HttpRoute>& TinyidRoutes() {
   static const std::vector<HttpRoute> routes = {
-      {kAnyMethod, "/tinyid/id/nextId", false, Auth::kTinyid, &Spec(CommandId::kSegNext),
+      {kAnyMethod, "/tinyid/id/nextId", false, Auth::kTinyid, &SegNextOfExistingTag(),
        Command::kSegment, TinyidIdArgs, TinyidNextId},
-      {kAnyMethod, "/tinyid/id/nextIdSimple", false, Auth::kTinyid, &Spec(CommandId::kSegNext),
+      {kAnyMethod, "/tinyid/id/nextIdSimple", false, Auth::kTinyid, &SegNextOfExistingTag(),
        Command::kSegment, TinyidIdArgs, TinyidNextIdSimple},
       {kAnyMethod, "/tinyid/id/nextSegmentId", false, Auth::kTinyid, &Spec(CommandId::kSegRange),
        Command::kSegmentRange, TinyidSegmentArgs, TinyidNextSegmentId},

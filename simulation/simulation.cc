@@ -735,7 +735,8 @@ class Simulation {
     if (!slot.service || !Runnable(slot)) return;
     std::vector<std::int64_t> ids(
         static_cast<std::size_t>(SegmentChance(0.5) ? 1 : SegmentUniform(2, 50)));
-    Status s = slot.service->NextSegmentIds(kSegmentTag, std::span<std::int64_t>(ids));
+    Status s = slot.service->NextSegmentIds(kSegmentTag, std::span<std::int64_t>(ids),
+                                            /*may_create=*/true);
     if (!s.ok()) {
       Trace("server {}: {} segment ids failed: {}", i, ids.size(), s.error().message);
       return;

@@ -707,6 +707,55 @@ class MetricsUnderAttackTest(ServerTestCase):
         self.assertLess(max(scrapes), 50 * 200_000)  # each reply bounded (it was 1.1 MB)
 
 
+class CrossSiteTest(ServerTestCase):
+    """Issue 42, attack 6: with no token and segment.auto_create, a local web page created 5
+    permanent tags through <img src=".../v1/segment/X"> and took two ranges through tinyid's
+    nextSegmentId (next id 1001 -> 3001): the Origin check skipped GET. Every route that issues
+    ids or changes state now refuses a browser's cross-site request, on every method, and a GET
+    never creates a tag."""
+
+    def test_a_web_page_takes_no_ids_and_creates_no_tags(self):
+        store = "sqlite:" + self.dirs.path("segments.db")
+        subprocess.run([SEKKA, "segment", "create", "t", "--step", "1000", "--segment-store",
+                        store], check=True, capture_output=True)
+        s = self.start("data", "--segment-store", store, "--segment-auto-create", "true")
+        base = "http://127.0.0.1:%d" % s.http_port
+        page = self.dirs.path("page.html")
+        with open(page, "w") as f:
+            f.write("<html><body>" + "".join(
+                '<img src="%s/v1/segment/evil%d">' % (base, i) for i in range(3)) +
+                '<img src="%s/tinyid/id/nextSegmentId?bizType=t">' % base +
+                '<img src="%s/api/segment/get/t">' % base +
+                '<script>fetch("%s/v1/segment/evil9", {method: "POST", mode: "no-cors"})'
+                '.finally(() => document.title = "done")</script></body></html>' % base)
+        dom, _ = chromium("file://" + page, self.dirs.path("profile"),
+                          "--virtual-time-budget=5000", "--dump-dom")
+        self.assertIn("<title>done</title>", dom)  # the page ran
+        listed = subprocess.run([SEKKA, "segment", "list", "--segment-store", store],
+                                capture_output=True, text=True, check=True).stdout
+        self.assertEqual(listed.strip(), "t next_id=1 step=1000")
+        # The server saw the page's six requests, and refused them.
+        errors = sum(int(n) for n in re.findall(
+            r'^sekka_requests_total\{protocol="http",command="(?:leaf_)?segment[a-z_]*",'
+            r'result="error"\} '
+            r'(\d+)$', s.get("/metrics")[2], re.M))
+        self.assertEqual(errors, 6)
+        # The same requests from a client that is no browser's page are served, and a GET of
+        # an unknown tag does not create it (POST does).
+        self.assertEqual(s.get("/v1/segment/evil0")[0], 404)
+        self.assertEqual(s.request("POST", "/v1/segment/made")[0], 200)
+        self.assertEqual(s.get("/tinyid/id/nextSegmentId?bizType=t")[0], 200)
+        headers = {"Sec-Fetch-Site": "cross-site"}
+        status, _, body = s.get("/v1/id", headers)
+        self.assertEqual(status, 403, body)
+        self.assertIn("from another site (Sec-Fetch-Site: cross-site)", body)
+        self.assertEqual(s.get("/v1/id", {"Sec-Fetch-Site": "same-origin"})[0], 200)
+        self.assertEqual(s.get("/v1/id", {"Referer": "http://evil.example/x"})[0], 403)
+        self.assertEqual(s.get("/v1/id", {"Origin": "null"})[0], 403)
+        self.assertEqual(s.get("/v1/decode/1", headers)[0], 200)  # reads only
+        self.assertEqual(s.get("/healthz", headers)[0], 200)
+
+
 def ulid_millis(text):
     """The ULID spec's time: the first 10 Crockford base32 characters (written here, apart from
     sekka's parser)."""
