@@ -12,6 +12,7 @@
 
 #include "server/config.h"
 #include "server/config_keys.h"
+#include "server/log.h"
 
 namespace sekka::server {
 namespace settings {
@@ -89,6 +90,24 @@ bool IsServiceLink(std::string_view name) {
   return std::regex_match(name.begin(), name.end(), kLink);
 }
 
+// A service link whose Service name starts with a section's ("SEKKA_SERVER_HTTP_PORT": a
+// Service "sekka-server-http", or a setting guessed wrong) is ignored with a warning, never in
+// silence.
+void WarnIfSettingLike(std::string_view name) {
+  for (const Key& k : Keys()) {
+    const std::string_view key = k.name;
+    const std::string section = EnvName(key.substr(0, key.find('.')));  // "SEKKA_SERVER"
+    if (name.starts_with(section + "_")) {
+      Log(LogLevel::kWarn,
+          fmt::format("environment variable {} is ignored: it has the shape of a Kubernetes "
+                      "service link, not of a setting (settings are SEKKA_<SECTION>_<KEY>, such "
+                      "as {})",
+                      name, EnvName(key)));
+      return;
+    }
+  }
+}
+
 }  // namespace
 
 Result<ConfigValues> ReadConfigFile(const std::string& path) {
@@ -155,7 +174,10 @@ Result<ConfigValues> ReadConfigEnvironment(const std::vector<std::string>& envir
     const std::string name = entry.substr(0, eq);
     if (name.rfind("SEKKA_", 0) != 0 || eq == std::string::npos) continue;
     if (name == "SEKKA_CLOCK" || name == "SEKKA_BIN") continue;  // not configuration
-    if (IsServiceLink(name)) continue;
+    if (IsServiceLink(name)) {
+      WarnIfSettingLike(name);
+      continue;
+    }
     bool known = false;
     for (const Key& k : Keys()) {
       if (EnvName(k.name) == name) {

@@ -92,17 +92,10 @@ Result<Reply> LeafDbCommand(Service& service, Args) {
 }
 bool LeafDbMayBlock(Service&, Args) { return true; }
 // Not a row of the table (no RESP name): Leaf's page of the store's rows.
-constexpr CommandSpec kLeafDb{CommandId::kRouteOnly,
-                              Command::kSegmentAdmin,
-                              "GET /db",
-                              0,
-                              0,
-                              true,
-                              LeafDbMayBlock,
-                              LeafDbCommand,
-                              Lane::kStore,
-                              "",
-                              /*changes=*/false};
+constexpr CommandSpec kLeafDb{
+    CommandId::kRouteOnly, Command::kSegmentAdmin, "GET /db",    0,  0, true,
+    LeafDbMayBlock,        LeafDbCommand,          Lane::kStore, "",
+    /*changes=*/false};
 
 HttpReply LeafDbReply(Service&, const RouteInput&, Result<Reply>& reply) {
   if (!reply.ok()) return FromError(reply.error());

@@ -3,8 +3,11 @@
 #include <fmt/format.h>
 #include <openssl/ssl.h>
 
+#include <ctime>
 #include <fstream>
 #include <string>
+
+#include "server/log.h"
 
 namespace sekka::server {
 namespace {
@@ -16,6 +19,34 @@ bool PemIsEncrypted(const std::string& path) {
   in.read(head.data(), static_cast<std::streamsize>(head.size()));
   head.resize(static_cast<std::size_t>(in.gcount()));
   return head.find("ENCRYPTED") != std::string::npos;
+}
+
+// A certificate outside its validity is loaded (a renewal may be on its way), with a warning
+// naming the date: clients refuse the handshake meanwhile.
+void WarnOutsideValidity(SSL_CTX* ctx, const std::string& path) {
+  X509* cert = SSL_CTX_get0_certificate(ctx);
+  if (cert == nullptr) return;
+  auto text = [](const ASN1_TIME* t) {
+    std::tm tm{};
+    return ASN1_TIME_to_tm(t, &tm) == 1
+               ? fmt::format("{:04}-{:02}-{:02} {:02}:{:02}:{:02} UTC", tm.tm_year + 1900,
+                             tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec)
+               : std::string("an unreadable date");
+  };
+  const ASN1_TIME* after = X509_get0_notAfter(cert);
+  const ASN1_TIME* before = X509_get0_notBefore(cert);
+  std::string why;
+  if (X509_cmp_current_time(after) < 0) {
+    why = fmt::format("expired on {}", text(after));
+  } else if (X509_cmp_current_time(before) > 0) {
+    why = fmt::format("is not valid before {}", text(before));
+  } else {
+    return;
+  }
+  Log(LogLevel::kWarn,
+      fmt::format("server.tls_cert_file \"{}\" {}: clients will refuse the handshake until it "
+                  "is renewed",
+                  path, why));
 }
 
 }  // namespace
@@ -38,6 +69,7 @@ Result<std::unique_ptr<asio::ssl::context>> TlsContext(const ServerConfig& confi
   asio::error_code ec;
   ctx->use_certificate_chain_file(config.server_tls_cert_file, ec);
   if (ec) return refuse("server.tls_cert_file", config.server_tls_cert_file, ec.message());
+  WarnOutsideValidity(ctx->native_handle(), config.server_tls_cert_file);
   ctx->use_private_key_file(config.server_tls_key_file, asio::ssl::context::pem, ec);
   if (ec) {
     return refuse("server.tls_key_file", config.server_tls_key_file,

@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
+#include <cstring>
 #include <fstream>
 
 #include "sekka/codec.h"
@@ -50,6 +52,9 @@ void RedactUserInfo(std::string& text) {
     if (at == std::string::npos || at < start) continue;
     const std::size_t colon = text.find(':', start);
     if (colon == std::string::npos || colon > at || text.find('@', start) < colon) continue;
+    // An address shown already (SecretUri::shown, "user:***@host"): what follows its '@' is no
+    // password, though it may hold an '@' (MySQL's "Access denied for user 'u'@'host'").
+    if (text.compare(colon + 1, 4, "***@") == 0) continue;
     text.replace(colon + 1, at - colon - 1, "***");
   }
 }
@@ -87,7 +92,11 @@ std::string RedactSecrets(std::string_view text) {
 
 Status CheckSecretFile(const std::string& path, std::string_view key) {
   struct stat st {};
-  if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) {
+  if (::stat(path.c_str(), &st) != 0) {
+    return InvalidArgument(
+        fmt::format("{} \"{}\" cannot be read: {}", key, path, std::strerror(errno)));
+  }
+  if (!S_ISREG(st.st_mode)) {
     return InvalidArgument(fmt::format("{} \"{}\" is not a readable file", key, path));
   }
   if ((st.st_mode & S_IROTH) != 0) {
@@ -102,6 +111,10 @@ Status CheckSecretFile(const std::string& path, std::string_view key) {
 Result<std::string> ReadSecretLine(const std::string& path, std::string_view key) {
   SEKKA_RETURN_IF_ERROR(CheckSecretFile(path, key));
   std::ifstream in(path, std::ios::binary);
+  if (!in) {  // a file this user may not read: say so, not that its content is wrong
+    return InvalidArgument(
+        fmt::format("{} \"{}\" cannot be read: {}", key, path, std::strerror(errno)));
+  }
   std::string text(4098, '\0');  // enough to see a line over 4096 bytes, or a second line
   in.read(text.data(), static_cast<std::streamsize>(text.size()));
   text.resize(static_cast<std::size_t>(in.gcount()));

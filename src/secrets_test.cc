@@ -5,6 +5,17 @@
 namespace sekka {
 namespace {
 
+TEST(RedactSecretsTest, AnAddressShownAlreadyKeepsTheMessageAfterIt) {
+  // Issue 42: MySQL's "Access denied for user 'u'@'localhost'" after a shown address was taken
+  // for the rest of its password, and the reason never reached the operator.
+  const std::string shown =
+      "segment.store mysql://u:***@127.0.0.1:3306/ids: Access denied for user 'u'@'localhost' "
+      "(using password: YES)";
+  EXPECT_EQ(RedactSecrets(shown), shown);
+  EXPECT_EQ(RedactSecrets("mysql://u:pw@127.0.0.1:3306/ids: Access denied for user 'u'@'h'"),
+            "mysql://u:***@'h'");  // a raw one: too much, never too little
+}
+
 TEST(RedactSecretsTest, HidesEveryFormOfPassword) {
   EXPECT_EQ(RedactSecrets("postgres://sekka:hunter2@127.0.0.1:5432/ids"),
             "postgres://sekka:***@127.0.0.1:5432/ids");

@@ -266,7 +266,8 @@ class OpaqueTest(CliTestCase):
                    expect="version 'q' is not known: allowed 'a'")
         self.fails(2, "opaque", "encode", "-5", "--key-file", self.keys)
         self.fails(2, "opaque", "encode", "5", "--key-file", "/nonexistent/keys",
-                   expect="the opaque key file \"/nonexistent/keys\" is not a readable file")
+                   expect="the opaque key file \"/nonexistent/keys\" cannot be read: No such "
+                   "file or directory")
         bad = os.path.join(self.dir, "bad")
         with private_file(bad) as f:
             f.write("a 1234\n")

@@ -1655,6 +1655,30 @@ class LimitsTest(ServerTestCase):
         self.assertTrue(all(g in (b"", b"-WRONGPASS invalid username-password pair or user is "
                                        b"disabled.\r\n") for g in guesses), set(guesses))
 
+    def test_a_token_file_the_server_may_not_read_says_so(self):
+        """Issue 42: a token file the server's user may not read was reported as "not valid:
+        allowed one line of 1 to 4096 bytes", which sent operators to its content."""
+        directory = self.dirs.path("secret")
+        os.makedirs(directory)
+        os.chmod(self.dirs.root, 0o711)
+        os.chmod(directory, 0o711)
+        path = os.path.join(directory, "token")
+        with open(path, "w") as f:
+            f.write(TOKEN + "\n")
+        os.chmod(path, 0o600)  # root's: the server runs as nobody below
+        p = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", SEKKA,
+                            "serve", "--auth-token-file", path, "--print-config"],
+                           capture_output=True, text=True, timeout=30)
+        self.assertEqual(p.returncode, 2, p.stderr)
+        self.assertIn(f'config server.auth_token_file "{path}" cannot be read: Permission denied',
+                      p.stderr)
+        os.chmod(directory, 0o700)  # nor can it look in its directory
+        p = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", SEKKA,
+                            "serve", "--auth-token-file", path, "--print-config"],
+                           capture_output=True, text=True, timeout=30)
+        self.assertIn(f'config server.auth_token_file "{path}" cannot be read: Permission denied',
+                      p.stderr)
+
     def test_tokens_are_long_printable_and_may_come_from_a_file(self):
         """Finding 6: any token was accepted ("x", " ", one with a newline), and only on the
         command line, where every user sees it."""
@@ -1999,8 +2023,16 @@ class ConfigTest(ServerTestCase):
         p = subprocess.run([sekka, "serve", "--print-config"], capture_output=True, text=True,
                            env=dict(os.environ, **links), timeout=30)
         self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertNotIn("is ignored", p.stderr)  # a Service's links are no mistake
         s = self.start("k8s", env=links)
         self.assertEqual(s.get("/healthz")[0], 200)
+        # Issue 42: a name shaped like a link that starts like a setting (SEKKA_SERVER_HTTP_PORT,
+        # a guess at the HTTP port) was ignored in silence. It still starts, with a warning.
+        p = subprocess.run([sekka, "serve", "--print-config"], capture_output=True, text=True,
+                           env=dict(os.environ, SEKKA_SERVER_HTTP_PORT="9"), timeout=30)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("environment variable SEKKA_SERVER_HTTP_PORT is ignored: it has the shape of "
+                      "a Kubernetes service link, not of a setting", p.stderr)
 
     def test_a_mistyped_flag_is_named_and_its_value_not_shown(self):
         """Issue 42: `--auth-tokn <token>` printed the token on stderr (CLI11's "not

@@ -320,6 +320,19 @@ class TlsHostileTest(CertsTestCase):
 class TlsConfigTest(CertsTestCase):
     """Configurations that must not start: exit 2 with a line naming the key."""
 
+    def test_an_expired_certificate_is_loaded_with_a_warning(self):
+        # Issue 42: an expired certificate loaded without a word; every client then failed its
+        # handshake.
+        key, cert = self.dirs.path("old.key"), self.dirs.path("old.crt")
+        subprocess.run(["faketime", "2020-01-01 00:00:00", "openssl", "req", "-x509", "-newkey",
+                        "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-days", "1",
+                        "-subj", "/CN=127.0.0.1", "-keyout", key, "-out", cert],
+                       check=True, capture_output=True, timeout=30)
+        os.chmod(key, 0o600)
+        s = Server(self.dirs.path("expired"), "--tls-cert-file", cert, "--tls-key-file", key)
+        self.addCleanup(s.stop)
+        self.assertIn(f'server.tls_cert_file \\"{cert}\\" expired on 2020-01-02 00:00:00 UTC: '
+                      "clients will refuse the handshake until it is renewed", s.stderr_text())
 
     def refused(self, *flags):
         env = {k: v for k, v in os.environ.items() if not k.startswith("SEKKA_")}
