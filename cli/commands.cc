@@ -371,11 +371,11 @@ int RunDecode(const DecodeFlags& flags) {
 }
 
 Result<double> ParseRate(std::string_view text) {
-  auto bad = [&] {
+  auto bad = [given = text] {  // as given: `text` is cut below ("5/x" said "5")
     return InvalidArgument(fmt::format(
         "--rate \"{}\" is not a rate: allowed a number with an optional k or M and an optional "
         "/s, /min, /h or /d, e.g. 5000/s, 20k/s, 1.5M/min",
-        text));
+        given.substr(0, 60)));
   };
   std::string_view unit = "/s";
   if (const std::size_t slash = text.find('/'); slash != std::string_view::npos) {
@@ -473,6 +473,7 @@ Json LayoutJson(const Layout& l, bool expired, const RateNote& r) {
     j["shard_bits"] = l.shard_bits();
   }
   j["reverse_time"] = l.reverse_time();
+  j["descending"] = l.descending();
   j["order"] = l.OrderName();
   j["ordering"] = l.OrderingNote();
   j["tick_ms"] = l.tick_millis();

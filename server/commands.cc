@@ -96,7 +96,9 @@ Result<Reply> SegmentCreateCommand(Service& service, Args args) {
     return InvalidArgument(fmt::format("start \"{}\" is not valid: allowed 1 to {}",
                                        args[1].substr(0, 40), INT64_MAX));
   }
-  SEKKA_ASSIGN_OR_RETURN(auto step, ParseCount("step", args[2], service.config().segment_max_step));
+  // A tag's step has one rule, the store's (`sekka segment step` too): segment.max_step bounds
+  // the ranges this server fetches, not what a tag may say.
+  SEKKA_ASSIGN_OR_RETURN(auto step, ParseCount("step", args[2], kMaxTagStep));
   Status s = service.CreateSegmentTag({std::string(args[0]), start, step});
   if (s.ok()) return Reply(Word{"created"});
   if (s.error().code == ErrorCode::kAlreadyExists) return Reply(Word{"exists"});
@@ -129,7 +131,7 @@ Status AdminAllowed(Service& service, std::string_view command, std::string_view
 // SEG.STEP <tag> <step>: sets the tag's step (JSON text of the tag after).
 Result<Reply> SegmentStepCommand(Service& service, Args args) {
   SEKKA_RETURN_IF_ERROR(AdminAllowed(service, "SEG.STEP", "step"));
-  SEKKA_ASSIGN_OR_RETURN(auto step, ParseCount("step", args[1], service.config().segment_max_step));
+  SEKKA_ASSIGN_OR_RETURN(auto step, ParseCount("step", args[1], kMaxTagStep));  // as SEG.CREATE
   SEKKA_ASSIGN_OR_RETURN(auto json, service.SetSegmentStep(args[0], step));
   return Reply(std::move(json));
 }

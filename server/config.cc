@@ -258,7 +258,7 @@ Status LayoutSection(const Values& v, ServerConfig& c) {
   // appended to it, through the one parser `--layout` and `sekka gen` use.
   std::string spec = get("layout.preset");
   for (const char* key : {"time_bits", "datacenter_bits", "worker_bits", "sequence_bits",
-                          "shard_bits", "tick", "epoch", "order", "reverse_time"}) {
+                          "shard_bits", "tick", "epoch", "order", "reverse_time", "descending"}) {
     if (const std::string& value = get(fmt::format("layout.{}", key).c_str()); !value.empty()) {
       if (value.find(',') != std::string::npos) {
         return BadValue(fmt::format("layout.{}", key), value, "a value without commas");

@@ -342,7 +342,8 @@ Status Service::NextSegmentIds(std::string_view tag, std::span<std::int64_t> out
   Result<SegmentSequence*> seq = segments_->Sequence(tag);
   if (!seq.ok() && seq.error().code == ErrorCode::kNotFound && config_.segment_auto_create &&
       may_create) {
-    Status created = segments_->CreateTag({std::string(tag), 1, config_.segment_step});
+    // One rule for every tag a client creates (SEG.CREATE too): at most segment.max_tags.
+    Status created = CreateSegmentTag({std::string(tag), 1, config_.segment_step});
     if (!created.ok() && created.error().code != ErrorCode::kAlreadyExists) {
       return created;
     }
@@ -533,7 +534,7 @@ std::string Service::InfoJson() {
   return fmt::format(
       "{{\"version\":\"{}\",\"uptime_s\":{},\"layout\":{{\"name\":{},\"time_bits\":{},"
       "\"datacenter_bits\":{},\"worker_bits\":{},\"sequence_bits\":{},\"tick_ms\":{},"
-      "\"epoch\":\"{}\",\"order\":\"{}\",\"shard_bits\":{},\"reverse_time\":{},"
+      "\"epoch\":\"{}\",\"order\":\"{}\",\"shard_bits\":{},\"reverse_time\":{},\"descending\":{},"
       "\"runs_out\":\"{}\"}},\"random_layout\":{{\"name\":{},\"time_bits\":{},\"random_bits\":{},"
       "\"tick_ms\":{},\"runs_out\":\"{}\"}},\"worker\":{{\"source\":\"{}\","
       "\"datacenter_id\":{},\"worker_id\":{}}},\"lease\":{},"
@@ -541,9 +542,9 @@ std::string Service::InfoJson() {
       kVersion, (clock_.NowMillis() - started_ms_) / 1000, JsonString(l.name()), l.time_bits(),
       l.datacenter_bits(), l.worker_bits(), l.sequence_bits(), l.tick_millis(),
       FormatUtcMillis(l.epoch_millis()), l.OrderName(), l.shard_bits(),
-      l.reverse_time() ? "true" : "false", FormatUtcMillis(l.end_millis()),
-      JsonString(random_layout().name()), random_layout().time_bits(),
-      random_layout().random_bits(), random_layout().tick_millis(),
+      l.reverse_time() ? "true" : "false", l.descending() ? "true" : "false",
+      FormatUtcMillis(l.end_millis()), JsonString(random_layout().name()),
+      random_layout().time_bits(), random_layout().random_bits(), random_layout().tick_millis(),
       FormatUtcMillis(random_layout().end_millis()), w.source, w.datacenter_id, w.worker_id,
       LeaseJson(), FormatUtcMillis(hwm_millis()), hwm_millis(), ready ? "true" : "false",
       JsonString(RedactSecrets(reason)));

@@ -489,6 +489,10 @@ std::string Layout::OrderingNote() const {
         std::int64_t{1} << options_.shard_bits);
   }
   if (is_random()) return "by tick: ids of one tick sort at random among themselves";
+  if (options_.descending) {
+    return "by time, descending: ids of one worker decrease; all workers' ids sort by tick, "
+           "the newest first";
+  }
   return "by time: ids of one worker increase; all workers' ids sort by tick";
 }
 

@@ -433,6 +433,9 @@ class RandomAndSpreadLayoutTest(CliTestCase):
         self.assertIn("keeps at least 3 worker ids busy", self.ok("layout", "--rate", "10M/s"))
         self.fails(2, "layout", "random", "--rate", "fast", expect="allowed a number with")
         self.fails(2, "layout", "random", "--rate", "5/week", expect="/min, /h or /d")
+        # Issue 42: the error quoted what was left of the value ("5").
+        self.fails(2, "layout", "random", "--rate", "5/x", expect='--rate "5/x" is not a rate')
+        self.fails(2, "layout", "random", "--rate", "5kk", expect='--rate "5kk" is not a rate')
         self.fails(2, "layout", "kind=random,worker_bits=3", expect="not for kind=random")
         self.fails(2, "layout", "kind=random,time_bits=41,random_bits=30",
                    expect="sum to 71 (time 41 + random 30)")

@@ -121,6 +121,13 @@ class SegmentTestCase(unittest.TestCase):
         self.assertEqual((status, body["step"], body["served"]["step"]), (200, 1000, 1000))
         ids += rb.execute_command("SEG.NEXT", "adm", 1)
         self.assertEqual(b.get_json("/v1/tags/adm", auth)[1]["tags"][0]["served"]["step"], 1000)
+        # Issue 42: one rule for a tag's step, whoever sets it (PATCH was capped by
+        # segment.max_step, 10^7, while the CLI took 10^9).
+        for setter in (lambda n: a.request_json("PATCH", "/v1/tags/adm?step=%d" % n, auth)[0],
+                       lambda n: sekka("segment", "step", "adm", str(n), *store).returncode):
+            self.assertIn(setter(10 ** 9), (0, 200))
+            self.assertIn(setter(10 ** 9 + 1), (2, 400))
+        self.assertEqual(a.request_json("PATCH", "/v1/tags/adm?step=1000", auth)[0], 200)
         # A step set by the CLI: a takes it with its next range.
         p = sekka("segment", "step", "adm", "50", *store)
         self.assertEqual((p.returncode, p.stdout.split()[-1]), (0, "step=50"), p.stderr)
@@ -267,6 +274,13 @@ class SqliteSegmentTest(SegmentTestCase):
         listed = sekka("segment", "list", "--data-dir", self.dirs.path("bounded")).stdout
         self.assertNotIn("t4", listed, "a tag past the bound must not be created in the store")
         self.assertEqual(r.incr("t1"), 2)
+        # Issue 42: SEG.CREATE counted apart from the tags made on first use, so it made three
+        # more rows. One bound for every tag a client creates.
+        with self.assertRaises(redis.exceptions.ResponseError) as e:
+            r.execute_command("SEG.CREATE", "t5", 1, 10)
+        self.assertIn("segment.max_tags", str(e.exception))
+        listed = sekka("segment", "list", "--data-dir", self.dirs.path("bounded")).stdout
+        self.assertNotIn("t5", listed)
 
     def test_an_exhausted_tag_under_concurrent_clients_is_unavailable_and_the_server_lives(self):
         """The safety review's crash: a tag whose first range cannot be allocated (here: it

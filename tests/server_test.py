@@ -2011,6 +2011,27 @@ class ConfigTest(ServerTestCase):
             self.assertEqual(len(p.stderr.strip().splitlines()), 1, p.stderr)
             self.assertIn(want, p.stderr)
 
+    def test_the_direction_is_shown_and_the_layout_section_takes_it(self):
+        """Issue 42: `sekka layout` said "ids of one worker increase" for a descending layout,
+        --json and /v1/info had no direction, and `[layout] descending`, which the contract
+        lists, was refused as an unknown key."""
+        sekka = os.environ.get("SEKKA_BIN", "build/cli/sekka")
+        text = subprocess.run([sekka, "layout", "sekka,descending=true"], capture_output=True,
+                              text=True, check=True, timeout=30).stdout
+        self.assertIn("ids of one worker decrease", text)
+        shown = json.loads(subprocess.run([sekka, "layout", "sekka,descending=true", "--json"],
+                                          capture_output=True, text=True, check=True,
+                                          timeout=30).stdout)
+        self.assertIs(shown["descending"], True)
+        path = self.dirs.path("down.toml")
+        with open(path, "w") as f:
+            f.write('[layout]\ndescending = true\n')
+        s = self.start("down", "--config", path)
+        info = s.get_json("/v1/info")[1]
+        self.assertIs(info["layout"]["descending"], True)
+        ids = [int(s.get_json("/v1/id")[1]["id"]) for _ in range(3)]
+        self.assertEqual(ids, sorted(ids, reverse=True))
+
     def test_kubernetes_service_links_are_not_configuration(self):
         # A Service named "sekka" (or "sekka-resp") puts these into every pod of its namespace;
         # serve exited 2 on them (issue 24, finding 8).
