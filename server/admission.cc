@@ -95,17 +95,18 @@ bool DrainWatch::Stalled(std::uint64_t acked, std::int64_t queued, std::int64_t 
   return queued > 0 && rate < kMinDrainRate;
 }
 
-std::int64_t RoomWeight(const ConnectionLoad& c, std::int64_t now_ms) {
+std::int64_t RoomWeight(const ConnectionLoad& c, std::int64_t now_ms, bool crowded) {
   if (c.presented_token) return 0;
-  // A slow sender's weight is above any idle one's: kSlowBase is more than any idle time.
+  // Each base is more than anything below it: the crowded address first, then slow senders.
+  constexpr std::int64_t kCrowdedBase = std::int64_t{1} << 52;
   constexpr std::int64_t kSlowBase = std::int64_t{1} << 50;
+  const std::int64_t base = crowded ? kCrowdedBase : 0;
   const std::int64_t arriving = c.partial_since_ms == 0 ? 0 : now_ms - c.partial_since_ms;
-  if (arriving >= kSlowSenderAgeMs) return kSlowBase + arriving;
-  const std::int64_t idle = now_ms - c.active_ms;
-  return c.partial_since_ms == 0 && c.write_since_ms == 0 && !c.held && !c.pending &&
-                 idle >= kIdleSpareMs
-             ? idle
-             : 0;
+  if (arriving >= kSlowSenderAgeMs) return base + kSlowBase + arriving;
+  const bool at_rest = c.partial_since_ms == 0 && c.write_since_ms == 0 && !c.held && !c.pending;
+  const std::int64_t idle = std::max<std::int64_t>(now_ms - c.active_ms, 0);
+  if (!at_rest || (!crowded && idle < kIdleSpareMs)) return 0;
+  return base + idle + 1;
 }
 
 bool RequestOverdue(std::int64_t partial_since_ms, std::int64_t now_ms, std::int64_t timeout_ms) {

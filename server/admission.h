@@ -51,7 +51,7 @@ inline constexpr std::int64_t kSlowSenderAgeMs = 1000;
 inline constexpr std::int64_t kIdleSpareMs = 1000;
 // How many unauthenticated connections the choice of one to close looks at past those it must
 // spare.
-inline constexpr int kUnauthenticatedLook = 16;
+inline constexpr int kUnauthenticatedLook = 64;
 // Past the memory budget, what a connection's client makes the server hold counts once it is
 // this old: an unfinished request, or replies read slower than kMinDrainRate.
 inline constexpr std::int64_t kStallAgeMs = 250;
@@ -182,12 +182,14 @@ inline bool ClosesFirst(const MemoryCandidate& a, const MemoryCandidate& b) {
   return std::tie(b.weight, b.crowd, a.since) < std::tie(a.weight, a.crowd, b.since);
 }
 
-// At max_connections, after the unauthenticated ones (UnauthenticatedConnections::Oldest): how much
-// a connection's slot is owed to a new client, the largest giving it up; 0: it keeps it. Never one
-// that presented the token. Else a slow sender (a request arriving for at least kSlowSenderAgeMs)
-// before any idle one, the longest arriving first; then one idle for at least kIdleSpareMs (with no
-// token set, every connection is a client like the new one), the longest idle first.
-std::int64_t RoomWeight(const ConnectionLoad& c, std::int64_t now_ms);
+// At max_connections, after the unauthenticated ones (UnauthenticatedConnections::Oldest): how
+// much a connection's slot is owed to a new client, the largest giving it up; 0: it keeps it.
+// Never one that presented the token. First the connections of the address that holds the most
+// (`crowded`: with no token set every connection is a client like the new one, and one client
+// must not take the others' pooled connections), of which also one at rest however briefly;
+// within each, a slow sender (a request arriving for at least kSlowSenderAgeMs) before any idle
+// one, the longest arriving first; then one idle for at least kIdleSpareMs, the longest first.
+std::int64_t RoomWeight(const ConnectionLoad& c, std::int64_t now_ms, bool crowded);
 
 // True when an unfinished request that began at `partial_since_ms` has had `timeout_ms`.
 bool RequestOverdue(std::int64_t partial_since_ms, std::int64_t now_ms, std::int64_t timeout_ms);

@@ -215,31 +215,43 @@ TEST(DrainWatchTest, AMarkOfAnEarlierWriteIsNotThisOnes) {
 
 TEST(RoomWeightTest, OneThatPresentedTheTokenKeepsItsSlot) {
   const ConnectionLoad c{.partial_since_ms = 1, .active_ms = 1, .presented_token = true};
-  EXPECT_EQ(RoomWeight(c, 50'000), 0);
+  EXPECT_EQ(RoomWeight(c, 50'000, true), 0);
 }
 
 TEST(RoomWeightTest, OnlyARequestArrivingForTheAgeIsASlowSender) {
   const std::int64_t now = 50'000;
-  EXPECT_EQ(RoomWeight({.partial_since_ms = now - kSlowSenderAgeMs + 1, .active_ms = now}, now), 0);
-  EXPECT_GT(RoomWeight({.partial_since_ms = now - kSlowSenderAgeMs, .active_ms = now}, now), 0);
+  EXPECT_EQ(
+      RoomWeight({.partial_since_ms = now - kSlowSenderAgeMs + 1, .active_ms = now}, now, false),
+      0);
+  EXPECT_GT(RoomWeight({.partial_since_ms = now - kSlowSenderAgeMs, .active_ms = now}, now, false),
+            0);
 }
 
 TEST(RoomWeightTest, ASlowSenderGoesBeforeAnyIdleOne) {
   const std::int64_t now = 50'000'000;
-  EXPECT_GT(RoomWeight({.partial_since_ms = now - kSlowSenderAgeMs, .active_ms = now}, now),
-            RoomWeight({.active_ms = 1}, now));
-  EXPECT_GT(RoomWeight({.partial_since_ms = 40'000, .active_ms = now}, now),
-            RoomWeight({.partial_since_ms = 45'000, .active_ms = now}, now));
+  EXPECT_GT(RoomWeight({.partial_since_ms = now - kSlowSenderAgeMs, .active_ms = now}, now, false),
+            RoomWeight({.active_ms = 1}, now, false));
+  EXPECT_GT(RoomWeight({.partial_since_ms = 40'000, .active_ms = now}, now, false),
+            RoomWeight({.partial_since_ms = 45'000, .active_ms = now}, now, false));
+}
+
+TEST(RoomWeightTest, TheCrowdedAddressGivesFirstEvenAConnectionJustAtRest) {
+  const std::int64_t now = 50'000;
+  EXPECT_GT(RoomWeight({.active_ms = now}, now, true), 0);
+  EXPECT_GT(RoomWeight({.active_ms = now}, now, true),
+            RoomWeight({.partial_since_ms = 1, .active_ms = 1}, now, false));
+  EXPECT_EQ(RoomWeight({.write_since_ms = 1, .active_ms = 1}, now, true), 0);
+  EXPECT_EQ(RoomWeight({.active_ms = 1, .presented_token = true}, now, true), 0);
 }
 
 TEST(RoomWeightTest, OnlyAConnectionIdleForTheAgeWithNothingUnderWayIsIdle) {
   const std::int64_t now = 50'000;
-  EXPECT_EQ(RoomWeight({.active_ms = now - kIdleSpareMs + 1}, now), 0);
-  EXPECT_GT(RoomWeight({.active_ms = now - kIdleSpareMs}, now), 0);
-  EXPECT_EQ(RoomWeight({.write_since_ms = 1, .active_ms = 1}, now), 0);
-  EXPECT_EQ(RoomWeight({.held = true, .active_ms = 1}, now), 0);
-  EXPECT_EQ(RoomWeight({.pending = true, .active_ms = 1}, now), 0);
-  EXPECT_GT(RoomWeight({.active_ms = 1}, now), RoomWeight({.active_ms = 2}, now));
+  EXPECT_EQ(RoomWeight({.active_ms = now - kIdleSpareMs + 1}, now, false), 0);
+  EXPECT_GT(RoomWeight({.active_ms = now - kIdleSpareMs}, now, false), 0);
+  EXPECT_EQ(RoomWeight({.write_since_ms = 1, .active_ms = 1}, now, false), 0);
+  EXPECT_EQ(RoomWeight({.held = true, .active_ms = 1}, now, false), 0);
+  EXPECT_EQ(RoomWeight({.pending = true, .active_ms = 1}, now, false), 0);
+  EXPECT_GT(RoomWeight({.active_ms = 1}, now, false), RoomWeight({.active_ms = 2}, now, false));
 }
 
 TEST(RequestOverdueTest, ARequestIsOverdueAtItsTimeout) {

@@ -82,6 +82,10 @@ void RawSocket::async_read_some(const Buffers& buffers, Handler&& handler) {
 
 void Connection::OnRawBytes() {
   Touch();
+  if (handshaking_ && !handshake_counted_ && !closed_) {
+    handshake_counted_ = true;  // OpenSSL holds its memory from the ClientHello on
+    Account();
+  }
   if (handshaking_ || closed_ || partial_since_ms_.load() != 0) return;
   partial_since_ms_.store(NowMs());
   ArmIdleTimer();  // its deadline may come before the idle one
@@ -92,7 +96,6 @@ void Connection::Handshake() {
   // Made now, not at accept: its buffers (34 KiB) and OpenSSL's are not held by a connection
   // waiting for its handshake's turn.
   tls_ = std::make_unique<TlsStream>(RawSocket(socket_, *this), *tls_context_);
-  Account();                                             // what OpenSSL holds meanwhile
   TrackPartial(/*completed=*/true, /*need_more=*/true);  // its deadline starts now
   tls_->async_handshake(
       asio::ssl::stream_base::server, [self = shared_from_this()](const asio::error_code& ec) {
@@ -169,7 +172,8 @@ bool Connection::StillReading() {
   return progress;
 }
 
-bool Connection::HasUnread() const {
+bool Connection::AboutToRead() const {
+  if (!reading_.load() && !handshaking_.load()) return false;
   const int fd = fd_.load();
   int unread = 0;
   return fd >= 0 && ::ioctl(fd, FIONREAD, &unread) == 0 && unread > 0;
@@ -209,8 +213,9 @@ void Connection::TrackPartial(bool completed, bool need_more) {
 void Connection::Account() {
   if (in_.empty() && in_.capacity() > kKeptCapacity) std::string().swap(in_);
   if (out_.empty() && !busy_ && out_.capacity() > kKeptCapacity) std::string().swap(out_);
-  const std::size_t now =
-      closed_ ? 0 : in_.capacity() + out_.capacity() + (handshaking_ ? kHandshakeBytes : 0);
+  const std::size_t now = closed_ ? 0
+                                  : in_.capacity() + out_.capacity() +
+                                        (handshaking_ && handshake_counted_ ? kHandshakeBytes : 0);
   const std::size_t before = buffered_.exchange(now);
   if (now != before) {
     server_.AddBuffered(static_cast<std::int64_t>(now) - static_cast<std::int64_t>(before));
@@ -219,6 +224,14 @@ void Connection::Account() {
 
 void Connection::Shed(ShedReason reason) {
   if (closed_) return;
+  // Chosen to make room, it presented the token meanwhile (its credentials were read after the
+  // choice): it keeps its slot (admission.h).
+  const bool for_room = reason == ShedReason::kUnauthenticated || reason == ShedReason::kIdle ||
+                        reason == ShedReason::kSlowSender;
+  if (for_room && presented_token_.load()) {
+    chosen.store(false);
+    return;
+  }
   server_.service().ConnectionShed(reason);
   Log(LogLevel::kDebug, "closing a connection at a limit",
       fmt::format("reason={} peer={}", ShedReasonName(reason), peer_.to_string()));

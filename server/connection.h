@@ -139,9 +139,11 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // long reply is not idle, however long ago the server wrote it; one that stops reading is
   // closed an idle timeout later.
   bool StillReading();
-  // Bytes from the client wait in the kernel to be read (any thread): an unauthenticated one that
-  // has sent its credentials is not closed to make room before they are read.
-  bool HasUnread() const;
+  // Bytes from the client wait in the kernel and the connection is reading (a read or its TLS
+  // handshake is under way), so it reads them soon (any thread): an unauthenticated one that
+  // has sent its credentials is not closed to make room before they are read. One the server
+  // does not read (its output full, a handshake waiting its turn, a reply held) is no such.
+  bool AboutToRead() const;
   // Raw bytes came under the TLS stream (RawSocket, on its loop): activity, and the start of an
   // unfinished request if none has begun (its plaintext comes when the record is whole).
   void OnRawBytes();
@@ -199,6 +201,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   asio::ssl::context* const tls_context_;  // null: plain TCP
   std::unique_ptr<TlsStream> tls_;         // over socket_, from the handshake on
   std::atomic<bool> handshaking_{false};
+  bool handshake_counted_ = false;  // its first bytes came: kHandshakeBytes count
   asio::steady_timer idle_timer_;
   const Protocol protocol_;
   std::string in_;
@@ -215,11 +218,11 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // One read and one write at a time (the review of issue 24 saw two reads in flight into
   // chunk_ after pipelined blocking-pool requests, and a reply appended to out_ while an
   // async_write was sending it).
-  bool reading_ = false;       // an async_read_some is in flight
-  bool writing_ = false;       // an async_write is in flight: out_ is not touched
-  std::string held_;           // a blocking-pool reply that came while writing_
-  std::size_t write_pos_ = 0;  // what the write in flight has sent of out_
-  std::atomic<int> fd_{-1};    // the socket's, for ClientStalled (-1 once closed)
+  std::atomic<bool> reading_{false};  // an async_read_some is in flight (AboutToRead)
+  bool writing_ = false;              // an async_write is in flight: out_ is not touched
+  std::string held_;                  // a blocking-pool reply that came while writing_
+  std::size_t write_pos_ = 0;         // what the write in flight has sent of out_
+  std::atomic<int> fd_{-1};           // the socket's, for ClientStalled (-1 once closed)
   // Bytes handed to the socket so far (TLS: plaintext, which the records' overhead makes a
   // little less than the kernel holds).
   std::atomic<std::uint64_t> sent_total_{0};

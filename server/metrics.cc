@@ -4,7 +4,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <iterator>
 #include <tuple>
 
 #include "server/service.h"
@@ -128,20 +127,27 @@ void Service::AppendSegmentMetrics(MetricsWriter& w) {
     st.fetch_errors = failed;
     seg.emplace_back(tag, std::move(st));
   }
-  // Series of their own for the busiest metrics_tags tags (by ids issued, then errors); the
-  // rest summed in one series without the tag label, as Prometheus' guidance on label
-  // cardinality asks (3,000 tags made a 1.1 MB reply).
+  // Series of their own for at most metrics_tags tags, kept once given (a series that comes
+  // and goes, or a sum that loses a member, reads as a counter reset): the busiest by ids
+  // issued when a place is free. The rest are summed in one series without the tag label, as
+  // Prometheus' guidance on label cardinality asks (3,000 tags made a 1.1 MB reply).
   const auto keep = static_cast<std::size_t>(config_.metrics_tags);
-  std::vector<std::pair<std::string, SegmentStats>> rest;
-  if (seg.size() > keep) {
-    const auto end = seg.begin() + static_cast<std::ptrdiff_t>(keep);
-    std::partial_sort(seg.begin(), end, seg.end(), [](const auto& a, const auto& b) {
+  std::vector<std::pair<std::string, SegmentStats>> own, rest;
+  for (auto& e : seg) (metrics_kept_.contains(e.first) ? own : rest).push_back(std::move(e));
+  if (metrics_kept_.size() < keep && !rest.empty()) {
+    std::sort(rest.begin(), rest.end(), [](const auto& a, const auto& b) {
       return std::tie(a.second.issued, a.second.fetch_errors) >
              std::tie(b.second.issued, b.second.fetch_errors);
     });
-    rest.assign(std::make_move_iterator(end), std::make_move_iterator(seg.end()));
-    seg.resize(keep);
+    const std::size_t taken = std::min(keep - metrics_kept_.size(), rest.size());
+    for (std::size_t i = 0; i < taken; ++i) {
+      metrics_kept_.insert(rest[i].first);
+      own.push_back(std::move(rest[i]));
+    }
+    rest.erase(rest.begin(), rest.begin() + static_cast<std::ptrdiff_t>(taken));
   }
+  std::sort(own.begin(), own.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  seg = std::move(own);
   auto per_tag = [&](std::string_view name, std::string_view type, std::string_view help,
                      auto value, bool summed = true) {
     w.Family(name, type, help);

@@ -299,7 +299,7 @@ class ServerImpl final : public Server, public ConnectionHost {
     const std::optional<UnauthenticatedConnections::Id> id =
         unauthenticated_.Oldest(host, [this](UnauthenticatedConnections::Id id) {
           const auto* c = static_cast<const Connection*>(id);
-          return c->chosen.load() || c->HasUnread();
+          return c->chosen.load() || c->AboutToRead();
         });
     if (!id) return nullptr;
     unauthenticated_.Remove(*id);
@@ -316,6 +316,18 @@ class ServerImpl final : public Server, public ConnectionHost {
       return {std::move(c), ShedReason::kUnauthenticated};
     }
     const std::int64_t now = clock().MonotonicMillis();
+    // The address holding the most connections (of those that did not present the token).
+    std::unordered_map<std::string_view, int> per_host;
+    std::string_view crowded;
+    int most = 1;  // an address with one connection is no crowd
+    for (auto& [ptr, weak] : connections_) {
+      std::shared_ptr<Connection> c = weak.lock();
+      if (c == nullptr || c->chosen.load() || c->Load().presented_token) continue;
+      if (const int n = ++per_host[c->host()]; n > most) {
+        most = n;
+        crowded = c->host();
+      }
+    }
     std::shared_ptr<Connection> victim;
     ConnectionLoad load;
     std::int64_t best = 0;
@@ -323,7 +335,8 @@ class ServerImpl final : public Server, public ConnectionHost {
       std::shared_ptr<Connection> c = weak.lock();
       if (c == nullptr || c->chosen.load()) continue;
       const ConnectionLoad l = c->Load();
-      if (const std::int64_t w = RoomWeight(l, now); w > best) {
+      const bool in_crowd = !crowded.empty() && c->host() == crowded;
+      if (const std::int64_t w = RoomWeight(l, now, in_crowd); w > best) {
         best = w;
         load = l;
         victim = std::move(c);
@@ -411,16 +424,27 @@ class ServerImpl final : public Server, public ConnectionHost {
   }
 
   // Sends `reply`, then reads and discards what the client sent (at most 1 s) before closing,
-  // so that closing with unread input does not reset the connection and lose the reply.
+  // so that closing with unread input does not reset the connection and lose the reply. At
+  // most kMaxRejecting at once: past them a refused client is closed at once (each holds a
+  // descriptor, outside max_connections; a flood from one address over its cap took them all).
   void Reject(tcp::socket socket, std::string reply) {
+    static constexpr int kMaxRejecting = 64;
+    if (reply.empty() || rejecting_.fetch_add(1) >= kMaxRejecting) {
+      if (!reply.empty()) rejecting_.fetch_sub(1);
+      asio::error_code ignored;
+      socket.close(ignored);
+      return;
+    }
     struct Rejected {
       tcp::socket socket;
       std::string reply;
       asio::steady_timer timer;
+      std::atomic<int>* count;
       char sink[512];
+      ~Rejected() { count->fetch_sub(1); }
     };
-    auto r = std::make_shared<Rejected>(
-        Rejected{std::move(socket), std::move(reply), asio::steady_timer(*loops_[0]), {}});
+    std::shared_ptr<Rejected> r(new Rejected{
+        std::move(socket), std::move(reply), asio::steady_timer(*loops_[0]), &rejecting_, {}});
     asio::async_write(
         r->socket, asio::buffer(r->reply), [r](const asio::error_code& ec, std::size_t) {
           asio::error_code ignored;
@@ -499,6 +523,7 @@ class ServerImpl final : public Server, public ConnectionHost {
   std::string http_address_, resp_address_, thrift_address_;
   std::atomic<std::size_t> next_loop_{0};
   std::atomic<int> open_{0};
+  std::atomic<int> rejecting_{0};           // refused connections still draining (Reject)
   std::atomic<std::int64_t> buffered_{0};   // bytes, AddBuffered
   std::atomic<bool> shedding_{false};       // ShedForMemory is scanning
   std::atomic<bool> recheck_armed_{false};  // ShedForMemory looks again soon

@@ -22,6 +22,7 @@
 #include <span>
 #include <string>
 #include <thread>
+#include <unordered_set>
 #include <vector>
 
 #include "sekka/codec.h"
@@ -352,9 +353,11 @@ class Service {
     std::vector<std::pair<std::string, std::uint64_t>> tags;  // segment ids issued, cumulative
   };
   std::mutex ui_mu_;
-  std::mutex metrics_mu_;            // MetricsText's cache:
-  std::string metrics_text_;         //   the text last rendered, guarded by metrics_mu_
-  std::int64_t metrics_at_ms_ = 0;   //   and when (monotonic), guarded by metrics_mu_
+  std::mutex metrics_mu_;           // MetricsText's cache:
+  std::string metrics_text_;        //   the text last rendered, guarded by metrics_mu_
+  std::int64_t metrics_at_ms_ = 0;  //   and when (monotonic), guarded by metrics_mu_
+  // The tags with series of their own in /metrics, kept once given; guarded by metrics_mu_.
+  std::unordered_set<std::string> metrics_kept_;
   std::deque<UiSample> ui_history_;  // guarded by ui_mu_
   std::int64_t ui_last_mono_ = -1;   // guarded by ui_mu_
 

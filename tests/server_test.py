@@ -685,6 +685,23 @@ class MetricsUnderAttackTest(ServerTestCase):
         open_server = self.start("open", "--auth-token", TOKEN, "--open-metrics", "true")
         self.assertEqual(open_server.get("/metrics")[0], 200)
 
+    def test_the_summed_series_never_goes_down(self):
+        """Review of issue 42: the tags with series of their own were the busiest at each
+        scrape, so when one overtook another the summed counters lost a member and went down
+        (Prometheus reads that as a reset). A tag keeps its series once given."""
+        s = self.tags_server(2, "--metrics-tags", "1")  # tag-00000 and tag-00001, one id each
+        r = redis.Redis(host="127.0.0.1", port=s.resp_port)
+
+        def fetches():
+            text = s.get("/metrics")[2]
+            return int(re.search(r"^sekka_segment_fetches_total (\d+)$", text, re.M).group(1))
+        r.execute_command("SEG.NEXT", "tag-00000", 500)  # the busiest: its own series
+        first = fetches()
+        r.execute_command("SEG.NEXT", "tag-00001", 5000)  # overtakes it, and fetches more
+        time.sleep(1.1)  # past the cache
+        self.assertGreaterEqual(fetches(), first)
+        self.assertIn('sekka_segment_issued_total{tag="tag-00000"}', s.get("/metrics")[2])
+
     def test_pipelined_scrapes_do_not_hold_up_ids(self):
         s = self.tags_server(3000, "--open-metrics", "true", "--threads", "1")
         scrape = (b"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n" * 49 +
@@ -1595,6 +1612,58 @@ class LimitsTest(ServerTestCase):
                                            source).startswith(b"+OK\r\n:"))
         finally:
             for c in idle:
+                c.close()
+
+    def test_clients_the_server_does_not_read_cannot_shield_the_rest(self):
+        """Review of issue 42: 17 unauthenticated connections pipelining PINGs they never read
+        (their unread bytes waiting in the kernel) were spared as "about to authenticate", and
+        the choice looked past only 16: every new client was refused. One whose bytes the
+        server is not reading is no such."""
+        s = self.start("data", "--auth-token", TOKEN, "--max-connections", "60")
+        conns = []
+        try:
+            for _ in range(20):
+                c = socket.create_connection(("127.0.0.1", s.resp_port), timeout=10,
+                                             source_address=("127.0.0.2", 0))
+                c.setblocking(False)
+                try:
+                    for _ in range(4000):  # until neither side's buffers take more
+                        c.send(b"PING 123456789\r\n" * 4096)
+                except (BlockingIOError, ConnectionError):
+                    pass
+                conns.append(c)
+            for _ in range(40):
+                conns.append(socket.create_connection(("127.0.0.1", s.resp_port), timeout=10,
+                                                      source_address=("127.0.0.3", 0)))
+            reply = resp_lines(s, b"AUTH " + TOKEN.encode() + b"\r\nID.NEXT\r\n", 2,
+                               "127.0.0.9")
+            self.assertTrue(reply.startswith(b"+OK\r\n:"), reply)
+        finally:
+            for c in conns:
+                c.close()
+
+    def test_without_a_token_one_client_cannot_take_the_others_pools(self):
+        """Review of issue 42: with no token, at max_connections the connection idle longest
+        gave its slot up, so one client opening connections closed every other client's idle
+        pooled ones. The address holding the most gives first."""
+        s = self.start("data", "--max-connections", "40")
+        pool = [socket.create_connection(("127.0.0.1", s.resp_port), timeout=10,
+                                         source_address=("127.0.0.9", 0)) for _ in range(10)]
+        flood = []
+        try:
+            for c in pool:
+                c.sendall(b"PING\r\n")
+                self.assertEqual(c.recv(100), b"+PONG\r\n")
+            time.sleep(1.2)  # the pool idles past a second
+            for _ in range(60):
+                flood.append(socket.create_connection(("127.0.0.1", s.resp_port), timeout=10,
+                                                      source_address=("127.0.0.2", 0)))
+            self.assertTrue(wait_for(lambda: shed(s, "idle") >= 30, 30), shed(s, "idle"))
+            for c in pool:
+                c.sendall(b"PING\r\n")
+                self.assertEqual(c.recv(100), b"+PONG\r\n")
+        finally:
+            for c in pool + flood:
                 c.close()
 
     def test_unauthenticated_connections_close_at_the_auth_timeout(self):

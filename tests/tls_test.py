@@ -3,6 +3,7 @@
 redis-cli --tls and Debian's python3-thrift TSSLSocket against the real binary, with a throwaway
 CA from scripts/test_certs.sh; and the configurations that must not start."""
 
+import concurrent.futures
 import os
 import socket
 import ssl
@@ -291,6 +292,25 @@ class TlsHostileTest(CertsTestCase):
         # 16 MiB of handshakes, the connections' fixed cost (docs/reliability.md), the base.
         self.assertLess(peak, 140 * 1024)
         self.assertTrue(wait_for(lambda: s.rss_kib() < peak, 30), (s.rss_kib(), peak))
+
+    def test_silent_connections_weigh_nothing_against_a_pools_handshakes(self):
+        # Review of issue 42: a handshake counted 112 KiB from accept, before any byte came, so
+        # 150 silent connections (one an address) took the budget, and the shedding, which
+        # takes the most crowded address first, closed a client's 4 pooled handshakes.
+        s = self.serve("silent", "--max-buffer-mib", "16", "--idle-timeout", "60s")
+        silent = [socket.create_connection(("127.0.0.1", s.resp_port), timeout=30,
+                                           source_address=("127.0.0.%d" % (10 + i), 0))
+                  for i in range(150)]
+        try:
+            for _ in range(3):
+                with concurrent.futures.ThreadPoolExecutor(4) as pool:
+                    replies = list(pool.map(
+                        lambda _: tls_resp(s.resp_port, self.cert("ca.crt"), b"PING\r\n", 1,
+                                           "127.0.0.9"), range(4)))
+                self.assertEqual(replies, [b"+PONG\r\n"] * 4)
+        finally:
+            for c in silent:
+                c.close()
 
     def test_replayed_client_hellos_get_the_addresss_handshake_rate(self):
         # A replayed ClientHello costs the server about 1.4 ms of CPU; at 300 a second, good
