@@ -12,6 +12,9 @@ For each attack and each target it records
     reconnects). It runs in a process of its own, so the attackers' Python (GIL) does not slow
     it down;
   - what the attackers got (connections closed by the server, replies, bytes sent, ...);
+  - what a new client with the right token saw meanwhile, from the attackers' address (one
+    NAT): every 250 ms it connects, authenticates and sends one command (2 s timeouts), its
+    connect-to-answer time and errors;
   - whether the server is alive and answers PING at the end of the attack and after it.
 
 The attacks (docs in each `attack_*` function):
@@ -22,6 +25,7 @@ The attacks (docs in each `attack_*` function):
   auth_guessing           password guessing: one pipeline of 100,000 wrong AUTHs plus a crowd
                           of one-at-a-time guessers
   huge_batches            authenticated clients asking for the largest replies, never reading
+  idle_unauthenticated    thousands of silent connections from one address (every slot)
 
 Everything is bounded: each attack lasts --seconds per target, connection counts are fixed
 (times --scale), and an attack is cut short if the target's RSS passes --rss-cap-mib (so that
@@ -61,7 +65,7 @@ REDIS_SERVER = "/usr/bin/redis-server"
 PYTHON = "/usr/bin/python3"
 MIB = 1024 * 1024
 ATTACKS = ["slow_senders", "non_reading_pipeliners", "unauth_partial", "auth_guessing",
-           "huge_batches"]
+           "huge_batches", "idle_unauthenticated"]
 TARGETS = ["sekka", "redis"]
 EV_CLOSED = select.EPOLLRDHUP | select.EPOLLHUP | select.EPOLLERR
 
@@ -486,14 +490,52 @@ def good_client(port, command, seconds):
     }), flush=True)
 
 
+def fresh_client(port, command, seconds):
+    """The right token on a new connection (run in its own process by GoodClient with
+    --fresh): every 250 ms it connects, authenticates and sends one command, each step with a
+    2 s timeout, for `seconds` from the moment it prints "ready"; a client behind the same
+    address as the attackers (a NAT) that must get in while they press. Prints its result (the
+    time from connect to answer) as one JSON line."""
+    payload = resp_command(*command)
+    times = []
+    kinds = Counter()
+    print("ready", flush=True)
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        t0 = time.perf_counter()
+        conn = None
+        try:
+            conn = RespConn(port, 2.0)
+            conn.auth()
+            conn.sock.sendall(payload)
+            r = conn.reply()
+            if isinstance(r, ErrorReply):
+                kinds["reply: %s" % r[:60]] += 1
+            else:
+                times.append((time.perf_counter() - t0) * 1000)
+        except (OSError, ConnectionError, ValueError) as e:
+            kinds["%s: %s" % (type(e).__name__, str(e)[:60])] += 1
+        finally:
+            if conn:
+                conn.close()
+        time.sleep(max(0.0, 0.25 - (time.perf_counter() - t0)))
+    times.sort()
+    print(json.dumps({
+        "answers": len(times), "errors": sum(kinds.values()), "error_kinds": dict(kinds),
+        "reconnects": 0, "p50_ms": percentile(times, 0.50), "p99_ms": percentile(times, 0.99),
+        "max_ms": times[-1] if times else None, "answers_per_second": [],
+        "min_answers_per_second": 0}), flush=True)
+
+
 class GoodClient:
     """The good client's process (this file with --good-client), stopped by its PID."""
 
-    def __init__(self, target, seconds):
+    def __init__(self, target, seconds, fresh=False):
         self.seconds = seconds
         self.proc = subprocess.Popen(
-            [PYTHON, os.path.abspath(__file__), "--good-client", "--port", str(target.port),
-             "--seconds", str(seconds), "--command", " ".join(target.good_command)],
+            [PYTHON, os.path.abspath(__file__), "--fresh-client" if fresh else "--good-client",
+             "--port", str(target.port), "--seconds", str(seconds), "--command",
+             " ".join(target.good_command)],
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, text=True)
         line = self.proc.stdout.readline()  # it prints "ready" after at most ~4 s
         if line.strip() != "ready":
@@ -1016,6 +1058,48 @@ def attack_auth_guessing(ctx):
             "other_replies": dict(other), "summary": summary}
 
 
+def attack_idle_unauthenticated(ctx):
+    """N = 2,500 x scale connections that never send a byte (never authenticate), opened as fast
+    as the server takes them and opened again when it closes them, from the good clients'
+    address (one NAT). Models the cheapest way to hold every slot: a server that keeps silent
+    connections until an idle timeout (300 s) refuses every new client meanwhile."""
+    n = ctx.count(2500)
+    peers = {}
+    refused = 0
+    closed = 0
+
+    def open_one():
+        nonlocal refused
+        s = ctx.connect_nonblocking()
+        if s is None:
+            refused += 1
+            return
+        ctx.ep.register(s.fileno(), select.EPOLLIN | select.EPOLLRDHUP)
+        peers[s.fileno()] = s
+    while ctx.running() and len(peers) < n:
+        open_one()
+    while ctx.running():
+        for fd, ev in ctx.poll(0.05):
+            s = peers.pop(fd, None)
+            if s is None:
+                continue
+            try:
+                data = s.recv(4096)
+            except OSError:
+                data = b""
+            if data.startswith(b"-ERR max number of clients"):
+                refused += 1
+            else:
+                closed += 1
+            ctx.drop(s)
+            if ctx.running():
+                open_one()
+    summary = "%d silent conns held at the end; %d closed by the server, %d refused" % (
+        len(peers), closed, refused)
+    return {"connections": n, "held_at_end": len(peers), "closed_by_server": closed,
+            "refused": refused, "summary": summary}
+
+
 def attack_huge_batches(ctx):
     """N = 20 x scale authenticated connections each sending 20 requests for the largest reply
     (sekka `ID.BATCH 100000`, redis `LRANGE huge 0 -1` of 100,000 items: ~2 MB each) and never
@@ -1049,6 +1133,7 @@ ATTACK_FUNCS = {
     "unauth_partial": attack_unauth_partial,
     "auth_guessing": attack_auth_guessing,
     "huge_batches": attack_huge_batches,
+    "idle_unauthenticated": attack_idle_unauthenticated,
 }
 
 
@@ -1061,6 +1146,7 @@ def run_attack(name, target, seconds, scale, rss_cap_mib, log=print):
     restarted = target.ensure_running()
     rss_before = target.rss_kib() or 0
     good = GoodClient(target, seconds)
+    fresh = GoodClient(target, seconds, fresh=True)
     cap_event = threading.Event()
     sampler = RssSampler(target, rss_cap_mib * 1024 if rss_cap_mib else None, cap_event)
     sampler.start()
@@ -1079,6 +1165,7 @@ def run_attack(name, target, seconds, scale, rss_cap_mib, log=print):
     finally:
         ctx.close_all()
         good_result = good.result()
+        fresh_result = fresh.result()
         sampler.finish()
     alive_after = target.alive()
     ping_after = target.ping() if alive_after else (False, "exited with %s"
@@ -1096,7 +1183,7 @@ def run_attack(name, target, seconds, scale, rss_cap_mib, log=print):
         "rss_samples_kib": sampler.samples,
         "alive_at_end": alive_end, "ping_at_end": list(ping_end),
         "alive_after": alive_after, "ping_after": list(ping_after),
-        "good": good_result, "attacker": attacker,
+        "good": good_result, "fresh": fresh_result, "attacker": attacker,
     }
     log("  %-24s %-6s peak %7.1f MiB  good p99 %s ms, %d errors  | %s" % (
         name, target.name, rec["peak_rss_mib"], fmt(good_result["p99_ms"]),
@@ -1110,8 +1197,9 @@ def fmt(v, digits=2):
 
 def markdown_table(records):
     head = ("| attack | target | peak RSS MiB | RSS before MiB | good p50 ms | good p99 ms "
-            "| good max ms | good errors | attacker outcome |")
-    lines = [head, "|---|---|--:|--:|--:|--:|--:|--:|---|"]
+            "| good max ms | good errors | new client max ms | new client errors "
+            "| attacker outcome |")
+    lines = [head, "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|---|"]
     for r in records:
         g = r["good"]
         outcome = r["attacker"]["summary"]
@@ -1119,10 +1207,11 @@ def markdown_table(records):
             outcome = "**TARGET DIED** " + outcome
         elif not r["ping_after"][0]:
             outcome = "**NO PING AFTER** " + outcome
-        lines.append("| %s | %s | %.1f | %.1f | %s | %s | %s | %d | %s |" % (
+        f = r["fresh"]
+        lines.append("| %s | %s | %.1f | %.1f | %s | %s | %s | %d | %s | %d | %s |" % (
             r["attack"], r["target"], r["peak_rss_mib"], r["rss_before_mib"],
             fmt(g["p50_ms"]), fmt(g["p99_ms"]), fmt(g["max_ms"]), g["errors"],
-            outcome.replace("|", "\\|")))
+            fmt(f["max_ms"]), f["errors"], outcome.replace("|", "\\|")))
     return "\n".join(lines)
 
 
@@ -1193,11 +1282,13 @@ def main(argv=None):
                     help="cut an attack short when the target's RSS passes this (0 = no cap)")
     ap.add_argument("--settle", type=float, default=1.0, help="seconds between attacks")
     ap.add_argument("--good-client", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--fresh-client", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--port", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--command", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
-    if args.good_client:
-        good_client(args.port, args.command.split(), args.seconds)
+    if args.good_client or args.fresh_client:
+        (fresh_client if args.fresh_client else good_client)(args.port, args.command.split(),
+                                                             args.seconds)
         return 0
     attacks = [a for a in args.attacks.split(",") if a]
     targets = [t for t in args.targets.split(",") if t]

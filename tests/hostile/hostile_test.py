@@ -6,6 +6,8 @@ scale 0.3, on a real `sekka serve` and a real redis-server, then properties of s
     and after they are gone), and it never had to be started again;
   - the good client was served throughout: no errors (no timeout, error reply or closed
     connection) and at least one answer in every second of every attack;
+  - a new client with the right token, from the attackers' address, got in and was answered
+    every time it tried (every 250 ms), in every attack;
   - sekka's peak RSS stays under 300 MiB. Why that bound: the server runs with
     --max-buffer-mib 64, which caps request and reply buffers across all connections (past it
     the connection buffering the most is closed), and at scale 0.3 the largest attack holds
@@ -89,6 +91,15 @@ class HostileTest(unittest.TestCase):
             self.assertEqual(good["errors"], 0, good["error_kinds"])
             self.assertGreaterEqual(good["min_answers_per_second"], 1,
                                     good["answers_per_second"])
+
+    def test_sekka_lets_a_new_client_with_the_token_in_throughout(self):
+        """Issue 42: a client connecting with the right token from the attackers' address (one
+        NAT) was refused while silent connections held every slot, and waited behind queued
+        guesses. Every 250 ms it connects, authenticates and is answered, in every attack."""
+        for _, r in self.sekka():
+            fresh = r["fresh"]
+            self.assertEqual(fresh["errors"], 0, fresh["error_kinds"])
+            self.assertGreater(fresh["answers"], 0)
 
     def test_sekka_peak_rss_bounded(self):
         for _, r in self.sekka():
