@@ -77,6 +77,15 @@ TEST(HttpTest, EnforcesTheLimits) {
     EXPECT_EQ(o.status, 431);
   }
   {
+    // What counts, as docs/protocol.md says: the target and the headers' names and values
+    // (16 KiB in all here: "/", "X", and a value of the rest), never the separators.
+    const std::string at_limit = "GET / HTTP/1.1\r\nX: " + std::string(16 * 1024 - 2, 'a');
+    RequestParser p(limits);
+    EXPECT_EQ(p.Parse(at_limit + "\r\n\r\n").kind, RequestParser::Kind::kRequest);
+    RequestParser q(limits);
+    EXPECT_EQ(q.Parse(at_limit + "a\r\n\r\n").status, 431);
+  }
+  {
     RequestParser p(limits);
     std::string many = "GET / HTTP/1.1\r\n";
     for (int i = 0; i < 100; ++i) {

@@ -442,9 +442,12 @@ Result<std::string> Service::SegmentTagsJson(std::string_view tag, std::string_v
   std::vector<TagInfo> rows;
   bool full = false;
   if (tag.empty()) {
-    SEKKA_ASSIGN_OR_RETURN(auto page, SegmentTagRows(after));
-    rows = std::move(page);
-    full = rows.size() == kTagsPage;
+    if (!after.empty()) SEKKA_RETURN_IF_ERROR(ValidateTag(after));
+    // One row more than a page says whether another page follows (a full last page said
+    // next_after, and the page after it was empty).
+    SEKKA_ASSIGN_OR_RETURN(rows, segment_store_->ListTagsAfter(after, kTagsPage + 1));
+    full = rows.size() > kTagsPage;
+    if (full) rows.resize(kTagsPage);
   } else {
     SEKKA_RETURN_IF_ERROR(ValidateTag(tag));
     SEKKA_ASSIGN_OR_RETURN(auto one, segment_store_->GetTag(tag));

@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <limits>
 
+#include "sekka/segment.h"
+
 namespace sekka {
 namespace {
 
@@ -23,7 +25,7 @@ Status ValidateStrictTag(std::string_view tag) {
   if (ok) return Status::Ok();
   return InvalidArgument(
       fmt::format("strict tag \"{}\" is not valid: allowed 1 to 40 characters of A-Z a-z 0-9 _ . -",
-                  tag.substr(0, 40)));
+                  ShownTag(tag)));  // whole up to 60 characters: a cut one read as valid
 }
 
 StrictLeader::StrictLeader(std::string tag, std::unique_ptr<WorkerLease> lease, Clock& clock,

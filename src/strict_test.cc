@@ -201,6 +201,11 @@ TEST(StrictTagTest, NamesAreCheckedForTheCoordinatorsNamespace) {
     ASSERT_FALSE(s.ok()) << bad;
     EXPECT_NE(s.error().message.find("allowed 1 to 40 characters"), std::string::npos);
   }
+  // Issue 42: a name over 40 characters was shown cut to 40, as if it were a valid one.
+  const std::string long_name(45, 'a');
+  EXPECT_NE(ValidateStrictTag(long_name).error().message.find("\"" + long_name + "\""),
+            std::string::npos);
+  EXPECT_NE(ValidateStrictTag("a\x1b[2J").error().message.find("a\\x1b[2J"), std::string::npos);
 }
 
 }  // namespace

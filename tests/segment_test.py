@@ -12,6 +12,7 @@ import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -259,6 +260,25 @@ class SqliteSegmentTest(SegmentTestCase):
         s = self.start("data", "--segment-auto-create", "true")
         r = redis.Redis(host="127.0.0.1", port=s.resp_port)
         self.assertEqual([r.incr("fresh") for _ in range(3)], [1, 2, 3])
+
+    def test_a_full_last_page_of_tags_says_it_is_the_last(self):
+        """Issue 42: with exactly 1,000 tags (one page), next_after named the last one and the
+        page after it was empty; the contract says null on the last page."""
+        s = self.start("data", "--segment-auto-create", "true")
+        with socket.create_connection(("127.0.0.1", s.resp_port), timeout=30) as c:
+            c.sendall(b"".join(b"SEG.CREATE t%04d 1 10\r\n" % i for i in range(1000)))
+            data = b""
+            while data.count(b"\r\n") < 1000:
+                data += c.recv(65536)
+        self.assertEqual(data.count(b"+created"), 1000)
+        status, body = s.get_json("/v1/tags")
+        self.assertEqual((status, len(body["tags"]), body["next_after"]), (200, 1000, None))
+        s2 = redis.Redis(host="127.0.0.1", port=s.resp_port)
+        s2.execute_command("SEG.CREATE", "t1000", 1, 10)
+        status, body = s.get_json("/v1/tags")
+        self.assertEqual((len(body["tags"]), body["next_after"]), (1000, "t0999"))
+        status, body = s.get_json("/v1/tags?after=t0999")
+        self.assertEqual(([t["tag"] for t in body["tags"]], body["next_after"]), (["t1000"], None))
 
     def test_auto_create_is_bounded_by_max_tags(self):
         s = Server(self.dirs.path("bounded"), "--segment-auto-create", "true",
