@@ -105,7 +105,8 @@ std::int64_t RoomWeight(const ConnectionLoad& c, std::int64_t now_ms, bool crowd
   if (arriving >= kSlowSenderAgeMs) return base + kSlowBase + arriving;
   const bool at_rest = c.partial_since_ms == 0 && c.write_since_ms == 0 && !c.held && !c.pending;
   const std::int64_t idle = std::max<std::int64_t>(now_ms - c.active_ms, 0);
-  if (!at_rest || (!crowded && idle < kIdleSpareMs)) return 0;
+  const std::int64_t rest = !crowded ? kIdleSpareMs : c.requested ? kCrowdedRestMs : 0;
+  if (!at_rest || idle < rest) return 0;
   return base + idle + 1;
 }
 

@@ -49,6 +49,10 @@ inline constexpr std::int64_t kMaxAuthWaitMs = 5000;
 // token set) that has been idle this long, gives its slot to the new one.
 inline constexpr std::int64_t kSlowSenderAgeMs = 1000;
 inline constexpr std::int64_t kIdleSpareMs = 1000;
+// On the address holding the most connections, one that has made a request gives its slot first
+// once at rest this long (a pool busy with requests every few milliseconds keeps its
+// connections), one that never made any at once (a flood of silent connections).
+inline constexpr std::int64_t kCrowdedRestMs = 100;
 // How many unauthenticated connections the choice of one to close looks at past those it must
 // spare.
 inline constexpr int kUnauthenticatedLook = 64;
@@ -135,6 +139,7 @@ struct ConnectionLoad {
   std::size_t buffered = 0;           // its buffers' bytes
   std::int64_t active_ms = 0;         // its last progress (a read, a reply written)
   bool presented_token = false;       // it presented server.auth_token
+  bool requested = false;             // it has made a request
 };
 
 // Whether a client reads its replies at kMinDrainRate: from the budget's scan, the bytes the
@@ -186,7 +191,8 @@ inline bool ClosesFirst(const MemoryCandidate& a, const MemoryCandidate& b) {
 // much a connection's slot is owed to a new client, the largest giving it up; 0: it keeps it.
 // Never one that presented the token. First the connections of the address that holds the most
 // (`crowded`: with no token set every connection is a client like the new one, and one client
-// must not take the others' pooled connections), of which also one at rest however briefly;
+// must not take the others' pooled connections), of which also one at rest for kCrowdedRestMs,
+// or at once when it never made a request;
 // within each, a slow sender (a request arriving for at least kSlowSenderAgeMs) before any idle
 // one, the longest arriving first; then one idle for at least kIdleSpareMs, the longest first.
 std::int64_t RoomWeight(const ConnectionLoad& c, std::int64_t now_ms, bool crowded);

@@ -235,10 +235,12 @@ TEST(RoomWeightTest, ASlowSenderGoesBeforeAnyIdleOne) {
             RoomWeight({.partial_since_ms = 45'000, .active_ms = now}, now, false));
 }
 
-TEST(RoomWeightTest, TheCrowdedAddressGivesFirstEvenAConnectionJustAtRest) {
+TEST(RoomWeightTest, TheCrowdedAddressGivesFirstAConnectionAtRestABriefSpell) {
   const std::int64_t now = 50'000;
-  EXPECT_GT(RoomWeight({.active_ms = now}, now, true), 0);
-  EXPECT_GT(RoomWeight({.active_ms = now}, now, true),
+  const ConnectionLoad busy{.active_ms = now - kCrowdedRestMs + 1, .requested = true};
+  EXPECT_EQ(RoomWeight(busy, now, true), 0);  // a pool between two requests
+  EXPECT_GT(RoomWeight({.active_ms = now, .requested = false}, now, true), 0);  // silent
+  EXPECT_GT(RoomWeight({.active_ms = now - kCrowdedRestMs, .requested = true}, now, true),
             RoomWeight({.partial_since_ms = 1, .active_ms = 1}, now, false));
   EXPECT_EQ(RoomWeight({.write_since_ms = 1, .active_ms = 1}, now, true), 0);
   EXPECT_EQ(RoomWeight({.active_ms = 1, .presented_token = true}, now, true), 0);

@@ -56,12 +56,12 @@ void Connection::Begin() {
     return;
   }
   if (*delay == 0) {
-    Handshake();
+    AwaitHello();
     return;
   }
   auto timer = std::make_shared<asio::steady_timer>(executor(), std::chrono::milliseconds(*delay));
   timer->async_wait([self = shared_from_this(), timer](const asio::error_code&) {
-    if (!self->closed_) self->Handshake();
+    if (!self->closed_) self->AwaitHello();
   });
 }
 
@@ -82,19 +82,25 @@ void RawSocket::async_read_some(const Buffers& buffers, Handler&& handler) {
 
 void Connection::OnRawBytes() {
   Touch();
-  if (handshaking_ && !handshake_counted_ && !closed_) {
-    handshake_counted_ = true;  // OpenSSL holds its memory from the ClientHello on
-    Account();
-  }
   if (handshaking_ || closed_ || partial_since_ms_.load() != 0) return;
   partial_since_ms_.store(NowMs());
   ArmIdleTimer();  // its deadline may come before the idle one
 }
 
+void Connection::AwaitHello() {
+  socket_.async_wait(tcp::socket::wait_read,
+                     [self = shared_from_this()](const asio::error_code& ec) {
+                       if (ec || self->closed_)
+                         return;  // closed meanwhile (auth_timeout, made room)
+                       self->Handshake();
+                     });
+}
+
 void Connection::Handshake() {
   handshaking_ = true;
+  Account();  // what OpenSSL holds from here on
   // Made now, not at accept: its buffers (34 KiB) and OpenSSL's are not held by a connection
-  // waiting for its handshake's turn.
+  // waiting for its handshake's turn or its first bytes.
   tls_ = std::make_unique<TlsStream>(RawSocket(socket_, *this), *tls_context_);
   TrackPartial(/*completed=*/true, /*need_more=*/true);  // its deadline starts now
   tls_->async_handshake(
@@ -187,7 +193,8 @@ ConnectionLoad Connection::Load() const {
           .handshaking = handshaking_.load(),
           .buffered = buffered_.load(),
           .active_ms = active_ms_.load(std::memory_order_relaxed),
-          .presented_token = presented_token_.load()};
+          .presented_token = presented_token_.load(),
+          .requested = requested_.load(std::memory_order_relaxed)};
 }
 
 bool Connection::ClientStalled(std::int64_t now_ms) {
@@ -213,9 +220,8 @@ void Connection::TrackPartial(bool completed, bool need_more) {
 void Connection::Account() {
   if (in_.empty() && in_.capacity() > kKeptCapacity) std::string().swap(in_);
   if (out_.empty() && !busy_ && out_.capacity() > kKeptCapacity) std::string().swap(out_);
-  const std::size_t now = closed_ ? 0
-                                  : in_.capacity() + out_.capacity() +
-                                        (handshaking_ && handshake_counted_ ? kHandshakeBytes : 0);
+  const std::size_t now =
+      closed_ ? 0 : in_.capacity() + out_.capacity() + (handshaking_ ? kHandshakeBytes : 0);
   const std::size_t before = buffered_.exchange(now);
   if (now != before) {
     server_.AddBuffered(static_cast<std::int64_t>(now) - static_cast<std::int64_t>(before));
@@ -385,6 +391,9 @@ void Connection::Process() {
                                             : TakeResp(data, pos);
   }
   in_.erase(0, pos);
+  if (handled_ != handled_before && !requested_.load(std::memory_order_relaxed)) {
+    requested_.store(true);
+  }
   TrackPartial(handled_ != handled_before, step == Step::kNeedMore);
 }
 

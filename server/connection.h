@@ -155,6 +155,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // The rest of a write the socket did not take at once, one write_some at a time.
   void WriteSome();
   void OnWritten(const asio::error_code& ec, std::size_t n);
+  // Waits for the client's first bytes (its ClientHello) before anything of TLS is made: a
+  // silent connection holds no handshake memory (about 100 KiB each, counted only once made).
+  void AwaitHello();
   // The TLS handshake, held to server.request_timeout like a request; then Read().
   void Handshake();
   void Read();
@@ -201,7 +204,6 @@ class Connection : public std::enable_shared_from_this<Connection> {
   asio::ssl::context* const tls_context_;  // null: plain TCP
   std::unique_ptr<TlsStream> tls_;         // over socket_, from the handshake on
   std::atomic<bool> handshaking_{false};
-  bool handshake_counted_ = false;  // its first bytes came: kHandshakeBytes count
   asio::steady_timer idle_timer_;
   const Protocol protocol_;
   std::string in_;
@@ -234,6 +236,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::atomic<std::int64_t> active_ms_;            // its last progress (Touch)
   bool trusted_ = false;                           // trusted()
   std::atomic<bool> presented_token_{false};       // it presented server.auth_token
+  std::atomic<bool> requested_{false};             // it has made a request (handled_ > 0)
   // Its replies wait for the host's auth turn (AwaitAuthTurn): QueueWrite waits, and the
   // budget counts its buffers.
   std::atomic<bool> held_for_turn_{false};

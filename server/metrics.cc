@@ -7,6 +7,7 @@
 #include <tuple>
 
 #include "server/service.h"
+#include "server/tag_series.h"
 
 namespace sekka::server {
 
@@ -127,36 +128,15 @@ void Service::AppendSegmentMetrics(MetricsWriter& w) {
     st.fetch_errors = failed;
     seg.emplace_back(tag, std::move(st));
   }
-  // Series of their own for at most metrics_tags tags, kept once given (a series that comes
-  // and goes, or a sum that loses a member, reads as a counter reset): the busiest by ids
-  // issued when a place is free. The rest are summed in one series without the tag label, as
-  // Prometheus' guidance on label cardinality asks (3,000 tags made a 1.1 MB reply).
-  const auto keep = static_cast<std::size_t>(config_.metrics_tags);
-  std::vector<std::pair<std::string, SegmentStats>> own, rest;
-  for (auto& e : seg) (metrics_kept_.contains(e.first) ? own : rest).push_back(std::move(e));
-  if (metrics_kept_.size() < keep && !rest.empty()) {
-    std::sort(rest.begin(), rest.end(), [](const auto& a, const auto& b) {
-      return std::tie(a.second.issued, a.second.fetch_errors) >
-             std::tie(b.second.issued, b.second.fetch_errors);
-    });
-    const std::size_t taken = std::min(keep - metrics_kept_.size(), rest.size());
-    for (std::size_t i = 0; i < taken; ++i) {
-      metrics_kept_.insert(rest[i].first);
-      own.push_back(std::move(rest[i]));
-    }
-    rest.erase(rest.begin(), rest.begin() + static_cast<std::ptrdiff_t>(taken));
-  }
-  std::sort(own.begin(), own.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
-  seg = std::move(own);
+  // Series of their own for server.metrics_tags tags, the rest summed (TagSeries).
+  const TagSplit split = metrics_tags_.Split(
+      std::move(seg), static_cast<std::size_t>(config_.metrics_tags), clock_.MonotonicMillis());
   auto per_tag = [&](std::string_view name, std::string_view type, std::string_view help,
                      auto value, bool summed = true) {
     w.Family(name, type, help);
-    for (const auto& [tag, st] : seg)
+    for (const auto& [tag, st] : split.own)
       w.out += fmt::format("{}{{tag=\"{}\"}} {}\n", name, MetricsWriter::Label(tag), value(st));
-    if (rest.empty() || !summed) return;
-    decltype(value(rest[0].second)) sum{};
-    for (const auto& [tag, st] : rest) sum += value(st);
-    w.out += fmt::format("{} {}\n", name, sum);
+    if (split.has_sum && summed) w.out += fmt::format("{} {}\n", name, value(split.summed));
   };
   per_tag("sekka_segment_issued_total", "counter", "Segment ids issued (or skipped), by tag.",
           [](const SegmentStats& st) { return st.issued; });

@@ -336,7 +336,8 @@ class ServerImpl final : public Server, public ConnectionHost {
       if (c == nullptr || c->chosen.load()) continue;
       const ConnectionLoad l = c->Load();
       const bool in_crowd = !crowded.empty() && c->host() == crowded;
-      if (const std::int64_t w = RoomWeight(l, now, in_crowd); w > best) {
+      // One about to read its credentials is spared here too (TakeUnauthenticated).
+      if (const std::int64_t w = RoomWeight(l, now, in_crowd); w > best && !c->AboutToRead()) {
         best = w;
         load = l;
         victim = std::move(c);

@@ -22,7 +22,6 @@
 #include <span>
 #include <string>
 #include <thread>
-#include <unordered_set>
 #include <vector>
 
 #include "sekka/codec.h"
@@ -38,6 +37,7 @@
 #include "server/config.h"
 #include "server/log.h"
 #include "server/strict_tags.h"
+#include "server/tag_series.h"
 
 namespace sekka::server {
 
@@ -356,8 +356,7 @@ class Service {
   std::mutex metrics_mu_;           // MetricsText's cache:
   std::string metrics_text_;        //   the text last rendered, guarded by metrics_mu_
   std::int64_t metrics_at_ms_ = 0;  //   and when (monotonic), guarded by metrics_mu_
-  // The tags with series of their own in /metrics, kept once given; guarded by metrics_mu_.
-  std::unordered_set<std::string> metrics_kept_;
+  TagSeries metrics_tags_;  // which tags have /metrics series of their own; guarded by metrics_mu_
   std::deque<UiSample> ui_history_;  // guarded by ui_mu_
   std::int64_t ui_last_mono_ = -1;   // guarded by ui_mu_
 

@@ -52,9 +52,14 @@ void RedactUserInfo(std::string& text) {
     if (at == std::string::npos || at < start) continue;
     const std::size_t colon = text.find(':', start);
     if (colon == std::string::npos || colon > at || text.find('@', start) < colon) continue;
-    // An address shown already (SecretUri::shown, "user:***@host"): what follows its '@' is no
-    // password, though it may hold an '@' (MySQL's "Access denied for user 'u'@'host'").
-    if (text.compare(colon + 1, 4, "***@") == 0) continue;
+    // An address shown already (SecretUri::shown, "user:***@host"), whose host runs to a space
+    // without another '@': what follows is no password, though it may hold an '@' (MySQL's
+    // "Access denied for user 'u'@'host'"). "u:***@rest@host" is a password that begins so.
+    if (text.compare(colon + 1, 4, "***@") == 0) {
+      const std::size_t host = colon + 5;
+      const std::size_t host_end = std::min(text.find_first_of(" \t\n", host), text.size());
+      if (text.find('@', host) >= host_end) continue;
+    }
     text.replace(colon + 1, at - colon - 1, "***");
   }
 }

@@ -239,14 +239,17 @@ Result<SegmentSequence*> SegmentAllocator::Sequence(std::string_view tag) {
   std::unique_lock lock(mu_);
   if (auto it = sequences_.find(tag); it != sequences_.end()) return it->second.get();
   SEKKA_RETURN_IF_ERROR(ValidateTag(tag));
+  // The row first: a tag that does not exist is not_found at the bound too (a client retries
+  // an unavailable one).
+  SEKKA_ASSIGN_OR_RETURN(auto info, LookUp(tag, lock));
+  // A row that another program wrote is checked like a new tag: a delta of 0 divided by zero.
+  SEKKA_RETURN_IF_ERROR(CheckServedRow(info));
+  if (auto it = sequences_.find(tag); it != sequences_.end()) return it->second.get();
   if (sequences_.size() >= options_.max_tags) {
     return Exhausted(fmt::format(
         "tag \"{}\" is not served: this server already serves {} tags (segment.max_tags)", tag,
         sequences_.size()));
   }
-  SEKKA_ASSIGN_OR_RETURN(auto info, LookUp(tag, lock));
-  // A row that another program wrote is checked like a new tag: a delta of 0 divided by zero.
-  SEKKA_RETURN_IF_ERROR(CheckServedRow(info));
   auto [it, inserted] = sequences_.emplace(std::string(tag), nullptr);
   if (!inserted) return it->second.get();  // another caller created it meanwhile
   std::uint64_t load_errors = 0;

@@ -301,6 +301,9 @@ class SqliteSegmentTest(SegmentTestCase):
         self.assertIn("segment.max_tags", str(e.exception))
         listed = sekka("segment", "list", "--data-dir", self.dirs.path("bounded")).stdout
         self.assertNotIn("t5", listed)
+        # Second review of issue 42: a tag that does not exist answered 503 at the bound (a
+        # client retries that); it is 404, as below it.
+        self.assertEqual(s.get_json("/v1/segment/nope")[0], 404)
 
     def test_an_exhausted_tag_under_concurrent_clients_is_unavailable_and_the_server_lives(self):
         """The safety review's crash: a tag whose first range cannot be allocated (here: it

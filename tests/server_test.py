@@ -1666,6 +1666,48 @@ class LimitsTest(ServerTestCase):
             for c in pool + flood:
                 c.close()
 
+    def test_without_a_token_a_busy_pool_keeps_its_connections(self):
+        """Second review of issue 42: the address holding the most connections gave even a
+        connection at rest for microseconds, so idle connections from many addresses closed a
+        busy pool's. A crowded address gives a connection at rest for 100 ms."""
+        s = self.start("data", "--max-connections", "40", "--threads", "1")
+        pool = [socket.create_connection(("127.0.0.1", s.resp_port), timeout=10)
+                for _ in range(15)]
+        idle = []
+        stop = threading.Event()
+        failures = []
+
+        def busy(c):
+            while not stop.is_set():
+                try:
+                    c.sendall(b"PING\r\n")
+                    if c.recv(100) != b"+PONG\r\n":
+                        failures.append("closed")
+                        return
+                except OSError as e:
+                    failures.append(repr(e))
+                    return
+                time.sleep(0.01)
+        threads = [threading.Thread(target=busy, args=(c,)) for c in pool]
+        for t in threads:
+            t.start()
+        try:
+            for i in range(58):
+                try:
+                    idle.append(socket.create_connection(
+                        ("127.0.0.1", s.resp_port), timeout=10,
+                        source_address=("127.0.0.%d" % (2 + i), 0)))
+                except OSError:
+                    pass
+            time.sleep(2)
+        finally:
+            stop.set()
+            for t in threads:
+                t.join()
+            for c in pool + idle:
+                c.close()
+        self.assertEqual(failures, [])
+
     def test_unauthenticated_connections_close_at_the_auth_timeout(self):
         """Issue 42, attack 2: with a token set, a connection that never authenticates held its
         slot for the 300 s idle timeout. It is closed at server.auth_timeout; one that

@@ -312,6 +312,27 @@ class TlsHostileTest(CertsTestCase):
             for c in silent:
                 c.close()
 
+    def test_silent_tls_connections_hold_no_handshake_memory(self):
+        # Second review of issue 42: the TLS stream and OpenSSL's state were made at accept,
+        # about 100 KiB a connection, while the budget counted a handshake from its first byte:
+        # 800 silent connections took 82 MiB outside a 16 MiB budget. Nothing is made before
+        # the first byte now.
+        s = self.serve("silent-mem", "--max-buffer-mib", "16", "--auth-timeout", "30s",
+                       "--request-timeout", "30s", "--max-unauthenticated-per-address", "1000")
+        before = s.rss_kib()
+        silent = []
+        try:
+            for i in range(800):
+                silent.append(socket.create_connection(
+                    ("127.0.0.1", s.resp_port), timeout=30,
+                    source_address=("127.0.0.%d" % (2 + i % 8), 0)))
+            time.sleep(1)
+            grown_mib = (s.rss_kib() - before) / 1024
+        finally:
+            for c in silent:
+                c.close()
+        self.assertLess(grown_mib, 40)  # 800 plain connections' fixed cost is ~10 MiB
+
     def test_replayed_client_hellos_get_the_addresss_handshake_rate(self):
         # A replayed ClientHello costs the server about 1.4 ms of CPU; at 300 a second, good
         # TLS clients went from 4-47 ms to 0.4-3 s. One address starts at most
