@@ -38,6 +38,7 @@ Connection::Connection(ConnectionHost& server, tcp::socket socket, std::string h
       active_ms_(opened_ms_) {}
 
 void Connection::Begin() {
+  begun_.store(true);
   server_.service().ConnectionOpened(protocol_);
   asio::error_code ignored;
   socket_.non_blocking(true, ignored);
@@ -179,7 +180,8 @@ bool Connection::StillReading() {
 }
 
 bool Connection::AboutToRead() const {
-  if (!reading_.load() && !handshaking_.load()) return false;
+  // Not begun yet (Begin is posted to its loop): its first read comes next.
+  if (begun_.load() && !reading_.load() && !handshaking_.load()) return false;
   const int fd = fd_.load();
   int unread = 0;
   return fd >= 0 && ::ioctl(fd, FIONREAD, &unread) == 0 && unread > 0;

@@ -140,7 +140,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // closed an idle timeout later.
   bool StillReading();
   // Bytes from the client wait in the kernel and the connection is reading (a read or its TLS
-  // handshake is under way), so it reads them soon (any thread): an unauthenticated one that
+  // handshake is under way, or it has not begun), so it reads them soon (any thread): one that
   // has sent its credentials is not closed to make room before they are read. One the server
   // does not read (its output full, a handshake waiting its turn, a reply held) is no such.
   bool AboutToRead() const;
@@ -221,6 +221,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // chunk_ after pipelined blocking-pool requests, and a reply appended to out_ while an
   // async_write was sending it).
   std::atomic<bool> reading_{false};  // an async_read_some is in flight (AboutToRead)
+  std::atomic<bool> begun_{false};    // Begin has run (AboutToRead)
   bool writing_ = false;              // an async_write is in flight: out_ is not touched
   std::string held_;                  // a blocking-pool reply that came while writing_
   std::size_t write_pos_ = 0;         // what the write in flight has sent of out_
