@@ -1463,7 +1463,8 @@ class LimitsTest(ServerTestCase):
                 if payload == right:  # answered at once, not after the turns (it may then be
                     # closed for not reading the rest: the budget's business)
                     self.assertEqual(c.recv(12), b"HTTP/1.1 200")
-            self.assertLess(s.rss_kib(), 160 * 1024)
+            if not UNDER_SANITIZER:  # its allocator keeps freed buffers resident
+                self.assertLess(s.rss_kib(), 160 * 1024)
         finally:
             for c in conns:
                 c.close()

@@ -17,6 +17,8 @@ from sekka_testlib import (REPO, SEKKA, Server, TempDirs, check_read_sizes,  # n
                            generated_thrift, wait_for)
 
 TOKEN = "tls-test-token-0123456789"
+# A sanitizer's allocator keeps freed memory resident: RSS bounds are checked without one.
+UNDER_SANITIZER = "ASAN_OPTIONS" in os.environ or "TSAN_OPTIONS" in os.environ
 IDL = os.path.join(os.path.dirname(__file__), "data", "snowflake.thrift")
 generated_thrift(IDL)
 
@@ -295,8 +297,9 @@ class TlsHostileTest(CertsTestCase):
             for c in conns:
                 c.close()
         # 16 MiB of handshakes, the connections' fixed cost (docs/reliability.md), the base.
-        self.assertLess(peak, 140 * 1024)
-        self.assertTrue(wait_for(lambda: s.rss_kib() < peak, 30), (s.rss_kib(), peak))
+        if not UNDER_SANITIZER:
+            self.assertLess(peak, 140 * 1024)
+            self.assertTrue(wait_for(lambda: s.rss_kib() < peak, 30), (s.rss_kib(), peak))
 
     def test_silent_connections_weigh_nothing_against_a_pools_handshakes(self):
         # Review of issue 42: a handshake counted 112 KiB from accept, before any byte came, so
@@ -336,7 +339,8 @@ class TlsHostileTest(CertsTestCase):
         finally:
             for c in silent:
                 c.close()
-        self.assertLess(grown_mib, 40)  # 800 plain connections' fixed cost is ~10 MiB
+        if not UNDER_SANITIZER:
+            self.assertLess(grown_mib, 40)  # 800 plain connections' fixed cost is ~10 MiB
 
     def test_replayed_client_hellos_get_the_addresss_handshake_rate(self):
         # A replayed ClientHello costs the server about 1.4 ms of CPU; at 300 a second, good
