@@ -1,14 +1,17 @@
 #include "cli/commands.h"
 
+#include <fcntl.h>
 #include <fmt/format.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <charconv>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <functional>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -681,6 +684,41 @@ int RunBench(const BenchFlags& flags) {
   return kExitOk;
 }
 
+namespace {
+
+// Makes `path` with `text`, readable by its owner only (a key file the next command takes,
+// whatever the umask), and never over an existing file (a key lost is every opaque id lost).
+int WriteNewPrivateFile(const std::string& path, const std::string& text) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    return Fail(kExitUsage,
+                errno == EEXIST
+                    ? fmt::format("--out \"{}\" exists: keygen never writes over a key file (to "
+                                  "rotate, add a key: sekka opaque keygen --version b >> {})",
+                                  path, path)
+                    : fmt::format("--out \"{}\" cannot be made: {}", path, std::strerror(errno)));
+  }
+  std::size_t done = 0;
+  while (done < text.size()) {
+    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const std::string why = std::strerror(errno);
+      ::close(fd);
+      ::unlink(path.c_str());
+      return Fail(kExitUsage, fmt::format("--out \"{}\" cannot be written: {}", path, why));
+    }
+    done += static_cast<std::size_t>(n);
+  }
+  if (::close(fd) != 0) {
+    return Fail(kExitUsage,
+                fmt::format("--out \"{}\" cannot be written: {}", path, std::strerror(errno)));
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
 int RunOpaque(const OpaqueFlags& flags) {
   if (flags.action == "keygen") {
     if (flags.version.size() != 1) {
@@ -689,13 +727,17 @@ int RunOpaque(const OpaqueFlags& flags) {
     }
     Result<std::string> line = NewOpaqueKeyLine(flags.version[0]);
     if (!line.ok()) return ExitFor(line.error(), true);
-    std::cout << "# sekka opaque key, made " << FormatUtcMillis(SystemClock().NowMillis())
-              << ": keep it secret; add newer keys below it to rotate\n"
-              << *line << '\n';
-    return kExitOk;
+    const std::string text = "# sekka opaque key, made " +
+                             FormatUtcMillis(SystemClock().NowMillis()) +
+                             ": keep it secret; add newer keys below it to rotate\n" + *line + '\n';
+    if (flags.out.empty()) {
+      std::cout << text;
+      return kExitOk;
+    }
+    return WriteNewPrivateFile(flags.out, text);
   }
   if (flags.key_file.empty()) {
-    return Fail(kExitUsage, "--key-file is required (sekka opaque keygen > FILE makes one)");
+    return Fail(kExitUsage, "--key-file is required (sekka opaque keygen --out FILE makes one)");
   }
   Result<Layout> layout = ParseLayout(flags.layout);
   if (!layout.ok()) return ExitFor(layout.error(), true);

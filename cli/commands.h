@@ -61,6 +61,7 @@ int RunDecode(const DecodeFlags& flags);
 struct OpaqueFlags {
   std::string action;  // keygen | encode | decode
   std::string key_file;
+  std::string out;  // keygen: the key file to make (0600, never overwritten); "" = stdout
   std::string layout = "sekka";
   std::string version = "1";  // keygen: the new key's version character; decode: "" = from text
   bool numeric = false;       // encode: the opaque number instead of the text form

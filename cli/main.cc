@@ -165,6 +165,9 @@ Subcommand AddOpaque(CLI::App& app, const std::string& layouts) {
   CLI::App* op_keygen = cmd->add_subcommand("keygen", "Print a key file line (a new key)");
   op_keygen->add_option("--version", opaque->version, "The key's version character")
       ->capture_default_str();
+  op_keygen->add_option("--out", opaque->out,
+                        "Write the key file here, made 0600 (never over an existing file); "
+                        "default: print it");
   CLI::App* op_encode = cmd->add_subcommand("encode", "Ids to opaque ids");
   op_encode->add_flag("--numeric", opaque->numeric, "The opaque number, not the text form");
   CLI::App* op_decode = cmd->add_subcommand("decode", "Opaque ids (text or number) to ids");

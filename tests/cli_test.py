@@ -276,6 +276,13 @@ class OpaqueTest(CliTestCase):
         self.fails(2, "opaque", "encode", "5", "--key-file", bad, expect="readable by every user")
         self.fails(2, "gen", "--format", "opaque", "--lock-dir", self.dir, expect="--key-file")
         self.fails(2, "opaque", "keygen", "--version", "ab", expect="one character")
+        # Issue 43: `keygen > keys` under umask 022 made a file the next command refused as
+        # readable by every user. --out makes it 0600, and never writes over one.
+        made = os.path.join(self.dir, "made.keys")
+        self.ok("opaque", "keygen", "--out", made)
+        self.assertEqual(os.stat(made).st_mode & 0o777, 0o600)
+        self.assertTrue(self.ok("opaque", "encode", "5", "--key-file", made).strip())
+        self.fails(2, "opaque", "keygen", "--out", made, expect="keygen never writes over a key")
 
 
 class TimeOrderedKindTest(CliTestCase):
