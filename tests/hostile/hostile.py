@@ -499,11 +499,13 @@ def fresh_client(port, command, seconds):
     payload = resp_command(*command)
     times = []
     kinds = Counter()
+    in_a_row = most_in_a_row = 0  # failed tries one after the other
     print("ready", flush=True)
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         t0 = time.perf_counter()
         conn = None
+        failed = True
         try:
             conn = RespConn(port, 2.0)
             conn.auth()
@@ -513,16 +515,20 @@ def fresh_client(port, command, seconds):
                 kinds["reply: %s" % r[:60]] += 1
             else:
                 times.append((time.perf_counter() - t0) * 1000)
+                failed = False
         except (OSError, ConnectionError, ValueError) as e:
             kinds["%s: %s" % (type(e).__name__, str(e)[:60])] += 1
         finally:
             if conn:
                 conn.close()
+        in_a_row = in_a_row + 1 if failed else 0
+        most_in_a_row = max(most_in_a_row, in_a_row)
         time.sleep(max(0.0, 0.25 - (time.perf_counter() - t0)))
     times.sort()
     print(json.dumps({
         "answers": len(times), "errors": sum(kinds.values()), "error_kinds": dict(kinds),
-        "reconnects": 0, "p50_ms": percentile(times, 0.50), "p99_ms": percentile(times, 0.99),
+        "failed_in_a_row": most_in_a_row, "reconnects": 0,
+        "p50_ms": percentile(times, 0.50), "p99_ms": percentile(times, 0.99),
         "max_ms": times[-1] if times else None, "answers_per_second": [],
         "min_answers_per_second": 0}), flush=True)
 
