@@ -32,7 +32,7 @@ Connection::Connection(ConnectionHost& server, tcp::socket socket, std::string h
       tls_context_(tls),
       idle_timer_(socket_.get_executor()),
       protocol_(protocol),
-      chunk_(kReadChunk),
+      chunk_(new char[kReadChunk]),
       http_parser_(http::Limits{}),
       opened_ms_(NowMs()),
       active_ms_(opened_ms_) {}
@@ -44,8 +44,7 @@ void Connection::Begin() {
   socket_.non_blocking(true, ignored);
   fd_.store(socket_.native_handle());
   peer_ = socket_.remote_endpoint(ignored).address();
-  const bool tokenless = server_.config().auth_token.empty();
-  if (tokenless && tls_context_ == nullptr) trusted_ = true;
+  trusted_ = StartsAuthenticated(server_.config(), tls_context_ != nullptr);
   ArmIdleTimer();
   if (tls_context_ == nullptr) {
     Read();
@@ -300,9 +299,9 @@ void Connection::Read() {
     self->OnRead(ec, n);
   };
   if (tls_ != nullptr) {
-    tls_->async_read_some(asio::buffer(chunk_), std::move(done));
+    tls_->async_read_some(asio::buffer(chunk_.get(), kReadChunk), std::move(done));
   } else {
-    socket_.DrainedRead(asio::buffer(chunk_), std::move(done));
+    socket_.DrainedRead(asio::buffer(chunk_.get(), kReadChunk), std::move(done));
   }
 }
 
@@ -312,17 +311,17 @@ void Connection::OnRead(const asio::error_code& ec, std::size_t n) {
     Close();
     return;
   }
-  in_.append(chunk_.data(), n);
+  in_.append(chunk_.get(), n);
   // There may be more: take it without waiting (plain TCP only; a TLS record is read whole by
   // the stream, never from the socket under it).
-  if (tls_context_ == nullptr && n == chunk_.size()) {
+  if (tls_context_ == nullptr && n == kReadChunk) {
     asio::error_code more_ec;
     const std::size_t limit = limits().input;
     while (in_.size() <= limit) {
-      const std::size_t more = socket_.read_some(asio::buffer(chunk_), more_ec);
+      const std::size_t more = socket_.read_some(asio::buffer(chunk_.get(), kReadChunk), more_ec);
       if (more_ec) break;
-      in_.append(chunk_.data(), more);
-      if (more < chunk_.size()) break;
+      in_.append(chunk_.get(), more);
+      if (more < kReadChunk) break;
     }
   }
   Touch();
@@ -589,9 +588,10 @@ void Connection::Close() {
   socket_.shutdown(tcp::socket::shutdown_both, ignored);
   socket_.close(ignored);
   partial_since_ms_.store(0);
+  const std::size_t freed = buffered_.load();
   Account();  // its buffers leave the budget (freed with the connection)
   server_.service().ConnectionClosed(protocol_);
-  server_.Unregister(this);
+  server_.Unregister(this, freed);
 }
 
 }  // namespace sekka::server

@@ -188,7 +188,7 @@ TEST_F(HandlersTest, BrowserBorneRequestsAreRefused) {
   // Issue 42: a GET that hands out ids is refused too (CORS hides the reply, not the ids it
   // took), whichever header tells; one that only reads is not.
   http::Request get = Get("/v1/id", bearer);
-  get.origin = "http://evil.example";
+  get.origin = "http://127.0.0.2:8080";
   EXPECT_EQ(Http(get), "HTTP/1.1 403 Forbidden");
   get.origin = "";
   get.fetch_site = "same-site";  // another port of the same host is another origin

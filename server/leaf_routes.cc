@@ -83,7 +83,7 @@ HttpReply LeafCacheReply(Service& service, const RouteInput&, Result<Reply>& rep
 
 // GET /db: the store's rows (it may wait for the store: run on the store lane).
 Result<Reply> LeafDbCommand(Service& service, Args) {
-  SEKKA_ASSIGN_OR_RETURN(auto page, service.SegmentTagRows(""));
+  SEKKA_ASSIGN_OR_RETURN(auto page, service.SegmentTagRows("", Service::kTagsPage));
   std::vector<std::vector<std::string>> rows;
   for (const TagInfo& t : page) {
     rows.push_back({t.tag, std::to_string(t.next_id), std::to_string(t.step), "-"});

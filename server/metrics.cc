@@ -3,9 +3,6 @@
 
 #include <fmt/format.h>
 
-#include <algorithm>
-#include <tuple>
-
 #include "server/service.h"
 #include "server/tag_series.h"
 
@@ -121,7 +118,7 @@ void Service::AppendRequestMetrics(MetricsWriter& w) {
 
 // Per segment tag.
 void Service::AppendSegmentMetrics(MetricsWriter& w) {
-  std::vector<std::pair<std::string, SegmentStats>> seg = ServedSegments();
+  TagStats seg = ServedSegments();
   // Tags whose row never loaded: their failed loads, so that an outage from the start is seen.
   for (const auto& [tag, failed] : segments_->LoadErrors()) {
     SegmentStats st;

@@ -151,11 +151,14 @@ class ServerImpl final : public Server, public ConnectionHost {
     return lane == Lane::kStrict ? strict_ : lane == Lane::kStrictLeader ? strict_leader_ : store_;
   }
 
-  void Unregister(Connection* c) override {
-    std::lock_guard lock(mu_);
-    connections_.erase(c);
-    unauthenticated_.Remove(c);
-    open_.fetch_sub(1);
+  void Unregister(Connection* c, std::size_t freed) override {
+    {
+      std::lock_guard lock(mu_);
+      connections_.erase(c);
+      unauthenticated_.Remove(c);
+      open_.fetch_sub(1);
+    }
+    if (freed >= kHandshakeBytes) TrimSoon();
   }
 
   // The memory budget: every connection's buffers together. Past server.max_buffer_mib, the
@@ -165,7 +168,6 @@ class ServerImpl final : public Server, public ConnectionHost {
   void AddBuffered(std::int64_t delta) override {
     const std::int64_t total = buffered_.fetch_add(delta) + delta;
     if (delta > 0 && total > Budget()) ShedForMemory();
-    if (delta <= -static_cast<std::int64_t>(kHandshakeBytes)) TrimSoon();
   }
 
   std::int64_t Budget() const { return config_.max_buffer_mib * 1024 * 1024; }
@@ -264,8 +266,7 @@ class ServerImpl final : public Server, public ConnectionHost {
     std::vector<std::pair<std::shared_ptr<Connection>, ShedReason>> closing;
     {
       std::lock_guard lock(mu_);
-      // With no token, a TLS connection is one until its handshake is done.
-      const bool unauthenticated = !config_.auth_token.empty() || tls_ != nullptr;
+      const bool unauthenticated = !StartsAuthenticated(config_, tls_ != nullptr);
       if (unauthenticated &&
           unauthenticated_.Count(host) >=
               static_cast<std::size_t>(config_.max_unauthenticated_per_address)) {

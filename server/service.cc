@@ -442,10 +442,9 @@ Result<std::string> Service::SegmentTagsJson(std::string_view tag, std::string_v
   std::vector<TagInfo> rows;
   bool full = false;
   if (tag.empty()) {
-    if (!after.empty()) SEKKA_RETURN_IF_ERROR(ValidateTag(after));
     // One row more than a page says whether another page follows (a full last page said
     // next_after, and the page after it was empty).
-    SEKKA_ASSIGN_OR_RETURN(rows, segment_store_->ListTagsAfter(after, kTagsPage + 1));
+    SEKKA_ASSIGN_OR_RETURN(rows, SegmentTagRows(after, kTagsPage + 1));
     full = rows.size() > kTagsPage;
     if (full) rows.resize(kTagsPage);
   } else {
@@ -461,11 +460,11 @@ Result<std::string> Service::SegmentTagsJson(std::string_view tag, std::string_v
   return out + "],\"next_after\":" + (full ? JsonString(rows.back().tag) : "null") + "}";
 }
 
-Result<std::vector<TagInfo>> Service::SegmentTagRows(std::string_view after) {
+Result<std::vector<TagInfo>> Service::SegmentTagRows(std::string_view after, std::size_t rows) {
   if (!after.empty()) {
     SEKKA_RETURN_IF_ERROR(ValidateTag(after));
   }
-  return segment_store_->ListTagsAfter(after, kTagsPage);
+  return segment_store_->ListTagsAfter(after, rows);
 }
 
 std::vector<std::pair<std::string, SegmentStats>> Service::ServedSegments() const {

@@ -194,9 +194,9 @@ class Service {
   // kUnavailable.
   static constexpr std::size_t kTagsPage = 1000;
   Result<std::string> SegmentTagsJson(std::string_view tag, std::string_view after = "");
-  // A page of the store's rows: kTagsPage tags named after `after` ("": from the first).
+  // A page of the store's rows: `rows` tags named after `after` ("": from the first).
   // Errors: kInvalidArgument (a bad `after`), kUnavailable.
-  Result<std::vector<TagInfo>> SegmentTagRows(std::string_view after);
+  Result<std::vector<TagInfo>> SegmentTagRows(std::string_view after, std::size_t rows);
   // The tags this process serves, with their buffers and counters, in name order.
   std::vector<std::pair<std::string, SegmentStats>> ServedSegments() const;
   // tinyid's per-bizType tokens (SegmentStore::has_peer_tokens): on when the store keeps them;

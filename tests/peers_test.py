@@ -375,7 +375,7 @@ class CosIdTest(unittest.TestCase):
         self.assertEqual(request(self.s, "POST", target, headers=same)[0], 200)
         # Since issue 42 a GET that hands out ids is refused cross-site too (an <img src>).
         self.assertEqual(request(self.s, "GET", "/v1/id",
-                                 headers={"Origin": "http://evil.example"})[0], 403)
+                                 headers={"Origin": "http://127.0.0.2:8080"})[0], 403)
         # A name the operator lists (a Kubernetes Service's, say) is allowed.
         named = Server(self.dirs.path("named"), "--allowed-hosts", "ids.internal,Other.example")
         try:

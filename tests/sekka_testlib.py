@@ -20,6 +20,21 @@ import unittest
 
 from free_port import free_port  # noqa: F401 (the tests import it from here)
 
+# A sanitizer's allocator keeps freed memory resident: RSS bounds are checked without one.
+UNDER_SANITIZER = "ASAN_OPTIONS" in os.environ or "TSAN_OPTIONS" in os.environ
+
+
+def client_hello():
+    """A TLS ClientHello's bytes, to send (and replay) on raw sockets."""
+    ctx = ssl.create_default_context()
+    ctx.check_hostname, ctx.verify_mode = False, ssl.CERT_NONE
+    tls = ctx.wrap_bio(ssl.MemoryBIO(), outgoing := ssl.MemoryBIO(), server_side=False)
+    try:
+        tls.do_handshake()
+    except ssl.SSLWantReadError:
+        pass
+    return outgoing.read()
+
 SEKKA = os.environ.get("SEKKA_BIN", "build/cli/sekka")
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FAKETIME_LIB = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1"

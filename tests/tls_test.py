@@ -13,12 +13,10 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from sekka_testlib import (REPO, SEKKA, Server, TempDirs, check_read_sizes,  # noqa: E402
-                           generated_thrift, wait_for)
+from sekka_testlib import (REPO, SEKKA, UNDER_SANITIZER, Server, TempDirs,  # noqa: E402
+                           check_read_sizes, client_hello, generated_thrift, wait_for)
 
 TOKEN = "tls-test-token-0123456789"
-# A sanitizer's allocator keeps freed memory resident: RSS bounds are checked without one.
-UNDER_SANITIZER = "ASAN_OPTIONS" in os.environ or "TSAN_OPTIONS" in os.environ
 IDL = os.path.join(os.path.dirname(__file__), "data", "snowflake.thrift")
 generated_thrift(IDL)
 
@@ -215,18 +213,6 @@ class TlsTest(CertsTestCase):
         with socket.create_connection(("127.0.0.1", s.resp_port), timeout=10) as raw:
             with ctx.wrap_socket(raw, server_hostname="127.0.0.1") as c:
                 check_read_sizes(self, c)
-
-
-def client_hello():
-    """A TLS 1.3 ClientHello's bytes, to send (and replay) on raw sockets."""
-    ctx = ssl.create_default_context()
-    ctx.check_hostname, ctx.verify_mode = False, ssl.CERT_NONE
-    tls = ctx.wrap_bio(ssl.MemoryBIO(), outgoing := ssl.MemoryBIO(), server_side=False)
-    try:
-        tls.do_handshake()
-    except ssl.SSLWantReadError:
-        pass
-    return outgoing.read()
 
 
 def tls_resp(port, ca, payload, lines, source="127.0.0.1"):

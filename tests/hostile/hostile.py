@@ -169,6 +169,18 @@ def free_ports(n):
     return ports
 
 
+def rss_kib(pid):
+    """VmRSS of a process in KiB, or None once it is gone."""
+    try:
+        with open("/proc/%d/status" % pid) as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError):
+        pass
+    return None
+
+
 def percentile(sorted_values, q):
     if not sorted_values:
         return None
@@ -264,14 +276,7 @@ class Target:
                 conn.close()
 
     def rss_kib(self):
-        try:
-            with open("/proc/%d/status" % self.proc.pid) as f:
-                for line in f:
-                    if line.startswith("VmRSS:"):
-                        return int(line.split()[1])
-        except (OSError, ValueError):
-            pass
-        return None
+        return rss_kib(self.proc.pid)
 
     def stop(self):
         """SIGTERM to this target's PID, then SIGKILL if it has not exited in 10 s."""

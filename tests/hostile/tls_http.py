@@ -38,20 +38,10 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import hostile  # noqa: E402
+from sekka_testlib import client_hello  # noqa: E402  (hostile put tests/ on the path)
 
 REPO = os.path.normpath(os.path.join(HERE, "..", ".."))
 TOKEN = hostile.TOKEN
-
-
-def client_hello():
-    ctx = ssl.create_default_context()
-    ctx.check_hostname, ctx.verify_mode = False, ssl.CERT_NONE
-    tls = ctx.wrap_bio(ssl.MemoryBIO(), outgoing := ssl.MemoryBIO(), server_side=False)
-    try:
-        tls.do_handshake()
-    except ssl.SSLWantReadError:
-        pass
-    return outgoing.read()
 
 
 class Proc:
@@ -64,14 +54,7 @@ class Proc:
                                      preexec_fn=hostile._die_with_parent)
 
     def rss_kib(self):
-        try:
-            with open("/proc/%d/status" % self.proc.pid) as f:
-                for line in f:
-                    if line.startswith("VmRSS:"):
-                        return int(line.split()[1])
-        except OSError:
-            return 0
-        return 0
+        return hostile.rss_kib(self.proc.pid) or 0
 
     def stop(self):
         if self.proc.poll() is None:
@@ -95,6 +78,15 @@ def wait_port(port, timeout=30):
     raise RuntimeError("nothing listens on %d" % port)
 
 
+def token_file(tmp):
+    """The token in a file only its owner reads (--auth-token-file), made once per run."""
+    path = os.path.join(tmp, "token")
+    if not os.path.exists(path):
+        with open(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as f:
+            f.write(TOKEN + "\n")
+    return path
+
+
 def sekka_env(tmp):
     env = {k: v for k, v in os.environ.items() if not k.startswith("SEKKA_")}
     env["SEKKA_WORKER_LOCK_DIR"] = os.path.join(tmp, "locks")
@@ -105,9 +97,7 @@ def sekka_env(tmp):
 def tls_servers(tmp, sekka_bin, certs):
     """(name, Proc, TLS port) of sekka and redis-server, both with TLS only."""
     sp, rp = hostile.free_ports(2)
-    token = os.path.join(tmp, "token")
-    with open(os.open(token, os.O_WRONLY | os.O_CREAT, 0o600), "w") as f:
-        f.write(TOKEN + "\n")
+    token = token_file(tmp)
     sekka = Proc([sekka_bin, "serve", "--http", "", "--resp", "127.0.0.1:%d" % sp,
                   "--data-dir", os.path.join(tmp, "data"), "--auth-token-file", token,
                   "--tls-cert-file", certs("server.crt"), "--tls-key-file", certs("server.key"),
@@ -245,9 +235,7 @@ def flood(port, path, seconds, good):
 def metrics_flood(tmp, sekka_bin, seconds, tags):
     hp, rp, np = hostile.free_ports(3)
     store = "sqlite:" + os.path.join(tmp, "segments.db")
-    token = os.path.join(tmp, "token")
-    with open(os.open(token, os.O_WRONLY | os.O_CREAT, 0o600), "w") as f:
-        f.write(TOKEN + "\n")
+    token = token_file(tmp)
     sekka = Proc([sekka_bin, "serve", "--http", "127.0.0.1:%d" % hp, "--resp",
                   "127.0.0.1:%d" % rp, "--data-dir", os.path.join(tmp, "mdata"),
                   "--auth-token-file", token, "--segment-store", store,
