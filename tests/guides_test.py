@@ -14,7 +14,7 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(__file__))
 from free_port import free_port  # noqa: E402
-from sekka_testlib import SEKKA, Mariadb, RedisStore, TempDirs  # noqa: E402
+from sekka_testlib import SEKKA, Mariadb, RedisStore, TempDirs, ZooKeeper  # noqa: E402
 
 GUIDE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "docs", "operations.md")
 
@@ -51,12 +51,17 @@ class GuideTestCase(unittest.TestCase):
             script = script.replace(old, new)
         script = ("set -euo pipefail\ntrap 'kill $(jobs -p) 2> /dev/null || true' EXIT\n" +
                   preamble + script)
+        # A fresh machine's lock dir: the guide's own, whatever the suite's class was given.
         env = dict(os.environ, PATH=os.path.dirname(os.path.abspath(SEKKA)) + ":" +
-                   os.environ["PATH"])
+                   os.environ["PATH"], SEKKA_WORKER_LOCK_DIR=self.dirs.path("worker-locks"))
         cwd = self.dirs.path("cwd")
         os.makedirs(cwd)
-        p = subprocess.run(["bash", "-c", script], capture_output=True, text=True, env=env,
-                           timeout=300, cwd=cwd)
+        try:
+            p = subprocess.run(["bash", "-c", script], capture_output=True, text=True, env=env,
+                               timeout=300, cwd=cwd)
+        except subprocess.TimeoutExpired as e:
+            self.fail(f"the guide did not end within 300 s\nstdout:\n{e.stdout}\n"
+                      f"stderr:\n{(e.stderr or b'')[-3000:]}")
         self.assertEqual(p.returncode, 0, f"stdout:\n{p.stdout}\nstderr:\n{p.stderr[-3000:]}")
         lines = p.stdout.splitlines()
         self.started = sum(1 for line in lines if line.startswith("sekka serve: "))
@@ -99,6 +104,41 @@ class ComingFromCosIdTest(GuideTestCase):
         self.assertRegex(out[1], r'^\{"machineId":1,"lastTimeStamp":\d+\}$')
         self.assertRegex(out[2], r'^\{"machineId":0,"lastTimeStamp":\d+\}$')
         self.assertEqual(sorted(out[3:]), ["10.0.0.1:8080", "10.0.0.2:8080"])
+
+
+class ComingFromTinyIdTableTest(GuideTestCase):
+    def test_from_tinyids_table_to_sekkas_own_with_no_id_twice(self):
+        self.backend = Mariadb(self.dirs.path("mariadb"))
+        http, resp = free_port(), free_port()
+        out = self.run_guide("tinyid-table", {
+            "127.0.0.1:3306": f"127.0.0.1:{self.backend.port}",
+            "127.0.0.1:8080": f"127.0.0.1:{http}",
+            "/tmp/sekka-tinyid": self.dirs.path("data"),
+            "sekka serve": f"sekka serve --http 127.0.0.1:{http} --resp 127.0.0.1:{resp}",
+        }, preamble=(
+            f"mariadb() {{ command mariadb --socket={self.backend.path}/sock \"$@\"; }}\n"))
+        self.assertEqual(out, [
+            "test_odd next_id=2 step=1000 delta=2 remainder=1", "3,5,7", "max_id", "2001",
+            "test_odd next_id=2002 step=1000 delta=2 remainder=1", "2003,2005,2007",
+            "max_id\tdelta", "9223372036854775807\t0"])
+        self.assertEqual(self.started, 2)
+        # sekka's 3, 5, 7 and 2003, 2005, 2007, tinyid's (1001, 2001]: none twice.
+
+
+class ComingFromLeafSnowflakeTest(GuideTestCase):
+    def test_beside_a_leaf_servers_node_sekka_takes_its_own_worker_id(self):
+        self.backend = ZooKeeper(self.dirs.path("zk"))
+        http, resp = free_port(), free_port()
+        out = self.run_guide("leaf-snowflake", {
+            "127.0.0.1:2181": self.backend.endpoints,
+            "127.0.0.1:8080": f"127.0.0.1:{http}",
+            "/tmp/sekka-snowflake": self.dirs.path("snowflake"),
+            "sekka serve": f"sekka serve --http 127.0.0.1:{http} --resp 127.0.0.1:{resp}",
+        })
+        self.assertEqual(out, [
+            "Created /snowflake/com.example.leaf.orders/forever/10.0.0.1:8080-0000000000",
+            "worker=1", "worker=1", "[10.0.0.1:8080-0000000000, 127.0.0.1:9001-0000000001]"])
+        self.assertEqual(self.started, 2)
 
 
 if __name__ == "__main__":
