@@ -185,7 +185,8 @@ int GenTimeOrdered(const GenFlags& flags) {
 Result<std::unique_ptr<OpaqueCodec>> GenOpaque(const GenFlags& flags, const Layout& layout) {
   if (flags.format != "opaque") return std::unique_ptr<OpaqueCodec>();
   if (flags.key_file.empty()) {
-    return InvalidArgument("--format opaque needs --key-file (sekka opaque keygen makes one)");
+    return InvalidArgument(
+        "--format opaque needs --opaque-key-file (sekka opaque keygen makes one)");
   }
   SEKKA_ASSIGN_OR_RETURN(auto keys, ReadOpaqueKeyFile(flags.key_file));
   return OpaqueCodec::Create(keys, layout);
@@ -293,7 +294,7 @@ int RunGen(const GenFlags& flags) {
   Result<IdFormat> format =
       *opaque ? Result<IdFormat>(IdFormat::kDec) : ParseIdFormat(flags.format);
   if (!format.ok()) {
-    return Fail(kExitUsage, format.error().message + ", or opaque (with --key-file)");
+    return Fail(kExitUsage, format.error().message + ", or opaque (with --opaque-key-file)");
   }
   if (layout->is_random()) return GenRandom(flags, *layout, opaque->get(), *format);
   Result<SequenceStart> start = ParseSequenceStart(flags.sequence_start);
@@ -737,7 +738,8 @@ int RunOpaque(const OpaqueFlags& flags) {
     return WriteNewPrivateFile(flags.out, text);
   }
   if (flags.key_file.empty()) {
-    return Fail(kExitUsage, "--key-file is required (sekka opaque keygen --out FILE makes one)");
+    return Fail(kExitUsage,
+                "--opaque-key-file is required (sekka opaque keygen --out FILE makes one)");
   }
   Result<Layout> layout = ParseLayout(flags.layout);
   if (!layout.ok()) return ExitFor(layout.error(), true);

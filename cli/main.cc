@@ -20,6 +20,49 @@ namespace {
 
 constexpr const char* kVersion = SEKKA_VERSION;  // from CMakeLists.txt
 
+// Old spellings a command still takes: one name per setting in every command (serve's, from
+// server/config_keys.cc), the old one kept for scripts and noted as old when used.
+struct OldFlag {
+  std::string_view command;
+  std::string_view old;
+  std::string_view key;
+};
+constexpr OldFlag kOldFlags[] = {
+    {"serve", "--worker-lock-dir", "worker.lock_dir"},
+    {"gen", "--key-file", "opaque.key_file"},
+    {"opaque", "--key-file", "opaque.key_file"},
+};
+
+// CLI11's names for the flag that sets `key` on `command`: serve's flag for it, then any old
+// spelling `command` still takes.
+std::string KeyFlagNames(std::string_view command, std::string_view key) {
+  std::string names = sekka::server::FlagOf(key);
+  for (const OldFlag& o : kOldFlags) {
+    if (o.command == command && o.key == key) names += "," + std::string(o.old);
+  }
+  return names;
+}
+
+// A flag's help, naming the setting it is, as serve's flags do.
+std::string KeyHelp(std::string_view help, std::string_view key) {
+  return fmt::format("{} (config {})", help, key);
+}
+
+// Says on stderr, for each old spelling used, that it is old (it still works).
+void NoteOldFlags(int argc, char** argv) {
+  if (argc < 2) return;
+  const std::string_view command = argv[1];
+  for (int i = 2; i < argc; ++i) {
+    const std::string_view word = argv[i];
+    for (const OldFlag& o : kOldFlags) {
+      if (o.command == command && (word == o.old || word.starts_with(std::string(o.old) + "="))) {
+        fmt::print(stderr, "sekka {}: {} is the old name of {}; it still works\n", command, o.old,
+                   sekka::server::FlagOf(o.key));
+      }
+    }
+  }
+}
+
 std::string Join(const std::vector<std::string_view>& names) {
   std::string out;
   for (std::string_view n : names) {
@@ -42,23 +85,31 @@ Subcommand AddGen(CLI::App& app, const std::string& layouts) {
   auto gen = std::make_shared<GenFlags>();
   CLI::App* cmd = app.add_subcommand("gen", "Print new ids, one a line");
   cmd->add_option("-n,--count", gen->count, "How many ids")->capture_default_str();
-  cmd->add_option("--layout", gen->layout, layouts)->capture_default_str();
-  CLI::Option* worker = cmd->add_option("--worker-id", gen->worker_id,
-                                        "Worker id (default: the lowest free one of this host)");
-  cmd->add_option("--max-startup-wait", gen->max_startup_wait,
-                  "Wait out a stored high-water mark this close, else refuse")
+  cmd->add_option(KeyFlagNames("gen", "layout.preset"), gen->layout,
+                  KeyHelp(layouts, "layout.preset"))
+      ->capture_default_str();
+  CLI::Option* worker = cmd->add_option(
+      KeyFlagNames("gen", "worker.id"), gen->worker_id,
+      KeyHelp("Worker id (default: the lowest free one of this host)", "worker.id"));
+  cmd->add_option(KeyFlagNames("gen", "generator.max_startup_wait"), gen->max_startup_wait,
+                  KeyHelp("Wait out a stored high-water mark this close, else refuse",
+                          "generator.max_startup_wait"))
       ->capture_default_str();
   // Id flags are taken as text, so that an empty or out-of-range value is named as typed.
   cmd->add_option_function<std::string>(
-      "--after-id", [gen](const std::string& v) { gen->after_id = v; },
-      "Print only ids above this one (the largest id of the system sekka takes over from)");
-  cmd->add_option("--lock-dir", gen->lock_dir,
-                  "The host's worker-id locks and high-water marks, shared with sekka serve "
-                  "(default: $SEKKA_WORKER_LOCK_DIR, else /var/lib/sekka/workers)");
-  cmd->add_option("--datacenter-id", gen->datacenter_id,
-                  "Datacenter id, for layouts with datacenter bits")
+      KeyFlagNames("gen", "generator.after_id"), [gen](const std::string& v) { gen->after_id = v; },
+      KeyHelp("Print only ids above this one (the largest id of the system sekka takes over from)",
+              "generator.after_id"));
+  cmd->add_option(KeyFlagNames("gen", "worker.lock_dir"), gen->lock_dir,
+                  KeyHelp("The host's worker-id locks and high-water marks, shared with sekka "
+                          "serve (default: $SEKKA_WORKER_LOCK_DIR, else /var/lib/sekka/workers)",
+                          "worker.lock_dir"));
+  cmd->add_option(
+         KeyFlagNames("gen", "worker.datacenter_id"), gen->datacenter_id,
+         KeyHelp("Datacenter id, for layouts with datacenter bits", "worker.datacenter_id"))
       ->capture_default_str();
-  cmd->add_option("--key-file", gen->key_file, "Opaque key file (--format opaque)");
+  cmd->add_option(KeyFlagNames("gen", "opaque.key_file"), gen->key_file,
+                  KeyHelp("Opaque key file (--format opaque)", "opaque.key_file"));
   cmd->add_option("--kind", gen->kind, "snowflake, uuidv7 or ulid")->capture_default_str();
   cmd->add_option("--format", gen->format, "dec, hex, base32, base62, friendly or opaque")
       ->capture_default_str();
@@ -175,7 +226,9 @@ Subcommand AddOpaque(CLI::App& app, const std::string& layouts) {
                         "Key version for numeric opaque ids (default: the newest)");
   for (CLI::App* sub : {op_encode, op_decode}) {
     sub->add_option("values", opaque->values, "Ids or opaque ids")->required();
-    sub->add_option("--key-file", opaque->key_file, "The opaque key file")->required();
+    sub->add_option(KeyFlagNames("opaque", "opaque.key_file"), opaque->key_file,
+                    KeyHelp("The opaque key file", "opaque.key_file"))
+        ->required();
     sub->add_option("--layout", opaque->layout, layouts)->capture_default_str();
   }
   return {
@@ -218,8 +271,11 @@ Subcommand AddSegment(CLI::App& app, const std::string& /*layouts*/) {
       ->required();
   seg_import->add_option("--from", segment->from, "The peer's table: leaf or tinyid")->required();
   for (CLI::App* sub : {seg_create, seg_list, seg_show, seg_step, seg_delete, seg_import}) {
-    sub->add_option("--segment-store", segment->store, store_help);
-    sub->add_option("--data-dir", segment->data_dir, "Data directory")->capture_default_str();
+    sub->add_option(KeyFlagNames("segment", "segment.store"), segment->store,
+                    KeyHelp(store_help, "segment.store"));
+    sub->add_option(KeyFlagNames("segment", "data.dir"), segment->data_dir,
+                    KeyHelp("Data directory", "data.dir"))
+        ->capture_default_str();
     sub->add_flag("--json", segment->json, "As JSON");
   }
   return {cmd, [segment, cmd] {
@@ -241,7 +297,8 @@ Subcommand AddServe(CLI::App& app, const std::string& /*layouts*/) {
   auto serve_values = std::make_shared<std::vector<std::string>>(serve_flags->size());
   for (std::size_t i = 0; i < serve_flags->size(); ++i) {
     const sekka::server::ServeFlag& f = (*serve_flags)[i];
-    cmd->add_option(f.flag, (*serve_values)[i], f.help)->type_name(f.type_name);
+    cmd->add_option(KeyFlagNames("serve", f.key), (*serve_values)[i], f.help)
+        ->type_name(f.type_name);
   }
   auto force = std::make_shared<bool>(false);
   cmd->add_flag("--force", *force, "Start despite a stored state of another layout");
@@ -314,6 +371,7 @@ int main(int argc, char** argv) {
   if (!first.empty() && first[0] != '-' && !known) {
     return Fail(kExitUsage, "unknown command '" + first + "': " + kCommands);
   }
+  NoteOldFlags(argc, argv);
   try {
     app.parse(argc, argv);
   } catch (const CLI::Success& e) {

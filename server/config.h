@@ -145,6 +145,9 @@ struct ServeFlag {
   std::string type_name;  // for --help: TEXT, INT, BOOL or DURATION
 };
 std::vector<ServeFlag> ServeFlags();
+// The flag of `key` as sekka serve spells it ("worker.lock_dir" -> "--lock-dir"); every command
+// that takes the setting spells it so (one name per setting). Empty when the key has none.
+std::string FlagOf(std::string_view key);
 
 }  // namespace sekka::server
 

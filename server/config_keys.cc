@@ -210,7 +210,7 @@ const std::vector<Key>& Keys() {
        "the host's lock dir, shared by every sekka process of this host and bound to one id "
        "space (layout, and where worker ids come from); static, local, hostname lock their "
        "worker id and keep its hwm there",
-       "--worker-lock-dir"},
+       "--lock-dir"},
       {"worker.datacenter_id", Type::kInt, "0", 0, kMaxInt31, &ServerConfig::datacenter_id,
        "where the layout has datacenter bits", "--datacenter-id"},
       {"worker.coordinator", Type::kString, "", 0, 0, &ServerConfig::coordinator,
@@ -352,6 +352,11 @@ std::vector<ServeFlag> ServeFlags() {
     out.push_back({k.flag, k.name, help, kTypeNames[static_cast<int>(k.type)]});
   }
   return out;
+}
+
+std::string FlagOf(std::string_view key) {
+  const Key* k = settings::FindKey(key);
+  return k != nullptr && k->flag != nullptr ? k->flag : "";
 }
 
 std::vector<std::string> ConfigKeys() {

@@ -232,56 +232,56 @@ class OpaqueTest(CliTestCase):
 
     def test_encode_decode_and_gen_round_trip(self):
         ids = ["0", "1", "249780180292206592", str(2 ** 63 - 1)]
-        texts = self.ok("opaque", "encode", *ids, "--key-file", self.keys).split()
+        texts = self.ok("opaque", "encode", *ids, "--opaque-key-file", self.keys).split()
         self.assertEqual(len(texts), 4)
         self.assertTrue(all(len(t) == 12 and t[0] == "a" for t in texts))
-        self.assertEqual(self.ok("opaque", "decode", *texts, "--key-file", self.keys).split(), ids)
-        numbers = self.ok("opaque", "encode", "--numeric", *ids, "--key-file", self.keys).split()
+        self.assertEqual(self.ok("opaque", "decode", *texts, "--opaque-key-file", self.keys).split(), ids)
+        numbers = self.ok("opaque", "encode", "--numeric", *ids, "--opaque-key-file", self.keys).split()
         self.assertTrue(all(0 <= int(n) < 2 ** 63 for n in numbers))
-        self.assertEqual(self.ok("opaque", "decode", *numbers, "--key-file", self.keys).split(),
+        self.assertEqual(self.ok("opaque", "decode", *numbers, "--opaque-key-file", self.keys).split(),
                          ids)
         # js53: opaque ids stay below 2^53.
         small = self.ok("opaque", "encode", "--numeric", "123", "--layout", "js53",
-                        "--key-file", self.keys).split()
+                        "--opaque-key-file", self.keys).split()
         self.assertLess(int(small[0]), 2 ** 53)
-        generated = self.ok("gen", "-n", "100", "--format", "opaque", "--key-file", self.keys,
+        generated = self.ok("gen", "-n", "100", "--format", "opaque", "--opaque-key-file", self.keys,
                             "--lock-dir", self.dir).split()
         back = [int(i) for i in self.ok("opaque", "decode", *generated,
-                                        "--key-file", self.keys).split()]
+                                        "--opaque-key-file", self.keys).split()]
         self.assertEqual(back, sorted(set(back)))
         self.assertNotEqual(generated, sorted(generated))
 
     def test_a_rotated_key_file_still_decodes_old_links(self):
-        old = self.ok("opaque", "encode", "42", "--key-file", self.keys).strip()
+        old = self.ok("opaque", "encode", "42", "--opaque-key-file", self.keys).strip()
         with private_file(self.keys, "a") as f:
             f.write(self.ok("opaque", "keygen", "--version", "b"))
-        new = self.ok("opaque", "encode", "42", "--key-file", self.keys).strip()
+        new = self.ok("opaque", "encode", "42", "--opaque-key-file", self.keys).strip()
         self.assertEqual(new[0], "b")
-        self.assertEqual(self.ok("opaque", "decode", old, new, "--key-file", self.keys).split(),
+        self.assertEqual(self.ok("opaque", "decode", old, new, "--opaque-key-file", self.keys).split(),
                          ["42", "42"])
 
     def test_bad_input_is_one_line(self):
-        self.fails(2, "opaque", "decode", "zzz", "--key-file", self.keys, expect="12 of 0-9A-Za-z")
-        self.fails(2, "opaque", "decode", "q" + "0" * 11, "--key-file", self.keys,
+        self.fails(2, "opaque", "decode", "zzz", "--opaque-key-file", self.keys, expect="12 of 0-9A-Za-z")
+        self.fails(2, "opaque", "decode", "q" + "0" * 11, "--opaque-key-file", self.keys,
                    expect="version 'q' is not known: allowed 'a'")
-        self.fails(2, "opaque", "encode", "-5", "--key-file", self.keys)
-        self.fails(2, "opaque", "encode", "5", "--key-file", "/nonexistent/keys",
+        self.fails(2, "opaque", "encode", "-5", "--opaque-key-file", self.keys)
+        self.fails(2, "opaque", "encode", "5", "--opaque-key-file", "/nonexistent/keys",
                    expect="the opaque key file \"/nonexistent/keys\" cannot be read: No such "
                    "file or directory")
         bad = os.path.join(self.dir, "bad")
         with private_file(bad) as f:
             f.write("a 1234\n")
-        self.fails(2, "opaque", "encode", "5", "--key-file", bad, expect="key line 1")
+        self.fails(2, "opaque", "encode", "5", "--opaque-key-file", bad, expect="key line 1")
         os.chmod(bad, 0o644)  # a secret file other users can read
-        self.fails(2, "opaque", "encode", "5", "--key-file", bad, expect="readable by every user")
-        self.fails(2, "gen", "--format", "opaque", "--lock-dir", self.dir, expect="--key-file")
+        self.fails(2, "opaque", "encode", "5", "--opaque-key-file", bad, expect="readable by every user")
+        self.fails(2, "gen", "--format", "opaque", "--lock-dir", self.dir, expect="--opaque-key-file")
         self.fails(2, "opaque", "keygen", "--version", "ab", expect="one character")
         # Issue 43: `keygen > keys` under umask 022 made a file the next command refused as
         # readable by every user. --out makes it 0600, and never writes over one.
         made = os.path.join(self.dir, "made.keys")
         self.ok("opaque", "keygen", "--out", made)
         self.assertEqual(os.stat(made).st_mode & 0o777, 0o600)
-        self.assertTrue(self.ok("opaque", "encode", "5", "--key-file", made).strip())
+        self.assertTrue(self.ok("opaque", "encode", "5", "--opaque-key-file", made).strip())
         self.fails(2, "opaque", "keygen", "--out", made, expect="keygen never writes over a key")
 
 
@@ -418,11 +418,11 @@ class RandomAndSpreadLayoutTest(CliTestCase):
         with private_file(keys) as f:
             f.write(self.ok("opaque", "keygen", "--version", "r"))
         texts = self.ok("gen", "-n", "100", "--layout", "random", "--format", "opaque",
-                        "--key-file", keys).split()
+                        "--opaque-key-file", keys).split()
         self.assertTrue(all(len(t) == 12 and t[0] == "r" for t in texts))
-        ids = self.ok("opaque", "decode", "--layout", "random", "--key-file", keys,
+        ids = self.ok("opaque", "decode", "--layout", "random", "--opaque-key-file", keys,
                       *texts).split()
-        again = self.ok("opaque", "encode", "--layout", "random", "--key-file", keys, *ids).split()
+        again = self.ok("opaque", "encode", "--layout", "random", "--opaque-key-file", keys, *ids).split()
         self.assertEqual(again, texts)
 
     def test_layout_rate_gives_the_birthday_odds(self):
@@ -493,6 +493,58 @@ class BenchAndHelpTest(CliTestCase):
         for cmd in [[], ["gen"], ["decode"], ["layout"], ["bench"]]:
             out = self.ok(*cmd, "--help")
             self.assertIn("Usage", out)
+
+
+class OneNamePerSettingTest(CliTestCase):
+    """Issue 43: the README said `serve` takes `--lock-dir`; serve's flag was `--worker-lock-dir`
+    while gen's was `--lock-dir` (and gen's `--key-file` was serve's `--opaque-key-file`). Every
+    flag of a setting now says which (`(config KEY)`), and every command spells it as serve does;
+    the old spellings still work and say they are old."""
+
+    COMMANDS = [["gen"], ["serve"], ["opaque", "encode"], ["opaque", "decode"]] + [
+        ["segment", sub] for sub in ("create", "list", "show", "step", "delete", "import")]
+
+    @staticmethod
+    def settings(help_text):
+        """{key: flag} from a --help: the first long name of the option whose text (its line
+        and those under it) says `(config KEY)`."""
+        out, flag = {}, None
+        for line in help_text.splitlines():
+            m = re.match(r"\s+(-\S+)", line)
+            if m:
+                flag = [n for n in m.group(1).split(",") if n.startswith("--")][0]
+            for key in re.findall(r"\(config ([a-z_.]+)\)", line):
+                out[key] = flag
+        return out
+
+    def test_every_command_spells_a_setting_as_serve_does(self):
+        spellings = {}
+        for cmd in self.COMMANDS:
+            for key, flag in self.settings(self.ok(*cmd, "--help")).items():
+                spellings.setdefault(key, set()).add(flag)
+        self.assertEqual({k: v for k, v in spellings.items() if len(v) > 1}, {})
+        self.assertEqual(spellings["worker.lock_dir"], {"--lock-dir"})
+        self.assertEqual(spellings["opaque.key_file"], {"--opaque-key-file"})
+        gen = self.settings(self.ok("gen", "--help"))
+        for key in ("worker.lock_dir", "worker.id", "worker.datacenter_id", "layout.preset",
+                    "generator.after_id", "generator.max_startup_wait", "opaque.key_file"):
+            self.assertIn(key, gen)
+
+    def test_old_spellings_still_work_and_say_so(self):
+        d = tempfile.mkdtemp(prefix="sekka-old-flags-")
+        try:
+            p = run("serve", "--worker-lock-dir", d + "/locks", "--print-config")
+            self.assertEqual(p.returncode, 0, p.stderr)
+            self.assertIn(f'lock_dir = "{d}/locks"', p.stdout)
+            self.assertEqual(p.stderr, "sekka serve: --worker-lock-dir is the old name of "
+                                       "--lock-dir; it still works\n")
+            keys = os.path.join(d, "keys")
+            self.ok("opaque", "keygen", "--out", keys)
+            p = run("opaque", "encode", "42", "--key-file", keys)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            self.assertIn("--key-file is the old name of --opaque-key-file", p.stderr)
+        finally:
+            shutil.rmtree(d)
 
 
 if __name__ == "__main__":

@@ -404,7 +404,7 @@ class OpaqueServerTest(ServerTestCase):
             f.write(p.stdout)
 
     def decode(self, *texts):
-        p = subprocess.run([SEKKA, "opaque", "decode", *texts, "--key-file", self.keys],
+        p = subprocess.run([SEKKA, "opaque", "decode", *texts, "--opaque-key-file", self.keys],
                            capture_output=True, text=True, check=True)
         return [int(i) for i in p.stdout.split()]
 
@@ -480,7 +480,7 @@ class RandomAndSpreadServerTest(ServerTestCase):
         self.assertGreater(len({d["random"] for d in decoded}), 190)
         # Text forms, and opaque ids the CLI maps back with the random layout.
         texts = s.get_json("/v1/randoms?count=20&format=opaque")[1]["ids"]
-        p = subprocess.run([SEKKA, "opaque", "decode", "--layout", "random", "--key-file", keys,
+        p = subprocess.run([SEKKA, "opaque", "decode", "--layout", "random", "--opaque-key-file", keys,
                             *texts], capture_output=True, text=True, check=True)
         back = [int(i) for i in p.stdout.split()]
         self.assertTrue(all(abs(d["timestamp_ms"] - now) < 60_000
