@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "backends/state_file.h"
+#include "sekka/layout.h"
 #include "sekka/worker_lease.h"
 
 namespace sekka {
@@ -46,8 +47,15 @@ struct IdSpace {
   std::string layout;
   std::string workers;
   std::string Text() const { return fmt::format("layout={}\nworkers={}\n", layout, workers); }
-  std::string Name() const {
-    return fmt::format("layout \"{}\" with worker ids from {}", layout, workers);
+  // As a reader knows it: a preset by its name ("twitter", "layout twitter" with `article`),
+  // another layout by its whole fingerprint; then where worker ids come from unless this host.
+  std::string ShortName(bool article) const {
+    const std::string preset = PresetOfFingerprint(layout);
+    return fmt::format("{}{}",
+                       preset.empty() ? fmt::format("layout \"{}\"", layout)
+                       : article      ? "layout " + preset
+                                      : preset,
+                       workers == kHostWorkers ? "" : " with worker ids from " + workers);
   }
 };
 
@@ -165,12 +173,12 @@ Status BindLockDir(const std::string& lock_dir, std::string_view layout, std::st
         "cluster's worker.source",
         lock_dir, bound.workers, mine.workers));
   }
+  // One short line (the first hour meets it trying layouts); the reasons and the move are in
+  // docs/operations.md.
   return InvalidArgument(fmt::format(
-      "the worker lock dir {} serves {}; this process has {}: ids of the two could be equal, so "
-      "a host's lock dir serves one id space (layout, direction and where worker ids come from); "
-      "use that one, or move the host to the new one as docs/operations.md says (stop the old "
-      "processes, generator.after_id, then remove {})",
-      lock_dir, bound.Name(), mine.Name(), path));
+      "the lock dir {} serves {}, not {}: to try it apart, --lock-dir \"$(mktemp -d)\" (to move "
+      "the host: docs/operations.md, \"One id space per host\")",
+      lock_dir, bound.ShortName(true), mine.ShortName(false)));
 }
 
 Result<int> TryLockFile(const std::string& path, const std::string& identity) {

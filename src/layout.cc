@@ -519,6 +519,14 @@ std::string LayoutFingerprint(const Layout& l) {
       l.epoch_millis(), l.OrderName(), l.ExtraOptions());
 }
 
+std::string PresetOfFingerprint(std::string_view fingerprint) {
+  for (std::string_view name : Layout::PresetNames()) {
+    const Result<Layout> preset = Layout::Preset(name);
+    if (preset.ok() && LayoutFingerprint(*preset) == fingerprint) return std::string(name);
+  }
+  return "";
+}
+
 Result<std::int64_t> AfterIdFloorMillis(const Layout& l, Id after_id) {
   if (!l.ordered() || l.descending() || l.is_random()) {
     return InvalidArgument(

@@ -261,11 +261,15 @@ class ReviewFindingsTest(HostTestCase):
         self.assertEqual(p.returncode, 2, p.stderr)
         self.assertEqual(p.stdout, "")
         self.assertEqual(len(p.stderr.strip().splitlines()), 1, p.stderr)
-        self.assertIn(os.path.join(self.lock_dir, "id-space"), p.stderr)
-        self.assertIn("order=time,datacenter,worker,sequence", p.stderr)  # what is bound
+        self.assertIn("serves layout twitter, not leaf", p.stderr)  # what is bound
+        # Issue 43: the way to try a layout apart, in one line of under 200 characters with the
+        # default lock dir (it was 600, and said to remove a file under /var/lib).
+        self.assertIn('to try it apart, --lock-dir "$(mktemp -d)"', p.stderr)
+        self.assertLess(len(p.stderr.strip().replace(self.lock_dir, "/var/lib/sekka/workers")),
+                        200)
         err = self.refused("leaf", "--layout", "leaf", "--worker-source", "static",
                            "--worker-id", "32", code=2)
-        self.assertIn("id-space", err)
+        self.assertIn("One id space per host", err)
         self.assertEqual(len(err.strip().splitlines()), 1, err)  # the refusal is its one line
 
     def as_user(self, uid, *args):

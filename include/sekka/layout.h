@@ -132,6 +132,8 @@ ClashOdds RandomClashOdds(const Layout& layout, double ids_per_second);
 // and the options beyond them (shard_bits, reverse_time, descending). Stored with every hwm: a
 // state of another fingerprint belongs to another id space.
 std::string LayoutFingerprint(const Layout& layout);
+// The preset whose fingerprint `fingerprint` is ("twitter"), or "" for any other layout.
+std::string PresetOfFingerprint(std::string_view fingerprint);
 
 // The floor a layout takes over from after an earlier system's ids: every id of a tick later than
 // the one `after_id` reads as in this layout is greater than `after_id`. Returns the last ms of
