@@ -118,7 +118,9 @@ class ComingFromTinyIdTableTest(GuideTestCase):
         }, preamble=(
             f"mariadb() {{ command mariadb --socket={self.backend.path}/sock \"$@\"; }}\n"))
         self.assertEqual(out, [
-            "test_odd next_id=2 step=1000 delta=2 remainder=1", "3,5,7", "max_id", "2001",
+            "test_odd next_id=2 step=1000 delta=2 remainder=1", "3,5,7",
+            '{"data":null,"code":5,"message":"token is error: send ?token= a token that '
+            'tiny_id_token gives this bizType (or server.auth_token)"}', "max_id", "2001",
             "test_odd next_id=2002 step=1000 delta=2 remainder=1", "2003,2005,2007",
             "max_id\tdelta", "9223372036854775807\t0"])
         self.assertEqual(self.started, 2)
@@ -129,7 +131,7 @@ class ComingFromLeafSnowflakeTest(GuideTestCase):
     def test_beside_a_leaf_servers_node_sekka_takes_its_own_worker_id(self):
         self.backend = ZooKeeper(self.dirs.path("zk"))
         http, resp = free_port(), free_port()
-        out = self.run_guide("leaf-snowflake", {
+        out = self.run_guide("leaf-snowflake", {  # sekka's leaf_address is its HTTP address
             "127.0.0.1:2181": self.backend.endpoints,
             "127.0.0.1:8080": f"127.0.0.1:{http}",
             "/tmp/sekka-snowflake": self.dirs.path("snowflake"),
@@ -137,7 +139,9 @@ class ComingFromLeafSnowflakeTest(GuideTestCase):
         })
         self.assertEqual(out, [
             "Created /snowflake/com.example.leaf.orders/forever/10.0.0.1:8080-0000000000",
-            "worker=1", "worker=1", "[10.0.0.1:8080-0000000000, 127.0.0.1:9001-0000000001]"])
+            "Created /snowflake/com.example.leaf.orders/forever/10.0.0.2:8080-0000000001",
+            "worker=2", "worker=2",
+            f"[10.0.0.1:8080-0000000000, 10.0.0.2:8080-0000000001, 127.0.0.1:{http}-0000000002]"])
         self.assertEqual(self.started, 2)
 
 
