@@ -2,6 +2,8 @@
 
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <grp.h>
+#include <pwd.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
@@ -32,14 +34,62 @@ std::string LockPath(const std::string& dir, std::int64_t dc, std::int64_t worke
 }
 
 // Why a lock dir cannot be used, and what to do, on one line.
+std::string UserName(uid_t uid) {
+  std::vector<char> buf(16384);
+  struct passwd pw {};
+  struct passwd* found = nullptr;
+  ::getpwuid_r(uid, &pw, buf.data(), buf.size(), &found);
+  return found != nullptr ? found->pw_name : std::to_string(uid);
+}
+
+std::string GroupName(gid_t gid) {
+  std::vector<char> buf(16384);
+  struct group gr {};
+  struct group* found = nullptr;
+  ::getgrgid_r(gid, &gr, buf.data(), buf.size(), &found);
+  return found != nullptr ? found->gr_name : std::to_string(gid);
+}
+
+bool InGroup(gid_t gid) {
+  if (::getegid() == gid) return true;
+  std::vector<gid_t> groups(static_cast<std::size_t>(std::max(::getgroups(0, nullptr), 0)));
+  const int n = ::getgroups(static_cast<int>(groups.size()), groups.data());
+  return std::find(groups.begin(), groups.begin() + std::max(n, 0), gid) != groups.end();
+}
+
+// The one command with which root lets this user use `dir`, the host's lock dir: make it for
+// this user's group; join the group of the dir that is there (the package's `sekka`); or give
+// the dir and its files (root's, say) to a group of this user, writable. Every user of the host
+// then shares the one dir.
+std::string LockDirFix(const std::string& dir) {
+  struct stat st {};
+  if (::stat(dir.c_str(), &st) != 0) {
+    return fmt::format("install -d -m 2770 -g {} {}", GroupName(::getegid()), dir);
+  }
+  if (st.st_gid != 0 && !InGroup(st.st_gid)) {
+    return fmt::format("usermod -aG {} {} (then log in again)", GroupName(st.st_gid),
+                       UserName(::geteuid()));
+  }
+  const std::string group = GroupName(InGroup(st.st_gid) ? st.st_gid : ::getegid());
+  return fmt::format("chgrp -R {} {} && chmod 2770 {}", group, dir, dir);
+}
+
 Error LockDirError(const std::string& dir, const std::string& why) {
   return Internal(fmt::format(
       "cannot use the worker lock dir {} ({}): every sekka process of this host locks its worker "
-      "id there or binds it to its cluster; make it writable for this user (e.g. install -d -o "
-      "$USER {}), or set "
-      "worker.lock_dir / SEKKA_WORKER_LOCK_DIR / gen --lock-dir to a directory that every sekka "
-      "process of this host shares",
-      dir, why, dir));
+      "id there or binds it to its cluster; fix it, or set worker.lock_dir / "
+      "SEKKA_WORKER_LOCK_DIR / --lock-dir to a directory every sekka process of this host shares",
+      dir, why));
+}
+
+// The dir itself cannot be made or written (errno `err`): a user the host's dir is not for is
+// told the one command that lets it in.
+Error LockDirError(const std::string& dir, int err) {
+  if (err != EACCES && err != EPERM) return LockDirError(dir, std::strerror(err));
+  return Internal(fmt::format(
+      "cannot use the worker lock dir {} ({}): it is the host's one, shared by every user; as "
+      "root, run: {}",
+      dir, std::strerror(err), LockDirFix(dir)));
 }
 
 // An id space as BindLockDir names it, and its file's text.
@@ -126,9 +176,9 @@ Status UsableLockDir(const std::string& dir) {
     if (p == p.parent_path()) break;
   }
   fs::create_directories(dir, ec);
-  if (ec) return LockDirError(dir, ec.message());
+  if (ec) return LockDirError(dir, ec.value());
   for (const fs::path& p : missing) ::chmod(p.c_str(), 0750);
-  if (::access(dir.c_str(), W_OK | X_OK) != 0) return LockDirError(dir, std::strerror(errno));
+  if (::access(dir.c_str(), W_OK | X_OK) != 0) return LockDirError(dir, errno);
   return Status::Ok();
 }
 

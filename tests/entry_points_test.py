@@ -295,6 +295,29 @@ class ReviewFindingsTest(HostTestCase):
         second = [int(x) for x in p.stdout.split()]
         self.assertGreater(min(second), max(first))
 
+    def test_a_user_who_cannot_use_the_lock_dir_is_told_the_one_command_that_fixes_it(self):
+        """Issue 43, point 3: a user who is not root, on a host without the package, could not
+        run gen ("cannot use the worker lock dir ... (Permission denied)", then several ways
+        out). The refusal now ends with the one command root runs; after it, the user's gen
+        works, in the host's one lock dir (not a dir of its own)."""
+        os.chmod(self.dirs.root, 0o755)
+        for fix in range(2):  # the dir missing under root's parent; then root's own dir
+            if fix:
+                shutil.rmtree(self.lock_dir)
+                self.finish(self.gen("-n", "10"))  # root's gen makes it, 0750 root:root
+            p = self.as_user(5001, "gen", "-n", "10", "--lock-dir", self.lock_dir)
+            self.assertEqual(p.returncode, 1, p.stderr)
+            self.assertEqual(len(p.stderr.strip().splitlines()), 1, p.stderr)
+            command = re.search(r"as root, run: (.*)$", p.stderr.strip())
+            self.assertIsNotNone(command, p.stderr)
+            self.assertEqual(command.group(1), [
+                f"install -d -m 2770 -g 5001 {self.lock_dir}",
+                f"chgrp -R 5001 {self.lock_dir} && chmod 2770 {self.lock_dir}"][fix])
+            subprocess.run(["sh", "-c", command.group(1)], check=True, timeout=30)
+            p = self.as_user(5001, "gen", "-n", "10", "--lock-dir", self.lock_dir)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            self.assertIn(f"(lock dir {self.lock_dir})", p.stderr)
+
     def test_no_other_user_can_read_or_block_the_dirs(self):
         """Issue 24, finding 7: the data dir was 0755 and its files 0644, so any user could
         flock a lock file and block a worker id; the error then named a stale pid. Now the data
