@@ -57,21 +57,34 @@ bool InGroup(gid_t gid) {
   return std::find(groups.begin(), groups.begin() + std::max(n, 0), gid) != groups.end();
 }
 
-// The one command with which root lets this user use `dir`, the host's lock dir: make it for
-// this user's group; join the group of the dir that is there (the package's `sekka`); or give
-// the dir and its files (root's, say) to a group of this user, writable. Every user of the host
-// then shares the one dir.
-std::string LockDirFix(const std::string& dir) {
-  struct stat st {};
-  if (::stat(dir.c_str(), &st) != 0) {
-    return fmt::format("install -d -m 2770 -g {} {}", GroupName(::getegid()), dir);
+// The nearest directory above `dir` that exists but this user cannot pass (a parent made 0750 by
+// an older sekka, the package's /var/lib/sekka); empty if none.
+fs::path BlockingParent(const fs::path& dir) {
+  for (fs::path p = dir.parent_path(); !p.empty() && p != p.root_path(); p = p.parent_path()) {
+    struct stat st {};
+    if (::stat(p.c_str(), &st) == 0 && ::access(p.c_str(), X_OK) != 0) return p;
   }
-  if (st.st_gid != 0 && !InGroup(st.st_gid)) {
+  return {};
+}
+
+// The one command with which root lets this user use `dir`, the host's lock dir: join the group
+// that keeps it, or the parent it cannot pass (the package's `sekka`); else give the dir (made if
+// missing) and its files to a group of this user, writable, and a root parent passable. Every
+// user of the host then shares the one dir.
+std::string LockDirFix(const std::string& dir) {
+  const fs::path blocking = BlockingParent(dir);
+  struct stat st {};
+  const bool seen = ::stat(blocking.empty() ? dir.c_str() : blocking.c_str(), &st) == 0;
+  if (seen && st.st_gid != 0 && !InGroup(st.st_gid)) {
     return fmt::format("usermod -aG {} {} (then log in again)", GroupName(st.st_gid),
                        UserName(::geteuid()));
   }
-  const std::string group = GroupName(InGroup(st.st_gid) ? st.st_gid : ::getegid());
-  return fmt::format("chgrp -R {} {} && chmod 2770 {}", group, dir, dir);
+  const bool groups_dir = seen && blocking.empty() && st.st_gid != 0;  // this user's group's
+  const std::string group = GroupName(groups_dir ? st.st_gid : ::getegid());
+  const std::string pass =
+      blocking.empty() ? "" : fmt::format("chmod o+x {} && ", blocking.string());
+  return fmt::format("{}install -d -m 2770 -g {} {} && chgrp -R {} {}", pass, group, dir, group,
+                     dir);
 }
 
 Error LockDirError(const std::string& dir, const std::string& why) {
@@ -87,7 +100,7 @@ Error LockDirError(const std::string& dir, const std::string& why) {
 Error LockDirError(const std::string& dir, int err) {
   if (err != EACCES && err != EPERM) return LockDirError(dir, std::strerror(err));
   return Internal(fmt::format(
-      "cannot use the worker lock dir {} ({}): it is the host's one, shared by every user; as "
+      "cannot use the worker lock dir {} ({}): every sekka process of the host shares it; as "
       "root, run: {}",
       dir, std::strerror(err), LockDirFix(dir)));
 }
@@ -167,9 +180,9 @@ Status UsableLockDir(const std::string& dir) {
   // The common case, at every hwm store: the dir is there and this user can write in it.
   if (::access(dir.c_str(), W_OK | X_OK) == 0) return Status::Ok();
   std::error_code ec;
-  // Every directory made for it is 0750 whatever the umask: users of its group (the package's
-  // `sekka`) reach and read its files, and no other user can open a lock file to block an id
-  // with it. A dir that exists keeps its mode (an administrator's 2770, say).
+  // The dir, made for it, is 0750 whatever the umask: users of its group (the package's `sekka`)
+  // reach and read its files, and no other user can open a lock file to block an id with it. A
+  // dir that exists keeps its mode (an administrator's 2770, say).
   std::vector<fs::path> missing;
   for (fs::path p = dir; !p.empty() && !fs::exists(p, ec); p = p.parent_path()) {
     missing.push_back(p);
@@ -177,7 +190,8 @@ Status UsableLockDir(const std::string& dir) {
   }
   fs::create_directories(dir, ec);
   if (ec) return LockDirError(dir, ec.value());
-  for (const fs::path& p : missing) ::chmod(p.c_str(), 0750);
+  // Parents it made are 0755: other users pass them to the dir, which is the one kept (0750).
+  for (const fs::path& p : missing) ::chmod(p.c_str(), p == fs::path(dir) ? 0750 : 0755);
   if (::access(dir.c_str(), W_OK | X_OK) != 0) return LockDirError(dir, errno);
   return Status::Ok();
 }
@@ -226,8 +240,8 @@ Status BindLockDir(const std::string& lock_dir, std::string_view layout, std::st
   // One short line (the first hour meets it trying layouts); the reasons and the move are in
   // docs/operations.md.
   return InvalidArgument(fmt::format(
-      "the lock dir {} serves {}, not {}: to try it apart, --lock-dir \"$(mktemp -d)\" (to move "
-      "the host: docs/operations.md, \"One id space per host\")",
+      "the lock dir {} serves {}, not {}: to try it, --lock-dir \"$(mktemp -d)\" (ids to throw "
+      "away; docs/operations.md, \"One id space per host\")",
       lock_dir, bound.ShortName(true), mine.ShortName(false)));
 }
 

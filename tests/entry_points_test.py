@@ -264,7 +264,7 @@ class ReviewFindingsTest(HostTestCase):
         self.assertIn("serves layout twitter, not leaf", p.stderr)  # what is bound
         # Issue 43: the way to try a layout apart, in one line of under 200 characters with the
         # default lock dir (it was 600, and said to remove a file under /var/lib).
-        self.assertIn('to try it apart, --lock-dir "$(mktemp -d)"', p.stderr)
+        self.assertIn('to try it, --lock-dir "$(mktemp -d)" (ids to throw away', p.stderr)
         self.assertLess(len(p.stderr.strip().replace(self.lock_dir, "/var/lib/sekka/workers")),
                         200)
         err = self.refused("leaf", "--layout", "leaf", "--worker-source", "static",
@@ -299,24 +299,43 @@ class ReviewFindingsTest(HostTestCase):
         """Issue 43, point 3: a user who is not root, on a host without the package, could not
         run gen ("cannot use the worker lock dir ... (Permission denied)", then several ways
         out). The refusal now ends with the one command root runs; after it, the user's gen
-        works, in the host's one lock dir (not a dir of its own)."""
+        works, in the host's one lock dir (not a dir of its own): for a missing dir, for one
+        root's gen made (its files root's), and below a parent an older sekka made 0750."""
         os.chmod(self.dirs.root, 0o755)
-        for fix in range(2):  # the dir missing under root's parent; then root's own dir
-            if fix:
+        parent = os.path.dirname(self.lock_dir)
+        fixes = [f"install -d -m 2770 -g 5001 {self.lock_dir} && chgrp -R 5001 {self.lock_dir}"] * 2
+        fixes.append(f"chmod o+x {parent} && " + fixes[0])
+        for case, fix in enumerate(fixes):
+            if case:
                 shutil.rmtree(self.lock_dir)
                 self.finish(self.gen("-n", "10"))  # root's gen makes it, 0750 root:root
+            if case == 2:
+                os.chmod(parent, 0o750)  # as sekka made parents before
             p = self.as_user(5001, "gen", "-n", "10", "--lock-dir", self.lock_dir)
             self.assertEqual(p.returncode, 1, p.stderr)
             self.assertEqual(len(p.stderr.strip().splitlines()), 1, p.stderr)
             command = re.search(r"as root, run: (.*)$", p.stderr.strip())
             self.assertIsNotNone(command, p.stderr)
-            self.assertEqual(command.group(1), [
-                f"install -d -m 2770 -g 5001 {self.lock_dir}",
-                f"chgrp -R 5001 {self.lock_dir} && chmod 2770 {self.lock_dir}"][fix])
+            self.assertEqual(command.group(1), fix)
             subprocess.run(["sh", "-c", command.group(1)], check=True, timeout=30)
             p = self.as_user(5001, "gen", "-n", "10", "--lock-dir", self.lock_dir)
             self.assertEqual(p.returncode, 0, p.stderr)
             self.assertIn(f"(lock dir {self.lock_dir})", p.stderr)
+
+    def test_a_user_outside_the_packages_group_is_told_to_join_it(self):
+        """Review of issue 43: where the package made the lock dir (its parent 0750 and the dir
+        2770, both of group sekka), the fix offered was to re-make the dir for the user's own
+        group, which failed (the parent stayed shut) and took the dir from sekka's group."""
+        os.chmod(self.dirs.root, 0o755)
+        parent = os.path.dirname(self.lock_dir)
+        os.makedirs(self.lock_dir)
+        for d, mode in ((parent, 0o750), (self.lock_dir, 0o2770)):
+            os.chown(d, 0, 5003)
+            os.chmod(d, mode)
+        p = self.as_user(5001, "gen", "-n", "10", "--lock-dir", self.lock_dir)
+        self.assertEqual(p.returncode, 1, p.stderr)
+        self.assertRegex(p.stderr.strip(), r"as root, run: usermod -aG \S+ \S+ "
+                                           r"\(then log in again\)$")
 
     def test_no_other_user_can_read_or_block_the_dirs(self):
         """Issue 24, finding 7: the data dir was 0755 and its files 0644, so any user could
