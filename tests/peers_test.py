@@ -803,12 +803,13 @@ class LeafSnowflakeTest(unittest.TestCase):
         self.assertIn("beside Leaf " + self.NAME, s.stderr_text())
 
     def test_the_operations_guides_config_runs_beside_a_leaf_server(self):
-        """docs/operations.md's "Coming from Leaf's snowflake mode" as written, but for the
-        ZooKeeper address: a server started on it holds a worker id of its own."""
+        """docs/operations.md's "Coming from Leaf's snowflake mode": the configuration file
+        its guide writes, as written but for the ZooKeeper address, beside a Leaf server (its
+        holder and generator, as Leaf's code has them): a worker id of its own, no id twice."""
         with open(os.path.join(os.path.dirname(__file__), "..", "docs", "operations.md")) as f:
             guide = f.read()
-        section = guide[guide.index("### Coming from Leaf's snowflake mode"):]
-        toml = section[section.index("```toml\n") + 8:section.index("```\n", 10)]
+        section = guide[guide.index("<!-- guide: leaf-snowflake -->"):]
+        toml = section[section.index("<< 'END'\n") + 9:section.index("\nEND\n") + 1]
         self.assertIn('coordinator = "zookeeper://127.0.0.1:2181"', toml)
         toml = toml.replace("127.0.0.1:2181", self.zk.endpoints)
         config = self.dirs.path("leaf.toml")
