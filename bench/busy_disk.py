@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """A server beside a heavy fsync'd writer (issue 44, "a busy disk"): how long the high-water
 mark's store (write, fsync, rename) takes, and whether clients see UNAVAILABLE, first on a quiet
-disk, then with `--writers` (4) `dd oflag=dsync bs=4M` writing beside it on the same disk.
+disk, then with `--writers` (4) `dd oflag=dsync bs=4M` writing beside it on the same disk, then
+the same writers buffered (dirty pages an fsync may wait for).
 
     SEKKA_BIN=build/cli/sekka /usr/bin/python3 bench/busy_disk.py [--seconds 60] [--writers 4]
 
@@ -49,11 +50,11 @@ def describe_stores(before, after):
     return total, past(0.1), past(1.0), slowest
 
 
-def phase(name, client, http, seconds, writer_dir=None, writers=0):
+def phase(name, client, http, seconds, writer_dir=None, writers=0, flags=()):
     stop_at = time.monotonic() + seconds
-    # Bounded: 4 GiB each at most, written 4 MiB a time with O_DSYNC, stopped at the phase's end.
+    # Bounded: 4 GiB each at most, written 4 MiB a time, stopped at the phase's end.
     procs = [subprocess.Popen(["dd", "if=/dev/zero", f"of={writer_dir}/ballast{i}", "bs=4M",
-                               "count=1024", "oflag=dsync"],
+                               "count=1024", *flags],
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
              for i in range(writers)]
     before = persist_histogram(http)
@@ -100,6 +101,10 @@ def main():
             print("|---|---|---|---|---|---|---|---|")
             phase("quiet disk", client, http, args.seconds)
             phase(f"{args.writers} x dd oflag=dsync beside", client, http, args.seconds,
+                  writer_dir=d, writers=args.writers, flags=["oflag=dsync"])
+            # Buffered writers leave dirty pages that an fsync of the hwm's small file may have
+            # to wait for (ext4's ordered journal commits them first).
+            phase(f"{args.writers} x dd buffered beside", client, http, args.seconds,
                   writer_dir=d, writers=args.writers)
         finally:
             server.terminate()
