@@ -25,13 +25,14 @@ DOCS = os.path.join(REPO, "docs", "clients.md")
 EXAMPLE_SERVERS = ("127.0.0.1:6380", "127.0.0.1:6381")
 
 
-def example(language):
-    """The code block that follows `<!-- example: LANGUAGE -->` in docs/clients.md."""
+def marked_block(mark, language):
+    """The code block that follows `<!-- MARK: LANGUAGE -->` in docs/clients.md (mark: example,
+    the page's example program; install, the sh lines that install the client)."""
     with open(DOCS, encoding="utf-8") as f:
         text = f.read()
-    m = re.search(r"<!-- example: %s -->\n```\w+\n(.*?)```" % re.escape(language), text, re.S)
+    m = re.search(r"<!-- %s: %s -->\n```\w+\n(.*?)```" % (mark, re.escape(language)), text, re.S)
     if m is None:
-        raise AssertionError(f"docs/clients.md has no example for {language}")
+        raise AssertionError(f"docs/clients.md has no {mark} block for {language}")
     return m.group(1)
 
 
@@ -71,7 +72,7 @@ class PackageTestCase(unittest.TestCase):
         self.addCleanup(self.work.cleanup)
 
     def example(self, language):
-        code = example(language)
+        code = marked_block("example", language)
         for documented, real in zip(EXAMPLE_SERVERS, self.servers):
             code = code.replace(documented, real.resp)
         return code
@@ -82,16 +83,6 @@ class PackageTestCase(unittest.TestCase):
         self.assertGreaterEqual(len(words), 2, out)
         self.assertGreater(int(words[0]), 0, out)
         self.assertGreater(int(words[1]), 0, out)
-
-
-def install_block(language):
-    """The sh block that follows `<!-- install: LANGUAGE -->` in docs/clients.md."""
-    with open(DOCS, encoding="utf-8") as f:
-        text = f.read()
-    m = re.search(r"<!-- install: %s -->\n```sh\n(.*?)```" % re.escape(language), text, re.S)
-    if m is None:
-        raise AssertionError(f"docs/clients.md has no install block for {language}")
-    return m.group(1)
 
 
 class InstallAsDocumentedTestCase(PackageTestCase):
@@ -120,7 +111,8 @@ class InstallAsDocumentedTestCase(PackageTestCase):
         # Go: its caches in the temp home, and never a proxy (a network) nor a toolchain fetch.
         env.update(GOPROXY="off", GOTOOLCHAIN="local", GOCACHE=os.path.join(home, "gocache"),
                    GOPATH=os.path.join(home, "go"))
-        block = install_block(language).replace("/opt/sekka", self.work.path("opt-sekka"))
+        block = marked_block("install", language)
+        block = block.replace("/opt/sekka", self.work.path("opt-sekka"))
         out = run(["bash", "-euo", "pipefail", "-c", block], cwd=work, env=env)
         out = re.sub(r"\x1b\[[0-9;]*m", "", out)  # Maven colours its quiet output's lines
         printed = [line for line in out.splitlines() if re.match(r"^\d+n? \d+n?(\s|$)", line)]
