@@ -1706,6 +1706,9 @@ class LimitsTest(ServerTestCase):
                     failures.append(repr(e))
                     return
                 sent = now
+        for c in pool:  # each has made a request before the others arrive (one that never
+            c.sendall(b"PING\r\n")  # made one gives its slot at once, by the rule)
+            self.assertEqual(c.recv(100), b"+PONG\r\n")
         threads = [threading.Thread(target=busy, args=(c,)) for c in pool]
         for t in threads:
             t.start()
