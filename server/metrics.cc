@@ -81,6 +81,11 @@ void Service::AppendLeaseMetrics(MetricsWriter& w) {
   w.Family("sekka_hwm_timestamp_seconds", "gauge", "The persisted high-water mark (Unix time).");
   w.out += fmt::format("sekka_hwm_timestamp_seconds {:.3f}\n",
                        static_cast<double>(snap.hwm_millis) / 1000.0);
+  w.Family("sekka_hwm_reach_seconds", "gauge",
+           "How far ahead of the clock the next high-water mark reaches (it grows with slow "
+           "stores).");
+  w.out +=
+      fmt::format("sekka_hwm_reach_seconds {:.3f}\n", static_cast<double>(snap.reach_ms) / 1000.0);
   w.Family("sekka_hwm_persist_seconds", "histogram",
            "Time to store a high-water mark (the lease, and the data dir's copy).");
   std::uint64_t cumulative = 0;

@@ -198,7 +198,7 @@ Status Service::StartSnowflake(std::unique_ptr<WorkerLease> lease) {
   lo.coordinated = coordinated_;
   lo.ttl_ms = config_.lease_ttl_ms;
   lo.call_timeout_ms = CoordinatorCallTimeoutMs(config_);
-  lo.hwm_ahead_ms = coordinated_ ? kCoordinatorHwmAheadMs : kLocalHwmAheadMs;
+  lo.hwm_ahead_ms = kHwmAheadMs;
   lo.max_startup_wait_ms = config_.max_startup_wait_ms;
   lo.after_ms = config_.after_floor_ms;
   lo.after_what = fmt::format("generator.after_id {}", config_.after_id);

@@ -102,14 +102,14 @@ std::string Service::UiJson() {
   return fmt::format(
       "{{\"now\":\"{}\",\"version\":\"{}\",\"uptime_s\":{},\"layout\":{},"
       "\"layout_runs_out\":\"{}\",\"worker\":{{\"source\":\"{}\",\"datacenter_id\":{},"
-      "\"worker_id\":{},\"lease_held\":{}}},\"hwm\":\"{}\",\"hwm_ahead_ms\":{},"
+      "\"worker_id\":{},\"lease_held\":{}}},\"hwm\":\"{}\",\"hwm_ahead_ms\":{},\"hwm_reach_ms\":{},"
       "\"ids_issued\":{},\"clock\":{{\"backwards_events\":{},\"max_backwards_ms\":{},"
       "\"sequence_waits\":{}}},\"connections\":{},\"segments\":{},\"history\":{}}}",
       FormatUtcMillis(now), kVersion, (now - started_ms_) / 1000, JsonString(layout().name()),
       FormatUtcMillis(layout().end_millis()), w.source, w.datacenter_id, w.worker_id,
       lease.held ? "true" : "false", FormatUtcMillis(lease.hwm_millis), lease.hwm_millis - now,
-      ids_issued_.load(), st.clock_backwards_events, st.max_backwards_millis, st.sequence_waits,
-      connections, segments, points);
+      lease.reach_ms, ids_issued_.load(), st.clock_backwards_events, st.max_backwards_millis,
+      st.sequence_waits, connections, segments, points);
 }
 
 }  // namespace sekka::server

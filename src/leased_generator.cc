@@ -25,7 +25,19 @@ LeasedGenerator::LeasedGenerator(const LeasedGeneratorOptions& options, Clock& c
       fingerprint_(LayoutFingerprint(options.generator.layout)),
       clock_(clock),
       lease_(std::move(lease)),
-      data_dir_(data_dir) {}
+      data_dir_(data_dir),
+      window_(ComputeHwmWindow(0, options.hwm_ahead_ms,
+                               options.max_startup_wait_ms - options.generator.max_drift.count())) {
+  snap_.reach_ms = window_.reach_ms;
+}
+
+HwmWindow ComputeHwmWindow(std::int64_t slowest_store_ms, std::int64_t least_ms,
+                           std::int64_t most_ms) {
+  const std::int64_t reach =
+      std::clamp(4 * slowest_store_ms, least_ms, std::max(least_ms, most_ms));
+  const std::int64_t half = reach / 2;
+  return {reach, std::min(std::max(half, 2 * slowest_store_ms), std::max(half, reach - 500))};
+}
 
 LeasedGenerator::~LeasedGenerator() { (void)Stop(); }
 
@@ -195,11 +207,11 @@ Result<std::int64_t> LeasedGenerator::CheckStored(const Held& held, std::int64_t
 
 Result<std::int64_t> LeasedGenerator::StoreHwm(Held& held, std::int64_t at_least_tick, bool log) {
   const Layout& l = layout();
-  // 1. The target: hwm_ahead past the clock (inline: no further than the ids left need), and
-  //    never lower than anything stored or sent already, so that after a backward clock step
-  //    the hwm stays where it was (it never decreases, here or at any store).
-  std::int64_t ahead = l.MillisToTick(clock_.NowMillis() + options_.hwm_ahead_ms +
-                                      options_.generator.max_drift.count());
+  // 1. The target: the window's reach past the clock (inline: no further than the ids left
+  //    need), and never lower than anything stored or sent already, so that after a backward
+  //    clock step the hwm stays where it was (it never decreases, here or at any store).
+  std::int64_t ahead =
+      l.MillisToTick(clock_.NowMillis() + window_.reach_ms + options_.generator.max_drift.count());
   if (options_.inline_hwm) {
     ahead = std::min(ahead, at_least_tick + ids_left_ / l.ids_per_tick() + 1);
   }
@@ -207,8 +219,11 @@ Result<std::int64_t> LeasedGenerator::StoreHwm(Held& held, std::int64_t at_least
       std::max({at_least_tick, ahead, held.stored.load(std::memory_order_acquire), held.attempted});
   held.attempted = target;
   const std::int64_t hwm = l.TickToMillis(target + 1) - 1;  // the last ms of the tick
-  // 2. Stored by the lease (fenced), then copied into the data dir.
+  // 2. Stored by the lease (fenced), then copied into the data dir. Timed twice: in micros
+  //    for the histogram, and on the generator's clock for the window (so that a simulated
+  //    store can be slow).
   const auto begin = std::chrono::steady_clock::now();
+  const std::int64_t began_ms = clock_.MonotonicMillis();
   Status stored = Call("store_hwm", lease_->StoreHwm(hwm), log);
   Status copied = Status::Ok();
   if (stored.ok() && options_.coordinated && data_dir_ != nullptr) {
@@ -218,9 +233,12 @@ Result<std::int64_t> LeasedGenerator::StoreHwm(Held& held, std::int64_t at_least
   const auto micros = std::chrono::duration_cast<std::chrono::microseconds>(
                           std::chrono::steady_clock::now() - begin)
                           .count();
-  // 3. Counted; a failure is kept for Ready and the messages of CheckStored.
+  // 3. Counted, and the window made again from the last stores; a failure is kept for Ready
+  //    and the messages of CheckStored.
+  RememberStore(clock_.MonotonicMillis() - began_ms);
   {
     std::lock_guard lock(mu_);
+    snap_.reach_ms = window_.reach_ms;
     snap_.stores++;
     snap_.store_micros += static_cast<std::uint64_t>(micros);
     std::size_t bucket = 0;
@@ -248,6 +266,13 @@ Result<std::int64_t> LeasedGenerator::StoreHwm(Held& held, std::int64_t at_least
     SEKKA_RETURN_IF_ERROR(held.snowflake->EnsureHwm(target));
   }
   return target;
+}
+
+void LeasedGenerator::RememberStore(std::int64_t took_ms) {
+  store_ms_[store_count_++ % store_ms_.size()] = took_ms;
+  const std::int64_t slowest = *std::max_element(store_ms_.begin(), store_ms_.end());
+  window_ = ComputeHwmWindow(slowest, options_.hwm_ahead_ms,
+                             options_.max_startup_wait_ms - options_.generator.max_drift.count());
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -367,11 +392,11 @@ void LeasedGenerator::RunBackgroundOnce(const std::function<bool()>& stopping) {
     MarkLost(fmt::format("the lease could not be renewed for {} ms (the TTL)", options_.ttl_ms));
   }
   if (lost_.load()) return;
-  // Stored again when less than max_drift + half of hwm_ahead is left: ids borrowed up to
+  // Stored again when less than max_drift + the window's margin is left: ids borrowed up to
   // max_drift ahead of the clock stay below the stored hwm.
   Held& h = *held_.back();
   const std::int64_t left = layout().TickToMillis(h.stored.load() + 1) - clock_.NowMillis();
-  const std::int64_t low = options_.generator.max_drift.count() + options_.hwm_ahead_ms / 2;
+  const std::int64_t low = options_.generator.max_drift.count() + window_.margin_ms;
   if (left < low && mono >= next_store_ms_) {
     Result<std::int64_t> s = StoreHwm(h, -1);
     if (!s.ok()) next_store_ms_ = mono + 500;  // not 10 times a second

@@ -11,7 +11,7 @@
 //     wait is longer than max_startup_wait (CheckStartupWait);
 //  3. the hwm: no id of a tick is issued before an hwm at or past that tick was stored by the
 //     lease (fenced: only while this process holds the id) and copied into the data dir; hwms
-//     reach `hwm_ahead` ahead of the clock and never decrease;
+//     reach ahead of the clock as far as the stores take (HwmWindow) and never decrease;
 //  4. renewals every TTL / 3; a lease unconfirmed for a whole TTL, or refused, is lost, and no
 //     id is issued until a lease is held again;
 //  5. re-acquiring after a loss: the same generator goes on only when nobody stored an hwm past
@@ -70,10 +70,9 @@ struct LeasedGeneratorOptions {
   // One coordinator call's budget: a first acquire that failed kUnavailable after using at least
   // half of it timed out, and is asked again.
   std::int64_t call_timeout_ms = 2'000;
-  // How far ahead of the clock the stored hwm reaches, plus the generator's max_drift; a new
-  // one is stored when less than max_drift + hwm_ahead_ms / 2 is left, so that borrowed ticks
-  // stay covered.
-  std::int64_t hwm_ahead_ms = 2'000;
+  // The least reach of the stored hwm ahead of the clock (plus the generator's max_drift); it
+  // grows with slow stores up to max_startup_wait_ms - max_drift (HwmWindow).
+  std::int64_t hwm_ahead_ms = 4'000;
   // The longest wait past a stored hwm at start or re-acquire; a longer one is refused.
   std::int64_t max_startup_wait_ms = 10'000;
   // A floor besides the hwms, in ms (generator.after_id's time); 0: none. `after_what` names
@@ -106,9 +105,30 @@ struct LeaseSnapshot {
   std::uint64_t store_errors = 0;
   std::uint64_t store_micros = 0;
   std::array<std::uint64_t, 9> store_buckets{};
+  std::int64_t reach_ms = 0;  // how far ahead the next hwm reaches now (HwmWindow)
 };
 inline constexpr std::array<std::int64_t, 8> kHwmStoreBucketsMicros = {
     100, 500, 1000, 5000, 10000, 50000, 100000, 1000000};
+
+// How far ahead of the clock the next hwm reaches, and when it is stored again, from how long
+// the last stores took, so that a busy disk or a slow coordinator slows ids at most:
+//  1. S is the slowest of the last kHwmStoresRemembered stores (failed ones too).
+//  2. The reach is 4 S, at least `least_ms` (hwm_ahead_ms) and at most `most_ms` (max_startup_wait
+//     - max_drift, but never below least_ms): a restart that keeps its id, or the id's next
+//     holder, waits past the last hwm within max_startup_wait.
+//  3. The next hwm is stored when less than max_drift + `margin_ms` is left: half the reach, or
+//     2 S where that is more, always leaving 500 ms between stores (at a small reach, half).
+//  4. A store reaches past the next one's end while two stores take less than the reach plus
+//     max_drift: stores of up to 2.5 s at once from a quiet disk, and of up to max_startup_wait
+//     / 2 (5 s by default) once the window has grown, slow ids down to more stores, never a gap.
+//     A slower disk stops ids for what each store takes beyond that.
+struct HwmWindow {
+  std::int64_t reach_ms;
+  std::int64_t margin_ms;
+};
+inline constexpr std::size_t kHwmStoresRemembered = 32;
+HwmWindow ComputeHwmWindow(std::int64_t slowest_store_ms, std::int64_t least_ms,
+                           std::int64_t most_ms);
 
 class LeasedGenerator {
  public:
@@ -148,7 +168,7 @@ class LeasedGenerator {
   const Layout& layout() const { return options_.generator.layout; }
 
   // One round of the background work: renew, notice a lost lease, re-acquire, and store the
-  // next hwm when it runs low (hwm_ahead_ms). `stopping` ends a wait early.
+  // next hwm when it runs low (HwmWindow). `stopping` ends a wait early.
   void RunBackgroundOnce(const std::function<bool()>& stopping = {});
   // Gives the worker id back (the hwm stays). Errors: the lease's Release.
   Status Stop();
@@ -167,6 +187,8 @@ class LeasedGenerator {
   Result<std::int64_t> CheckStored(const Held& held, std::int64_t tick) const;
   // `log`: a failure is logged (not at start, where the error that ends it is its one line).
   Result<std::int64_t> StoreHwm(Held& held, std::int64_t at_least_tick, bool log = true);
+  // Keeps a store's duration and makes the window again (HwmWindow).
+  void RememberStore(std::int64_t took_ms);
   // Counts a call to the lease (and logs a failure when `log`).
   Status Call(const char* what, Status status, bool log = true);
   Status Renew();
@@ -190,15 +212,18 @@ class LeasedGenerator {
   std::int64_t last_renew_try_ms_ = 0;
   std::int64_t next_reacquire_ms_ = 0;
   std::int64_t next_store_ms_ = 0;
+  // The last stores' durations, on clock_ (a ring), and the window they make.
+  std::array<std::int64_t, kHwmStoresRemembered> store_ms_{};
+  std::size_t store_count_ = 0;
+  HwmWindow window_{};
 
   mutable std::mutex mu_;
   LeaseSnapshot snap_;  // guarded by mu_
 };
 
-// The default reach of the hwm ahead of the clock: 2 s on a local source; 4 s with a
-// coordinator, so that it is written every 2 s and an outage of up to 2 s goes unnoticed.
-inline constexpr std::int64_t kLocalHwmAheadMs = 2000;
-inline constexpr std::int64_t kCoordinatorHwmAheadMs = 4000;
+// The least reach of the hwm ahead of the clock, on every source: stored every 2 s, so that a
+// store or coordinator call of up to 2 s goes unnoticed before the window has grown.
+inline constexpr std::int64_t kHwmAheadMs = 4000;
 
 }  // namespace sekka
 
