@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
@@ -122,12 +123,62 @@ struct SimCoordinator {
   std::int64_t down_until = 0;  // world time
   double fail = 0;              // a call fails without effect
   double late = 0;              // a call takes effect, and the caller is told it failed
+  std::int64_t latency_ms = 0;  // a call's answer comes up to this long after it lands
+};
+
+// SimulationOptions::plant_fence_bug: a coordinator session that is told its renewals and hwm
+// stores landed after its claim ended (expired, or taken over), as if the coordinator checked
+// no claim. Everything else is the memory registry's.
+class UnfencedCoordinator final : public Coordinator {
+ public:
+  // `unfenced` counts the calls told they landed though they did not.
+  UnfencedCoordinator(std::unique_ptr<Coordinator> inner, std::int64_t& unfenced)
+      : inner_(std::move(inner)), unfenced_(unfenced) {}
+  Result<std::string> BindLayout(const std::string& layout) override {
+    return inner_->BindLayout(layout);
+  }
+  Result<std::map<std::int64_t, Holding>> ListHolders() override { return inner_->ListHolders(); }
+  std::int64_t session() const override { return inner_->session(); }
+  Result<std::int64_t> PeekHwm(std::int64_t id) override { return inner_->PeekHwm(id); }
+  Result<std::optional<std::int64_t>> Claim(std::int64_t id,
+                                            const std::optional<Holding>& seen) override {
+    return inner_->Claim(id, seen);
+  }
+  Status KeepAlive(std::int64_t id) override { return Unfenced(inner_->KeepAlive(id)); }
+  Status StoreHwm(std::int64_t id, std::int64_t hwm_millis) override {
+    return Unfenced(inner_->StoreHwm(id, hwm_millis));
+  }
+  Status Close() override { return inner_->Close(); }
+  std::string Describe() const override { return inner_->Describe(); }
+  std::string Where() const override { return inner_->Where(); }
+  std::string_view source() const override { return inner_->source(); }
+  Result<SharedDocument> ReadShared(std::string_view name) override {
+    return inner_->ReadShared(name);
+  }
+  Result<bool> WriteShared(std::string_view name, std::string_view data,
+                           std::int64_t version) override {
+    return inner_->WriteShared(name, data, version);
+  }
+
+ private:
+  Status Unfenced(Status s) {
+    if (s.ok() || s.error().code != ErrorCode::kLeaseLost) return s;
+    ++unfenced_;
+    return Status::Ok();
+  }
+  std::unique_ptr<Coordinator> inner_;
+  std::int64_t& unfenced_;
 };
 
 class FaultyLease final : public WorkerLease {
  public:
-  FaultyLease(std::unique_ptr<WorkerLease> inner, Simulation& sim, int incarnation)
-      : inner_(std::move(inner)), sim_(sim), incarnation_(incarnation) {}
+  // `paused_until`: the calling process's (its slot's), which a slow call moves on.
+  FaultyLease(std::unique_ptr<WorkerLease> inner, Simulation& sim, int incarnation,
+              std::int64_t& paused_until)
+      : inner_(std::move(inner)),
+        sim_(sim),
+        incarnation_(incarnation),
+        paused_until_(paused_until) {}
   Result<LeaseGrant> Acquire() override;
   Status Renew() override;
   Status StoreHwm(std::int64_t hwm_millis) override;
@@ -141,9 +192,13 @@ class FaultyLease final : public WorkerLease {
   // Before a call: an outage or a failure without effect.
   bool Refused();
   bool Late();
+  // A slow coordinator: the call lands at once, and its caller hears back up to latency_ms
+  // later, doing nothing else meanwhile (the world goes on: other processes run).
+  void Wait();
   std::unique_ptr<WorkerLease> inner_;
   Simulation& sim_;
   const int incarnation_;
+  std::int64_t& paused_until_;
   std::int64_t worker_ = -1;
 };
 
@@ -232,7 +287,9 @@ class Simulation {
         segment_rng_(options.seed * 0x94D049BB133111EBULL + 11),
         keep_id_((options.seed & 1) == 1),
         strict_rng_(options.seed * 0xBF58476D1CE4E5B9ULL + 13) {
-    layout_ = *ParseLayout("time_bits=41,worker_bits=2,sequence_bits=20,epoch=2025-01-01");
+    layout_ = *ParseLayout(options.fleet
+                               ? "time_bits=41,worker_bits=10,sequence_bits=12,epoch=2025-01-01"
+                               : "time_bits=41,worker_bits=2,sequence_bits=20,epoch=2025-01-01");
     coordinator_clock_ = std::make_unique<SimClock>(world_);
     machine_clock_ = std::make_unique<SimClock>(world_);
     coordinator_.registry = NewMemoryWorkerLeaseRegistry(coordinator_clock_.get());
@@ -250,6 +307,10 @@ class Simulation {
         ClockBackwardsPolicy::kWait, ClockBackwardsPolicy::kFail, ClockBackwardsPolicy::kContinue};
     policy_ = policies[Uniform(0, 2)];
     borrow_ = Uniform(0, 1) == 1;
+    if (options.fleet) {
+      const std::int64_t latencies[] = {0, 10, 100, 500};
+      coordinator_.latency_ms = latencies[Uniform(0, 3)];
+    }
     segment_db_ = NewMemorySegmentStore();
     (void)segment_db_->CreateTag({kSegmentTag, 1, SegmentUniform(1, 100)});
     db_fail_ = rates[SegmentUniform(0, 3)];
@@ -264,11 +325,16 @@ class Simulation {
   }
 
   SimulationResult Run() {
-    Trace("seed {} ttl={}ms fail={} late={} policy={} borrow={} keep_id={}", options_.seed, ttl_ms_,
-          coordinator_.fail, coordinator_.late, ClockBackwardsPolicyName(policy_), borrow_,
-          keep_id_);
+    Trace("seed {} ttl={}ms fail={} late={} latency={}ms policy={} borrow={} keep_id={}",
+          options_.seed, ttl_ms_, coordinator_.fail, coordinator_.late, coordinator_.latency_ms,
+          ClockBackwardsPolicyName(policy_), borrow_, keep_id_);
     for (std::size_t i = 0; i < slots_.size(); ++i) StartServer(i, /*fresh_disk=*/false);
-    for (step_ = 0; step_ < options_.steps && result_.ok; ++step_) Step();
+    for (step_ = 0; step_ < options_.steps && result_.ok; ++step_) {
+      if (options_.fleet && step_ == options_.steps / 3) wave_next_ = 0;
+      if (options_.fleet && step_ == 2 * options_.steps / 3) RestartAllAtOnce();
+      RollWave();
+      Step();
+    }
     for (std::size_t i = 0; i < slots_.size(); ++i) End(i, "ends with the run");
     return result_;
   }
@@ -283,6 +349,7 @@ class Simulation {
   bool DatabaseRefused() { return world_.now < db_down_until_ || SegmentChance(db_fail_); }
   bool DatabaseLate() { return SegmentChance(db_late_); }
   const SimCoordinator& coordinator() const { return coordinator_; }
+  std::int64_t unfenced() const { return unfenced_; }
   World& world() { return world_; }
 
   template <typename... Args>
@@ -319,8 +386,32 @@ class Simulation {
   }
 
  private:
+  // The fleet tier's rolling wave: the next few servers stop (SIGTERM) and start again, in order,
+  // until every slot has; restarts of slots already down just start them.
+  void RollWave() {
+    if (wave_next_ < 0) return;
+    for (int k = 0; k < 4 && wave_next_ < static_cast<std::int64_t>(slots_.size()); ++k) {
+      const std::size_t i = static_cast<std::size_t>(wave_next_++);
+      End(i, "stopped by the rolling wave");
+      ++result_.restarts;
+      StartServer(i, /*fresh_disk=*/false);
+    }
+    if (wave_next_ >= static_cast<std::int64_t>(slots_.size())) wave_next_ = -1;
+  }
+
+  // The fleet tier's restart of every process at once (a rollout with no surge limit): all stop,
+  // then all start.
+  void RestartAllAtOnce() {
+    Trace("the whole fleet restarts at once");
+    for (std::size_t i = 0; i < slots_.size(); ++i) End(i, "stopped with the fleet");
+    for (std::size_t i = 0; i < slots_.size(); ++i) {
+      ++result_.restarts;
+      StartServer(i, /*fresh_disk=*/false);
+    }
+  }
+
   // A lease of slot's process at the simulated coordinator, with its faults.
-  std::unique_ptr<FaultyLease> NewLease(const Slot& slot, std::int64_t preferred, int incarnation) {
+  std::unique_ptr<FaultyLease> NewLease(Slot& slot, std::int64_t preferred, int incarnation) {
     WorkerLeaseOptions lo;
     lo.identity = slot.identity;
     lo.worker_count = layout_.worker_ids_per_datacenter();
@@ -329,9 +420,17 @@ class Simulation {
     lo.ttl = std::chrono::milliseconds(ttl_ms_);
     lo.keep_id = keep_id_;
     lo.clock = slot.clock.get();
-    return std::make_unique<FaultyLease>(
-        options_.new_lease ? options_.new_lease(lo) : coordinator_.registry->NewLease(lo), *this,
-        incarnation);
+    std::unique_ptr<WorkerLease> inner;
+    if (options_.new_lease) {
+      inner = options_.new_lease(lo);
+    } else if (options_.plant_fence_bug) {
+      inner = NewCoordinatedLease(std::make_unique<UnfencedCoordinator>(
+                                      coordinator_.registry->NewCoordinator(lo), unfenced_),
+                                  lo);
+    } else {
+      inner = coordinator_.registry->NewLease(lo);
+    }
+    return std::make_unique<FaultyLease>(std::move(inner), *this, incarnation, slot.paused_until);
   }
 
   // A lease of a coordinator (the memory registry, etcd, ZooKeeper), not of a lock file.
@@ -466,14 +565,39 @@ class Simulation {
 
   // A process ends: its generators are gone (an address may be reused by the next one).
   void Forget(Slot& slot) {
-    for (Snowflake* g : slot.generators) covered_.erase(g);
+    for (Snowflake* g : slot.generators) {
+      covered_.erase(g);
+      generator_serial_.erase(g);
+    }
     slot.generators.clear();
     slot.stalled.clear();
   }
 
-  // Checks ids that generator `g` of `slot` issued: each once, each of g's worker id, and each
-  // tick at or below an hwm that g's lease stored for g while it held that worker id.
+  // The times generator `g` issued ids at, first to last, extended to [first, last]: never
+  // overlapping another generator's of worker id `worker` (two holders of one id at once).
+  void CheckRange(const Snowflake& g, std::int64_t worker, std::int64_t first, std::int64_t last) {
+    auto [serial, fresh] = generator_serial_.try_emplace(&g, 0);
+    if (fresh) serial->second = ++generator_serials_;
+    auto& of_worker = ranges_[worker];
+    auto [mine, made] = of_worker.try_emplace(serial->second, first, last);
+    mine->second = {std::min(mine->second.first, first), std::max(mine->second.second, last)};
+    for (const auto& [other, range] : of_worker) {
+      if (other == serial->second || range.second < mine->second.first ||
+          mine->second.second < range.first) {
+        continue;
+      }
+      return Fail(fmt::format(
+          "worker id {} issued ids from two generators at once: times {} to {} and {} to {}",
+          worker, range.first - kStartMillis, range.second - kStartMillis,
+          mine->second.first - kStartMillis, mine->second.second - kStartMillis));
+    }
+  }
+
+  // Checks ids that generator `g` of `slot` issued: each once, each of g's worker id, each tick
+  // at or below an hwm that g's lease stored for g while it held that worker id, and no other
+  // generator of that worker id issuing in the same span of time.
   void Record(const Slot& slot, const Snowflake& g, std::span<const Id> ids) {
+    std::int64_t first = INT64_MAX, last = INT64_MIN;
     for (Id id : ids) {
       ++result_.ids;
       Result<DecodedId> d = DecodeId(id, layout_);
@@ -502,7 +626,10 @@ class Simulation {
             covered < 0 ? -1 : covered - kStartMillis));
         return;
       }
+      first = std::min(first, d->timestamp_ms);
+      last = std::max(last, d->timestamp_ms);
     }
+    if (!ids.empty()) CheckRange(g, g.worker_id(), first, last);
   }
 
   static bool Alive(const Slot& slot) { return slot.service || slot.gen_run; }
@@ -876,6 +1003,14 @@ class Simulation {
   int incarnations_ = 0;
   int instance_starts_ = 0;
   int step_ = 0;
+  std::int64_t wave_next_ = -1;  // the fleet's rolling wave: the next slot it restarts; -1: none
+  std::int64_t unfenced_ = 0;    // plant_fence_bug: calls told they landed though they did not
+  // The ticks each generator issued, first and last, by worker id: the generators of one worker
+  // id issue in disjoint ranges (a later holder starts past every hwm an earlier one stored).
+  // Generators by a serial of their own (an address is reused after its process ends).
+  std::unordered_map<const Snowflake*, int> generator_serial_;
+  int generator_serials_ = 0;
+  std::unordered_map<std::int64_t, std::map<int, std::pair<std::int64_t, std::int64_t>>> ranges_;
   SimulationResult result_;
   std::unordered_map<std::int64_t, std::int64_t> stored_;  // worker id -> last stored hwm
   std::unordered_map<int, std::int64_t> pending_;          // incarnation -> hwm not yet credited
@@ -906,7 +1041,14 @@ bool FaultyLease::Refused() {
 
 bool FaultyLease::Late() { return sim_.Chance(sim_.coordinator().late); }
 
+void FaultyLease::Wait() {
+  if (sim_.coordinator().latency_ms == 0) return;
+  paused_until_ =
+      std::max(paused_until_, sim_.world().now) + sim_.Uniform(0, sim_.coordinator().latency_ms);
+}
+
 Result<LeaseGrant> FaultyLease::Acquire() {
+  Wait();
   if (Refused()) return Unavailable("simulated: the coordinator did not answer");
   Result<LeaseGrant> g = inner_->Acquire();
   if (g.ok()) worker_ = g->worker_id;
@@ -915,6 +1057,7 @@ Result<LeaseGrant> FaultyLease::Acquire() {
 }
 
 Status FaultyLease::Renew() {
+  Wait();
   if (Refused()) return Unavailable("simulated: the coordinator did not answer");
   Status s = inner_->Renew();
   if (s.ok() && Late()) return Unavailable("simulated: renewed, but the answer was lost");
@@ -922,10 +1065,12 @@ Status FaultyLease::Renew() {
 }
 
 Status FaultyLease::StoreHwm(std::int64_t hwm_millis) {
+  Wait();
   if (Refused()) return Unavailable("simulated: the coordinator did not answer");
+  const std::int64_t unfenced = sim_.unfenced();
   Status s = inner_->StoreHwm(hwm_millis);
   if (!s.ok()) return s;
-  sim_.Stored(incarnation_, worker_, hwm_millis);
+  if (sim_.unfenced() == unfenced) sim_.Stored(incarnation_, worker_, hwm_millis);
   if (Late()) return Unavailable("simulated: stored, but the answer was lost");
   return s;
 }
@@ -998,12 +1143,12 @@ SimulationResult RunSimulations(SimulationOptions options, std::uint64_t first, 
   return total;
 }
 
-SeedRange SeedsFromEnvironment(std::uint64_t fallback) {
+SeedRange SeedsFromEnvironment(std::uint64_t fallback, const char* count_variable) {
   const auto text = [](const char* name) {
     const char* v = std::getenv(name);
     return std::string(v != nullptr ? v : "");
   };
-  const std::string count = text("SEKKA_SIM_SEEDS");
+  const std::string count = text(count_variable);
   const std::string first = text("SEKKA_SIM_FIRST_SEED");
   SeedRange range{1, count.empty() ? fallback : std::stoull(count)};
   if (first.empty()) {

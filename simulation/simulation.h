@@ -22,6 +22,8 @@
 //  - a strict id (one strict tag, led by one server and forwarded to by the others, through the
 //    coordinator's faults, pauses past the TTL, crashes and clock steps) is above every strict id
 //    answered before its request began, by any server.
+// The fleet tier (SimulationOptions::fleet) runs a thousand servers on the sekka layout's 1,024
+// worker ids, with whole-fleet restarts and a slow coordinator.
 // The same seed replays the same run: `sekka_sim --seed S --verbose`. A run may instead give
 // every process a lease of its own making (`new_lease`), e.g. the lock-file source of one host
 // on a temp dir (backends/local_simulation_test.cc), with the same faults at its calls.
@@ -56,6 +58,15 @@ struct SimulationOptions {
   // The checker's self-test (issue 26): a new strict leader starts at the old bound, not above
   // it. The runs must then fail.
   bool plant_strict_bug = false;
+  // The fleet tier (issue 44): the servers run on a layout of 1,024 worker ids (the sekka
+  // layout's), every one started at once; a third of the way in the whole fleet restarts in a
+  // rolling wave (a few servers a step), two thirds in, all at once; each coordinator call's
+  // answer comes up to 0, 10, 100 or 500 ms (per run) after it landed. With more servers
+  // than ids, the extra ones wait (their start is refused, and tried again), never share.
+  bool fleet = false;
+  // The fence's self-test: a session whose claim ended is told that its renewals and hwm
+  // stores landed, as a coordinator without the claim's fence would. The runs must then fail.
+  bool plant_fence_bug = false;
 };
 
 struct SimulationResult {
@@ -86,7 +97,9 @@ struct SeedRange {
   std::uint64_t first = 1;
   std::uint64_t count = 0;
 };
-SeedRange SeedsFromEnvironment(std::uint64_t fallback);
+// `count_variable` names the count's variable (the fleet tier has its own).
+SeedRange SeedsFromEnvironment(std::uint64_t fallback,
+                               const char* count_variable = "SEKKA_SIM_SEEDS");
 
 // "N seeds, I ids checked, S segment ids checked, F faults, R restarts, M machine ids granted".
 std::string Summary(const SimulationResult& total, std::uint64_t seeds);

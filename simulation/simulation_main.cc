@@ -1,6 +1,8 @@
 // sekka_sim: runs the deterministic simulation over many seeds, or replays one.
 //   sekka_sim --seeds 100000 [--first 1] [--steps 600]
 //   sekka_sim --seed 1234 --verbose
+//   sekka_sim --fleet --seeds 10 (the fleet tier: 1,025 servers, 3,000 steps unless --steps
+//   follows)
 // Exit 0 when every run kept every invariant, 1 at the first that did not.
 
 #include <cstdio>
@@ -28,10 +30,16 @@ int main(int argc, char** argv) {
       options.verbose = true;
     } else if (arg == "--plant-strict-bug") {
       options.plant_strict_bug = true;
+    } else if (arg == "--fleet") {
+      options.fleet = true;
+      options.servers = 1025;
+      options.steps = 3000;
+    } else if (arg == "--plant-fence-bug") {
+      options.plant_fence_bug = true;
     } else {
       std::fprintf(stderr,
                    "sekka_sim: unknown argument \"%s\": allowed --seed S | --first S --seeds N, "
-                   "--steps K, --verbose, --plant-strict-bug\n",
+                   "--steps K, --verbose, --fleet, --plant-strict-bug, --plant-fence-bug\n",
                    arg.c_str());
       return 2;
     }
