@@ -3,6 +3,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <functional>
+#include <set>
+#include <string>
 
 #include "sekka/coordinator.h"
 
@@ -32,8 +35,14 @@ class CoordinatedLease final : public WorkerLease {
   Status BindLayout();
   // The ids to try: one this session holds already, alone; else the core's order
   // (WorkerIdCandidates), where, unless keep_id, a first candidate whose hwm lies ahead yields
-  // to the first of up to kMaxPeeks free ids whose hwm is past.
-  std::vector<std::int64_t> Order(const std::map<std::int64_t, Holding>& listed);
+  // to the first free id whose hwm is past of up to kMaxPeeks peeks (half at the lowest free
+  // ids, half at this process's own place, Spread).
+  // This process's own place among the ids (its identity and session), where it looks for free
+  // ids once the lowest were taken by others (a fleet starting or restarting at once).
+  std::int64_t Spread() const;
+  // `spread`: where free ids are looked for (WorkerIdCandidates).
+  std::vector<std::int64_t> Order(const std::map<std::int64_t, Holding>& listed,
+                                  std::int64_t spread);
   // A lost claim: whatever is left of the session ends, so that the next Acquire opens a new one.
   Status Lost(Status why);
 
@@ -54,7 +63,8 @@ Status CoordinatedLease::BindLayout() {
   return Status::Ok();
 }
 
-std::vector<std::int64_t> CoordinatedLease::Order(const std::map<std::int64_t, Holding>& listed) {
+std::vector<std::int64_t> CoordinatedLease::Order(const std::map<std::int64_t, Holding>& listed,
+                                                  std::int64_t spread) {
   std::map<std::int64_t, bool> holders;  // true: this identity's, or this session's
   for (const auto& [id, h] : listed) {
     const bool this_session = h.session != 0 && h.session == c_->session();
@@ -64,7 +74,7 @@ std::vector<std::int64_t> CoordinatedLease::Order(const std::map<std::int64_t, H
     holders[id] = h.identity == options_.identity;
   }
   std::vector<std::int64_t> order =
-      WorkerIdCandidates(holders, options_.preferred, options_.worker_count);
+      WorkerIdCandidates(holders, options_.preferred, options_.worker_count, 16, spread);
   if (options_.keep_id || order.size() < 2) return order;
   // The fast restart: the first candidate, unless its hwm lies ahead, else the first free one
   // whose hwm is past. A peek that fails counts as ahead: it is a hint, never a reason to stop.
@@ -74,32 +84,61 @@ std::vector<std::int64_t> CoordinatedLease::Order(const std::map<std::int64_t, H
     return hwm.ok() && *hwm < now;
   };
   if (past(order.front())) return order;
-  std::size_t peeks = 0;
-  for (std::size_t i = 1; i < order.size() && peeks < kMaxPeeks; ++i) {
-    if (holders.contains(order[i])) continue;  // an earlier run's, live: its hwm is ahead too
-    ++peeks;
-    if (past(order[i])) {
-      std::rotate(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(i),
-                  order.begin() + static_cast<std::ptrdiff_t>(i) + 1);
-      break;
+  // Up to half of kMaxPeeks of the lowest free ids, then of free ids from this process's own
+  // place: the lowest may all be a fleet's that restarts at once, those likely never used.
+  std::set<std::int64_t> peeked = {order.front()};
+  auto first_past = [&](const std::vector<std::int64_t>& ids) -> std::int64_t {
+    for (std::size_t i = 0, peeks = 0; i < ids.size() && peeks < kMaxPeeks / 2; ++i) {
+      // An earlier run's, live: its hwm is ahead too.
+      if (holders.contains(ids[i]) || !peeked.insert(ids[i]).second) continue;
+      ++peeks;
+      if (past(ids[i])) return ids[i];
     }
+    return -1;
+  };
+  std::int64_t id = first_past(order);
+  if (id < 0) {
+    id = first_past(WorkerIdCandidates(holders, -1, options_.worker_count,
+                                       static_cast<int>(kMaxPeeks), Spread()));
+  }
+  if (id >= 0) {
+    order.erase(std::remove(order.begin(), order.end(), id), order.end());
+    order.insert(order.begin(), id);
   }
   return order;
+}
+
+std::int64_t CoordinatedLease::Spread() const {
+  return static_cast<std::int64_t>(
+      std::hash<std::string>{}(fmt::format("{}/{}", options_.identity, c_->session())) >> 1);
 }
 
 Result<LeaseGrant> CoordinatedLease::Acquire() {
   if (options_.identity.empty()) return InvalidArgument("the lease identity must not be empty");
   if (held_ >= 0) return LeaseGrant{options_.datacenter_id, held_, hwm_known_, settle_};
   SEKKA_RETURN_IF_ERROR(BindLayout());
+  // The lowest free ids first; once a claim was lost (a fleet starting at once, all after the
+  // same lowest ids), free ids from a place of this process's own (its identity and session),
+  // so that the losers go on at different ids instead of racing for the next lowest in turn.
+  std::int64_t spread = 0;
   for (int pass = 0; pass < kMaxPasses; ++pass) {
     SEKKA_ASSIGN_OR_RETURN(auto listed, c_->ListHolders());
-    const std::vector<std::int64_t> order = Order(listed);
+    std::vector<std::int64_t> order = Order(listed, spread);
     if (order.empty()) break;
-    for (std::int64_t id : order) {
+    std::size_t k = 0;
+    while (k < order.size()) {
+      const std::int64_t id = order[k++];
       auto it = listed.find(id);
       const std::optional<Holding> seen =
           it == listed.end() ? std::nullopt : std::optional<Holding>(it->second);
       SEKKA_ASSIGN_OR_RETURN(auto hwm, c_->Claim(id, seen));
+      if (!hwm.has_value() && spread == 0) {  // taken meanwhile: spread out from here on
+        spread = std::max<std::int64_t>(Spread(), 1);
+        listed.insert_or_assign(id, Holding{"taken meanwhile", -1, -1});
+        order = Order(listed, spread);
+        k = 0;
+        continue;
+      }
       if (!hwm.has_value()) continue;  // taken meanwhile: the next candidate
       held_ = id;
       hwm_known_ = *hwm;

@@ -209,7 +209,7 @@ Status CheckClusterLayout(std::string_view where, std::string_view bound, std::s
 
 std::vector<std::int64_t> WorkerIdCandidates(const std::map<std::int64_t, bool>& holders,
                                              std::int64_t preferred, std::int64_t worker_count,
-                                             int max_free) {
+                                             int max_free, std::int64_t spread) {
   std::vector<std::int64_t> order;
   auto add = [&](std::int64_t id) {
     if (id >= 0 && id < worker_count && std::find(order.begin(), order.end(), id) == order.end()) {
@@ -221,8 +221,12 @@ std::vector<std::int64_t> WorkerIdCandidates(const std::map<std::int64_t, bool>&
   for (const auto& [id, mine] : holders) {
     if (mine) add(id);
   }
-  for (std::int64_t id = 0, free = 0; id < worker_count && free < max_free; ++id) {
-    if (holders.find(id) == holders.end()) {
+  // Free ids from `spread` on, wrapping; a free preferred id met counts as one of them.
+  const std::int64_t from =
+      worker_count > 0 ? ((spread % worker_count) + worker_count) % worker_count : 0;
+  for (std::int64_t k = 0, free = 0; k < worker_count && free < max_free; ++k) {
+    const std::int64_t id = (from + k) % worker_count;
+    if (!holders.contains(id)) {
       add(id);
       ++free;
     }

@@ -111,12 +111,12 @@ class WorkerLease {
 // The worker-id policy of every lease, written once: the order in which to try ids. `holders`
 // maps each id held now (expired holdings left out) to whether its holder is this identity (an
 // earlier run of this slot, or this lease itself). The order is: `preferred` when it is free or
-// this identity's; the ids this identity holds; the lowest free ids, at most `max_free` of them
-// (never the whole space: 31 worker bits make 2^31 ids). Each id once, all in [0, worker_count).
-// Empty: every id is held by others.
+// this identity's; the ids this identity holds; free ids from `spread` on (wrapping; 0: the
+// lowest), at most `max_free` of them (never the whole space: 31 worker bits make 2^31 ids).
+// Each id once, all in [0, worker_count). Empty: every id is held by others.
 std::vector<std::int64_t> WorkerIdCandidates(const std::map<std::int64_t, bool>& holders,
                                              std::int64_t preferred, std::int64_t worker_count,
-                                             int max_free = 16);
+                                             int max_free = 16, std::int64_t spread = 0);
 
 // The start-up rule of every holder of a worker id (`sekka serve`, `sekka gen`): ids may be
 // issued only once the clock is past the id's stored hwm (`hwm_ms`, from `where`). A wait of up
