@@ -363,9 +363,12 @@ class Simulation {
   void Fail(const std::string& what) {
     if (!result_.ok) return;
     result_.ok = false;
-    const std::string replay = options_.replay.empty()
-                                   ? "sekka_sim --seed {seed} --steps {steps} --verbose"
-                                   : options_.replay;
+    const std::string replay =
+        options_.replay.empty()
+            ? fmt::format("sekka_sim --seed {{seed}}{}{} --steps {{steps}} --verbose",
+                          options_.fleet ? " --fleet" : "",
+                          options_.plant_fence_bug ? " --plant-fence-bug" : "")
+            : options_.replay;
     result_.failure = fmt::format("{} (step {}; replay: {})", what, step_,
                                   fmt::format(fmt::runtime(replay), fmt::arg("seed", options_.seed),
                                               fmt::arg("steps", options_.steps)));

@@ -26,15 +26,18 @@ LeasedGenerator::LeasedGenerator(const LeasedGeneratorOptions& options, Clock& c
       clock_(clock),
       lease_(std::move(lease)),
       data_dir_(data_dir),
-      window_(ComputeHwmWindow(0, options.hwm_ahead_ms,
-                               options.max_startup_wait_ms - options.generator.max_drift.count())) {
+      window_(ComputeHwmWindow(0, options.hwm_ahead_ms, MostReach(options))) {
   snap_.reach_ms = window_.reach_ms;
+}
+
+std::int64_t LeasedGenerator::MostReach(const LeasedGeneratorOptions& o) {
+  return o.max_startup_wait_ms - o.generator.max_drift.count() - 1000;
 }
 
 HwmWindow ComputeHwmWindow(std::int64_t slowest_store_ms, std::int64_t least_ms,
                            std::int64_t most_ms) {
   const std::int64_t reach =
-      std::clamp(4 * slowest_store_ms, least_ms, std::max(least_ms, most_ms));
+      std::min(std::max(4 * slowest_store_ms, least_ms), std::max<std::int64_t>(most_ms, 1000));
   const std::int64_t half = reach / 2;
   return {reach, std::min(std::max(half, 2 * slowest_store_ms), std::max(half, reach - 500))};
 }
@@ -271,8 +274,7 @@ Result<std::int64_t> LeasedGenerator::StoreHwm(Held& held, std::int64_t at_least
 void LeasedGenerator::RememberStore(std::int64_t took_ms) {
   store_ms_[store_count_++ % store_ms_.size()] = took_ms;
   const std::int64_t slowest = *std::max_element(store_ms_.begin(), store_ms_.end());
-  window_ = ComputeHwmWindow(slowest, options_.hwm_ahead_ms,
-                             options_.max_startup_wait_ms - options_.generator.max_drift.count());
+  window_ = ComputeHwmWindow(slowest, options_.hwm_ahead_ms, MostReach(options_));
 }
 
 // ---------------------------------------------------------------------------------------------

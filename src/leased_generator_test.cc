@@ -225,19 +225,20 @@ TEST(HwmWindowTest, ReachAndMarginFollowTheSlowestStoreWithinTheirBounds) {
   EXPECT_EQ(ComputeHwmWindow(20000, 4000, 9000).reach_ms, 9000);
   EXPECT_EQ(ComputeHwmWindow(20000, 4000, 9000).margin_ms, 8500);
   EXPECT_EQ(ComputeHwmWindow(0, 100, 9000).margin_ms, 50);
-  EXPECT_EQ(ComputeHwmWindow(5000, 4000, 0).reach_ms, 4000);  // most below least: least
-  EXPECT_EQ(ComputeHwmWindow(5000, 4000, 0).margin_ms, 3500);
+  EXPECT_EQ(ComputeHwmWindow(0, 4000, 3000).reach_ms, 3000);  // most below least: most
+  EXPECT_EQ(ComputeHwmWindow(5000, 4000, 0).reach_ms, 1000);  // and never below a second
+  EXPECT_EQ(ComputeHwmWindow(5000, 4000, 0).margin_ms, 500);
 }
 
 // Issue 44: a server beside a busy disk answered UNAVAILABLE while one store took longer than
-// the fixed 2 s window left. Stores that grow from 20 ms to 4.5 s (beside buffered writers they
+// the fixed 2 s window left. Stores that grow from 20 ms to 4 s (beside buffered writers they
 // went from 0.2 s to 2.1 s at once, then up to 5 s) never let the clock pass the stored hwm,
 // and the hwm never reaches further than a restart keeping its id may wait.
 TEST_F(LeasedGeneratorTest, ABusyDiskSlowsTheHwmButNeverStopsIds) {
   options_.coordinated = false;
   options_.ttl_ms = 600'000;
   options_.hwm_ahead_ms = kHwmAheadMs;
-  const std::int64_t kProfile[] = {20, 20, 20, 2100, 2100, 4000, 4500};
+  const std::int64_t kProfile[] = {20, 20, 20, 2100, 2100, 3500, 4000};
   auto lease = std::make_unique<SlowStoreLease>(NewLease("a"), clock_, [&](int n) {
     return kProfile[std::min<int>(n / 4, std::size(kProfile) - 1)];
   });

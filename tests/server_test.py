@@ -906,7 +906,9 @@ class ClockFaultTest(ServerTestCase):
         self.assertGreater(r.execute_command("ID.NEXT"), last)
         self.assertEqual(s.get_json("/readyz")[0], 200)
 
-    def test_restart_with_the_clock_5s_behind_waits_and_1h_behind_refuses(self):
+    def test_restart_with_the_clock_4s_behind_waits_and_1h_behind_refuses(self):
+        # 4 s: the hwm reaches 4 s plus max_drift (1 s) ahead, so a 5 s step would come to
+        # max_startup_wait (10 s) itself.
         s = self.start("data", faketime_file=self.clock)
         last = int(s.get_json("/v1/id")[1]["id"])
         self.assertEqual(s.stop(), 0)
@@ -914,7 +916,7 @@ class ClockFaultTest(ServerTestCase):
 
         # worker.keep_id: its own id, so the start waits (without it, another free id is taken).
         keep = {"SEKKA_WORKER_KEEP_ID": "true"}
-        self.set_clock("-5")
+        self.set_clock("-4")
         t0 = time.monotonic()
         s2 = self.start("data", faketime_file=self.clock, env=keep)
         waited = time.monotonic() - t0

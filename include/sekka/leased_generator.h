@@ -71,7 +71,7 @@ struct LeasedGeneratorOptions {
   // half of it timed out, and is asked again.
   std::int64_t call_timeout_ms = 2'000;
   // The least reach of the stored hwm ahead of the clock (plus the generator's max_drift); it
-  // grows with slow stores up to max_startup_wait_ms - max_drift (HwmWindow).
+  // grows with slow stores up to MostReach (HwmWindow).
   std::int64_t hwm_ahead_ms = 4'000;
   // The longest wait past a stored hwm at start or re-acquire; a longer one is refused.
   std::int64_t max_startup_wait_ms = 10'000;
@@ -113,15 +113,17 @@ inline constexpr std::array<std::int64_t, 8> kHwmStoreBucketsMicros = {
 // How far ahead of the clock the next hwm reaches, and when it is stored again, from how long
 // the last stores took, so that a busy disk or a slow coordinator slows ids at most:
 //  1. S is the slowest of the last kHwmStoresRemembered stores (failed ones too).
-//  2. The reach is 4 S, at least `least_ms` (hwm_ahead_ms) and at most `most_ms` (max_startup_wait
-//     - max_drift, but never below least_ms): a restart that keeps its id, or the id's next
-//     holder, waits past the last hwm within max_startup_wait.
+//  2. The reach is 4 S, at least `least_ms` (hwm_ahead_ms), at most `most_ms` (MostReach:
+//     max_startup_wait - max_drift - 1 s, a second left for a clock step; and not below 1 s):
+//     a restart that keeps its id, or the id's next holder, waits past the last hwm within
+//     max_startup_wait. Where most_ms is below least_ms, most_ms wins.
 //  3. The next hwm is stored when less than max_drift + `margin_ms` is left: half the reach, or
 //     2 S where that is more, always leaving 500 ms between stores (at a small reach, half).
 //  4. A store reaches past the next one's end while two stores take less than the reach plus
-//     max_drift: stores of up to 2.5 s at once from a quiet disk, and of up to max_startup_wait
-//     / 2 (5 s by default) once the window has grown, slow ids down to more stores, never a gap.
-//     A slower disk stops ids for what each store takes beyond that.
+//     max_drift: with the defaults, stores of up to 2.5 s at once from a quiet disk, and of up
+//     to 4.5 s once the window has grown, slow ids down to more stores, never a gap. A slower
+//     disk stops ids for what each store takes beyond that. (With a coordinator, the renewal
+//     on the same thread comes between: about a third less.)
 struct HwmWindow {
   std::int64_t reach_ms;
   std::int64_t margin_ms;
@@ -187,6 +189,8 @@ class LeasedGenerator {
   Result<std::int64_t> CheckStored(const Held& held, std::int64_t tick) const;
   // `log`: a failure is logged (not at start, where the error that ends it is its one line).
   Result<std::int64_t> StoreHwm(Held& held, std::int64_t at_least_tick, bool log = true);
+  // The most the window reaches (HwmWindow step 2).
+  static std::int64_t MostReach(const LeasedGeneratorOptions& o);
   // Keeps a store's duration and makes the window again (HwmWindow).
   void RememberStore(std::int64_t took_ms);
   // Counts a call to the lease (and logs a failure when `log`).

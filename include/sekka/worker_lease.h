@@ -89,7 +89,7 @@ class WorkerLease {
   virtual ~WorkerLease() = default;
 
   // Takes a worker id: the held one if there is one, else options.preferred when it is free
-  // (or held by this identity), else the lowest free one. Errors: kExhausted ("no free worker
+  // (or held by this identity), else the lowest free one (WorkerIdCandidates). Errors: kExhausted ("no free worker
   // id"), kUnavailable (the coordinator cannot be reached), kInvalidArgument.
   virtual Result<LeaseGrant> Acquire() = 0;
   // Keeps the lease alive. Errors: kLeaseLost (it is gone: expired, revoked or taken over;

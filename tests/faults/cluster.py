@@ -90,7 +90,9 @@ class ZooKeeperEnsemble:
     name = "zookeeper"
     server_env = {}
 
-    def __init__(self, base_dir, members=3):
+    def __init__(self, base_dir, members=3, max_client_cnxns=None):
+        """max_client_cnxns: ZooKeeper's limit of connections from one address (its default,
+        60, unless given; 0: none)."""
         self.dir = base_dir
         self.size = members
         self.clients = [free_port() for _ in range(members)]
@@ -108,6 +110,8 @@ class ZooKeeperEnsemble:
                         f"dataDir={data}\nclientPort={self.clients[i]}\n"
                         "clientPortAddress=127.0.0.1\nadmin.enableServer=false\n"
                         "4lw.commands.whitelist=srvr,ruok\n")
+                if max_client_cnxns is not None:
+                    f.write(f"maxClientCnxns={max_client_cnxns}\n")
                 for j, (peer, election) in enumerate(quorum):
                     f.write(f"server.{j + 1}=127.0.0.1:{peer}:{election}\n")
             self.cfgs.append(cfg)

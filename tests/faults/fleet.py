@@ -34,15 +34,23 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from sekka_testlib import SEKKA, LISTEN_RE, exchange, free_port  # noqa: E402
 
 
+def distinct_ports(n):
+    """n free ports, no two alike (free_port alone may pick one twice before either is bound)."""
+    ports = set()
+    while len(ports) < n:
+        ports.add(free_port())
+    return sorted(ports)
+
+
 class Server:
     """One `sekka serve` of the fleet: a fixed HTTP port (clients keep it across restarts), no
     other listener, one event loop, its own data dir, stdout and stderr in files."""
 
-    def __init__(self, index, base, flags):
+    def __init__(self, index, base, flags, port):
         self.index = index
         self.dir = os.path.join(base, f"s{index}")
         os.makedirs(os.path.join(self.dir, "data"), exist_ok=True)
-        self.port = free_port()
+        self.port = port
         self.flags = flags
         self.proc = None
         self.out = None
@@ -50,11 +58,14 @@ class Server:
 
     def start(self):
         self.out = os.path.join(self.dir, f"out{len(self.incarnations)}")
+        # The fleet's one host lock dir (its id-space binding), never the machine's.
+        env = dict(os.environ, SEKKA_WORKER_LOCK_DIR=os.path.join(os.path.dirname(self.dir),
+                                                                  "host-locks"))
         with open(self.out, "wb") as out, open(os.path.join(self.dir, "log"), "ab") as log:
             self.proc = subprocess.Popen(
                 [SEKKA, "serve", "--http", f"127.0.0.1:{self.port}", "--resp", "", "--threads",
                  "1", "--data-dir", os.path.join(self.dir, "data"), "--worker-name",
-                 f"fleet-{self.index}", *self.flags], stdout=out, stderr=log)
+                 f"fleet-{self.index}", *self.flags], stdout=out, stderr=log, env=env)
         self.incarnations.append({"worker": None, "ready": None, "end": None,
                                   "started": time.monotonic()})
 
@@ -183,13 +194,18 @@ class Coordinator:
 
 
 def wait_all(servers, deadline, what):
-    while not all(s.poll_ready() for s in servers):
+    # Every server is polled each round (not up to the first not ready), so that each one's
+    # ready time is when it began to serve, within a round.
+    while not all([s.poll_ready() for s in servers]):
         if time.monotonic() > deadline:
             late = [s for s in servers if not s.poll_ready()]
             raise TimeoutError(f"{what}: {len(late)} of {len(servers)} servers not serving; "
                                f"first: server {late[0].index}: {last_line(late[0])}")
         for s in servers:
             if s.proc.poll() is not None and not s.poll_ready():
+                if sum(1 for inc in s.incarnations if inc["ready"] is None) > 20:
+                    raise TimeoutError(f"{what}: server {s.index} exited 20 times without "
+                                       f"serving: {last_line(s)}")
                 s.start()  # it exited (no free worker id): started again, as an orchestrator does
         time.sleep(0.1)
 
@@ -241,12 +257,16 @@ def run(args):
     result = {"coordinator": args.coordinator, "servers": args.servers, "phases": []}
     try:
         if args.coordinator == "zookeeper":
-            coord = cluster.ZooKeeperEnsemble(os.path.join(base, "zk"))
+            # Every server here connects from 127.0.0.1; ZooKeeper allows 60 connections from one
+            # address by default (maxClientCnxns). A fleet's servers are hosts of their own, so
+            # the limit is lifted: with it, servers past the 60th cannot connect at all.
+            coord = cluster.ZooKeeperEnsemble(os.path.join(base, "zk"), max_client_cnxns=0)
         else:
             coord = cluster.EtcdCluster(os.path.join(base, "etcd"))
         flags = ["--worker-source", args.coordinator, "--coordinator", coord.uri,
                  "--lease-ttl", "10s", "--log-level", "warn"]
-        servers = [Server(i, base, flags) for i in range(args.servers)]
+        ports = distinct_ports(args.servers)
+        servers = [Server(i, base, flags, ports[i]) for i in range(args.servers)]
         load = Coordinator(args.coordinator, coord)
         starts = {s.index: 0 for s in servers}
 
@@ -257,9 +277,10 @@ def run(args):
         wait_all(servers, began + args.phase_timeout, "start at once")
         result["phases"].append(phase_figures("start at once", servers, began, before,
                                               load.sample(), Clients([], 0), starts))
-        calls = [s.metric("sekka_coordinator_calls_total") for s in servers]
-        result["calls_until_serving"] = {"mean": round(statistics.mean(c for c in calls if c), 1),
-                                         "max": max(c for c in calls if c)}
+        calls = [c for c in (s.metric("sekka_coordinator_calls_total") for s in servers) if c]
+        if calls:
+            result["calls_until_serving"] = {"mean": round(statistics.mean(calls), 1),
+                                             "max": max(calls)}
         result["retries"] = sum(s.log_count("asking again") for s in servers)
 
         step = max(1, args.servers // args.sample)
