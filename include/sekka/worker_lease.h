@@ -89,8 +89,8 @@ class WorkerLease {
   virtual ~WorkerLease() = default;
 
   // Takes a worker id: the held one if there is one, else options.preferred when it is free
-  // (or held by this identity), else the lowest free one (WorkerIdCandidates). Errors: kExhausted ("no free worker
-  // id"), kUnavailable (the coordinator cannot be reached), kInvalidArgument.
+  // (or held by this identity), else the lowest free one (WorkerIdCandidates). Errors: kExhausted
+  // ("no free worker id"), kUnavailable (the coordinator cannot be reached), kInvalidArgument.
   virtual Result<LeaseGrant> Acquire() = 0;
   // Keeps the lease alive. Errors: kLeaseLost (it is gone: expired, revoked or taken over;
   // Acquire again), kUnavailable (no answer; the lease may still be alive until its TTL).
