@@ -582,17 +582,16 @@ class Simulation {
     auto [serial, fresh] = generator_serial_.try_emplace(&g, 0);
     if (fresh) serial->second = ++generator_serials_;
     auto& of_worker = ranges_[worker];
-    auto [mine, made] = of_worker.try_emplace(serial->second, first, last);
-    mine->second = {std::min(mine->second.first, first), std::max(mine->second.second, last)};
+    auto& mine = of_worker.try_emplace(serial->second, first, last).first->second;
+    mine = {std::min(mine.first, first), std::max(mine.second, last)};
     for (const auto& [other, range] : of_worker) {
-      if (other == serial->second || range.second < mine->second.first ||
-          mine->second.second < range.first) {
+      if (other == serial->second || range.second < mine.first || mine.second < range.first) {
         continue;
       }
       return Fail(fmt::format(
           "worker id {} issued ids from two generators at once: times {} to {} and {} to {}",
           worker, range.first - kStartMillis, range.second - kStartMillis,
-          mine->second.first - kStartMillis, mine->second.second - kStartMillis));
+          mine.first - kStartMillis, mine.second - kStartMillis));
     }
   }
 
@@ -1120,6 +1119,14 @@ Result<TagInfo> FaultySegmentStore::GetTag(std::string_view tag) {
 }
 
 }  // namespace
+
+SimulationOptions FleetSimulation() {
+  SimulationOptions options;
+  options.fleet = true;
+  options.servers = 1025;
+  options.steps = 3000;
+  return options;
+}
 
 SimulationResult RunSimulation(const SimulationOptions& options) {
   SetLogLevel(options.verbose ? "info" : "off");

@@ -81,6 +81,8 @@ struct SimulationResult {
 };
 
 SimulationResult RunSimulation(const SimulationOptions& options);
+// The fleet tier's options (SimulationOptions::fleet): 1,025 servers, 3,000 steps a run.
+SimulationOptions FleetSimulation();
 
 // Runs seeds `first` .. `first + seeds - 1` with `options` (its seed set for each), calling
 // `before(seed)` ahead of each run when given; stops at the first run that fails. Returns the

@@ -31,9 +31,10 @@ int main(int argc, char** argv) {
     } else if (arg == "--plant-strict-bug") {
       options.plant_strict_bug = true;
     } else if (arg == "--fleet") {
-      options.fleet = true;
-      options.servers = 1025;
-      options.steps = 3000;
+      const sekka::server::SimulationOptions fleet = sekka::server::FleetSimulation();
+      options.fleet = fleet.fleet;
+      options.servers = fleet.servers;
+      options.steps = fleet.steps;
     } else if (arg == "--plant-fence-bug") {
       options.plant_fence_bug = true;
     } else {

@@ -37,14 +37,6 @@ TEST(SimulationTest, FindsAStrictLeaderThatStartsAtTheOldBound) {
 // SEKKA_SIM_FLEET_SEEDS seeds; unless set, one per 5,000 of SEKKA_SIM_SEEDS (1 in the Release
 // build, none in the sanitizer builds, whose SEKKA_SIM_SEEDS are 400 and 100: a seed takes 2 to
 // 40 s there, ten times that under a sanitizer, and the planted fence bug below runs in each).
-SimulationOptions Fleet() {
-  SimulationOptions options;
-  options.fleet = true;
-  options.servers = 1025;
-  options.steps = 3000;
-  return options;
-}
-
 TEST(SimulationTest, AFleetPastTheLayoutsWorkerIdsNeverSharesOne) {
   const char* all = std::getenv("SEKKA_SIM_SEEDS");
   const std::uint64_t fallback = all != nullptr ? std::strtoull(all, nullptr, 10) / 5000 : 1;
@@ -52,7 +44,7 @@ TEST(SimulationTest, AFleetPastTheLayoutsWorkerIdsNeverSharesOne) {
     GTEST_SKIP() << "no fleet seeds in this build (SEKKA_SIM_SEEDS " << all << ")";
   }
   const auto [first, seeds] = SeedsFromEnvironment(fallback, "SEKKA_SIM_FLEET_SEEDS");
-  const SimulationResult r = RunSimulations(Fleet(), first, seeds);
+  const SimulationResult r = RunSimulations(FleetSimulation(), first, seeds);
   ASSERT_TRUE(r.ok) << r.failure;
   std::printf("fleet simulation: %s\n", Summary(r, seeds).c_str());
   // The fleet's requests spread over 1,025 servers: fewer segment ids and machine grants a seed
@@ -67,7 +59,7 @@ TEST(SimulationTest, AFleetPastTheLayoutsWorkerIdsNeverSharesOne) {
 // renewals and stores landed) two servers issue under one worker id, and the checker says so
 // within the seeds CI runs.
 TEST(SimulationTest, AFleetWithoutTheClaimsFenceFails) {
-  SimulationOptions options = Fleet();
+  SimulationOptions options = FleetSimulation();
   options.plant_fence_bug = true;
   const SimulationResult r = RunSimulations(options, 1, 2);
   ASSERT_FALSE(r.ok) << "2 fleet seeds missed the claim without its fence";

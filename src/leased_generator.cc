@@ -25,13 +25,8 @@ LeasedGenerator::LeasedGenerator(const LeasedGeneratorOptions& options, Clock& c
       fingerprint_(LayoutFingerprint(options.generator.layout)),
       clock_(clock),
       lease_(std::move(lease)),
-      data_dir_(data_dir),
-      window_(ComputeHwmWindow(0, options.hwm_ahead_ms, MostReach(options))) {
-  snap_.reach_ms = window_.reach_ms;
-}
-
-std::int64_t LeasedGenerator::MostReach(const LeasedGeneratorOptions& o) {
-  return o.max_startup_wait_ms - o.generator.max_drift.count() - 1000;
+      data_dir_(data_dir) {
+  snap_.reach_ms = Window().reach_ms;
 }
 
 HwmWindow ComputeHwmWindow(std::int64_t slowest_store_ms, std::int64_t least_ms,
@@ -214,7 +209,7 @@ Result<std::int64_t> LeasedGenerator::StoreHwm(Held& held, std::int64_t at_least
   //    need), and never lower than anything stored or sent already, so that after a backward
   //    clock step the hwm stays where it was (it never decreases, here or at any store).
   std::int64_t ahead =
-      l.MillisToTick(clock_.NowMillis() + window_.reach_ms + options_.generator.max_drift.count());
+      l.MillisToTick(clock_.NowMillis() + Window().reach_ms + options_.generator.max_drift.count());
   if (options_.inline_hwm) {
     ahead = std::min(ahead, at_least_tick + ids_left_ / l.ids_per_tick() + 1);
   }
@@ -238,10 +233,10 @@ Result<std::int64_t> LeasedGenerator::StoreHwm(Held& held, std::int64_t at_least
                           .count();
   // 3. Counted, and the window made again from the last stores; a failure is kept for Ready
   //    and the messages of CheckStored.
-  RememberStore(clock_.MonotonicMillis() - began_ms);
+  store_ms_[store_count_++ % store_ms_.size()] = clock_.MonotonicMillis() - began_ms;
   {
     std::lock_guard lock(mu_);
-    snap_.reach_ms = window_.reach_ms;
+    snap_.reach_ms = Window().reach_ms;
     snap_.stores++;
     snap_.store_micros += static_cast<std::uint64_t>(micros);
     std::size_t bucket = 0;
@@ -271,10 +266,10 @@ Result<std::int64_t> LeasedGenerator::StoreHwm(Held& held, std::int64_t at_least
   return target;
 }
 
-void LeasedGenerator::RememberStore(std::int64_t took_ms) {
-  store_ms_[store_count_++ % store_ms_.size()] = took_ms;
-  const std::int64_t slowest = *std::max_element(store_ms_.begin(), store_ms_.end());
-  window_ = ComputeHwmWindow(slowest, options_.hwm_ahead_ms, MostReach(options_));
+HwmWindow LeasedGenerator::Window() const {
+  return ComputeHwmWindow(
+      *std::max_element(store_ms_.begin(), store_ms_.end()), options_.hwm_ahead_ms,
+      options_.max_startup_wait_ms - options_.generator.max_drift.count() - 1000);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -398,7 +393,7 @@ void LeasedGenerator::RunBackgroundOnce(const std::function<bool()>& stopping) {
   // max_drift ahead of the clock stay below the stored hwm.
   Held& h = *held_.back();
   const std::int64_t left = layout().TickToMillis(h.stored.load() + 1) - clock_.NowMillis();
-  const std::int64_t low = options_.generator.max_drift.count() + window_.margin_ms;
+  const std::int64_t low = options_.generator.max_drift.count() + Window().margin_ms;
   if (left < low && mono >= next_store_ms_) {
     Result<std::int64_t> s = StoreHwm(h, -1);
     if (!s.ok()) next_store_ms_ = mono + 500;  // not 10 times a second

@@ -71,7 +71,7 @@ struct LeasedGeneratorOptions {
   // half of it timed out, and is asked again.
   std::int64_t call_timeout_ms = 2'000;
   // The least reach of the stored hwm ahead of the clock (plus the generator's max_drift); it
-  // grows with slow stores up to MostReach (HwmWindow).
+  // grows with slow stores (HwmWindow).
   std::int64_t hwm_ahead_ms = 4'000;
   // The longest wait past a stored hwm at start or re-acquire; a longer one is refused.
   std::int64_t max_startup_wait_ms = 10'000;
@@ -113,8 +113,8 @@ inline constexpr std::array<std::int64_t, 8> kHwmStoreBucketsMicros = {
 // How far ahead of the clock the next hwm reaches, and when it is stored again, from how long
 // the last stores took, so that a busy disk or a slow coordinator slows ids at most:
 //  1. S is the slowest of the last kHwmStoresRemembered stores (failed ones too).
-//  2. The reach is 4 S, at least `least_ms` (hwm_ahead_ms), at most `most_ms` (MostReach:
-//     max_startup_wait - max_drift - 1 s, a second left for a clock step; and not below 1 s):
+//  2. The reach is 4 S, at least `least_ms` (hwm_ahead_ms), at most `most_ms`
+//     (max_startup_wait - max_drift - 1 s, a second left for a clock step; and not below 1 s):
 //     a restart that keeps its id, or the id's next holder, waits past the last hwm within
 //     max_startup_wait. Where most_ms is below least_ms, most_ms wins.
 //  3. The next hwm is stored when less than max_drift + `margin_ms` is left: half the reach, or
@@ -189,10 +189,8 @@ class LeasedGenerator {
   Result<std::int64_t> CheckStored(const Held& held, std::int64_t tick) const;
   // `log`: a failure is logged (not at start, where the error that ends it is its one line).
   Result<std::int64_t> StoreHwm(Held& held, std::int64_t at_least_tick, bool log = true);
-  // The most the window reaches (HwmWindow step 2).
-  static std::int64_t MostReach(const LeasedGeneratorOptions& o);
-  // Keeps a store's duration and makes the window again (HwmWindow).
-  void RememberStore(std::int64_t took_ms);
+  // The window the last stores make (HwmWindow). Owner thread.
+  HwmWindow Window() const;
   // Counts a call to the lease (and logs a failure when `log`).
   Status Call(const char* what, Status status, bool log = true);
   Status Renew();
@@ -216,10 +214,9 @@ class LeasedGenerator {
   std::int64_t last_renew_try_ms_ = 0;
   std::int64_t next_reacquire_ms_ = 0;
   std::int64_t next_store_ms_ = 0;
-  // The last stores' durations, on clock_ (a ring), and the window they make.
+  // The last stores' durations, on clock_ (a ring): the window (Window).
   std::array<std::int64_t, kHwmStoresRemembered> store_ms_{};
   std::size_t store_count_ = 0;
-  HwmWindow window_{};
 
   mutable std::mutex mu_;
   LeaseSnapshot snap_;  // guarded by mu_

@@ -221,7 +221,7 @@ def phase_figures(name, servers, began, coord_before, coord_after, clients, star
     t1, w1, c1 = coord_after
     took = [inc["ready"] - inc["started"] for s in servers for inc in s.incarnations[starts[s.index]:]
             if inc["ready"] is not None]
-    calls = clients.between(t0, t1)
+    calls = clients.between(t0, t1) if clients else []
     lat = sorted(c[1] for c in calls if c[2])
     return {
         "phase": name,
@@ -276,7 +276,7 @@ def run(args):
             s.start()
         wait_all(servers, began + args.phase_timeout, "start at once")
         result["phases"].append(phase_figures("start at once", servers, began, before,
-                                              load.sample(), Clients([], 0), starts))
+                                              load.sample(), None, starts))
         calls = [c for c in (s.metric("sekka_coordinator_calls_total") for s in servers) if c]
         if calls:
             result["calls_until_serving"] = {"mean": round(statistics.mean(calls), 1),
