@@ -122,6 +122,7 @@ constexpr std::size_t kKeptCapacity = 64 * 1024;
 
 class Connection : public std::enable_shared_from_this<Connection> {
  public:
+  friend class RawSocket;  // it records the raw bytes its reads handled (handled_bytes_)
   // `tls` null: plain TCP.
   // `host`: the client's ClientHost.
   Connection(ConnectionHost& server, tcp::socket socket, std::string host, Protocol protocol,
@@ -146,8 +147,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // long reply is not idle, however long ago the server wrote it; one that stops reading is
   // closed an idle timeout later.
   bool StillReading();
-  // Bytes from the client wait in the kernel and the connection is reading (a read or its TLS
-  // handshake is under way, or it has not begun), so it reads them soon (any thread): one that
+  // Bytes from the client wait in the kernel, or were read and wait for their handler, and the
+  // connection is reading (a read or its TLS handshake is under way, or it has not begun), so
+  // it reads them soon (any thread): one that
   // has sent its credentials is not closed to make room before they are read. One the server
   // does not read (its output full, a handshake waiting its turn, a reply held) is no such.
   bool AboutToRead() const;
@@ -231,10 +233,12 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // async_write was sending it).
   std::atomic<bool> reading_{false};  // an async_read_some is in flight (AboutToRead)
   std::atomic<bool> begun_{false};    // Begin has run (AboutToRead)
-  bool writing_ = false;              // an async_write is in flight: out_ is not touched
-  std::string held_;                  // a blocking-pool reply that came while writing_
-  std::size_t write_pos_ = 0;         // what the write in flight has sent of out_
-  std::atomic<int> fd_{-1};           // the socket's, for ClientStalled (-1 once closed)
+  // Of socket_.received(), the bytes whose read handler has returned (AboutToRead).
+  std::atomic<std::uint64_t> handled_bytes_{0};
+  bool writing_ = false;       // an async_write is in flight: out_ is not touched
+  std::string held_;           // a blocking-pool reply that came while writing_
+  std::size_t write_pos_ = 0;  // what the write in flight has sent of out_
+  std::atomic<int> fd_{-1};    // the socket's, for ClientStalled (-1 once closed)
   // Bytes handed to the socket so far (TLS: plaintext, which the records' overhead makes a
   // little less than the kernel holds).
   std::atomic<std::uint64_t> sent_total_{0};

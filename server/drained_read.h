@@ -51,6 +51,7 @@
 #include <sys/socket.h>
 
 #include <asio.hpp>
+#include <atomic>
 #include <cerrno>
 #include <cstdint>
 #include <memory>
@@ -121,8 +122,9 @@ class Op : public asio::detail::reactor_op {
  public:
   // In a block of the loop thread's recycled memory, as Asio keeps its own operations: one
   // read per request, without a malloc.
-  static Op* Make(int fd, DescriptorState* state, asio::mutable_buffer buffer, Handler handler) {
-    return new (Allocator().allocate(1)) Op(fd, state, buffer, std::move(handler));
+  static Op* Make(int fd, DescriptorState* state, asio::mutable_buffer buffer,
+                  std::atomic<std::uint64_t>* received, Handler handler) {
+    return new (Allocator().allocate(1)) Op(fd, state, buffer, received, std::move(handler));
   }
 
  private:
@@ -134,11 +136,13 @@ class Op : public asio::detail::reactor_op {
     }
   };
 
-  Op(int fd, DescriptorState* state, asio::mutable_buffer buffer, Handler handler)
+  Op(int fd, DescriptorState* state, asio::mutable_buffer buffer,
+     std::atomic<std::uint64_t>* received, Handler handler)
       : reactor_op(asio::error_code(), &Op::Perform, &Op::Complete),
         fd_(fd),
         state_(state),
         buffer_(buffer),
+        received_(received),
         handler_(std::move(handler)) {}
 
   static status Perform(reactor_op* base) {
@@ -147,6 +151,7 @@ class Op : public asio::detail::reactor_op {
       const ssize_t n = ::recv(op->fd_, op->buffer_.data(), op->buffer_.size(), 0);
       if (n > 0) {
         op->bytes_transferred_ = static_cast<std::size_t>(n);
+        op->received_->fetch_add(op->bytes_transferred_);
         const bool emptied =
             op->bytes_transferred_ < op->buffer_.size() && !ReportedMoreThanData(op->state_);
         return emptied ? done_and_exhausted : done;
@@ -177,6 +182,7 @@ class Op : public asio::detail::reactor_op {
   const int fd_;
   DescriptorState* const state_;
   const asio::mutable_buffer buffer_;
+  std::atomic<std::uint64_t>* const received_;
   Handler handler_;
 };
 
@@ -189,7 +195,9 @@ class TcpSocket : public asio::ip::tcp::socket {
   explicit TcpSocket(asio::ip::tcp::socket&& socket) : asio::ip::tcp::socket(std::move(socket)) {}
 
   // async_read_some of one buffer, which lets the next read skip the try when this one emptied
-  // the socket. One at a time; the handler runs on the socket's executor.
+  // the socket. One at a time; the handler runs on the socket's executor. The bytes it reads
+  // are added to `received()` when they leave the kernel, which may be long before the handler
+  // runs (a read tried at once posts its handler behind the loop's queue).
   template <typename Handler>
   void DrainedRead(asio::mutable_buffer buffer, Handler&& handler) {
 #ifdef SEKKA_DRAINED_READ
@@ -200,14 +208,21 @@ class TcpSocket : public asio::ip::tcp::socket {
          asio::detail::socket_ops::set_internal_non_blocking(impl.socket_, impl.state_, true,
                                                              ec))) {
       auto* op = drained_read_internal::Op<std::decay_t<Handler>>::Make(
-          impl.socket_, impl.reactor_data_, buffer, std::forward<Handler>(handler));
+          impl.socket_, impl.reactor_data_, buffer, &received_, std::forward<Handler>(handler));
       reactor_->start_op(asio::detail::epoll_reactor::read_op, impl.socket_, impl.reactor_data_, op,
                          /*is_continuation=*/false, /*allow_speculative=*/true);
       return;
     }
 #endif
-    async_read_some(buffer, std::forward<Handler>(handler));
+    async_read_some(buffer, [this, handler = std::forward<Handler>(handler)](
+                                const asio::error_code& ec, std::size_t n) mutable {
+      received_.fetch_add(n);
+      std::move(handler)(ec, n);
+    });
   }
+
+  // Bytes the socket's reads have taken from the kernel (any thread).
+  std::uint64_t received() const { return received_.load(); }
 
  private:
 #ifdef SEKKA_DRAINED_READ
@@ -229,6 +244,7 @@ class TcpSocket : public asio::ip::tcp::socket {
   drained_read_internal::Reactor* reactor_ = nullptr;  // the socket's loop's, once set up
   bool unusable_ = false;                              // reads are Asio's own
 #endif
+  std::atomic<std::uint64_t> received_{0};
 };
 
 }  // namespace sekka::server

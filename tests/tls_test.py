@@ -160,14 +160,14 @@ class TlsTest(CertsTestCase):
         # record is whole. Raw bytes now start the request's deadline.
         s = self.serve("partial", "--request-timeout", "1s", "--idle-timeout", "60s")
         ctx = ssl.create_default_context(cafile=self.cert("ca.crt"))
-        with socket.create_connection(("127.0.0.1", s.resp_port), timeout=10) as c:
+        # The close comes well before idle_timeout (a recv that waited past 50 s would raise);
+        # which deadline closed it, the metric says (a TSan run on a busy host took over 10 s).
+        with socket.create_connection(("127.0.0.1", s.resp_port), timeout=50) as c:
             _, _, outgoing = handshake_by_hand(ctx, c)  # so that raw bytes can follow it
             c.sendall(outgoing.read())
             c.sendall(b"\x17\x03\x03\x00\x64abc")
-            start = time.monotonic()
             while c.recv(65536):  # session tickets, then the close
                 pass
-            self.assertLess(time.monotonic() - start, 5)
         self.assertEqual(
             metric(s, self.cert, 'sekka_connections_shed_total{reason="request_timeout"}'), 1)
 
