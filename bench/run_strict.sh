@@ -44,7 +44,11 @@ for name in leader follower; do
   # The first server asked leads the tag.
   redis-cli -p "${RESP[$name]}" STRICT.NEXT chat > /dev/null
 done
-metric() { curl -s "127.0.0.1:${HTTP[follower]}/metrics" | awk -v m="$1" '$1 == m { print $2 }'; }
+# /metrics is made at most once a second (server/metrics.cc): wait past that before a read.
+metric() {
+  sleep 1.1
+  curl -s "127.0.0.1:${HTTP[follower]}/metrics" | awk -v m="$1" '$1 == m { print $2 }'
+}
 bench() { # port, pipeline, n, command...
   local port=$1 pipeline=$2 n=$3
   shift 3
@@ -59,11 +63,15 @@ for round in $(seq "$ROUNDS"); do
     echo "  STRICT.NEXT leader:       $(bench "${RESP[leader]}" "$pipeline" "$n" STRICT.NEXT chat)"
     echo "  STRICT.BATCH 100 leader:  $(bench "${RESP[leader]}" "$pipeline" "$((n / 10))" STRICT.BATCH chat 100)"
     f0=$(metric 'sekka_strict_requests_total{path="forwarded"}')
+    l0=$(metric 'sekka_strict_requests_total{path="led"}')
     c0=$(metric sekka_strict_leader_calls_total)
     echo "  STRICT.NEXT follower:     $(bench "${RESP[follower]}" "$pipeline" "$n" STRICT.NEXT chat)"
     f1=$(metric 'sekka_strict_requests_total{path="forwarded"}')
+    l1=$(metric 'sekka_strict_requests_total{path="led"}')
     c1=$(metric sekka_strict_leader_calls_total)
-    echo "    calls to the leader per forwarded request: $(echo "$c1 $c0 $f1 $f0" | awk '{ printf "%.3f", ($1 - $2) / ($3 - $4) }')"
+    # A follower that led any of them (the leader's lease lapsed) measured no forwarding.
+    echo "    forwarded $((f1 - f0)), led there $((l1 - l0)); calls to the leader per forwarded" \
+      "request: $(echo "$c1 $c0 $f1 $f0" | awk '{ printf "%.3f", ($1 - $2) / ($3 - $4 + 1e-9) }')"
     echo "  STRICT.BATCH 100 follower: $(bench "${RESP[follower]}" "$pipeline" "$((n / 10))" STRICT.BATCH chat 100)"
   done
 done

@@ -35,7 +35,7 @@ WorkerLeaseOptions LeaseOptions(const server::ServerConfig& config, Clock* clock
   return o;
 }
 
-// Calls to leaders, one connection per leader kept between calls.
+// Calls to leaders, up to kStrictCallsInFlight connections per leader kept between calls.
 class Forwarder {
  public:
   Forwarder(std::string token, std::shared_ptr<SSL_CTX> tls)
@@ -101,19 +101,24 @@ class Forwarder {
     std::lock_guard lock(mu_);
     auto it = idle_.find(address);
     if (it == idle_.end()) return nullptr;
-    std::unique_ptr<RespConnection> conn = std::move(it->second);
-    idle_.erase(it);
+    std::unique_ptr<RespConnection> conn = std::move(it->second.back());
+    it->second.pop_back();
+    if (it->second.empty()) idle_.erase(it);
     return conn;
   }
   void Give(const std::string& address, std::unique_ptr<RespConnection> conn) {
     std::lock_guard lock(mu_);
-    idle_[address] = std::move(conn);  // at most one kept per leader
+    // As many kept per leader as calls may be in flight to it (one per tag's call, at once).
+    std::vector<std::unique_ptr<RespConnection>>& kept = idle_[address];
+    if (kept.size() < static_cast<std::size_t>(server::kStrictCallsInFlight)) {
+      kept.push_back(std::move(conn));
+    }
   }
 
   const std::string token_;
   const std::shared_ptr<SSL_CTX> tls_;  // null: plain TCP
   std::mutex mu_;
-  std::map<std::string, std::unique_ptr<RespConnection>> idle_;  // guarded by mu_
+  std::map<std::string, std::vector<std::unique_ptr<RespConnection>>> idle_;  // guarded by mu_
 };
 
 // Leader lookups: one coordinator session per tag, kept.

@@ -167,6 +167,11 @@ void Connection::Trust() {
 
 BufferLimits Connection::limits() const { return trusted() ? kTrustedLimits : kUntrustedLimits; }
 
+const resp::Limits& Connection::RespLimits() const {
+  static const resp::Limits kLimits;
+  return trusted() ? kLimits : resp::kUnauthenticatedLimits;
+}
+
 bool Connection::StillReading() {
   const int fd = fd_.load();
   int queued = 0;  // bytes in the kernel the client has not acknowledged
@@ -370,19 +375,59 @@ void Connection::Offload(
                work(session, reply, close);
                asio::post(self->executor(), [self, session = std::move(session),
                                              reply = std::move(reply), close]() mutable {
-                 self->pending_ = false;
-                 if (self->closed_) return;
-                 self->Touch();
-                 self->session_ = std::move(session);
-                 if (close) self->closing_ = true;
-                 if (self->writing_) {
-                   self->held_ += reply;  // sent after the write in flight
-                   return;
+                 if (!self->closed_) {
+                   self->session_ = std::move(session);
+                   if (close) self->closing_ = true;
                  }
-                 self->out_ += reply;
-                 self->Continue();
+                 self->Deliver(std::move(reply));
                });
              });
+}
+
+void Connection::Deliver(std::string reply) {
+  pending_ = false;
+  if (closed_) return;
+  Touch();
+  if (writing_) {
+    held_ += reply;  // sent after the write in flight
+    return;
+  }
+  out_ += reply;
+  Continue();
+}
+
+bool Connection::AwaitStrict(const std::vector<std::string_view>& args, std::string_view behind,
+                             std::size_t& pos) {
+  Service& service = server_.service();
+  StrictRun run;
+  if (!JoinStrictRun(service, session_, args, run)) return false;
+  // The requests behind it that are here whole join while they are the same tag's (a pipeline
+  // of them is one call, and one wait of this connection's).
+  std::size_t ahead = 0;
+  while (ahead < behind.size()) {
+    resp::ParseCommand(behind.substr(ahead), RespLimits(), ahead_);
+    if (ahead_.status != resp::ParseStatus::kComplete ||
+        !JoinStrictRun(service, session_, ahead_.args, run)) {
+      break;
+    }
+    ahead += ahead_.consumed;
+    ++handled_;
+  }
+  pos += ahead;
+  pending_ = true;
+  auto answer = [self = shared_from_this(), run](Result<std::int64_t> first) {
+    asio::post(self->executor(), [self, run, first = std::move(first)] {
+      std::string reply;
+      AnswerStrictRun(self->server_.service(), self->session_, run, first, reply);
+      self->Deliver(std::move(reply));
+    });
+  };
+  if (service.NextStrictAsync(run.tag, run.total, run.counts.size(), answer)) return true;
+  // Only the blocking path can answer (a tag new here): on the lane's pool, as one call too.
+  Offload(Lane::kStrict, [&service, run](Session& session, std::string& out, bool&) {
+    AnswerStrictRun(service, session, run, service.NextStrict(run.tag, run.total), out);
+  });
+  return true;
 }
 
 void Connection::Process() {
@@ -452,10 +497,9 @@ Connection::Step Connection::TakeThrift(std::string_view data, std::size_t& pos)
 }
 
 Connection::Step Connection::TakeResp(std::string_view data, std::size_t& pos) {
-  static const resp::Limits kLimits;
   Service& service = server_.service();
   resp::ParseResult& r = parsed_;
-  resp::ParseCommand(data, trusted() ? kLimits : resp::kUnauthenticatedLimits, r);
+  resp::ParseCommand(data, RespLimits(), r);
   if (r.status == resp::ParseStatus::kNeedMore) {
     if (data.size() > limits().input) {
       resp::AppendError(out_, "ERR Protocol error: request too large");
@@ -472,6 +516,9 @@ Connection::Step Connection::TakeResp(std::string_view data, std::size_t& pos) {
   pos += r.consumed;
   ++handled_;
   if (const Lane lane = LaneOf(service, r.args); lane != Lane::kLoop) {
+    if (lane == Lane::kStrict && AwaitStrict(r.args, data.substr(r.consumed), pos)) {
+      return Step::kStop;
+    }
     std::vector<std::string> args(r.args.begin(), r.args.end());
     Offload(lane,
             [&service, args = std::move(args)](Session& session, std::string& out, bool& close) {

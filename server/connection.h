@@ -177,6 +177,17 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // its reply is back (so replies keep their order).
   void Offload(Lane lane,
                std::function<void(Session& session, std::string& out, bool& close)> work);
+  // The reply of the request that was pending (Offload, AwaitStrict), on the loop: queued
+  // after the write in flight, if any, and the connection goes on.
+  void Deliver(std::string reply);
+  // A strict request (`args`, already taken) that must wait for its tag's leader, with the
+  // requests of the same tag in `behind` (taken too, `pos` moved past them): one call
+  // answers them all, and no thread waits for it (StrictTags::NextAsync). False when `args` is
+  // no such request; nothing is taken then.
+  bool AwaitStrict(const std::vector<std::string_view>& args, std::string_view behind,
+                   std::size_t& pos);
+  // What a RESP request may be: smaller before credentials.
+  const resp::Limits& RespLimits() const;
   // Handles the buffered requests (up to the output bound) with the protocol's Take*, each of
   // which takes one request from the front of `data` and moves `pos` past what it used.
   void Process();
@@ -223,6 +234,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   http::RequestParser http_parser_;
   Session session_;
   resp::ParseResult parsed_;  // reused: its argument vector keeps its capacity
+  resp::ParseResult ahead_;   // AwaitStrict's look at the requests behind
   asio::ip::address peer_;
   std::uint64_t handled_ = 0;         // requests taken from in_
   bool closing_ = false;              // close after the pending write

@@ -68,6 +68,23 @@ struct Session {
 void HandleResp(Service& service, Session& session, const std::vector<std::string_view>& args,
                 std::string& out, bool& close);
 
+// Pipelined strict requests of one tag that one call to its leader answers (a follower's, or a
+// leader's past its bound: server/strict_tags.h): STRICT.NEXT and STRICT.BATCH with a valid
+// count, from a connection that needs no credentials or sent them.
+struct StrictRun {
+  std::string tag;
+  std::vector<std::int64_t> counts;  // each request's; 0: STRICT.NEXT's one-id form
+  std::int64_t total = 0;            // ids, within strict.window
+};
+// Adds the request `args` to `run` (any tag when empty, else the same) and true; false when it
+// is not such a request or would take the run past strict.window (it is answered alone).
+bool JoinStrictRun(Service& service, const Session& session,
+                   const std::vector<std::string_view>& args, StrictRun& run);
+// Appends the replies of the run's requests, given its first id (each takes the next ones in
+// order) or the error every request gets, and counts them.
+void AnswerStrictRun(Service& service, const Session& session, const StrictRun& run,
+                     const Result<std::int64_t>& first, std::string& out);
+
 // Runs one call of Twitter Snowflake's Thrift service (get_id, get_worker_id, get_timestamp,
 // get_datacenter_id) and appends its framed reply or TApplicationException (nothing for a
 // oneway message, whose sender reads no reply).

@@ -513,6 +513,47 @@ void HandleResp(Service& service, Session& session, const std::vector<std::strin
   service.CountRequest(Protocol::kResp, label, ok);
 }
 
+bool JoinStrictRun(Service& service, const Session& session,
+                   const std::vector<std::string_view>& args, StrictRun& run) {
+  if (args.size() < 2 || args.size() > 3) return false;
+  const bool batch = Is(args[0], "STRICT.BATCH");
+  if (!batch && !Is(args[0], "STRICT.NEXT")) return false;
+  if (batch && args.size() != 3) return false;
+  if (!service.config().auth_token.empty() && !session.authenticated) return false;
+  if (!run.counts.empty() && args[1] != run.tag) return false;
+  std::int64_t count = 0;  // the one-id form
+  if (args.size() == 3) {
+    const std::int64_t max = std::min(service.config().strict_window, service.config().max_batch);
+    Result<std::int64_t> n = ParseCount("count", args[2], max);
+    if (!n.ok()) return false;
+    count = *n;
+  }
+  const std::int64_t ids = std::max<std::int64_t>(count, 1);
+  if (run.total + ids > service.config().strict_window) return false;
+  if (run.counts.empty()) run.tag = std::string(args[1]);
+  run.counts.push_back(count);
+  run.total += ids;
+  return true;
+}
+
+void AnswerStrictRun(Service& service, const Session& session, const StrictRun& run,
+                     const Result<std::int64_t>& first, std::string& out) {
+  const bool string_ids = StringIds(service, session);
+  std::int64_t next = first.ok() ? *first : 0;
+  for (const std::int64_t count : run.counts) {
+    if (!first.ok()) {
+      RespError(out, first.error());
+    } else if (count == 0) {
+      AppendId(out, next++, string_ids);
+    } else {
+      std::vector<std::int64_t> ids(static_cast<std::size_t>(count));
+      for (std::int64_t& id : ids) id = next++;
+      AppendReply(out, Reply(std::move(ids)), string_ids);
+    }
+    service.CountRequest(Protocol::kResp, Command::kStrict, first.ok());
+  }
+}
+
 Lane LaneOf(Service& service, const std::vector<std::string_view>& args) {
   if (args.empty()) return Lane::kLoop;
   Args command_args;

@@ -281,6 +281,7 @@ void Service::Stop() {
   wake_.notify_all();
   if (reserver_.joinable()) reserver_.join();
   if (tokens_thread_.joinable()) tokens_thread_.join();
+  if (strict_ != nullptr) strict_->StopCalls();  // before the server's loops their answers reach
   // The stored hwm covers every id issued; the id is free for others at once.
   if (leased_ != nullptr) (void)leased_->Stop();
 }

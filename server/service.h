@@ -214,6 +214,12 @@ class Service {
   // Errors: kInvalidArgument, kUnavailable (strict ids are off: no coordinator; no leader),
   // kExhausted.
   Result<std::int64_t> NextStrict(std::string_view tag, std::int64_t n);
+  // The same, answered through `done` with no thread waiting (StrictTags::NextAsync); false
+  // when only NextStrict can answer.
+  bool NextStrictAsync(std::string_view tag, std::int64_t n, std::uint64_t requests,
+                       StrictTags::Done done) {
+    return strict_ != nullptr && strict_->NextAsync(tag, n, requests, std::move(done));
+  }
   // The same, only from this server's own leadership (a forwarded call). Errors: kLeaseLost
   // when this server does not lead `tag`, and NextStrict's.
   Result<std::int64_t> NextStrictAsLeader(std::string_view tag, std::int64_t n);

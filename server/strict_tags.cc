@@ -3,7 +3,10 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <asio/post.hpp>
+#include <asio/thread_pool.hpp>
 #include <deque>
+#include <future>
 #include <limits>
 #include <optional>
 #include <random>
@@ -21,20 +24,22 @@ struct StrictTags::Tag {
   // Guarded by StrictTags::mu_: requests holding it now, and when it was last held.
   int users = 0;
   std::int64_t last_used_ms = 0;
-  // Forwarding, guarded by fmu:
+  // Forwarding, guarded by fmu: requests waiting for a call, and the calls in flight.
   struct Waiter {
     std::int64_t n = 0;
-    std::optional<Result<std::int64_t>> result;
+    std::uint64_t requests = 1;  // the requests it answers (Stats)
+    Done done;
   };
   std::mutex fmu;
-  std::condition_variable done;
-  std::deque<Waiter*> queue;
-  bool calling = false;
+  std::condition_variable slot_free;  // a call ended, or a waiter's answer came
+  std::deque<Waiter> queue;
+  std::int64_t waiting = 0;  // the ids the queue asks for
+  int calls = 0;               // at most kStrictCallsInFlight
   std::string leader_address;  // the leader's last known address ("" unknown)
   // Until then (monotonic ms), a request that finds a call in flight is refused at once: the
   // last call found no leader that answered in time.
   std::int64_t suspect_until_ms = 0;
-  std::int64_t highest = 0;  // the highest id this server got for the tag through Forward
+  std::int64_t highest = 0;  // the highest id this server got for the tag through a call
 };
 
 Result<std::string> StrictNamespace(std::string_view cluster, std::string_view tag) {
@@ -67,6 +72,7 @@ StrictTags::StrictTags(StrictCoordination coordination, Clock& clock, StrictOpti
       max_tags_(max_tags),
       run_(std::random_device{}() * 0x100000000ull + std::random_device{}()) {
   if (!tick_thread) return;
+  calls_ = std::make_unique<asio::thread_pool>(kStrictCallsInFlight);
   ticker_ = std::thread([this] {
     std::unique_lock lock(stop_mu_);
     while (!stopping_) {
@@ -85,6 +91,7 @@ StrictTags::~StrictTags() {
   }
   stop_cv_.notify_all();
   if (ticker_.joinable()) ticker_.join();
+  StopCalls();
   std::lock_guard lock(mu_);
   for (auto& [name, t] : tags_) t->leader->Resign();  // the next leader starts at once
 }
@@ -180,11 +187,14 @@ Result<std::int64_t> StrictTags::NextAsLeader(std::string_view tag, std::int64_t
   return first;
 }
 
+Status StrictTags::CheckCount(std::int64_t n) const {
+  if (n >= 1 && n <= options_.window) return Status::Ok();
+  return InvalidArgument(
+      fmt::format("count {} is not valid for strict ids: allowed 1 to {}", n, options_.window));
+}
+
 Result<std::int64_t> StrictTags::Next(std::string_view tag, std::int64_t n) {
-  if (n < 1 || n > options_.window) {
-    return InvalidArgument(
-        fmt::format("count {} is not valid for strict ids: allowed 1 to {}", n, options_.window));
-  }
+  SEKKA_RETURN_IF_ERROR(CheckCount(n));
   SEKKA_ASSIGN_OR_RETURN(auto found, Find(tag));
   Tag& t = *found;
   // 1. Led here: served here.
@@ -195,56 +205,122 @@ Result<std::int64_t> StrictTags::Next(std::string_view tag, std::int64_t n) {
       return first;
     }
   }
-  // 2. Else from the leader elsewhere, which Forward finds (or becomes).
-  return Forward(t, n);
-}
-
-Result<std::int64_t> StrictTags::Forward(Tag& t, std::int64_t n) {
-  Tag::Waiter me{n, std::nullopt};
+  // 2. Else from the leader elsewhere: a call made by this thread when one more may be in
+  // flight (until this request is answered), else by a call already in flight.
+  auto answer = std::make_shared<std::optional<Result<std::int64_t>>>();
+  Done done = [&t, answer](Result<std::int64_t> first) {
+    std::lock_guard lock(t.fmu);
+    *answer = std::move(first);
+    t.slot_free.notify_all();
+  };
   std::unique_lock lock(t.fmu);
-  // While the last call found no leader that answered in time, one request at a time tries
-  // again; the others are refused at once rather than wait on the lane's few threads, which
-  // the other tags need.
-  if (t.calling && clock_.MonotonicMillis() < t.suspect_until_ms) {
-    return Unavailable(fmt::format(
-        "strict tag {}: its leader did not answer in time; another call is trying again", t.name));
-  }
-  t.queue.push_back(&me);
-  while (!me.result) {
-    if (t.calling) {
-      t.done.wait(lock);
+  if (std::optional<Error> refused = Suspect(t)) return *std::move(refused);
+  t.queue.push_back({n, 1, std::move(done)});
+  t.waiting += n;
+  while (!answer->has_value()) {
+    if (t.calls >= kStrictCallsInFlight) {
+      t.slot_free.wait(lock);
       continue;
     }
-    // This caller makes the next call, for every request queued now (within one window).
-    std::vector<Tag::Waiter*> batch;
-    std::int64_t total = 0;
-    while (!t.queue.empty() && total + t.queue.front()->n <= options_.window) {
-      total += t.queue.front()->n;
-      batch.push_back(t.queue.front());
-      t.queue.pop_front();
-    }
-    t.calling = true;
+    ++t.calls;
     lock.unlock();
-    bool remote = false;
-    Result<std::int64_t> first = CallLeader(t, total, remote);
+    CallLoop(t, [&answer] { return answer->has_value(); });
     lock.lock();
-    t.calling = false;
-    t.suspect_until_ms = first.ok() ? 0 : clock_.MonotonicMillis() + 1000;
-    if (first.ok()) (remote ? forwarded_ : led_).fetch_add(batch.size(), std::memory_order_relaxed);
-    for (Tag::Waiter* w : batch) {
-      if (first.ok()) {
-        w->result = *first;
-        *first += w->n;
-      } else {
-        w->result = first.error();
-      }
-    }
-    t.done.notify_all();
   }
-  return *std::move(me.result);
+  return **std::move(answer);
 }
 
-Result<std::int64_t> StrictTags::CallLeader(Tag& t, std::int64_t n, bool& remote) {
+bool StrictTags::NextAsync(std::string_view tag, std::int64_t n, std::uint64_t requests,
+                           Done done) {
+  if (calls_ == nullptr || calls_stopped_.load()) return false;
+  if (Status s = CheckCount(n); !s.ok()) {
+    done(s.error());
+    return true;
+  }
+  TagUse t = Known(tag);
+  if (t == nullptr) return false;  // Next adds it (a coordinator session may be opened)
+  if (t->leader->Ready(n)) {       // led here, with the ids at hand
+    Result<std::int64_t> first = t->leader->Next(n);
+    if (first.ok()) led_.fetch_add(requests, std::memory_order_relaxed);
+    done(std::move(first));
+    return true;
+  }
+  std::unique_lock lock(t->fmu);
+  if (std::optional<Error> refused = Suspect(*t)) {
+    lock.unlock();
+    done(*std::move(refused));
+    return true;
+  }
+  t->queue.push_back({n, requests, std::move(done)});
+  t->waiting += n;
+  if (t->calls >= kStrictCallsInFlight || (t->calls > 0 && t->waiting < options_.window)) {
+    return true;  // a call in flight takes it next
+  }
+  ++t->calls;
+  lock.unlock();
+  asio::post(*calls_, [this, use = std::move(t)] { CallLoop(*use, [] { return false; }); });
+  return true;
+}
+
+void StrictTags::StopCalls() {
+  if (calls_ == nullptr || calls_stopped_.exchange(true)) return;
+  calls_->join();
+}
+
+std::optional<Error> StrictTags::Suspect(const Tag& t) const {
+  // While the last call found no leader that answered in time, the calls in flight try again;
+  // other requests are refused at once rather than wait.
+  if (t.calls == 0 || clock_.MonotonicMillis() >= t.suspect_until_ms) return std::nullopt;
+  return Unavailable(fmt::format(
+      "strict tag {}: its leader did not answer in time; another call is trying again", t.name));
+}
+
+void StrictTags::CallLoop(Tag& t, const std::function<bool()>& enough) {
+  std::unique_lock lock(t.fmu);
+  for (;;) {
+    if (t.queue.empty() || enough()) {
+      --t.calls;
+      t.slot_free.notify_all();
+      return;
+    }
+    // One call for every request waiting now (within one window). They all began before it
+    // was made, so it splits the leader's consecutive run among them in any order.
+    std::vector<Tag::Waiter> batch;
+    std::int64_t total = 0;
+    while (!t.queue.empty() && total + t.queue.front().n <= options_.window) {
+      total += t.queue.front().n;
+      t.waiting -= t.queue.front().n;
+      batch.push_back(std::move(t.queue.front()));
+      t.queue.pop_front();
+    }
+    // Above every id this server got from calls answered before this one was made: a call
+    // answered later, though made earlier, overlapped this one and may hold higher ids.
+    const std::int64_t floor = t.highest;
+    lock.unlock();
+    bool remote = false;
+    Result<std::int64_t> first = CallLeader(t, total, floor, remote);
+    lock.lock();
+    t.suspect_until_ms = first.ok() ? 0 : clock_.MonotonicMillis() + 1000;
+    lock.unlock();
+    if (first.ok()) {
+      std::uint64_t requests = 0;
+      for (const Tag::Waiter& w : batch) requests += w.requests;
+      (remote ? forwarded_ : led_).fetch_add(requests, std::memory_order_relaxed);
+    }
+    for (Tag::Waiter& w : batch) {
+      if (first.ok()) {
+        w.done(*first);
+        *first += w.n;
+      } else {
+        w.done(first.error());
+      }
+    }
+    lock.lock();
+  }
+}
+
+Result<std::int64_t> StrictTags::CallLeader(Tag& t, std::int64_t n, std::int64_t floor,
+                                            bool& remote) {
   // Until a leader answers, within the deadline: the known leader, else the coordinator's, else
   // this server takes the lead. A failover takes up to a TTL; callers see kUnavailable after.
   const std::int64_t deadline = clock_.MonotonicMillis() + 2000;
@@ -288,7 +364,8 @@ Result<std::int64_t> StrictTags::CallLeader(Tag& t, std::int64_t n, bool& remote
     leader_calls_.fetch_add(1, std::memory_order_relaxed);
     const std::chrono::milliseconds left(
         std::max<std::int64_t>(deadline - clock_.MonotonicMillis(), 50));
-    Result<std::int64_t> first = Checked(t, n, coordination_.forward(address, t.name, n, left));
+    Result<std::int64_t> first =
+        Checked(t, n, floor, coordination_.forward(address, t.name, n, left));
     if (first.ok()) {
       remote = true;
       std::lock_guard lock(t.fmu);
@@ -307,19 +384,20 @@ Result<std::int64_t> StrictTags::CallLeader(Tag& t, std::int64_t n, bool& remote
   return Unavailable(fmt::format("strict tag {}: {}", t.name, last.message));
 }
 
-Result<std::int64_t> StrictTags::Checked(Tag& t, std::int64_t n, Result<std::int64_t> first) {
+Result<std::int64_t> StrictTags::Checked(Tag& t, std::int64_t n, std::int64_t floor,
+                                         Result<std::int64_t> first) {
   if (!first.ok()) return first;
   std::lock_guard lock(t.fmu);
-  // A leader's run starts above every id of the tag answered before, and fits in an int64.
-  // Anything else is not a leader (a process that took a dead leader's port, a broken one):
-  // its answer is dropped, and the leader looked up again.
-  if (*first <= t.highest || *first > std::numeric_limits<std::int64_t>::max() - (n - 1)) {
+  // A leader's run starts above every id of the tag answered before the call was made, and fits
+  // in an int64. Anything else is not a leader (a process that took a dead leader's port, a
+  // broken one): its answer is dropped, and the leader looked up again.
+  if (*first <= floor || *first > std::numeric_limits<std::int64_t>::max() - (n - 1)) {
     return Unavailable(fmt::format(
         "strict tag {}: the server at the leader's address answered {} ids from {}, not above "
         "{} (ids this server got already) or past 2^63 - 1",
-        t.name, n, *first, t.highest));
+        t.name, n, *first, floor));
   }
-  t.highest = *first + n - 1;
+  t.highest = std::max(t.highest, *first + n - 1);
   return first;
 }
 

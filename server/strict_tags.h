@@ -2,10 +2,11 @@
 //
 // The strict engine of one server (include/sekka/strict.h): for each strict tag asked for, it
 // leads the tag (a StrictLeader) or forwards to the server that does. Forwarded requests that
-// wait at once are coalesced into one call to the leader (as PD batches its TSO requests): one
-// call is in flight per tag, and the requests that arrive meanwhile go together in the next one,
-// which splits the leader's consecutive run among them in arrival order (they overlap in time,
-// so any split keeps the real-time order).
+// wait at once are coalesced into one call to the leader (as PD's TSO proxy batches): up to
+// kStrictCallsInFlight calls are in flight per tag, each for every request waiting when it is
+// made, which splits the leader's consecutive run among them in arrival order (they overlap in
+// time, so any split keeps the real-time order). A request answered through NextAsync holds no
+// thread while it waits: the calls run on threads of their own (the tick thread's owner's).
 //
 // A server keeps at most max_tags tags at once. A tag no request has used here for
 // kStrictIdleRelease is let go (Tick): its lease is given back (its stored bound stays, so whoever
@@ -28,6 +29,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <string_view>
@@ -39,10 +41,20 @@
 #include "sekka/strict.h"
 #include "sekka/worker_lease.h"
 
+namespace asio {
+class thread_pool;  // asio/thread_pool.hpp, in strict_tags.cc only
+}  // namespace asio
+
 namespace sekka::server {
 
 // The most strict tags a server serves (strict.tags lists at most this many).
 inline constexpr std::size_t kStrictMaxTags = 1000;
+
+// Calls to one tag's leader in flight at once from one server. A call more starts while others
+// are in flight only when the requests waiting fill a window (one call's most): each call costs
+// both servers a request, and measured on one host, calls for a few requests each cost more
+// than the wait they save (docs/benchmarks.md, "Strict ids").
+inline constexpr int kStrictCallsInFlight = 4;
 
 // How long a tag may go unused on a server before the server lets it go.
 inline constexpr std::chrono::milliseconds kStrictIdleRelease{60'000};
@@ -85,7 +97,8 @@ std::string StrictAddressOf(std::string_view identity);
 class StrictTags {
  public:
   // With `tick_thread`, a thread of its own calls Tick() every 100 ms (a slow coordinator then
-  // holds up no other background work); without, the owner calls it.
+  // holds up no other background work), and kStrictCallsInFlight threads make NextAsync's
+  // calls; without, the owner calls Tick and NextAsync takes nothing.
   // `served`: the tags this server serves (strict.tags); a request for another is refused
   // before anything is asked of the coordinator.
   StrictTags(StrictCoordination coordination, Clock& clock, StrictOptions options, bool tick_thread,
@@ -101,6 +114,16 @@ class StrictTags {
   // n), kUnavailable (no leader reachable within the deadline, or the coordinator),
   // kExhausted.
   Result<std::int64_t> Next(std::string_view tag, std::int64_t n);
+  // Next's answer through `done`, with no thread waiting for it: `done` runs in this thread
+  // when the answer is at hand (led here with the ids, or refused), else on a call's thread
+  // once the leader answered (it must not block). False, with `done` not run, when only Next
+  // can answer: a tag this server has not used yet (adding it may wait for the coordinator),
+  // or no call threads. `requests`: how many requests the ids answer (Stats).
+  using Done = std::function<void(Result<std::int64_t>)>;
+  bool NextAsync(std::string_view tag, std::int64_t n, std::uint64_t requests, Done done);
+  // Waits for the calls in flight (each ends within its deadline); NextAsync takes nothing
+  // after. The owner calls it before what the calls' `done`s reach goes away.
+  void StopCalls();
   // Only from this server's own leadership, never forwarded (what a forwarded call runs); a
   // tag this server does not know is not added. Errors: kLeaseLost when this server does not
   // lead `tag`.
@@ -142,12 +165,20 @@ class StrictTags {
   void LetGoIdle();
   // Leads `t` if nobody does. Ok: this server leads it now.
   Status TryLead(Tag& t);
-  Result<std::int64_t> Forward(Tag& t, std::int64_t n);
+  Status CheckCount(std::int64_t n) const;
+  // The refusal of a request that finds `t` suspect (its last call reached no leader in time)
+  // with a call in flight; none otherwise. Under t.fmu.
+  std::optional<Error> Suspect(const Tag& t) const;
+  // Makes calls for the requests waiting on `t`, one after another, until none waits or
+  // `enough()` (read under t.fmu); the caller has counted itself in t.calls.
+  void CallLoop(Tag& t, const std::function<bool()>& enough);
   // One call for `n` ids: to the leader elsewhere (`remote` set), or led here.
-  Result<std::int64_t> CallLeader(Tag& t, std::int64_t n, bool& remote);
-  // A leader's answer `first` for `n` ids, refused (kUnavailable) unless above every id this
-  // server got for `t` and within an int64; the highest is then raised.
-  Result<std::int64_t> Checked(Tag& t, std::int64_t n, Result<std::int64_t> first);
+  Result<std::int64_t> CallLeader(Tag& t, std::int64_t n, std::int64_t floor, bool& remote);
+  // A leader's answer `first` for `n` ids, refused (kUnavailable) unless above `floor` (every id
+  // this server got for `t` before the call was made) and within an int64; the highest is then
+  // raised.
+  Result<std::int64_t> Checked(Tag& t, std::int64_t n, std::int64_t floor,
+                               Result<std::int64_t> first);
   // TryLead's error in a follower's words.
   static Error LeadFailure(const Tag& t, const Error& e);
 
@@ -165,6 +196,8 @@ class StrictTags {
   std::condition_variable stop_cv_;
   bool stopping_ = false;  // guarded by stop_mu_
   std::thread ticker_;
+  std::unique_ptr<asio::thread_pool> calls_;  // NextAsync's calls (null: none)
+  std::atomic<bool> calls_stopped_{false};
 };
 
 }  // namespace sekka::server

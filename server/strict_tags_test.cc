@@ -6,8 +6,12 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
+#include <condition_variable>
 #include <map>
 #include <memory>
+#include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -138,6 +142,141 @@ TEST_F(StrictTagsTest, AForwardedCallNeverAddsATag) {
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.error().code, ErrorCode::kLeaseLost);
   EXPECT_EQ(tags_.size(), 0u);
+}
+
+// A follower whose tag's leader is elsewhere: a fake leader numbers each call's ids when the
+// call arrives, and each call waits at a gate until the test opens it.
+class StrictForwardingTest : public ::testing::Test {
+ protected:
+  StrictForwardingTest() { follower_.SetAddress("127.0.0.1:7000"); }
+  ~StrictForwardingTest() override {
+    Open(1'000'000);
+    follower_.StopCalls();
+  }
+
+  // Lets `calls` more calls answer (in the order they arrived).
+  void Open(int calls) {
+    std::lock_guard lock(mu_);
+    open_ += calls;
+    cv_.notify_all();
+  }
+  // Waits (generously) until `n` calls have arrived at the leader.
+  bool Arrived(int n) {
+    std::unique_lock lock(mu_);
+    return cv_.wait_for(lock, std::chrono::seconds(60), [&] { return arrived_ >= n; });
+  }
+  int arrived() {
+    std::lock_guard lock(mu_);
+    return arrived_;
+  }
+
+  // Answers of NextAsync, kept in the order they came.
+  struct Answers {
+    std::mutex mu;
+    std::condition_variable cv;
+    std::vector<Result<std::int64_t>> got;
+    StrictTags::Done Add() {
+      return [this](Result<std::int64_t> r) {
+        std::lock_guard lock(mu);
+        got.push_back(std::move(r));
+        cv.notify_all();
+      };
+    }
+    bool Wait(std::size_t n) {
+      std::unique_lock lock(mu);
+      return cv.wait_for(lock, std::chrono::seconds(60), [&] { return got.size() >= n; });
+    }
+  };
+
+  FakeClock clock_{1'700'000'000'000};
+  std::unique_ptr<WorkerLeaseRegistry> registry_ = NewMemoryWorkerLeaseRegistry(&clock_);
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::int64_t next_id_ = 1;   // the leader's, guarded by mu_
+  int arrived_ = 0;            // calls that reached the leader, guarded by mu_
+  int open_ = 0;               // calls that may answer, in order, guarded by mu_
+  std::set<int> out_of_turn_;  // and these (by arrival), guarded by mu_
+  StrictOptions options_ = [] {
+    StrictOptions o;
+    o.window = 100;
+    return o;
+  }();
+  StrictTags follower_{Coordination(), clock_, options_, /*tick_thread=*/true, {"t"}};
+
+ private:
+  StrictCoordination Coordination() {
+    StrictCoordination c;
+    c.open_lease = [this](const std::string&, const std::string& identity) {
+      WorkerLeaseOptions o;
+      o.identity = identity;
+      o.worker_count = 1;
+      o.keep_id = true;
+      o.layout = "strict counter";
+      o.clock = &clock_;
+      return Result<std::unique_ptr<WorkerLease>>(registry_->NewLease(o));
+    };
+    c.find_leader = [](const std::string&) {
+      return Result<std::string>(StrictIdentity("127.0.0.1:7001", 1));
+    };
+    c.forward = [this](const std::string&, const std::string&, std::int64_t n,
+                       std::chrono::milliseconds) -> Result<std::int64_t> {
+      std::unique_lock lock(mu_);
+      const std::int64_t first = next_id_;
+      next_id_ += n;
+      const int mine = arrived_++;
+      cv_.notify_all();
+      cv_.wait(lock, [&] { return open_ > mine || out_of_turn_.contains(mine); });
+      return first;
+    };
+    c.pause = [](std::chrono::milliseconds) {};
+    return c;
+  }
+};
+
+TEST_F(StrictForwardingTest, WaitingRequestsHoldNoThreadAndOneCallAnswersThem) {
+  Open(1);
+  ASSERT_TRUE(follower_.Next("t", 1).ok());  // the tag is added (its first request waits)
+  // This thread sends 51 requests, 50 of them while the call for the first waits at the
+  // leader: it is never held.
+  Answers answers;
+  ASSERT_TRUE(follower_.NextAsync("t", 1, 1, answers.Add()));
+  ASSERT_TRUE(Arrived(2));
+  for (int i = 0; i < 50; ++i) ASSERT_TRUE(follower_.NextAsync("t", 1, 1, answers.Add()));
+  Open(2);
+  ASSERT_TRUE(answers.Wait(51));
+  // The 50 that waited behind the first call went together in one more.
+  EXPECT_EQ(arrived(), 3);
+  std::int64_t last = 1;
+  for (const Result<std::int64_t>& r : answers.got) {
+    ASSERT_TRUE(r.ok()) << r.error().message;
+    EXPECT_GT(*r, last);  // answered in the order they came, each above the ones before
+    last = *r;
+  }
+  EXPECT_EQ(follower_.stats().forwarded, 52u);
+}
+
+TEST_F(StrictForwardingTest, CallsInFlightTogetherMayBeAnsweredInAnyOrder) {
+  Open(1);
+  ASSERT_TRUE(follower_.Next("t", 1).ok());
+  // A window's worth waits behind the first call: a second call starts beside it.
+  Answers answers;
+  ASSERT_TRUE(follower_.NextAsync("t", 60, 1, answers.Add()));  // call 2, alone
+  ASSERT_TRUE(Arrived(2));
+  ASSERT_TRUE(follower_.NextAsync("t", 60, 1, answers.Add()));
+  ASSERT_TRUE(follower_.NextAsync("t", 60, 1, answers.Add()));  // 120 waiting: call 3
+  ASSERT_TRUE(Arrived(3));
+  // The leader numbered call 2 before call 3, and call 3's answer comes back first: both are
+  // good (they overlapped), though call 2's ids are lower than ids this server already has.
+  {
+    std::lock_guard lock(mu_);
+    out_of_turn_.insert(2);  // call 3 (arrived third) answers; call 2 still waits
+    cv_.notify_all();
+  }
+  ASSERT_TRUE(answers.Wait(1));
+  Open(1000);  // call 2, and the call for the last request
+  ASSERT_TRUE(answers.Wait(3));
+  EXPECT_EQ(arrived(), 4);  // call 2's answer was taken, not refused and asked again
+  for (const Result<std::int64_t>& r : answers.got) ASSERT_TRUE(r.ok()) << r.error().message;
 }
 
 }  // namespace
