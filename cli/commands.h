@@ -128,6 +128,10 @@ struct ServeFlags {
   std::vector<std::pair<std::string, std::string>> values;
 };
 int RunServe(const ServeFlags& flags);
+// sekka strict create <tag>: declares a strict tag at the cluster's coordinator, as STRICT.CREATE
+// does (every server serves it within seconds), with serve's configuration (`flags`) to find
+// the coordinator. Prints "created" or "exists".
+int RunStrictCreate(const ServeFlags& flags, const std::string& tag);
 
 struct SegmentFlags {
   std::string action;  // create | list | show | step | delete | import

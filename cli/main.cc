@@ -284,32 +284,54 @@ Subcommand AddSegment(CLI::App& app, const std::string& /*layouts*/) {
           }};
 }
 
+// --config and a flag for every setting of serve's configuration (its one table,
+// server/config_keys.cc) on `cmd`; the function returned puts the flags given into `flags`.
+std::function<void()> AddConfigFlags(CLI::App* cmd, std::string_view command, ServeFlags& flags) {
+  cmd->add_option("--config", flags.config_file, "TOML configuration file");
+  auto table = std::make_shared<std::vector<sekka::server::ServeFlag>>(sekka::server::ServeFlags());
+  auto values = std::make_shared<std::vector<std::string>>(table->size());
+  for (std::size_t i = 0; i < table->size(); ++i) {
+    const sekka::server::ServeFlag& f = (*table)[i];
+    cmd->add_option(KeyFlagNames(command, f.key), (*values)[i], f.help)->type_name(f.type_name);
+  }
+  return [cmd, table, values, &flags] {
+    for (std::size_t i = 0; i < table->size(); ++i) {
+      if (cmd->count((*table)[i].flag) > 0)
+        flags.values.emplace_back((*table)[i].key, (*values)[i]);
+    }
+  };
+}
+
 // sekka serve: its flags come from the configuration's one table.
 Subcommand AddServe(CLI::App& app, const std::string& /*layouts*/) {
   auto serve = std::make_shared<ServeFlags>();
   CLI::App* cmd = app.add_subcommand(
       "serve", "Run the server: HTTP on 127.0.0.1:8080 and the Redis protocol on 127.0.0.1:6380");
-  cmd->add_option("--config", serve->config_file, "TOML configuration file");
   cmd->add_flag("--print-config", serve->print_config, "Print the effective configuration");
-  // The flags come from the configuration's one table (server/config_keys.cc).
-  auto serve_flags =
-      std::make_shared<std::vector<sekka::server::ServeFlag>>(sekka::server::ServeFlags());
-  auto serve_values = std::make_shared<std::vector<std::string>>(serve_flags->size());
-  for (std::size_t i = 0; i < serve_flags->size(); ++i) {
-    const sekka::server::ServeFlag& f = (*serve_flags)[i];
-    cmd->add_option(KeyFlagNames("serve", f.key), (*serve_values)[i], f.help)
-        ->type_name(f.type_name);
-  }
+  std::function<void()> collect = AddConfigFlags(cmd, "serve", *serve);
   auto force = std::make_shared<bool>(false);
   cmd->add_flag("--force", *force, "Start despite a stored state of another layout");
-  return {cmd, [serve, serve_flags, serve_values, cmd, force] {
-            for (std::size_t i = 0; i < serve_flags->size(); ++i) {
-              if (cmd->count((*serve_flags)[i].flag) > 0) {
-                serve->values.emplace_back((*serve_flags)[i].key, (*serve_values)[i]);
-              }
-            }
+  return {cmd, [serve, collect, force] {
+            collect();
             if (*force) serve->values.emplace_back("generator.force", "true");
             return RunServe(*serve);
+          }};
+}
+
+// sekka strict create <tag>: serve's configuration (file, environment, flags) finds the
+// coordinator.
+Subcommand AddStrict(CLI::App& app, const std::string& /*layouts*/) {
+  auto serve = std::make_shared<ServeFlags>();
+  auto tag = std::make_shared<std::string>();
+  CLI::App* cmd = app.add_subcommand("strict", "Strict tags: create (declare for the cluster)");
+  cmd->require_subcommand(1);
+  CLI::App* create = cmd->add_subcommand(
+      "create", "Declare a strict tag at the cluster's coordinator: every server serves it");
+  create->add_option("tag", *tag, "Tag name")->required();
+  std::function<void()> collect = AddConfigFlags(create, "strict", *serve);
+  return {cmd, [serve, tag, collect] {
+            collect();
+            return RunStrictCreate(*serve, *tag);
           }};
 }
 
@@ -358,12 +380,13 @@ int main(int argc, char** argv) {
   const std::string layouts = "layout: a preset (" + Join(sekka::Layout::PresetNames()) +
                               ") or key=value pairs, e.g. time_bits=40,worker_bits=11,tick=2ms, "
                               "shard_bits=4,time_bits=37 or kind=random,time_bits=41";
-  const Subcommand subcommands[] = {
-      AddGen(app, layouts),   AddDecode(app, layouts),  AddLayout(app, layouts),
-      AddCheck(app, layouts), AddStats(app, layouts),   AddBench(app, layouts),
-      AddServe(app, layouts), AddSegment(app, layouts), AddOpaque(app, layouts)};
+  const Subcommand subcommands[] = {AddGen(app, layouts),    AddDecode(app, layouts),
+                                    AddLayout(app, layouts), AddCheck(app, layouts),
+                                    AddStats(app, layouts),  AddBench(app, layouts),
+                                    AddServe(app, layouts),  AddSegment(app, layouts),
+                                    AddOpaque(app, layouts), AddStrict(app, layouts)};
   const std::string kCommands =
-      "allowed gen, decode, layout, check, stats, bench, serve, segment, opaque";
+      "allowed gen, decode, layout, check, stats, bench, serve, segment, opaque, strict";
   if (argc < 2) return Fail(kExitUsage, "no command given: " + kCommands);
   const std::string first = argv[1];
   bool known = false;

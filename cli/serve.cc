@@ -414,4 +414,31 @@ int RunServe(const ServeFlags& flags) {
   return kExitOk;
 }
 
+int RunStrictCreate(const ServeFlags& flags, const std::string& tag) {
+  using namespace sekka::server;
+  Result<std::vector<ConfigValues>> sources = ReadConfigSources(flags);
+  if (!sources.ok()) return Fail(kExitUsage, sources.error().message);
+  Result<ServerConfig> config = BuildConfig(*sources);
+  if (!config.ok()) return Fail(kExitUsage, config.error().message);
+  if (!config->coordinated()) {
+    return Fail(kExitUsage, fmt::format("strict tags are declared at a coordinator: worker.source "
+                                        "is {}, allowed etcd, zookeeper or redis",
+                                        config->worker_source));
+  }
+  if (Status valid = ValidateStrictTag(tag); !valid.ok()) {
+    return Fail(kExitUsage, valid.error().message);
+  }
+  Result<CoordinatorAccess> access = CoordinatorAccessOf(*config);
+  if (!access.ok()) return Fail(kExitUsage, access.error().message);
+  Result<StrictCoordination> c = StrictCoordinationOf(*config, *access, &SystemClock());
+  if (!c.ok()) return Fail(kExitUsage, c.error().message);
+  Result<bool> created = c->declare(tag);
+  if (!created.ok()) {
+    return Fail(created.error().code == ErrorCode::kInvalidArgument ? kExitUsage : kExitFailure,
+                created.error().message);
+  }
+  std::puts(*created ? "created" : "exists");
+  return kExitOk;
+}
+
 }  // namespace sekka::cli

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <map>
 #include <mutex>
 
@@ -162,6 +163,74 @@ class Directory {
   std::map<std::string, std::unique_ptr<Coordinator>> sessions_;  // guarded by mu_
 };
 
+// The strict tags declared for the cluster (STRICT.CREATE, `sekka strict create`): one shared
+// document of the cluster's namespace, a tag per line, written only at the version read (so
+// two declarations at once both land), read without a session.
+class Declarations {
+ public:
+  static constexpr std::string_view kDocument = "strict.tags";
+
+  Declarations(server::ServerConfig config, CoordinatorAccess access, Clock* clock)
+      : config_(std::move(config)), access_(std::move(access)), clock_(clock) {}
+
+  Result<std::vector<std::string>> Read() {
+    std::lock_guard lock(mu_);
+    SEKKA_ASSIGN_OR_RETURN(auto doc, ReadLocked());
+    return Split(doc.data);
+  }
+
+  // False: declared already.
+  Result<bool> Add(const std::string& tag) {
+    if (Result<std::string> name = Namespace(config_, tag); !name.ok()) return name.error();
+    std::lock_guard lock(mu_);
+    for (int attempt = 0; attempt < 10; ++attempt) {
+      SEKKA_ASSIGN_OR_RETURN(auto doc, ReadLocked());
+      std::vector<std::string> tags = Split(doc.data);
+      if (std::find(tags.begin(), tags.end(), tag) != tags.end()) return false;
+      if (tags.size() >= server::kStrictMaxTags) {
+        return Exhausted(fmt::format(
+            "strict tag {} is not declared: the cluster declares {} already", tag, tags.size()));
+      }
+      doc.data += tag + "\n";
+      SEKKA_ASSIGN_OR_RETURN(auto written,
+                             coordinator_->WriteShared(kDocument, doc.data, doc.version));
+      if (written) return true;  // else another declaration landed first: read again
+    }
+    return Unavailable(fmt::format(
+        "strict tag {} is not declared yet: other declarations kept landing first", tag));
+  }
+
+ private:
+  Result<SharedDocument> ReadLocked() {
+    if (coordinator_ == nullptr) {
+      SEKKA_ASSIGN_OR_RETURN(
+          coordinator_,
+          OpenCoordinator(
+              config_.worker_source, config_.coordinator.secret(), config_.cluster,
+              LeaseOptions(config_, clock_, fmt::format("strict-declarations@{}", ::getpid())),
+              access_));
+    }
+    return coordinator_->ReadShared(kDocument);
+  }
+
+  static std::vector<std::string> Split(std::string_view data) {
+    std::vector<std::string> tags;
+    for (std::size_t at = 0; at < data.size();) {
+      std::size_t end = data.find('\n', at);
+      if (end == std::string_view::npos) end = data.size();
+      if (end > at) tags.emplace_back(data.substr(at, end - at));
+      at = end + 1;
+    }
+    return tags;
+  }
+
+  const server::ServerConfig config_;
+  const CoordinatorAccess access_;
+  Clock* clock_;
+  std::mutex mu_;                             // a coordinator is used by one thread at a time
+  std::unique_ptr<Coordinator> coordinator_;  // guarded by mu_; opened on first use
+};
+
 // The TLS context of calls to leaders, when the listeners have TLS; null: plain TCP.
 Result<std::shared_ptr<SSL_CTX>> LeaderTls(const server::ServerConfig& config) {
   if (config.server_tls_cert_file.empty()) return std::shared_ptr<SSL_CTX>();
@@ -203,6 +272,9 @@ Result<server::StrictCoordination> StrictCoordinationOf(const server::ServerConf
                            LeaseOptions(config, clock, identity), access);
   };
   c.find_leader = [directory](const std::string& tag) { return directory->Leader(tag); };
+  auto declarations = std::make_shared<Declarations>(config, access, clock);
+  c.declared = [declarations] { return declarations->Read(); };
+  c.declare = [declarations](const std::string& tag) { return declarations->Add(tag); };
   c.forget = [directory](const std::string& tag) { directory->Forget(tag); };
   c.forward = [forwarder](const std::string& address, const std::string& tag, std::int64_t n,
                           std::chrono::milliseconds timeout) {

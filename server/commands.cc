@@ -181,6 +181,18 @@ Result<Reply> StrictForwardedCommand(Service& service, Args args) {
   return Reply(first);
 }
 
+// STRICT.CREATE <tag>: declares a strict tag for every server of the cluster (they serve it
+// within kStrictDeclaredRefresh, without a restart): "created", or "exists".
+Result<Reply> StrictCreateCommand(Service& service, Args args) {
+  if (service.config().auth_token.empty()) {
+    return Unauthenticated(
+        "STRICT.CREATE declares a strict tag for the whole cluster and is refused on a server "
+        "without auth_token: set one, or list the tag in strict.tags");
+  }
+  SEKKA_ASSIGN_OR_RETURN(auto created, service.DeclareStrictTag(args[0]));
+  return Reply(Word{created ? "created" : "exists"});
+}
+
 // MACHINE.DISTRIBUTE <namespace> <machine bits> <instance> <stable> <guard duration>
 Result<Reply> MachineDistributeCommand(Service& service, Args args) {
   SEKKA_ASSIGN_OR_RETURN(auto machines, service.machines());
@@ -315,6 +327,8 @@ constexpr std::array<CommandSpec, static_cast<std::size_t>(CommandId::kCount_)> 
      StrictCommand, Lane::kStrict, "<tag> <count>"},
     {CommandId::kStrictForwarded, Command::kStrict, "STRICT.FORWARDED", 2, 2, true, StrictMayBlock,
      StrictForwardedCommand, Lane::kStrictLeader, "<tag> <count>"},
+    {CommandId::kStrictCreate, Command::kStrict, "STRICT.CREATE", 1, 1, true, AlwaysMayBlock,
+     StrictCreateCommand, Lane::kStrict, "<tag>"},
     // Machine ids for CosId clients: each change is stored (fsync) before it is answered.
     {CommandId::kMachineDistribute, Command::kMachine, "MACHINE.DISTRIBUTE", 5, 5, true,
      AlwaysMayBlock, MachineDistributeCommand, Lane::kStore,

@@ -70,6 +70,7 @@ enum class CommandId : std::uint8_t {
   kStrictNext,
   kStrictBatch,
   kStrictForwarded,
+  kStrictCreate,
   kMachineDistribute,
   kMachineGuard,
   kMachineRevert,

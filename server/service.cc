@@ -330,6 +330,11 @@ Result<std::int64_t> Service::NextStrict(std::string_view tag, std::int64_t n) {
   return strict_->Next(tag, n);
 }
 
+Result<bool> Service::DeclareStrictTag(std::string_view tag) {
+  if (strict_ == nullptr) return NextStrict(tag, 1).error();  // strict ids are off: says why
+  return strict_->Declare(tag);
+}
+
 Result<std::int64_t> Service::NextStrictAsLeader(std::string_view tag, std::int64_t n) {
   if (strict_ == nullptr) return NextStrict(tag, n);
   return strict_->NextAsLeader(tag, n);

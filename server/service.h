@@ -227,6 +227,9 @@ class Service {
   bool StrictReady(std::string_view tag, std::int64_t n) {
     return strict_ != nullptr && strict_->Ready(tag, n);
   }
+  // STRICT.CREATE: declares a strict tag for the cluster (StrictTags::Declare); false when it
+  // was declared already.
+  Result<bool> DeclareStrictTag(std::string_view tag);
   // Where other servers forward strict calls to this one: its RESP address.
   void SetStrictAddress(const std::string& resp_address);
   const StrictTags* strict_tags() const { return strict_.get(); }

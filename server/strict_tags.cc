@@ -33,7 +33,7 @@ struct StrictTags::Tag {
   std::mutex fmu;
   std::condition_variable slot_free;  // a call ended, or a waiter's answer came
   std::deque<Waiter> queue;
-  std::int64_t waiting = 0;  // the ids the queue asks for
+  std::int64_t waiting = 0;    // the ids the queue asks for
   int calls = 0;               // at most kStrictCallsInFlight
   std::string leader_address;  // the leader's last known address ("" unknown)
   // Until then (monotonic ms), a request that finds a call in flight is refused at once: the
@@ -128,12 +128,13 @@ Result<StrictTags::TagUse> StrictTags::Find(std::string_view tag) {
   SEKKA_RETURN_IF_ERROR(ValidateStrictTag(tag));
   // Only listed tags: each tag leaves records at the coordinator for good (its bound), so the
   // operator decides how many there are, not whoever can send a request.
-  if (!served_.contains(tag)) {
-    return NotFound(fmt::format(
-        "strict tag {} is not served here: strict.tags lists the tags a server serves ({} here)",
-        tag, served_.size()));
-  }
   std::lock_guard lock(mu_);
+  if (!served_.contains(tag) && !declared_.contains(tag)) {
+    return NotFound(fmt::format(
+        "strict tag {} is not served here: strict.tags lists the tags a server serves ({} here), "
+        "and STRICT.CREATE declares more for the cluster ({} so far)",
+        tag, served_.size(), declared_.size()));
+  }
   if (auto it = tags_.find(tag); it != tags_.end()) return UseLocked(*it->second);
   if (tags_.size() >= max_tags_) {
     return Exhausted(fmt::format("strict tag {} is not served: this server serves {} tags already",
@@ -426,6 +427,35 @@ void StrictTags::Tick() {
     (void)t->leader->Tick();  // a lost lease shows as leading() false: the next call re-elects
   }
   LetGoIdle();  // after the renewals, which have deadlines
+  ReadDeclared();
+}
+
+Result<bool> StrictTags::Declare(std::string_view tag) {
+  SEKKA_RETURN_IF_ERROR(ValidateStrictTag(tag));
+  if (!coordination_.declare) {
+    return Unavailable(
+        "strict tags cannot be declared here: STRICT.CREATE needs worker.source etcd, zookeeper "
+        "or redis (list the tag in strict.tags)");
+  }
+  const std::string name(tag);
+  if (served_.contains(name)) return false;
+  SEKKA_ASSIGN_OR_RETURN(auto added, coordination_.declare(name));
+  std::lock_guard lock(mu_);
+  declared_.insert(name);
+  return added;
+}
+
+void StrictTags::ReadDeclared() {
+  if (!coordination_.declared) return;
+  const std::int64_t now = clock_.MonotonicMillis();
+  if (now - declared_read_ms_ < kStrictDeclaredRefresh.count()) return;
+  declared_read_ms_ = now;
+  Result<std::vector<std::string>> tags = coordination_.declared();
+  if (!tags.ok()) return;  // kept as last read; the next Tick tries again
+  std::set<std::string, std::less<>> read(std::make_move_iterator(tags->begin()),
+                                          std::make_move_iterator(tags->end()));
+  std::lock_guard lock(mu_);
+  declared_.merge(read);  // a declaration is never taken back
 }
 
 void StrictTags::LetGoIdle() {

@@ -26,6 +26,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -56,6 +57,10 @@ inline constexpr std::size_t kStrictMaxTags = 1000;
 // than the wait they save (docs/benchmarks.md, "Strict ids").
 inline constexpr int kStrictCallsInFlight = 4;
 
+// How often a server reads the tags declared for the cluster (STRICT.CREATE): a tag declared
+// anywhere is served everywhere within about this long.
+inline constexpr std::chrono::milliseconds kStrictDeclaredRefresh{1'000};
+
 // How long a tag may go unused on a server before the server lets it go.
 inline constexpr std::chrono::milliseconds kStrictIdleRelease{60'000};
 
@@ -77,6 +82,12 @@ struct StrictCoordination {
   // `tag` was let go (kStrictIdleRelease): closes what was kept for finding its leader (a
   // session per tag). Null: nothing is kept.
   std::function<void(const std::string& tag)> forget;
+  // The tags declared for the whole cluster (STRICT.CREATE), as last stored at the
+  // coordinator. Null: none can be (the memory registry). Errors: kUnavailable.
+  std::function<Result<std::vector<std::string>>()> declared;
+  // Adds `tag` to the declared ones; false when it was there already. Errors: kExhausted (the
+  // cluster declares kStrictMaxTags already), kUnavailable.
+  std::function<Result<bool>(const std::string& tag)> declare;
   // Waits between tries to reach a leader; null: sleeps (the simulation passes its own time).
   std::function<void(std::chrono::milliseconds)> pause;
   // kStrictIdleRelease, shorter in the simulation (so that its runs let tags go).
@@ -99,8 +110,9 @@ class StrictTags {
   // With `tick_thread`, a thread of its own calls Tick() every 100 ms (a slow coordinator then
   // holds up no other background work), and kStrictCallsInFlight threads make NextAsync's
   // calls; without, the owner calls Tick and NextAsync takes nothing.
-  // `served`: the tags this server serves (strict.tags); a request for another is refused
-  // before anything is asked of the coordinator.
+  // `served`: the tags this server serves (strict.tags), with those declared for the cluster
+  // (Declare, read again every kStrictDeclaredRefresh by Tick); a request for another is
+  // refused before anything is asked of the coordinator.
   StrictTags(StrictCoordination coordination, Clock& clock, StrictOptions options, bool tick_thread,
              std::vector<std::string> served, std::size_t max_tags = kStrictMaxTags);
   // Gives back the leases of the tags led here: the next leaders start at once.
@@ -131,8 +143,14 @@ class StrictTags {
   // True when Next(tag, n) would be answered here at once (this server leads `tag` and holds n
   // ids below its bound): the command layer then runs it on the event loop.
   bool Ready(std::string_view tag, std::int64_t n);
-  // Renews the leases of the tags this server leads, each every ttl / 3, and lets go of tags
-  // idle for kStrictIdleRelease (the service's background thread calls it often).
+  // Declares `tag` for every server of the cluster (STRICT.CREATE): served here at once, and
+  // by the others once they read the declarations again. False when it was declared already
+  // (or strict.tags lists it). Errors: kInvalidArgument (the name), kUnavailable (no
+  // declarations at this coordinator, or it did not answer), kExhausted.
+  Result<bool> Declare(std::string_view tag);
+  // Renews the leases of the tags this server leads, each every ttl / 3, lets go of tags idle
+  // for kStrictIdleRelease and reads the declared tags again (the service's background thread
+  // calls it often).
   void Tick();
   // The tags in the table now (led or forwarded).
   std::size_t size() const;
@@ -186,6 +204,11 @@ class StrictTags {
   Clock& clock_;
   const StrictOptions options_;
   const std::set<std::string, std::less<>> served_;
+  // Declared for the cluster, as last read (guarded by mu_), and when (Tick's thread only).
+  std::set<std::string, std::less<>> declared_;
+  std::int64_t declared_read_ms_ = std::numeric_limits<std::int64_t>::min() / 2;  // never
+  // Reads the declared tags again when kStrictDeclaredRefresh has passed (Tick).
+  void ReadDeclared();
   const std::size_t max_tags_;
   const std::uint64_t run_;
   mutable std::mutex mu_;

@@ -46,6 +46,7 @@ class StrictTagsTest : public ::testing::Test {
 
   FakeClock clock_{1'700'000'000'000};
   std::vector<std::string> forgotten_;  // tags whose lookup sessions were closed
+  std::vector<std::string> declared_;   // the cluster's declared tags (STRICT.CREATE)
   std::map<std::string, std::unique_ptr<WorkerLeaseRegistry>> registries_;
   StrictTags tags_{Coordination(),        clock_,          StrictOptions{},
                    /*tick_thread=*/false, {"a", "b", "c"}, /*max_tags=*/2};
@@ -79,6 +80,12 @@ class StrictTagsTest : public ::testing::Test {
     };
     c.pause = [this](std::chrono::milliseconds d) { clock_.AdvanceMillis(d.count()); };
     c.forget = [this](const std::string& tag) { forgotten_.push_back(tag); };
+    c.declared = [this] { return Result<std::vector<std::string>>(declared_); };
+    c.declare = [this](const std::string& tag) -> Result<bool> {
+      if (std::find(declared_.begin(), declared_.end(), tag) != declared_.end()) return false;
+      declared_.push_back(tag);
+      return true;
+    };
     return c;
   }
 };
@@ -142,6 +149,23 @@ TEST_F(StrictTagsTest, AForwardedCallNeverAddsATag) {
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.error().code, ErrorCode::kLeaseLost);
   EXPECT_EQ(tags_.size(), 0u);
+}
+
+TEST_F(StrictTagsTest, ATagDeclaredElsewhereIsServedOnceTheDeclarationsAreReadAgain) {
+  Pass(kStrictDeclaredRefresh.count());  // the (empty) declarations were read
+  declared_.push_back("news");           // another server's STRICT.CREATE
+  EXPECT_EQ(tags_.Next("news", 1).error().code, ErrorCode::kNotFound);
+  Pass(kStrictDeclaredRefresh.count());
+  EXPECT_TRUE(tags_.Next("news", 1).ok());
+}
+
+TEST_F(StrictTagsTest, ATagDeclaredHereIsServedAtOnceAndDeclaredOnce) {
+  EXPECT_EQ(tags_.Declare("sports").value(), true);
+  EXPECT_EQ(tags_.Declare("sports").value(), false);
+  EXPECT_EQ(tags_.Declare("a").value(), false);  // strict.tags lists it
+  EXPECT_EQ(tags_.Declare("no such").error().code, ErrorCode::kInvalidArgument);
+  EXPECT_TRUE(tags_.Next("sports", 1).ok());
+  EXPECT_EQ(declared_, std::vector<std::string>{"sports"});
 }
 
 // A follower whose tag's leader is elsewhere: a fake leader numbers each call's ids when the

@@ -45,8 +45,8 @@ class Load:
     """Clients sending STRICT.BATCH of 1 to 5 ids to random servers until stopped, each request
     recorded as (sent, answered, ids) or as an error with its time."""
 
-    def __init__(self, servers, threads=6, timeout=2.0):
-        self.servers, self.timeout = servers, timeout
+    def __init__(self, servers, threads=6, timeout=2.0, tag="chat"):
+        self.servers, self.timeout, self.tag = servers, timeout, tag
         self.records, self.errors = [], []
         self.lock = threading.Lock()
         self.stop = threading.Event()
@@ -62,7 +62,7 @@ class Load:
             i = rng.randrange(len(clients))
             sent = time.monotonic()
             try:
-                ids = clients[i].execute_command("STRICT.BATCH", "chat", rng.randint(1, 5))
+                ids = clients[i].execute_command("STRICT.BATCH", self.tag, rng.randint(1, 5))
             except (redis.exceptions.RedisError, OSError) as e:
                 with self.lock:
                     self.errors.append((sent, i, str(e)[:120]))
@@ -130,6 +130,30 @@ class StrictTests:
         self.assertGreater(forwarded, 100)
         self.assertLessEqual(calls, forwarded)
         self.assertEqual(self.metric(servers[0], "sekka_strict_elections_total"), 1)
+
+    def test_a_tag_declared_with_strict_create_is_served_everywhere_without_a_restart(self):
+        # Issue 44: a new strict tag needed strict.tags changed and every server restarted.
+        servers = self.start_three()
+        client = redis.Redis(host="127.0.0.1", port=servers[2].resp_port)
+        with self.assertRaisesRegex(redis.exceptions.ResponseError, "not served here"):
+            client.execute_command("STRICT.NEXT", "declared")
+        made = subprocess.run([SEKKA, "strict", "create", "declared", "--worker-source",
+                               self.source, "--coordinator",
+                               f"{self.source}://{self.coord.endpoints}"],
+                              capture_output=True, text=True, timeout=60)
+        self.assertEqual((made.returncode, made.stdout, made.stderr), (0, "created\n", ""))
+
+        def everyone_serves():
+            try:
+                return all(redis.Redis(host="127.0.0.1", port=s.resp_port)
+                           .execute_command("STRICT.NEXT", "declared") for s in servers)
+            except redis.exceptions.ResponseError:
+                return False
+        self.assertTrue(wait_for(everyone_serves, 30))
+        load = Load(servers, tag="declared")
+        time.sleep(2)
+        self.check(load.finish(), 100)
+        self.assertEqual(load.errors, [])
 
     def test_a_killed_leader_is_replaced_within_the_ttl_and_order_holds(self):
         servers = self.start_three()

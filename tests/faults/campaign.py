@@ -174,7 +174,7 @@ def run(args):
         source = args.coordinator.removesuffix("-tls")  # etcd-tls: etcd over TLS, with a user
         flags = ["--worker-source", source, "--coordinator", coord.uri,
                  "--lease-ttl", f"{args.lease_ttl}s", "--segment-store", store_uri,
-                 "--strict-tags", STRICT_TAG, "--log-level", "warn"]
+                 "--log-level", "warn"]
         if "cosid-redis" in args.peer:
             flags += ["--machines-store", f"{store.uri}?schema=cosid"]
         if args.transport:
@@ -198,6 +198,7 @@ def run(args):
         if not cluster.wait_for(lambda: all(n.ready() for n in nodes), 60):
             raise RuntimeError("the sekka servers were not ready within 60 s: " +
                                "; ".join(n.last_log_line() for n in nodes))
+        declare_strict_tag(source, coord, nodes)
         supervisor.thread.start()
         roles = {p: "coordinator" for p in coord.client_ports}
         for link in links or []:
@@ -346,6 +347,25 @@ def replay_command(args, argv):
         words.append(word)
     return shlex.join(["bash", "scripts/faults.sh", "--coordinator", args.coordinator,
                        "--seed", str(args.seed), "--minutes", f"{args.minutes:g}", *words])
+
+
+def declare_strict_tag(source, coord, nodes):
+    """The strict tag the workload asks for is declared as a team adds one to a running cluster
+    (issue 44): `sekka strict create` at the coordinator, no server restarted; the servers serve
+    it once they read the declarations again (about a second)."""
+    made = subprocess.run([SEKKA, "strict", "create", STRICT_TAG, "--worker-source", source,
+                           "--coordinator", coord.uri], capture_output=True, text=True,
+                          timeout=120, env={**os.environ, **coord.server_env})
+    if made.returncode != 0:
+        raise RuntimeError(f"sekka strict create {STRICT_TAG}: {made.stderr.strip()}")
+
+    def served(n):
+        try:
+            return n.get(f"/v1/strict/{STRICT_TAG}", timeout=5)[0] == 200
+        except OSError:
+            return False
+    if not cluster.wait_for(lambda: all(served(n) for n in nodes), 60):
+        raise RuntimeError(f"strict tag {STRICT_TAG} was not served by every server within 60 s")
 
 
 def main():
