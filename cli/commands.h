@@ -150,6 +150,13 @@ int RunSegment(const SegmentFlags& flags);
 // What StrictCoordinationOf would refuse in `config` (strict.tls_ca_file, with TLS on the
 // listeners and a coordinated worker.source): checked before --print-config too.
 Status CheckStrictForwarding(const server::ServerConfig& config);
+// Strict ids of a server alone (worker.source local, static or hostname): each tag's bound in
+// the data dir (<data.dir>/strict/<tag>/, the host-local lease's lock and state file), this
+// server the leader of every tag, nothing forwarded (cli/strict.cc).
+server::StrictCoordination LocalStrictCoordination(const server::ServerConfig& config,
+                                                   Clock* clock);
+// The address a server alone gives itself for LocalStrictCoordination (nothing dials it).
+inline constexpr const char* kLocalStrictAddress = "local";
 // How `sekka serve` reaches its cluster for strict ids, of worker.source and worker.coordinator
 // (cli/strict.cc).
 Result<server::StrictCoordination> StrictCoordinationOf(const server::ServerConfig& config,

@@ -219,6 +219,7 @@ Result<server::ServiceParts> OpenServiceParts(const server::ServerConfig& config
     local.force = config.force;
     parts.lease = NewLocalWorkerLease(local, lo);
     SEKKA_RETURN_IF_ERROR(OpenMachines(config, identity, nullptr, parts));
+    parts.strict = LocalStrictCoordination(config, parts.clock);
     return parts;
   }
   SEKKA_RETURN_IF_ERROR(CheckDatacenterId(config.generator.layout, config.datacenter_id));
@@ -398,7 +399,9 @@ int RunServe(const ServeFlags& flags) {
   Result<std::unique_ptr<Server>> server = Server::Start(**service, *config);
   if (!server.ok()) return FailToStart(server.error());
   // Other servers forward strict calls to this one's RESP port (none: it leads no strict tag).
-  const std::string strict_address = server::StrictAddress(*config, (*server)->resp_address());
+  const std::string strict_address = config->coordinated()
+                                         ? server::StrictAddress(*config, (*server)->resp_address())
+                                         : kLocalStrictAddress;
   if (!strict_address.empty()) (*service)->SetStrictAddress(strict_address);
   const Service& s = **service;
   std::puts(ListeningLine(*config, s, **server).c_str());

@@ -8,9 +8,11 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <map>
 #include <mutex>
 
+#include "backends/local_worker_lease.h"
 #include "backends/worker_lease_uri.h"
 #include "cli/commands.h"
 #include "resp/resp_connection.h"
@@ -250,6 +252,34 @@ Result<std::shared_ptr<SSL_CTX>> LeaderTls(const server::ServerConfig& config) {
 }
 
 }  // namespace
+
+server::StrictCoordination LocalStrictCoordination(const server::ServerConfig& config,
+                                                   Clock* clock) {
+  server::StrictCoordination c;
+  c.open_lease = [config, clock](
+                     const std::string& tag,
+                     const std::string& identity) -> Result<std::unique_ptr<WorkerLease>> {
+    SEKKA_RETURN_IF_ERROR(ValidateStrictTag(tag));
+    // The data dir is this process's alone (its lock): so is each tag's lock dir in it. The
+    // lease's lock and fenced, fsync'd state file keep the bound as a coordinator's would.
+    LocalLeaseOptions local;
+    local.source = "static";
+    local.worker_id = 0;
+    local.lock_dir = config.data_dir + "/strict/" + tag;
+    std::error_code ec;
+    std::filesystem::create_directories(local.lock_dir, ec);
+    if (ec) return Internal(fmt::format("cannot create {}: {}", local.lock_dir, ec.message()));
+    return NewLocalWorkerLease(local, LeaseOptions(config, clock, identity));
+  };
+  // Nobody else leads: this server takes the lead of every tag asked for.
+  c.find_leader = [](const std::string&) { return Result<std::string>(std::string()); };
+  c.forward = [](const std::string& address, const std::string& tag, std::int64_t,
+                 std::chrono::milliseconds) -> Result<std::int64_t> {
+    return Unavailable(
+        fmt::format("strict tag {}: a server alone forwards to no one ({})", tag, address));
+  };
+  return c;
+}
 
 Status CheckStrictForwarding(const server::ServerConfig& config) {
   if (!config.coordinated()) return Status::Ok();  // no strict ids: nothing is forwarded

@@ -127,17 +127,12 @@ Status SetFields(const Values& v, ServerConfig& c) {
 }
 
 // strict.tags (after the worker section): tag names, each once, at most kStrictMaxTags (a
-// server's table holds no more), each fitting the cluster's namespace; only with a coordinator.
+// server's table holds no more), each fitting the cluster's namespace. With a local source the
+// server alone leads them, each bound in its data dir.
 Result<std::vector<std::string>> StrictTagsValue(std::string_view value, const ServerConfig& c) {
   Result<std::vector<std::string>> tags =
       CommaList("strict.tags", value, "strict tag names separated by commas");
   if (!tags.ok()) return tags;
-  if (!tags->empty() && !c.coordinated()) {
-    return InvalidArgument(fmt::format(
-        "config strict.tags applies to worker.source etcd, zookeeper or redis only (the source "
-        "is \"{}\"): strict ids need a coordinator; set worker.source, or drop strict.tags",
-        c.worker_source));
-  }
   if (tags->size() > kStrictMaxTags) {
     return InvalidArgument(fmt::format("config strict.tags lists {} tags: allowed at most {}",
                                        tags->size(), kStrictMaxTags));

@@ -280,8 +280,19 @@ void StrictTags::CallLoop(Tag& t, const std::function<bool()>& enough) {
   std::unique_lock lock(t.fmu);
   for (;;) {
     if (t.queue.empty() || enough()) {
+      // A caller that got its answer leaves the requests still waiting to a call thread (a
+      // request of NextAsync waits for none to come by): the slot in t.calls passes to it.
+      if (!t.queue.empty() && calls_ != nullptr && !calls_stopped_.load()) {
+        lock.unlock();
+        TagUse use = [&] {
+          std::lock_guard table(mu_);
+          return UseLocked(t);
+        }();
+        asio::post(*calls_, [this, use = std::move(use)] { CallLoop(*use, [] { return false; }); });
+        return;
+      }
       --t.calls;
-      t.slot_free.notify_all();
+      t.slot_free.notify_all();  // a waiting Next makes the next call
       return;
     }
     // One call for every request waiting now (within one window). They all began before it

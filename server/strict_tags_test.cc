@@ -13,6 +13,7 @@
 #include <mutex>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "sekka/coordinator.h"
@@ -277,6 +278,20 @@ TEST_F(StrictForwardingTest, WaitingRequestsHoldNoThreadAndOneCallAnswersThem) {
     last = *r;
   }
   EXPECT_EQ(follower_.stats().forwarded, 52u);
+}
+
+TEST_F(StrictForwardingTest, RequestsWaitingBehindABlockingCallerAreAnsweredAfterIt) {
+  Open(1);
+  ASSERT_TRUE(follower_.Next("t", 1).ok());  // the tag is added
+  // A blocking caller (an HTTP request's thread) makes a call; a request of NextAsync comes
+  // while it waits at the leader, and waits for that caller's loop, which ends with its answer.
+  std::thread blocking([&] { EXPECT_TRUE(follower_.Next("t", 1).ok()); });
+  ASSERT_TRUE(Arrived(2));
+  Answers answers;
+  ASSERT_TRUE(follower_.NextAsync("t", 1, 1, answers.Add()));
+  Open(1000);
+  blocking.join();
+  EXPECT_TRUE(answers.Wait(1));  // it was left waiting for good before (a client hung)
 }
 
 TEST_F(StrictForwardingTest, CallsInFlightTogetherMayBeAnsweredInAnyOrder) {

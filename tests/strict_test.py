@@ -519,6 +519,39 @@ class RedisClockStepTest(unittest.TestCase):
         self.assertGreater(len(load.records), 10, "nobody answered after the settle")
 
 
+class LocalStrictTest(unittest.TestCase):
+    """Issue 44: a server alone (worker.source local) could not serve strict ids at all. It
+    leads every tag, each bound in its data dir by the host-local lease's rules."""
+
+    def setUp(self):
+        self.dirs = TempDirs()
+
+    def tearDown(self):
+        self.dirs.cleanup()
+
+    def test_a_server_alone_serves_strict_ids_above_every_id_before_a_kill(self):
+        data = self.dirs.path("alone")
+        served = []
+        for run in range(3):
+            s = Server(data, "--strict-tags", "chat,orders")
+            try:
+                load = Load([s], threads=4)
+                time.sleep(1)
+                records = load.finish()
+                self.assertEqual(load.errors, [])
+                ids = [i for r in records for i in r[2]]
+                self.assertGreater(len(ids), 50)
+                # Each run starts above every id an earlier run served, killed or not.
+                self.assertGreater(min(ids), max(served, default=0))
+                self.assertEqual(order_violations(records)[:3], [])
+                served += ids
+                other = redis.Redis(host="127.0.0.1", port=s.resp_port)
+                self.assertEqual(other.execute_command("STRICT.NEXT", "orders"), 1 + run * 100000)
+            finally:
+                s.stop(signal.SIGKILL if run == 1 else signal.SIGTERM)
+        self.assertEqual(len(served), len(set(served)))
+
+
 class EtcdStrictTest(StrictTests, unittest.TestCase):
     source = "etcd"
 
