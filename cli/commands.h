@@ -157,6 +157,10 @@ server::StrictCoordination LocalStrictCoordination(const server::ServerConfig& c
                                                    Clock* clock);
 // The address a server alone gives itself for LocalStrictCoordination (nothing dials it).
 inline constexpr const char* kLocalStrictAddress = "local";
+// Declares `tag` for the cluster at its coordinator (what STRICT.CREATE does through a server):
+// false when it was declared already.
+Result<bool> DeclareStrictTag(const server::ServerConfig& config, const CoordinatorAccess& access,
+                              Clock* clock, const std::string& tag);
 // How `sekka serve` reaches its cluster for strict ids, of worker.source and worker.coordinator
 // (cli/strict.cc).
 Result<server::StrictCoordination> StrictCoordinationOf(const server::ServerConfig& config,

@@ -433,9 +433,7 @@ int RunStrictCreate(const ServeFlags& flags, const std::string& tag) {
   }
   Result<CoordinatorAccess> access = CoordinatorAccessOf(*config);
   if (!access.ok()) return Fail(kExitUsage, access.error().message);
-  Result<StrictCoordination> c = StrictCoordinationOf(*config, *access, &SystemClock());
-  if (!c.ok()) return Fail(kExitUsage, c.error().message);
-  Result<bool> created = c->declare(tag);
+  Result<bool> created = DeclareStrictTag(*config, *access, &SystemClock(), tag);
   if (!created.ok()) {
     return Fail(created.error().code == ErrorCode::kInvalidArgument ? kExitUsage : kExitFailure,
                 created.error().message);

@@ -111,7 +111,7 @@ class Forwarder {
   }
   void Give(const std::string& address, std::unique_ptr<RespConnection> conn) {
     std::lock_guard lock(mu_);
-    // As many kept per leader as calls may be in flight to it (one per tag's call, at once).
+    // As many kept per leader as one tag's calls in flight (several tags share them).
     std::vector<std::unique_ptr<RespConnection>>& kept = idle_[address];
     if (kept.size() < static_cast<std::size_t>(server::kStrictCallsInFlight)) {
       kept.push_back(std::move(conn));
@@ -182,10 +182,12 @@ class Declarations {
   }
 
   // False: declared already.
+  // The lock is held one round at a time: a server's read of the declarations waits for one
+  // round at most.
   Result<bool> Add(const std::string& tag) {
     if (Result<std::string> name = Namespace(config_, tag); !name.ok()) return name.error();
-    std::lock_guard lock(mu_);
     for (int attempt = 0; attempt < 10; ++attempt) {
+      std::lock_guard lock(mu_);
       SEKKA_ASSIGN_OR_RETURN(auto doc, ReadLocked());
       std::vector<std::string> tags = Split(doc.data);
       if (std::find(tags.begin(), tags.end(), tag) != tags.end()) return false;
@@ -279,6 +281,11 @@ server::StrictCoordination LocalStrictCoordination(const server::ServerConfig& c
         fmt::format("strict tag {}: a server alone forwards to no one ({})", tag, address));
   };
   return c;
+}
+
+Result<bool> DeclareStrictTag(const server::ServerConfig& config, const CoordinatorAccess& access,
+                              Clock* clock, const std::string& tag) {
+  return Declarations(config, access, clock).Add(tag);
 }
 
 Status CheckStrictForwarding(const server::ServerConfig& config) {

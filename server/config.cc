@@ -127,12 +127,21 @@ Status SetFields(const Values& v, ServerConfig& c) {
 }
 
 // strict.tags (after the worker section): tag names, each once, at most kStrictMaxTags (a
-// server's table holds no more), each fitting the cluster's namespace. With a local source the
-// server alone leads them, each bound in its data dir.
+// server's table holds no more), each fitting the cluster's namespace. With worker.source local
+// the server alone leads them, each bound in its data dir; never with static or hostname.
 Result<std::vector<std::string>> StrictTagsValue(std::string_view value, const ServerConfig& c) {
   Result<std::vector<std::string>> tags =
       CommaList("strict.tags", value, "strict tag names separated by commas");
   if (!tags.ok()) return tags;
+  // A server alone counts each tag by itself: right for `local` (one server, this data dir),
+  // wrong for `static` and `hostname`, which name many servers (a StatefulSet's pods).
+  if (!tags->empty() && !c.coordinated() && c.worker_source != "local") {
+    return InvalidArgument(fmt::format(
+        "config strict.tags with worker.source {}: every server would count each tag by itself "
+        "and repeat the others' ids; strict ids need worker.source etcd, zookeeper or redis for "
+        "a cluster, or local for one server alone",
+        c.worker_source));
+  }
   if (tags->size() > kStrictMaxTags) {
     return InvalidArgument(fmt::format("config strict.tags lists {} tags: allowed at most {}",
                                        tags->size(), kStrictMaxTags));

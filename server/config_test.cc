@@ -128,9 +128,18 @@ TEST(ConfigTest, StrictTagsAreNamesEachOnceAtMostAThousand) {
     EXPECT_NE(c.error().message.find(why), std::string::npos) << c.error().message;
     EXPECT_LT(c.error().message.size(), 400u) << "one short line, not the whole list";
   }
-  // A server alone serves them too (issue 44), each bound in its data dir.
+  // A server alone serves them too (issue 44), each bound in its data dir; never servers that
+  // static or hostname name (each would count by itself).
   EXPECT_EQ(BuildConfig({{{"strict.tags", "a"}}}).value().strict_tags,
             std::vector<std::string>{"a"});
+  for (const char* source : {"static", "hostname"}) {
+    ConfigValues values{{"worker.source", source}, {"strict.tags", "a"}};
+    if (std::string(source) == "static") values.emplace_back("worker.id", "1");
+    Result<ServerConfig> alone = BuildConfig({values});
+    ASSERT_FALSE(alone.ok()) << source;
+    EXPECT_NE(alone.error().message.find("would count each tag by itself"), std::string::npos)
+        << alone.error().message;
+  }
 }
 
 TEST(ConfigTest, ACustomLayoutOverridesThePreset) {

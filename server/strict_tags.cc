@@ -6,12 +6,13 @@
 #include <asio/post.hpp>
 #include <asio/thread_pool.hpp>
 #include <deque>
-#include <future>
 #include <limits>
 #include <optional>
 #include <random>
 #include <thread>
 #include <vector>
+
+#include "server/log.h"
 
 namespace sekka::server {
 
@@ -29,6 +30,7 @@ struct StrictTags::Tag {
     std::int64_t n = 0;
     std::uint64_t requests = 1;  // the requests it answers (Stats)
     Done done;
+    bool* taken = nullptr;  // a blocking Next's: set when a call takes it (guarded by fmu)
   };
   std::mutex fmu;
   std::condition_variable slot_free;  // a call ended, or a waiter's answer came
@@ -72,7 +74,7 @@ StrictTags::StrictTags(StrictCoordination coordination, Clock& clock, StrictOpti
       max_tags_(max_tags),
       run_(std::random_device{}() * 0x100000000ull + std::random_device{}()) {
   if (!tick_thread) return;
-  calls_ = std::make_unique<asio::thread_pool>(kStrictCallsInFlight);
+  calls_ = std::make_unique<asio::thread_pool>(kStrictCallThreads);
   ticker_ = std::thread([this] {
     std::unique_lock lock(stop_mu_);
     while (!stopping_) {
@@ -130,6 +132,15 @@ Result<StrictTags::TagUse> StrictTags::Find(std::string_view tag) {
   // operator decides how many there are, not whoever can send a request.
   std::lock_guard lock(mu_);
   if (!served_.contains(tag) && !declared_.contains(tag)) {
+    // Not known here may be not read yet: a server that started, or lost its coordinator,
+    // while the tag was declared says so rather than that the tag does not exist.
+    if (coordination_.declared &&
+        clock_.MonotonicMillis() - declared_ok_ms_ > 3 * kStrictDeclaredRefresh.count()) {
+      return Unavailable(fmt::format(
+          "strict tag {} is not in strict.tags, and the tags declared for the cluster were not "
+          "read in the last {} s (the coordinator did not answer): try again",
+          tag, 3 * kStrictDeclaredRefresh.count() / 1000));
+    }
     return NotFound(fmt::format(
         "strict tag {} is not served here: strict.tags lists the tags a server serves ({} here), "
         "and STRICT.CREATE declares more for the cluster ({} so far)",
@@ -207,25 +218,27 @@ Result<std::int64_t> StrictTags::Next(std::string_view tag, std::int64_t n) {
     }
   }
   // 2. Else from the leader elsewhere: a call made by this thread when one more may be in
-  // flight (until this request is answered), else by a call already in flight.
+  // flight and no call has taken this request yet, else by the call that took it.
   auto answer = std::make_shared<std::optional<Result<std::int64_t>>>();
   Done done = [&t, answer](Result<std::int64_t> first) {
     std::lock_guard lock(t.fmu);
     *answer = std::move(first);
     t.slot_free.notify_all();
   };
+  bool taken = false;  // guarded by t.fmu
   std::unique_lock lock(t.fmu);
   if (std::optional<Error> refused = Suspect(t)) return *std::move(refused);
-  t.queue.push_back({n, 1, std::move(done)});
+  t.queue.push_back({n, 1, std::move(done), &taken});
   t.waiting += n;
   while (!answer->has_value()) {
-    if (t.calls >= kStrictCallsInFlight) {
+    if (taken || t.calls >= kStrictCallsInFlight) {
       t.slot_free.wait(lock);
       continue;
     }
     ++t.calls;
     lock.unlock();
-    CallLoop(t, [&answer] { return answer->has_value(); });
+    MakeCall(t);
+    EndCall(t, TagUse(nullptr, Unuse{this}));
     lock.lock();
   }
   return **std::move(answer);
@@ -242,9 +255,11 @@ bool StrictTags::NextAsync(std::string_view tag, std::int64_t n, std::uint64_t r
   if (t == nullptr) return false;  // Next adds it (a coordinator session may be opened)
   if (t->leader->Ready(n)) {       // led here, with the ids at hand
     Result<std::int64_t> first = t->leader->Next(n);
-    if (first.ok()) led_.fetch_add(requests, std::memory_order_relaxed);
-    done(std::move(first));
-    return true;
+    if (first.ok() || first.error().code != ErrorCode::kLeaseLost) {
+      if (first.ok()) led_.fetch_add(requests, std::memory_order_relaxed);
+      done(std::move(first));
+      return true;
+    }  // the lease ran out meanwhile: a call finds the leader (or leads again)
   }
   std::unique_lock lock(t->fmu);
   if (std::optional<Error> refused = Suspect(*t)) {
@@ -252,20 +267,74 @@ bool StrictTags::NextAsync(std::string_view tag, std::int64_t n, std::uint64_t r
     done(*std::move(refused));
     return true;
   }
-  t->queue.push_back({n, requests, std::move(done)});
+  t->queue.push_back({n, requests, std::move(done), nullptr});
   t->waiting += n;
   if (t->calls >= kStrictCallsInFlight || (t->calls > 0 && t->waiting < options_.window)) {
-    return true;  // a call in flight takes it next
+    return true;  // a call in flight, or the one after it, takes it
   }
   ++t->calls;
   lock.unlock();
-  asio::post(*calls_, [this, use = std::move(t)] { CallLoop(*use, [] { return false; }); });
+  Tag& tag_ref = *t;
+  if (!Post(std::move(t))) EndCall(tag_ref, TagUse(nullptr, Unuse{this}));
   return true;
 }
 
+bool StrictTags::Post(TagUse use) {
+  std::lock_guard lock(post_mu_);  // StopCalls joins only after every post it allows
+  if (calls_stopped_.load()) return false;
+  asio::post(*calls_, [this, use = std::move(use)]() mutable {
+    Tag& t = *use;
+    MakeCall(t);
+    EndCall(t, std::move(use));
+  });
+  return true;
+}
+
+void StrictTags::EndCall(Tag& t, TagUse use) {
+  {
+    std::lock_guard lock(t.fmu);
+    if (t.queue.empty() || calls_ == nullptr || calls_stopped_.load()) {
+      --t.calls;
+      t.slot_free.notify_all();  // a waiting Next makes the next call
+      return;
+    }
+  }
+  // Requests still wait: the slot passes to a task at the back of the call threads' queue, so
+  // that one busy tag takes its turn with the others' calls rather than keep a thread.
+  if (use == nullptr) {
+    std::lock_guard table(mu_);
+    use = UseLocked(t);
+  }
+  if (Post(std::move(use))) return;
+  std::lock_guard lock(t.fmu);
+  --t.calls;
+  t.slot_free.notify_all();
+}
+
 void StrictTags::StopCalls() {
-  if (calls_ == nullptr || calls_stopped_.exchange(true)) return;
+  if (calls_ == nullptr) return;
+  {
+    std::lock_guard lock(post_mu_);
+    if (calls_stopped_.exchange(true)) return;
+  }
   calls_->join();
+  // What no call will take now is answered: a server stopping.
+  std::vector<Tag*> tags;
+  {
+    std::lock_guard lock(mu_);
+    for (auto& [name, t] : tags_) tags.push_back(t.get());
+  }
+  for (Tag* t : tags) {
+    std::deque<Tag::Waiter> left;
+    {
+      std::lock_guard lock(t->fmu);
+      left.swap(t->queue);
+      t->waiting = 0;
+    }
+    for (Tag::Waiter& w : left) {
+      w.done(Unavailable(fmt::format("strict tag {}: the server is stopping", t->name)));
+    }
+  }
 }
 
 std::optional<Error> StrictTags::Suspect(const Tag& t) const {
@@ -276,63 +345,43 @@ std::optional<Error> StrictTags::Suspect(const Tag& t) const {
       "strict tag {}: its leader did not answer in time; another call is trying again", t.name));
 }
 
-void StrictTags::CallLoop(Tag& t, const std::function<bool()>& enough) {
+void StrictTags::MakeCall(Tag& t) {
   std::unique_lock lock(t.fmu);
-  for (;;) {
-    if (t.queue.empty() || enough()) {
-      // A caller that got its answer leaves the requests still waiting to a call thread (a
-      // request of NextAsync waits for none to come by): the slot in t.calls passes to it.
-      if (!t.queue.empty() && calls_ != nullptr && !calls_stopped_.load()) {
-        lock.unlock();
-        TagUse use = [&] {
-          std::lock_guard table(mu_);
-          return UseLocked(t);
-        }();
-        asio::post(*calls_, [this, use = std::move(use)] { CallLoop(*use, [] { return false; }); });
-        return;
-      }
-      --t.calls;
-      t.slot_free.notify_all();  // a waiting Next makes the next call
-      return;
-    }
-    // One call for every request waiting now (within one window). They all began before it
-    // was made, so it splits the leader's consecutive run among them in any order.
-    std::vector<Tag::Waiter> batch;
-    std::int64_t total = 0;
-    while (!t.queue.empty() && total + t.queue.front().n <= options_.window) {
-      total += t.queue.front().n;
-      t.waiting -= t.queue.front().n;
-      batch.push_back(std::move(t.queue.front()));
-      t.queue.pop_front();
-    }
-    // Above every id this server got from calls answered before this one was made: a call
-    // answered later, though made earlier, overlapped this one and may hold higher ids.
-    const std::int64_t floor = t.highest;
-    lock.unlock();
-    bool remote = false;
-    Result<std::int64_t> first = CallLeader(t, total, floor, remote);
-    lock.lock();
-    t.suspect_until_ms = first.ok() ? 0 : clock_.MonotonicMillis() + 1000;
-    lock.unlock();
+  // One call for every request waiting now (within one window). They all began before it was
+  // made, so it splits the leader's consecutive run among them in any order.
+  std::vector<Tag::Waiter> batch;
+  std::int64_t total = 0;
+  while (!t.queue.empty() && total + t.queue.front().n <= options_.window) {
+    Tag::Waiter& w = t.queue.front();
+    total += w.n;
+    t.waiting -= w.n;
+    if (w.taken != nullptr) *w.taken = true;
+    batch.push_back(std::move(w));
+    t.queue.pop_front();
+  }
+  lock.unlock();
+  if (batch.empty()) return;
+  bool remote = false;
+  Result<std::int64_t> first = CallLeader(t, total, remote);
+  lock.lock();
+  t.suspect_until_ms = first.ok() ? 0 : clock_.MonotonicMillis() + 1000;
+  lock.unlock();
+  if (first.ok()) {
+    std::uint64_t requests = 0;
+    for (const Tag::Waiter& w : batch) requests += w.requests;
+    (remote ? forwarded_ : led_).fetch_add(requests, std::memory_order_relaxed);
+  }
+  for (Tag::Waiter& w : batch) {
     if (first.ok()) {
-      std::uint64_t requests = 0;
-      for (const Tag::Waiter& w : batch) requests += w.requests;
-      (remote ? forwarded_ : led_).fetch_add(requests, std::memory_order_relaxed);
+      w.done(*first);
+      *first += w.n;
+    } else {
+      w.done(first.error());
     }
-    for (Tag::Waiter& w : batch) {
-      if (first.ok()) {
-        w.done(*first);
-        *first += w.n;
-      } else {
-        w.done(first.error());
-      }
-    }
-    lock.lock();
   }
 }
 
-Result<std::int64_t> StrictTags::CallLeader(Tag& t, std::int64_t n, std::int64_t floor,
-                                            bool& remote) {
+Result<std::int64_t> StrictTags::CallLeader(Tag& t, std::int64_t n, bool& remote) {
   // Until a leader answers, within the deadline: the known leader, else the coordinator's, else
   // this server takes the lead. A failover takes up to a TTL; callers see kUnavailable after.
   const std::int64_t deadline = clock_.MonotonicMillis() + 2000;
@@ -376,6 +425,14 @@ Result<std::int64_t> StrictTags::CallLeader(Tag& t, std::int64_t n, std::int64_t
     leader_calls_.fetch_add(1, std::memory_order_relaxed);
     const std::chrono::milliseconds left(
         std::max<std::int64_t>(deadline - clock_.MonotonicMillis(), 50));
+    // The answer must be above every id this server got from calls answered before this one is
+    // sent (the leader served those first). Calls in flight together overlap: one answered
+    // later, though sent earlier, may hold lower ids than this server has.
+    std::int64_t floor = 0;
+    {
+      std::lock_guard lock(t.fmu);
+      floor = t.highest;
+    }
     Result<std::int64_t> first =
         Checked(t, n, floor, coordination_.forward(address, t.name, n, left));
     if (first.ok()) {
@@ -449,7 +506,7 @@ Result<bool> StrictTags::Declare(std::string_view tag) {
         "or redis (list the tag in strict.tags)");
   }
   const std::string name(tag);
-  if (served_.contains(name)) return false;
+  // Declared even when strict.tags lists it here: the other servers may not.
   SEKKA_ASSIGN_OR_RETURN(auto added, coordination_.declare(name));
   std::lock_guard lock(mu_);
   declared_.insert(name);
@@ -460,13 +517,32 @@ void StrictTags::ReadDeclared() {
   if (!coordination_.declared) return;
   const std::int64_t now = clock_.MonotonicMillis();
   if (now - declared_read_ms_ < kStrictDeclaredRefresh.count()) return;
+  if (declared_reading_.exchange(true)) return;  // the last read is not over
   declared_read_ms_ = now;
-  Result<std::vector<std::string>> tags = coordination_.declared();
-  if (!tags.ok()) return;  // kept as last read; the next Tick tries again
-  std::set<std::string, std::less<>> read(std::make_move_iterator(tags->begin()),
-                                          std::make_move_iterator(tags->end()));
-  std::lock_guard lock(mu_);
-  declared_.merge(read);  // a declaration is never taken back
+  auto read = [this, now] {
+    Result<std::vector<std::string>> tags = coordination_.declared();
+    if (tags.ok()) {
+      std::set<std::string, std::less<>> got(std::make_move_iterator(tags->begin()),
+                                             std::make_move_iterator(tags->end()));
+      std::lock_guard lock(mu_);
+      declared_.merge(got);  // a declaration is never taken back
+      declared_ok_ms_ = now;
+    } else if (now - declared_failed_log_ms_ >= 60'000) {  // kept as last read meanwhile
+      declared_failed_log_ms_ = now;
+      Log(LogLevel::kWarn, "the declared strict tags cannot be read (retried every second)",
+          fmt::format("error=\"{}\"", tags.error().message));
+    }
+    declared_reading_.store(false);
+  };
+  // Off the tick thread, whose renewals have deadlines: a slow coordinator delays only this.
+  if (calls_ != nullptr) {
+    std::lock_guard lock(post_mu_);
+    if (!calls_stopped_.load()) {
+      asio::post(*calls_, read);
+      return;
+    }
+  }
+  read();
 }
 
 void StrictTags::LetGoIdle() {

@@ -52,10 +52,13 @@ namespace sekka::server {
 inline constexpr std::size_t kStrictMaxTags = 1000;
 
 // Calls to one tag's leader in flight at once from one server. A call more starts while others
-// are in flight only when the requests waiting fill a window (one call's most): each call costs
-// both servers a request, and measured on one host, calls for a few requests each cost more
-// than the wait they save (docs/benchmarks.md, "Strict ids").
+// are in flight only when the requests waiting fill a window (one call's most), or for a
+// blocking caller: each call costs both servers a request, and measured on one host, calls for
+// a few requests each cost more than the wait they save (docs/benchmarks.md, "Strict ids").
+// The call threads are twice as many, and each call goes to the back of their queue, so one
+// busy or hung tag holds at most half of them.
 inline constexpr int kStrictCallsInFlight = 4;
+inline constexpr int kStrictCallThreads = 2 * kStrictCallsInFlight;
 
 // How often a server reads the tags declared for the cluster (STRICT.CREATE): a tag declared
 // anywhere is served everywhere within about this long.
@@ -187,13 +190,20 @@ class StrictTags {
   // The refusal of a request that finds `t` suspect (its last call reached no leader in time)
   // with a call in flight; none otherwise. Under t.fmu.
   std::optional<Error> Suspect(const Tag& t) const;
-  // Makes calls for the requests waiting on `t`, one after another, until none waits or
-  // `enough()` (read under t.fmu); the caller has counted itself in t.calls.
-  void CallLoop(Tag& t, const std::function<bool()>& enough);
+  // One call for the requests waiting on `t` (within one window), answering them; the caller
+  // has counted itself in t.calls.
+  void MakeCall(Tag& t);
+  // After MakeCall: while requests wait, the slot in t.calls passes to a call task at the back
+  // of the call threads' queue (`use` holds the tag for it; null: one is taken); else it is
+  // freed.
+  void EndCall(Tag& t, TagUse use);
+  // Queues a task that makes one call for the tag and ends it (EndCall); false once StopCalls
+  // began.
+  bool Post(TagUse use);
   // One call for `n` ids: to the leader elsewhere (`remote` set), or led here.
-  Result<std::int64_t> CallLeader(Tag& t, std::int64_t n, std::int64_t floor, bool& remote);
+  Result<std::int64_t> CallLeader(Tag& t, std::int64_t n, bool& remote);
   // A leader's answer `first` for `n` ids, refused (kUnavailable) unless above `floor` (every id
-  // this server got for `t` before the call was made) and within an int64; the highest is then
+  // this server got for `t` before the call was sent) and within an int64; the highest is then
   // raised.
   Result<std::int64_t> Checked(Tag& t, std::int64_t n, std::int64_t floor,
                                Result<std::int64_t> first);
@@ -207,6 +217,8 @@ class StrictTags {
   // Declared for the cluster, as last read (guarded by mu_), and when (Tick's thread only).
   std::set<std::string, std::less<>> declared_;
   std::int64_t declared_read_ms_ = std::numeric_limits<std::int64_t>::min() / 2;  // never
+  // When a read of them last succeeded (guarded by mu_).
+  std::int64_t declared_ok_ms_ = std::numeric_limits<std::int64_t>::min() / 2;
   // Reads the declared tags again when kStrictDeclaredRefresh has passed (Tick).
   void ReadDeclared();
   const std::size_t max_tags_;
@@ -219,8 +231,11 @@ class StrictTags {
   std::condition_variable stop_cv_;
   bool stopping_ = false;  // guarded by stop_mu_
   std::thread ticker_;
-  std::unique_ptr<asio::thread_pool> calls_;  // NextAsync's calls (null: none)
-  std::atomic<bool> calls_stopped_{false};
+  std::unique_ptr<asio::thread_pool> calls_;   // NextAsync's calls (null: none)
+  std::mutex post_mu_;                         // a post to calls_ and StopCalls, one at a time
+  std::atomic<bool> calls_stopped_{false};     // written under post_mu_
+  std::atomic<bool> declared_reading_{false};  // a read of the declarations is under way
+  std::int64_t declared_failed_log_ms_ = std::numeric_limits<std::int64_t>::min() / 2;
 };
 
 }  // namespace sekka::server

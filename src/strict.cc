@@ -17,15 +17,17 @@ constexpr std::int64_t kMax = std::numeric_limits<std::int64_t>::max();
 }  // namespace
 
 Status ValidateStrictTag(std::string_view tag) {
-  const bool ok =
-      !tag.empty() && tag.size() <= 40 && std::all_of(tag.begin(), tag.end(), [](char c) {
-        return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-               c == '_' || c == '.' || c == '-';
-      });
+  const bool ok = !tag.empty() && tag.size() <= 40 && tag != "." && tag != ".." &&
+                  std::all_of(tag.begin(), tag.end(), [](char c) {
+                    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+                           (c >= '0' && c <= '9') || c == '_' || c == '.' || c == '-';
+                  });
   if (ok) return Status::Ok();
-  return InvalidArgument(
-      fmt::format("strict tag \"{}\" is not valid: allowed 1 to 40 characters of A-Z a-z 0-9 _ . -",
-                  ShownTag(tag)));  // whole up to 60 characters: a cut one read as valid
+  // "." and ".." name directories (a server alone keeps a tag's bound in <data.dir>/strict/<tag>).
+  return InvalidArgument(fmt::format(
+      "strict tag \"{}\" is not valid: allowed 1 to 40 characters of A-Z a-z 0-9 _ . -, not . "
+      "or ..",
+      ShownTag(tag)));  // whole up to 60 characters: a cut one read as valid
 }
 
 StrictLeader::StrictLeader(std::string tag, std::unique_ptr<WorkerLease> lease, Clock& clock,
