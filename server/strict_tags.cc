@@ -74,6 +74,9 @@ StrictTags::StrictTags(StrictCoordination coordination, Clock& clock, StrictOpti
       max_tags_(max_tags),
       run_(std::random_device{}() * 0x100000000ull + std::random_device{}()) {
   if (!tick_thread) return;
+  // Once before serving, on this thread: a server that was just started knows the tags
+  // declared for the cluster (else it answers unavailable for them until it does).
+  ReadDeclared(/*here=*/true);
   calls_ = std::make_unique<asio::thread_pool>(kStrictCallThreads);
   ticker_ = std::thread([this] {
     std::unique_lock lock(stop_mu_);
@@ -137,8 +140,8 @@ Result<StrictTags::TagUse> StrictTags::Find(std::string_view tag) {
     if (coordination_.declared &&
         clock_.MonotonicMillis() - declared_ok_ms_ > 3 * kStrictDeclaredRefresh.count()) {
       return Unavailable(fmt::format(
-          "strict tag {} is not in strict.tags, and the tags declared for the cluster were not "
-          "read in the last {} s (the coordinator did not answer): try again",
+          "strict tag {} is not in strict.tags, and the tags declared for the cluster are not "
+          "read yet, or not in the last {} s (the coordinator did not answer): try again",
           tag, 3 * kStrictDeclaredRefresh.count() / 1000));
     }
     return NotFound(fmt::format(
@@ -513,7 +516,7 @@ Result<bool> StrictTags::Declare(std::string_view tag) {
   return added;
 }
 
-void StrictTags::ReadDeclared() {
+void StrictTags::ReadDeclared(bool here) {
   if (!coordination_.declared) return;
   const std::int64_t now = clock_.MonotonicMillis();
   if (now - declared_read_ms_ < kStrictDeclaredRefresh.count()) return;
@@ -535,7 +538,7 @@ void StrictTags::ReadDeclared() {
     declared_reading_.store(false);
   };
   // Off the tick thread, whose renewals have deadlines: a slow coordinator delays only this.
-  if (calls_ != nullptr) {
+  if (calls_ != nullptr && !here) {
     std::lock_guard lock(post_mu_);
     if (!calls_stopped_.load()) {
       asio::post(*calls_, read);

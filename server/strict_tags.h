@@ -219,8 +219,9 @@ class StrictTags {
   std::int64_t declared_read_ms_ = std::numeric_limits<std::int64_t>::min() / 2;  // never
   // When a read of them last succeeded (guarded by mu_).
   std::int64_t declared_ok_ms_ = std::numeric_limits<std::int64_t>::min() / 2;
-  // Reads the declared tags again when kStrictDeclaredRefresh has passed (Tick).
-  void ReadDeclared();
+  // Reads the declared tags again when kStrictDeclaredRefresh has passed (Tick): on a call
+  // thread, or on this one (`here`).
+  void ReadDeclared(bool here = false);
   const std::size_t max_tags_;
   const std::uint64_t run_;
   mutable std::mutex mu_;
