@@ -153,11 +153,6 @@ bool StrictMayBlock(Service& service, Args args) {
   return !service.StrictReady(args[0], n);
 }
 
-// A strict batch is a list like ID.BATCH's (server.max_batch), and within one window.
-std::int64_t StrictBatchMax(Service& service) {
-  return std::min(service.config().strict_window, service.config().max_batch);
-}
-
 // STRICT.NEXT <tag> answers one id; STRICT.NEXT <tag> <count> and STRICT.BATCH <tag> <count> a
 // list: consecutive ids, each larger than every strict id of the tag answered before the
 // request began (include/sekka/strict.h).
@@ -454,6 +449,10 @@ Result<std::int64_t> ParseAnyDuration(std::string_view what, std::string_view te
                     what, text.substr(0, 40)));
   }
   return ms;
+}
+
+std::int64_t StrictBatchMax(const Service& service) {
+  return std::min(service.config().strict_window, service.config().max_batch);
 }
 
 Result<std::int64_t> ParseCount(std::string_view what, std::string_view text, std::int64_t max) {

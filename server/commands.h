@@ -154,6 +154,10 @@ std::string Lower(std::string_view s, std::size_t max = 64);
 // sekka's ("5m"). Errors: kInvalidArgument naming both forms.
 Result<std::int64_t> ParseAnyDuration(std::string_view what, std::string_view text);
 
+// The most ids a strict request may ask for: a list like ID.BATCH's (server.max_batch), within
+// one window (strict.window).
+std::int64_t StrictBatchMax(const Service& service);
+
 // A count argument: a decimal from 1 to `max`. Errors: kInvalidArgument naming both.
 Result<std::int64_t> ParseCount(std::string_view what, std::string_view text, std::int64_t max);
 

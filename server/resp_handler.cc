@@ -515,22 +515,25 @@ void HandleResp(Service& service, Session& session, const std::vector<std::strin
 
 bool JoinStrictRun(Service& service, const Session& session,
                    const std::vector<std::string_view>& args, StrictRun& run) {
-  if (args.size() < 2 || args.size() > 3) return false;
-  const bool batch = Is(args[0], "STRICT.BATCH");
-  if (!batch && !Is(args[0], "STRICT.NEXT")) return false;
-  if (batch && args.size() != 3) return false;
+  if (args.empty()) return false;
+  Args command_args;
+  const CommandSpec* spec = RespCommand(args, command_args);
+  if (spec == nullptr ||
+      (spec->id != CommandId::kStrictNext && spec->id != CommandId::kStrictBatch) ||
+      command_args.size() < spec->min_args || command_args.size() > spec->max_args) {
+    return false;
+  }
   if (!service.config().auth_token.empty() && !session.authenticated) return false;
-  if (!run.counts.empty() && args[1] != run.tag) return false;
+  if (!run.counts.empty() && command_args[0] != run.tag) return false;
   std::int64_t count = 0;  // the one-id form
-  if (args.size() == 3) {
-    const std::int64_t max = std::min(service.config().strict_window, service.config().max_batch);
-    Result<std::int64_t> n = ParseCount("count", args[2], max);
+  if (command_args.size() == 2) {
+    Result<std::int64_t> n = ParseCount("count", command_args[1], StrictBatchMax(service));
     if (!n.ok()) return false;
     count = *n;
   }
   const std::int64_t ids = std::max<std::int64_t>(count, 1);
   if (run.total + ids > service.config().strict_window) return false;
-  if (run.counts.empty()) run.tag = std::string(args[1]);
+  if (run.counts.empty()) run.tag = std::string(command_args[0]);
   run.counts.push_back(count);
   run.total += ids;
   return true;

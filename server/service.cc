@@ -321,17 +321,22 @@ bool Service::TinyidTokenAllows(std::string_view tag, std::string_view token) co
   return it != tinyid_tokens_.end() && it->second.find(tag) != it->second.end();
 }
 
+namespace {
+// Why strict requests are refused on a server whose strict ids are off.
+Error StrictOff() {
+  return Unavailable(
+      "strict ids need a coordinator: set worker.source to etcd, zookeeper or redis (every "
+      "server of the cluster leads or forwards through it), or local for a server alone");
+}
+}  // namespace
+
 Result<std::int64_t> Service::NextStrict(std::string_view tag, std::int64_t n) {
-  if (strict_ == nullptr) {
-    return Unavailable(
-        "strict ids need a coordinator: set worker.source to etcd, zookeeper or redis (every "
-        "server of the cluster leads or forwards through it)");
-  }
+  if (strict_ == nullptr) return StrictOff();
   return strict_->Next(tag, n);
 }
 
 Result<bool> Service::DeclareStrictTag(std::string_view tag) {
-  if (strict_ == nullptr) return NextStrict(tag, 1).error();  // strict ids are off: says why
+  if (strict_ == nullptr) return StrictOff();
   return strict_->Declare(tag);
 }
 

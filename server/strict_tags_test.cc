@@ -25,6 +25,17 @@ namespace {
 
 constexpr std::int64_t kIdleMs = kStrictIdleRelease.count();
 
+// A strict tag's lease as servers take it: one slot, kept whatever its bound.
+WorkerLeaseOptions StrictLeaseOptions(const std::string& identity, Clock* clock) {
+  WorkerLeaseOptions o;
+  o.identity = identity;
+  o.worker_count = 1;
+  o.keep_id = true;
+  o.layout = "strict counter";
+  o.clock = clock;
+  return o;
+}
+
 class StrictTagsTest : public ::testing::Test {
  protected:
   StrictTagsTest() { tags_.SetAddress("127.0.0.1:7000"); }
@@ -60,13 +71,7 @@ class StrictTagsTest : public ::testing::Test {
   }
 
   WorkerLeaseOptions Options(const std::string& identity) {
-    WorkerLeaseOptions o;
-    o.identity = identity;
-    o.worker_count = 1;
-    o.keep_id = true;
-    o.layout = "strict counter";
-    o.clock = &clock_;
-    return o;
+    return StrictLeaseOptions(identity, &clock_);
   }
 
   StrictCoordination Coordination() {
@@ -237,13 +242,8 @@ class StrictForwardingTest : public ::testing::Test {
   StrictCoordination Coordination() {
     StrictCoordination c;
     c.open_lease = [this](const std::string&, const std::string& identity) {
-      WorkerLeaseOptions o;
-      o.identity = identity;
-      o.worker_count = 1;
-      o.keep_id = true;
-      o.layout = "strict counter";
-      o.clock = &clock_;
-      return Result<std::unique_ptr<WorkerLease>>(registry_->NewLease(o));
+      return Result<std::unique_ptr<WorkerLease>>(
+          registry_->NewLease(StrictLeaseOptions(identity, &clock_)));
     };
     c.find_leader = [](const std::string&) {
       return Result<std::string>(StrictIdentity("127.0.0.1:7001", 1));
