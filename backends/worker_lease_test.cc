@@ -50,8 +50,9 @@ std::string RedisUri() {
 }
 
 // `backend`: "etcd", "etcd-tls", "zookeeper", "zookeeper-auth" (the same server, with a digest
-// user: every node the contract makes is that user's) or "redis"; the fixture's server of that
-// kind.
+// user: every node the contract makes is that user's), "zookeeper-shared" (every coordinator of
+// this process in one session, as a server's strict tags share one: backends/
+// coordinator_sessions.h) or "redis"; the fixture's server of that kind.
 Result<std::unique_ptr<Coordinator>> OpenBackend(const std::string& backend,
                                                  const std::string& cluster,
                                                  const WorkerLeaseOptions& options) {
@@ -68,8 +69,10 @@ Result<std::unique_ptr<Coordinator>> OpenBackend(const std::string& backend,
     if (a.size() != 5) return Internal("the etcd-tls fixture wrote no access file");
     access = {{a[0], a[1], a[2]}, a[3], a[4]};
   }
+  static CoordinatorSessions shared;
   return OpenCoordinator(zookeeper ? "zookeeper" : "etcd", address.empty() ? "" : address[0],
-                         cluster, options, access);
+                         cluster, options, access, {},
+                         backend.ends_with("-shared") ? &shared : nullptr);
 }
 
 // The lease of OpenBackend's coordinator, as `sekka serve` makes it.
@@ -123,7 +126,7 @@ LeaseFactory Factory(const std::string& backend) {
 INSTANTIATE_TEST_SUITE_P(Coordinators, WorkerLeaseContractTest,
                          ::testing::Values(Factory("etcd"), Factory("etcd-tls"),
                                            Factory("zookeeper"), Factory("zookeeper-auth"),
-                                           Factory("redis")),
+                                           Factory("zookeeper-shared"), Factory("redis")),
                          [](const auto& info) {
                            std::string name = info.param.name;
                            std::replace(name.begin(), name.end(), '-', '_');

@@ -19,6 +19,7 @@ struct CoordinatorCall {
   const WorkerLeaseOptions& options;
   const CoordinatorAccess& access;
   const LeafRegistry& leaf;
+  CoordinatorSessions* sessions;
 };
 
 // The host:port list of "SOURCE://h:p[,h:p]" (the scheme may be left out).
@@ -50,7 +51,7 @@ Result<std::unique_ptr<Coordinator>> OpenEtcd(const CoordinatorCall& c) {
 Result<std::unique_ptr<Coordinator>> OpenZooKeeper(const CoordinatorCall& c) {
   SEKKA_ASSIGN_OR_RETURN(auto addresses, Addresses(c));
   return NewZooKeeperCoordinator(addresses, c.cluster, c.options, c.access.username,
-                                 c.access.password, c.leaf);
+                                 c.access.password, c.leaf, c.sessions);
 }
 
 Result<std::unique_ptr<Coordinator>> OpenRedis(const CoordinatorCall& c) {
@@ -77,7 +78,8 @@ constexpr CoordinatorOpener kOpeners[] = {
 
 Result<std::unique_ptr<Coordinator>> OpenCoordinator(
     std::string_view source, std::string_view coordinator, std::string_view cluster,
-    const WorkerLeaseOptions& options, const CoordinatorAccess& access, const LeafRegistry& leaf) {
+    const WorkerLeaseOptions& options, const CoordinatorAccess& access, const LeafRegistry& leaf,
+    CoordinatorSessions* sessions) {
   const WorkerSource* row = FindWorkerSource(source);
   const CoordinatorOpener* opener = nullptr;
   for (const CoordinatorOpener& o : kOpeners) {
@@ -99,14 +101,15 @@ Result<std::unique_ptr<Coordinator>> OpenCoordinator(
         "{} client has no TLS",
         WorkerSourceNames(&WorkerSource::tls), source));
   }
-  return opener->open({source, coordinator, cluster, options, access, leaf});
+  return opener->open({source, coordinator, cluster, options, access, leaf, sessions});
 }
 
 Result<std::unique_ptr<WorkerLease>> OpenWorkerLease(
     std::string_view source, std::string_view coordinator, std::string_view cluster,
-    const WorkerLeaseOptions& options, const CoordinatorAccess& access, const LeafRegistry& leaf) {
-  SEKKA_ASSIGN_OR_RETURN(auto c,
-                         OpenCoordinator(source, coordinator, cluster, options, access, leaf));
+    const WorkerLeaseOptions& options, const CoordinatorAccess& access, const LeafRegistry& leaf,
+    CoordinatorSessions* sessions) {
+  SEKKA_ASSIGN_OR_RETURN(
+      auto c, OpenCoordinator(source, coordinator, cluster, options, access, leaf, sessions));
   return NewCoordinatedLease(std::move(c), options);
 }
 

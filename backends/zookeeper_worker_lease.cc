@@ -17,6 +17,7 @@
 #include <string_view>
 #include <vector>
 
+#include "backends/coordinator_sessions.h"
 #include "backends/host_ports.h"
 #include "backends/one_line.h"
 #include "sekka/coordinator.h"
@@ -146,6 +147,7 @@ void AuthAnswered(int rc, const void* data) {
 
 // What this session knows of an id it claimed: the hwm node's version its writes name.
 struct Fence {
+  std::int64_t session = 0;  // the session that claimed it
   std::int32_t hwm_version = -1;
   std::int64_t hwm_known = 0;      // what the hwm node holds (this session wrote it last)
   std::int32_t leaf_version = -1;  // with a Leaf registry: its node's version, likewise
@@ -178,15 +180,258 @@ std::optional<std::int64_t> ParseLeafTimestamp(std::string_view data) {
   return t >= 0 ? std::optional<std::int64_t>(t) : std::nullopt;
 }
 
+// One client and its session. The coordinators of a ZooKeeperSession share it; it is closed (the
+// session ends, and its ephemeral nodes with it) once nobody holds it.
+struct ZHandle {
+  SessionState state;
+  AuthState auth;  // outlives the client (closed first), so late answers are safe
+  zhandle_t* zh = nullptr;
+  std::int64_t session = 0;    // the session's id once connected (then never changed)
+  bool authenticated = false;  // zoo_add_auth answered OK for this client
+  ZHandle() = default;
+  ZHandle(const ZHandle&) = delete;
+  ZHandle& operator=(const ZHandle&) = delete;
+  ~ZHandle() {
+    if (zh != nullptr) zookeeper_close(zh);
+  }
+};
+
+// An owner node a coordinator claimed, to delete when it lets go of it.
+struct OwnedNode {
+  std::int64_t session = 0;  // the session the claim was sent in
+  std::string owner_path;
+  std::string hwm_path;
+  // The hwm node's version as this session last wrote it; nullopt: a claim whose answer was lost
+  // (it may have landed).
+  std::optional<std::int32_t> hwm_version;
+};
+
+// A ZooKeeper session (backends/coordinator_sessions.h): one client, connected and authenticated
+// on demand, and the releases of owner nodes that could not be sent yet.
+class ZooKeeperSession {
+ public:
+  ZooKeeperSession(std::string servers, const WorkerLeaseOptions& options, std::string username,
+                   std::string password)
+      : servers_(std::move(servers)),
+        ttl_(options.ttl),
+        call_timeout_(options.call_timeout),
+        username_(std::move(username)),
+        password_(std::move(password)) {}
+
+  const std::string& servers() const { return servers_; }
+  const std::string& username() const { return username_; }
+
+  // A connected (and, with a user, authenticated) handle: the current one, or a new session's
+  // when there is none or its session is gone. Sends the releases kept for it first. Errors:
+  // kUnavailable, kUnauthenticated, kInvalidArgument (a session timeout below the TTL).
+  Result<std::shared_ptr<ZHandle>> Connect();
+  // The handle now, connected or not (null: none).
+  std::shared_ptr<ZHandle> Current() {
+    std::lock_guard lock(mu_);
+    return current_;
+  }
+  // Lets go of `h` if it is the current handle (its session is gone, or its one coordinator
+  // closed): the next Connect opens a new session; `h` closes once its last call returned.
+  void Drop(const std::shared_ptr<ZHandle>& h) {
+    std::lock_guard lock(mu_);
+    if (current_ == h) current_.reset();
+  }
+  // Deletes `nodes` where this session still holds them and nobody claimed their ids since;
+  // those the connection lost are kept for the next Connect. Returns how many were kept.
+  std::size_t Release(const std::shared_ptr<ZHandle>& h, std::vector<OwnedNode> nodes);
+  // Before a claim of `owner_path` in this session (the claim is the caller's while `guard`
+  // lives): no release kept from an earlier claim of it may delete the new one.
+  std::unique_lock<std::mutex> BeginClaim(const std::string& owner_path);
+
+ private:
+  // A new client whose session is connecting. Errors: kUnavailable.
+  Result<std::shared_ptr<ZHandle>> CreateClient();
+  // Waits for `h`'s session to connect; refuses one granted less than the TTL.
+  Status AwaitSession(ZHandle& h);
+  // Authenticates `h`'s session as the digest user username_.
+  Status Authenticate(ZHandle& h);
+  // Deletes `node` if held and unclaimed since: ZOK when done or nothing is left to do, else
+  // the connection error. REQUIRES: claims_mu_ held.
+  int ReleaseOne(zhandle_t* zh, const OwnedNode& node);
+
+  const std::string servers_;
+  const std::chrono::milliseconds ttl_;
+  const std::chrono::milliseconds call_timeout_;
+  const std::string username_;  // "" = no authentication
+  const std::string password_;
+  std::mutex connect_mu_;               // one Connect at a time
+  std::shared_ptr<ZHandle> connecting_;  // guarded by connect_mu_: made, not yet connected
+  std::mutex claims_mu_;                // claims and releases, one at a time
+  std::mutex mu_;                       // held briefly
+  std::shared_ptr<ZHandle> current_;    // guarded by mu_: connected when published
+  std::vector<OwnedNode> kept_;         // guarded by mu_: releases the connection lost
+};
+
+Result<std::shared_ptr<ZHandle>> ZooKeeperSession::Connect() {
+  std::shared_ptr<ZHandle> h;
+  {
+    std::lock_guard connect(connect_mu_);
+    h = Current();
+    if (h != nullptr) {
+      const int state = zoo_state(h->zh);
+      // A dead session is replaced; one (re)connecting is waited for, as a new one is.
+      if (state == ZOO_EXPIRED_SESSION_STATE || state == ZOO_AUTH_FAILED_STATE) {
+        Drop(h);
+        h.reset();
+      } else if (state != ZOO_CONNECTED_STATE) {
+        SEKKA_RETURN_IF_ERROR(AwaitSession(*h));
+      }
+    }
+    if (h == nullptr) {
+      if (connecting_ == nullptr) {
+        SEKKA_ASSIGN_OR_RETURN(auto made, CreateClient());
+        connecting_ = std::move(made);
+      }
+      if (Status s = AwaitSession(*connecting_); !s.ok()) {
+        if (s.error().code != ErrorCode::kUnavailable) connecting_.reset();
+        return std::move(s).error();
+      }
+      connecting_->session = zoo_client_id(connecting_->zh)->client_id;
+      if (!username_.empty()) {
+        SEKKA_RETURN_IF_ERROR(Authenticate(*connecting_));
+        connecting_->authenticated = true;
+      }
+      h = std::move(connecting_);
+      std::lock_guard lock(mu_);
+      current_ = h;
+    }
+  }
+  std::vector<OwnedNode> kept;
+  {
+    std::lock_guard lock(mu_);
+    kept.swap(kept_);
+  }
+  if (!kept.empty()) Release(h, std::move(kept));
+  return h;
+}
+
+Result<std::shared_ptr<ZHandle>> ZooKeeperSession::CreateClient() {
+  zoo_set_debug_level(ZOO_LOG_LEVEL_ERROR);
+  auto h = std::make_shared<ZHandle>();
+  h->zh = zookeeper_init2(servers_.c_str(), Watcher, static_cast<int>(ttl_.count()), nullptr,
+                          &h->state, 0, RateLimitedClientLog);
+  if (h->zh == nullptr)
+    return Unavailable(fmt::format("zookeeper {}: cannot create a client", servers_));
+  return h;
+}
+
+Status ZooKeeperSession::AwaitSession(ZHandle& h) {
+  std::unique_lock lock(h.state.mu);
+  h.state.changed.wait_for(lock, call_timeout_, [&] {
+    return h.state.state == ZOO_CONNECTED_STATE || h.state.state == ZOO_EXPIRED_SESSION_STATE;
+  });
+  lock.unlock();
+  if (zoo_state(h.zh) != ZOO_CONNECTED_STATE) {
+    return Unavailable(fmt::format("zookeeper {} cannot be reached within {} ms", servers_,
+                                   call_timeout_.count()));
+  }
+  // The servers grant at most their maxSessionTimeout (20 ticks unless set): a session shorter
+  // than the TTL would free this process's holdings before it stops trusting them (a strict
+  // tag's leader answers for ttl less a margin), so it is refused, naming both.
+  if (const int granted = zoo_recv_timeout(h.zh); granted < ttl_.count()) {
+    return InvalidArgument(fmt::format(
+        "zookeeper {} granted a session timeout of {} ms, below worker.lease_ttl ({} ms): set "
+        "worker.lease_ttl to {} ms or less, or raise the servers' maxSessionTimeout",
+        servers_, granted, ttl_.count(), granted));
+  }
+  return Status::Ok();
+}
+
+Status ZooKeeperSession::Authenticate(ZHandle& h) {
+  // Digest authentication, once per client: the client sends it again by itself after a
+  // reconnection. A wrong password is not refused here (it is another identity): the nodes'
+  // ACL refuses it (ZNOAUTH) at the first read.
+  {
+    std::lock_guard guard(h.auth.mu);
+    h.auth.answered = false;
+  }
+  const std::string credentials = username_ + ":" + password_;
+  int rc = zoo_add_auth(h.zh, "digest", credentials.data(), static_cast<int>(credentials.size()),
+                        AuthAnswered, &h.auth);
+  if (rc != ZOK) {
+    return Unavailable(fmt::format("zookeeper add_auth ({}): {}", servers_, zerror(rc)));
+  }
+  std::unique_lock wait(h.auth.mu);
+  if (!h.auth.changed.wait_for(wait, call_timeout_, [&] { return h.auth.answered; })) {
+    return Unavailable(fmt::format("zookeeper {}: no answer to the authentication within {} ms",
+                                   servers_, call_timeout_.count()));
+  }
+  rc = h.auth.rc;
+  wait.unlock();
+  if (rc != ZOK) {
+    return Unauthenticated(fmt::format("zookeeper {} refused digest user \"{}\": {}", servers_,
+                                       username_, zerror(rc)));
+  }
+  return Status::Ok();
+}
+
+std::unique_lock<std::mutex> ZooKeeperSession::BeginClaim(const std::string& owner_path) {
+  std::unique_lock guard(claims_mu_);
+  std::lock_guard lock(mu_);
+  std::erase_if(kept_, [&](const OwnedNode& n) { return n.owner_path == owner_path; });
+  return guard;
+}
+
+std::size_t ZooKeeperSession::Release(const std::shared_ptr<ZHandle>& h,
+                                      std::vector<OwnedNode> nodes) {
+  std::vector<OwnedNode> lost;
+  {
+    std::lock_guard guard(claims_mu_);
+    for (OwnedNode& node : nodes) {
+      // A node of another session went with it (or goes when it closes).
+      if (h == nullptr || node.session != h->session) continue;
+      if (IsConnectionError(ReleaseOne(h->zh, node))) lost.push_back(std::move(node));
+    }
+  }
+  const std::size_t kept = lost.size();
+  std::lock_guard lock(mu_);
+  for (OwnedNode& node : lost) kept_.push_back(std::move(node));
+  return kept;
+}
+
+int ZooKeeperSession::ReleaseOne(zhandle_t* zh, const OwnedNode& node) {
+  // Every claim writes the hwm node, and so does every store of its holder: while the node is
+  // at the version this session's claim or store left, no other claim came since, and the
+  // owner node is this claim's. A claim whose answer was lost left version + 1 of the one it
+  // read if it landed: the owner node tells (this session's own, and the hwm node's version
+  // read before it is checked again as the node is deleted).
+  std::int32_t version = 0;
+  if (node.hwm_version) {
+    version = *node.hwm_version;
+  } else {
+    Stat hwm{};
+    int rc = zoo_exists(zh, node.hwm_path.c_str(), 0, &hwm);
+    if (rc == ZNONODE) return ZOK;  // nothing was claimed
+    if (rc != ZOK) return IsConnectionError(rc) ? rc : ZOK;
+    Stat owner{};
+    rc = zoo_exists(zh, node.owner_path.c_str(), 0, &owner);
+    if (rc == ZNONODE || (rc == ZOK && owner.ephemeralOwner != node.session)) return ZOK;
+    if (rc != ZOK) return IsConnectionError(rc) ? rc : ZOK;
+    version = hwm.version;
+  }
+  zoo_op_t ops[2];
+  zoo_op_result_t results[2] = {};
+  zoo_check_op_init(&ops[0], node.hwm_path.c_str(), version);
+  zoo_delete_op_init(&ops[1], node.owner_path.c_str(), -1);
+  const int rc = Multi(zh, 2, ops, results);
+  return IsConnectionError(rc) ? rc : ZOK;  // else deleted, or not this claim's any more
+}
+
 class ZooKeeperCoordinator final : public Coordinator {
  public:
-  ZooKeeperCoordinator(std::string servers, std::string cluster, WorkerLeaseOptions options,
-                       std::string username, std::string password, LeafRegistry leaf)
-      : servers_(std::move(servers)),
+  ZooKeeperCoordinator(std::shared_ptr<ZooKeeperSession> zk, bool shared, std::string cluster,
+                       WorkerLeaseOptions options, LeafRegistry leaf)
+      : zk_(std::move(zk)),
+        shared_(shared),
+        servers_(zk_->servers()),
         cluster_(std::move(cluster)),
         options_(std::move(options)),
-        username_(std::move(username)),
-        password_(std::move(password)),
+        username_(zk_->username()),
         root_(fmt::format("/sekka/{}", cluster_)),
         // With a user, the cluster's nodes are that user's alone (digest ACL of the creator).
         acl_(username_.empty() ? &ZOO_OPEN_ACL_UNSAFE : &ZOO_CREATOR_ALL_ACL),
@@ -195,11 +440,16 @@ class ZooKeeperCoordinator final : public Coordinator {
         // Checked by ValidateLeafRegistry before: one IPv4:PORT.
         leaf_at_(leaf_.name.empty() ? HostPort{}
                                     : ParseHostPorts(leaf_.address, "").value().front()) {}
-  ~ZooKeeperCoordinator() override { Disconnect(); }
+  // What it claimed is let go (Close): a shared session goes on for the others.
+  ~ZooKeeperCoordinator() override { (void)Close(); }
 
   Result<std::string> BindLayout(const std::string& layout) override;
   Result<std::map<std::int64_t, Holding>> ListHolders() override;
-  std::int64_t session() const override { return session_; }
+  std::int64_t session() const override { return h_ == nullptr ? 0 : h_->session; }
+  bool Mine(std::int64_t id, const Holding& h) const override {
+    auto it = claimed_.find(id);
+    return h.session != 0 && it != claimed_.end() && it->second == h.session;
+  }
   Result<std::int64_t> PeekHwm(std::int64_t id) override;
   Result<std::optional<std::int64_t>> Claim(std::int64_t id,
                                             const std::optional<Holding>& seen) override;
@@ -207,7 +457,7 @@ class ZooKeeperCoordinator final : public Coordinator {
   Status StoreHwm(std::int64_t id, std::int64_t hwm_millis) override;
   Status Close() override;
   std::string Describe() const override {
-    return fmt::format("zookeeper session {:x} on {}{} ({})", session_, servers_,
+    return fmt::format("zookeeper session {:x} on {}{} ({})", session(), servers_,
                        username_.empty() ? "" : " as digest user " + username_, Where());
   }
   std::string Where() const override {
@@ -221,18 +471,16 @@ class ZooKeeperCoordinator final : public Coordinator {
                            std::int64_t version) override;
 
  private:
-  // A connected (and, with a user, authenticated) session, with the parent nodes made: the
-  // client's, or a new one when it has none or its session is gone.
+  // A connected (and, with a user, authenticated) session in h_, with the parent nodes made.
   Status Connect();
-  // Connect's parts. A new client in zh_, its session not connected yet.
-  Status CreateClient();
-  // Waits for the client's session to connect; refuses one granted less than the TTL.
-  Status AwaitSession();
-  // Authenticates the session as the digest user username_.
-  Status Authenticate();
   // Makes the parent nodes of the cluster's nodes (and of Leaf's) where they are missing.
   Status CreateParentNodes();
-  void Disconnect();
+  // The session is gone: so is everything it held.
+  void Lost();
+  // Ok when `id` is claimed by this coordinator in the session's current handle (then h_),
+  // else kLeaseLost (its fence is dropped).
+  Status Fenced(std::int64_t id);
+  zhandle_t* zh() const { return h_->zh; }
   Error FromRc(int rc, std::string_view what) const;
   std::string OwnerPath(std::int64_t id) const {
     return fmt::format("{}/workers/{}/{}", root_, options_.datacenter_id, id);
@@ -263,19 +511,20 @@ class ZooKeeperCoordinator final : public Coordinator {
   // Leaf's servers, now or later: their sequence numbers come from the same counter).
   Result<std::map<std::int64_t, Holding>> WithLeafRegistry(std::map<std::int64_t, Holding> sekka);
 
+  const std::shared_ptr<ZooKeeperSession> zk_;
+  const bool shared_;  // the session is others' too (else it ends with Close)
   const std::string servers_;
   const std::string cluster_;
   const WorkerLeaseOptions options_;
   const std::string username_;  // "" = no authentication, open ACLs
-  const std::string password_;
   const std::string root_;
-  ACL_vector* const acl_;  // the ACL of every node under root_ (root_ included)
-  SessionState session_state_;
-  AuthState auth_state_;  // outlives the client (Close ends it first), so late answers are safe
-  bool authenticated_ = false;  // zoo_add_auth answered OK for this client
-  zhandle_t* zh_ = nullptr;
-  std::int64_t session_ = 0;
-  std::map<std::int64_t, Fence> fences_;  // the ids this session claimed
+  ACL_vector* const acl_;             // the ACL of every node under root_ (root_ included)
+  std::shared_ptr<ZHandle> h_;        // the session's handle as of the last Connect
+  std::int64_t parents_made_ = 0;     // the session in which the parent nodes were made
+  std::map<std::int64_t, Fence> fences_;  // the ids this coordinator claimed
+  // The ids whose claims were sent, and in which session: let go by Close (a claim whose answer
+  // was lost may have landed).
+  std::map<std::int64_t, std::int64_t> claimed_;
   const LeafRegistry leaf_;
   const std::string leaf_dir_;  // "/snowflake/<name>/forever"; "" without a Leaf registry
   const HostPort leaf_at_;      // leaf_.address, parsed
@@ -295,85 +544,11 @@ Error ZooKeeperCoordinator::FromRc(int rc, std::string_view what) const {
 }
 
 Status ZooKeeperCoordinator::Connect() {
-  if (zh_ != nullptr) {
-    const int state = zoo_state(zh_);
-    if (state == ZOO_CONNECTED_STATE && (username_.empty() || authenticated_)) {
-      return Status::Ok();
-    }
-    // A dead session is replaced; one still (re)connecting is waited for, as a new one is.
-    if (state == ZOO_EXPIRED_SESSION_STATE || state == ZOO_AUTH_FAILED_STATE) Disconnect();
-  }
-  if (zh_ == nullptr) SEKKA_RETURN_IF_ERROR(CreateClient());
-  SEKKA_RETURN_IF_ERROR(AwaitSession());
-  session_ = zoo_client_id(zh_)->client_id;
-  if (!username_.empty() && !authenticated_) {
-    SEKKA_RETURN_IF_ERROR(Authenticate());
-    authenticated_ = true;
-  }
-  return CreateParentNodes();
-}
-
-Status ZooKeeperCoordinator::CreateClient() {
-  zoo_set_debug_level(ZOO_LOG_LEVEL_ERROR);
-  {
-    std::lock_guard lock(session_state_.mu);
-    session_state_.state = 0;
-  }
-  zh_ = zookeeper_init2(servers_.c_str(), Watcher, static_cast<int>(options_.ttl.count()), nullptr,
-                        &session_state_, 0, RateLimitedClientLog);
-  if (zh_ == nullptr)
-    return Unavailable(fmt::format("zookeeper {}: cannot create a client", servers_));
-  return Status::Ok();
-}
-
-Status ZooKeeperCoordinator::AwaitSession() {
-  std::unique_lock lock(session_state_.mu);
-  session_state_.changed.wait_for(lock, options_.call_timeout, [&] {
-    return session_state_.state == ZOO_CONNECTED_STATE ||
-           session_state_.state == ZOO_EXPIRED_SESSION_STATE;
-  });
-  lock.unlock();
-  if (zoo_state(zh_) != ZOO_CONNECTED_STATE) {
-    return Unavailable(fmt::format("zookeeper {} cannot be reached within {} ms", servers_,
-                                   options_.call_timeout.count()));
-  }
-  // The servers grant at most their maxSessionTimeout (20 ticks unless set): a session shorter
-  // than the TTL would free this process's holdings before it stops trusting them (a strict
-  // tag's leader answers for ttl less a margin), so it is refused, naming both.
-  if (const int granted = zoo_recv_timeout(zh_); granted < options_.ttl.count()) {
-    Disconnect();
-    return InvalidArgument(fmt::format(
-        "zookeeper {} granted a session timeout of {} ms, below worker.lease_ttl ({} ms): set "
-        "worker.lease_ttl to {} ms or less, or raise the servers' maxSessionTimeout",
-        servers_, granted, options_.ttl.count(), granted));
-  }
-  return Status::Ok();
-}
-
-Status ZooKeeperCoordinator::Authenticate() {
-  // Digest authentication, once per client: the client sends it again by itself after a
-  // reconnection. A wrong password is not refused here (it is another identity): the nodes'
-  // ACL refuses it (ZNOAUTH) at the first read.
-  {
-    std::lock_guard guard(auth_state_.mu);
-    auth_state_.answered = false;
-  }
-  const std::string credentials = username_ + ":" + password_;
-  int rc = zoo_add_auth(zh_, "digest", credentials.data(), static_cast<int>(credentials.size()),
-                        AuthAnswered, &auth_state_);
-  if (rc != ZOK) return FromRc(rc, "add_auth");
-  std::unique_lock wait(auth_state_.mu);
-  if (!auth_state_.changed.wait_for(wait, options_.call_timeout,
-                                    [&] { return auth_state_.answered; })) {
-    return Unavailable(fmt::format("zookeeper {}: no answer to the authentication within {} ms",
-                                   servers_, options_.call_timeout.count()));
-  }
-  rc = auth_state_.rc;
-  wait.unlock();
-  if (rc != ZOK) {
-    return Unauthenticated(fmt::format("zookeeper {} refused digest user \"{}\": {}", servers_,
-                                       username_, zerror(rc)));
-  }
+  SEKKA_ASSIGN_OR_RETURN(auto h, zk_->Connect());
+  h_ = std::move(h);
+  if (parents_made_ == h_->session) return Status::Ok();
+  SEKKA_RETURN_IF_ERROR(CreateParentNodes());
+  parents_made_ = h_->session;
   return Status::Ok();
 }
 
@@ -384,13 +559,13 @@ Status ZooKeeperCoordinator::CreateParentNodes() {
         fmt::format("{}/workers/{}", root_, options_.datacenter_id),
         fmt::format("{}/hwm/{}", root_, options_.datacenter_id)}) {
     ACL_vector* acl = path == "/sekka" ? &ZOO_OPEN_ACL_UNSAFE : acl_;
-    const int rc = zoo_create(zh_, path.c_str(), nullptr, -1, acl, ZOO_PERSISTENT, nullptr, 0);
+    const int rc = zoo_create(zh(), path.c_str(), nullptr, -1, acl, ZOO_PERSISTENT, nullptr, 0);
     if (rc != ZOK && rc != ZNODEEXISTS) return FromRc(rc, "create " + path);
   }
   if (leaf()) {  // Leaf's parents, open to all as Leaf's own (Curator's) are
     for (const std::string& path :
          {std::string("/snowflake"), fmt::format("/snowflake/{}", leaf_.name), leaf_dir_}) {
-      const int rc = zoo_create(zh_, path.c_str(), nullptr, -1, &ZOO_OPEN_ACL_UNSAFE,
+      const int rc = zoo_create(zh(), path.c_str(), nullptr, -1, &ZOO_OPEN_ACL_UNSAFE,
                                 ZOO_PERSISTENT, nullptr, 0);
       if (rc != ZOK && rc != ZNODEEXISTS) return FromRc(rc, "create " + path);
     }
@@ -398,12 +573,10 @@ Status ZooKeeperCoordinator::CreateParentNodes() {
   return Status::Ok();
 }
 
-void ZooKeeperCoordinator::Disconnect() {
-  if (zh_ != nullptr) zookeeper_close(zh_);  // ends the session: its ephemeral nodes go
-  zh_ = nullptr;
-  session_ = 0;
+void ZooKeeperCoordinator::Lost() {
+  if (h_ != nullptr) zk_->Drop(h_);
   fences_.clear();
-  authenticated_ = false;
+  claimed_.clear();
 }
 
 Result<std::string> ZooKeeperCoordinator::BindLayout(const std::string& layout) {
@@ -412,13 +585,13 @@ Result<std::string> ZooKeeperCoordinator::BindLayout(const std::string& layout) 
   // A cluster beside a Leaf registry is bound to it too: a server of the cluster without it
   // would take the lowest free ids, Leaf's among them (CheckClusterLayout shows both).
   const std::string bound = leaf() ? fmt::format("{} beside Leaf {}", layout, leaf_.name) : layout;
-  int rc = zoo_create(zh_, path.c_str(), bound.data(), static_cast<int>(bound.size()), acl_,
+  int rc = zoo_create(zh(), path.c_str(), bound.data(), static_cast<int>(bound.size()), acl_,
                       ZOO_PERSISTENT, nullptr, 0);
   if (rc != ZOK && rc != ZNODEEXISTS) return FromRc(rc, "create " + path);
   char buf[512];
   int len = sizeof(buf);
   Stat stat{};
-  rc = zoo_get(zh_, path.c_str(), 0, buf, &len, &stat);
+  rc = zoo_get(zh(), path.c_str(), 0, buf, &len, &stat);
   if (rc != ZOK) return FromRc(rc, "get " + path);
   const std::string stored(buf, static_cast<std::size_t>(std::max(len, 0)));
   if (leaf() && stored == layout) {  // bound by servers that take the lowest free ids
@@ -435,7 +608,7 @@ Result<std::map<std::int64_t, Holding>> ZooKeeperCoordinator::ListHolders() {
   SEKKA_RETURN_IF_ERROR(Connect());
   const std::string dir = fmt::format("{}/workers/{}", root_, options_.datacenter_id);
   String_vector children{};
-  int rc = zoo_get_children(zh_, dir.c_str(), 0, &children);
+  int rc = zoo_get_children(zh(), dir.c_str(), 0, &children);
   if (rc != ZOK) return FromRc(rc, "list " + dir);
   std::map<std::int64_t, Holding> holders;
   for (int i = 0; i < children.count; ++i) {
@@ -448,9 +621,11 @@ Result<std::map<std::int64_t, Holding>> ZooKeeperCoordinator::ListHolders() {
     char buf[512];
     int len = sizeof(buf);
     Stat stat{};
-    if (zoo_get(zh_, OwnerPath(id).c_str(), 0, buf, &len, &stat) != ZOK) continue;  // gone
+    if (zoo_get(zh(), OwnerPath(id).c_str(), 0, buf, &len, &stat) != ZOK) continue;  // gone
+    // The node's creation, not its version (always 0: it is never written), tells one holding
+    // from a later one, even of the same session (backends/coordinator_sessions.h).
     holders[id] = Holding{std::string(buf, static_cast<std::size_t>(std::max(len, 0))),
-                          stat.ephemeralOwner, stat.version};
+                          stat.ephemeralOwner, stat.czxid};
   }
   deallocate_String_vector(&children);
   if (leaf()) return WithLeafRegistry(std::move(holders));
@@ -464,7 +639,7 @@ std::string ZooKeeperCoordinator::LeafData(std::int64_t timestamp) const {
 
 Result<std::map<std::int64_t, std::string>> ZooKeeperCoordinator::LeafNodesOfAddress() {
   String_vector children{};
-  const int rc = zoo_get_children(zh_, leaf_dir_.c_str(), 0, &children);
+  const int rc = zoo_get_children(zh(), leaf_dir_.c_str(), 0, &children);
   if (rc != ZOK) return FromRc(rc, "list " + leaf_dir_);
   const std::vector<std::string> names(children.data, children.data + children.count);
   deallocate_String_vector(&children);
@@ -486,7 +661,7 @@ Status ZooKeeperCoordinator::MakeLeafNode() {
   const std::string prefix = fmt::format("{}/{}-", leaf_dir_, leaf_.address);
   const std::string data = LeafData(0);  // no timestamp yet: no id was issued
   char made[512];
-  const int rc = zoo_create(zh_, prefix.c_str(), data.data(), static_cast<int>(data.size()), acl_,
+  const int rc = zoo_create(zh(), prefix.c_str(), data.data(), static_cast<int>(data.size()), acl_,
                             ZOO_PERSISTENT_SEQUENTIAL, made, sizeof(made));
   if (rc != ZOK) return FromRc(rc, "create " + prefix);
   if (ParseLeafNodeName(std::string_view(made).substr(leaf_dir_.size() + 1))->second != 0) {
@@ -494,7 +669,7 @@ Status ZooKeeperCoordinator::MakeLeafNode() {
   }
   // Sequence 0 is Leaf's: a Leaf server that finds no registry runs as worker 0 whatever
   // sequence its node gets (it does not read it). This node goes, and another is made.
-  const int d = zoo_delete(zh_, made, -1);
+  const int d = zoo_delete(zh(), made, -1);
   if (d != ZOK && d != ZNONODE) return FromRc(d, fmt::format("delete {}", made));
   return MakeLeafNode();
 }
@@ -512,7 +687,7 @@ Result<std::int64_t> ZooKeeperCoordinator::LeafNode() {
     SEKKA_RETURN_IF_ERROR(ours);
     while (ours->size() > 1) {
       const std::string path = fmt::format("{}/{}", leaf_dir_, ours->rbegin()->second);
-      const int d = zoo_delete(zh_, path.c_str(), -1);
+      const int d = zoo_delete(zh(), path.c_str(), -1);
       if (d != ZOK && d != ZNONODE) return FromRc(d, "delete " + path);
       ours->erase(std::prev(ours->end()));
     }
@@ -544,7 +719,7 @@ Result<std::int64_t> ZooKeeperCoordinator::LeafNode() {
 Result<std::map<std::int64_t, Holding>> ZooKeeperCoordinator::WithLeafRegistry(
     std::map<std::int64_t, Holding> sekka) {
   SEKKA_ASSIGN_OR_RETURN(auto seq, LeafNode());
-  if (auto it = sekka.find(seq); it != sekka.end() && it->second.session != session_ &&
+  if (auto it = sekka.find(seq); it != sekka.end() && it->second.session != session() &&
                                  it->second.identity != options_.identity) {
     return InvalidArgument(fmt::format(
         "worker id {} ({}) is held by the live sekka server \"{}\": two servers registered as {}; "
@@ -561,7 +736,7 @@ Result<std::int64_t> ZooKeeperCoordinator::ReadLeafTimestamp(Stat* stat) {
   char buf[512];
   int len = sizeof(buf);
   *stat = Stat{};
-  const int rc = zoo_get(zh_, leaf_node_.c_str(), 0, buf, &len, stat);
+  const int rc = zoo_get(zh(), leaf_node_.c_str(), 0, buf, &len, stat);
   if (rc == ZNONODE) {
     // Never registered again while running: a registry removed and made again (its sequence
     // counter back at 0) hands out sequences Leaf's running servers still use.
@@ -588,7 +763,7 @@ Result<std::int64_t> ZooKeeperCoordinator::ReadHwm(std::int64_t id, Stat* stat, 
   char buf[64];
   int len = sizeof(buf) - 1;
   *stat = Stat{};
-  const int rc = zoo_get(zh_, path.c_str(), 0, buf, &len, stat);
+  const int rc = zoo_get(zh(), path.c_str(), 0, buf, &len, stat);
   *exists = rc != ZNONODE;
   if (rc == ZNONODE) return 0;
   if (rc != ZOK) return FromRc(rc, "get " + path);
@@ -618,15 +793,17 @@ Result<std::optional<std::int64_t>> ZooKeeperCoordinator::Claim(
   SEKKA_RETURN_IF_ERROR(Connect());
   const std::string path = OwnerPath(id);
   const std::string hwm_path = HwmPath(id);
-  const bool ours = seen.has_value() && seen->session == session_;
+  const bool ours = seen.has_value() && Mine(id, *seen) && seen->session == session();
   if (leaf() && id != leaf_seq_) return std::optional<std::int64_t>();  // Leaf's, not ours
+  // No release kept from an earlier claim of this node in this session may delete this one.
+  const std::unique_lock claiming = zk_->BeginClaim(path);
   for (int attempt = 0; attempt < 20; ++attempt) {
     // 1. The hwm node and its version (made first if it never existed).
     Stat hwm_stat{};
     bool exists = false;
     SEKKA_ASSIGN_OR_RETURN(auto hwm, ReadHwm(id, &hwm_stat, &exists));
     if (!exists) {
-      const int rc = zoo_create(zh_, hwm_path.c_str(), "0", 1, acl_, ZOO_PERSISTENT, nullptr, 0);
+      const int rc = zoo_create(zh(), hwm_path.c_str(), "0", 1, acl_, ZOO_PERSISTENT, nullptr, 0);
       if (rc != ZOK && rc != ZNODEEXISTS) return FromRc(rc, "create " + hwm_path);
       continue;
     }
@@ -651,10 +828,11 @@ Result<std::optional<std::int64_t>> ZooKeeperCoordinator::Claim(
     }
     // 2. The owner node is still as listed.
     Stat owner{};
-    int rc = zoo_exists(zh_, path.c_str(), 0, &owner);
+    int rc = zoo_exists(zh(), path.c_str(), 0, &owner);
     if (rc != ZOK && rc != ZNONODE) return FromRc(rc, "exists " + path);
     const bool held = rc == ZOK;
-    if (held != seen.has_value() || (held && owner.ephemeralOwner != seen->session)) {
+    if (held != seen.has_value() ||
+        (held && (owner.ephemeralOwner != seen->session || owner.czxid != seen->version))) {
       return std::optional<std::int64_t>();  // changed meanwhile
     }
     // 3. One atomic step: the listed holding ends, this session's begins, and the hwm node is
@@ -677,9 +855,10 @@ Result<std::optional<std::int64_t>> ZooKeeperCoordinator::Claim(
                     hwm_stat.version, &after);
     // The Leaf node as read in 1b: a Leaf server's write since fails this claim too.
     if (leaf()) zoo_check_op_init(&ops[n++], leaf_node_.c_str(), leaf_stat.version);
-    rc = Multi(zh_, n, ops, results);
+    claimed_[id] = session();
+    rc = Multi(zh(), n, ops, results);
     if (rc == ZOK) {
-      fences_[id] = Fence{after.version, hwm, leaf_stat.version};
+      fences_[id] = Fence{session(), after.version, hwm, leaf_stat.version};
       return std::optional<std::int64_t>(hwm);
     }
     if (IsConnectionError(rc) || IsSessionGone(rc) || rc == ZNOAUTH) {
@@ -696,27 +875,51 @@ Result<std::optional<std::int64_t>> ZooKeeperCoordinator::Claim(
 
 Status ZooKeeperCoordinator::KeepAlive(std::int64_t id) {
   // The client's own thread keeps the session alive; this checks that the node is still ours.
-  if (zh_ == nullptr || !fences_.contains(id)) return LeaseLost("no worker id is held");
-  const int state = zoo_state(zh_);
+  SEKKA_RETURN_IF_ERROR(Fenced(id));
+  const int state = zoo_state(h_->zh);
   if (state == ZOO_EXPIRED_SESSION_STATE || state == ZOO_AUTH_FAILED_STATE) {
-    Disconnect();
+    Lost();
     return LeaseLost(fmt::format("the zookeeper session holding worker id {} expired", id));
   }
-  Stat stat{};
-  const int rc = zoo_exists(zh_, OwnerPath(id).c_str(), 0, &stat);
-  if (rc == ZOK && stat.ephemeralOwner == session_) return Status::Ok();
-  if (rc == ZOK || rc == ZNONODE) {
+  // Every claim writes the hwm node, and so does every store of its holder: while it is at the
+  // version this coordinator left, no claim came since (not even one of the same session by
+  // another coordinator), and the owner node (never written after it is made) is this claim's
+  // while the session that answers lives.
+  const std::string hwm_path = HwmPath(id);
+  const std::string owner_path = OwnerPath(id);
+  zoo_op_t ops[2];
+  zoo_op_result_t results[2] = {};
+  zoo_check_op_init(&ops[0], hwm_path.c_str(), fences_[id].hwm_version);
+  zoo_check_op_init(&ops[1], owner_path.c_str(), 0);
+  const int rc = Multi(h_->zh, 2, ops, results);
+  if (rc == ZOK) return Status::Ok();
+  if (rc == ZBADVERSION || rc == ZNONODE) {
     fences_.erase(id);
-    return LeaseLost(fmt::format("worker id {} is no longer held by this zookeeper session", id));
+    return LeaseLost(
+        fmt::format("worker id {} is no longer held by this zookeeper session (claimed again, "
+                    "or its node removed)",
+                    id));
   }
-  Error e = FromRc(rc, "exists " + OwnerPath(id));
-  if (e.code == ErrorCode::kLeaseLost) Disconnect();
+  Error e = FromRc(rc, "check " + owner_path);
+  if (e.code == ErrorCode::kLeaseLost) Lost();
   return e;
 }
 
-Status ZooKeeperCoordinator::StoreHwm(std::int64_t id, std::int64_t hwm_millis) {
+Status ZooKeeperCoordinator::Fenced(std::int64_t id) {
   auto it = fences_.find(id);
-  if (zh_ == nullptr || it == fences_.end()) return LeaseLost("no worker id is held");
+  if (it == fences_.end()) return LeaseLost("no worker id is held");
+  // The session's current handle: another coordinator of a shared session may have found it
+  // gone and opened a new one, which holds nothing of this one's.
+  h_ = zk_->Current();
+  if (h_ != nullptr && h_->session == it->second.session) return Status::Ok();
+  fences_.erase(it);
+  return LeaseLost(
+      fmt::format("the zookeeper session that claimed worker id {} ended or expired", id));
+}
+
+Status ZooKeeperCoordinator::StoreHwm(std::int64_t id, std::int64_t hwm_millis) {
+  SEKKA_RETURN_IF_ERROR(Fenced(id));
+  auto it = fences_.find(id);
   // Never lower: the node is written only with the version this session last saw, so
   // hwm_known is what it holds (a write that timed out but landed moves the version, the next
   // write fails with ZBADVERSION, and the id is claimed again, which reads the node again).
@@ -737,7 +940,7 @@ Status ZooKeeperCoordinator::StoreHwm(std::int64_t id, std::int64_t hwm_millis) 
     zoo_set_op_init(&ops[1], leaf_node_.c_str(), leaf_data.data(),
                     static_cast<int>(leaf_data.size()), f.leaf_version, &leaf_stat);
   }
-  const int rc = Multi(zh_, leaf() ? 2 : 1, ops, results);
+  const int rc = Multi(zh(), leaf() ? 2 : 1, ops, results);
   if (rc == ZOK) {
     f.hwm_version = stat.version;
     f.hwm_known = hwm_millis;
@@ -755,7 +958,7 @@ Status ZooKeeperCoordinator::StoreHwm(std::int64_t id, std::int64_t hwm_millis) 
     return LeaseLost(fmt::format("worker id {} was taken over by another zookeeper session", id));
   }
   Error e = FromRc(rc, "set " + HwmPath(id));
-  if (e.code == ErrorCode::kLeaseLost) Disconnect();
+  if (e.code == ErrorCode::kLeaseLost) Lost();
   return e;
 }
 
@@ -772,7 +975,7 @@ Result<SharedDocument> ZooKeeperCoordinator::ReadShared(std::string_view name) {
     std::string data(room, '\0');
     int len = static_cast<int>(data.size());
     Stat stat{};
-    const int rc = zoo_get(zh_, path.c_str(), 0, data.data(), &len, &stat);
+    const int rc = zoo_get(zh(), path.c_str(), 0, data.data(), &len, &stat);
     if (rc == ZNONODE) return SharedDocument{};
     if (rc != ZOK) return FromRc(rc, "get " + path);
     if (stat.dataLength > static_cast<std::int64_t>(room)) continue;
@@ -794,39 +997,49 @@ Result<bool> ZooKeeperCoordinator::WriteShared(std::string_view name, std::strin
   if (version != 0 && at == -1) {  // zoo_set's "any version": never sent as a version read
     return Unavailable(fmt::format("zookeeper node {} has version -1 (wrapped): remove it", path));
   }
-  const int rc = version == 0 ? zoo_create(zh_, path.c_str(), data.data(), size, acl_,
+  const int rc = version == 0 ? zoo_create(zh(), path.c_str(), data.data(), size, acl_,
                                            ZOO_PERSISTENT, nullptr, 0)
-                              : zoo_set(zh_, path.c_str(), data.data(), size, at);
+                              : zoo_set(zh(), path.c_str(), data.data(), size, at);
   if (rc == ZOK) return true;
   if (rc == ZNODEEXISTS || rc == ZBADVERSION || rc == ZNONODE) return false;
   return FromRc(rc, "write " + path);
 }
 
 Status ZooKeeperCoordinator::Close() {
-  if (zh_ == nullptr) return Status::Ok();
-  // Each node of this session is deleted before the session ends, so that its id is free when
-  // this returns (ending the session alone does not wait for the server). The delete is
-  // conditioned on the hwm node's version being this session's fence: every claim writes that
-  // node, so a node another session made meanwhile (a takeover) is never deleted.
-  for (const auto& [id, fence] : fences_) {
-    const std::string path = OwnerPath(id);
-    const std::string hwm_path = HwmPath(id);
-    zoo_op_t ops[2];
-    zoo_op_result_t results[2] = {};
-    zoo_check_op_init(&ops[0], hwm_path.c_str(), fence.hwm_version);
-    zoo_delete_op_init(&ops[1], path.c_str(), -1);
-    const int rc = Multi(zh_, 2, ops, results);
-    if (IsConnectionError(rc)) return FromRc(rc, "delete " + path);
+  // Each node this coordinator claimed is deleted before Close returns, so that its id is free
+  // then (ending a session alone does not wait for the server). The delete is conditioned on
+  // the hwm node's version (ZooKeeperSession::Release): a node another session made meanwhile
+  // (a takeover) is never deleted.
+  std::vector<OwnedNode> nodes;
+  for (const auto& [id, session] : claimed_) {
+    auto fence = fences_.find(id);
+    std::optional<std::int32_t> version;
+    if (fence != fences_.end() && fence->second.session == session) {
+      version = fence->second.hwm_version;
+    }
+    nodes.push_back(OwnedNode{session, OwnerPath(id), HwmPath(id), version});
   }
-  Disconnect();
-  return Status::Ok();
+  claimed_.clear();
+  fences_.clear();
+  std::shared_ptr<ZHandle> h = zk_->Current();
+  const std::size_t kept = nodes.empty() ? 0 : zk_->Release(h, std::move(nodes));
+  if (shared_) return Status::Ok();  // a release kept goes with the next call of the session
+  // A session of its own ends here (what the connection lost goes with it, once it expires).
+  if (h != nullptr) zk_->Drop(h);
+  h_.reset();
+  if (kept == 0) return Status::Ok();
+  return Unavailable(fmt::format(
+      "zookeeper {}: the connection was lost while releasing {} worker id(s); they are free once "
+      "the session expires",
+      servers_, kept));
 }
 
 }  // namespace
 
 Result<std::unique_ptr<Coordinator>> NewZooKeeperCoordinator(
     std::string_view servers, std::string_view cluster, const WorkerLeaseOptions& options,
-    const std::string& username, const std::string& password, const LeafRegistry& leaf) {
+    const std::string& username, const std::string& password, const LeafRegistry& leaf,
+    CoordinatorSessions* sessions) {
   SEKKA_ASSIGN_OR_RETURN(auto s, ParseHostPorts(servers, "zookeeper servers"));
   SEKKA_RETURN_IF_ERROR(ValidateClusterName(cluster));
   std::string list;
@@ -845,8 +1058,19 @@ Result<std::unique_ptr<Coordinator>> NewZooKeeperCoordinator(
   if (!leaf.name.empty() || !leaf.address.empty()) {
     SEKKA_RETURN_IF_ERROR(ValidateLeafRegistry(leaf));
   }
-  return std::unique_ptr<Coordinator>(std::make_unique<ZooKeeperCoordinator>(
-      std::move(list), std::string(cluster), options, username, password, leaf));
+  std::function<std::shared_ptr<ZooKeeperSession>()> make = [&] {
+    return std::make_shared<ZooKeeperSession>(list, options, username, password);
+  };
+  // Leaf's registry is one server's own: its coordinator keeps a session of its own.
+  const bool shared = sessions != nullptr && leaf.name.empty();
+  std::shared_ptr<ZooKeeperSession> zk =
+      shared ? sessions->Get(fmt::format("zookeeper\n{}\n{}\n{}\n{}\n{}", list, username,
+                                         password, options.ttl.count(),
+                                         options.call_timeout.count()),
+                             make)
+             : make();
+  return std::unique_ptr<Coordinator>(
+      std::make_unique<ZooKeeperCoordinator>(std::move(zk), shared, std::string(cluster), options, leaf));
 }
 
 Status ValidateLeafRegistry(const LeafRegistry& leaf) {

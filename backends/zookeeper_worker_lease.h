@@ -29,6 +29,7 @@
 #include <string>
 #include <string_view>
 
+#include "backends/coordinator_sessions.h"
 #include "sekka/coordinator.h"
 
 namespace sekka {
@@ -54,14 +55,16 @@ Status ValidateLeafRegistry(const LeafRegistry& leaf);
 
 // `servers`: "127.0.0.1:2181[,host:port...]"; `cluster` as ValidateClusterName allows;
 // `username` and `password` both or neither ("" = no authentication, open ACLs); `leaf` as
-// above (its nodes are open to all, as Leaf makes them). Errors: kInvalidArgument. Connects on
-// the first Acquire.
+// above (its nodes are open to all, as Leaf makes them); `sessions`: shared sessions
+// (backends/coordinator_sessions.h; null, or with a Leaf registry: a session of its own).
+// Errors: kInvalidArgument. Connects on the first Acquire.
 Result<std::unique_ptr<Coordinator>> NewZooKeeperCoordinator(std::string_view servers,
                                                              std::string_view cluster,
                                                              const WorkerLeaseOptions& options,
                                                              const std::string& username = "",
                                                              const std::string& password = "",
-                                                             const LeafRegistry& leaf = {});
+                                                             const LeafRegistry& leaf = {},
+                                                             CoordinatorSessions* sessions = nullptr);
 
 }  // namespace sekka
 

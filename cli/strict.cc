@@ -124,36 +124,41 @@ class Forwarder {
   std::map<std::string, std::vector<std::unique_ptr<RespConnection>>> idle_;  // guarded by mu_
 };
 
-// Leader lookups: one coordinator session per tag, kept.
+// Leader lookups: a coordinator per tag, kept, in the strict tags' shared session.
 class Directory {
  public:
-  Directory(server::ServerConfig config, CoordinatorAccess access, Clock* clock)
-      : config_(std::move(config)), access_(std::move(access)), clock_(clock) {}
+  Directory(server::ServerConfig config, CoordinatorAccess access, Clock* clock,
+            std::shared_ptr<CoordinatorSessions> sessions)
+      : config_(std::move(config)),
+        access_(std::move(access)),
+        clock_(clock),
+        sessions_(std::move(sessions)) {}
 
   Result<std::string> Leader(const std::string& tag) {
     std::lock_guard lock(mu_);  // a coordinator is used by one thread at a time
-    auto it = sessions_.find(tag);
-    if (it == sessions_.end()) {
+    auto it = lookups_.find(tag);
+    if (it == lookups_.end()) {
       SEKKA_ASSIGN_OR_RETURN(auto name, Namespace(config_, tag));
       SEKKA_ASSIGN_OR_RETURN(
           auto c,
           OpenCoordinator(
               config_.worker_source, config_.coordinator.secret(), name,
-              LeaseOptions(config_, clock_, fmt::format("strict-lookup@{}", ::getpid())), access_));
-      it = sessions_.emplace(tag, std::move(c)).first;
+              LeaseOptions(config_, clock_, fmt::format("strict-lookup@{}", ::getpid())), access_,
+              {}, sessions_.get()));
+      it = lookups_.emplace(tag, std::move(c)).first;
     }
     SEKKA_ASSIGN_OR_RETURN(auto holders, it->second->ListHolders());
     auto holder = holders.find(0);
     return holder == holders.end() ? std::string() : holder->second.identity;
   }
 
-  // Closes `tag`'s session (the server let the tag go).
+  // Drops `tag`'s coordinator (the server let the tag go).
   void Forget(const std::string& tag) {
     std::unique_ptr<Coordinator> closed;
     std::lock_guard lock(mu_);
-    if (auto it = sessions_.find(tag); it != sessions_.end()) {
+    if (auto it = lookups_.find(tag); it != lookups_.end()) {
       closed = std::move(it->second);
-      sessions_.erase(it);
+      lookups_.erase(it);
     }
   }
 
@@ -161,8 +166,9 @@ class Directory {
   const server::ServerConfig config_;
   const CoordinatorAccess access_;
   Clock* clock_;
+  const std::shared_ptr<CoordinatorSessions> sessions_;
   std::mutex mu_;
-  std::map<std::string, std::unique_ptr<Coordinator>> sessions_;  // guarded by mu_
+  std::map<std::string, std::unique_ptr<Coordinator>> lookups_;  // guarded by mu_
 };
 
 // The strict tags declared for the cluster (STRICT.CREATE, `sekka strict create`): one shared
@@ -172,8 +178,13 @@ class Declarations {
  public:
   static constexpr std::string_view kDocument = "strict.tags";
 
-  Declarations(server::ServerConfig config, CoordinatorAccess access, Clock* clock)
-      : config_(std::move(config)), access_(std::move(access)), clock_(clock) {}
+  // `sessions`: the strict tags' shared sessions; null: a session of its own.
+  Declarations(server::ServerConfig config, CoordinatorAccess access, Clock* clock,
+               std::shared_ptr<CoordinatorSessions> sessions = nullptr)
+      : config_(std::move(config)),
+        access_(std::move(access)),
+        clock_(clock),
+        sessions_(std::move(sessions)) {}
 
   Result<std::vector<std::string>> Read() {
     std::lock_guard lock(mu_);
@@ -212,7 +223,7 @@ class Declarations {
           OpenCoordinator(
               config_.worker_source, config_.coordinator.secret(), config_.cluster,
               LeaseOptions(config_, clock_, fmt::format("strict-declarations@{}", ::getpid())),
-              access_));
+              access_, {}, sessions_.get()));
     }
     return coordinator_->ReadShared(kDocument);
   }
@@ -231,6 +242,7 @@ class Declarations {
   const server::ServerConfig config_;
   const CoordinatorAccess access_;
   Clock* clock_;
+  const std::shared_ptr<CoordinatorSessions> sessions_;
   std::mutex mu_;                             // a coordinator is used by one thread at a time
   std::unique_ptr<Coordinator> coordinator_;  // guarded by mu_; opened on first use
 };
@@ -299,17 +311,19 @@ Result<server::StrictCoordination> StrictCoordinationOf(const server::ServerConf
                                                         Clock* clock) {
   SEKKA_ASSIGN_OR_RETURN(auto tls, LeaderTls(config));
   auto forwarder = std::make_shared<Forwarder>(config.auth_token, std::move(tls));
-  auto directory = std::make_shared<Directory>(config, access, clock);
+  // One coordinator session for every strict tag: its leases, its lookups, the declarations.
+  auto sessions = std::make_shared<CoordinatorSessions>();
+  auto directory = std::make_shared<Directory>(config, access, clock, sessions);
   server::StrictCoordination c;
-  c.open_lease = [config, access, clock](
+  c.open_lease = [config, access, clock, sessions](
                      const std::string& tag,
                      const std::string& identity) -> Result<std::unique_ptr<WorkerLease>> {
     SEKKA_ASSIGN_OR_RETURN(auto name, Namespace(config, tag));
     return OpenWorkerLease(config.worker_source, config.coordinator.secret(), name,
-                           LeaseOptions(config, clock, identity), access);
+                           LeaseOptions(config, clock, identity), access, {}, sessions.get());
   };
   c.find_leader = [directory](const std::string& tag) { return directory->Leader(tag); };
-  auto declarations = std::make_shared<Declarations>(config, access, clock);
+  auto declarations = std::make_shared<Declarations>(config, access, clock, sessions);
   c.declared = [declarations] { return declarations->Read(); };
   c.declare = [declarations](const std::string& tag) { return declarations->Add(tag); };
   c.forget = [directory](const std::string& tag) { directory->Forget(tag); };

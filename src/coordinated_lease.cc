@@ -67,10 +67,9 @@ std::vector<std::int64_t> CoordinatedLease::Order(const std::map<std::int64_t, H
                                                   std::int64_t spread) {
   std::map<std::int64_t, bool> holders;  // true: this identity's, or this session's
   for (const auto& [id, h] : listed) {
-    const bool this_session = h.session != 0 && h.session == c_->session();
-    // A claim of this session that landed though its call failed: it is held already, so it is
-    // taken first, never left held beside another.
-    if (this_session) return {id};
+    // A claim of this coordinator's that landed though its call failed: it is held already, so
+    // it is taken first, never left held beside another.
+    if (c_->Mine(id, h)) return {id};
     holders[id] = h.identity == options_.identity;
   }
   std::vector<std::int64_t> order =

@@ -552,6 +552,92 @@ class LocalStrictTest(unittest.TestCase):
         self.assertEqual(len(served), len(set(served)))
 
 
+class ManyTagsTest(unittest.TestCase):
+    """Issue 44: each process held up to two ZooKeeper sessions per strict tag in use, so that
+    ZooKeeper's default maxClientCnxns (60 connections per address) allowed fewer than 30 tags
+    per host: two servers listing 1,000 tags served 37 of 2,000 draws in 243 s. A process now
+    holds one session for every strict tag (backends/coordinator_sessions.h)."""
+
+    TAGS = [f"m{i}" for i in range(1000)]
+
+    def setUp(self):
+        self.dirs = TempDirs()
+        self.servers = []
+        self.zk = ZooKeeper(self.dirs.path("zk"))  # its defaults: maxClientCnxns 60
+
+    def tearDown(self):
+        for s in self.servers:
+            s.stop()
+        self.zk.stop()
+        self.dirs.cleanup()
+
+    def zk_connections(self):
+        """ZooKeeper's count of client connections (this one included)."""
+        with socket.create_connection(("127.0.0.1", self.zk.port), timeout=10) as c:
+            c.sendall(b"srvr")
+            text = b""
+            while chunk := c.recv(4096):
+                text += chunk
+        return int(re.search(rb"Connections: (\d+)", text).group(1))
+
+    def draw_all(self, order):
+        """One STRICT.NEXT per (server, tag) of `order`, 8 at a time; the answers by tag."""
+        got, errors, lock = {}, [], threading.Lock()
+        work = list(order)
+
+        def run():
+            clients = [redis.Redis(host="127.0.0.1", port=s.resp_port, socket_timeout=60)
+                       for s in self.servers]
+            while True:
+                with lock:
+                    if not work:
+                        return
+                    k, tag = work.pop(0)
+                try:
+                    first = clients[k].execute_command("STRICT.NEXT", tag)
+                except (redis.exceptions.RedisError, OSError) as e:
+                    with lock:
+                        errors.append((k, tag, str(e)[:160]))
+                    continue
+                with lock:
+                    got.setdefault(tag, []).append(first)
+        threads = [threading.Thread(target=run) for _ in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=900)
+        return got, errors
+
+    def test_a_thousand_tags_in_use_at_once_on_zookeepers_default_connection_limit(self):
+        for i in range(2):
+            self.servers.append(Server(
+                self.dirs.path(f"s{i}"), "--worker-source", "zookeeper", "--coordinator",
+                f"zookeeper://{self.zk.endpoints}", "--lease-ttl", f"{TTL_S}s",
+                "--strict-tags", ",".join(self.TAGS)))
+        half = len(self.TAGS) // 2
+        # Each server leads half of the tags (it asks first) and follows the other half.
+        first = [(0, t) for t in self.TAGS[:half]] + [(1, t) for t in self.TAGS[half:]]
+        second = [(1, t) for t in self.TAGS[:half]] + [(0, t) for t in self.TAGS[half:]]
+        got, errors = self.draw_all(first)
+        self.assertEqual(errors[:5], [], f"{len(errors)} of the first draws failed")
+        more, errors = self.draw_all(second)
+        self.assertEqual(errors[:5], [], f"{len(errors)} of the second draws failed")
+        for tag in self.TAGS:
+            # The second draw began after the first completed: a larger id.
+            self.assertEqual(len(got[tag]), 1, tag)
+            self.assertGreater(more[tag][0], got[tag][0], tag)
+        # Past the TTL the leases were kept (renewed through the one session each) and every
+        # tag is still served by both servers, in order.
+        time.sleep(TTL_S + 1)
+        last, errors = self.draw_all(first + second)
+        self.assertEqual(errors[:5], [], f"{len(errors)} of the last draws failed")
+        for tag in self.TAGS:
+            self.assertGreater(min(last[tag]), more[tag][0], tag)
+        # Each server: its worker-id lease's session and one for every strict tag (and the
+        # count's own connection).
+        self.assertLessEqual(self.zk_connections(), 2 * len(self.servers) + 1)
+
+
 class EtcdStrictTest(StrictTests, unittest.TestCase):
     source = "etcd"
 

@@ -39,7 +39,7 @@ namespace sekka {
 struct Holding {
   std::string identity;
   std::int64_t session = 0;  // etcd: the lease id; ZooKeeper: the session id
-  std::int64_t version = 0;  // etcd: the owner key's mod_revision; ZooKeeper: the node's version
+  std::int64_t version = 0;  // etcd: the owner key's mod_revision; ZooKeeper: the node's czxid
   friend bool operator==(const Holding&, const Holding&) = default;
 };
 
@@ -61,6 +61,13 @@ class Coordinator {
   virtual Result<std::map<std::int64_t, Holding>> ListHolders() = 0;
   // This session's id as Holding::session shows it; 0 while none is open.
   virtual std::int64_t session() const = 0;
+  // True when `h`, listed at `id`, is a claim of this coordinator's (one whose answer was lost
+  // may have landed): Claim then keeps it. A session shared by several coordinators
+  // (backends/coordinator_sessions.h) holds others' claims too.
+  virtual bool Mine(std::int64_t id, const Holding& h) const {
+    (void)id;
+    return h.session != 0 && h.session == session();
+  }
   // The hwm stored for `id` (0: none), read without claiming it: a hint for choosing an id, never
   // a floor (the floor is what Claim returns). Errors: kUnavailable, kInternal.
   virtual Result<std::int64_t> PeekHwm(std::int64_t id) = 0;
