@@ -24,21 +24,15 @@ namespace sekka {
 // Errors: kInvalidArgument (an unknown source, a scheme that is not the source's, bad addresses
 // or cluster name, TLS for ZooKeeper, unreadable certificate files), naming the setting and
 // what is allowed.
-Result<std::unique_ptr<Coordinator>> OpenCoordinator(std::string_view source,
-                                                     std::string_view coordinator,
-                                                     std::string_view cluster,
-                                                     const WorkerLeaseOptions& options,
-                                                     const CoordinatorAccess& access = {},
-                                                     const LeafRegistry& leaf = {},
-                                                     CoordinatorSessions* sessions = nullptr);
+Result<std::unique_ptr<Coordinator>> OpenCoordinator(
+    std::string_view source, std::string_view coordinator, std::string_view cluster,
+    const WorkerLeaseOptions& options, const CoordinatorAccess& access = {},
+    const LeafRegistry& leaf = {}, CoordinatorSessions* sessions = nullptr);
 // The lease of OpenCoordinator's coordinator (NewCoordinatedLease). Errors: as OpenCoordinator.
-Result<std::unique_ptr<WorkerLease>> OpenWorkerLease(std::string_view source,
-                                                     std::string_view coordinator,
-                                                     std::string_view cluster,
-                                                     const WorkerLeaseOptions& options,
-                                                     const CoordinatorAccess& access = {},
-                                                     const LeafRegistry& leaf = {},
-                                                     CoordinatorSessions* sessions = nullptr);
+Result<std::unique_ptr<WorkerLease>> OpenWorkerLease(
+    std::string_view source, std::string_view coordinator, std::string_view cluster,
+    const WorkerLeaseOptions& options, const CoordinatorAccess& access = {},
+    const LeafRegistry& leaf = {}, CoordinatorSessions* sessions = nullptr);
 
 }  // namespace sekka
 

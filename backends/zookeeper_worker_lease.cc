@@ -148,6 +148,7 @@ void AuthAnswered(int rc, const void* data) {
 // What this session knows of an id it claimed: the hwm node's version its writes name.
 struct Fence {
   std::int64_t session = 0;  // the session that claimed it
+  std::int64_t czxid = 0;    // the owner node's creation
   std::int32_t hwm_version = -1;
   std::int64_t hwm_known = 0;      // what the hwm node holds (this session wrote it last)
   std::int32_t leaf_version = -1;  // with a Leaf registry: its node's version, likewise
@@ -196,14 +197,17 @@ struct ZHandle {
   }
 };
 
-// An owner node a coordinator claimed, to delete when it lets go of it.
+// An owner node a coordinator claimed (or may have: a claim whose answer was lost), to delete
+// when it lets go of it.
 struct OwnedNode {
   std::int64_t session = 0;  // the session the claim was sent in
   std::string owner_path;
   std::string hwm_path;
-  // The hwm node's version as this session last wrote it; nullopt: a claim whose answer was lost
-  // (it may have landed).
-  std::optional<std::int32_t> hwm_version;
+  // The owner node's creation (its czxid), which no later node shares; 0: not known (the claim's
+  // answer was lost).
+  std::int64_t czxid = 0;
+  // With czxid 0: the hwm node's version if the claim landed (the one it read, + 1).
+  std::int32_t landed_version = -1;
 };
 
 // A ZooKeeper session (backends/coordinator_sessions.h): one client, connected and authenticated
@@ -223,25 +227,29 @@ class ZooKeeperSession {
 
   // A connected (and, with a user, authenticated) handle: the current one, or a new session's
   // when there is none or its session is gone. Sends the releases kept for it first. Errors:
-  // kUnavailable, kUnauthenticated, kInvalidArgument (a session timeout below the TTL).
+  // kUnavailable (also when another caller's connection attempt takes longer than the call
+  // timeout), kUnauthenticated, kInvalidArgument (a session timeout below the TTL).
   Result<std::shared_ptr<ZHandle>> Connect();
   // The handle now, connected or not (null: none).
   std::shared_ptr<ZHandle> Current() {
     std::lock_guard lock(mu_);
     return current_;
   }
-  // Lets go of `h` if it is the current handle (its session is gone, or its one coordinator
-  // closed): the next Connect opens a new session; `h` closes once its last call returned.
+  // Lets go of `h` if it is the current handle (its session is gone): the next Connect opens a
+  // new session; `h` closes once its last call returned.
   void Drop(const std::shared_ptr<ZHandle>& h) {
     std::lock_guard lock(mu_);
     if (current_ == h) current_.reset();
   }
-  // Deletes `nodes` where this session still holds them and nobody claimed their ids since;
-  // those the connection lost are kept for the next Connect. Returns how many were kept.
+  // Ends the session (its one coordinator closed): the current handle and one still connecting.
+  void End();
+  // Deletes `nodes` where they are still the claims they name; those the connection lost are
+  // kept for the next Connect. Returns how many were kept.
   std::size_t Release(const std::shared_ptr<ZHandle>& h, std::vector<OwnedNode> nodes);
-  // Before a claim of `owner_path` in this session (the claim is the caller's while `guard`
-  // lives): no release kept from an earlier claim of it may delete the new one.
-  std::unique_lock<std::mutex> BeginClaim(const std::string& owner_path);
+  // One claim's atomic step for `owner_path`, while the returned lock is held: no release of
+  // an earlier claim of the node (kept, or under way) runs meanwhile, and those kept are dropped
+  // (this claim takes the node over).
+  std::unique_lock<std::mutex> ClaimStep(const std::string& owner_path);
 
  private:
   // A new client whose session is connecting. Errors: kUnavailable.
@@ -250,8 +258,10 @@ class ZooKeeperSession {
   Status AwaitSession(ZHandle& h);
   // Authenticates `h`'s session as the digest user username_.
   Status Authenticate(ZHandle& h);
-  // Deletes `node` if held and unclaimed since: ZOK when done or nothing is left to do, else
-  // the connection error. REQUIRES: claims_mu_ held.
+  // Connect's part under connect_mu_: the connected handle.
+  Result<std::shared_ptr<ZHandle>> ConnectLocked();
+  // Deletes `node` if it is still the claim it names: ZOK when done or nothing is left to do,
+  // else the connection error. REQUIRES: claims_mu_ held.
   int ReleaseOne(zhandle_t* zh, const OwnedNode& node);
 
   const std::string servers_;
@@ -259,55 +269,87 @@ class ZooKeeperSession {
   const std::chrono::milliseconds call_timeout_;
   const std::string username_;  // "" = no authentication
   const std::string password_;
-  std::mutex connect_mu_;               // one Connect at a time
-  std::shared_ptr<ZHandle> connecting_;  // guarded by connect_mu_: made, not yet connected
-  std::mutex claims_mu_;                // claims and releases, one at a time
-  std::mutex mu_;                       // held briefly
-  std::shared_ptr<ZHandle> current_;    // guarded by mu_: connected when published
-  std::vector<OwnedNode> kept_;         // guarded by mu_: releases the connection lost
+  std::timed_mutex connect_mu_;          // one connection attempt at a time
+  std::shared_ptr<ZHandle> connecting_;  // guarded by connect_mu_: made, not yet published
+  std::mutex claims_mu_;                 // a claim's atomic step, or releases
+  std::mutex mu_;                        // held briefly
+  std::shared_ptr<ZHandle> current_;     // guarded by mu_: connected when published
+  std::vector<OwnedNode> kept_;          // guarded by mu_: releases the connection lost
 };
 
 Result<std::shared_ptr<ZHandle>> ZooKeeperSession::Connect() {
-  std::shared_ptr<ZHandle> h;
-  {
-    std::lock_guard connect(connect_mu_);
-    h = Current();
-    if (h != nullptr) {
-      const int state = zoo_state(h->zh);
-      // A dead session is replaced; one (re)connecting is waited for, as a new one is.
-      if (state == ZOO_EXPIRED_SESSION_STATE || state == ZOO_AUTH_FAILED_STATE) {
-        Drop(h);
-        h.reset();
-      } else if (state != ZOO_CONNECTED_STATE) {
-        SEKKA_RETURN_IF_ERROR(AwaitSession(*h));
-      }
+  std::shared_ptr<ZHandle> h = Current();
+  if (h == nullptr || zoo_state(h->zh) != ZOO_CONNECTED_STATE) {
+    // Each caller waits at most a call timeout for another's attempt, then its own.
+    std::unique_lock connect(connect_mu_, std::defer_lock);
+    if (!connect.try_lock_for(call_timeout_)) {
+      return Unavailable(fmt::format("zookeeper {} cannot be reached within {} ms", servers_,
+                                     call_timeout_.count()));
     }
-    if (h == nullptr) {
-      if (connecting_ == nullptr) {
-        SEKKA_ASSIGN_OR_RETURN(auto made, CreateClient());
-        connecting_ = std::move(made);
-      }
-      if (Status s = AwaitSession(*connecting_); !s.ok()) {
-        if (s.error().code != ErrorCode::kUnavailable) connecting_.reset();
-        return std::move(s).error();
-      }
-      connecting_->session = zoo_client_id(connecting_->zh)->client_id;
-      if (!username_.empty()) {
-        SEKKA_RETURN_IF_ERROR(Authenticate(*connecting_));
-        connecting_->authenticated = true;
-      }
-      h = std::move(connecting_);
-      std::lock_guard lock(mu_);
-      current_ = h;
-    }
+    SEKKA_ASSIGN_OR_RETURN(auto connected, ConnectLocked());
+    h = std::move(connected);
   }
+  // Releases kept for this session, sent before anything else of the caller's.
+  std::lock_guard claims(claims_mu_);
   std::vector<OwnedNode> kept;
   {
     std::lock_guard lock(mu_);
     kept.swap(kept_);
   }
-  if (!kept.empty()) Release(h, std::move(kept));
+  std::vector<OwnedNode> lost;
+  for (OwnedNode& node : kept) {
+    if (node.session != h->session) continue;  // gone with its session
+    if (IsConnectionError(ReleaseOne(h->zh, node))) lost.push_back(std::move(node));
+  }
+  std::lock_guard lock(mu_);
+  for (OwnedNode& node : lost) kept_.push_back(std::move(node));
   return h;
+}
+
+Result<std::shared_ptr<ZHandle>> ZooKeeperSession::ConnectLocked() {
+  std::shared_ptr<ZHandle> h = Current();
+  if (h != nullptr) {
+    // A dead session is replaced; one (re)connecting is waited for, as a new one is.
+    if (IsUnrecoverable(h->zh)) {
+      Drop(h);
+    } else {
+      SEKKA_RETURN_IF_ERROR(AwaitSession(*h));
+      return h;
+    }
+  }
+  // A client made by an earlier call that did not connect in time, unless its session died.
+  if (connecting_ != nullptr && IsUnrecoverable(connecting_->zh)) connecting_.reset();
+  if (connecting_ == nullptr) {
+    SEKKA_ASSIGN_OR_RETURN(auto made, CreateClient());
+    connecting_ = std::move(made);
+  }
+  if (Status s = AwaitSession(*connecting_); !s.ok()) {
+    if (s.error().code != ErrorCode::kUnavailable) connecting_.reset();
+    return std::move(s).error();
+  }
+  connecting_->session = zoo_client_id(connecting_->zh)->client_id;
+  if (!username_.empty() && !connecting_->authenticated) {
+    if (Status s = Authenticate(*connecting_); !s.ok()) {
+      connecting_.reset();  // a new client authenticates from the start
+      return std::move(s).error();
+    }
+    connecting_->authenticated = true;
+  }
+  h = std::move(connecting_);
+  std::lock_guard lock(mu_);
+  current_ = h;
+  return h;
+}
+
+void ZooKeeperSession::End() {
+  std::shared_ptr<ZHandle> closing;
+  {
+    std::lock_guard connect(connect_mu_);
+    closing = std::move(connecting_);
+  }
+  std::lock_guard lock(mu_);
+  current_.reset();
+  kept_.clear();
 }
 
 Result<std::shared_ptr<ZHandle>> ZooKeeperSession::CreateClient() {
@@ -370,7 +412,7 @@ Status ZooKeeperSession::Authenticate(ZHandle& h) {
   return Status::Ok();
 }
 
-std::unique_lock<std::mutex> ZooKeeperSession::BeginClaim(const std::string& owner_path) {
+std::unique_lock<std::mutex> ZooKeeperSession::ClaimStep(const std::string& owner_path) {
   std::unique_lock guard(claims_mu_);
   std::lock_guard lock(mu_);
   std::erase_if(kept_, [&](const OwnedNode& n) { return n.owner_path == owner_path; });
@@ -395,31 +437,29 @@ std::size_t ZooKeeperSession::Release(const std::shared_ptr<ZHandle>& h,
 }
 
 int ZooKeeperSession::ReleaseOne(zhandle_t* zh, const OwnedNode& node) {
-  // Every claim writes the hwm node, and so does every store of its holder: while the node is
-  // at the version this session's claim or store left, no other claim came since, and the
-  // owner node is this claim's. A claim whose answer was lost left version + 1 of the one it
-  // read if it landed: the owner node tells (this session's own, and the hwm node's version
-  // read before it is checked again as the node is deleted).
-  std::int32_t version = 0;
-  if (node.hwm_version) {
-    version = *node.hwm_version;
-  } else {
-    Stat hwm{};
-    int rc = zoo_exists(zh, node.hwm_path.c_str(), 0, &hwm);
-    if (rc == ZNONODE) return ZOK;  // nothing was claimed
-    if (rc != ZOK) return IsConnectionError(rc) ? rc : ZOK;
-    Stat owner{};
-    rc = zoo_exists(zh, node.owner_path.c_str(), 0, &owner);
-    if (rc == ZNONODE || (rc == ZOK && owner.ephemeralOwner != node.session)) return ZOK;
-    if (rc != ZOK) return IsConnectionError(rc) ? rc : ZOK;
-    version = hwm.version;
-  }
+  // The owner node is deleted only while it is the one the claim made: its czxid (no later
+  // node has it), or, for a claim whose answer was lost, this session's node with the hwm node
+  // at the version the claim left. The hwm node's version, read first, is checked again as the
+  // node is deleted: every claim writes it, so a claim between the reads and the delete fails
+  // the delete. (A claim's step and a release never overlap in one session: ClaimStep.)
+  Stat hwm{};
+  int rc = zoo_exists(zh, node.hwm_path.c_str(), 0, &hwm);
+  if (rc == ZNONODE) return ZOK;  // nothing was claimed
+  if (rc != ZOK) return IsConnectionError(rc) ? rc : ZOK;
+  Stat owner{};
+  rc = zoo_exists(zh, node.owner_path.c_str(), 0, &owner);
+  if (rc == ZNONODE) return ZOK;
+  if (rc != ZOK) return IsConnectionError(rc) ? rc : ZOK;
+  const bool claims =
+      owner.ephemeralOwner == node.session &&
+      (node.czxid != 0 ? owner.czxid == node.czxid : hwm.version == node.landed_version);
+  if (!claims) return ZOK;  // another claim's since
   zoo_op_t ops[2];
   zoo_op_result_t results[2] = {};
-  zoo_check_op_init(&ops[0], node.hwm_path.c_str(), version);
-  zoo_delete_op_init(&ops[1], node.owner_path.c_str(), -1);
-  const int rc = Multi(zh, 2, ops, results);
-  return IsConnectionError(rc) ? rc : ZOK;  // else deleted, or not this claim's any more
+  zoo_check_op_init(&ops[0], node.hwm_path.c_str(), hwm.version);
+  zoo_delete_op_init(&ops[1], node.owner_path.c_str(), owner.version);
+  rc = Multi(zh, 2, ops, results);
+  return IsConnectionError(rc) ? rc : ZOK;  // else deleted, or claimed since
 }
 
 class ZooKeeperCoordinator final : public Coordinator {
@@ -448,7 +488,8 @@ class ZooKeeperCoordinator final : public Coordinator {
   std::int64_t session() const override { return h_ == nullptr ? 0 : h_->session; }
   bool Mine(std::int64_t id, const Holding& h) const override {
     auto it = claimed_.find(id);
-    return h.session != 0 && it != claimed_.end() && it->second == h.session;
+    return h.session != 0 && it != claimed_.end() && it->second.session == h.session &&
+           (it->second.czxid == 0 || it->second.czxid == h.version);
   }
   Result<std::int64_t> PeekHwm(std::int64_t id) override;
   Result<std::optional<std::int64_t>> Claim(std::int64_t id,
@@ -480,6 +521,9 @@ class ZooKeeperCoordinator final : public Coordinator {
   // Ok when `id` is claimed by this coordinator in the session's current handle (then h_),
   // else kLeaseLost (its fence is dropped).
   Status Fenced(std::int64_t id);
+  // After a claim of `id` landed: its owner node's czxid, kept in claimed_; nullopt when the
+  // node is not this session's (it ended meanwhile). Errors: as FromRc (the claim stands).
+  Result<std::optional<std::int64_t>> ClaimedNode(std::int64_t id);
   zhandle_t* zh() const { return h_->zh; }
   Error FromRc(int rc, std::string_view what) const;
   std::string OwnerPath(std::int64_t id) const {
@@ -518,13 +562,13 @@ class ZooKeeperCoordinator final : public Coordinator {
   const WorkerLeaseOptions options_;
   const std::string username_;  // "" = no authentication, open ACLs
   const std::string root_;
-  ACL_vector* const acl_;             // the ACL of every node under root_ (root_ included)
-  std::shared_ptr<ZHandle> h_;        // the session's handle as of the last Connect
-  std::int64_t parents_made_ = 0;     // the session in which the parent nodes were made
+  ACL_vector* const acl_;                 // the ACL of every node under root_ (root_ included)
+  std::shared_ptr<ZHandle> h_;            // the session's handle as of the last Connect
+  std::int64_t parents_made_ = 0;         // the session in which the parent nodes were made
   std::map<std::int64_t, Fence> fences_;  // the ids this coordinator claimed
-  // The ids whose claims were sent, and in which session: let go by Close (a claim whose answer
-  // was lost may have landed).
-  std::map<std::int64_t, std::int64_t> claimed_;
+  // The owner nodes this coordinator's claims made (or may have: an answer lost), let go by
+  // Close.
+  std::map<std::int64_t, OwnedNode> claimed_;
   const LeafRegistry leaf_;
   const std::string leaf_dir_;  // "/snowflake/<name>/forever"; "" without a Leaf registry
   const HostPort leaf_at_;      // leaf_.address, parsed
@@ -795,8 +839,6 @@ Result<std::optional<std::int64_t>> ZooKeeperCoordinator::Claim(
   const std::string hwm_path = HwmPath(id);
   const bool ours = seen.has_value() && Mine(id, *seen) && seen->session == session();
   if (leaf() && id != leaf_seq_) return std::optional<std::int64_t>();  // Leaf's, not ours
-  // No release kept from an earlier claim of this node in this session may delete this one.
-  const std::unique_lock claiming = zk_->BeginClaim(path);
   for (int attempt = 0; attempt < 20; ++attempt) {
     // 1. The hwm node and its version (made first if it never existed).
     Stat hwm_stat{};
@@ -855,14 +897,29 @@ Result<std::optional<std::int64_t>> ZooKeeperCoordinator::Claim(
                     hwm_stat.version, &after);
     // The Leaf node as read in 1b: a Leaf server's write since fails this claim too.
     if (leaf()) zoo_check_op_init(&ops[n++], leaf_node_.c_str(), leaf_stat.version);
-    claimed_[id] = session();
-    rc = Multi(zh(), n, ops, results);
+    // Kept before the answer, which may be lost: Close lets go of what landed.
+    std::optional<OwnedNode> before;
+    if (auto it = claimed_.find(id); it != claimed_.end()) before = it->second;
+    claimed_[id] =
+        OwnedNode{session(), path, hwm_path, ours ? seen->version : 0, hwm_stat.version + 1};
+    {
+      const std::unique_lock step = zk_->ClaimStep(path);
+      rc = Multi(zh(), n, ops, results);
+    }
     if (rc == ZOK) {
-      fences_[id] = Fence{session(), after.version, hwm, leaf_stat.version};
+      SEKKA_ASSIGN_OR_RETURN(auto czxid, ClaimedNode(id));
+      if (!czxid) return std::optional<std::int64_t>();  // the session ended meanwhile
+      fences_[id] = Fence{session(), *czxid, after.version, hwm, leaf_stat.version};
       return std::optional<std::int64_t>(hwm);
     }
     if (IsConnectionError(rc) || IsSessionGone(rc) || rc == ZNOAUTH) {
       return FromRc(rc, "claim " + path);
+    }
+    // Nothing landed.
+    if (before) {
+      claimed_[id] = *before;
+    } else {
+      claimed_.erase(id);
     }
     // The hwm node (or the Leaf node) was written meanwhile: read it again (step 2 sees a new
     // holder, 1b a Leaf server's write). Any other failed op (the owner node came or went): the
@@ -881,28 +938,34 @@ Status ZooKeeperCoordinator::KeepAlive(std::int64_t id) {
     Lost();
     return LeaseLost(fmt::format("the zookeeper session holding worker id {} expired", id));
   }
-  // Every claim writes the hwm node, and so does every store of its holder: while it is at the
-  // version this coordinator left, no claim came since (not even one of the same session by
-  // another coordinator), and the owner node (never written after it is made) is this claim's
-  // while the session that answers lives.
-  const std::string hwm_path = HwmPath(id);
-  const std::string owner_path = OwnerPath(id);
-  zoo_op_t ops[2];
-  zoo_op_result_t results[2] = {};
-  zoo_check_op_init(&ops[0], hwm_path.c_str(), fences_[id].hwm_version);
-  zoo_check_op_init(&ops[1], owner_path.c_str(), 0);
-  const int rc = Multi(h_->zh, 2, ops, results);
-  if (rc == ZOK) return Status::Ok();
-  if (rc == ZBADVERSION || rc == ZNONODE) {
+  // The owner node made by this coordinator's claim (no other node has its czxid) lives only
+  // while the session that made it does.
+  Stat stat{};
+  const int rc = zoo_exists(h_->zh, OwnerPath(id).c_str(), 0, &stat);
+  if (rc == ZOK && stat.czxid == fences_[id].czxid) return Status::Ok();
+  if (rc == ZOK || rc == ZNONODE) {
     fences_.erase(id);
-    return LeaseLost(
-        fmt::format("worker id {} is no longer held by this zookeeper session (claimed again, "
-                    "or its node removed)",
-                    id));
+    return LeaseLost(fmt::format("worker id {} is no longer held by this zookeeper session", id));
   }
-  Error e = FromRc(rc, "check " + owner_path);
+  Error e = FromRc(rc, "exists " + OwnerPath(id));
   if (e.code == ErrorCode::kLeaseLost) Lost();
   return e;
+}
+
+Result<std::optional<std::int64_t>> ZooKeeperCoordinator::ClaimedNode(std::int64_t id) {
+  OwnedNode& node = claimed_[id];
+  if (node.czxid != 0) return std::optional<std::int64_t>(node.czxid);  // held before
+  Stat stat{};
+  const int rc = zoo_exists(zh(), node.owner_path.c_str(), 0, &stat);
+  if (rc == ZOK && stat.ephemeralOwner == node.session) {
+    node.czxid = stat.czxid;
+    return std::optional<std::int64_t>(node.czxid);
+  }
+  if (rc == ZOK || rc == ZNONODE) {
+    claimed_.erase(id);
+    return std::optional<std::int64_t>();
+  }
+  return FromRc(rc, "exists " + node.owner_path);
 }
 
 Status ZooKeeperCoordinator::Fenced(std::int64_t id) {
@@ -1011,21 +1074,14 @@ Status ZooKeeperCoordinator::Close() {
   // the hwm node's version (ZooKeeperSession::Release): a node another session made meanwhile
   // (a takeover) is never deleted.
   std::vector<OwnedNode> nodes;
-  for (const auto& [id, session] : claimed_) {
-    auto fence = fences_.find(id);
-    std::optional<std::int32_t> version;
-    if (fence != fences_.end() && fence->second.session == session) {
-      version = fence->second.hwm_version;
-    }
-    nodes.push_back(OwnedNode{session, OwnerPath(id), HwmPath(id), version});
-  }
+  for (auto& [id, node] : claimed_) nodes.push_back(std::move(node));
   claimed_.clear();
   fences_.clear();
   std::shared_ptr<ZHandle> h = zk_->Current();
   const std::size_t kept = nodes.empty() ? 0 : zk_->Release(h, std::move(nodes));
   if (shared_) return Status::Ok();  // a release kept goes with the next call of the session
   // A session of its own ends here (what the connection lost goes with it, once it expires).
-  if (h != nullptr) zk_->Drop(h);
+  zk_->End();
   h_.reset();
   if (kept == 0) return Status::Ok();
   return Unavailable(fmt::format(
@@ -1064,13 +1120,12 @@ Result<std::unique_ptr<Coordinator>> NewZooKeeperCoordinator(
   // Leaf's registry is one server's own: its coordinator keeps a session of its own.
   const bool shared = sessions != nullptr && leaf.name.empty();
   std::shared_ptr<ZooKeeperSession> zk =
-      shared ? sessions->Get(fmt::format("zookeeper\n{}\n{}\n{}\n{}\n{}", list, username,
-                                         password, options.ttl.count(),
-                                         options.call_timeout.count()),
+      shared ? sessions->Get(fmt::format("zookeeper\n{}\n{}\n{}\n{}\n{}", list, username, password,
+                                         options.ttl.count(), options.call_timeout.count()),
                              make)
              : make();
-  return std::unique_ptr<Coordinator>(
-      std::make_unique<ZooKeeperCoordinator>(std::move(zk), shared, std::string(cluster), options, leaf));
+  return std::unique_ptr<Coordinator>(std::make_unique<ZooKeeperCoordinator>(
+      std::move(zk), shared, std::string(cluster), options, leaf));
 }
 
 Status ValidateLeafRegistry(const LeafRegistry& leaf) {

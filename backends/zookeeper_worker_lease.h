@@ -16,6 +16,10 @@
 // Close deletes its owner node only in a multi that checks that version (never a node another
 // session made meanwhile).
 //
+// Coordinators may share one session (backends/coordinator_sessions.h): each then tells its own
+// claims by their owner nodes' czxid, renews by checking that node, and at Close deletes only
+// the nodes it made (while the hwm node is at the version read with them).
+//
 // With a user, the client authenticates with ZooKeeper's digest scheme and creates every node
 // under /sekka/<cluster> with the creator's ACL: only that user (any process that has its
 // password) may read or change them, and a client without it is refused (ZNOAUTH) before it
@@ -58,13 +62,10 @@ Status ValidateLeafRegistry(const LeafRegistry& leaf);
 // above (its nodes are open to all, as Leaf makes them); `sessions`: shared sessions
 // (backends/coordinator_sessions.h; null, or with a Leaf registry: a session of its own).
 // Errors: kInvalidArgument. Connects on the first Acquire.
-Result<std::unique_ptr<Coordinator>> NewZooKeeperCoordinator(std::string_view servers,
-                                                             std::string_view cluster,
-                                                             const WorkerLeaseOptions& options,
-                                                             const std::string& username = "",
-                                                             const std::string& password = "",
-                                                             const LeafRegistry& leaf = {},
-                                                             CoordinatorSessions* sessions = nullptr);
+Result<std::unique_ptr<Coordinator>> NewZooKeeperCoordinator(
+    std::string_view servers, std::string_view cluster, const WorkerLeaseOptions& options,
+    const std::string& username = "", const std::string& password = "",
+    const LeafRegistry& leaf = {}, CoordinatorSessions* sessions = nullptr);
 
 }  // namespace sekka
 

@@ -140,11 +140,10 @@ class Directory {
     if (it == lookups_.end()) {
       SEKKA_ASSIGN_OR_RETURN(auto name, Namespace(config_, tag));
       SEKKA_ASSIGN_OR_RETURN(
-          auto c,
-          OpenCoordinator(
-              config_.worker_source, config_.coordinator.secret(), name,
-              LeaseOptions(config_, clock_, fmt::format("strict-lookup@{}", ::getpid())), access_,
-              {}, sessions_.get()));
+          auto c, OpenCoordinator(
+                      config_.worker_source, config_.coordinator.secret(), name,
+                      LeaseOptions(config_, clock_, fmt::format("strict-lookup@{}", ::getpid())),
+                      access_, {}, sessions_.get()));
       it = lookups_.emplace(tag, std::move(c)).first;
     }
     SEKKA_ASSIGN_OR_RETURN(auto holders, it->second->ListHolders());

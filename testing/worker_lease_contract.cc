@@ -155,6 +155,8 @@ TEST_P(WorkerLeaseContractTest, ThirtyTwoConcurrentAcquiresGetExactlyEveryId) {
   EXPECT_EQ(ids.size(), 32u);
   EXPECT_EQ(*ids.begin(), 0);
   EXPECT_EQ(*ids.rbegin(), 31);
+  // Every winner still holds its id (a loser's clean-up never ends another's claim).
+  for (auto& l : leases) EXPECT_TRUE(l->Renew().ok());
   for (auto& l : leases) EXPECT_TRUE(l->Release().ok());
 }
 
@@ -210,6 +212,8 @@ TEST_P(WorkerLeaseContractTest, TheSameIdentityTakesItsIdBackAndTheOldLeaseLearn
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.error().code, ErrorCode::kLeaseLost) << r.error().message;
   EXPECT_TRUE(second->StoreHwm(1'700'000'002'000).ok());
+  // The old lease's clean-up left the new one's claim alone.
+  EXPECT_TRUE(second->Renew().ok());
   EXPECT_TRUE(second->Release().ok());
   EXPECT_TRUE(other->Release().ok());
 }
