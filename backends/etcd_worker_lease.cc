@@ -3,14 +3,18 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <charconv>
 #include <chrono>
 #include <cstring>
+#include <functional>
 #include <map>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "backends/coordinator_sessions.h"
 #include "backends/http_client.h"
 #include "sekka/codec.h"
 #include "sekka/coordinator.h"
@@ -88,87 +92,133 @@ Result<json> ParseAnswer(const HostPort& from, const HttpResponse& r) {
 
 // What this session knows of an id it claimed: the revisions its fenced writes compare.
 struct Fence {
+  std::int64_t lease = 0;           // the lease it was claimed on
   std::int64_t owner_revision = 0;  // the owner key's mod_revision, as this session wrote it
   std::int64_t hwm_known = 0;       // the hwm stored at etcd, as far as this session knows
   std::int64_t hwm_revision = 0;    // the hwm key's mod_revision that goes with it (0: none)
 };
 
-class EtcdCoordinator final : public Coordinator {
+// An etcd session (backends/coordinator_sessions.h): one lease, granted on demand, the calls of
+// its coordinators one at a time over one HTTP connection, and the releases of owner keys that
+// could not be sent yet.
+class EtcdSession {
  public:
-  EtcdCoordinator(std::vector<HostPort> endpoints, std::string cluster, WorkerLeaseOptions options,
-                  CoordinatorAccess access)
+  EtcdSession(std::vector<HostPort> endpoints, const WorkerLeaseOptions& options,
+              CoordinatorAccess access)
       : endpoints_(std::move(endpoints)),
-        cluster_(std::move(cluster)),
-        options_(std::move(options)),
+        ttl_(options.ttl),
+        call_timeout_(options.call_timeout),
         access_(std::move(access)),
-        prefix_(fmt::format("sekka/{}/", cluster_)),
         http_(access_.tls) {}
 
-  Result<std::string> BindLayout(const std::string& layout) override;
-  Result<std::map<std::int64_t, Holding>> ListHolders() override;
-  std::int64_t session() const override { return lease_; }
-  Result<std::int64_t> PeekHwm(std::int64_t id) override;
-  Result<std::optional<std::int64_t>> Claim(std::int64_t id,
-                                            const std::optional<Holding>& seen) override;
-  Status KeepAlive(std::int64_t id) override;
-  Status StoreHwm(std::int64_t id, std::int64_t hwm_millis) override;
-  Status Close() override;
-  std::string Describe() const override {
-    return fmt::format("etcd lease {:x} on {}{}{} (cluster {})", static_cast<std::uint64_t>(lease_),
-                       endpoints_[current_].Text(), access_.tls.enabled() ? " over TLS" : "",
-                       access_.username.empty() ? "" : " as user " + access_.username, cluster_);
-  }
-  std::string Where() const override { return "cluster " + cluster_; }
-  std::string_view source() const override { return "etcd"; }
-  Result<SharedDocument> ReadShared(std::string_view name) override;
-  Result<bool> WriteShared(std::string_view name, std::string_view data,
-                           std::int64_t version) override;
-
- private:
   // POSTs to the endpoints in turn, starting with the last that answered. An answer with an
   // "error" object is returned as it is (the caller decides); no answer is kUnavailable.
-  Result<json> Call(std::string_view path, const json& request);
+  // `prefix`: the caller's keys, for messages.
+  Result<json> Call(std::string_view path, const json& request, std::string_view prefix);
+  // The session's lease, granted first when none is (the releases kept are sent then).
+  // Errors: kUnavailable, kUnauthenticated.
+  Result<std::int64_t> Lease();
+  // The lease now; 0: none granted.
+  std::int64_t lease() {
+    std::lock_guard lock(mu_);
+    return lease_;
+  }
+  // `lease` expired or was revoked: the next Lease() grants another.
+  void LeaseGone(std::int64_t lease) {
+    std::lock_guard lock(mu_);
+    if (lease_ == lease) lease_ = 0;
+  }
+  // Revokes `lease` (best effort): every key attached to it goes.
+  void Revoke(std::int64_t lease) {
+    if (lease == 0) return;
+    (void)Call("/v3/lease/revoke", {{"ID", std::to_string(lease)}}, "");
+    LeaseGone(lease);
+  }
+  // An owner key a coordinator claimed (or may have: a claim whose answer was lost).
+  struct Owned {
+    std::int64_t lease = 0;
+    std::string key;            // base64
+    std::int64_t revision = 0;  // its mod_revision as claimed; 0: not known
+    std::string identity;       // base64 of the claim's value
+    // The claim's number in this session (ClaimStep): a later claim of the key here takes it
+    // over, and this one's release is then void.
+    std::uint64_t claim = 0;
+  };
+  // Deletes `keys` where they are still the claims they name; those without an answer are kept
+  // for the next Lease() or SendKept(). Returns how many were kept.
+  std::size_t Release(std::vector<Owned> keys);
+  // Sends the releases kept.
+  void SendKept() {
+    std::vector<Owned> kept;
+    {
+      std::lock_guard lock(mu_);
+      kept.swap(kept_);
+    }
+    if (!kept.empty()) Release(std::move(kept));
+  }
+  // One claim's transaction for `key`, while the returned lock is held: no release of an
+  // earlier claim of the key runs meanwhile, and none runs after (this claim takes the key
+  // over). `claim` gets the claim's number, `previous` the one before, which UndoClaim makes
+  // the last again when nothing landed.
+  std::unique_lock<std::mutex> ClaimStep(const std::string& key, std::uint64_t& claim,
+                                         std::uint64_t& previous) {
+    std::unique_lock guard(claims_mu_);
+    claim = ++claims_made_;
+    std::uint64_t& last = last_claim_[key];
+    previous = last;
+    last = claim;
+    return guard;
+  }
+  void UndoClaim(const std::string& key, std::uint64_t claim, std::uint64_t previous) {
+    std::lock_guard guard(claims_mu_);
+    if (auto it = last_claim_.find(key); it != last_claim_.end() && it->second == claim) {
+      it->second = previous;
+    }
+  }
+  std::string Describe() const {
+    return fmt::format("{}{}{}", endpoints_[current_].Text(),
+                       access_.tls.enabled() ? " over TLS" : "",
+                       access_.username.empty() ? "" : " as user " + access_.username);
+  }
+
+ private:
   struct Answer {
     long status = 0;
     json body;
   };
   // One call to one endpoint, authenticated when a user is set (once more with a new token
-  // when etcd no longer knows the one sent), all of it within options_.call_timeout. Errors:
+  // when etcd no longer knows the one sent), all of it within call_timeout_. Errors:
   // kUnavailable (no answer in time, an answer that is not JSON), kUnauthenticated
   // (authentication refused, or needed but not configured; permission denied).
-  Result<Answer> CallOne(const HostPort& to, std::string_view path, const std::string& body);
+  Result<Answer> CallOne(const HostPort& to, std::string_view path, const std::string& body,
+                         std::string_view prefix);
   // Gets a token for access_.username from `to`, by `deadline`. Errors: kUnavailable,
   // kUnauthenticated.
   Status Authenticate(const HostPort& to, std::chrono::steady_clock::time_point deadline);
-  std::string OwnerKey(std::int64_t id) const {
-    return fmt::format("{}workers/{}/{}", prefix_, options_.datacenter_id, id);
-  }
-  std::string HwmKey(std::int64_t id) const {
-    return fmt::format("{}hwm/{}/{}", prefix_, options_.datacenter_id, id);
-  }
-  // Grants this session's lease unless one is granted. Errors: kUnavailable.
-  Status Grant();
-  void Revoke(std::int64_t lease);
-  // The stored hwm of worker id `id` (base64 of decimal ms; "" = none stored = 0).
-  // Errors: kInternal.
-  Result<std::int64_t> ParseHwm(std::int64_t id, const std::string& base64) const;
+  // Deletes `owned` if it is still the claim it names: false when the call had no answer.
+  bool ReleaseOne(const Owned& owned);
 
   const std::vector<HostPort> endpoints_;
-  const std::string cluster_;
-  const WorkerLeaseOptions options_;
+  const std::chrono::milliseconds ttl_;
+  const std::chrono::milliseconds call_timeout_;
   const CoordinatorAccess access_;
-  const std::string prefix_;
-  HttpClient http_;
-  std::string token_;      // etcd's auth token for access_.username; "" = none yet
-  bool auth_off_ = false;  // etcd said authentication is not enabled: send no token
-  std::size_t current_ = 0;
-  std::int64_t lease_ = 0;                // this session; 0: none granted
-  std::map<std::int64_t, Fence> fences_;  // the ids this session claimed
+  std::mutex call_mu_;     // one call at a time: the HTTP client and the token below
+  HttpClient http_;        // guarded by call_mu_
+  std::string token_;      // guarded by call_mu_: the auth token for access_.username
+  bool auth_off_ = false;  // guarded by call_mu_: etcd said authentication is not enabled
+  std::atomic<std::size_t> current_{0};  // the endpoint that answered last
+  std::mutex grant_mu_;                  // one grant at a time
+  std::mutex claims_mu_;           // a claim's transaction, or releases (taken before call_mu_)
+  std::uint64_t claims_made_ = 0;  // guarded by claims_mu_
+  std::map<std::string, std::uint64_t> last_claim_;  // guarded by claims_mu_: by owner key
+  std::mutex mu_;                                    // held briefly
+  std::int64_t lease_ = 0;                           // guarded by mu_; 0: none granted
+  std::vector<Owned> kept_;                          // guarded by mu_: releases without an answer
 };
 
-Result<EtcdCoordinator::Answer> EtcdCoordinator::CallOne(const HostPort& to, std::string_view path,
-                                                         const std::string& body) {
-  const auto deadline = std::chrono::steady_clock::now() + options_.call_timeout;
+Result<EtcdSession::Answer> EtcdSession::CallOne(const HostPort& to, std::string_view path,
+                                                 const std::string& body, std::string_view prefix) {
+  const auto deadline = std::chrono::steady_clock::now() + call_timeout_;
   for (int attempt = 0;; ++attempt) {
     if (!access_.username.empty() && token_.empty() && !auth_off_) {
       SEKKA_RETURN_IF_ERROR(Authenticate(to, deadline));
@@ -200,14 +250,14 @@ Result<EtcdCoordinator::Answer> EtcdCoordinator::CallOne(const HostPort& to, std
       return Unauthenticated(fmt::format(
           "etcd at {} denied {} to user \"{}\": grant it a role with readwrite permission on "
           "the key prefix {}",
-          to.Text(), path, access_.username.empty() ? "(none)" : access_.username, prefix_));
+          to.Text(), path, access_.username.empty() ? "(none)" : access_.username, prefix));
     }
     return Answer{r.status, std::move(answer)};
   }
 }
 
-Status EtcdCoordinator::Authenticate(const HostPort& to,
-                                     std::chrono::steady_clock::time_point deadline) {
+Status EtcdSession::Authenticate(const HostPort& to,
+                                 std::chrono::steady_clock::time_point deadline) {
   const std::string body = json{{"name", access_.username}, {"password", access_.password}}.dump();
   SEKKA_ASSIGN_OR_RETURN(auto r, http_.Post(to, "/v3/auth/authenticate", body, {}, Left(deadline)));
   SEKKA_ASSIGN_OR_RETURN(auto answer, ParseAnswer(to, r));
@@ -226,12 +276,14 @@ Status EtcdCoordinator::Authenticate(const HostPort& to,
   return Status::Ok();
 }
 
-Result<json> EtcdCoordinator::Call(std::string_view path, const json& request) {
+Result<json> EtcdSession::Call(std::string_view path, const json& request,
+                               std::string_view prefix) {
+  std::lock_guard lock(call_mu_);
   const std::string body = request.dump();
   std::string errors;
   for (std::size_t i = 0; i < endpoints_.size(); ++i) {
     const std::size_t at = (current_ + i) % endpoints_.size();
-    Result<Answer> r = CallOne(endpoints_[at], path, body);
+    Result<Answer> r = CallOne(endpoints_[at], path, body, prefix);
     // Every member answers alike about users and permissions: no use asking the others.
     if (!r.ok() && r.error().code == ErrorCode::kUnauthenticated) return std::move(r).error();
     if (r.ok()) {
@@ -249,20 +301,148 @@ Result<json> EtcdCoordinator::Call(std::string_view path, const json& request) {
   }
   // A member slower than the budget (a loaded machine, bcrypt on every login) counts as down.
   return Unavailable(fmt::format("etcd cannot be reached within {} ms per member: {}",
-                                 options_.call_timeout.count(), errors));
+                                 call_timeout_.count(), errors));
 }
 
-Status EtcdCoordinator::Grant() {
-  if (lease_ != 0) return Status::Ok();
-  const std::int64_t ttl_s = std::max<std::int64_t>(1, (options_.ttl.count() + 999) / 1000);
-  SEKKA_ASSIGN_OR_RETURN(auto g, Call("/v3/lease/grant", {{"TTL", ttl_s}}));
-  lease_ = Int(g, "ID");
-  if (lease_ != 0) return Status::Ok();
-  return Unavailable(fmt::format("etcd did not grant a lease: {}", g.dump().substr(0, 200)));
+Result<std::int64_t> EtcdSession::Lease() {
+  std::int64_t lease = 0;
+  {
+    std::lock_guard grant(grant_mu_);
+    lease = this->lease();
+    if (lease == 0) {
+      const std::int64_t ttl_s = std::max<std::int64_t>(1, (ttl_.count() + 999) / 1000);
+      SEKKA_ASSIGN_OR_RETURN(auto g, Call("/v3/lease/grant", {{"TTL", ttl_s}}, ""));
+      lease = Int(g, "ID");
+      if (lease == 0) {
+        return Unavailable(fmt::format("etcd did not grant a lease: {}", g.dump().substr(0, 200)));
+      }
+      std::lock_guard lock(mu_);
+      lease_ = lease;
+    }
+  }
+  SendKept();
+  return lease;
 }
+
+std::size_t EtcdSession::Release(std::vector<Owned> keys) {
+  std::vector<Owned> lost;
+  {
+    std::lock_guard claims(claims_mu_);
+    const std::int64_t live = lease();
+    for (Owned& owned : keys) {
+      if (owned.lease != live) continue;  // gone with its lease (or goes with its revocation)
+      // After a later claim of the key in this session (that landed, or may have), it is that
+      // claim's.
+      if (auto it = last_claim_.find(owned.key);
+          it != last_claim_.end() && it->second != owned.claim) {
+        continue;
+      }
+      if (!ReleaseOne(owned)) lost.push_back(std::move(owned));
+    }
+  }
+  const std::size_t kept = lost.size();
+  std::lock_guard lock(mu_);
+  for (Owned& owned : lost) kept_.push_back(std::move(owned));
+  return kept;
+}
+
+bool EtcdSession::ReleaseOne(const Owned& owned) {
+  // The key is deleted only while it is the claim's: at the revision the claim wrote (no later
+  // write has it), or, for a claim whose answer was lost, on this lease with this identity.
+  json compare = json::array();
+  if (owned.revision != 0) {
+    compare.push_back({{"key", owned.key},
+                       {"result", "EQUAL"},
+                       {"target", "MOD"},
+                       {"mod_revision", std::to_string(owned.revision)}});
+  } else {
+    compare.push_back({{"key", owned.key},
+                       {"result", "EQUAL"},
+                       {"target", "LEASE"},
+                       {"lease", std::to_string(owned.lease)}});
+    compare.push_back(
+        {{"key", owned.key}, {"result", "EQUAL"}, {"target", "VALUE"}, {"value", owned.identity}});
+  }
+  json txn = {{"compare", compare},
+              {"success", {{{"request_delete_range", {{"key", owned.key}}}}}}};
+  Result<json> r = Call("/v3/kv/txn", txn, "");
+  return r.ok() && !r->contains("error");
+}
+
+class EtcdCoordinator final : public Coordinator {
+ public:
+  EtcdCoordinator(std::shared_ptr<EtcdSession> etcd, bool shared, std::string cluster,
+                  WorkerLeaseOptions options)
+      : etcd_(std::move(etcd)),
+        shared_(shared),
+        cluster_(std::move(cluster)),
+        options_(std::move(options)),
+        prefix_(fmt::format("sekka/{}/", cluster_)) {}
+  // What it claimed is let go (Close): a shared lease goes on for the others.
+  ~EtcdCoordinator() override {
+    if (shared_) (void)Close();
+  }
+
+  Result<std::string> BindLayout(const std::string& layout) override;
+  Result<std::map<std::int64_t, Holding>> ListHolders() override;
+  std::int64_t session() const override { return etcd_->lease(); }
+  bool Mine(std::int64_t id, const Holding& h) const override {
+    auto it = claimed_.find(id);
+    return h.session != 0 && it != claimed_.end() && it->second.lease == h.session &&
+           (it->second.revision == 0 || it->second.revision == h.version);
+  }
+  Result<std::int64_t> PeekHwm(std::int64_t id) override;
+  Result<std::optional<std::int64_t>> Claim(std::int64_t id,
+                                            const std::optional<Holding>& seen) override;
+  Status KeepAlive(std::int64_t id) override;
+  Status StoreHwm(std::int64_t id, std::int64_t hwm_millis) override;
+  Status Close() override;
+  std::string Describe() const override {
+    return fmt::format("etcd lease {:x} on {} (cluster {})",
+                       static_cast<std::uint64_t>(etcd_->lease()), etcd_->Describe(), cluster_);
+  }
+  std::string Where() const override { return "cluster " + cluster_; }
+  std::string_view source() const override { return "etcd"; }
+  Result<SharedDocument> ReadShared(std::string_view name) override;
+  Result<bool> WriteShared(std::string_view name, std::string_view data,
+                           std::int64_t version) override;
+
+ private:
+  Result<json> Call(std::string_view path, const json& request) {
+    return etcd_->Call(path, request, prefix_);
+  }
+  std::string OwnerKey(std::int64_t id) const {
+    return fmt::format("{}workers/{}/{}", prefix_, options_.datacenter_id, id);
+  }
+  std::string HwmKey(std::int64_t id) const {
+    return fmt::format("{}hwm/{}/{}", prefix_, options_.datacenter_id, id);
+  }
+  // Claim's one try. Errors: as Claim's; kLeaseLost when etcd no longer knew the lease.
+  Result<std::optional<std::int64_t>> ClaimOnce(std::int64_t id,
+                                                const std::optional<Holding>& seen);
+  // The ids of `lease` are gone (it expired or was revoked).
+  void LeaseGone(std::int64_t lease) {
+    etcd_->LeaseGone(lease);
+    std::erase_if(fences_, [&](const auto& f) { return f.second.lease == lease; });
+    std::erase_if(claimed_, [&](const auto& c) { return c.second.lease == lease; });
+  }
+  // The stored hwm of worker id `id` (base64 of decimal ms; "" = none stored = 0).
+  // Errors: kInternal.
+  Result<std::int64_t> ParseHwm(std::int64_t id, const std::string& base64) const;
+
+  const std::shared_ptr<EtcdSession> etcd_;
+  const bool shared_;  // the lease is others' too (else Close revokes it)
+  const std::string cluster_;
+  const WorkerLeaseOptions options_;
+  const std::string prefix_;
+  std::map<std::int64_t, Fence> fences_;  // the ids this coordinator claimed
+  // The owner keys this coordinator's claims wrote (or may have: an answer lost), let go by
+  // Close.
+  std::map<std::int64_t, EtcdSession::Owned> claimed_;
+};
 
 Result<std::map<std::int64_t, Holding>> EtcdCoordinator::ListHolders() {
-  SEKKA_RETURN_IF_ERROR(Grant());
+  SEKKA_RETURN_IF_ERROR(etcd_->Lease());
   const std::string dir = fmt::format("{}workers/{}/", prefix_, options_.datacenter_id);
   std::string end = dir;
   end.back() = static_cast<char>(end.back() + 1);  // the prefix's range end: '/' + 1
@@ -294,11 +474,6 @@ Result<std::int64_t> EtcdCoordinator::PeekHwm(std::int64_t id) {
   return ParseHwm(id, kvs.empty() ? "" : Str(kvs[0], "value"));
 }
 
-void EtcdCoordinator::Revoke(std::int64_t lease) {
-  if (lease == 0) return;
-  (void)Call("/v3/lease/revoke", {{"ID", std::to_string(lease)}});
-}
-
 Result<std::string> EtcdCoordinator::BindLayout(const std::string& layout) {
   const std::string key = Base64Encode(prefix_ + "layout");
   json txn = {
@@ -317,10 +492,22 @@ Result<std::string> EtcdCoordinator::BindLayout(const std::string& layout) {
 
 Result<std::optional<std::int64_t>> EtcdCoordinator::Claim(std::int64_t id,
                                                            const std::optional<Holding>& seen) {
-  SEKKA_RETURN_IF_ERROR(Grant());
+  // A shared lease that expired while no coordinator renewed it (lookups only) is granted
+  // again once, rather than failing a takeover.
+  Result<std::optional<std::int64_t>> claimed = ClaimOnce(id, seen);
+  if (claimed.ok() || claimed.error().code != ErrorCode::kLeaseLost) return claimed;
+  claimed = ClaimOnce(id, seen);
+  if (claimed.ok() || claimed.error().code != ErrorCode::kLeaseLost) return claimed;
+  return Unavailable(claimed.error().message);
+}
+
+Result<std::optional<std::int64_t>> EtcdCoordinator::ClaimOnce(std::int64_t id,
+                                                               const std::optional<Holding>& seen) {
+  SEKKA_ASSIGN_OR_RETURN(auto lease, etcd_->Lease());
   // The owner key must not exist, or must still be as listed (this identity's earlier run); the
   // hwm is read in the same transaction (promise 1 of include/sekka/coordinator.h).
-  json compare = {{"key", Base64Encode(OwnerKey(id))}, {"result", "EQUAL"}};
+  const std::string key = Base64Encode(OwnerKey(id));
+  json compare = {{"key", key}, {"result", "EQUAL"}};
   if (seen.has_value()) {
     compare["target"] = "MOD";
     compare["mod_revision"] = std::to_string(seen->version);
@@ -331,31 +518,59 @@ Result<std::optional<std::int64_t>> EtcdCoordinator::Claim(std::int64_t id,
   json txn = {{"compare", json::array({compare})},
               {"success",
                {{{"request_put",
-                  {{"key", Base64Encode(OwnerKey(id))},
+                  {{"key", key},
                    {"value", Base64Encode(options_.identity)},
-                   {"lease", std::to_string(lease_)}}}},
+                   {"lease", std::to_string(lease)}}}},
                 {{"request_range", {{"key", Base64Encode(HwmKey(id))}}}}}}};
-  SEKKA_ASSIGN_OR_RETURN(auto r, Call("/v3/kv/txn", txn));
+  // Kept before the answer, which may be lost: Close lets go of what landed.
+  std::optional<EtcdSession::Owned> before;
+  if (auto it = claimed_.find(id); it != claimed_.end()) before = it->second;
+  EtcdSession::Owned& owned = claimed_[id];
+  owned = EtcdSession::Owned{lease, key, 0, Base64Encode(options_.identity)};
+  std::uint64_t previous = 0;
+  Result<json> answer = Internal("not sent");
+  {
+    const std::unique_lock step = etcd_->ClaimStep(key, owned.claim, previous);
+    answer = Call("/v3/kv/txn", txn);
+  }
+  if (!answer.ok()) return std::move(answer).error();
+  const json& r = *answer;
+  if (r.contains("error") || !r.value("succeeded", false)) {  // nothing landed
+    etcd_->UndoClaim(key, owned.claim, previous);
+    if (before) {
+      claimed_[id] = *before;
+    } else {
+      claimed_.erase(id);
+    }
+  }
   if (r.contains("error")) {
     const std::string error = ErrorText(r);
     if (error.find("lease not found") != std::string::npos) {
-      lease_ = 0;  // it expired meanwhile: the next call grants a new one
-      fences_.clear();
+      LeaseGone(lease);  // it expired meanwhile: the next call grants a new one
+      return LeaseLost(fmt::format("etcd txn failed: {}", error));
     }
     return Unavailable(fmt::format("etcd txn failed: {}", error));
   }
   if (!r.value("succeeded", false)) return std::optional<std::int64_t>();
+  const std::int64_t revision = Int(r["header"], "revision");
+  claimed_[id].revision = revision;
   const json stored = FirstKv(r, 1);
   SEKKA_ASSIGN_OR_RETURN(auto hwm, ParseHwm(id, stored.is_null() ? "" : Str(stored, "value")));
-  fences_[id] = Fence{Int((r)["header"], "revision"), hwm,
-                      stored.is_null() ? 0 : Int(stored, "mod_revision")};
-  if (seen.has_value() && seen->session != lease_) Revoke(seen->session);  // the earlier run's
+  fences_[id] = Fence{lease, revision, hwm, stored.is_null() ? 0 : Int(stored, "mod_revision")};
+  // The earlier run's lease (never this session's own, which other coordinators may share).
+  if (seen.has_value() && seen->session != lease) etcd_->Revoke(seen->session);
   return std::optional<std::int64_t>(hwm);
 }
 
 Status EtcdCoordinator::KeepAlive(std::int64_t id) {
-  if (lease_ == 0 || !fences_.contains(id)) return LeaseLost("no worker id is held");
-  SEKKA_ASSIGN_OR_RETURN(auto r, Call("/v3/lease/keepalive", {{"ID", std::to_string(lease_)}}));
+  auto fence = fences_.find(id);
+  if (fence == fences_.end()) return LeaseLost("no worker id is held");
+  const std::int64_t lease = fence->second.lease;
+  if (lease != etcd_->lease()) {  // another coordinator of the session saw it end
+    LeaseGone(lease);
+    return LeaseLost(fmt::format("the etcd lease of worker id {} expired or was revoked", id));
+  }
+  SEKKA_ASSIGN_OR_RETURN(auto r, Call("/v3/lease/keepalive", {{"ID", std::to_string(lease)}}));
   // An answer that is an error ("etcdserver: no leader", a gateway timeout) says nothing about
   // the lease: only a result with TTL 0 means it is gone.
   if (r.contains("error") || !r.contains("result") || !(r)["result"].is_object()) {
@@ -364,15 +579,30 @@ Status EtcdCoordinator::KeepAlive(std::int64_t id) {
         fmt::format("etcd keepalive failed: {}", error.empty() ? r.dump().substr(0, 200) : error));
   }
   const json& result = (r)["result"];
-  if (Int(result, "TTL") > 0) return Status::Ok();
-  lease_ = 0;
-  fences_.clear();
-  return LeaseLost(fmt::format("the etcd lease of worker id {} expired or was revoked", id));
+  if (Int(result, "TTL") <= 0) {
+    LeaseGone(lease);
+    return LeaseLost(fmt::format("the etcd lease of worker id {} expired or was revoked", id));
+  }
+  // The lease lives; the owner key must still be this claim's (a lease shared by several
+  // coordinators outlives a takeover of one of its keys).
+  SEKKA_ASSIGN_OR_RETURN(auto owner, Call("/v3/kv/range", {{"key", Base64Encode(OwnerKey(id))}}));
+  if (owner.contains("error")) {
+    return Unavailable(fmt::format("etcd range failed: {}", ErrorText(owner)));
+  }
+  const json& kvs = owner.value("kvs", json::array());
+  if (kvs.empty() || Int(kvs[0], "mod_revision") != fence->second.owner_revision ||
+      Int(kvs[0], "lease") != lease) {
+    fences_.erase(fence);
+    return LeaseLost(
+        fmt::format("worker id {} is no longer held by this process's etcd lease", id));
+  }
+  etcd_->SendKept();  // a server that only renews sends them too
+  return Status::Ok();
 }
 
 Status EtcdCoordinator::StoreHwm(std::int64_t id, std::int64_t hwm_millis) {
   auto it = fences_.find(id);
-  if (lease_ == 0 || it == fences_.end()) return LeaseLost("no worker id is held");
+  if (it == fences_.end()) return LeaseLost("no worker id is held");
   Fence& f = it->second;
   // Read-max-write, fenced twice: the owner key must still be the one this session wrote, and
   // the hwm key must be as this session last saw it. A write that timed out but landed changes
@@ -464,10 +694,24 @@ Result<bool> EtcdCoordinator::WriteShared(std::string_view name, std::string_vie
 }
 
 Status EtcdCoordinator::Close() {
-  if (lease_ == 0) return Status::Ok();
-  SEKKA_RETURN_IF_ERROR(Call("/v3/lease/revoke", {{"ID", std::to_string(lease_)}}));
-  lease_ = 0;
+  if (!shared_) {  // a lease of its own: revoked, every key on it goes
+    const std::int64_t lease = etcd_->lease();
+    if (lease != 0) {
+      SEKKA_RETURN_IF_ERROR(Call("/v3/lease/revoke", {{"ID", std::to_string(lease)}}));
+      etcd_->LeaseGone(lease);
+    }
+    fences_.clear();
+    claimed_.clear();
+    return Status::Ok();
+  }
   fences_.clear();
+  // A shared lease goes on: each owner key this coordinator wrote is deleted while it is still
+  // that claim's (EtcdSession::Release); one without an answer goes with the session's next
+  // call.
+  std::vector<EtcdSession::Owned> keys;
+  for (auto& [id, owned] : claimed_) keys.push_back(std::move(owned));
+  claimed_.clear();
+  if (!keys.empty()) etcd_->Release(std::move(keys));
   return Status::Ok();
 }
 
@@ -476,7 +720,8 @@ Status EtcdCoordinator::Close() {
 Result<std::unique_ptr<Coordinator>> NewEtcdCoordinator(std::string_view endpoints,
                                                         std::string_view cluster,
                                                         const WorkerLeaseOptions& options,
-                                                        const CoordinatorAccess& access) {
+                                                        const CoordinatorAccess& access,
+                                                        CoordinatorSessions* sessions) {
   SEKKA_ASSIGN_OR_RETURN(auto e, ParseHostPorts(endpoints, "etcd endpoints"));
   SEKKA_RETURN_IF_ERROR(ValidateClusterName(cluster));
   const TlsSettings& tls = access.tls;
@@ -502,8 +747,19 @@ Result<std::unique_ptr<Coordinator>> NewEtcdCoordinator(std::string_view endpoin
   if (access.username.empty() && !access.password.empty()) {
     return InvalidArgument("a worker.password without worker.username: set the etcd user too");
   }
-  return std::unique_ptr<Coordinator>(
-      std::make_unique<EtcdCoordinator>(std::move(e), std::string(cluster), options, access));
+  std::function<std::shared_ptr<EtcdSession>()> make = [&] {
+    return std::make_shared<EtcdSession>(e, options, access);
+  };
+  std::shared_ptr<EtcdSession> etcd =
+      sessions == nullptr
+          ? make()
+          : sessions->Get(
+                fmt::format("etcd\n{}\n{}\n{}\n{}\n{}\n{}\n{}\n{}", endpoints, tls.ca_file,
+                            tls.cert_file, tls.key_file, access.username, access.password,
+                            options.ttl.count(), options.call_timeout.count()),
+                make);
+  return std::unique_ptr<Coordinator>(std::make_unique<EtcdCoordinator>(
+      std::move(etcd), sessions != nullptr, std::string(cluster), options));
 }
 
 }  // namespace sekka

@@ -12,7 +12,9 @@
 // be the same identity's earlier run at the revision it was listed at) that also reads the hwm.
 // StoreHwm is a transaction conditioned on the owner key still being at the revision this
 // session wrote: a session that expired or was taken over can never store again. KeepAlive is a
-// lease keep-alive. Several endpoints are tried in turn.
+// lease keep-alive. Several endpoints are tried in turn. Coordinators may share one lease
+// (backends/coordinator_sessions.h): each then deletes, at Close, only the owner keys it wrote
+// (at the revision it wrote them) instead of revoking the lease.
 //
 // Transport: libcurl (backends/http_client.h), HTTP or HTTPS with a CA file and an optional
 // client certificate. With a user name, sekka authenticates (POST /v3/auth/authenticate) and
@@ -28,6 +30,7 @@
 #include <string_view>
 
 #include "backends/coordinator_access.h"
+#include "backends/coordinator_sessions.h"
 #include "sekka/coordinator.h"
 
 namespace sekka {
@@ -35,11 +38,13 @@ namespace sekka {
 // `endpoints`: "127.0.0.1:2379[,host:port...]"; `cluster`: the key namespace ([A-Za-z0-9._-],
 // 1 to 64 characters). The files `access` names must be readable. Errors: kInvalidArgument,
 // naming the setting (worker.coordinator, worker.tls_*, worker.username). Connects lazily (no
-// call is made here).
+// call is made here). `sessions`: where coordinators share one lease (backends/
+// coordinator_sessions.h; null: a lease of its own, revoked by Close).
 Result<std::unique_ptr<Coordinator>> NewEtcdCoordinator(std::string_view endpoints,
                                                         std::string_view cluster,
                                                         const WorkerLeaseOptions& options,
-                                                        const CoordinatorAccess& access = {});
+                                                        const CoordinatorAccess& access = {},
+                                                        CoordinatorSessions* sessions = nullptr);
 
 }  // namespace sekka
 

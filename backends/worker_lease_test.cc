@@ -49,7 +49,8 @@ std::string RedisUri() {
   return uri.empty() ? "" : uri[0] + "/1";
 }
 
-// `backend`: "etcd", "etcd-tls", "zookeeper", "zookeeper-auth" (the same server, with a digest
+// `backend`: "etcd", "etcd-tls", "etcd-shared" (every coordinator of this process on one lease),
+// "zookeeper", "zookeeper-auth" (the same server, with a digest
 // user: every node the contract makes is that user's), "zookeeper-shared" (every coordinator of
 // this process in one session, as a server's strict tags share one: backends/
 // coordinator_sessions.h) or "redis"; the fixture's server of that kind.
@@ -58,8 +59,10 @@ Result<std::unique_ptr<Coordinator>> OpenBackend(const std::string& backend,
                                                  const WorkerLeaseOptions& options) {
   if (backend == "redis") return OpenCoordinator("redis", RedisUri(), cluster, options);
   const bool zookeeper = backend.starts_with("zookeeper");
-  const std::vector<std::string> address =
-      ReadFixture(zookeeper ? "zookeeper" : backend, "endpoints");
+  const std::vector<std::string> address = ReadFixture(zookeeper                  ? "zookeeper"
+                                                       : backend == "etcd-shared" ? "etcd"
+                                                                                  : backend,
+                                                       "endpoints");
   CoordinatorAccess access;
   if (backend == "zookeeper-auth") {
     access.username = "contract";
@@ -125,8 +128,9 @@ LeaseFactory Factory(const std::string& backend) {
 
 INSTANTIATE_TEST_SUITE_P(Coordinators, WorkerLeaseContractTest,
                          ::testing::Values(Factory("etcd"), Factory("etcd-tls"),
-                                           Factory("zookeeper"), Factory("zookeeper-auth"),
-                                           Factory("zookeeper-shared"), Factory("redis")),
+                                           Factory("etcd-shared"), Factory("zookeeper"),
+                                           Factory("zookeeper-auth"), Factory("zookeeper-shared"),
+                                           Factory("redis")),
                          [](const auto& info) {
                            std::string name = info.param.name;
                            std::replace(name.begin(), name.end(), '-', '_');

@@ -45,7 +45,7 @@ Result<std::string_view> Addresses(const CoordinatorCall& c) {
 
 Result<std::unique_ptr<Coordinator>> OpenEtcd(const CoordinatorCall& c) {
   SEKKA_ASSIGN_OR_RETURN(auto addresses, Addresses(c));
-  return NewEtcdCoordinator(addresses, c.cluster, c.options, c.access);
+  return NewEtcdCoordinator(addresses, c.cluster, c.options, c.access, c.sessions);
 }
 
 Result<std::unique_ptr<Coordinator>> OpenZooKeeper(const CoordinatorCall& c) {

@@ -208,6 +208,9 @@ struct OwnedNode {
   std::int64_t czxid = 0;
   // With czxid 0: the hwm node's version if the claim landed (the one it read, + 1).
   std::int32_t landed_version = -1;
+  // The claim's number in its session (ClaimStep): a later claim of the node there takes it
+  // over, and this one's release is then void.
+  std::uint64_t claim = 0;
 };
 
 // A ZooKeeper session (backends/coordinator_sessions.h): one client, connected and authenticated
@@ -247,9 +250,14 @@ class ZooKeeperSession {
   // kept for the next Connect. Returns how many were kept.
   std::size_t Release(const std::shared_ptr<ZHandle>& h, std::vector<OwnedNode> nodes);
   // One claim's atomic step for `owner_path`, while the returned lock is held: no release of
-  // an earlier claim of the node (kept, or under way) runs meanwhile, and those kept are dropped
-  // (this claim takes the node over).
-  std::unique_lock<std::mutex> ClaimStep(const std::string& owner_path);
+  // an earlier claim of the node runs meanwhile, and none runs after (this claim takes the node
+  // over). `claim` gets the claim's number (OwnedNode::claim), `previous` the number of the
+  // claim before, which UndoClaim makes the last again when nothing landed.
+  std::unique_lock<std::mutex> ClaimStep(const std::string& owner_path, std::uint64_t& claim,
+                                         std::uint64_t& previous);
+  void UndoClaim(const std::string& owner_path, std::uint64_t claim, std::uint64_t previous);
+  // Sends the releases kept for `h`'s session.
+  void SendKept(const std::shared_ptr<ZHandle>& h);
 
  private:
   // A new client whose session is connecting. Errors: kUnavailable.
@@ -272,9 +280,11 @@ class ZooKeeperSession {
   std::timed_mutex connect_mu_;          // one connection attempt at a time
   std::shared_ptr<ZHandle> connecting_;  // guarded by connect_mu_: made, not yet published
   std::mutex claims_mu_;                 // a claim's atomic step, or releases
-  std::mutex mu_;                        // held briefly
-  std::shared_ptr<ZHandle> current_;     // guarded by mu_: connected when published
-  std::vector<OwnedNode> kept_;          // guarded by mu_: releases the connection lost
+  std::uint64_t claims_made_ = 0;        // guarded by claims_mu_
+  std::map<std::string, std::uint64_t> last_claim_;  // guarded by claims_mu_: by owner path
+  std::mutex mu_;                                    // held briefly
+  std::shared_ptr<ZHandle> current_;                 // guarded by mu_: connected when published
+  std::vector<OwnedNode> kept_;                      // guarded by mu_: releases the connection lost
 };
 
 Result<std::shared_ptr<ZHandle>> ZooKeeperSession::Connect() {
@@ -289,7 +299,11 @@ Result<std::shared_ptr<ZHandle>> ZooKeeperSession::Connect() {
     SEKKA_ASSIGN_OR_RETURN(auto connected, ConnectLocked());
     h = std::move(connected);
   }
-  // Releases kept for this session, sent before anything else of the caller's.
+  SendKept(h);  // before anything else of the caller's
+  return h;
+}
+
+void ZooKeeperSession::SendKept(const std::shared_ptr<ZHandle>& h) {
   std::lock_guard claims(claims_mu_);
   std::vector<OwnedNode> kept;
   {
@@ -303,7 +317,6 @@ Result<std::shared_ptr<ZHandle>> ZooKeeperSession::Connect() {
   }
   std::lock_guard lock(mu_);
   for (OwnedNode& node : lost) kept_.push_back(std::move(node));
-  return h;
 }
 
 Result<std::shared_ptr<ZHandle>> ZooKeeperSession::ConnectLocked() {
@@ -412,11 +425,23 @@ Status ZooKeeperSession::Authenticate(ZHandle& h) {
   return Status::Ok();
 }
 
-std::unique_lock<std::mutex> ZooKeeperSession::ClaimStep(const std::string& owner_path) {
+std::unique_lock<std::mutex> ZooKeeperSession::ClaimStep(const std::string& owner_path,
+                                                         std::uint64_t& claim,
+                                                         std::uint64_t& previous) {
   std::unique_lock guard(claims_mu_);
-  std::lock_guard lock(mu_);
-  std::erase_if(kept_, [&](const OwnedNode& n) { return n.owner_path == owner_path; });
+  claim = ++claims_made_;
+  std::uint64_t& last = last_claim_[owner_path];
+  previous = last;
+  last = claim;
   return guard;
+}
+
+void ZooKeeperSession::UndoClaim(const std::string& owner_path, std::uint64_t claim,
+                                 std::uint64_t previous) {
+  std::lock_guard guard(claims_mu_);
+  if (auto it = last_claim_.find(owner_path); it != last_claim_.end() && it->second == claim) {
+    it->second = previous;
+  }
 }
 
 std::size_t ZooKeeperSession::Release(const std::shared_ptr<ZHandle>& h,
@@ -441,7 +466,12 @@ int ZooKeeperSession::ReleaseOne(zhandle_t* zh, const OwnedNode& node) {
   // node has it), or, for a claim whose answer was lost, this session's node with the hwm node
   // at the version the claim left. The hwm node's version, read first, is checked again as the
   // node is deleted: every claim writes it, so a claim between the reads and the delete fails
-  // the delete. (A claim's step and a release never overlap in one session: ClaimStep.)
+  // the delete. (A claim's step and a release never overlap in one session: ClaimStep.) After a
+  // later claim of the node in this session (that landed, or may have), it is that claim's.
+  if (auto it = last_claim_.find(node.owner_path);
+      it != last_claim_.end() && it->second != node.claim) {
+    return ZOK;
+  }
   Stat hwm{};
   int rc = zoo_exists(zh, node.hwm_path.c_str(), 0, &hwm);
   if (rc == ZNONODE) return ZOK;  // nothing was claimed
@@ -902,8 +932,9 @@ Result<std::optional<std::int64_t>> ZooKeeperCoordinator::Claim(
     if (auto it = claimed_.find(id); it != claimed_.end()) before = it->second;
     claimed_[id] =
         OwnedNode{session(), path, hwm_path, ours ? seen->version : 0, hwm_stat.version + 1};
+    std::uint64_t previous = 0;
     {
-      const std::unique_lock step = zk_->ClaimStep(path);
+      const std::unique_lock step = zk_->ClaimStep(path, claimed_[id].claim, previous);
       rc = Multi(zh(), n, ops, results);
     }
     if (rc == ZOK) {
@@ -916,6 +947,7 @@ Result<std::optional<std::int64_t>> ZooKeeperCoordinator::Claim(
       return FromRc(rc, "claim " + path);
     }
     // Nothing landed.
+    zk_->UndoClaim(path, claimed_[id].claim, previous);
     if (before) {
       claimed_[id] = *before;
     } else {
@@ -933,6 +965,7 @@ Result<std::optional<std::int64_t>> ZooKeeperCoordinator::Claim(
 Status ZooKeeperCoordinator::KeepAlive(std::int64_t id) {
   // The client's own thread keeps the session alive; this checks that the node is still ours.
   SEKKA_RETURN_IF_ERROR(Fenced(id));
+  zk_->SendKept(h_);  // a server that only renews sends them too
   const int state = zoo_state(h_->zh);
   if (state == ZOO_EXPIRED_SESSION_STATE || state == ZOO_AUTH_FAILED_STATE) {
     Lost();

@@ -236,7 +236,8 @@ class StrictForwardingTest : public ::testing::Test {
     o.window = 100;
     return o;
   }();
-  StrictTags follower_{Coordination(), clock_, options_, /*tick_thread=*/true, {"t"}};
+  std::int64_t other_next_ = 1;  // the leader's for tag "u", which always answers; under mu_
+  StrictTags follower_{Coordination(), clock_, options_, /*tick_thread=*/true, {"t", "u"}};
 
  private:
   StrictCoordination Coordination() {
@@ -248,9 +249,14 @@ class StrictForwardingTest : public ::testing::Test {
     c.find_leader = [](const std::string&) {
       return Result<std::string>(StrictIdentity("127.0.0.1:7001", 1));
     };
-    c.forward = [this](const std::string&, const std::string&, std::int64_t n,
+    c.forward = [this](const std::string&, const std::string& tag, std::int64_t n,
                        std::chrono::milliseconds) -> Result<std::int64_t> {
       std::unique_lock lock(mu_);
+      if (tag == "u") {  // a leader that answers at once, counted apart
+        const std::int64_t first = other_next_;
+        other_next_ += n;
+        return first;
+      }
       const std::int64_t first = next_id_;
       next_id_ += n;
       const int mine = arrived_++;
@@ -321,6 +327,28 @@ TEST_F(StrictForwardingTest, CallsInFlightTogetherMayBeAnsweredInAnyOrder) {
   ASSERT_TRUE(answers.Wait(3));
   EXPECT_EQ(arrived(), 4);  // call 2's answer was taken, not refused and asked again
   for (const Result<std::int64_t>& r : answers.got) ASSERT_TRUE(r.ok()) << r.error().message;
+}
+
+TEST_F(StrictForwardingTest, AHungTagHoldsAtMostHalfTheCallThreadsAndOthersAreServed) {
+  Open(1);
+  ASSERT_TRUE(follower_.Next("t", 1).ok());
+  ASSERT_TRUE(follower_.Next("u", 1).ok());  // both tags are added
+  // Tag t's leader answers nothing more. Each request fills a window, so calls start beside
+  // each other up to kStrictCallsInFlight; the rest wait in t's queue, not on call threads.
+  Answers hung;
+  for (int i = 0; i < 3 * kStrictCallsInFlight; ++i) {
+    ASSERT_TRUE(follower_.NextAsync("t", options_.window, 1, hung.Add()));
+  }
+  ASSERT_TRUE(Arrived(1 + kStrictCallsInFlight));
+  // Another tag's request is answered meanwhile: a thread is left for it.
+  Answers other;
+  ASSERT_TRUE(follower_.NextAsync("u", 1, 1, other.Add()));
+  ASSERT_TRUE(other.Wait(1));
+  EXPECT_TRUE(other.got[0].ok()) << other.got[0].error().message;
+  EXPECT_EQ(arrived(), 1 + kStrictCallsInFlight);  // no more of t's calls than that at once
+  Open(1000);
+  ASSERT_TRUE(hung.Wait(3 * kStrictCallsInFlight));
+  for (const Result<std::int64_t>& r : hung.got) EXPECT_TRUE(r.ok()) << r.error().message;
 }
 
 }  // namespace

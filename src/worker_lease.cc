@@ -51,7 +51,7 @@ class MemoryCoordinator final : public Coordinator {
 
  private:
   // The slot of `id` if this session holds it, live; null otherwise. With mu_ held.
-  Slot* Mine(std::int64_t id);
+  Slot* HeldSlot(std::int64_t id);
   // Frees every id of session `serial` and forgets it. With mu_ held.
   void EndSession(std::uint64_t serial);
 
@@ -133,7 +133,7 @@ Result<std::optional<std::int64_t>> MemoryCoordinator::Claim(std::int64_t id,
   return std::optional<std::int64_t>(s.hwm_millis);
 }
 
-Slot* MemoryCoordinator::Mine(std::int64_t id) {
+Slot* MemoryCoordinator::HeldSlot(std::int64_t id) {
   auto it = registry_.slots_.find({options_.datacenter_id, id});
   if (it == registry_.slots_.end() || serial_ == 0) return nullptr;
   Slot& s = it->second;
@@ -142,7 +142,7 @@ Slot* MemoryCoordinator::Mine(std::int64_t id) {
 
 Status MemoryCoordinator::KeepAlive(std::int64_t id) {
   std::lock_guard lock(registry_.mu_);
-  Slot* s = Mine(id);
+  Slot* s = HeldSlot(id);
   if (s == nullptr) return LeaseLost("the lease expired or was taken over");
   registry_.sessions_[serial_] = registry_.Now() + options_.ttl.count();
   return Status::Ok();
@@ -150,7 +150,7 @@ Status MemoryCoordinator::KeepAlive(std::int64_t id) {
 
 Status MemoryCoordinator::StoreHwm(std::int64_t id, std::int64_t hwm_millis) {
   std::lock_guard lock(registry_.mu_);
-  Slot* s = Mine(id);
+  Slot* s = HeldSlot(id);
   if (s == nullptr) return LeaseLost("the lease expired or was taken over");
   s->hwm_millis = std::max(s->hwm_millis, hwm_millis);
   return Status::Ok();
