@@ -98,7 +98,10 @@ const char*& PathOf(zoo_op_t& op) {
 // 2. It turns every failure to send (ZINVALIDSTATE once the session expired among them) into
 //    ZMARSHALLINGERROR, which would read as a passing fault and never end the lease (the fault
 //    campaign's paused server stayed unready for good): the session's end is named as such.
-int Multi(zhandle_t* zh, int count, const zoo_op_t* ops, zoo_op_result_t* results) {
+// `sent`, when given, says whether the request went out (nothing lands of one that did not).
+int Multi(zhandle_t* zh, int count, const zoo_op_t* ops, zoo_op_result_t* results,
+          bool* sent = nullptr) {
+  if (sent != nullptr) *sent = false;
   if (IsUnrecoverable(zh)) return ZINVALIDSTATE;
   if (zoo_state(zh) != ZOO_CONNECTED_STATE) return ZCONNECTIONLOSS;
   std::vector<zoo_op_t> copies(ops, ops + count);
@@ -112,6 +115,7 @@ int Multi(zhandle_t* zh, int count, const zoo_op_t* ops, zoo_op_result_t* result
     PathOf(op) = path;
     paths.push_back(path);
   }
+  if (sent != nullptr) *sent = true;
   const int rc = zoo_multi(zh, count, copies.data(), results);
   if (rc != ZMARSHALLINGERROR) {
     for (char* p : paths) std::free(p);
@@ -266,7 +270,11 @@ class ZooKeeperSession {
   Status AwaitSession(ZHandle& h);
   // Authenticates `h`'s session as the digest user username_.
   Status Authenticate(ZHandle& h);
-  // Connect's part under connect_mu_: the connected handle.
+  // Takes the one connection attempt's turn (connecting_ is the holder's), waiting at most a
+  // call timeout for another caller's; false when it did not come.
+  bool TakeTurn();
+  void EndTurn();
+  // Connect's part, in the turn: the connected handle.
   Result<std::shared_ptr<ZHandle>> ConnectLocked();
   // Deletes `node` if it is still the claim it names: ZOK when done or nothing is left to do,
   // else the connection error. REQUIRES: claims_mu_ held.
@@ -277,33 +285,59 @@ class ZooKeeperSession {
   const std::chrono::milliseconds call_timeout_;
   const std::string username_;  // "" = no authentication
   const std::string password_;
-  std::timed_mutex connect_mu_;          // one connection attempt at a time
-  std::shared_ptr<ZHandle> connecting_;  // guarded by connect_mu_: made, not yet published
+  // One connection attempt at a time (a flag and a condition, not a timed mutex: ThreadSanitizer
+  // does not see pthread_mutex_clocklock).
+  std::mutex turn_mu_;
+  std::condition_variable turn_cv_;
+  bool turn_taken_ = false;              // guarded by turn_mu_
+  std::shared_ptr<ZHandle> connecting_;  // the turn's holder's: made, not yet published
   std::mutex claims_mu_;                 // a claim's atomic step, or releases
   std::uint64_t claims_made_ = 0;        // guarded by claims_mu_
-  std::map<std::string, std::uint64_t> last_claim_;  // guarded by claims_mu_: by owner path
-  std::mutex mu_;                                    // held briefly
-  std::shared_ptr<ZHandle> current_;                 // guarded by mu_: connected when published
-  std::vector<OwnedNode> kept_;                      // guarded by mu_: releases the connection lost
+  // Guarded by claims_mu_: by owner path, one entry per node ever claimed in the session (a
+  // strict tag's is one: at most the tags a server serves and has served).
+  std::map<std::string, std::uint64_t> last_claim_;
+  std::mutex mu_;                     // held briefly
+  std::shared_ptr<ZHandle> current_;  // guarded by mu_: connected when published
+  std::vector<OwnedNode> kept_;       // guarded by mu_: releases the connection lost
 };
 
 Result<std::shared_ptr<ZHandle>> ZooKeeperSession::Connect() {
   std::shared_ptr<ZHandle> h = Current();
   if (h == nullptr || zoo_state(h->zh) != ZOO_CONNECTED_STATE) {
     // Each caller waits at most a call timeout for another's attempt, then its own.
-    std::unique_lock connect(connect_mu_, std::defer_lock);
-    if (!connect.try_lock_for(call_timeout_)) {
+    if (!TakeTurn()) {
       return Unavailable(fmt::format("zookeeper {} cannot be reached within {} ms", servers_,
                                      call_timeout_.count()));
     }
-    SEKKA_ASSIGN_OR_RETURN(auto connected, ConnectLocked());
-    h = std::move(connected);
+    Result<std::shared_ptr<ZHandle>> connected = ConnectLocked();
+    EndTurn();
+    SEKKA_RETURN_IF_ERROR(connected);
+    h = std::move(connected).value();
   }
   SendKept(h);  // before anything else of the caller's
   return h;
 }
 
+bool ZooKeeperSession::TakeTurn() {
+  std::unique_lock lock(turn_mu_);
+  if (!turn_cv_.wait_for(lock, call_timeout_, [&] { return !turn_taken_; })) return false;
+  turn_taken_ = true;
+  return true;
+}
+
+void ZooKeeperSession::EndTurn() {
+  {
+    std::lock_guard lock(turn_mu_);
+    turn_taken_ = false;
+  }
+  turn_cv_.notify_one();
+}
+
 void ZooKeeperSession::SendKept(const std::shared_ptr<ZHandle>& h) {
+  {
+    std::lock_guard lock(mu_);
+    if (kept_.empty()) return;  // the usual case: no wait behind another tag's claim
+  }
   std::lock_guard claims(claims_mu_);
   std::vector<OwnedNode> kept;
   {
@@ -356,9 +390,9 @@ Result<std::shared_ptr<ZHandle>> ZooKeeperSession::ConnectLocked() {
 
 void ZooKeeperSession::End() {
   std::shared_ptr<ZHandle> closing;
-  {
-    std::lock_guard connect(connect_mu_);
+  if (TakeTurn()) {  // else the attempt under way keeps its client (closed with the session)
     closing = std::move(connecting_);
+    EndTurn();
   }
   std::lock_guard lock(mu_);
   current_.reset();
@@ -933,25 +967,28 @@ Result<std::optional<std::int64_t>> ZooKeeperCoordinator::Claim(
     claimed_[id] =
         OwnedNode{session(), path, hwm_path, ours ? seen->version : 0, hwm_stat.version + 1};
     std::uint64_t previous = 0;
+    bool sent = false;
     {
       const std::unique_lock step = zk_->ClaimStep(path, claimed_[id].claim, previous);
-      rc = Multi(zh(), n, ops, results);
+      rc = Multi(zh(), n, ops, results, &sent);
     }
     if (rc == ZOK) {
       SEKKA_ASSIGN_OR_RETURN(auto czxid, ClaimedNode(id));
-      if (!czxid) return std::optional<std::int64_t>();  // the session ended meanwhile
+      if (!czxid) return std::optional<std::int64_t>();  // the node went meanwhile
       fences_[id] = Fence{session(), *czxid, after.version, hwm, leaf_stat.version};
       return std::optional<std::int64_t>(hwm);
     }
-    if (IsConnectionError(rc) || IsSessionGone(rc) || rc == ZNOAUTH) {
-      return FromRc(rc, "claim " + path);
-    }
+    // Sent without an answer: it may have landed (Close lets go of it).
+    if (sent && (IsConnectionError(rc) || IsSessionGone(rc))) return FromRc(rc, "claim " + path);
     // Nothing landed.
     zk_->UndoClaim(path, claimed_[id].claim, previous);
     if (before) {
       claimed_[id] = *before;
     } else {
       claimed_.erase(id);
+    }
+    if (IsConnectionError(rc) || IsSessionGone(rc) || rc == ZNOAUTH) {
+      return FromRc(rc, "claim " + path);
     }
     // The hwm node (or the Leaf node) was written meanwhile: read it again (step 2 sees a new
     // holder, 1b a Leaf server's write). Any other failed op (the owner node came or went): the
@@ -986,11 +1023,12 @@ Status ZooKeeperCoordinator::KeepAlive(std::int64_t id) {
 }
 
 Result<std::optional<std::int64_t>> ZooKeeperCoordinator::ClaimedNode(std::int64_t id) {
+  // Read even when the czxid is known (the node was held before): it must still be there.
   OwnedNode& node = claimed_[id];
-  if (node.czxid != 0) return std::optional<std::int64_t>(node.czxid);  // held before
   Stat stat{};
   const int rc = zoo_exists(zh(), node.owner_path.c_str(), 0, &stat);
-  if (rc == ZOK && stat.ephemeralOwner == node.session) {
+  if (rc == ZOK && stat.ephemeralOwner == node.session &&
+      (node.czxid == 0 || stat.czxid == node.czxid)) {
     node.czxid = stat.czxid;
     return std::optional<std::int64_t>(node.czxid);
   }

@@ -561,6 +561,10 @@ class ManyTags:
     holds one session for every strict tag (backends/coordinator_sessions.h)."""
 
     TAGS = [f"m{i}" for i in range(1000)]
+    # The default TTL: each server renews 500 leases every TTL/3 (on etcd a keepalive and a
+    # read each, one at a time), which a sanitizer build beside other tests keeps up with at
+    # 10 s, not at 4 s.
+    TTL_S = 10
     source = None
 
     def setUp(self):
@@ -612,7 +616,7 @@ class ManyTags:
         for i in range(2):
             self.servers.append(Server(
                 self.dirs.path(f"s{i}"), "--worker-source", self.source, "--coordinator",
-                f"{self.source}://{self.coord.endpoints}", "--lease-ttl", f"{TTL_S}s",
+                f"{self.source}://{self.coord.endpoints}", "--lease-ttl", f"{self.TTL_S}s",
                 "--strict-tags", ",".join(self.TAGS)))
         half = len(self.TAGS) // 2
         # Each server leads half of the tags (it asks first) and follows the other half.
@@ -628,7 +632,7 @@ class ManyTags:
             self.assertGreater(more[tag][0], got[tag][0], tag)
         # Past the TTL the leases were kept (renewed through the one session each) and every
         # tag is still served by both servers, in order.
-        time.sleep(TTL_S + 1)
+        time.sleep(self.TTL_S + 1)
         last, errors = self.draw_all(first + second)
         self.assertEqual(errors[:5], [], f"{len(errors)} of the last draws failed")
         for tag in self.TAGS:
