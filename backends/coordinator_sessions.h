@@ -18,13 +18,23 @@
 #ifndef SEKKA_BACKENDS_COORDINATOR_SESSIONS_H_
 #define SEKKA_BACKENDS_COORDINATOR_SESSIONS_H_
 
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <string>
 
+#include "sekka/coordinator.h"
+
 namespace sekka {
+
+// True when `h` is the holding a claim made in session `session`, known by its creation
+// `creation` (ZooKeeper's czxid, etcd's mod_revision; 0: not known, the claim's answer was
+// lost): the test of Coordinator::Mine for a session shared by several coordinators.
+inline bool IsClaim(const Holding& h, std::int64_t session, std::int64_t creation) {
+  return h.session != 0 && session == h.session && (creation == 0 || creation == h.version);
+}
 
 class CoordinatorSessions {
  public:
@@ -44,6 +54,43 @@ class CoordinatorSessions {
  private:
   std::mutex mu_;
   std::map<std::string, std::weak_ptr<void>> live_;  // guarded by mu_
+};
+
+// The claims of one shared session, numbered per key (an owner node's path, an owner key): a
+// release of an earlier claim of a key is void once a later claim of it may have landed (the
+// later one is then the key's to release). Claims and releases run one at a time.
+class ClaimLedger {
+ public:
+  // A claim's step for `key`, sent while the returned lock is held: `claim` gets its number,
+  // `previous` the key's last before it.
+  std::unique_lock<std::mutex> Begin(const std::string& key, std::uint64_t& claim,
+                                     std::uint64_t& previous) {
+    std::unique_lock lock(mu_);
+    claim = ++made_;
+    std::uint64_t& last = last_[key];
+    previous = last;
+    last = claim;
+    return lock;
+  }
+  // Nothing of `claim` landed: `previous` is the key's last again (unless a later one came).
+  void Undo(const std::string& key, std::uint64_t claim, std::uint64_t previous) {
+    std::lock_guard lock(mu_);
+    if (auto it = last_.find(key); it != last_.end() && it->second == claim) it->second = previous;
+  }
+  // Held while releases are sent.
+  std::unique_lock<std::mutex> Lock() { return std::unique_lock(mu_); }
+  // True unless a claim of `key` later than `claim` may have landed. REQUIRES: Lock() held.
+  bool Latest(const std::string& key, std::uint64_t claim) const {
+    auto it = last_.find(key);
+    return it == last_.end() || it->second == claim;
+  }
+
+ private:
+  std::mutex mu_;
+  std::uint64_t made_ = 0;  // guarded by mu_
+  // Guarded by mu_: one entry per key ever claimed in the session (a strict tag's is one: at most
+  // the tags a server serves and has served).
+  std::map<std::string, std::uint64_t> last_;
 };
 
 }  // namespace sekka

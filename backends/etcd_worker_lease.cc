@@ -140,7 +140,7 @@ class EtcdSession {
     std::string key;            // base64
     std::int64_t revision = 0;  // its mod_revision as claimed; 0: not known
     std::string identity;       // base64 of the claim's value
-    // The claim's number in this session (ClaimStep): a later claim of the key here takes it
+    // The claim's number in this session (ClaimLedger): a later claim of the key here takes it
     // over, and this one's release is then void.
     std::uint64_t claim = 0;
   };
@@ -156,25 +156,9 @@ class EtcdSession {
     }
     if (!kept.empty()) Release(std::move(kept));
   }
-  // One claim's transaction for `key`, while the returned lock is held: no release of an
-  // earlier claim of the key runs meanwhile, and none runs after (this claim takes the key
-  // over). `claim` gets the claim's number, `previous` the one before, which UndoClaim makes
-  // the last again when nothing landed.
-  std::unique_lock<std::mutex> ClaimStep(const std::string& key, std::uint64_t& claim,
-                                         std::uint64_t& previous) {
-    std::unique_lock guard(claims_mu_);
-    claim = ++claims_made_;
-    std::uint64_t& last = last_claim_[key];
-    previous = last;
-    last = claim;
-    return guard;
-  }
-  void UndoClaim(const std::string& key, std::uint64_t claim, std::uint64_t previous) {
-    std::lock_guard guard(claims_mu_);
-    if (auto it = last_claim_.find(key); it != last_claim_.end() && it->second == claim) {
-      it->second = previous;
-    }
-  }
+  // Claims of this session's owner keys, and the releases against them, one at a time (taken
+  // before call_mu_).
+  ClaimLedger& ledger() { return ledger_; }
   std::string Describe() const {
     return fmt::format("{}{}{}", endpoints_[current_].Text(),
                        access_.tls.enabled() ? " over TLS" : "",
@@ -208,12 +192,10 @@ class EtcdSession {
   bool auth_off_ = false;  // guarded by call_mu_: etcd said authentication is not enabled
   std::atomic<std::size_t> current_{0};  // the endpoint that answered last
   std::mutex grant_mu_;                  // one grant at a time
-  std::mutex claims_mu_;           // a claim's transaction, or releases (taken before call_mu_)
-  std::uint64_t claims_made_ = 0;  // guarded by claims_mu_
-  std::map<std::string, std::uint64_t> last_claim_;  // guarded by claims_mu_: by owner key
-  std::mutex mu_;                                    // held briefly
-  std::int64_t lease_ = 0;                           // guarded by mu_; 0: none granted
-  std::vector<Owned> kept_;                          // guarded by mu_: releases without an answer
+  ClaimLedger ledger_;                   // by owner key (base64)
+  std::mutex mu_;                        // held briefly
+  std::int64_t lease_ = 0;               // guarded by mu_; 0: none granted
+  std::vector<Owned> kept_;              // guarded by mu_: releases without an answer
 };
 
 Result<EtcdSession::Answer> EtcdSession::CallOne(const HostPort& to, std::string_view path,
@@ -327,16 +309,13 @@ Result<std::int64_t> EtcdSession::Lease() {
 std::size_t EtcdSession::Release(std::vector<Owned> keys) {
   std::vector<Owned> lost;
   {
-    std::lock_guard claims(claims_mu_);
+    const std::unique_lock claims = ledger_.Lock();
     const std::int64_t live = lease();
     for (Owned& owned : keys) {
       if (owned.lease != live) continue;  // gone with its lease (or goes with its revocation)
       // After a later claim of the key in this session (that landed, or may have), it is that
       // claim's.
-      if (auto it = last_claim_.find(owned.key);
-          it != last_claim_.end() && it->second != owned.claim) {
-        continue;
-      }
+      if (!ledger_.Latest(owned.key, owned.claim)) continue;
       if (!ReleaseOne(owned)) lost.push_back(std::move(owned));
     }
   }
@@ -388,8 +367,7 @@ class EtcdCoordinator final : public Coordinator {
   std::int64_t session() const override { return etcd_->lease(); }
   bool Mine(std::int64_t id, const Holding& h) const override {
     auto it = claimed_.find(id);
-    return h.session != 0 && it != claimed_.end() && it->second.lease == h.session &&
-           (it->second.revision == 0 || it->second.revision == h.version);
+    return it != claimed_.end() && IsClaim(h, it->second.lease, it->second.revision);
   }
   Result<std::int64_t> PeekHwm(std::int64_t id) override;
   Result<std::optional<std::int64_t>> Claim(std::int64_t id,
@@ -530,13 +508,13 @@ Result<std::optional<std::int64_t>> EtcdCoordinator::ClaimOnce(std::int64_t id,
   std::uint64_t previous = 0;
   Result<json> answer = Internal("not sent");
   {
-    const std::unique_lock step = etcd_->ClaimStep(key, owned.claim, previous);
+    const std::unique_lock step = etcd_->ledger().Begin(key, owned.claim, previous);
     answer = Call("/v3/kv/txn", txn);
   }
   if (!answer.ok()) return std::move(answer).error();
   const json& r = *answer;
   if (r.contains("error") || !r.value("succeeded", false)) {  // nothing landed
-    etcd_->UndoClaim(key, owned.claim, previous);
+    etcd_->ledger().Undo(key, owned.claim, previous);
     if (before) {
       claimed_[id] = *before;
     } else {

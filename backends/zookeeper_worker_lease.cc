@@ -212,7 +212,7 @@ struct OwnedNode {
   std::int64_t czxid = 0;
   // With czxid 0: the hwm node's version if the claim landed (the one it read, + 1).
   std::int32_t landed_version = -1;
-  // The claim's number in its session (ClaimStep): a later claim of the node there takes it
+  // The claim's number in its session (ClaimLedger): a later claim of the node there takes it
   // over, and this one's release is then void.
   std::uint64_t claim = 0;
 };
@@ -253,13 +253,8 @@ class ZooKeeperSession {
   // Deletes `nodes` where they are still the claims they name; those the connection lost are
   // kept for the next Connect. Returns how many were kept.
   std::size_t Release(const std::shared_ptr<ZHandle>& h, std::vector<OwnedNode> nodes);
-  // One claim's atomic step for `owner_path`, while the returned lock is held: no release of
-  // an earlier claim of the node runs meanwhile, and none runs after (this claim takes the node
-  // over). `claim` gets the claim's number (OwnedNode::claim), `previous` the number of the
-  // claim before, which UndoClaim makes the last again when nothing landed.
-  std::unique_lock<std::mutex> ClaimStep(const std::string& owner_path, std::uint64_t& claim,
-                                         std::uint64_t& previous);
-  void UndoClaim(const std::string& owner_path, std::uint64_t claim, std::uint64_t previous);
+  // Claims of this session's nodes, and the releases against them, one at a time.
+  ClaimLedger& ledger() { return ledger_; }
   // Sends the releases kept for `h`'s session.
   void SendKept(const std::shared_ptr<ZHandle>& h);
 
@@ -277,7 +272,7 @@ class ZooKeeperSession {
   // Connect's part, in the turn: the connected handle.
   Result<std::shared_ptr<ZHandle>> ConnectLocked();
   // Deletes `node` if it is still the claim it names: ZOK when done or nothing is left to do,
-  // else the connection error. REQUIRES: claims_mu_ held.
+  // else the connection error. REQUIRES: ledger_.Lock() held.
   int ReleaseOne(zhandle_t* zh, const OwnedNode& node);
 
   const std::string servers_;
@@ -291,14 +286,10 @@ class ZooKeeperSession {
   std::condition_variable turn_cv_;
   bool turn_taken_ = false;              // guarded by turn_mu_
   std::shared_ptr<ZHandle> connecting_;  // the turn's holder's: made, not yet published
-  std::mutex claims_mu_;                 // a claim's atomic step, or releases
-  std::uint64_t claims_made_ = 0;        // guarded by claims_mu_
-  // Guarded by claims_mu_: by owner path, one entry per node ever claimed in the session (a
-  // strict tag's is one: at most the tags a server serves and has served).
-  std::map<std::string, std::uint64_t> last_claim_;
-  std::mutex mu_;                     // held briefly
-  std::shared_ptr<ZHandle> current_;  // guarded by mu_: connected when published
-  std::vector<OwnedNode> kept_;       // guarded by mu_: releases the connection lost
+  ClaimLedger ledger_;                   // by owner path
+  std::mutex mu_;                        // held briefly
+  std::shared_ptr<ZHandle> current_;     // guarded by mu_: connected when published
+  std::vector<OwnedNode> kept_;          // guarded by mu_: releases the connection lost
 };
 
 Result<std::shared_ptr<ZHandle>> ZooKeeperSession::Connect() {
@@ -338,7 +329,7 @@ void ZooKeeperSession::SendKept(const std::shared_ptr<ZHandle>& h) {
     std::lock_guard lock(mu_);
     if (kept_.empty()) return;  // the usual case: no wait behind another tag's claim
   }
-  std::lock_guard claims(claims_mu_);
+  const std::unique_lock claims = ledger_.Lock();
   std::vector<OwnedNode> kept;
   {
     std::lock_guard lock(mu_);
@@ -459,30 +450,11 @@ Status ZooKeeperSession::Authenticate(ZHandle& h) {
   return Status::Ok();
 }
 
-std::unique_lock<std::mutex> ZooKeeperSession::ClaimStep(const std::string& owner_path,
-                                                         std::uint64_t& claim,
-                                                         std::uint64_t& previous) {
-  std::unique_lock guard(claims_mu_);
-  claim = ++claims_made_;
-  std::uint64_t& last = last_claim_[owner_path];
-  previous = last;
-  last = claim;
-  return guard;
-}
-
-void ZooKeeperSession::UndoClaim(const std::string& owner_path, std::uint64_t claim,
-                                 std::uint64_t previous) {
-  std::lock_guard guard(claims_mu_);
-  if (auto it = last_claim_.find(owner_path); it != last_claim_.end() && it->second == claim) {
-    it->second = previous;
-  }
-}
-
 std::size_t ZooKeeperSession::Release(const std::shared_ptr<ZHandle>& h,
                                       std::vector<OwnedNode> nodes) {
   std::vector<OwnedNode> lost;
   {
-    std::lock_guard guard(claims_mu_);
+    const std::unique_lock claims = ledger_.Lock();
     for (OwnedNode& node : nodes) {
       // A node of another session went with it (or goes when it closes).
       if (h == nullptr || node.session != h->session) continue;
@@ -500,12 +472,9 @@ int ZooKeeperSession::ReleaseOne(zhandle_t* zh, const OwnedNode& node) {
   // node has it), or, for a claim whose answer was lost, this session's node with the hwm node
   // at the version the claim left. The hwm node's version, read first, is checked again as the
   // node is deleted: every claim writes it, so a claim between the reads and the delete fails
-  // the delete. (A claim's step and a release never overlap in one session: ClaimStep.) After a
+  // the delete. (A claim's step and a release never overlap in one session: ClaimLedger.) After a
   // later claim of the node in this session (that landed, or may have), it is that claim's.
-  if (auto it = last_claim_.find(node.owner_path);
-      it != last_claim_.end() && it->second != node.claim) {
-    return ZOK;
-  }
+  if (!ledger_.Latest(node.owner_path, node.claim)) return ZOK;
   Stat hwm{};
   int rc = zoo_exists(zh, node.hwm_path.c_str(), 0, &hwm);
   if (rc == ZNONODE) return ZOK;  // nothing was claimed
@@ -552,8 +521,7 @@ class ZooKeeperCoordinator final : public Coordinator {
   std::int64_t session() const override { return h_ == nullptr ? 0 : h_->session; }
   bool Mine(std::int64_t id, const Holding& h) const override {
     auto it = claimed_.find(id);
-    return h.session != 0 && it != claimed_.end() && it->second.session == h.session &&
-           (it->second.czxid == 0 || it->second.czxid == h.version);
+    return it != claimed_.end() && IsClaim(h, it->second.session, it->second.czxid);
   }
   Result<std::int64_t> PeekHwm(std::int64_t id) override;
   Result<std::optional<std::int64_t>> Claim(std::int64_t id,
@@ -969,7 +937,7 @@ Result<std::optional<std::int64_t>> ZooKeeperCoordinator::Claim(
     std::uint64_t previous = 0;
     bool sent = false;
     {
-      const std::unique_lock step = zk_->ClaimStep(path, claimed_[id].claim, previous);
+      const std::unique_lock step = zk_->ledger().Begin(path, claimed_[id].claim, previous);
       rc = Multi(zh(), n, ops, results, &sent);
     }
     if (rc == ZOK) {
@@ -981,7 +949,7 @@ Result<std::optional<std::int64_t>> ZooKeeperCoordinator::Claim(
     // Sent without an answer: it may have landed (Close lets go of it).
     if (sent && (IsConnectionError(rc) || IsSessionGone(rc))) return FromRc(rc, "claim " + path);
     // Nothing landed.
-    zk_->UndoClaim(path, claimed_[id].claim, previous);
+    zk_->ledger().Undo(path, claimed_[id].claim, previous);
     if (before) {
       claimed_[id] = *before;
     } else {
