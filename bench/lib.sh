@@ -27,7 +27,7 @@ cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
 start_pinned_pair() {
   SH=$(free_port); SR=$(free_port); RR=$(free_port)
   taskset -c 0 "$SEKKA" serve --http "127.0.0.1:$SH" --resp "127.0.0.1:$SR" \
-    --data-dir "$WORK/s" --threads 1 --log-level warn > /dev/null &
+    --data-dir "$WORK/s" --threads 1 --io "${IO:-auto}" --log-level warn > /dev/null &
   SP=$!; PIDS+=($!)
   taskset -c 0 redis-server --bind 127.0.0.1 --port "$RR" --save '' --appendonly no --dir "$WORK" \
     --daemonize no --loglevel warning > /dev/null &

@@ -19,6 +19,7 @@ SEKKA="${SEKKA:-build/cli/sekka}"
 WINDOWS="${WINDOWS:-6}"
 SECONDS_PER="${SECONDS_PER:-8}"
 CMD="${CMD:-ID.NEXT}"
+CONNECTIONS="${CONNECTIONS:-25}"
 case "$CMD" in
   ID.NEXT) label=id ;;
   "SEG.NEXT bench")
@@ -41,26 +42,38 @@ for who in redis sekka; do
   port=$([ $who = redis ] && echo "$RR" || echo "$SR")
   cmd=$([ $who = redis ] && echo "INCR x" || echo "$CMD")
   # shellcheck disable=SC2086
-  taskset -c 1 timeout "$limit" redis-benchmark -p "$port" -c 25 -n 200000000 -P "${P:-1}" \
+  taskset -c 1 timeout "$limit" redis-benchmark -p "$port" -c "$CONNECTIONS" -n 200000000 -P "${P:-1}" \
     $cmd > /dev/null 2>&1 &
   PIDS+=($!)
 done
 sleep 3  # both loads running
-ratios=()
+ratios=(); served=(); calls=()
 for w in $(seq "$WINDOWS"); do
   r0=$(served_redis); s0=$(served_sekka); rc0=$(cpu_ticks "$RP"); sc0=$(cpu_ticks "$SP")
-  sleep "$SECONDS_PER"
+  perf stat -x, -e raw_syscalls:sys_enter -p "$RP" -o "$WORK/rsys" -- sleep "$SECONDS_PER" &
+  rs=$!
+  perf stat -x, -e raw_syscalls:sys_enter -p "$SP" -o "$WORK/ssys" -- sleep "$SECONDS_PER"
+  wait "$rs"
   r1=$(served_redis); s1=$(served_sekka); rc1=$(cpu_ticks "$RP"); sc1=$(cpu_ticks "$SP")
   if [ $((r1 - r0)) -le 0 ] || [ $((s1 - s0)) -le 0 ]; then
     echo "window $w: a server answered no requests (redis $((r1 - r0)), sekka $((s1 - s0)))" >&2
     exit 1
   fi
-  line=$(awk -v r=$((r1 - r0)) -v s=$((s1 - s0)) -v rc=$((rc1 - rc0)) -v sc=$((sc1 - sc0)) 'BEGIN {
+  rsys=$(grep raw_syscalls "$WORK/rsys" | cut -d, -f1); ssys=$(grep raw_syscalls "$WORK/ssys" | cut -d, -f1)
+  line=$(awk -v r=$((r1 - r0)) -v s=$((s1 - s0)) -v rc=$((rc1 - rc0)) -v sc=$((sc1 - sc0)) \
+    -v rsys="$rsys" -v ssys="$ssys" 'BEGIN {
     rpr = rc / r * 1e6; spr = sc / s * 1e6
-    printf "requests redis %d sekka %d (%.3f)  ticks per million requests redis %.0f sekka %.0f  ratio %.3f",
-      r, s, s / r, rpr, spr, spr / rpr }')
+    printf "requests redis %d sekka %d (%.3f)  system calls per request redis %.3f sekka %.3f  ",
+      r, s, s / r, rsys / r, ssys / s
+    printf "ticks per million requests redis %.0f sekka %.0f  ratio %.3f", rpr, spr, spr / rpr }')
   echo "window $w: $line"
   ratios+=("${line##* }")
+  served+=("$(awk -v r=$((r1 - r0)) -v s=$((s1 - s0)) 'BEGIN { printf "%.3f", s / r }')")
+  calls+=("$(awk -v r=$((r1 - r0)) -v s=$((s1 - s0)) -v rsys="$rsys" -v ssys="$ssys" \
+    'BEGIN { printf "%.3f", (ssys / s) / (rsys / r) }')")
 done
-printf '%s\n' "${ratios[@]}" | sort -n | awk '{ a[NR] = $1 } END {
-  printf "median ratio %.3f (%d windows, %s s each)\n", (NR % 2 ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2), NR, "'"$SECONDS_PER"'" }'
+median() { sort -n | awk '{ a[NR] = $1 } END { printf "%.3f", (NR % 2 ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2) }'; }
+echo "median CPU per request ratio $(printf '%s\n' "${ratios[@]}" | median)," \
+  "requests served ratio $(printf '%s\n' "${served[@]}" | median)," \
+  "system calls per request ratio $(printf '%s\n' "${calls[@]}" | median)" \
+  "($WINDOWS windows, $SECONDS_PER s each, -P ${P:-1}, $CONNECTIONS connections, sekka I/O ${IO:-auto})"

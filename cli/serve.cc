@@ -361,14 +361,17 @@ std::string ListeningLine(const server::ServerConfig& config, const server::Serv
           ? ""
           : (config.server_tls_cert_file.empty() ? "http://" : "https://") + server.http_address();
   return fmt::format(
-      "sekka serve: {}, {}{} (worker id {}{}, layout {}, data {}{})", on("HTTP", http),
+      "sekka serve: {}, {}{} (worker id {}{}, layout {}, data {}{}, I/O {})", on("HTTP", http),
       on("Redis protocol", server.resp_address()),
       server.thrift_address().empty() ? "" : ", Thrift on " + server.thrift_address(),
       s.worker().worker_id,
       s.layout().datacenter_bits() > 0 ? fmt::format(", datacenter {}", s.worker().datacenter_id)
                                        : "",
       s.layout().name(), config.data_dir,
-      config.server_tls_cert_file.empty() ? "" : ", TLS on every listener");
+      config.server_tls_cert_file.empty() ? "" : ", TLS on every listener",
+      server.io_refused().empty()
+          ? server.io()
+          : fmt::format("{} (io_uring refused: {})", server.io(), server.io_refused()));
 }
 
 }  // namespace
@@ -403,6 +406,7 @@ int RunServe(const ServeFlags& flags) {
                                          ? server::StrictAddress(*config, (*server)->resp_address())
                                          : kLocalStrictAddress;
   if (!strict_address.empty()) (*service)->SetStrictAddress(strict_address);
+  (*service)->SetIo((*server)->io(), (*server)->io_refused());
   const Service& s = **service;
   std::puts(ListeningLine(*config, s, **server).c_str());
   std::fflush(stdout);

@@ -11,7 +11,7 @@ PACKAGES=(
   # libraries (each one is justified in docs/design.md)
   libfmt-dev libcli11-dev nlohmann-json3-dev libasio-dev node-llhttp libtomlplusplus-dev
   libsqlite3-dev libpq-dev postgresql libmariadb-dev mariadb-server mariadb-client
-  libzookeeper-mt-dev libssl-dev libcurl4-openssl-dev
+  libzookeeper-mt-dev libssl-dev libcurl4-openssl-dev liburing-dev
   # coordinators the worker-id lease tests start (etcd 3.4, ZooKeeper 3.8)
   etcd-server etcd-client zookeeper
   # the TLS tests make their CA and certificates with the openssl command

@@ -246,6 +246,9 @@ Status ServerSection(const Values& v, ServerConfig& c) {
       c.log_level != "error") {
     return BadValue("server.log_level", c.log_level, "debug, info, warn or error");
   }
+  if (c.io != "auto" && c.io != "io_uring" && c.io != "epoll") {
+    return BadValue("server.io", c.io, "auto, io_uring or epoll");
+  }
   if (get("server.resp_ids") != "integer" && get("server.resp_ids") != "string") {
     return BadValue("server.resp_ids", get("server.resp_ids"), "integer or string");
   }

@@ -45,6 +45,7 @@ struct ServerConfig {
   std::int64_t max_batch{};               // ids per batch request
   std::int64_t request_timeout_ms{};      // a request must arrive whole this soon
   std::int64_t max_buffer_mib{};          // all connections' buffers together
+  std::string io;                         // server.io: auto | io_uring | epoll
   std::int64_t busy_poll_us{};            // loops poll this long before sleeping; 0 = never
   std::string log_level;                  // debug | info | warn | error
   bool resp_string_ids{};  // server.resp_ids = "string": RESP ids as decimal bulk strings

@@ -111,6 +111,10 @@ const std::vector<Key>& Keys() {
        "MiB of request and reply buffers across all connections; past it the connection "
        "buffering the most is closed (16 to 1048576)",
        "--max-buffer-mib"},
+      {"server.io", Type::kString, "auto", 0, 0, &ServerConfig::io,
+       "how the event loops do their I/O: io_uring, epoll, or auto (io_uring where the kernel "
+       "allows it, else epoll)",
+       "--io"},
       {"server.busy_poll_us", Type::kInt, "0", 0, 100'000, &ServerConfig::busy_poll_us,
        "event loops poll this long (us) before sleeping; 0 = never", "--busy-poll-us"},
       {"server.log_level", Type::kString, "info", 0, 0, &ServerConfig::log_level,

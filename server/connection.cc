@@ -43,6 +43,7 @@ void Connection::Begin() {
   asio::error_code ignored;
   socket_.non_blocking(true, ignored);
   fd_.store(socket_.native_handle());
+  socket_.UseRing();
   peer_ = socket_.remote_endpoint(ignored).address();
   trusted_ = StartsAuthenticated(server_.config(), tls_context_ != nullptr);
   ArmIdleTimer();
@@ -326,7 +327,7 @@ void Connection::OnRead(const asio::error_code& ec, std::size_t n) {
   in_.append(chunk_.get(), n);
   // There may be more: take it without waiting (plain TCP only; a TLS record is read whole by
   // the stream, never from the socket under it).
-  if (tls_context_ == nullptr && n == kReadChunk) {
+  if (tls_context_ == nullptr && n == kReadChunk && !socket_.on_ring()) {
     asio::error_code more_ec;
     const std::size_t limit = limits().input;
     while (in_.size() <= limit) {
@@ -542,10 +543,11 @@ void Connection::QueueWrite() {
 
 void Connection::Write() {
   // Most replies fit the socket buffer: write them at once, and only wait when it is full
-  // (plain TCP; TLS writes go through the stream's own writes).
+  // (plain TCP on epoll; TLS writes go through the stream's own writes). On a ring the write
+  // goes with the round's others, and the next read with it (server/uring_loop.h).
   asio::error_code ec;
   std::size_t written = 0;
-  while (tls_context_ == nullptr && written < out_.size()) {
+  while (tls_context_ == nullptr && !socket_.on_ring() && written < out_.size()) {
     const std::size_t n =
         socket_.write_some(asio::buffer(out_.data() + written, out_.size() - written), ec);
     if (ec) break;
@@ -563,6 +565,12 @@ void Connection::Write() {
     write_pos_ = 0;
     write_since_ms_.store(NowMs());
     WriteSome();
+    // What AfterWrite would do once the write is done; reading meanwhile takes one chunk at
+    // most (OnRead's Continue waits for the write).
+    if (socket_.on_ring() && tls_ == nullptr && in_.empty() && !pending_ && !closing_ &&
+        !draining_) {
+      Read();
+    }
     return;
   }
   out_.clear();

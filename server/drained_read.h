@@ -58,6 +58,8 @@
 #include <type_traits>
 #include <utility>
 
+#include "server/uring_loop.h"
+
 #if ASIO_VERSION == 102201 && defined(ASIO_HAS_EPOLL) && !defined(ASIO_HAS_IO_URING_AS_DEFAULT)
 #define SEKKA_DRAINED_READ 1
 #endif
@@ -189,10 +191,63 @@ class Op : public asio::detail::reactor_op {
 }  // namespace drained_read_internal
 #endif
 
-// A TCP socket with DrainedRead. Moved from an accepted tcp::socket.
+// A TCP socket with DrainedRead. Moved from an accepted tcp::socket. On a loop that runs on a
+// ring (server/uring_loop.h), UseRing moves its reads, writes and waits there: then only the
+// operations below may be started on it, never the base class's asynchronous ones.
 class TcpSocket : public asio::ip::tcp::socket {
  public:
   explicit TcpSocket(asio::ip::tcp::socket&& socket) : asio::ip::tcp::socket(std::move(socket)) {}
+
+  // From the socket's loop, before its first operation: its operations go to the loop's ring
+  // when the loop runs on one. True then.
+  bool UseRing() {
+    UringLoop* ring = UringLoop::Current();
+    if (ring != nullptr && ring->LeaveReactor(native_handle())) ring_ = ring;
+    return ring_ != nullptr;
+  }
+  bool on_ring() const { return ring_ != nullptr; }
+
+  // async_read_some, async_write_some and async_wait of the base class, or on the ring. On the
+  // ring, one buffer (the first non-empty one) per call.
+  template <typename Buffers, typename Handler>
+  void async_read_some(const Buffers& buffers, Handler&& handler) {
+    if (ring_ == nullptr) {
+      asio::ip::tcp::socket::async_read_some(buffers, std::forward<Handler>(handler));
+      return;
+    }
+    RingReceive(FirstOf<asio::mutable_buffer>(buffers), std::forward<Handler>(handler));
+  }
+  template <typename Buffers, typename Handler>
+  void async_write_some(const Buffers& buffers, Handler&& handler) {
+    if (ring_ == nullptr) {
+      asio::ip::tcp::socket::async_write_some(buffers, std::forward<Handler>(handler));
+      return;
+    }
+    const asio::const_buffer first = FirstOf<asio::const_buffer>(buffers);
+    if (first.size() == 0) {
+      Complete(std::forward<Handler>(handler), asio::error_code(), 0);
+      return;
+    }
+    ring_->Send(native_handle(), first.data(), first.size(),
+                [this, first, handler = std::forward<Handler>(handler)](int res) mutable {
+                  if (res == -EAGAIN) {  // a spurious wake-up: again
+                    async_write_some(first, std::move(handler));
+                    return;
+                  }
+                  std::move(handler)(ErrorOf(res), res > 0 ? static_cast<std::size_t>(res) : 0);
+                });
+  }
+  template <typename Handler>  // void(const asio::error_code&)
+  void async_wait(wait_type type, Handler&& handler) {
+    if (ring_ == nullptr || type != wait_read) {
+      asio::ip::tcp::socket::async_wait(type, std::forward<Handler>(handler));
+      return;
+    }
+    ring_->WaitReadable(native_handle(),
+                        [handler = std::forward<Handler>(handler)](int res) mutable {
+                          std::move(handler)(res < 0 ? ErrorOf(res) : asio::error_code());
+                        });
+  }
 
   // async_read_some of one buffer, which lets the next read skip the try when this one emptied
   // the socket. One at a time; the handler runs on the socket's executor. The bytes it reads
@@ -200,6 +255,10 @@ class TcpSocket : public asio::ip::tcp::socket {
   // runs (a read tried at once posts its handler behind the loop's queue).
   template <typename Handler>
   void DrainedRead(asio::mutable_buffer buffer, Handler&& handler) {
+    if (ring_ != nullptr) {
+      RingReceive(buffer, std::forward<Handler>(handler));
+      return;
+    }
 #ifdef SEKKA_DRAINED_READ
     auto& impl = impl_.get_implementation();
     asio::error_code ec;
@@ -221,10 +280,63 @@ class TcpSocket : public asio::ip::tcp::socket {
     });
   }
 
+  // Closes it. On a ring, what was queued for it is submitted first: once the descriptor's
+  // number is free, an accept may reuse it, and an entry still queued would act on that socket.
+  void close(asio::error_code& ec) {
+    if (ring_ != nullptr) ring_->SubmitQueued();
+    asio::ip::tcp::socket::close(ec);
+  }
+
   // Bytes the socket's reads have taken from the kernel (any thread).
   std::uint64_t received() const { return received_.load(); }
 
  private:
+  static asio::error_code ErrorOf(int res) {
+    if (res >= 0) return {};
+    if (res == -ECANCELED) return asio::error::operation_aborted;
+    return asio::error_code(-res, asio::error::get_system_category());
+  }
+  template <typename Buffer, typename Buffers>
+  static Buffer FirstOf(const Buffers& buffers) {
+    for (auto it = asio::buffer_sequence_begin(buffers); it != asio::buffer_sequence_end(buffers);
+         ++it) {
+      const Buffer b(*it);
+      if (b.size() > 0) return b;
+    }
+    return Buffer();
+  }
+  // A handler for nothing to do (an empty buffer: the TLS stream reads none to get its
+  // handler run by the loop), posted, as Asio's own sockets do.
+  template <typename Handler>
+  void Complete(Handler&& handler, asio::error_code ec, std::size_t n) {
+    asio::post(get_executor(), [handler = std::forward<Handler>(handler), ec, n]() mutable {
+      std::move(handler)(ec, n);
+    });
+  }
+  // A receive on the ring. After one that left the socket empty (a short one), the next waits
+  // for data before trying (the kernel checks the socket's state as it arms that wait).
+  template <typename Handler>
+  void RingReceive(asio::mutable_buffer buffer, Handler&& handler) {
+    if (buffer.size() == 0) {
+      Complete(std::forward<Handler>(handler), asio::error_code(), 0);
+      return;
+    }
+    ring_->Receive(native_handle(), buffer.data(), buffer.size(), emptied_,
+                   [this, buffer, handler = std::forward<Handler>(handler)](int res) mutable {
+                     if (res == -EAGAIN) {  // a spurious wake-up: wait again
+                       emptied_ = true;
+                       RingReceive(buffer, std::move(handler));
+                       return;
+                     }
+                     const std::size_t n = res > 0 ? static_cast<std::size_t>(res) : 0;
+                     received_.fetch_add(n);
+                     emptied_ = n < buffer.size();
+                     std::move(handler)(res == 0 ? asio::error::eof : ErrorOf(res), n);
+                   });
+  }
+
+  UringLoop* ring_ = nullptr;  // UseRing's
+  bool emptied_ = false;       // the last receive on the ring was short
 #ifdef SEKKA_DRAINED_READ
   // Once per socket, before its first drained read: the reactor (a look-up takes the service
   // registry's lock), and FINs in its epoll reports. False where either is missing.

@@ -28,6 +28,7 @@
 #include "server/handlers.h"
 #include "server/log.h"
 #include "server/tls_context.h"
+#include "server/uring_loop.h"
 
 namespace sekka::server {
 namespace {
@@ -116,6 +117,30 @@ class ServerImpl final : public Server, public ConnectionHost {
     return Status::Ok();
   }
 
+  // The rings of the loops (server.io, server/uring_loop.h), or none: the loops run on epoll.
+  Status OpenRings() {
+    if (config_.io == "epoll") return Status::Ok();
+    std::vector<std::unique_ptr<UringLoop>> rings;
+    for (auto& loop : loops_) {
+      Result<std::unique_ptr<UringLoop>> ring = UringLoop::Open(*loop);
+      if (!ring.ok()) {
+        if (config_.io == "io_uring") {
+          return Unavailable(
+              fmt::format("server.io = \"io_uring\", and the kernel refused it: {} "
+                          "(server.io = \"auto\" falls back to epoll)",
+                          ring.error().message));
+        }
+        io_refused_ = ring.error().message;
+        return Status::Ok();
+      }
+      rings.push_back(std::move(ring).value());
+    }
+    rings_ = std::move(rings);
+    return Status::Ok();
+  }
+
+  std::string io() const override { return rings_.empty() ? "epoll" : "io_uring"; }
+  std::string io_refused() const override { return io_refused_; }
   std::string http_address() const override { return http_address_; }
   std::string resp_address() const override { return resp_address_; }
   std::string thrift_address() const override { return thrift_address_; }
@@ -130,9 +155,9 @@ class ServerImpl final : public Server, public ConnectionHost {
     });
     std::vector<std::thread> threads;
     for (std::size_t i = 1; i < loops_.size(); ++i) {
-      threads.emplace_back([this, i] { RunLoop(*loops_[i]); });
+      threads.emplace_back([this, i] { RunLoop(i); });
     }
-    RunLoop(*loops_[0]);
+    RunLoop(0);
     for (auto& t : threads) t.join();
     store_.join();
     strict_.join();
@@ -349,11 +374,16 @@ class ServerImpl final : public Server, public ConnectionHost {
             load.partial_since_ms != 0 ? ShedReason::kSlowSender : ShedReason::kIdle};
   }
 
-  void RunLoop(asio::io_context& loop) {
+  void RunLoop(std::size_t i) {
+    asio::io_context& loop = *loops_[i];
     auto guard = asio::make_work_guard(loop);
     const auto spin = std::chrono::microseconds(config_.busy_poll_us);
     for (;;) {
       try {
+        if (!rings_.empty()) {  // busy polling is the epoll path's
+          rings_[i]->Run();
+          break;
+        }
         if (spin.count() == 0) {
           loop.run();
           break;
@@ -518,6 +548,10 @@ class ServerImpl final : public Server, public ConnectionHost {
   asio::thread_pool store_{4};
   asio::thread_pool strict_{4};
   asio::thread_pool strict_leader_{2};
+  // One per loop, or none (OpenRings). Destroyed after the loops (declared before them): the
+  // sockets of the connections the loops' handlers drop still name their rings.
+  std::vector<std::unique_ptr<UringLoop>> rings_;
+  std::string io_refused_;
   std::vector<std::unique_ptr<asio::io_context>> loops_;
   std::unique_ptr<asio::signal_set> signals_;
   std::unique_ptr<asio::ssl::context> tls_;  // every listener's, when TLS is on
@@ -571,6 +605,7 @@ std::string StrictAddress(const ServerConfig& config, const std::string& bound_r
 
 Result<std::unique_ptr<Server>> Server::Start(Service& service, const ServerConfig& config) {
   auto server = std::make_unique<ServerImpl>(service, config);
+  SEKKA_RETURN_IF_ERROR(server->OpenRings());
   SEKKA_RETURN_IF_ERROR(server->Listen());
   return std::unique_ptr<Server>(std::move(server));
 }

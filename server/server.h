@@ -36,6 +36,10 @@ class Server {
   virtual std::string http_address() const = 0;
   virtual std::string resp_address() const = 0;
   virtual std::string thrift_address() const = 0;
+  // How the event loops do their I/O: "io_uring" or "epoll"; and with server.io = auto and
+  // epoll, why io_uring was not used ("" otherwise).
+  virtual std::string io() const = 0;
+  virtual std::string io_refused() const = 0;
 
   // Serves until SIGTERM/SIGINT or RequestStop(): then stops accepting, lets requests in
   // flight finish (at most 5 s), closes the connections and returns.

@@ -551,7 +551,7 @@ std::string Service::InfoJson() {
       "\"runs_out\":\"{}\"}},\"random_layout\":{{\"name\":{},\"time_bits\":{},\"random_bits\":{},"
       "\"tick_ms\":{},\"runs_out\":\"{}\"}},\"worker\":{{\"source\":\"{}\","
       "\"datacenter_id\":{},\"worker_id\":{}}},\"lease\":{},"
-      "\"hwm\":\"{}\",\"hwm_ms\":{},\"ready\":{},\"reason\":{}}}",
+      "\"hwm\":\"{}\",\"hwm_ms\":{},\"ready\":{},\"reason\":{},\"io\":{},\"io_refused\":{}}}",
       kVersion, (clock_.NowMillis() - started_ms_) / 1000, JsonString(l.name()), l.time_bits(),
       l.datacenter_bits(), l.worker_bits(), l.sequence_bits(), l.tick_millis(),
       FormatUtcMillis(l.epoch_millis()), l.OrderName(), l.shard_bits(),
@@ -560,7 +560,7 @@ std::string Service::InfoJson() {
       random_layout().time_bits(), random_layout().random_bits(), random_layout().tick_millis(),
       FormatUtcMillis(random_layout().end_millis()), w.source, w.datacenter_id, w.worker_id,
       LeaseJson(), FormatUtcMillis(hwm_millis()), hwm_millis(), ready ? "true" : "false",
-      JsonString(RedactSecrets(reason)));
+      JsonString(RedactSecrets(reason)), JsonString(io_), JsonString(io_refused_));
 }
 
 }  // namespace sekka::server

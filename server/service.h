@@ -232,6 +232,12 @@ class Service {
   Result<bool> DeclareStrictTag(std::string_view tag);
   // Where other servers forward strict calls to this one: its RESP address.
   void SetStrictAddress(const std::string& resp_address);
+  // How the server's event loops do their I/O (Server::io, io_refused), for /v1/info. Before
+  // the server runs.
+  void SetIo(std::string io, std::string refused) {
+    io_ = std::move(io);
+    io_refused_ = std::move(refused);
+  }
   const StrictTags* strict_tags() const { return strict_.get(); }
   // Ids the other engines issued (snowflake ids count themselves), for sekka_ids_issued_total.
   enum class Engine { kSegment = 0, kRandom = 1, kUuid = 2, kUlid = 3 };
@@ -384,6 +390,8 @@ class Service {
   mutable std::mutex tokens_mu_;
   std::map<std::string, std::set<std::string, std::less<>>, std::less<>> tinyid_tokens_;
   std::thread tokens_thread_;
+  std::string io_;          // SetIo
+  std::string io_refused_;  // SetIo
 };
 
 }  // namespace sekka::server
