@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
-# sekka's CPU per request against Redis's, both measured over the same seconds: sekka (ID.NEXT,
-# or CMD="SEG.NEXT bench") and redis-server (INCR) pinned together to core 0, each loaded by its
-# own redis-benchmark (-c 25) pinned to core 1, for WINDOWS windows of SECONDS_PER seconds.
+# sekka's CPU and system calls per request against Redis's, both measured over the same seconds:
+# sekka (ID.NEXT, or CMD="SEG.NEXT bench") and redis-server (INCR) pinned together to core 0,
+# each loaded by its own redis-benchmark (-c CONNECTIONS, default 25, -P P, default 1) pinned to
+# core 1, for WINDOWS windows of SECONDS_PER seconds. IO chooses sekka's server.io (default
+# auto). System calls are counted by perf stat on raw_syscalls:sys_enter over each window.
+# FLOOR=1 runs bench/uring_floor.cc (built here with g++) in sekka's place: the CPU per request
+# that answering at all costs on io_uring, below which no design of sekka's can go.
 # Run one after the other (bench/run_cpu.sh), the two servers met different moments of this
 # shared machine, and a server's CPU per request moved by up to 40% between rounds; side by
 # side, what the machine does to one it does to the other. Each server is busier than when alone (they share a core),
@@ -10,6 +14,8 @@
 # each load is bounded in count and in time.
 #   P=1 WINDOWS=6 SECONDS_PER=8 bash bench/run_cpu_pair.sh
 #   CMD="SEG.NEXT bench" P=1 WINDOWS=6 SECONDS_PER=8 bash bench/run_cpu_pair.sh
+#   IO=epoll P=16 CONNECTIONS=500 bash bench/run_cpu_pair.sh
+#   FLOOR=1 P=1 bash bench/run_cpu_pair.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=bench/lib.sh
@@ -28,12 +34,24 @@ case "$CMD" in
     ;;
   *) echo "CMD is \"ID.NEXT\" or \"SEG.NEXT bench\", not \"$CMD\"" >&2; exit 2 ;;
 esac
-start_pinned_pair
+if [ "${FLOOR:-0}" = 1 ]; then
+  g++ -O2 -std=c++20 bench/uring_floor.cc -o "$WORK/floor" -luring
+  SR=$(free_port); RR=$(free_port)
+  taskset -c 0 "$WORK/floor" "$SR" &
+  SP=$!; PIDS+=($!)
+  taskset -c 0 redis-server --bind 127.0.0.1 --port "$RR" --save '' --appendonly no --dir "$WORK" \
+    --daemonize no --loglevel warning > /dev/null &
+  RP=$!; PIDS+=($!)
+  wait_port "$SR"; wait_port "$RR"
+else
+  start_pinned_pair
+fi
 # Redis's counter starts id-sized, so that its replies are as long as sekka's ids (the clients
 # share core 1: a shorter reply would let Redis's client send more).
 redis-cli -p "$RR" SET x "$ID_SIZED" > /dev/null
 served_redis() { redis-cli -p "$RR" GET x | tr -d '\r'; }
 served_sekka() {
+  if [ "${FLOOR:-0}" = 1 ]; then redis-cli -p "$SR" GET x | tr -d '\r'; return; fi
   curl -s "http://127.0.0.1:$SH/metrics" |
     awk '$0 ~ "^sekka_requests_total\\{protocol=\"resp\",command=\"'"$label"'\""  { n += $2 } END { printf "%d\n", n }'
 }
@@ -76,4 +94,4 @@ median() { sort -n | awk '{ a[NR] = $1 } END { printf "%.3f", (NR % 2 ? a[(NR + 
 echo "median CPU per request ratio $(printf '%s\n' "${ratios[@]}" | median)," \
   "requests served ratio $(printf '%s\n' "${served[@]}" | median)," \
   "system calls per request ratio $(printf '%s\n' "${calls[@]}" | median)" \
-  "($WINDOWS windows, $SECONDS_PER s each, -P ${P:-1}, $CONNECTIONS connections, sekka I/O ${IO:-auto})"
+  "($WINDOWS windows, $SECONDS_PER s each, -P ${P:-1}, $CONNECTIONS connections, $([ "${FLOOR:-0}" = 1 ] && echo "the io_uring floor in sekka's place" || echo "sekka I/O ${IO:-auto}"))"

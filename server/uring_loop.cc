@@ -147,7 +147,6 @@ io_uring_sqe* UringLoop::Sqe() {
     io_uring_submit(ring_.get());
     sqe = io_uring_get_sqe(ring_.get());
   }
-  pending_sqe_ = sqe;
   return sqe;
 }
 

@@ -89,19 +89,25 @@ class UringLoop {
   // the socket empty); the kernel looks at the socket's state when it arms the wait.
   template <typename Handler>  // void(int res)
   void Receive(int fd, void* buffer, std::size_t size, bool poll_first, Handler&& handler) {
-    PrepareReceive(Sqe(), fd, buffer, size, poll_first);
-    Submit(std::forward<Handler>(handler));
+    UringOp* op = Make(std::forward<Handler>(handler));
+    io_uring_sqe* sqe = Sqe();
+    PrepareReceive(sqe, fd, buffer, size, poll_first);
+    Keep(sqe, op);
   }
   template <typename Handler>
   void Send(int fd, const void* data, std::size_t size, Handler&& handler) {
-    PrepareSend(Sqe(), fd, data, size);
-    Submit(std::forward<Handler>(handler));
+    UringOp* op = Make(std::forward<Handler>(handler));
+    io_uring_sqe* sqe = Sqe();
+    PrepareSend(sqe, fd, data, size);
+    Keep(sqe, op);
   }
   // Readable (POLLIN; an error or a hang-up counts).
   template <typename Handler>
   void WaitReadable(int fd, Handler&& handler) {
-    PreparePoll(Sqe(), fd);
-    Submit(std::forward<Handler>(handler));
+    UringOp* op = Make(std::forward<Handler>(handler));
+    io_uring_sqe* sqe = Sqe();
+    PreparePoll(sqe, fd);
+    Keep(sqe, op);
   }
 
   // Hands the queued entries to the kernel now, which takes their descriptors' files (before a
@@ -130,11 +136,13 @@ class UringLoop {
                              bool poll_first);
   static void PrepareSend(io_uring_sqe* sqe, int fd, const void* data, std::size_t size);
   static void PreparePoll(io_uring_sqe* sqe, int fd);
+  // Made before its entry is taken (nothing after the entry's preparation can fail, so no entry
+  // reaches the kernel without its operation).
   template <typename Handler>
-  void Submit(Handler&& handler) {
-    Keep(pending_sqe_, new Op<std::decay_t<Handler>>(std::forward<Handler>(handler)));
+  static UringOp* Make(Handler&& handler) {
+    return new Op<std::decay_t<Handler>>(std::forward<Handler>(handler));
   }
-  // Gives `op` to the entry taken last and lists it among the kernel's.
+  // Gives `op` to `sqe` and lists it among the kernel's.
   void Keep(io_uring_sqe* sqe, UringOp* op);
   void ArmReactorWatch();
   // Takes the completions there are, running their handlers when `run` (else dropping them);
@@ -146,7 +154,6 @@ class UringLoop {
   asio::io_context& loop_;
   std::unique_ptr<io_uring> ring_;
   int epoll_fd_ = -1;  // Asio's reactor's
-  io_uring_sqe* pending_sqe_ = nullptr;
   bool enabled_ = false;
   bool watch_armed_ = false;
   UringOp* live_ = nullptr;  // the kernel's operations, a list

@@ -62,6 +62,33 @@ def clockshift_env(clock_file):
     return {"LD_PRELOAD": lib, "CLOCKSHIFT_FILE": clock_file}
 
 
+def refuse_io_uring():
+    """A preexec_fn: the process may not make an io_uring (io_uring_setup fails with EPERM), as
+    in a container whose seccomp profile forbids it (Docker's default one does). A real seccomp
+    filter: classic BPF that answers EPERM to system call 425 on x86-64 and allows the rest."""
+    import ctypes
+    import struct
+    libc = ctypes.CDLL(None, use_errno=True)
+    ld_abs, jeq, ret = 0x20, 0x15, 0x06
+    program = [(ld_abs, 0, 0, 4),            # the architecture
+               (jeq, 0, 3, 0xC000003E),      # x86-64, else allow
+               (ld_abs, 0, 0, 0),            # the system call's number
+               (jeq, 0, 1, 425),             # io_uring_setup
+               (ret, 0, 0, 0x00050000 | 1),  # SECCOMP_RET_ERRNO | EPERM
+               (ret, 0, 0, 0x7FFF0000)]      # SECCOMP_RET_ALLOW
+    code = b"".join(struct.pack("HBBI", *i) for i in program)
+    buffer = ctypes.create_string_buffer(code)
+
+    class Program(ctypes.Structure):
+        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+    prog = Program(len(program), ctypes.addressof(buffer))
+    pr_set_no_new_privs, pr_set_seccomp, seccomp_mode_filter = 38, 22, 2
+    if libc.prctl(pr_set_no_new_privs, 1, 0, 0, 0) != 0 or \
+            libc.prctl(pr_set_seccomp, seccomp_mode_filter, ctypes.byref(prog), 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl")
+
+
 def _cleanup():
     for proc in list(_live):
         if proc.poll() is None:
@@ -105,6 +132,7 @@ class Server:
         if not line:
             self.proc.wait(timeout=max(1, deadline - time.time()))
             return False
+        self.first_line = line
         m = LISTEN_RE.search(line)
         if not m:
             raise AssertionError(f"unexpected first line: {line!r}")

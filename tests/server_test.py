@@ -25,7 +25,8 @@ import redis
 sys.path.insert(0, os.path.dirname(__file__))
 from sekka_testlib import (SEKKA, UNDER_SANITIZER, Server, TempDirs,  # noqa: E402
                            check_half_close, check_read_sizes, check_urgent_data, chromium,
-                           exchange, js_check_ids, private_file, redis_cli, wait_for)
+                           exchange, js_check_ids, private_file, redis_cli, refuse_io_uring,
+                           wait_for)
 
 MAX_ID = 2 ** 63 - 1
 
@@ -2307,6 +2308,54 @@ class ConfigTest(ServerTestCase):
         for _ in range(5):
             self.assertGreater(r.execute_command("ID.NEXT"), 0)
             time.sleep(0.3)
+
+
+class IoPathTest(ServerTestCase):
+    """Issue 45: the event loops run on io_uring where the kernel allows it, else on epoll
+    (server.io), shown in the start line and /v1/info. The suite runs every other test on the
+    io_uring path in its Release and AddressSanitizer stages and on epoll in its
+    ThreadSanitizer stage (scripts/test.sh); these choose the path themselves."""
+
+    def serve_both_ways(self, s):
+        r = redis.Redis(host="127.0.0.1", port=s.resp_port)
+        pipe = r.pipeline(transaction=False)
+        for _ in range(1000):
+            pipe.execute_command("ID.NEXT")
+        ids = pipe.execute()
+        self.assertEqual(len(set(ids)), 1000)
+        self.assertEqual(ids, sorted(ids))
+        status, _, body = s.get("/v1/id")
+        self.assertEqual(status, 200, body)
+
+    def test_each_path_serves_and_is_shown(self):
+        for io in ("io_uring", "epoll"):
+            with self.subTest(io=io):
+                s = self.start(io, "--io", io)
+                info = s.get_json("/v1/info")[1]
+                self.assertEqual((info["io"], info["io_refused"]), (io, ""))
+                self.serve_both_ways(s)
+
+    def test_auto_falls_back_to_epoll_where_io_uring_is_refused(self):
+        # As in a container whose seccomp profile refuses io_uring.
+        s = self.start("refused", "--io", "auto", preexec=refuse_io_uring)
+        self.assertIn("I/O epoll (io_uring refused: io_uring_setup: Operation not permitted)",
+                      s.first_line)
+        info = s.get_json("/v1/info")[1]
+        self.assertEqual(info["io"], "epoll")
+        self.assertIn("Operation not permitted", info["io_refused"])
+        self.serve_both_ways(s)
+        allowed = self.start("allowed", "--io", "auto")
+        self.assertIn("I/O io_uring)", allowed.first_line)
+
+    def test_io_uring_asked_for_and_refused_does_not_start(self):
+        p = subprocess.run([SEKKA, "serve", "--io", "io_uring", "--http", "127.0.0.1:0",
+                            "--resp", "127.0.0.1:0", "--data-dir", self.dirs.path("asked")],
+                           capture_output=True, text=True, timeout=60, preexec_fn=refuse_io_uring,
+                           env=dict(os.environ,
+                                    SEKKA_WORKER_LOCK_DIR=self.dirs.path("asked-locks")))
+        self.assertNotEqual(p.returncode, 0)
+        self.assertIn('server.io = "io_uring", and the kernel refused it', p.stderr)
+        self.assertIn('server.io = "auto" falls back to epoll', p.stderr)
 
 
 if __name__ == "__main__":
