@@ -12,6 +12,7 @@ import re
 import resource
 import shutil
 import socket
+import struct
 import subprocess
 import sys
 import threading
@@ -2333,6 +2334,32 @@ class IoPathTest(ServerTestCase):
                 s = self.start(io, "--io", io)
                 info = s.get_json("/v1/info")[1]
                 self.assertEqual((info["io"], info["io_refused"]), (io, ""))
+                self.serve_both_ways(s)
+
+    def open_connections(self, s):
+        text = s.get("/metrics")[2]
+        return sum(float(line.split()[-1]) for line in text.splitlines()
+                   if line.startswith("sekka_connections_open{protocol=\"resp\""))
+
+    def test_clients_that_close_mid_round_leave_nothing_behind(self):
+        """Clients that send a pipeline and go (a reset, a FIN, a half-close) while their
+        replies are being written: the loop goes on serving, and every connection it held is
+        let go (its operations' completions came back; none is kept by a lost one)."""
+        request = b"*1\r\n$7\r\nID.NEXT\r\n" * 2000
+        for io in ("io_uring", "epoll"):
+            with self.subTest(io=io):
+                s = self.start(io, "--io", io)
+                for i in range(300):
+                    c = socket.create_connection(("127.0.0.1", s.resp_port))
+                    c.sendall(request)
+                    if i % 3 == 0:  # a reset: replies still queued, its receive waiting
+                        c.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER,
+                                     struct.pack("ii", 1, 0))
+                    elif i % 3 == 1:  # a half-close: it reads nothing more
+                        c.shutdown(socket.SHUT_WR)
+                    c.close()
+                self.assertTrue(wait_for(lambda: self.open_connections(s) == 0, 60),
+                                f"{self.open_connections(s)} connections still open")
                 self.serve_both_ways(s)
 
     def test_auto_falls_back_to_epoll_where_io_uring_is_refused(self):
