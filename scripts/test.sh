@@ -123,9 +123,6 @@ ASAN_COVERS+='|peers_test\.(TinyIdTest|TinyIdTokenTest|TinyIdTableTokenTest|CosI
 ASAN_COVERS+='|strict_test\..*|entry_points_test\.(HostWorkerIdTest|ReviewFindingsTest)'
 ASAN_COVERS+='|coordinator_test\.CoordinatorConfigTest)$'
 ctest --test-dir build --output-on-failure -j2 -E "$ASAN_COVERS"
-# What neither sanitizer stage runs, on the epoll path (the pass above was io_uring's).
-EPOLL_ONLY_IN_RELEASE="coordinator_test\.(Etcd|ZooKeeper|Redis)ClockTest|DirectionTest|$SANITIZER_SKIP"
-SEKKA_SERVER_IO=epoll ctest --test-dir build --output-on-failure -j2 -R "$EPOLL_ONLY_IN_RELEASE"
 
 step "Debian package: build, lintian, install, check, purge"
 bash scripts/package_test.sh
@@ -135,6 +132,17 @@ bash scripts/package_test.sh
 # timeouts, and every test passes on a busy machine. Each starts as soon as its tree is built,
 # and writes its own log, shown whole when it fails and by its summary when it passes.
 step "ThreadSanitizer, AddressSanitizer + UndefinedBehaviorSanitizer and libFuzzer, side by side"
+# What neither sanitizer stage runs, again on the epoll path (the Release pass was io_uring's),
+# in the background beside the sanitizer stages (these tests mostly wait on coordinators,
+# stores and TTLs), and waited for with them; after the package stage, which may rebuild build/.
+EPOLL_ONLY_IN_RELEASE="coordinator_test\.(Etcd|ZooKeeper|Redis)ClockTest|DirectionTest|$SANITIZER_SKIP"
+epoll_tests() {
+  SEKKA_SERVER_IO=epoll ctest --test-dir build --output-on-failure -j2 -R "$EPOLL_ONLY_IN_RELEASE"
+}
+export -f epoll_tests
+export EPOLL_ONLY_IN_RELEASE
+in_own_group bash -c epoll_tests > "$WORK/epoll-tests.log" 2>&1
+TEST_PIDS[epoll]=$!
 # ThreadSanitizer: the unit tests and the server end to end, but LimitsTest's stalled-readers
 # case (one event loop and 344 MB of UUIDs: nothing for TSan that its other budget cases, on
 # several loops, do not show; Release and ASan run it). The clock-fault tests preload
@@ -183,7 +191,7 @@ done
 wait "$BUILDS_PID" || true  # done (fuzz.rc is written): reaped, so cleanup leaves its PID be
 BUILDS_PID=
 failed=0
-for name in tsan asan fuzz; do
+for name in epoll tsan asan fuzz; do
   if wait "${TEST_PIDS[$name]}"; then
     printf '%s passed (at %d s):\n' "$name" "$SECONDS"
     if [ "$name" = fuzz ]; then

@@ -320,6 +320,12 @@ void Connection::Read() {
 
 void Connection::OnRead(const asio::error_code& ec, std::size_t n) {
   reading_ = false;
+  // The client finished sending while its replies were being written (on a ring the read goes
+  // with the write): they are written first, as on epoll, which reads the end only after them.
+  if (ec == asio::error::eof && writing_ && !closed_) {
+    closing_ = true;
+    return;
+  }
   if (ec || closed_) {
     Close();
     return;

@@ -8,9 +8,10 @@
 #include <sys/epoll.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstring>
-#include <stdexcept>
 #include <string>
+#include <thread>
 
 #include "server/log.h"
 
@@ -25,10 +26,15 @@ namespace {
 // ring holds (more wait in the kernel: IORING_FEAT_NODROP).
 constexpr unsigned kSubmissions = 1024;
 constexpr unsigned kCompletions = 16384;
+// Completions a round runs at most: then Asio's timers, listeners and posts get their turn, as
+// on epoll, whose reactor takes at most 128 events per wait (a flood of completions does not
+// hold back an accept or a timeout). The rest wait in the ring for the next round, which does
+// not sleep while they do.
+constexpr std::size_t kRoundCompletions = 128;
 // The reactor's watch, told apart from operations (which are pointers, never 1).
 constexpr std::uint64_t kReactorWatch = 1;
 // Stopping: how long the loop waits for the completions of the operations it cancelled.
-constexpr int kQuiesceMillis = 5000;
+constexpr std::chrono::seconds kQuiesce{5};
 
 thread_local UringLoop* current_loop = nullptr;
 
@@ -37,42 +43,39 @@ using asio::detail::epoll_reactor;
 using asio::detail::scheduler;
 
 // Asio's private members the loop needs, each named once by an explicit instantiation of
-// Reveal (the language exempts those from access checks).
-template <typename Tag, auto kMember>
+// Reveal (the language exempts those from access checks). Each member has a tag, a type of its
+// own whose MemberOf the instantiation defines.
+template <typename T, auto kMember>
 struct Reveal {
-  friend constexpr auto MemberOf(Tag) { return kMember; }
+  friend constexpr auto MemberOf(T) { return kMember; }
 };
-struct EpollFd {
-  friend constexpr auto MemberOf(EpollFd);
-};
-struct SchedulerMutex {
-  friend constexpr auto MemberOf(SchedulerMutex);
-};
-struct TaskInterrupted {
-  friend constexpr auto MemberOf(TaskInterrupted);
-};
-struct OpQueue {
-  friend constexpr auto MemberOf(OpQueue);
-};
-struct TaskOperation {
-  friend constexpr auto MemberOf(TaskOperation);
-};
+// clang-format off
+struct EpollFd { friend constexpr auto MemberOf(EpollFd); };
+struct SchedulerMutex { friend constexpr auto MemberOf(SchedulerMutex); };
+struct TaskInterrupted { friend constexpr auto MemberOf(TaskInterrupted); };
+struct OpQueue { friend constexpr auto MemberOf(OpQueue); };
+struct TaskOperation { friend constexpr auto MemberOf(TaskOperation); };
+struct Stopped { friend constexpr auto MemberOf(Stopped); };
+// clang-format on
 template struct Reveal<EpollFd, &epoll_reactor::epoll_fd_>;
 template struct Reveal<SchedulerMutex, &scheduler::mutex_>;
 template struct Reveal<TaskInterrupted, &scheduler::task_interrupted_>;
 template struct Reveal<OpQueue, &scheduler::op_queue_>;
 template struct Reveal<TaskOperation, &scheduler::task_operation_>;
+template struct Reveal<Stopped, &scheduler::stopped_>;
 
-// Whether a handler waits in the scheduler's queue (anything but its reactor task). When none
-// does and `sleeping`, marks the reactor as asleep, so that the next post from another thread
-// interrupts it (uring_loop.h, Asio's work, 2). Without `sleeping`, marks it awake.
+// Whether a handler waits in the scheduler's queue (anything but its reactor task) or the loop
+// was stopped (a stop interrupts only a reactor marked asleep). When neither and `sleeping`,
+// marks the reactor as asleep, so that the next post or stop from another thread interrupts
+// it (uring_loop.h, Asio's work, 2). Without `sleeping`, marks it awake.
 bool HandlersWaitOrSleep(scheduler& s, bool sleeping) {
   asio::detail::conditionally_enabled_mutex::scoped_lock lock(s.*MemberOf(SchedulerMutex{}));
   auto& queue = s.*MemberOf(OpQueue{});
   const asio::detail::scheduler_operation* task = &(s.*MemberOf(TaskOperation{}));
   const bool waiting =
-      !queue.empty() &&
-      (queue.front() != task || asio::detail::op_queue_access::next(queue.front()) != nullptr);
+      s.*MemberOf(Stopped{}) ||
+      (!queue.empty() &&
+       (queue.front() != task || asio::detail::op_queue_access::next(queue.front()) != nullptr));
   s.*MemberOf(TaskInterrupted{}) = !(sleeping && !waiting);
   return waiting;
 }
@@ -184,7 +187,11 @@ void UringLoop::Run() {
     // (liburing 2.3 declares io_uring_enable_rings but does not export it.)
     if (const int r = io_uring_register(ring_->ring_fd, IORING_REGISTER_ENABLE_RINGS, nullptr, 0);
         r < 0) {
-      throw std::runtime_error(fmt::format("enabling the io_uring: {}", std::strerror(-r)));
+      // Its sockets are still Asio's (none moved to a ring that is not current): epoll.
+      Log(LogLevel::kError, "io_uring not enabled; this event loop runs on epoll",
+          fmt::format("error=\"{}\"", std::strerror(-r)));
+      loop_.run();
+      return;
     }
     enabled_ = true;
   }
@@ -201,23 +208,35 @@ void UringLoop::Run() {
     const int r = sleep ? io_uring_submit_and_wait(ring_.get(), 1)
                         : io_uring_submit_and_get_events(ring_.get());
     if (sleep) HandlersWaitOrSleep(sched, /*sleeping=*/false);
-    if (r < 0 && r != -EINTR && r != -EAGAIN && r != -EBUSY && r != -ETIME) {
-      throw std::runtime_error(fmt::format("io_uring_enter: {}", std::strerror(-r)));
-    }
-    reactor_ready = Reap(/*run=*/true);
+    const std::size_t done = Reap(/*run=*/true, reactor_ready);
+    if (r < 0 && r != -EINTR && r != -EAGAIN && r != -EBUSY && r != -ETIME) Failed(r, done);
   }
   Quiesce();
   current_loop = nullptr;
 #endif
 }
 
-bool UringLoop::Reap(bool run) {
-  bool reactor = false;
+void UringLoop::Failed(int error, std::size_t reaped) {
+  // Its sockets are the ring's: the loop goes on with what completes, telling once a minute,
+  // and does not spin while nothing does.
+  const auto now = std::chrono::steady_clock::now();
+  if (now - last_failure_log_ >= std::chrono::minutes(1)) {
+    last_failure_log_ = now;
+    Log(LogLevel::kError, "io_uring_enter failed",
+        fmt::format("error=\"{}\"", std::strerror(-error)));
+  }
+  if (reaped == 0) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+}
+
+std::size_t UringLoop::Reap(bool run, bool& reactor) {
+  reactor = false;
+  std::size_t count = 0;
   io_uring_cqe* cqe = nullptr;
-  while (io_uring_peek_cqe(ring_.get(), &cqe) == 0) {
+  while (count < kRoundCompletions && io_uring_peek_cqe(ring_.get(), &cqe) == 0) {
     const std::uint64_t data = cqe->user_data;
     const int res = cqe->res;
     io_uring_cqe_seen(ring_.get(), cqe);  // taken before its handler runs (uring_loop.h, 2)
+    ++count;
     if (data == kReactorWatch) {
       watch_armed_ = false;
       reactor = true;
@@ -230,18 +249,20 @@ bool UringLoop::Reap(bool run) {
     --live_count_;
     if (run) op->Run(res);
   }
-  return reactor;
+  return count;
 }
 
 void UringLoop::Quiesce() {
   io_uring_sqe* sqe = Sqe();
   io_uring_prep_cancel64(sqe, 0, IORING_ASYNC_CANCEL_ANY);
   io_uring_sqe_set_data64(sqe, 0);
-  for (int waited = 0; waited < kQuiesceMillis && (live_count_ > 0 || watch_armed_); waited += 10) {
+  const auto deadline = std::chrono::steady_clock::now() + kQuiesce;
+  while ((live_count_ > 0 || watch_armed_) && std::chrono::steady_clock::now() < deadline) {
     __kernel_timespec wait{0, 10'000'000};
     io_uring_cqe* cqe = nullptr;
     io_uring_submit_and_wait_timeout(ring_.get(), &cqe, 1, &wait, nullptr);
-    Reap(/*run=*/false);  // the loop has stopped: handlers are dropped unrun
+    bool reactor = false;
+    Reap(/*run=*/false, reactor);  // the loop has stopped: handlers are dropped unrun
   }
 }
 

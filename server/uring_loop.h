@@ -13,13 +13,13 @@
 //      from another thread) an event on its epoll instance. The ring watches that epoll
 //      instance (a one-shot poll, armed again after each run of Asio's handlers: an arm looks
 //      at the instance's state, so a report left unread fires it at once).
-//   2. A post from another thread wakes the reactor only when Asio believes it sleeps (its
-//      scheduler's task_interrupted_ is false). The loop says so under the scheduler's lock,
-//      just before it sleeps, and only when no handler waits: a handler that waits makes the
-//      round poll instead of sleep. Waking, it says the reactor is awake again, so that the
-//      posts of its own handlers cost no wake-up.
-//   3. So a post, a timer or a ready listener either comes before the look (and the round runs
-//      Asio's handlers without sleeping) or after it (and its epoll event ends the sleep).
+//   2. A post or a stop from another thread wakes the reactor only when Asio believes it
+//      sleeps (its scheduler's task_interrupted_ is false). The loop says so under the
+//      scheduler's lock, just before it sleeps, and only when no handler waits and the loop is
+//      not stopped: either makes the round poll instead of sleep. Waking, it says the reactor
+//      is awake again, so that the posts of its own handlers cost no wake-up.
+//   3. So a post, a stop, a timer or a ready listener either comes before the look (and the
+//      round does not sleep) or after it (and its epoll event ends the sleep).
 //
 // Why no completion is lost and no buffer is freed while the kernel uses it:
 //   1. An operation owns its handler, and the handler owns what the kernel reads or writes (a
@@ -43,6 +43,7 @@
 #define SEKKA_SERVER_URING_LOOP_H_
 
 #include <asio.hpp>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -78,7 +79,8 @@ class UringLoop {
   UringLoop& operator=(const UringLoop&) = delete;
 
   // Runs the loop until it is stopped, on its thread (each call on the same one). A handler's
-  // exception leaves it; calling it again goes on.
+  // exception leaves it; calling it again goes on. Where the kernel refuses to enable the ring
+  // (it was made disabled), the loop runs on epoll instead, saying so.
   void Run();
   // The ring of the loop this thread runs, or null.
   static UringLoop* Current();
@@ -146,8 +148,10 @@ class UringLoop {
   void Keep(io_uring_sqe* sqe, UringOp* op);
   void ArmReactorWatch();
   // Takes the completions there are, running their handlers when `run` (else dropping them);
-  // true when the reactor's watch was among them.
-  bool Reap(bool run);
+  // how many. `reactor`: whether the reactor's watch was among them.
+  std::size_t Reap(bool run, bool& reactor);
+  // io_uring_enter failed with `error` (negative) in a round that took `reaped` completions.
+  void Failed(int error, std::size_t reaped);
   // Cancels the kernel's operations and waits for them (Run's end).
   void Quiesce();
 
@@ -158,6 +162,7 @@ class UringLoop {
   bool watch_armed_ = false;
   UringOp* live_ = nullptr;  // the kernel's operations, a list
   std::size_t live_count_ = 0;
+  std::chrono::steady_clock::time_point last_failure_log_{};
 };
 
 }  // namespace sekka::server
