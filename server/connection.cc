@@ -43,7 +43,10 @@ void Connection::Begin() {
   asio::error_code ignored;
   socket_.non_blocking(true, ignored);
   fd_.store(socket_.native_handle());
-  socket_.UseRing();
+  // TLS stays on Asio's reactor: each step of a handshake would be a round trip through the
+  // ring's completions, where the stream's read on epoll tries the socket at once, and under a
+  // flood of handshakes a good client's waited behind all of theirs (TlsHostileTest, loaded).
+  if (tls_context_ == nullptr) socket_.UseRing();
   peer_ = socket_.remote_endpoint(ignored).address();
   trusted_ = StartsAuthenticated(server_.config(), tls_context_ != nullptr);
   ArmIdleTimer();
@@ -320,9 +323,11 @@ void Connection::Read() {
 
 void Connection::OnRead(const asio::error_code& ec, std::size_t n) {
   reading_ = false;
-  // The client finished sending while its replies were being written (on a ring the read goes
-  // with the write): they are written first, as on epoll, which reads the end only after them.
-  if (ec == asio::error::eof && writing_ && !closed_) {
+  // The client finished sending (a FIN; under TLS with or without close_notify) while its
+  // replies were being written (on a ring the read goes with the write; on either path after a
+  // request timeout's reply): they are written first, as epoll reads the end only after them.
+  if ((ec == asio::error::eof || ec == asio::ssl::error::stream_truncated) && writing_ &&
+      !closed_) {
     closing_ = true;
     return;
   }

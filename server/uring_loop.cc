@@ -100,8 +100,9 @@ Result<std::unique_ptr<UringLoop>> UringLoop::Open(asio::io_context& loop) {
     io_uring_queue_exit(ring.get());
     return Unavailable("io_uring without IORING_FEAT_NODROP (Linux 5.5)");
   }
-  // Receives and sends that wait for the socket first need Linux 5.19's poll-first flag; the
-  // probe names the operations, so ask for the newest one it needs beside it (cancel-any, 5.19).
+  // The flags above need Linux 6.1 (deferred task work), which has every operation and flag used
+  // here (poll-first receives and cancel-any are 5.19's); the probe is for a kernel that lists
+  // fewer operations than its version has (restricted).
   std::unique_ptr<io_uring_probe, void (*)(io_uring_probe*)> probe(
       io_uring_get_probe_ring(ring.get()), io_uring_free_probe);
   if (probe == nullptr || !io_uring_opcode_supported(probe.get(), IORING_OP_SEND) ||
@@ -146,8 +147,10 @@ void UringLoop::SubmitQueued() {
 
 io_uring_sqe* UringLoop::Sqe() {
   io_uring_sqe* sqe = io_uring_get_sqe(ring_.get());
-  while (sqe == nullptr) {  // full: hand the queue to the kernel (uring_loop.h, 4)
-    io_uring_submit(ring_.get());
+  while (sqe == nullptr) {                   // full: hand the queue to the kernel (uring_loop.h, 4)
+    if (io_uring_submit(ring_.get()) < 0) {  // short of memory: a moment, not a spin
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
     sqe = io_uring_get_sqe(ring_.get());
   }
   return sqe;
@@ -183,6 +186,10 @@ void UringLoop::ArmReactorWatch() {
 
 void UringLoop::Run() {
 #ifdef SEKKA_URING_LOOP
+  if (refused_) {
+    loop_.run();
+    return;
+  }
   if (!enabled_) {
     // (liburing 2.3 declares io_uring_enable_rings but does not export it.)
     if (const int r = io_uring_register(ring_->ring_fd, IORING_REGISTER_ENABLE_RINGS, nullptr, 0);
@@ -190,6 +197,7 @@ void UringLoop::Run() {
       // Its sockets are still Asio's (none moved to a ring that is not current): epoll.
       Log(LogLevel::kError, "io_uring not enabled; this event loop runs on epoll",
           fmt::format("error=\"{}\"", std::strerror(-r)));
+      refused_ = true;
       loop_.run();
       return;
     }
@@ -204,12 +212,14 @@ void UringLoop::Run() {
       ArmReactorWatch();
       if (loop_.stopped()) break;
     }
-    const bool sleep = !HandlersWaitOrSleep(sched, /*sleeping=*/true);
+    // Completions left from the last round (kRoundCompletions): a round without sleep.
+    const bool sleep =
+        io_uring_cq_ready(ring_.get()) == 0 && !HandlersWaitOrSleep(sched, /*sleeping=*/true);
     const int r = sleep ? io_uring_submit_and_wait(ring_.get(), 1)
                         : io_uring_submit_and_get_events(ring_.get());
     if (sleep) HandlersWaitOrSleep(sched, /*sleeping=*/false);
     const std::size_t done = Reap(/*run=*/true, reactor_ready);
-    if (r < 0 && r != -EINTR && r != -EAGAIN && r != -EBUSY && r != -ETIME) Failed(r, done);
+    if (r < 0 && r != -EINTR && r != -ETIME) Failed(r, done);
   }
   Quiesce();
   current_loop = nullptr;
@@ -217,10 +227,11 @@ void UringLoop::Run() {
 }
 
 void UringLoop::Failed(int error, std::size_t reaped) {
-  // Its sockets are the ring's: the loop goes on with what completes, telling once a minute,
+  // Its sockets are the ring's: the loop goes on with what completes, telling once a minute
+  // (not of EAGAIN and EBUSY: the kernel short of memory a moment, completions to take first),
   // and does not spin while nothing does.
   const auto now = std::chrono::steady_clock::now();
-  if (now - last_failure_log_ >= std::chrono::minutes(1)) {
+  if (error != -EAGAIN && error != -EBUSY && now - last_failure_log_ >= std::chrono::minutes(1)) {
     last_failure_log_ = now;
     Log(LogLevel::kError, "io_uring_enter failed",
         fmt::format("error=\"{}\"", std::strerror(-error)));
@@ -260,7 +271,9 @@ void UringLoop::Quiesce() {
   while ((live_count_ > 0 || watch_armed_) && std::chrono::steady_clock::now() < deadline) {
     __kernel_timespec wait{0, 10'000'000};
     io_uring_cqe* cqe = nullptr;
-    io_uring_submit_and_wait_timeout(ring_.get(), &cqe, 1, &wait, nullptr);
+    const int r = io_uring_submit_and_wait_timeout(ring_.get(), &cqe, 1, &wait, nullptr);
+    if (r < 0 && r != -ETIME && r != -EINTR)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
     bool reactor = false;
     Reap(/*run=*/false, reactor);  // the loop has stopped: handlers are dropped unrun
   }

@@ -159,6 +159,7 @@ class UringLoop {
   std::unique_ptr<io_uring> ring_;
   int epoll_fd_ = -1;  // Asio's reactor's
   bool enabled_ = false;
+  bool refused_ = false;  // the kernel refused to enable it: the loop runs on epoll
   bool watch_armed_ = false;
   UringOp* live_ = nullptr;  // the kernel's operations, a list
   std::size_t live_count_ = 0;
