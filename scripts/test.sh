@@ -19,7 +19,7 @@
 # AddressSanitizer stages on io_uring (the default where the kernel allows it), the
 # ThreadSanitizer stage on epoll (SEKKA_SERVER_IO=epoll, which every `sekka serve` a test starts
 # inherits); the tests TSan does not run get a second pass on epoll in the Release tree
-# (EPOLL_PASS; cli_test and ClockFaultTest run in Release as well as under ASan).
+# (EPOLL_PASS, which has cli_test and ClockFaultTest: ASan runs them on io_uring).
 # scripts/test_busy.sh runs this script with two CPU hogs beside it (issue 39).
 # Each build has its own tree (build, build-asan, build-tsan, build-fuzz); re-runs are
 # incremental. The three checking trees build in the background (scripts/sanitizer_builds.sh,
@@ -114,8 +114,8 @@ step "Release: unit and simulation tests, what needs the product's binary, fault
 # The unit tests stay: the lock-free generator and the simulation run at -O3 here.
 # server_test.LimitsTest stays too: its resident-memory checks are skipped under the sanitizers
 # (their allocators keep freed memory), so only this stage makes them.
-ASAN_COVERS='^(clients\.cpp|conformance\.cpp|tls_test\..*|stats_test\..*'
-ASAN_COVERS+='|server_test\.(HttpTest|AuthTest|RespTest|UniquenessTest|WorkerIdTest'
+ASAN_COVERS='^(cli_test|clients\.cpp|conformance\.cpp|tls_test\..*|stats_test\..*'
+ASAN_COVERS+='|server_test\.(HttpTest|AuthTest|RespTest|UniquenessTest|WorkerIdTest|ClockFaultTest'
 ASAN_COVERS+='|RestartStateTest|AbuseTest|DiskFullTest|ConfigTest|OpaqueServerTest|TimeOrderedIdTest'
 ASAN_COVERS+='|RandomAndSpreadServerTest|MonitoringTest|UiTest|SecretsTest|StatementsTest)'
 ASAN_COVERS+='|check_test\..*|thrift_test\..*|segment_test\.SqliteSegmentTest'
